@@ -1,0 +1,4 @@
+//! The `ggml` command-line tool.
+fn main() {
+    println!("ggml");
+}

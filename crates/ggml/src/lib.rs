@@ -1,10 +1,41 @@
 //! # ggml
 //!
-//! GGML's tensor library and backend system, in pure Rust.
+//! GGML's tensor library and backend system, in pure Rust: contexts that hold tensors,
+//! operators that build compute graphs, and backends (buffer types, buffers, devices,
+//! registries, events, asynchronous streams, graph plans) that run them.
+//!
+//! ```
+//! use ggml::{backend, Context, Type};
+//! # fn main() -> ggml::Result<()> {
+//! let cpu = backend::cpu_init()?;
+//! let ctx = Context::init(1 << 20, false)?;
+//! let a = ctx.new_tensor_1d(Type::F32, 4)?;
+//! let b = ctx.relu(&a)?;
+//! let graph = ctx.build_forward_expand(&b)?;
+//! a.set_f32(&[-1.0, 2.0, -3.0, 4.0])?;
+//! cpu.graph_compute(&graph)?;
+//! assert_eq!(b.get_f32()?, vec![0.0, 2.0, 0.0, 4.0]);
+//! # Ok(()) }
+//! ```
 #![warn(missing_docs)]
 
+pub mod alloc;
+pub mod backend;
+pub mod context;
+mod cpu;
 pub mod error;
+pub mod graph;
+pub mod ops;
+pub mod tensor;
 pub mod types;
 
+pub use backend::{
+    Backend, Buffer, BufferType, BufferUsage, Device, DeviceCaps, DeviceProps, DeviceType, Event,
+    GraphPlan, Pending, Registry,
+};
+pub use context::{tensor_overhead, Context};
 pub use error::{Error, Result, Status};
+pub use graph::{graph_overhead, graph_overhead_custom, Graph};
+pub use ops::{Op, UnaryOp};
+pub use tensor::{Tensor, MAX_DIMS};
 pub use types::{bf16, f16, Type, QK_K};

@@ -1,0 +1,589 @@
+//! Buffer types and buffers, and the bookkeeping that makes asynchronous work on them sound.
+//!
+//! Every buffer counts the queued jobs that will touch it (`pending`) and marks the one running
+//! now (`busy`). Host reads and writes wait until both are clear and run under the buffer's lock;
+//! jobs take `busy` on all their buffers (in id order, so two streams never deadlock) before
+//! they run. `free` refuses new work and waits for queued work before releasing the memory.
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+
+use crate::error::{Error, Result};
+use crate::tensor::{lock, Tensor};
+
+use super::traits::{BufferImpl, BufferTypeImpl};
+
+static NEXT_BUFFER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What a buffer is for (`enum ggml_backend_buffer_usage`); a tag read by the scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum BufferUsage {
+    /// No particular use (the default).
+    #[default]
+    Any = 0,
+    /// Model weights.
+    Weights = 1,
+    /// Intermediate results of a graph.
+    Compute = 2,
+}
+
+impl BufferUsage {
+    fn from_u8(v: u8) -> BufferUsage {
+        match v {
+            1 => BufferUsage::Weights,
+            2 => BufferUsage::Compute,
+            _ => BufferUsage::Any,
+        }
+    }
+}
+
+/// A kind of memory (`ggml_backend_buffer_type_t`). Cheap to clone; compares by identity.
+#[derive(Clone)]
+pub struct BufferType(Arc<dyn BufferTypeImpl>);
+
+impl PartialEq for BufferType {
+    fn eq(&self, other: &BufferType) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
+    }
+}
+impl Eq for BufferType {}
+
+impl std::fmt::Debug for BufferType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BufferType({})", self.name())
+    }
+}
+
+impl BufferType {
+    /// Wraps an implementation. Keep the returned handle and hand out clones: identity matters.
+    pub fn new(imp: impl BufferTypeImpl) -> BufferType {
+        BufferType(Arc::new(imp))
+    }
+
+    /// Name (`ggml_backend_buft_name`).
+    pub fn name(&self) -> String {
+        self.0.name()
+    }
+
+    /// Alignment of tensor addresses (`ggml_backend_buft_get_alignment`).
+    pub fn get_alignment(&self) -> usize {
+        self.0.alignment()
+    }
+
+    /// Largest single buffer (`ggml_backend_buft_get_max_size`).
+    pub fn get_max_size(&self) -> usize {
+        self.0.max_size()
+    }
+
+    /// Bytes `t` needs in a buffer of this type (`ggml_backend_buft_get_alloc_size`).
+    pub fn get_alloc_size(&self, t: &Tensor) -> usize {
+        self.0.alloc_size(t).max(t.nbytes())
+    }
+
+    /// Whether buffers of this type are host memory in standard layout.
+    pub fn is_host(&self) -> bool {
+        self.0.is_host()
+    }
+
+    /// Allocates a buffer of `size` bytes (`ggml_backend_buft_alloc_buffer`); size 0 gives an
+    /// empty buffer without asking the implementation.
+    pub fn alloc_buffer(&self, size: usize) -> Result<Buffer> {
+        let imp: Box<dyn BufferImpl> = if size == 0 {
+            Box::new(HostMemory::new(0)?)
+        } else {
+            self.0.alloc_buffer(size)?
+        };
+        if imp.size() < size {
+            return Err(Error::AllocFailed(format!(
+                "buffer type {} returned {} bytes for a request of {size}",
+                self.name(),
+                imp.size()
+            )));
+        }
+        Ok(Buffer::from_parts(
+            self.clone(),
+            Kind::Plain(RwLock::new(Some(imp))),
+            size,
+            None,
+        ))
+    }
+}
+
+enum Kind {
+    Plain(RwLock<Option<Box<dyn BufferImpl>>>),
+    Multi(Vec<Buffer>),
+}
+
+#[derive(Default)]
+struct State {
+    /// Jobs queued (not yet finished) that touch this buffer.
+    pending: usize,
+    /// A job is running on this buffer now.
+    busy: bool,
+    freed: bool,
+}
+
+pub(crate) struct Inner {
+    id: u64,
+    buft: BufferType,
+    size: usize,
+    usage: AtomicU8,
+    kind: Kind,
+    name: Option<String>,
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+/// A block of device memory holding tensors (`ggml_backend_buffer_t`). Cheap to clone; clones
+/// share the buffer. Tensors placed in a buffer keep it alive, so dropping the last handle while
+/// tensors still use it does not free it; [`Buffer::free`] does, and later use is an `Err`.
+#[derive(Clone)]
+pub struct Buffer(pub(crate) Arc<Inner>);
+
+impl PartialEq for Buffer {
+    fn eq(&self, other: &Buffer) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for Buffer {}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Buffer")
+            .field("name", &self.name())
+            .field("size", &self.0.size)
+            .field("usage", &self.get_usage())
+            .field("multi", &self.is_multi_buffer())
+            .finish()
+    }
+}
+
+impl Buffer {
+    fn from_parts(buft: BufferType, kind: Kind, size: usize, name: Option<String>) -> Buffer {
+        Buffer(Arc::new(Inner {
+            id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
+            buft,
+            size,
+            usage: AtomicU8::new(BufferUsage::Any as u8),
+            kind,
+            name,
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+        }))
+    }
+
+    /// A buffer over memory an implementation already holds (host pointers, mapped files).
+    pub(crate) fn wrap(buft: BufferType, imp: Box<dyn BufferImpl>, name: &str) -> Buffer {
+        let size = imp.size();
+        Buffer::from_parts(
+            buft,
+            Kind::Plain(RwLock::new(Some(imp))),
+            size,
+            Some(name.to_string()),
+        )
+    }
+
+    /// A multi-buffer owning `parts` (see [`super::multi_buffer_alloc_buffer`]).
+    pub(crate) fn multi(parts: Vec<Buffer>) -> Buffer {
+        let buft = parts[0].0.buft.clone();
+        let size = parts.iter().map(|p| p.0.size).sum();
+        Buffer::from_parts(buft, Kind::Multi(parts), size, None)
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// Name of the buffer's type (`ggml_backend_buffer_name`).
+    pub fn name(&self) -> String {
+        self.0.name.clone().unwrap_or_else(|| self.0.buft.name())
+    }
+
+    /// Size in bytes (`ggml_backend_buffer_get_size`); a multi-buffer's is the sum of its parts.
+    pub fn get_size(&self) -> usize {
+        self.0.size
+    }
+
+    /// The buffer's type (`ggml_backend_buffer_get_type`).
+    pub fn get_type(&self) -> BufferType {
+        self.0.buft.clone()
+    }
+
+    /// Alignment of tensor addresses (`ggml_backend_buffer_get_alignment`).
+    pub fn get_alignment(&self) -> usize {
+        self.0.buft.get_alignment()
+    }
+
+    /// Whether the memory is host memory in standard layout (`ggml_backend_buffer_is_host`).
+    pub fn is_host(&self) -> bool {
+        self.0.buft.is_host()
+    }
+
+    /// Whether this buffer wraps several others (`ggml_backend_buffer_is_multi_buffer`).
+    pub fn is_multi_buffer(&self) -> bool {
+        matches!(self.0.kind, Kind::Multi(_))
+    }
+
+    /// The parts of a multi-buffer (empty for a plain buffer).
+    pub fn parts(&self) -> &[Buffer] {
+        match &self.0.kind {
+            Kind::Multi(parts) => parts,
+            Kind::Plain(_) => &[],
+        }
+    }
+
+    /// Whether [`Buffer::free`] was called.
+    pub fn is_freed(&self) -> bool {
+        lock(&self.0.state).freed
+    }
+
+    /// The host address of byte 0, for a live plain buffer of host-addressable memory
+    /// (`ggml_backend_buffer_get_base`); `None` for device memory, multi-buffers and freed
+    /// buffers. Dereferencing it is up to the caller's `unsafe` code.
+    pub fn get_base(&self) -> Option<NonNull<u8>> {
+        match &self.0.kind {
+            Kind::Plain(imp) => imp.read().ok()?.as_ref()?.host_ptr(),
+            Kind::Multi(_) => None,
+        }
+    }
+
+    /// The usage tag (`ggml_backend_buffer_get_usage`).
+    pub fn get_usage(&self) -> BufferUsage {
+        BufferUsage::from_u8(self.0.usage.load(Ordering::Acquire))
+    }
+
+    /// Sets the usage tag; a multi-buffer passes it to every part
+    /// (`ggml_backend_buffer_set_usage`).
+    pub fn set_usage(&self, usage: BufferUsage) {
+        self.0.usage.store(usage as u8, Ordering::Release);
+        for p in self.parts() {
+            p.set_usage(usage);
+        }
+    }
+
+    /// Sets the usage of every part of a multi-buffer (`ggml_backend_multi_buffer_set_usage`);
+    /// `Err` for a plain buffer.
+    pub fn multi_buffer_set_usage(&self, usage: BufferUsage) -> Result<()> {
+        if !self.is_multi_buffer() {
+            return Err(Error::invalid(format!(
+                "multi_buffer_set_usage: buffer {} ({} bytes) is not a multi-buffer",
+                self.name(),
+                self.0.size
+            )));
+        }
+        self.set_usage(usage);
+        Ok(())
+    }
+
+    /// Sets every byte to `value`, after queued work on it (`ggml_backend_buffer_clear`); a
+    /// multi-buffer clears every part.
+    pub fn clear(&self, value: u8) -> Result<()> {
+        match &self.0.kind {
+            Kind::Multi(parts) => parts.iter().try_for_each(|p| p.clear(value)),
+            Kind::Plain(_) if self.0.size == 0 => self.check_live("clear"),
+            Kind::Plain(_) => self.with_idle("clear", |imp| imp.fill(0, self.0.size, value)),
+        }
+    }
+
+    /// Drops per-tensor state the implementation keeps (`ggml_backend_buffer_reset`).
+    pub fn reset(&self) -> Result<()> {
+        match &self.0.kind {
+            Kind::Multi(parts) => parts.iter().try_for_each(Buffer::reset),
+            Kind::Plain(_) => self.with_idle("reset", |imp| {
+                imp.reset();
+                Ok(())
+            }),
+        }
+    }
+
+    /// Frees the memory now (`ggml_backend_buffer_free`), after any queued work on it; a
+    /// multi-buffer frees its parts. Tensors in it can no longer be read, written or computed
+    /// (that is an `Err`, never a dangling access).
+    pub fn free(self) {
+        self.release();
+    }
+
+    pub(crate) fn release(&self) {
+        match &self.0.kind {
+            Kind::Multi(parts) => {
+                lock(&self.0.state).freed = true;
+                parts.iter().for_each(Buffer::release);
+            }
+            Kind::Plain(imp) => {
+                let mut s = lock(&self.0.state);
+                s.freed = true;
+                while s.pending > 0 || s.busy {
+                    s = wait(&self.0.cv, s);
+                }
+                drop(s);
+                let mut imp = imp.write().unwrap_or_else(|e| e.into_inner());
+                *imp = None;
+            }
+        }
+    }
+
+    fn check_live(&self, what: &str) -> Result<()> {
+        if lock(&self.0.state).freed {
+            return Err(self.freed_error(what));
+        }
+        Ok(())
+    }
+
+    fn freed_error(&self, what: &str) -> Error {
+        Error::Freed(format!(
+            "{what}: buffer {} ({} bytes) was freed",
+            self.name(),
+            self.0.size
+        ))
+    }
+
+    /// Runs `f` on the implementation once no queued work touches the buffer, holding the lock
+    /// so no job starts meanwhile.
+    fn with_idle<R>(&self, what: &str, f: impl FnOnce(&dyn BufferImpl) -> Result<R>) -> Result<R> {
+        let Kind::Plain(imp) = &self.0.kind else {
+            return Err(Error::invalid(format!(
+                "{what}: buffer {} is a multi-buffer; its tensors live in its parts",
+                self.name()
+            )));
+        };
+        let mut s = lock(&self.0.state);
+        while !s.freed && (s.pending > 0 || s.busy) {
+            s = wait(&self.0.cv, s);
+        }
+        if s.freed {
+            return Err(self.freed_error(what));
+        }
+        let imp = imp.read().unwrap_or_else(|e| e.into_inner());
+        let imp = imp.as_ref().ok_or_else(|| self.freed_error(what))?;
+        let r = f(imp.as_ref());
+        drop(s);
+        r
+    }
+
+    fn check_bounds(&self, what: &str, offset: usize, len: usize) -> Result<()> {
+        if offset.checked_add(len).is_none_or(|end| end > self.0.size) {
+            return Err(Error::invalid(format!(
+                "{what}: bytes {offset}..{} are outside buffer {} of {} bytes",
+                offset.saturating_add(len),
+                self.name(),
+                self.0.size
+            )));
+        }
+        Ok(())
+    }
+
+    /// Host write of bytes at `offset`, ordered after queued work.
+    pub(crate) fn host_write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.check_bounds("tensor_set", offset, data.len())?;
+        self.with_idle("tensor_set", |imp| imp.write(offset, data))
+    }
+
+    /// Host read of bytes at `offset`, ordered after queued work.
+    pub(crate) fn host_read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check_bounds("tensor_get", offset, out.len())?;
+        self.with_idle("tensor_get", |imp| imp.read(offset, out))
+    }
+
+    /// Host fill of bytes at `offset`, ordered after queued work.
+    pub(crate) fn host_fill(&self, offset: usize, size: usize, value: u8) -> Result<()> {
+        self.check_bounds("tensor_memset", offset, size)?;
+        self.with_idle("tensor_memset", |imp| imp.fill(offset, size, value))
+    }
+
+    /// Calls the implementation's `init_tensor` for a tensor placed at `offset`.
+    pub(crate) fn init_tensor(&self, t: &Tensor, offset: usize) -> Result<()> {
+        self.with_idle("init_tensor", |imp| imp.init_tensor(t, offset))
+    }
+
+    /// Runs `f` with the implementation while a job holds this buffer (see [`Reservation`]).
+    pub(crate) fn with_reserved<R>(&self, f: impl FnOnce(&dyn BufferImpl) -> R) -> Option<R> {
+        match &self.0.kind {
+            Kind::Plain(imp) => {
+                let imp = imp.read().unwrap_or_else(|e| e.into_inner());
+                imp.as_ref().map(|i| f(i.as_ref()))
+            }
+            Kind::Multi(_) => None,
+        }
+    }
+}
+
+fn wait<'a>(cv: &Condvar, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    cv.wait(g).unwrap_or_else(|e| e.into_inner())
+}
+
+/// A claim by one queued job on the buffers it touches. Taken when the job is queued (so host
+/// access and `free` wait for it), made exclusive while the job runs, released when it ends.
+pub(crate) struct Reservation {
+    buffers: Arc<[Buffer]>,
+    running: bool,
+}
+
+impl Reservation {
+    /// Claims `buffers` (deduplicated and sorted by the caller via [`buffer_set`]); `Err` if any
+    /// was freed.
+    pub(crate) fn new(buffers: Arc<[Buffer]>, what: &str) -> Result<Reservation> {
+        for (i, b) in buffers.iter().enumerate() {
+            let mut s = lock(&b.0.state);
+            if s.freed {
+                drop(s);
+                for earlier in &buffers[..i] {
+                    let mut s = lock(&earlier.0.state);
+                    s.pending -= 1;
+                    earlier.0.cv.notify_all();
+                }
+                return Err(b.freed_error(what));
+            }
+            s.pending += 1;
+        }
+        Ok(Reservation {
+            buffers,
+            running: false,
+        })
+    }
+
+    /// Waits until no other job runs on these buffers, then marks them busy.
+    pub(crate) fn start(&mut self) {
+        for b in self.buffers.iter() {
+            let mut s = lock(&b.0.state);
+            while s.busy {
+                s = wait(&b.0.cv, s);
+            }
+            s.busy = true;
+        }
+        self.running = true;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        for b in self.buffers.iter() {
+            let mut s = lock(&b.0.state);
+            s.pending -= 1;
+            if self.running {
+                s.busy = false;
+            }
+            drop(s);
+            b.0.cv.notify_all();
+        }
+    }
+}
+
+/// The distinct buffers holding `tensors`, sorted by id; `Err` naming the first unallocated one.
+pub(crate) fn buffer_set<'a>(
+    tensors: impl IntoIterator<Item = &'a Tensor>,
+    what: &str,
+) -> Result<Arc<[Buffer]>> {
+    let mut v: Vec<Buffer> = Vec::new();
+    for t in tensors {
+        let b = t.require_binding(what)?.buffer;
+        if !v.contains(&b) {
+            v.push(b);
+        }
+    }
+    v.sort_by_key(Buffer::id);
+    Ok(v.into())
+}
+
+/// Host memory allocated with a given alignment: the storage of CPU buffers, and a ready-made
+/// [`BufferImpl`] for any backend whose device computes on host memory.
+pub struct HostMemory {
+    ptr: NonNull<u8>,
+    size: usize,
+    layout: Option<Layout>,
+}
+
+// SAFETY: HostMemory owns its allocation; the Buffer wrapper serialises every access to it.
+unsafe impl Send for HostMemory {}
+// SAFETY: as above: shared references only hand out the address, and accesses are serialised.
+unsafe impl Sync for HostMemory {}
+
+/// Alignment of [`HostMemory`] allocations (a cache line; GGML's CPU buffers need 32).
+pub const HOST_ALIGN: usize = 64;
+
+impl HostMemory {
+    /// Allocates `size` zeroed bytes aligned to [`HOST_ALIGN`]; `Err` if the system refuses.
+    pub fn new(size: usize) -> Result<HostMemory> {
+        if size == 0 {
+            return Ok(HostMemory {
+                ptr: NonNull::dangling(),
+                size: 0,
+                layout: None,
+            });
+        }
+        let layout = Layout::from_size_align(size, HOST_ALIGN)
+            .map_err(|_| Error::AllocFailed(format!("host buffer of {size} bytes is too large")))?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(ptr).ok_or_else(|| {
+            Error::AllocFailed(format!("the system refused a host buffer of {size} bytes"))
+        })?;
+        Ok(HostMemory {
+            ptr,
+            size,
+            layout: Some(layout),
+        })
+    }
+
+    /// Memory someone else owns (a mapped file, a caller's allocation); never freed by us.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `size` bytes while the result lives.
+    pub unsafe fn borrowed(ptr: NonNull<u8>, size: usize) -> HostMemory {
+        HostMemory {
+            ptr,
+            size,
+            layout: None,
+        }
+    }
+}
+
+impl Drop for HostMemory {
+    fn drop(&mut self) {
+        if let Some(layout) = self.layout {
+            // SAFETY: allocated in `new` with this layout and not freed before.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
+        }
+    }
+}
+
+impl BufferImpl for HostMemory {
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn host_ptr(&self) -> Option<NonNull<u8>> {
+        Some(self.ptr)
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        debug_assert!(offset + data.len() <= self.size);
+        // SAFETY: in bounds (checked by Buffer); accesses are serialised by Buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len())
+        };
+        Ok(())
+    }
+
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        debug_assert!(offset + out.len() <= self.size);
+        // SAFETY: in bounds (checked by Buffer); accesses are serialised by Buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset),
+                out.as_mut_ptr(),
+                out.len(),
+            )
+        };
+        Ok(())
+    }
+
+    fn fill(&self, offset: usize, size: usize, value: u8) -> Result<()> {
+        debug_assert!(offset + size <= self.size);
+        // SAFETY: in bounds (checked by Buffer); accesses are serialised by Buffer.
+        unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(offset), value, size) };
+        Ok(())
+    }
+}

@@ -1,0 +1,186 @@
+//! Devices (`ggml_backend_dev_t`): what a piece of hardware is, what it can compute, and how to
+//! start a stream on it.
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+use super::traits::DeviceImpl;
+use super::{Backend, Buffer, BufferType};
+
+/// The kind of a device (`enum ggml_backend_dev_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceType {
+    /// The processor, computing on system memory.
+    Cpu = 0,
+    /// A GPU with its own memory.
+    Gpu = 1,
+    /// An integrated GPU using host memory.
+    Igpu = 2,
+    /// An accelerator used together with the CPU backend (BLAS, AMX …).
+    Accel = 3,
+    /// A meta device splitting tensors across several devices.
+    Meta = 4,
+}
+
+/// A device's capabilities (`struct ggml_backend_dev_caps`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceCaps {
+    /// `graph_compute_async` and the async transfers return before the work is done. True for
+    /// every backend of this library: each stream has its own worker.
+    pub async_compute: bool,
+    /// The device has a pinned host buffer type.
+    pub host_buffer: bool,
+    /// The device can wrap host memory in a buffer.
+    pub buffer_from_host_ptr: bool,
+    /// The device supports events. True for every device of this library.
+    pub events: bool,
+}
+
+/// A device's properties (`struct ggml_backend_dev_props`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceProps {
+    /// Short id.
+    pub name: String,
+    /// Longer description.
+    pub description: String,
+    /// Free memory in bytes (0 = unknown).
+    pub memory_free: usize,
+    /// Total memory in bytes (0 = unknown).
+    pub memory_total: usize,
+    /// The kind of device.
+    pub dev_type: DeviceType,
+    /// A stable hardware id (e.g. PCI bus id), if any.
+    pub device_id: Option<String>,
+    /// Capabilities.
+    pub caps: DeviceCaps,
+}
+
+/// A device handle. Cheap to clone; compares by identity.
+#[derive(Clone)]
+pub struct Device(Arc<dyn DeviceImpl>);
+
+impl PartialEq for Device {
+    fn eq(&self, other: &Device) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
+    }
+}
+impl Eq for Device {}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Device({})", self.name())
+    }
+}
+
+impl Device {
+    /// Wraps an implementation. Keep the returned handle and hand out clones: identity matters.
+    pub fn new(imp: impl DeviceImpl) -> Device {
+        Device(Arc::new(imp))
+    }
+
+    /// Short id (`ggml_backend_dev_name`).
+    pub fn name(&self) -> String {
+        self.0.name()
+    }
+
+    /// Description (`ggml_backend_dev_description`).
+    pub fn description(&self) -> String {
+        self.0.description()
+    }
+
+    /// (free, total) memory in bytes (`ggml_backend_dev_memory`).
+    pub fn memory(&self) -> (usize, usize) {
+        self.0.memory()
+    }
+
+    /// The kind of device (`ggml_backend_dev_type`).
+    pub fn dev_type(&self) -> DeviceType {
+        self.0.dev_type()
+    }
+
+    /// All properties (`ggml_backend_dev_get_props`).
+    pub fn get_props(&self) -> DeviceProps {
+        let (memory_free, memory_total) = self.memory();
+        let caps = self.0.caps();
+        DeviceProps {
+            name: self.name(),
+            description: self.description(),
+            memory_free,
+            memory_total,
+            dev_type: self.dev_type(),
+            device_id: self.0.device_id(),
+            caps: DeviceCaps {
+                async_compute: true,
+                host_buffer: caps.host_buffer,
+                buffer_from_host_ptr: caps.buffer_from_host_ptr,
+                events: true,
+            },
+        }
+    }
+
+    /// Starts a new stream on the device (`ggml_backend_dev_init`).
+    pub fn init(&self, params: Option<&str>) -> Result<Backend> {
+        let imp = self.0.init_backend(params)?;
+        Backend::start(self.clone(), imp)
+    }
+
+    /// The device's preferred buffer type (`ggml_backend_dev_buffer_type`).
+    pub fn buffer_type(&self) -> BufferType {
+        self.0.buffer_type()
+    }
+
+    /// The device's pinned host buffer type, if any (`ggml_backend_dev_host_buffer_type`).
+    pub fn host_buffer_type(&self) -> Option<BufferType> {
+        self.0.host_buffer_type()
+    }
+
+    /// Wraps `size` bytes of existing host memory in a buffer without copying
+    /// (`ggml_backend_dev_buffer_from_host_ptr`), e.g. a memory-mapped model file.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `size` bytes, and not be accessed by other
+    /// code, for as long as the buffer or any tensor placed in it lives.
+    pub unsafe fn buffer_from_host_ptr(
+        &self,
+        ptr: NonNull<u8>,
+        size: usize,
+        max_tensor_size: usize,
+    ) -> Result<Buffer> {
+        if !self.0.caps().buffer_from_host_ptr {
+            return Err(Error::unsupported(format!(
+                "buffer_from_host_ptr: device {} cannot wrap host memory",
+                self.name()
+            )));
+        }
+        // SAFETY: forwarded from this function's contract.
+        let imp = unsafe { self.0.buffer_from_host_ptr(ptr, size, max_tensor_size)? };
+        Ok(Buffer::wrap(
+            self.buffer_type(),
+            imp,
+            &format!("{}_Mapped", self.name()),
+        ))
+    }
+
+    /// Whether the device can compute `op` (`ggml_backend_dev_supports_op`).
+    pub fn supports_op(&self, op: &Tensor) -> bool {
+        self.0.supports_op(op)
+    }
+
+    /// Whether the device's streams can use buffers of `buft` (`ggml_backend_dev_supports_buft`).
+    pub fn supports_buft(&self, buft: &BufferType) -> bool {
+        self.0.supports_buft(buft)
+    }
+
+    /// Whether it pays to move weights here to compute `op` (`ggml_backend_dev_offload_op`).
+    pub fn offload_op(&self, op: &Tensor) -> bool {
+        self.0.offload_op(op)
+    }
+
+    /// `(name, value)` features of the device.
+    pub fn features(&self) -> Vec<(String, String)> {
+        self.0.features()
+    }
+}

@@ -1,0 +1,87 @@
+//! The backend system: buffer types, buffers, devices, registries, streams ([`Backend`]),
+//! events and graph plans, and the functions that move data between them.
+//!
+//! Backends are traits ([`BufferTypeImpl`], [`BufferImpl`], [`DeviceImpl`], [`BackendImpl`],
+//! [`RegistryImpl`]) that a crate outside `ggml` can implement; the handles here add what all
+//! backends share. Differences from GGML, on purpose: every backend (the CPU one too) is a real
+//! asynchronous stream with events; errors are `Err` values, never aborts; host access to a
+//! tensor waits for queued work on its buffer, so safe code never sees a data race.
+
+mod buffer;
+mod device;
+mod event;
+mod multi_buffer;
+mod registry;
+mod stream;
+mod traits;
+
+pub use buffer::{Buffer, BufferType, BufferUsage, HostMemory, HOST_ALIGN};
+pub use device::{Device, DeviceCaps, DeviceProps, DeviceType};
+pub use event::Event;
+pub use multi_buffer::multi_buffer_alloc_buffer;
+pub use registry::{
+    dev_by_name, dev_by_type, dev_count, dev_get, device_register, devices, init_best,
+    init_by_name, init_by_type, reg_by_name, reg_count, reg_get, register, Registry,
+};
+pub use stream::{Backend, GraphPlan, Pending};
+pub use traits::{
+    BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, DeviceImplCaps, RegistryImpl,
+};
+
+pub use crate::alloc::{alloc_ctx_tensors, alloc_ctx_tensors_from_buft, tensor_alloc, view_init};
+pub use crate::cpu::cpu_buffer_type;
+
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// Starts a stream on the CPU device (`ggml_backend_cpu_init`).
+pub fn cpu_init() -> Result<Backend> {
+    crate::cpu::device().init(None)
+}
+
+/// Writes `data` into `t` at byte `offset`, after queued work on its buffer
+/// (`ggml_backend_tensor_set`).
+pub fn tensor_set(t: &Tensor, data: &[u8], offset: usize) -> Result<()> {
+    t.set_bytes(data, offset)
+}
+
+/// Reads bytes of `t` from `offset` into `out`, after queued work on its buffer
+/// (`ggml_backend_tensor_get`).
+pub fn tensor_get(t: &Tensor, out: &mut [u8], offset: usize) -> Result<()> {
+    t.get_bytes(out, offset)
+}
+
+/// Sets `size` bytes of `t` from `offset` to `value` (`ggml_backend_tensor_memset`).
+pub fn tensor_memset(t: &Tensor, value: u8, offset: usize, size: usize) -> Result<()> {
+    t.check_range("tensor_memset", offset, size)?;
+    let b = t.require_binding("tensor_memset")?;
+    b.buffer.host_fill(b.offset + offset, size, value)
+}
+
+/// Copies `src` into `dst` (same layout) synchronously (`ggml_backend_tensor_copy`).
+pub fn tensor_copy(src: &Tensor, dst: &Tensor) -> Result<()> {
+    if !src.are_same_layout(dst) {
+        return Err(Error::invalid(format!(
+            "tensor_copy: src {:?} and dst {:?} differ in type, shape or strides",
+            src.name(),
+            dst.name()
+        )));
+    }
+    if src == dst {
+        return Ok(());
+    }
+    let bytes = src.to_bytes()?;
+    dst.set_bytes(&bytes, 0)
+}
+
+/// Copies `src` (computed on `b_src`) into `dst` (used on `b_dst`): after all work queued on
+/// `b_src` so far and before work queued later on `b_dst`. Returns at once
+/// (`ggml_backend_tensor_copy_async`).
+pub fn tensor_copy_async(
+    b_src: &Backend,
+    b_dst: &Backend,
+    src: &Tensor,
+    dst: &Tensor,
+) -> Result<()> {
+    stream::tensor_copy_async(b_src, b_dst, src, dst)
+}

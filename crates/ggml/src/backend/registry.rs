@@ -1,0 +1,180 @@
+//! Registries (`ggml_backend_reg_t`) and the process-wide list of registries and devices.
+//! The CPU registry is always there, last, as in GGML; devices registered later come first in
+//! type searches only by their order of registration.
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::error::{Error, Result};
+use crate::tensor::lock;
+
+use super::traits::RegistryImpl;
+use super::{Backend, Device, DeviceType};
+
+/// A set of devices from one backend implementation. Cheap to clone; compares by identity.
+#[derive(Clone)]
+pub struct Registry(Arc<dyn RegistryImpl>);
+
+impl PartialEq for Registry {
+    fn eq(&self, other: &Registry) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
+    }
+}
+impl Eq for Registry {}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Registry({})", self.name())
+    }
+}
+
+impl Registry {
+    /// Wraps an implementation.
+    pub fn new(imp: impl RegistryImpl) -> Registry {
+        Registry(Arc::new(imp))
+    }
+
+    /// Name (`ggml_backend_reg_name`).
+    pub fn name(&self) -> String {
+        self.0.name()
+    }
+
+    /// Number of devices (`ggml_backend_reg_dev_count`).
+    pub fn dev_count(&self) -> usize {
+        self.0.devices().len()
+    }
+
+    /// Device `i` (`ggml_backend_reg_dev_get`); `None` when out of range.
+    pub fn dev_get(&self, i: usize) -> Option<Device> {
+        self.0.devices().get(i).cloned()
+    }
+
+    /// All devices.
+    pub fn devices(&self) -> Vec<Device> {
+        self.0.devices()
+    }
+
+    /// `(name, value)` features (`ggml_backend_get_features`).
+    pub fn features(&self) -> Vec<(String, String)> {
+        self.0.features()
+    }
+}
+
+#[derive(Default)]
+struct Global {
+    regs: Vec<Registry>,
+    devs: Vec<Device>,
+}
+
+fn global() -> &'static Mutex<Global> {
+    static G: OnceLock<Mutex<Global>> = OnceLock::new();
+    G.get_or_init(|| {
+        let cpu = crate::cpu::registry();
+        let devs = cpu.devices();
+        Mutex::new(Global {
+            regs: vec![cpu],
+            devs,
+        })
+    })
+}
+
+/// Adds a registry and its devices (`ggml_backend_register`). Registering the same registry
+/// twice is a no-op. New registries go before the CPU registry, as GGML orders them.
+pub fn register(reg: Registry) {
+    let mut g = lock(global());
+    if g.regs.contains(&reg) {
+        return;
+    }
+    let at = g.regs.len() - 1;
+    g.regs.insert(at, reg.clone());
+    let cpu_devs = g.devs.iter().position(|d| d.dev_type() == DeviceType::Cpu);
+    let at = cpu_devs.unwrap_or(g.devs.len());
+    for (k, d) in reg.devices().into_iter().enumerate() {
+        if !g.devs.contains(&d) {
+            g.devs.insert(at + k, d);
+        }
+    }
+}
+
+/// Adds a device created outside a registry (`ggml_backend_device_register`); no-op if known.
+pub fn device_register(dev: Device) {
+    let mut g = lock(global());
+    if !g.devs.contains(&dev) {
+        g.devs.push(dev);
+    }
+}
+
+/// Number of registries (`ggml_backend_reg_count`).
+pub fn reg_count() -> usize {
+    lock(global()).regs.len()
+}
+
+/// Registry `i` (`ggml_backend_reg_get`); `None` when out of range.
+pub fn reg_get(i: usize) -> Option<Registry> {
+    lock(global()).regs.get(i).cloned()
+}
+
+/// The registry named `name`, case-insensitive (`ggml_backend_reg_by_name`).
+pub fn reg_by_name(name: &str) -> Option<Registry> {
+    lock(global())
+        .regs
+        .iter()
+        .find(|r| r.name().eq_ignore_ascii_case(name))
+        .cloned()
+}
+
+/// Number of devices (`ggml_backend_dev_count`).
+pub fn dev_count() -> usize {
+    lock(global()).devs.len()
+}
+
+/// Device `i` (`ggml_backend_dev_get`); `None` when out of range.
+pub fn dev_get(i: usize) -> Option<Device> {
+    lock(global()).devs.get(i).cloned()
+}
+
+/// All devices in registration order.
+pub fn devices() -> Vec<Device> {
+    lock(global()).devs.clone()
+}
+
+/// The device named `name`, case-insensitive (`ggml_backend_dev_by_name`).
+pub fn dev_by_name(name: &str) -> Option<Device> {
+    lock(global())
+        .devs
+        .iter()
+        .find(|d| d.name().eq_ignore_ascii_case(name))
+        .cloned()
+}
+
+/// The first device of type `t` (`ggml_backend_dev_by_type`).
+pub fn dev_by_type(t: DeviceType) -> Option<Device> {
+    lock(global())
+        .devs
+        .iter()
+        .find(|d| d.dev_type() == t)
+        .cloned()
+}
+
+/// Starts a stream on the device named `name` (`ggml_backend_init_by_name`).
+pub fn init_by_name(name: &str, params: Option<&str>) -> Result<Backend> {
+    dev_by_name(name)
+        .ok_or_else(|| Error::invalid(format!("init_by_name: no device named {name:?}")))?
+        .init(params)
+}
+
+/// Starts a stream on the first device of type `t` (`ggml_backend_init_by_type`).
+pub fn init_by_type(t: DeviceType, params: Option<&str>) -> Result<Backend> {
+    dev_by_type(t)
+        .ok_or_else(|| Error::invalid(format!("init_by_type: no device of type {t:?}")))?
+        .init(params)
+}
+
+/// Starts a stream on the best device: the first GPU, else the first integrated GPU, else the
+/// CPU (`ggml_backend_init_best`).
+pub fn init_best() -> Result<Backend> {
+    [DeviceType::Gpu, DeviceType::Igpu, DeviceType::Cpu]
+        .into_iter()
+        .find_map(dev_by_type)
+        .ok_or_else(|| Error::unsupported("init_best: no device is registered"))?
+        .init(None)
+}

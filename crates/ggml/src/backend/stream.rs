@@ -1,0 +1,517 @@
+//! Backends as real streams: every [`Backend`] has a worker thread that runs its queued jobs in
+//! order. Unlike GGML's CPU backend, which blocks, `graph_compute_async` and the `*_async`
+//! transfers return at once on every backend, the CPU included.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use crate::error::{Error, Result};
+use crate::tensor::{lock, Tensor};
+
+use super::buffer::Reservation;
+use super::event::EventInner;
+use super::traits::BackendImpl;
+use super::Device;
+
+pub(crate) type Work = Box<dyn FnOnce(&mut dyn BackendImpl) -> Result<()> + Send>;
+
+pub(crate) enum Job {
+    /// Run `work` once the reserved buffers are free of other jobs.
+    Run(Work, Option<Reservation>),
+    /// Signal an event: all work queued before it is done.
+    Signal(Arc<EventInner>, u64),
+    /// Hold later work until an event reaches a generation.
+    Wait(Arc<EventInner>, u64),
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    submitted: u64,
+    completed: u64,
+    /// The first error of queued work since the last `synchronize`.
+    error: Option<Error>,
+    quit: bool,
+}
+
+struct Shared {
+    q: Mutex<Queue>,
+    work_cv: Condvar,
+    done_cv: Condvar,
+}
+
+pub(crate) struct Inner {
+    shared: Arc<Shared>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+    device: Device,
+    name: String,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        lock(&self.shared.q).quit = true;
+        self.shared.work_cv.notify_all();
+        if let Some(h) = lock(&self.worker).take() {
+            // The worker finishes every queued job before it exits; a panic there was already
+            // turned into an error.
+            let _ = h.join();
+        }
+    }
+}
+
+/// A stream of work on a device (`ggml_backend_t`). Cheap to clone; clones share the stream.
+/// Dropping the last handle waits for queued work.
+#[derive(Clone)]
+pub struct Backend(pub(crate) Arc<Inner>);
+
+impl PartialEq for Backend {
+    fn eq(&self, other: &Backend) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for Backend {}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Backend({} on {})", self.0.name, self.0.device.name())
+    }
+}
+
+impl Backend {
+    /// Starts a stream running `imp` on its own worker thread.
+    pub(crate) fn start(device: Device, imp: Box<dyn BackendImpl>) -> Result<Backend> {
+        let shared = Arc::new(Shared {
+            q: Mutex::new(Queue::default()),
+            work_cv: Condvar::new(),
+            done_cv: Condvar::new(),
+        });
+        let name = imp.name();
+        let worker = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("ggml-{name}-stream"))
+                .spawn(move || run_worker(&shared, imp))
+                .map_err(|e| Error::AllocFailed(format!("cannot start a stream thread: {e}")))?
+        };
+        Ok(Backend(Arc::new(Inner {
+            shared,
+            worker: Mutex::new(Some(worker)),
+            device,
+            name,
+        })))
+    }
+
+    /// Queues a job; it runs after everything queued before it.
+    pub(crate) fn enqueue(&self, job: Job) {
+        let mut q = lock(&self.0.shared.q);
+        q.jobs.push_back(job);
+        q.submitted += 1;
+        drop(q);
+        self.0.shared.work_cv.notify_one();
+    }
+
+    /// Queues `work` holding `reservation` on the buffers it touches.
+    pub(crate) fn enqueue_work(&self, work: Work, reservation: Option<Reservation>) {
+        self.enqueue(Job::Run(work, reservation));
+    }
+
+    /// Runs `f` on the worker after queued work and returns its result (a synchronous call).
+    pub(crate) fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut dyn BackendImpl) -> Result<R> + Send + 'static,
+    ) -> Result<R> {
+        let slot = Arc::new(Mutex::new(None));
+        let out = slot.clone();
+        self.enqueue_work(
+            Box::new(move |imp| {
+                *lock(&out) = Some(f(imp));
+                Ok(())
+            }),
+            None,
+        );
+        self.synchronize_quiet();
+        let r = lock(&slot).take();
+        r.unwrap_or_else(|| {
+            Err(Error::Compute(format!(
+                "backend {}: the stream stopped before the call ran",
+                self.name()
+            )))
+        })
+    }
+
+    /// Waits until every job queued so far has finished, without consuming errors.
+    fn synchronize_quiet(&self) {
+        let sh = &self.0.shared;
+        let mut q = lock(&sh.q);
+        let target = q.submitted;
+        while q.completed < target {
+            q = sh.done_cv.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Waits for all queued work and returns the first error it raised, if any
+    /// (`ggml_backend_synchronize`). The error is reported once.
+    pub fn synchronize(&self) -> Result<()> {
+        self.synchronize_quiet();
+        match lock(&self.0.shared.q).error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Name of the backend (`ggml_backend_name`), e.g. `"CPU"`.
+    pub fn name(&self) -> String {
+        self.0.name.clone()
+    }
+
+    /// The device this stream runs on (`ggml_backend_get_device`).
+    pub fn get_device(&self) -> Device {
+        self.0.device.clone()
+    }
+
+    /// Waits for queued work and releases the backend (`ggml_backend_free`); the same as
+    /// dropping the last handle.
+    pub fn free(self) {}
+
+    /// Jobs queued and not yet finished.
+    pub fn n_pending(&self) -> u64 {
+        let q = lock(&self.0.shared.q);
+        q.submitted - q.completed
+    }
+
+    pub(crate) fn check_supported(&self, nodes: &[Tensor]) -> Result<()> {
+        let dev = &self.0.device;
+        for n in nodes {
+            if n.op().is_empty() {
+                continue;
+            }
+            if !dev.supports_op(n) {
+                return Err(Error::unsupported(format!(
+                    "backend {}: node {:?} ({} of {}) is not supported by device {}",
+                    self.name(),
+                    n.name(),
+                    n.op().name(),
+                    n.ty(),
+                    dev.name()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn run_worker(sh: &Shared, mut imp: Box<dyn BackendImpl>) {
+    loop {
+        let job = {
+            let mut q = lock(&sh.q);
+            loop {
+                if let Some(j) = q.jobs.pop_front() {
+                    break j;
+                }
+                if q.quit {
+                    return;
+                }
+                q = sh.work_cv.wait(q).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        let result = match job {
+            Job::Run(work, mut reservation) => {
+                if let Some(r) = reservation.as_mut() {
+                    r.start();
+                }
+                let imp = imp.as_mut();
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || work(imp)))
+                    .unwrap_or_else(|p| Err(Error::Compute(panic_message(p))));
+                drop(reservation);
+                r
+            }
+            Job::Signal(ev, generation) => {
+                let error = lock(&sh.q).error.clone();
+                ev.signal(generation, error);
+                Ok(())
+            }
+            Job::Wait(ev, generation) => {
+                ev.wait_for(generation);
+                Ok(())
+            }
+        };
+        let mut q = lock(&sh.q);
+        q.completed += 1;
+        if let Err(e) = result {
+            q.error.get_or_insert(e);
+        }
+        drop(q);
+        sh.done_cv.notify_all();
+    }
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    format!("a job panicked: {msg}")
+}
+
+/// The result of an asynchronous read (`tensor_get_async`): wait for it with [`Pending::wait`].
+pub struct Pending<T> {
+    slot: Arc<Slot<T>>,
+}
+
+/// Where an asynchronous result lands: the value once it arrives, and a condvar to wait on.
+type Slot<T> = (Mutex<Option<Result<T>>>, Condvar);
+
+impl<T> Pending<T> {
+    fn new() -> (Pending<T>, Arc<Slot<T>>) {
+        let slot = Arc::new((Mutex::new(None), Condvar::new()));
+        (Pending { slot: slot.clone() }, slot)
+    }
+
+    /// Whether the value has arrived.
+    pub fn is_ready(&self) -> bool {
+        lock(&self.slot.0).is_some()
+    }
+
+    /// Blocks until the value arrives (or the work failed).
+    pub fn wait(self) -> Result<T> {
+        let (m, cv) = &*self.slot;
+        let mut g = lock(m);
+        loop {
+            if let Some(r) = g.take() {
+                return r;
+            }
+            g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+fn fulfil<T>(slot: &Slot<T>, value: Result<T>) {
+    *lock(&slot.0) = Some(value);
+    slot.1.notify_all();
+}
+
+/// A graph prepared for repeated computation on one backend (`ggml_backend_graph_plan_t`).
+#[derive(Clone)]
+pub struct GraphPlan {
+    backend: std::sync::Weak<Inner>,
+    state: Arc<Mutex<Box<dyn std::any::Any + Send>>>,
+    buffers: Arc<[super::Buffer]>,
+}
+
+impl Backend {
+    /// Validates a graph for this backend and returns its nodes and the buffers it touches.
+    fn prepare_graph(
+        &self,
+        graph: &crate::Graph,
+        what: &str,
+    ) -> Result<(Vec<Tensor>, Arc<[super::Buffer]>)> {
+        let (nodes, _) = graph.snapshot();
+        let tensors = nodes
+            .iter()
+            .flat_map(|n| std::iter::once(n).chain(n.srcs()));
+        let buffers = super::buffer::buffer_set(tensors, what)?;
+        let dev = &self.0.device;
+        for b in buffers.iter() {
+            if !dev.supports_buft(&b.get_type()) {
+                return Err(Error::unsupported(format!(
+                    "{what}: backend {} cannot use tensors in buffer type {}",
+                    self.name(),
+                    b.get_type().name()
+                )));
+            }
+        }
+        self.check_supported(&nodes)?;
+        Ok((nodes, buffers))
+    }
+
+    /// Queues the computation of `graph` and returns at once (`ggml_backend_graph_compute_async`).
+    /// Errors found before queuing (unallocated tensors, unsupported ops, freed buffers) are
+    /// returned here; errors while computing are returned by [`Backend::synchronize`].
+    pub fn graph_compute_async(&self, graph: &crate::Graph) -> Result<()> {
+        let (nodes, buffers) = self.prepare_graph(graph, "graph_compute")?;
+        let reservation = Reservation::new(buffers, "graph_compute")?;
+        self.enqueue_work(
+            Box::new(move |imp| imp.graph_compute(&nodes)),
+            Some(reservation),
+        );
+        Ok(())
+    }
+
+    /// Computes `graph` and waits for it (`ggml_backend_graph_compute`).
+    pub fn graph_compute(&self, graph: &crate::Graph) -> Result<()> {
+        self.graph_compute_async(graph)?;
+        self.synchronize()
+    }
+
+    /// Computes once what repeated computations of `graph` need
+    /// (`ggml_backend_graph_plan_create`). The graph's tensors must be allocated.
+    pub fn graph_plan_create(&self, graph: &crate::Graph) -> Result<GraphPlan> {
+        let (nodes, buffers) = self.prepare_graph(graph, "graph_plan_create")?;
+        let state = self.call(move |imp| imp.graph_plan_create(&nodes))?;
+        Ok(GraphPlan {
+            backend: Arc::downgrade(&self.0),
+            state: Arc::new(Mutex::new(state)),
+            buffers,
+        })
+    }
+
+    /// Runs a plan and waits for it (`ggml_backend_graph_plan_compute`).
+    pub fn graph_plan_compute(&self, plan: &GraphPlan) -> Result<()> {
+        if !plan
+            .backend
+            .upgrade()
+            .is_some_and(|b| Arc::ptr_eq(&b, &self.0))
+        {
+            return Err(Error::invalid(format!(
+                "graph_plan_compute: the plan was made by another backend than {}",
+                self.name()
+            )));
+        }
+        let reservation = Reservation::new(plan.buffers.clone(), "graph_plan_compute")?;
+        let state = plan.state.clone();
+        self.enqueue_work(
+            Box::new(move |imp| imp.graph_plan_compute(lock(&state).as_mut())),
+            Some(reservation),
+        );
+        self.synchronize()
+    }
+
+    /// Releases a plan (`ggml_backend_graph_plan_free`); the same as dropping it.
+    pub fn graph_plan_free(&self, plan: GraphPlan) {
+        drop(plan);
+    }
+
+    /// Sets the threads graphs are computed with (`ggml_backend_cpu_set_n_threads`); applies to
+    /// work queued after this call. `Err` for 0 or for backends without the setting.
+    pub fn set_n_threads(&self, n: usize) -> Result<()> {
+        if n == 0 {
+            return Err(Error::invalid(
+                "set_n_threads: n = 0; at least one thread is needed",
+            ));
+        }
+        self.call(move |imp| imp.set_n_threads(n))
+    }
+
+    /// Queues a copy of `data` into `t` at byte `offset` and returns at once
+    /// (`ggml_backend_tensor_set_async`). The stream owns the bytes.
+    pub fn tensor_set_async(&self, t: &Tensor, data: Vec<u8>, offset: usize) -> Result<()> {
+        t.check_range("tensor_set_async", offset, data.len())?;
+        let b = t.require_binding("tensor_set_async")?;
+        let reservation = Reservation::new(Arc::from([b.buffer.clone()]), "tensor_set_async")?;
+        self.enqueue_work(
+            Box::new(move |_| {
+                b.buffer
+                    .with_reserved(|imp| imp.write(b.offset + offset, &data))
+                    .unwrap_or_else(|| Err(Error::Freed("tensor_set_async: buffer freed".into())))
+            }),
+            Some(reservation),
+        );
+        Ok(())
+    }
+
+    /// Queues a read of `size` bytes of `t` from `offset` (`ggml_backend_tensor_get_async`).
+    pub fn tensor_get_async(
+        &self,
+        t: &Tensor,
+        offset: usize,
+        size: usize,
+    ) -> Result<Pending<Vec<u8>>> {
+        t.check_range("tensor_get_async", offset, size)?;
+        let b = t.require_binding("tensor_get_async")?;
+        let reservation = Reservation::new(Arc::from([b.buffer.clone()]), "tensor_get_async")?;
+        let (pending, slot) = Pending::new();
+        self.enqueue_work(
+            Box::new(move |_| {
+                let mut out = vec![0u8; size];
+                let r = b
+                    .buffer
+                    .with_reserved(|imp| imp.read(b.offset + offset, &mut out))
+                    .unwrap_or_else(|| Err(Error::Freed("tensor_get_async: buffer freed".into())));
+                let reply = r.clone().map(|_| out);
+                fulfil(&slot, reply);
+                r
+            }),
+            Some(reservation),
+        );
+        Ok(pending)
+    }
+
+    /// Makes later work on this stream wait until `ev` is signalled; the host does not block
+    /// (`ggml_backend_event_wait`).
+    pub fn event_wait(&self, ev: &super::Event) -> Result<()> {
+        let target = ev.0.recorded();
+        self.enqueue(Job::Wait(ev.0.clone(), target));
+        Ok(())
+    }
+}
+
+/// Copies `src` into `dst` after all work queued so far on `b_src`, and before any work queued
+/// later on `b_dst` (`ggml_backend_tensor_copy_async`). Returns at once.
+pub(crate) fn tensor_copy_async(
+    b_src: &Backend,
+    b_dst: &Backend,
+    src: &Tensor,
+    dst: &Tensor,
+) -> Result<()> {
+    if !src.are_same_layout(dst) {
+        return Err(Error::invalid(format!(
+            "tensor_copy_async: src {:?} ({} {:?}) and dst {:?} ({} {:?}) differ in layout",
+            src.name(),
+            src.ty(),
+            src.ne(),
+            dst.name(),
+            dst.ty(),
+            dst.ne()
+        )));
+    }
+    if src == dst {
+        return Ok(());
+    }
+    let s = src.require_binding("tensor_copy_async (src)")?;
+    let d = dst.require_binding("tensor_copy_async (dst)")?;
+    let size = src.nbytes();
+    let buffers = super::buffer::buffer_set([src, dst], "tensor_copy_async")?;
+    if b_src != b_dst {
+        let ev = super::Event::for_device(b_src.get_device());
+        ev.record(b_src)?;
+        b_dst.event_wait(&ev)?;
+    }
+    let reservation = Reservation::new(buffers, "tensor_copy_async")?;
+    b_dst.enqueue_work(
+        Box::new(move |_| copy_bytes(&s, &d, size)),
+        Some(reservation),
+    );
+    Ok(())
+}
+
+/// Copies `size` bytes between two reserved bindings, directly when the source is host memory.
+pub(crate) fn copy_bytes(
+    s: &crate::tensor::Binding,
+    d: &crate::tensor::Binding,
+    size: usize,
+) -> Result<()> {
+    let freed = || Error::Freed("tensor copy: buffer freed".into());
+    let direct = s.buffer.with_reserved(|src| match src.host_ptr() {
+        Some(p) => {
+            // SAFETY: the source range is in bounds (checked against nbytes when the tensor was
+            // bound) and the reservation keeps other jobs and the host away from it.
+            let bytes = unsafe { std::slice::from_raw_parts(p.as_ptr().add(s.offset), size) };
+            Some(d.buffer.with_reserved(|dst| dst.write(d.offset, bytes)))
+        }
+        None => None,
+    });
+    match direct.ok_or_else(freed)? {
+        Some(r) => r.ok_or_else(freed)?,
+        None => {
+            let mut tmp = vec![0u8; size];
+            s.buffer
+                .with_reserved(|src| src.read(s.offset, &mut tmp))
+                .ok_or_else(freed)??;
+            d.buffer
+                .with_reserved(|dst| dst.write(d.offset, &tmp))
+                .ok_or_else(freed)?
+        }
+    }
+}

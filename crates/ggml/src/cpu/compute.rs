@@ -1,0 +1,150 @@
+//! The CPU compute engine: plans a graph (a kernel and a scratch size per node), resolves
+//! tensor addresses, and runs every node on the thread pool with a barrier between nodes.
+
+use std::any::Any;
+use std::sync::Barrier;
+
+use crate::backend::BackendImpl;
+use crate::error::{Error, Result};
+use crate::tensor::{flags, Tensor};
+
+use super::kernels::{self, KernelFn, NodePtrs, Params};
+use super::threadpool::ThreadPool;
+
+/// Threads a new CPU stream computes with: the processor's parallelism, at most 8 (GGML's
+/// default is a fixed 4; `set_n_threads` changes it).
+pub static DEFAULT_N_THREADS: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(8)
+});
+
+/// Bytes between threads' scratch areas, so they never share a cache line.
+const CACHE_LINE: usize = 64;
+
+struct PlannedNode {
+    tensor: Tensor,
+    kernel: KernelFn,
+}
+
+/// What a graph needs, computed once (`ggml_cplan`): the nodes to run with their kernels, the
+/// scratch size per thread, and storage reused by every run.
+pub(crate) struct CpuPlan {
+    nodes: Vec<PlannedNode>,
+    n_threads: usize,
+    /// Scratch bytes per thread, a multiple of the cache line.
+    work_per_thread: usize,
+    work: Vec<u64>,
+    resolved: Vec<NodePtrs>,
+}
+
+impl CpuPlan {
+    fn new(graph: &[Tensor], n_threads: usize) -> Result<CpuPlan> {
+        let mut nodes = Vec::new();
+        let mut work_per_thread = 0;
+        for t in graph {
+            if t.op().is_empty() || t.flags() & flags::COMPUTE == 0 || t.is_empty() {
+                continue;
+            }
+            let kernel = kernels::select(t)?;
+            work_per_thread = work_per_thread.max(kernels::work_size(t));
+            nodes.push(PlannedNode {
+                tensor: t.clone(),
+                kernel,
+            });
+        }
+        let work_per_thread = work_per_thread.div_ceil(CACHE_LINE) * CACHE_LINE;
+        let words = (work_per_thread * n_threads).div_ceil(8);
+        let resolved = Vec::with_capacity(nodes.len());
+        Ok(CpuPlan {
+            nodes,
+            n_threads,
+            work_per_thread,
+            work: vec![0u64; words],
+            resolved,
+        })
+    }
+
+    /// Runs the plan; allocates nothing.
+    fn execute(&mut self, pool: &ThreadPool) -> Result<()> {
+        self.resolved.clear();
+        for n in &self.nodes {
+            self.resolved.push(NodePtrs::resolve(&n.tensor)?);
+        }
+        let n = self.n_threads.min(pool.n_threads()).max(1);
+        let barrier = Barrier::new(n);
+        let nodes = &self.nodes;
+        let resolved = &self.resolved;
+        let work = self.work.as_mut_ptr() as usize;
+        let per_thread = self.work_per_thread;
+        let ok = pool.run(n, &|ith, nth| {
+            // SAFETY: each thread gets its own disjoint `per_thread` slice of `work`, which was
+            // sized for `n_threads >= nth` threads.
+            let wdata = (work + ith * per_thread) as *mut u8;
+            let params = Params {
+                ith,
+                nth,
+                wdata,
+                wsize: per_thread,
+            };
+            for (node, ptrs) in nodes.iter().zip(resolved) {
+                (node.kernel)(ptrs, &params);
+                barrier.wait();
+            }
+        });
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::Compute("a CPU kernel panicked".into()))
+        }
+    }
+}
+
+/// The CPU stream's compute engine.
+pub(crate) struct CpuBackend {
+    n_threads: usize,
+    pool: ThreadPool,
+}
+
+impl CpuBackend {
+    pub(crate) fn new() -> CpuBackend {
+        let n = *DEFAULT_N_THREADS;
+        CpuBackend {
+            n_threads: n,
+            pool: ThreadPool::new(n),
+        }
+    }
+}
+
+impl BackendImpl for CpuBackend {
+    fn name(&self) -> String {
+        "CPU".into()
+    }
+
+    fn graph_compute(&mut self, nodes: &[Tensor]) -> Result<()> {
+        CpuPlan::new(nodes, self.n_threads)?.execute(&self.pool)
+    }
+
+    fn set_n_threads(&mut self, n: usize) -> Result<()> {
+        if n != self.n_threads {
+            self.n_threads = n;
+            self.pool = ThreadPool::new(n);
+        }
+        Ok(())
+    }
+
+    fn graph_plan_create(&mut self, nodes: &[Tensor]) -> Result<Box<dyn Any + Send>> {
+        Ok(Box::new(CpuPlan::new(nodes, self.n_threads)?))
+    }
+
+    fn graph_plan_compute(&mut self, plan: &mut (dyn Any + Send)) -> Result<()> {
+        let plan = plan.downcast_mut::<CpuPlan>().ok_or_else(|| {
+            Error::invalid("graph_plan_compute: the plan was not made by a CPU backend")
+        })?;
+        if plan.n_threads > self.pool.n_threads() {
+            plan.n_threads = self.pool.n_threads();
+        }
+        plan.execute(&self.pool)
+    }
+}

@@ -1,0 +1,75 @@
+//! Element-wise binary ops with broadcasting of the second operand: ADD, SUB, MUL, DIV, ADD1.
+
+use super::{is_float, unsupported, KernelFn, NodePtrs, Params};
+use crate::error::Result;
+use crate::ops::Op;
+use crate::tensor::Tensor;
+
+pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
+    let (a, b) = (&t.srcs()[0], &t.srcs()[1]);
+    if !is_float(t.ty()) || !is_float(a.ty()) || !is_float(b.ty()) {
+        return Err(unsupported(t));
+    }
+    Ok(match t.op() {
+        Op::Add => add,
+        Op::Sub => sub,
+        Op::Mul => mul,
+        Op::Div => div,
+        Op::Add1 => add1,
+        _ => return Err(unsupported(t)),
+    })
+}
+
+fn add(n: &NodePtrs, p: &Params) {
+    broadcast(n, p, |x, y| x + y)
+}
+fn sub(n: &NodePtrs, p: &Params) {
+    broadcast(n, p, |x, y| x - y)
+}
+fn mul(n: &NodePtrs, p: &Params) {
+    broadcast(n, p, |x, y| x * y)
+}
+fn div(n: &NodePtrs, p: &Params) {
+    broadcast(n, p, |x, y| x / y)
+}
+
+/// `dst = f(a, b)` with `b` tiled over `a`'s shape; threads split the rows of `dst`.
+#[inline(always)]
+fn broadcast(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
+    let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
+    let ne0 = d.ne[0] as usize;
+    let nb0 = b.ne[0] as usize;
+    for r in p.range(d.nrows()) {
+        let idx = d.unravel_row(r);
+        let mut bidx = idx;
+        for (k, i) in bidx.iter_mut().enumerate() {
+            *i %= b.ne[k + 1] as usize;
+        }
+        let (drow, arow, brow) = (d.row(idx), a.row(idx), b.row(bidx));
+        // SAFETY: the rows are rows of their tensors and every index is below that tensor's
+        // ne[0]; dst may alias a (in place), which element-by-element access tolerates.
+        unsafe {
+            for i in 0..ne0 {
+                let y = b.get(brow, i % nb0);
+                d.set(drow, i, f(a.get(arow, i), y));
+            }
+        }
+    }
+}
+
+/// `dst = a + b[0]` for a one-element `b`.
+fn add1(n: &NodePtrs, p: &Params) {
+    let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
+    // SAFETY: b has one element.
+    let y = unsafe { b.get(b.data, 0) };
+    for r in p.range(d.nrows()) {
+        let idx = d.unravel_row(r);
+        let (drow, arow) = (d.row(idx), a.row(idx));
+        // SAFETY: rows of their tensors, indices below ne[0].
+        unsafe {
+            for i in 0..d.ne[0] as usize {
+                d.set(drow, i, a.get(arow, i) + y);
+            }
+        }
+    }
+}

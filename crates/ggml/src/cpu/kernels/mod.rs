@@ -1,0 +1,260 @@
+//! CPU kernels, one file per op family. [`select`] picks a node's kernel once, at planning
+//! time, and fails there (not while computing) for combinations of types no kernel handles;
+//! kernels are then infallible functions of resolved addresses.
+//!
+//! These are plain loops (correct for any strides, multi-threaded by rows); SIMD paths chosen
+//! at run time come later, each beside the scalar loop it must agree with.
+
+mod binary;
+mod copy;
+mod matmul;
+mod norm;
+mod reduce;
+mod rows;
+mod softmax;
+mod unary;
+
+use std::ops::Range;
+
+use crate::error::{Error, Result};
+use crate::ops::Op;
+use crate::tensor::{Tensor, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC};
+use crate::types::{bf16, bf16_to_f32, f16, f32_to_bf16, Type};
+
+/// A tensor's address and layout, resolved for one run.
+#[derive(Clone, Copy)]
+pub(crate) struct TensorPtr {
+    pub data: *mut u8,
+    pub ty: Type,
+    pub ne: [i64; MAX_DIMS],
+    pub nb: [usize; MAX_DIMS],
+}
+
+impl TensorPtr {
+    const NULL: TensorPtr = TensorPtr {
+        data: std::ptr::null_mut(),
+        ty: Type::F32,
+        ne: [0; MAX_DIMS],
+        nb: [0; MAX_DIMS],
+    };
+
+    fn resolve(t: &Tensor) -> Result<TensorPtr> {
+        let b = t.require_binding("graph_compute")?;
+        let base = b
+            .buffer
+            .with_reserved(|imp| imp.host_ptr())
+            .flatten()
+            .ok_or_else(|| {
+                Error::unsupported(format!(
+                    "graph_compute: tensor {:?} is in buffer {}, which is not host memory",
+                    t.name(),
+                    b.buffer.name()
+                ))
+            })?;
+        Ok(TensorPtr {
+            // SAFETY: the binding's offset lies within the buffer (checked when it was bound).
+            data: unsafe { base.as_ptr().add(b.offset) },
+            ty: t.ty(),
+            ne: t.ne(),
+            nb: t.nb(),
+        })
+    }
+
+    /// Rows: the product of dimensions 1.. .
+    pub fn nrows(&self) -> usize {
+        self.ne[1..].iter().product::<i64>() as usize
+    }
+
+    pub fn nelements(&self) -> usize {
+        self.ne.iter().product::<i64>() as usize
+    }
+
+    /// Splits a flat row index into indices of dimensions 1..5.
+    pub fn unravel_row(&self, mut r: usize) -> [usize; MAX_DIMS - 1] {
+        let mut idx = [0usize; MAX_DIMS - 1];
+        for (d, slot) in idx.iter_mut().enumerate() {
+            let n = self.ne[d + 1] as usize;
+            *slot = r % n;
+            r /= n;
+        }
+        idx
+    }
+
+    /// Address of the first element of the row with indices `idx` (dimensions 1..5).
+    pub fn row(&self, idx: [usize; MAX_DIMS - 1]) -> *mut u8 {
+        let off: usize = (0..MAX_DIMS - 1).map(|d| idx[d] * self.nb[d + 1]).sum();
+        // SAFETY (of the callers' later accesses): idx is within ne, so the offset is within
+        // the tensor's span; this addition itself stays inside the allocation.
+        unsafe { self.data.add(off) }
+    }
+
+    /// Address of the row with flat index `r`.
+    pub fn row_at(&self, r: usize) -> *mut u8 {
+        self.row(self.unravel_row(r))
+    }
+
+    /// Reads element `i` of the row at `row` as f32 (float types only).
+    ///
+    /// # Safety
+    /// `row` must be a row of this tensor and `i < ne[0]`.
+    #[inline]
+    pub unsafe fn get(&self, row: *const u8, i: usize) -> f32 {
+        // SAFETY: forwarded from the caller.
+        unsafe { load(row.add(i * self.nb[0]), self.ty) }
+    }
+
+    /// Writes element `i` of the row at `row` from f32 (float types only).
+    ///
+    /// # Safety
+    /// `row` must be a row of this tensor and `i < ne[0]`.
+    #[inline]
+    pub unsafe fn set(&self, row: *mut u8, i: usize, v: f32) {
+        // SAFETY: forwarded from the caller.
+        unsafe { store(row.add(i * self.nb[0]), self.ty, v) }
+    }
+
+    /// Whether elements of a row are packed (`nb[0]` is the type size).
+    pub fn rows_packed(&self) -> bool {
+        self.nb[0] == self.ty.type_size()
+    }
+}
+
+/// Reads one F32/F16/BF16/I32 element as f32.
+///
+/// # Safety
+/// `p` must point at a readable element of type `ty`.
+#[inline]
+pub(crate) unsafe fn load(p: *const u8, ty: Type) -> f32 {
+    // SAFETY (all arms): the caller guarantees an element of `ty` at `p`; reads are unaligned.
+    unsafe {
+        match ty {
+            Type::F32 => (p as *const f32).read_unaligned(),
+            Type::F16 => (p as *const f16).read_unaligned().to_f32(),
+            Type::BF16 => bf16_to_f32((p as *const bf16).read_unaligned()),
+            Type::I32 => (p as *const i32).read_unaligned() as f32,
+            _ => f32::NAN,
+        }
+    }
+}
+
+/// Writes one F32/F16/BF16/I32 element from f32.
+///
+/// # Safety
+/// `p` must point at a writable element of type `ty`.
+#[inline]
+pub(crate) unsafe fn store(p: *mut u8, ty: Type, v: f32) {
+    // SAFETY (all arms): the caller guarantees an element of `ty` at `p`; writes are unaligned.
+    unsafe {
+        match ty {
+            Type::F32 => (p as *mut f32).write_unaligned(v),
+            Type::F16 => (p as *mut f16).write_unaligned(f16::from_f32(v)),
+            Type::BF16 => (p as *mut bf16).write_unaligned(f32_to_bf16(v)),
+            Type::I32 => (p as *mut i32).write_unaligned(v as i32),
+            _ => {}
+        }
+    }
+}
+
+/// A node's addresses and parameters, resolved for one run.
+pub(crate) struct NodePtrs {
+    pub dst: TensorPtr,
+    pub src: [TensorPtr; MAX_SRC],
+    pub op_params: [i32; MAX_OP_PARAMS / 4],
+}
+
+// SAFETY: the pointers refer to buffers the running job has reserved; threads write disjoint
+// parts of `dst` and only read the sources.
+unsafe impl Send for NodePtrs {}
+// SAFETY: as above.
+unsafe impl Sync for NodePtrs {}
+
+impl NodePtrs {
+    pub(crate) fn resolve(t: &Tensor) -> Result<NodePtrs> {
+        let mut src = [TensorPtr::NULL; MAX_SRC];
+        for (slot, s) in src.iter_mut().zip(t.srcs()) {
+            *slot = TensorPtr::resolve(s)?;
+        }
+        Ok(NodePtrs {
+            dst: TensorPtr::resolve(t)?,
+            src,
+            op_params: *t.op_params(),
+        })
+    }
+
+    pub fn param_f32(&self, i: usize) -> f32 {
+        f32::from_bits(self.op_params[i] as u32)
+    }
+}
+
+/// A thread's share of one run: its index, the thread count, and its private scratch.
+pub(crate) struct Params {
+    pub ith: usize,
+    pub nth: usize,
+    pub wdata: *mut u8,
+    pub wsize: usize,
+}
+
+impl Params {
+    /// This thread's part of `0..n` (contiguous, balanced).
+    pub fn range(&self, n: usize) -> Range<usize> {
+        let per = n.div_ceil(self.nth);
+        let start = (self.ith * per).min(n);
+        start..(start + per).min(n)
+    }
+
+    /// This thread's scratch as `len` f32 values.
+    ///
+    /// # Safety
+    /// The plan must have sized the scratch for at least `len` f32 values (see [`work_size`]),
+    /// the slice must not outlive the kernel call, and a kernel takes it at most once.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn scratch_f32(&self, len: usize) -> &mut [f32] {
+        debug_assert!(len * 4 <= self.wsize);
+        // SAFETY: the scratch is private to this thread, 64-byte aligned and large enough.
+        unsafe { std::slice::from_raw_parts_mut(self.wdata as *mut f32, len) }
+    }
+}
+
+/// A kernel: computes this thread's share of a node.
+pub(crate) type KernelFn = fn(&NodePtrs, &Params);
+
+pub(crate) fn is_float(t: Type) -> bool {
+    matches!(t, Type::F32 | Type::F16 | Type::BF16)
+}
+
+pub(crate) fn unsupported(t: &Tensor) -> Error {
+    let srcs: Vec<String> = t.srcs().iter().map(|s| s.ty().to_string()).collect();
+    Error::unsupported(format!(
+        "CPU: no kernel for {} with result {} and operands [{}] (node {:?})",
+        t.op().name(),
+        t.ty(),
+        srcs.join(", "),
+        t.name()
+    ))
+}
+
+/// The kernel for node `t`, or `Err` when no kernel handles its types.
+pub(crate) fn select(t: &Tensor) -> Result<KernelFn> {
+    match t.op() {
+        Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Add1 => binary::select(t),
+        Op::Scale | Op::Sqr | Op::Sqrt | Op::Log | Op::Sin | Op::Cos | Op::Unary => {
+            unary::select(t)
+        }
+        Op::Sum | Op::SumRows | Op::Mean | Op::Argmax => reduce::select(t),
+        Op::Norm | Op::RmsNorm => norm::select(t),
+        Op::SoftMax => softmax::select(t),
+        Op::MulMat => matmul::select(t),
+        Op::GetRows | Op::Repeat | Op::Concat => rows::select(t),
+        Op::Cpy | Op::Dup | Op::Cont => copy::select(t),
+        _ => Err(unsupported(t)),
+    }
+}
+
+/// Scratch bytes one thread needs for node `t`.
+pub(crate) fn work_size(t: &Tensor) -> usize {
+    match t.op() {
+        Op::MulMat => matmul::work_size(t),
+        Op::SoftMax => softmax::work_size(t),
+        _ => 0,
+    }
+}

@@ -1,0 +1,72 @@
+//! Reductions: SUM (everything), SUM_ROWS, MEAN (per row), ARGMAX (per row). Sums accumulate in
+//! f64, as GGML's `ggml_float`.
+
+use super::{is_float, unsupported, KernelFn, NodePtrs, Params, TensorPtr};
+use crate::error::Result;
+use crate::ops::Op;
+use crate::tensor::Tensor;
+use crate::types::Type;
+
+pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
+    let a = t.srcs()[0].ty();
+    if !is_float(a) {
+        return Err(unsupported(t));
+    }
+    Ok(match t.op() {
+        Op::Sum if is_float(t.ty()) => sum,
+        Op::SumRows if is_float(t.ty()) => sum_rows,
+        Op::Mean if is_float(t.ty()) => mean,
+        Op::Argmax if t.ty() == Type::I32 => argmax,
+        _ => return Err(unsupported(t)),
+    })
+}
+
+fn row_sum(a: &TensorPtr, r: usize) -> f64 {
+    let row = a.row_at(r);
+    // SAFETY: a row of `a`, indices below ne[0].
+    (0..a.ne[0] as usize)
+        .map(|i| unsafe { a.get(row, i) } as f64)
+        .sum()
+}
+
+fn sum(n: &NodePtrs, p: &Params) {
+    if p.ith != 0 {
+        return;
+    }
+    let a = &n.src[0];
+    let total: f64 = (0..a.nrows()).map(|r| row_sum(a, r)).sum();
+    // SAFETY: dst has one element.
+    unsafe { n.dst.set(n.dst.data, 0, total as f32) }
+}
+
+fn per_row(n: &NodePtrs, p: &Params, f: impl Fn(&TensorPtr, usize) -> f32) {
+    let (d, a) = (&n.dst, &n.src[0]);
+    for r in p.range(a.nrows()) {
+        let v = f(a, r);
+        // SAFETY: dst has one element per row of a, with the same row indices.
+        unsafe { d.set(d.row(a.unravel_row(r)), 0, v) }
+    }
+}
+
+fn sum_rows(n: &NodePtrs, p: &Params) {
+    per_row(n, p, |a, r| row_sum(a, r) as f32)
+}
+
+fn mean(n: &NodePtrs, p: &Params) {
+    per_row(n, p, |a, r| (row_sum(a, r) / a.ne[0] as f64) as f32)
+}
+
+fn argmax(n: &NodePtrs, p: &Params) {
+    per_row(n, p, |a, r| {
+        let row = a.row_at(r);
+        let mut best = (0usize, f32::NEG_INFINITY);
+        for i in 0..a.ne[0] as usize {
+            // SAFETY: a row of `a`, index below ne[0].
+            let v = unsafe { a.get(row, i) };
+            if v > best.1 {
+                best = (i, v);
+            }
+        }
+        best.0 as f32
+    })
+}

@@ -1,0 +1,116 @@
+//! The CPU backend: its buffer types, device, registry and compute engine.
+
+mod compute;
+mod features;
+pub(crate) mod kernels;
+mod threadpool;
+
+use std::ptr::NonNull;
+use std::sync::OnceLock;
+
+use crate::backend::{
+    BackendImpl, BufferImpl, BufferType, BufferTypeImpl, Device, DeviceImpl, DeviceImplCaps,
+    DeviceType, HostMemory, Registry, RegistryImpl,
+};
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+/// Alignment of tensors in CPU buffers (`TENSOR_ALIGNMENT`).
+pub const CPU_ALIGNMENT: usize = 32;
+
+struct CpuBufferType;
+
+impl BufferTypeImpl for CpuBufferType {
+    fn name(&self) -> String {
+        "CPU".into()
+    }
+    fn alloc_buffer(&self, size: usize) -> Result<Box<dyn BufferImpl>> {
+        Ok(Box::new(HostMemory::new(size)?))
+    }
+    fn alignment(&self) -> usize {
+        CPU_ALIGNMENT
+    }
+    fn is_host(&self) -> bool {
+        true
+    }
+}
+
+/// The CPU buffer type (`ggml_backend_cpu_buffer_type`): aligned host memory, usable by every
+/// backend that can read host memory.
+pub fn cpu_buffer_type() -> BufferType {
+    static BUFT: OnceLock<BufferType> = OnceLock::new();
+    BUFT.get_or_init(|| BufferType::new(CpuBufferType)).clone()
+}
+
+struct CpuDevice;
+
+impl DeviceImpl for CpuDevice {
+    fn name(&self) -> String {
+        "CPU".into()
+    }
+    fn description(&self) -> String {
+        features::cpu_model_name()
+    }
+    fn memory(&self) -> (usize, usize) {
+        features::memory()
+    }
+    fn dev_type(&self) -> DeviceType {
+        DeviceType::Cpu
+    }
+    fn caps(&self) -> DeviceImplCaps {
+        DeviceImplCaps {
+            host_buffer: false,
+            buffer_from_host_ptr: true,
+        }
+    }
+    fn init_backend(&self, _params: Option<&str>) -> Result<Box<dyn BackendImpl>> {
+        Ok(Box::new(compute::CpuBackend::new()))
+    }
+    fn buffer_type(&self) -> BufferType {
+        cpu_buffer_type()
+    }
+    unsafe fn buffer_from_host_ptr(
+        &self,
+        ptr: NonNull<u8>,
+        size: usize,
+        _max_tensor_size: usize,
+    ) -> Result<Box<dyn BufferImpl>> {
+        // SAFETY: the caller guarantees the memory is valid for the buffer's lifetime.
+        Ok(Box::new(unsafe { HostMemory::borrowed(ptr, size) }))
+    }
+    fn supports_op(&self, op: &Tensor) -> bool {
+        op.op().is_empty() || kernels::select(op).is_ok()
+    }
+    fn supports_buft(&self, buft: &BufferType) -> bool {
+        buft.is_host()
+    }
+    fn features(&self) -> Vec<(String, String)> {
+        features::features()
+    }
+}
+
+/// The CPU device.
+pub(crate) fn device() -> Device {
+    static DEV: OnceLock<Device> = OnceLock::new();
+    DEV.get_or_init(|| Device::new(CpuDevice)).clone()
+}
+
+struct CpuRegistry;
+
+impl RegistryImpl for CpuRegistry {
+    fn name(&self) -> String {
+        "CPU".into()
+    }
+    fn devices(&self) -> Vec<Device> {
+        vec![device()]
+    }
+    fn features(&self) -> Vec<(String, String)> {
+        features::features()
+    }
+}
+
+/// The CPU registry.
+pub(crate) fn registry() -> Registry {
+    static REG: OnceLock<Registry> = OnceLock::new();
+    REG.get_or_init(|| Registry::new(CpuRegistry)).clone()
+}

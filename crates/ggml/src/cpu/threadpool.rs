@@ -1,0 +1,157 @@
+//! A persistent pool of worker threads for one CPU stream. The stream's own thread is worker 0
+//! ("the main thread is a work thread too", as in GGML); `n - 1` more threads wait on a condvar
+//! between graphs. Starting a graph allocates nothing.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use crate::tensor::lock;
+
+/// The task of one run: called once per thread with (thread index, thread count).
+type Task<'a> = dyn Fn(usize, usize) + Sync + 'a;
+
+/// A borrowed task with its lifetime erased; valid only while `run` waits for the workers.
+#[derive(Clone, Copy)]
+struct TaskPtr(*const Task<'static>);
+// SAFETY: the pointee is `Sync`, and `run` keeps it alive until every worker is done with it.
+unsafe impl Send for TaskPtr {}
+
+#[derive(Default)]
+struct State {
+    generation: u64,
+    task: Option<TaskPtr>,
+    n_active: usize,
+    remaining: usize,
+    panicked: bool,
+    quit: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    start: Condvar,
+    done: Condvar,
+}
+
+pub(crate) struct ThreadPool {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl ThreadPool {
+    /// A pool running tasks on `n` threads (the caller plus `n - 1` workers).
+    pub(crate) fn new(n: usize) -> ThreadPool {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            start: Condvar::new(),
+            done: Condvar::new(),
+        });
+        let workers = (1..n.max(1))
+            .filter_map(|i| {
+                let shared = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("ggml-cpu-{i}"))
+                    .spawn(move || worker(&shared, i))
+                    .ok()
+            })
+            .collect();
+        ThreadPool { shared, workers }
+    }
+
+    /// Threads available, the caller included.
+    pub(crate) fn n_threads(&self) -> usize {
+        self.workers.len() + 1
+    }
+
+    /// Runs `task(i, n)` on threads `0..n` (`n` clamped to the pool) and returns when all are
+    /// done. Returns false if a worker panicked.
+    pub(crate) fn run(&self, n: usize, task: &Task<'_>) -> bool {
+        let n = n.clamp(1, self.n_threads());
+        if n == 1 {
+            task(0, 1);
+            return true;
+        }
+        // SAFETY: only the lifetime is erased; we wait below until `remaining == 0`, i.e. until
+        // no worker can touch `task` any more, before returning.
+        let erased: TaskPtr =
+            TaskPtr(unsafe { std::mem::transmute::<&Task<'_>, &'static Task<'static>>(task) });
+        {
+            let mut s = lock(&self.shared.state);
+            s.generation += 1;
+            s.task = Some(erased);
+            s.n_active = n;
+            s.remaining = n - 1;
+            s.panicked = false;
+        }
+        self.shared.start.notify_all();
+        let caller_ok =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task(0, n))).is_ok();
+        let mut s = lock(&self.shared.state);
+        while s.remaining > 0 {
+            s = self.shared.done.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.task = None;
+        caller_ok && !s.panicked
+    }
+}
+
+fn worker(shared: &Shared, index: usize) {
+    let mut seen = 0u64;
+    loop {
+        let (task, n) = {
+            let mut s = lock(&shared.state);
+            loop {
+                if s.quit {
+                    return;
+                }
+                if s.generation != seen {
+                    seen = s.generation;
+                    if index < s.n_active {
+                        if let Some(t) = s.task {
+                            break (t, s.n_active);
+                        }
+                    }
+                }
+                s = shared.start.wait(s).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        // SAFETY: `run` keeps the task alive until this worker decrements `remaining`.
+        let task = unsafe { &*task.0 };
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task(index, n))).is_ok();
+        let mut s = lock(&shared.state);
+        s.panicked |= !ok;
+        s.remaining -= 1;
+        if s.remaining == 0 {
+            shared.done.notify_all();
+        }
+    }
+}
+
+impl Drop for ThreadPool {
+    fn drop(&mut self) {
+        lock(&self.shared.state).quit = true;
+        self.shared.start.notify_all();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn runs_every_index_once() {
+        let pool = ThreadPool::new(4);
+        for n in [1, 2, 4, 9] {
+            let hits: Vec<AtomicUsize> = (0..4).map(|_| AtomicUsize::new(0)).collect();
+            assert!(pool.run(n, &|i, nth| {
+                assert_eq!(nth, n.min(4));
+                hits[i].fetch_add(1, Ordering::SeqCst);
+            }));
+            let total: usize = hits.iter().map(|h| h.load(Ordering::SeqCst)).sum();
+            assert_eq!(total, n.min(4));
+        }
+    }
+}

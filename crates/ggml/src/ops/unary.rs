@@ -1,0 +1,215 @@
+//! Element-wise unary ops: the UNARY family (`ggml_unary` and its named forms), and SQR, SQRT,
+//! LOG, SIN, COS, SCALE.
+
+use crate::context::{Context, NewTensor};
+use crate::error::Result;
+use crate::ops::{f32_param, Op};
+use crate::tensor::Tensor;
+
+macro_rules! unary_ops {
+    ($($name:ident = $v:literal, $s:literal $(, $method:ident)?;)*) => {
+        /// Sub-op of a UNARY node (`enum ggml_unary_op`), stored in op_params[0].
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum UnaryOp {
+            $(
+                #[doc = concat!("`GGML_UNARY_OP_", $s, "`")]
+                $name = $v,
+            )*
+        }
+
+        impl UnaryOp {
+            /// GGML's name (`ggml_unary_op_name`).
+            pub fn name(self) -> &'static str {
+                match self { $(UnaryOp::$name => $s,)* }
+            }
+
+            /// The sub-op with GGML id `v`.
+            pub fn from_i32(v: i32) -> Option<UnaryOp> {
+                match v { $($v => Some(UnaryOp::$name),)* _ => None }
+            }
+        }
+
+        impl Context {
+            $($(
+                #[doc = concat!("`ggml_", stringify!($method), "`: the ", $s, " unary op, element-wise.")]
+                pub fn $method(&self, a: &Tensor) -> Result<Tensor> {
+                    self.unary(a, UnaryOp::$name)
+                }
+            )?)*
+        }
+    };
+}
+
+unary_ops! {
+    Abs = 0, "ABS", abs; Sgn = 1, "SGN", sgn; Neg = 2, "NEG", neg; Step = 3, "STEP", step;
+    Tanh = 4, "TANH", tanh; Elu = 5, "ELU", elu; Relu = 6, "RELU", relu;
+    Sigmoid = 7, "SIGMOID", sigmoid; Gelu = 8, "GELU", gelu; GeluQuick = 9, "GELU_QUICK", gelu_quick;
+    Silu = 10, "SILU", silu; Hardswish = 11, "HARDSWISH", hardswish;
+    Hardsigmoid = 12, "HARDSIGMOID", hardsigmoid; Exp = 13, "EXP", exp; Expm1 = 14, "EXPM1", expm1;
+    Softplus = 15, "SOFTPLUS", softplus; GeluErf = 16, "GELU_ERF", gelu_erf; Xielu = 17, "XIELU";
+    Floor = 18, "FLOOR", floor; Ceil = 19, "CEIL", ceil; Round = 20, "ROUND", round;
+    Trunc = 21, "TRUNC", trunc;
+}
+
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+const GELU_COEF_A: f32 = 0.044_715;
+const GELU_QUICK_COEF: f32 = -1.702;
+
+impl UnaryOp {
+    /// The op applied to one value, in f32 (XIELU, which needs parameters, gives NaN).
+    #[inline(always)]
+    pub fn eval(self, x: f32) -> f32 {
+        match self {
+            UnaryOp::Abs => x.abs(),
+            UnaryOp::Sgn => {
+                if x > 0.0 {
+                    1.0
+                } else if x < 0.0 {
+                    -1.0
+                } else {
+                    0.0
+                }
+            }
+            UnaryOp::Neg => -x,
+            UnaryOp::Step => (x > 0.0) as u8 as f32,
+            UnaryOp::Tanh => x.tanh(),
+            UnaryOp::Elu => {
+                if x > 0.0 {
+                    x
+                } else {
+                    x.exp_m1()
+                }
+            }
+            UnaryOp::Relu => x.max(0.0),
+            UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            UnaryOp::Gelu => {
+                0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)).tanh())
+            }
+            UnaryOp::GeluQuick => x * (1.0 / (1.0 + (GELU_QUICK_COEF * x).exp())),
+            UnaryOp::Silu => x / (1.0 + (-x).exp()),
+            UnaryOp::Hardswish => x * ((x + 3.0) / 6.0).clamp(0.0, 1.0),
+            UnaryOp::Hardsigmoid => ((x + 3.0) / 6.0).clamp(0.0, 1.0),
+            UnaryOp::Exp => x.exp(),
+            UnaryOp::Expm1 => x.exp_m1(),
+            UnaryOp::Softplus => {
+                if x > 20.0 {
+                    x
+                } else {
+                    x.exp().ln_1p()
+                }
+            }
+            UnaryOp::GeluErf => {
+                0.5 * x * (1.0 + erf(x as f64 * std::f64::consts::FRAC_1_SQRT_2) as f32)
+            }
+            UnaryOp::Xielu => f32::NAN,
+            UnaryOp::Floor => x.floor(),
+            UnaryOp::Ceil => x.ceil(),
+            UnaryOp::Round => x.round(),
+            UnaryOp::Trunc => x.trunc(),
+        }
+    }
+}
+
+/// The error function, to about 1e-15 (series near zero, continued fraction in the tails).
+pub(crate) fn erf(x: f64) -> f64 {
+    let a = x.abs();
+    let r = if a < 2.5 {
+        // Maclaurin series: erf(x) = 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1))
+        let mut term = a;
+        let mut sum = a;
+        let x2 = a * a;
+        let mut n = 0.0;
+        while term.abs() > 1e-17 * sum.abs() {
+            n += 1.0;
+            term *= -x2 / n;
+            sum += term / (2.0 * n + 1.0);
+        }
+        sum * std::f64::consts::FRAC_2_SQRT_PI
+    } else {
+        // erfc(x) = exp(-x^2)/sqrt(pi) * 1/(x + 1/2/(x + 1/(x + 3/2/(x + ...)))) (Lentz)
+        let mut f = 0.0;
+        for k in (1..60).rev() {
+            f = (k as f64 / 2.0) / (a + f);
+        }
+        1.0 - (-a * a).exp() / std::f64::consts::PI.sqrt() / (a + f)
+    };
+    r.copysign(x)
+}
+
+impl Context {
+    /// `ggml_unary`: applies `op` element-wise. XIELU needs parameters and is refused here.
+    pub fn unary(&self, a: &Tensor, op: UnaryOp) -> Result<Tensor> {
+        self.unary_impl(a, op, false)
+    }
+
+    /// `ggml_unary_inplace`: the same, writing into `a`'s memory.
+    pub fn unary_inplace(&self, a: &Tensor, op: UnaryOp) -> Result<Tensor> {
+        self.unary_impl(a, op, true)
+    }
+
+    fn unary_impl(&self, a: &Tensor, op: UnaryOp, inplace: bool) -> Result<Tensor> {
+        if op == UnaryOp::Xielu {
+            return Err(crate::Error::unsupported(
+                "unary: XIELU takes parameters (alpha_n, alpha_p, beta, eps); not available here",
+            ));
+        }
+        self.map_op(a, Op::Unary, &[op as i32], inplace)
+    }
+
+    /// A result of `a`'s type and shape computed by `op` from `a` alone; in place → a view of `a`.
+    pub(crate) fn map_op(
+        &self,
+        a: &Tensor,
+        op: Op,
+        params: &[i32],
+        inplace: bool,
+    ) -> Result<Tensor> {
+        let ne = a.ne();
+        let n = NewTensor::op(a.ty(), &ne, op, vec![a.clone()]).params(params);
+        if inplace {
+            self.new_tensor_impl(n.view_of(a, 0).strides(a.nb()))
+        } else {
+            self.new_tensor_impl(n)
+        }
+    }
+
+    /// `ggml_sqr`: x².
+    pub fn sqr(&self, a: &Tensor) -> Result<Tensor> {
+        self.map_op(a, Op::Sqr, &[], false)
+    }
+
+    /// `ggml_sqrt`: √x.
+    pub fn sqrt(&self, a: &Tensor) -> Result<Tensor> {
+        self.map_op(a, Op::Sqrt, &[], false)
+    }
+
+    /// `ggml_log`: ln x.
+    pub fn log(&self, a: &Tensor) -> Result<Tensor> {
+        self.map_op(a, Op::Log, &[], false)
+    }
+
+    /// `ggml_sin`.
+    pub fn sin(&self, a: &Tensor) -> Result<Tensor> {
+        self.map_op(a, Op::Sin, &[], false)
+    }
+
+    /// `ggml_cos`.
+    pub fn cos(&self, a: &Tensor) -> Result<Tensor> {
+        self.map_op(a, Op::Cos, &[], false)
+    }
+
+    /// `ggml_scale`: x·s.
+    pub fn scale(&self, a: &Tensor, s: f32) -> Result<Tensor> {
+        self.scale_bias(a, s, 0.0)
+    }
+
+    /// `ggml_scale_inplace`.
+    pub fn scale_inplace(&self, a: &Tensor, s: f32) -> Result<Tensor> {
+        self.map_op(a, Op::Scale, &[f32_param(s), f32_param(0.0)], true)
+    }
+
+    /// `ggml_scale_bias`: x·s + b.
+    pub fn scale_bias(&self, a: &Tensor, s: f32, b: f32) -> Result<Tensor> {
+        self.map_op(a, Op::Scale, &[f32_param(s), f32_param(b)], false)
+    }
+}

@@ -1,0 +1,237 @@
+//! Views and copies: VIEW, RESHAPE, PERMUTE, TRANSPOSE (no computation: the result shares its
+//! source's memory), and CONT, CPY, DUP (which copy).
+
+use crate::context::{Context, NewTensor};
+use crate::error::{Error, Result};
+use crate::ops::Op;
+use crate::tensor::{Tensor, MAX_DIMS};
+use crate::types::Type;
+
+impl Context {
+    /// A view of `a` with shape `ne` and strides `nb[1..]` (`nb[0]` is the type size, missing
+    /// higher strides follow GGML: packed over the given ones), at byte `offset`.
+    fn view_impl(
+        &self,
+        a: &Tensor,
+        ne: &[i64],
+        nb_given: &[usize],
+        offset: usize,
+    ) -> Result<Tensor> {
+        let mut full = [1i64; MAX_DIMS];
+        full[..ne.len()].copy_from_slice(ne);
+        let mut nb = crate::tensor::contiguous_strides(a.ty(), &full);
+        for (i, &s) in nb_given.iter().enumerate() {
+            nb[i + 1] = s;
+        }
+        for i in nb_given.len() + 1..MAX_DIMS {
+            nb[i] = nb[i - 1] * full[i - 1] as usize;
+        }
+        let offset_param = [offset as u32 as i32, (offset as u64 >> 32) as i32];
+        let v = self.new_tensor_impl(
+            NewTensor::op(a.ty(), ne, Op::View, vec![a.clone()])
+                .params(&offset_param)
+                .view_of(a, offset)
+                .strides(nb),
+        )?;
+        v.set_name(&format!("{} (view)", a.name()));
+        Ok(v)
+    }
+
+    /// `ggml_view_1d`: `ne0` elements of `a` from byte `offset`.
+    pub fn view_1d(&self, a: &Tensor, ne0: i64, offset: usize) -> Result<Tensor> {
+        self.view_impl(a, &[ne0], &[], offset)
+    }
+
+    /// `ggml_view_2d`: `ne1` rows of `ne0` elements, `nb1` bytes apart, from byte `offset`.
+    pub fn view_2d(
+        &self,
+        a: &Tensor,
+        ne0: i64,
+        ne1: i64,
+        nb1: usize,
+        offset: usize,
+    ) -> Result<Tensor> {
+        self.view_impl(a, &[ne0, ne1], &[nb1], offset)
+    }
+
+    /// `ggml_view_3d`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn view_3d(
+        &self,
+        a: &Tensor,
+        ne0: i64,
+        ne1: i64,
+        ne2: i64,
+        nb1: usize,
+        nb2: usize,
+        offset: usize,
+    ) -> Result<Tensor> {
+        self.view_impl(a, &[ne0, ne1, ne2], &[nb1, nb2], offset)
+    }
+
+    /// `ggml_view_4d`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn view_4d(
+        &self,
+        a: &Tensor,
+        ne: [i64; 4],
+        nb1: usize,
+        nb2: usize,
+        nb3: usize,
+        offset: usize,
+    ) -> Result<Tensor> {
+        self.view_impl(a, &ne, &[nb1, nb2, nb3], offset)
+    }
+
+    /// `ggml_reshape_*`: a view of contiguous `a` with a new shape of the same element count.
+    pub fn reshape_nd(&self, a: &Tensor, ne: &[i64]) -> Result<Tensor> {
+        if !a.is_contiguous() {
+            return Err(Error::invalid(format!(
+                "RESHAPE: a {:?} is not contiguous; use cont() first",
+                a.name()
+            )));
+        }
+        let n: i64 = ne.iter().product();
+        if n != a.nelements() {
+            return Err(Error::invalid(format!(
+                "RESHAPE: new shape {ne:?} has {n} elements, a {:?} has {}",
+                a.name(),
+                a.nelements()
+            )));
+        }
+        let v = self.new_tensor_impl(
+            NewTensor::op(a.ty(), ne, Op::Reshape, vec![a.clone()]).view_of(a, 0),
+        )?;
+        v.set_name(&format!("{} (reshaped)", a.name()));
+        Ok(v)
+    }
+
+    /// `ggml_reshape`: `a` with `b`'s shape.
+    pub fn reshape(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.reshape_nd(a, &b.ne())
+    }
+
+    /// `ggml_reshape_1d`.
+    pub fn reshape_1d(&self, a: &Tensor, ne0: i64) -> Result<Tensor> {
+        self.reshape_nd(a, &[ne0])
+    }
+
+    /// `ggml_reshape_2d`.
+    pub fn reshape_2d(&self, a: &Tensor, ne0: i64, ne1: i64) -> Result<Tensor> {
+        self.reshape_nd(a, &[ne0, ne1])
+    }
+
+    /// `ggml_reshape_3d`.
+    pub fn reshape_3d(&self, a: &Tensor, ne0: i64, ne1: i64, ne2: i64) -> Result<Tensor> {
+        self.reshape_nd(a, &[ne0, ne1, ne2])
+    }
+
+    /// `ggml_reshape_4d`.
+    pub fn reshape_4d(&self, a: &Tensor, ne0: i64, ne1: i64, ne2: i64, ne3: i64) -> Result<Tensor> {
+        self.reshape_nd(a, &[ne0, ne1, ne2, ne3])
+    }
+
+    /// `ggml_permute`: source dimension `i` moves to position `axes[i]` (four distinct axes
+    /// below 4; dimension 4 stays).
+    pub fn permute(
+        &self,
+        a: &Tensor,
+        ax0: usize,
+        ax1: usize,
+        ax2: usize,
+        ax3: usize,
+    ) -> Result<Tensor> {
+        let axes = [ax0, ax1, ax2, ax3];
+        let distinct = (0..4).all(|i| (0..i).all(|j| axes[i] != axes[j]));
+        if !distinct || axes.iter().any(|&x| x >= 4) {
+            return Err(Error::invalid(format!(
+                "PERMUTE: axes {axes:?} must be a permutation of 0..4"
+            )));
+        }
+        let (sne, snb) = (a.ne(), a.nb());
+        let (mut ne, mut nb) = (sne, snb);
+        for i in 0..4 {
+            ne[axes[i]] = sne[i];
+            nb[axes[i]] = snb[i];
+        }
+        let params = axes.map(|x| x as i32);
+        let v = self.new_tensor_impl(
+            NewTensor::op(a.ty(), &ne, Op::Permute, vec![a.clone()])
+                .params(&params)
+                .view_of(a, 0)
+                .strides(nb),
+        )?;
+        v.set_name(&format!("{} (permuted)", a.name()));
+        Ok(v)
+    }
+
+    /// `ggml_transpose`: swaps dimensions 0 and 1 (a view).
+    pub fn transpose(&self, a: &Tensor) -> Result<Tensor> {
+        let (mut ne, mut nb) = (a.ne(), a.nb());
+        ne.swap(0, 1);
+        nb.swap(0, 1);
+        let v = self.new_tensor_impl(
+            NewTensor::op(a.ty(), &ne, Op::Transpose, vec![a.clone()])
+                .view_of(a, 0)
+                .strides(nb),
+        )?;
+        v.set_name(&format!("{} (transposed)", a.name()));
+        Ok(v)
+    }
+
+    /// `ggml_cont`: a contiguous copy of `a`.
+    pub fn cont(&self, a: &Tensor) -> Result<Tensor> {
+        self.cont_nd(a, &a.ne())
+    }
+
+    /// `ggml_cont_1d..4d`: a contiguous copy of `a` with a new shape of the same element count.
+    pub fn cont_nd(&self, a: &Tensor, ne: &[i64]) -> Result<Tensor> {
+        let n: i64 = ne.iter().product();
+        if n != a.nelements() {
+            return Err(Error::invalid(format!(
+                "CONT: shape {ne:?} has {n} elements, a {:?} has {}",
+                a.name(),
+                a.nelements()
+            )));
+        }
+        let t = self.new_tensor_impl(NewTensor::op(a.ty(), ne, Op::Cont, vec![a.clone()]))?;
+        t.set_name(&format!("{} (cont)", a.name()));
+        Ok(t)
+    }
+
+    /// `ggml_cpy`: writes `a` into `b` (converting to `b`'s type, in logical element order);
+    /// the result is a view of `b`. Element counts must match.
+    pub fn cpy(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        if a.nelements() != b.nelements() {
+            return Err(Error::invalid(format!(
+                "CPY: a {:?} has {} elements, b {:?} has {}",
+                a.name(),
+                a.nelements(),
+                b.name(),
+                b.nelements()
+            )));
+        }
+        let ne = b.ne();
+        let t = self.new_tensor_impl(
+            NewTensor::op(b.ty(), &ne, Op::Cpy, vec![a.clone(), b.clone()])
+                .view_of(b, 0)
+                .strides(b.nb()),
+        )?;
+        t.set_name(&format!("{} (copy of {})", b.name(), a.name()));
+        Ok(t)
+    }
+
+    /// `ggml_cast`: a new tensor of type `ty` holding `a`'s values.
+    pub fn cast(&self, a: &Tensor, ty: Type) -> Result<Tensor> {
+        let ne = a.ne();
+        let t = self.new_tensor_impl(NewTensor::op(ty, &ne, Op::Cpy, vec![a.clone()]))?;
+        t.set_name(&format!("{} (copy)", a.name()));
+        Ok(t)
+    }
+
+    /// `ggml_dup`: a new tensor holding a copy of `a`.
+    pub fn dup(&self, a: &Tensor) -> Result<Tensor> {
+        let ne = a.ne();
+        self.new_tensor_impl(NewTensor::op(a.ty(), &ne, Op::Dup, vec![a.clone()]))
+    }
+}

@@ -1,0 +1,577 @@
+//! Tensors: a type, up to five dimensions with byte strides, the op that produces them, and the
+//! memory they live in once allocated.
+//!
+//! A [`Tensor`] is a cheap-to-clone handle (`Arc`), usable across contexts as in GGML. Its shape
+//! and op are fixed at creation; its name, flags and memory binding may change later (interior
+//! mutability), so every method takes `&self`.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::backend::Buffer;
+use crate::error::{Error, Result};
+use crate::ops::Op;
+use crate::types::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, Type};
+
+/// The largest number of dimensions a tensor has (ggmlR's 5; GGML has 4).
+pub const MAX_DIMS: usize = 5;
+/// The largest number of operands of one op (`GGML_MAX_SRC`).
+pub const MAX_SRC: usize = 10;
+/// Bytes of op parameters per tensor (`GGML_MAX_OP_PARAMS`).
+pub const MAX_OP_PARAMS: usize = 64;
+/// The longest tensor name in bytes, not counting GGML's terminating NUL (`GGML_MAX_NAME - 1`).
+pub const MAX_NAME: usize = 63;
+
+/// Tensor flags (`enum ggml_tensor_flag`), combinable as a bit set.
+pub mod flags {
+    /// A graph input: allocated up front by the graph allocator, never overlapped.
+    pub const INPUT: u32 = 1;
+    /// A graph output: never freed or overwritten by the graph allocator.
+    pub const OUTPUT: u32 = 2;
+    /// A trainable parameter.
+    pub const PARAM: u32 = 4;
+    /// The loss of a training graph (scalar F32).
+    pub const LOSS: u32 = 8;
+    /// The node must be computed; executors skip nodes without it.
+    pub const COMPUTE: u32 = 16;
+}
+
+static NEXT_TENSOR_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Where a tensor's bytes live: a buffer and a byte offset from its start.
+#[derive(Clone)]
+pub(crate) struct Binding {
+    pub(crate) buffer: Buffer,
+    pub(crate) offset: usize,
+}
+
+/// What a tensor is made of; built by [`crate::Context`] and the op builders.
+pub(crate) struct TensorDesc {
+    pub(crate) ty: Type,
+    pub(crate) ne: [i64; MAX_DIMS],
+    pub(crate) nb: [usize; MAX_DIMS],
+    pub(crate) op: Op,
+    pub(crate) op_params: [i32; MAX_OP_PARAMS / 4],
+    pub(crate) src: Vec<Tensor>,
+    pub(crate) view_src: Option<Tensor>,
+    pub(crate) view_offs: usize,
+    pub(crate) name: String,
+}
+
+pub(crate) struct TensorInner {
+    id: u64,
+    desc: TensorDesc,
+    name: Mutex<String>,
+    flags: AtomicU32,
+    binding: Mutex<Option<Binding>>,
+}
+
+/// A tensor handle. Clones refer to the same tensor.
+#[derive(Clone)]
+pub struct Tensor(pub(crate) Arc<TensorInner>);
+
+impl PartialEq for Tensor {
+    fn eq(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for Tensor {}
+impl std::hash::Hash for Tensor {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.id.hash(h)
+    }
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tensor")
+            .field("name", &self.name())
+            .field("type", &self.ty())
+            .field("op", &self.op())
+            .field("ne", &&self.ne()[..self.n_dims().max(1)])
+            .finish()
+    }
+}
+
+/// Contiguous byte strides for a shape (`nb[0] = type_size`, `nb[1] = row size`, …).
+pub(crate) fn contiguous_strides(ty: Type, ne: &[i64; MAX_DIMS]) -> [usize; MAX_DIMS] {
+    let mut nb = [0usize; MAX_DIMS];
+    nb[0] = ty.type_size();
+    nb[1] = nb[0] * (ne[0] as usize / ty.blck_size());
+    for i in 2..MAX_DIMS {
+        nb[i] = nb[i - 1] * ne[i - 1] as usize;
+    }
+    nb
+}
+
+/// Bytes spanned by a tensor of this type, shape and strides (`ggml_nbytes`).
+pub(crate) fn span_bytes(ty: Type, ne: &[i64; MAX_DIMS], nb: &[usize; MAX_DIMS]) -> usize {
+    if ne.iter().any(|&n| n <= 0) {
+        return 0;
+    }
+    let blck = ty.blck_size();
+    let mut bytes = if blck == 1 {
+        ty.type_size()
+    } else {
+        ne[0] as usize * nb[0] / blck
+    };
+    let first = if blck == 1 { 0 } else { 1 };
+    for i in first..MAX_DIMS {
+        bytes += (ne[i] as usize - 1) * nb[i];
+    }
+    bytes
+}
+
+impl Tensor {
+    pub(crate) fn from_desc(desc: TensorDesc) -> Tensor {
+        let name = desc.name.clone();
+        Tensor(Arc::new(TensorInner {
+            id: NEXT_TENSOR_ID.fetch_add(1, Ordering::Relaxed),
+            desc,
+            name: Mutex::new(name),
+            flags: AtomicU32::new(0),
+            binding: Mutex::new(None),
+        }))
+    }
+
+    /// A process-unique id for this tensor (stable for its lifetime).
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// The element type.
+    pub fn ty(&self) -> Type {
+        self.0.desc.ty
+    }
+
+    /// Elements per dimension; unused dimensions are 1.
+    pub fn ne(&self) -> [i64; MAX_DIMS] {
+        self.0.desc.ne
+    }
+
+    /// Byte stride per dimension.
+    pub fn nb(&self) -> [usize; MAX_DIMS] {
+        self.0.desc.nb
+    }
+
+    /// The op that computes this tensor ([`Op::None`] for leaves).
+    pub fn op(&self) -> Op {
+        self.0.desc.op
+    }
+
+    /// The op's parameters as GGML stores them (`op_params`, 16 × i32).
+    pub fn op_params(&self) -> &[i32; MAX_OP_PARAMS / 4] {
+        &self.0.desc.op_params
+    }
+
+    /// Operand `i` of the op, if any.
+    pub fn src(&self, i: usize) -> Option<&Tensor> {
+        self.0.desc.src.get(i)
+    }
+
+    /// All operands of the op, in order.
+    pub fn srcs(&self) -> &[Tensor] {
+        &self.0.desc.src
+    }
+
+    /// The root tensor this one is a view of (never itself a view), if any.
+    pub fn view_src(&self) -> Option<&Tensor> {
+        self.0.desc.view_src.as_ref()
+    }
+
+    /// Byte offset of this view into [`Tensor::view_src`].
+    pub fn view_offs(&self) -> usize {
+        self.0.desc.view_offs
+    }
+
+    /// The tensor's name (empty if none was given).
+    pub fn name(&self) -> String {
+        lock(&self.0.name).clone()
+    }
+
+    /// Sets the name, truncated to [`MAX_NAME`] bytes on a character boundary as GGML does.
+    /// Returns the tensor for chaining.
+    pub fn set_name(&self, name: &str) -> &Tensor {
+        let mut end = name.len().min(MAX_NAME);
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        *lock(&self.0.name) = name[..end].to_string();
+        self
+    }
+
+    /// The flag bits (see [`flags`]).
+    pub fn flags(&self) -> u32 {
+        self.0.flags.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn add_flags(&self, bits: u32) {
+        self.0.flags.fetch_or(bits, Ordering::AcqRel);
+    }
+
+    /// Marks the tensor as a graph input (`ggml_set_input`).
+    pub fn set_input(&self) {
+        self.add_flags(flags::INPUT);
+    }
+
+    /// Marks the tensor, and the tensor it views, as a graph output (`ggml_set_output`).
+    pub fn set_output(&self) {
+        self.add_flags(flags::OUTPUT);
+        if let Some(v) = self.view_src() {
+            v.add_flags(flags::OUTPUT);
+        }
+    }
+
+    /// Marks a leaf as a trainable parameter (`ggml_set_param`); `Err` if it is computed by an op.
+    pub fn set_param(&self) -> Result<()> {
+        if self.op() != Op::None {
+            return Err(Error::invalid(format!(
+                "set_param: tensor {:?} is computed by {:?}; only leaves can be parameters",
+                self.name(),
+                self.op()
+            )));
+        }
+        self.add_flags(flags::PARAM);
+        Ok(())
+    }
+
+    /// Marks a scalar F32 tensor as the loss (`ggml_set_loss`).
+    pub fn set_loss(&self) -> Result<()> {
+        if !self.is_scalar() || self.ty() != Type::F32 {
+            return Err(Error::invalid(format!(
+                "set_loss: tensor {:?} is {} {:?}; the loss must be a scalar f32",
+                self.name(),
+                self.ty(),
+                self.ne()
+            )));
+        }
+        self.add_flags(flags::LOSS);
+        Ok(())
+    }
+
+    /// Number of elements (`ggml_nelements`).
+    pub fn nelements(&self) -> i64 {
+        self.ne().iter().product()
+    }
+
+    /// Number of rows: the product of all dimensions but the first (`ggml_nrows`).
+    pub fn nrows(&self) -> i64 {
+        self.ne()[1..].iter().product()
+    }
+
+    /// Bytes spanned by the tensor's elements, honouring strides (`ggml_nbytes`).
+    pub fn nbytes(&self) -> usize {
+        span_bytes(self.ty(), &self.0.desc.ne, &self.0.desc.nb)
+    }
+
+    /// Bytes of one row of `ne[0]` elements (`ggml_row_size(type, ne0)`).
+    pub fn row_size(&self) -> usize {
+        self.ty().type_size() * self.ne()[0] as usize / self.ty().blck_size()
+    }
+
+    /// Index of the highest dimension larger than one, plus one; at least 1 (`ggml_n_dims`).
+    pub fn n_dims(&self) -> usize {
+        let ne = self.ne();
+        (1..MAX_DIMS)
+            .rev()
+            .find(|&i| ne[i] > 1)
+            .map_or(1, |i| i + 1)
+    }
+
+    /// Whether any dimension is zero.
+    pub fn is_empty(&self) -> bool {
+        self.ne().contains(&0)
+    }
+
+    /// Whether the tensor has exactly one element.
+    pub fn is_scalar(&self) -> bool {
+        self.ne().iter().all(|&n| n == 1)
+    }
+
+    /// Whether only dimension 0 may exceed one.
+    pub fn is_vector(&self) -> bool {
+        self.ne()[1..].iter().all(|&n| n == 1)
+    }
+
+    /// Whether only dimensions 0 and 1 may exceed one.
+    pub fn is_matrix(&self) -> bool {
+        self.ne()[2..].iter().all(|&n| n == 1)
+    }
+
+    /// Whether only dimensions 0..3 may exceed one.
+    pub fn is_3d(&self) -> bool {
+        self.ne()[3..].iter().all(|&n| n == 1)
+    }
+
+    /// Whether dimensions 0 and 1 are swapped in memory (`nb[0] > nb[1]`).
+    pub fn is_transposed(&self) -> bool {
+        let nb = self.nb();
+        nb[0] > nb[1]
+    }
+
+    /// Whether any stride is larger than the next one (`ggml_is_permuted`).
+    pub fn is_permuted(&self) -> bool {
+        let nb = self.nb();
+        nb.windows(2).any(|w| w[0] > w[1])
+    }
+
+    /// Packed in order with no gaps (`ggml_is_contiguous`).
+    pub fn is_contiguous(&self) -> bool {
+        self.is_contiguous_n(0)
+    }
+
+    /// Dimension 0 packed, rows may be padded, higher dims packed relative to `nb[1]`.
+    pub fn is_contiguous_1(&self) -> bool {
+        self.is_contiguous_n(1)
+    }
+
+    /// Dimension 0 packed, `nb[1]` and `nb[2]` arbitrary, the rest packed.
+    pub fn is_contiguous_2(&self) -> bool {
+        self.is_contiguous_n(2)
+    }
+
+    /// GGML's `ggml_is_contiguous_n`: dimensions above `n` are packed relative to the one below;
+    /// dimension 0 is always packed; dimensions of size one never break contiguity.
+    fn is_contiguous_n(&self, n: usize) -> bool {
+        let (ne, nb, ty) = (self.ne(), self.nb(), self.ty());
+        let mut next = ty.type_size();
+        if ne[0] != ty.blck_size() as i64 && nb[0] != next {
+            return false;
+        }
+        next *= ne[0] as usize / ty.blck_size();
+        for i in 1..MAX_DIMS {
+            if ne[i] != 1 {
+                if i > n {
+                    if nb[i] != next {
+                        return false;
+                    }
+                    next *= ne[i] as usize;
+                } else {
+                    // this dimension may have any stride; what follows is relative to it
+                    next = ne[i] as usize * nb[i];
+                }
+            }
+        }
+        true
+    }
+
+    /// Dimensions below `k` packed, the rest arbitrary (`ggml_is_contiguous_to_k`… as rows).
+    pub fn is_contiguous_rows(&self) -> bool {
+        self.ne()[0] == self.ty().blck_size() as i64 || self.nb()[0] == self.ty().type_size()
+    }
+
+    /// Whether the bytes spanned equal the bytes of the elements (a permutation is allowed).
+    pub fn is_contiguously_allocated(&self) -> bool {
+        self.nbytes() == self.nelements() as usize * self.ty().type_size() / self.ty().blck_size()
+    }
+
+    /// Same `ne` in every dimension.
+    pub fn are_same_shape(&self, other: &Tensor) -> bool {
+        self.ne() == other.ne()
+    }
+
+    /// Same `nb` in every dimension.
+    pub fn are_same_stride(&self, other: &Tensor) -> bool {
+        self.nb() == other.nb()
+    }
+
+    /// Same type, shape and strides (GGML's internal `ggml_are_same_layout`).
+    pub fn are_same_layout(&self, other: &Tensor) -> bool {
+        self.ty() == other.ty() && self.are_same_shape(other) && self.are_same_stride(other)
+    }
+
+    /// Whether `other` is a whole tiling of `self` (`ggml_can_repeat(self, other)`).
+    pub fn can_repeat(&self, other: &Tensor) -> bool {
+        if self.is_empty() {
+            return other.is_empty();
+        }
+        let (a, b) = (self.ne(), other.ne());
+        (0..MAX_DIMS).all(|i| b[i] % a[i] == 0)
+    }
+
+    // ---- memory ---------------------------------------------------------------------------
+
+    /// The buffer and offset holding this tensor's bytes, following views to their source.
+    pub(crate) fn binding(&self) -> Option<Binding> {
+        if let Some(b) = lock(&self.0.binding).clone() {
+            return Some(b);
+        }
+        let src = self.view_src()?;
+        let b = lock(&src.0.binding).clone()?;
+        Some(Binding {
+            buffer: b.buffer,
+            offset: b.offset + self.view_offs(),
+        })
+    }
+
+    pub(crate) fn binding_slot(&self) -> MutexGuard<'_, Option<Binding>> {
+        lock(&self.0.binding)
+    }
+
+    /// Whether the tensor's bytes exist somewhere (its own, or its view source's).
+    pub fn is_allocated(&self) -> bool {
+        self.binding().is_some()
+    }
+
+    /// The buffer holding the tensor's bytes, if allocated.
+    pub fn buffer(&self) -> Option<Buffer> {
+        self.binding().map(|b| b.buffer)
+    }
+
+    /// The allocation, or an error naming the tensor.
+    pub(crate) fn require_binding(&self, what: &str) -> Result<Binding> {
+        self.binding().ok_or_else(|| {
+            Error::invalid(format!(
+                "{what}: tensor {:?} has no memory (allocate its context or buffer first)",
+                self.name()
+            ))
+        })
+    }
+
+    /// Copies `data` into the tensor's bytes at `offset`, waiting for queued work on its buffer
+    /// (`ggml_backend_tensor_set`).
+    pub fn set_bytes(&self, data: &[u8], offset: usize) -> Result<()> {
+        self.check_range("tensor_set", offset, data.len())?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let b = self.require_binding("tensor_set")?;
+        b.buffer.host_write(b.offset + offset, data)
+    }
+
+    /// Copies bytes of the tensor from `offset` into `out` (`ggml_backend_tensor_get`).
+    pub fn get_bytes(&self, out: &mut [u8], offset: usize) -> Result<()> {
+        self.check_range("tensor_get", offset, out.len())?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        let b = self.require_binding("tensor_get")?;
+        b.buffer.host_read(b.offset + offset, out)
+    }
+
+    /// All the tensor's bytes (its `nbytes` span).
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut v = vec![0u8; self.nbytes()];
+        self.get_bytes(&mut v, 0)?;
+        Ok(v)
+    }
+
+    pub(crate) fn check_range(&self, what: &str, offset: usize, size: usize) -> Result<()> {
+        let n = self.nbytes();
+        if offset.checked_add(size).is_none_or(|end| end > n) {
+            return Err(Error::invalid(format!(
+                "{what}: offset {offset} + size {size} is past the end of tensor {:?} ({n} bytes)",
+                self.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes `values` into a contiguous F32, F16, BF16 or I32 tensor, converting each value;
+    /// the length must equal the element count.
+    pub fn set_f32(&self, values: &[f32]) -> Result<()> {
+        let bytes = self.encode_values("set_f32", values.len(), |i| values[i] as f64)?;
+        self.set_bytes(&bytes, 0)
+    }
+
+    /// Reads a contiguous F32, F16, BF16 or I32 tensor as f32 values.
+    pub fn get_f32(&self) -> Result<Vec<f32>> {
+        Ok(self
+            .decode_values("get_f32")?
+            .into_iter()
+            .map(|v| v as f32)
+            .collect())
+    }
+
+    /// Writes `values` into a contiguous I32, I16, I8, F32, F16 or BF16 tensor.
+    pub fn set_i32(&self, values: &[i32]) -> Result<()> {
+        let bytes = self.encode_values("set_i32", values.len(), |i| values[i] as f64)?;
+        self.set_bytes(&bytes, 0)
+    }
+
+    /// Reads a contiguous integer or float tensor as i32 values (floats truncated).
+    pub fn get_i32(&self) -> Result<Vec<i32>> {
+        Ok(self
+            .decode_values("get_i32")?
+            .into_iter()
+            .map(|v| v as i32)
+            .collect())
+    }
+
+    fn check_plain(&self, what: &str, n: usize) -> Result<()> {
+        if !self.is_contiguous() {
+            return Err(Error::invalid(format!(
+                "{what}: tensor {:?} is not contiguous; make it so with cont() first",
+                self.name()
+            )));
+        }
+        if n != self.nelements() as usize {
+            return Err(Error::invalid(format!(
+                "{what}: {n} values given for tensor {:?} of {} elements",
+                self.name(),
+                self.nelements()
+            )));
+        }
+        Ok(())
+    }
+
+    fn encode_values(&self, what: &str, n: usize, value: impl Fn(usize) -> f64) -> Result<Vec<u8>> {
+        self.check_plain(what, n)?;
+        let ty = self.ty();
+        let size = ty.type_size();
+        let mut out = vec![0u8; n * size];
+        for (i, chunk) in out.chunks_exact_mut(size).enumerate() {
+            let v = value(i);
+            match ty {
+                Type::F32 => chunk.copy_from_slice(&(v as f32).to_le_bytes()),
+                Type::F64 => chunk.copy_from_slice(&v.to_le_bytes()),
+                Type::F16 => chunk.copy_from_slice(&f32_to_f16(v as f32).to_le_bytes()),
+                Type::BF16 => chunk.copy_from_slice(&f32_to_bf16(v as f32).to_le_bytes()),
+                Type::I8 => chunk.copy_from_slice(&(v as i8).to_le_bytes()),
+                Type::I16 => chunk.copy_from_slice(&(v as i16).to_le_bytes()),
+                Type::I32 => chunk.copy_from_slice(&(v as i32).to_le_bytes()),
+                Type::I64 => chunk.copy_from_slice(&(v as i64).to_le_bytes()),
+                _ => return Err(unconvertible(what, self)),
+            }
+        }
+        Ok(out)
+    }
+
+    fn decode_values(&self, what: &str) -> Result<Vec<f64>> {
+        let n = self.nelements() as usize;
+        self.check_plain(what, n)?;
+        let bytes = self.to_bytes()?;
+        let ty = self.ty();
+        let size = ty.type_size();
+        bytes
+            .chunks_exact(size)
+            .map(|c| {
+                Ok(match ty {
+                    Type::F32 => f32::from_le_bytes(c.try_into().unwrap()) as f64,
+                    Type::F64 => f64::from_le_bytes(c.try_into().unwrap()),
+                    Type::F16 => f16_to_f32(crate::f16::from_le_bytes([c[0], c[1]])) as f64,
+                    Type::BF16 => bf16_to_f32(crate::bf16::from_le_bytes([c[0], c[1]])) as f64,
+                    Type::I8 => c[0] as i8 as f64,
+                    Type::I16 => i16::from_le_bytes([c[0], c[1]]) as f64,
+                    Type::I32 => i32::from_le_bytes(c.try_into().unwrap()) as f64,
+                    Type::I64 => i64::from_le_bytes(c.try_into().unwrap()) as f64,
+                    _ => return Err(unconvertible(what, self)),
+                })
+            })
+            .collect()
+    }
+}
+
+fn unconvertible(what: &str, t: &Tensor) -> Error {
+    Error::unsupported(format!(
+        "{what}: tensor {:?} has type {}, which has no per-element conversion (dequantize it first)",
+        t.name(),
+        t.ty()
+    ))
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it (the data it guards is
+/// always left consistent).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,89 @@
+//! `ggml info`: what the backend system sees on this machine.
+
+use ggml::backend;
+
+/// Prints every registry with its features, and every device with its properties.
+pub fn run(args: &[String]) -> Result<(), String> {
+    if let Some(a) = args.first() {
+        return Err(format!("info takes no arguments (got {a:?})"));
+    }
+    println!(
+        "ggml {} — {} registries, {} devices",
+        env!("CARGO_PKG_VERSION"),
+        backend::reg_count(),
+        backend::dev_count()
+    );
+    for i in 0..backend::reg_count() {
+        let Some(reg) = backend::reg_get(i) else {
+            continue;
+        };
+        println!(
+            "\nregistry {i}: {} ({} device(s))",
+            reg.name(),
+            reg.dev_count()
+        );
+        let features = reg.features();
+        if !features.is_empty() {
+            let list: Vec<String> = features
+                .iter()
+                .map(|(k, v)| {
+                    if v == "1" {
+                        k.clone()
+                    } else {
+                        format!("{k}={v}")
+                    }
+                })
+                .collect();
+            println!("  features: {}", list.join(" "));
+        }
+    }
+    for i in 0..backend::dev_count() {
+        let Some(dev) = backend::dev_get(i) else {
+            continue;
+        };
+        let p = dev.get_props();
+        let buft = dev.buffer_type();
+        println!("\ndevice {i}: {}", p.name);
+        println!("  description: {}", p.description);
+        println!("  type: {:?}", p.dev_type);
+        println!(
+            "  memory: {} free of {} total",
+            human(p.memory_free),
+            human(p.memory_total)
+        );
+        if let Some(id) = &p.device_id {
+            println!("  device id: {id}");
+        }
+        println!(
+            "  caps: async_compute={} host_buffer={} buffer_from_host_ptr={} events={}",
+            p.caps.async_compute, p.caps.host_buffer, p.caps.buffer_from_host_ptr, p.caps.events
+        );
+        println!(
+            "  buffer type: {} (alignment {}, max size {}, host {})",
+            buft.name(),
+            buft.get_alignment(),
+            if buft.get_max_size() == usize::MAX {
+                "unlimited".to_string()
+            } else {
+                human(buft.get_max_size())
+            },
+            buft.is_host()
+        );
+    }
+    Ok(())
+}
+
+fn human(bytes: usize) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}

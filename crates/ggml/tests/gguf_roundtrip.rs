@@ -5,33 +5,7 @@ mod gguf_support;
 
 use ggml::gguf::{self, Array, GgufFile, GgufString, GgufWriter, Value, ValueType};
 use ggml::Type;
-use gguf_support::{every_type_writer, tmp_dir, Rng};
-
-/// Little-endian byte assembly, written out by hand from the format description.
-#[derive(Default)]
-struct Bytes(Vec<u8>);
-
-impl Bytes {
-    fn raw(&mut self, b: &[u8]) -> &mut Self {
-        self.0.extend_from_slice(b);
-        self
-    }
-    fn u32(&mut self, v: u32) -> &mut Self {
-        self.raw(&v.to_le_bytes())
-    }
-    fn u64(&mut self, v: u64) -> &mut Self {
-        self.raw(&v.to_le_bytes())
-    }
-    fn str(&mut self, s: &str) -> &mut Self {
-        self.u64(s.len() as u64).raw(s.as_bytes())
-    }
-    fn pad(&mut self, a: usize) -> &mut Self {
-        while self.0.len() % a != 0 {
-            self.0.push(0);
-        }
-        self
-    }
-}
+use gguf_support::{every_type_writer, tmp_dir, Bytes, Rng};
 
 /// A two-tensor file with three keys, assembled byte by byte.
 fn hand_file() -> Vec<u8> {

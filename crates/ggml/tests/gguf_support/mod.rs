@@ -3,6 +3,10 @@
 
 use std::path::PathBuf;
 
+mod walk;
+#[allow(unused_imports)]
+pub use walk::walk;
+
 use ggml::gguf::{Array, GgufString, GgufWriter};
 use ggml::Type;
 
@@ -123,4 +127,33 @@ pub fn every_type_writer(rng: &mut Rng) -> GgufWriter<'static> {
             .unwrap();
     }
     w
+}
+
+/// Little-endian byte assembly, for files written out by hand from the format description.
+#[derive(Default)]
+pub struct Bytes(pub Vec<u8>);
+
+impl Bytes {
+    pub fn raw(&mut self, b: &[u8]) -> &mut Self {
+        self.0.extend_from_slice(b);
+        self
+    }
+    pub fn u32(&mut self, v: u32) -> &mut Self {
+        self.raw(&v.to_le_bytes())
+    }
+    pub fn u64(&mut self, v: u64) -> &mut Self {
+        self.raw(&v.to_le_bytes())
+    }
+    pub fn str(&mut self, s: &str) -> &mut Self {
+        self.u64(s.len() as u64).raw(s.as_bytes())
+    }
+    pub fn pad(&mut self, a: usize) -> &mut Self {
+        while self.0.len() % a != 0 {
+            self.0.push(0);
+        }
+        self
+    }
+    pub fn pos(&self) -> usize {
+        self.0.len()
+    }
 }

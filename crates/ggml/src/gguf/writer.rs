@@ -71,6 +71,11 @@ impl<'a> GgufWriter<'a> {
         self.kv.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
+    /// Every key/value pair, in the order they will be written.
+    pub fn metadata(&self) -> impl ExactSizeIterator<Item = (&str, &Value)> + '_ {
+        self.kv.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
     /// Copies every key/value pair of `src` (`gguf_set_kv`).
     pub fn set_kv(&mut self, src: &GgufFile) -> Result<()> {
         for (k, v) in src.metadata() {

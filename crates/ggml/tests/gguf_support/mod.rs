@@ -80,6 +80,19 @@ pub fn tensor_bytes(ty: Type, shape: &[i64], rng: &mut Rng) -> Vec<u8> {
 /// included) and one tensor of every `Type`.
 pub fn every_type_writer(rng: &mut Rng) -> GgufWriter<'static> {
     let mut w = GgufWriter::new();
+    add_every_value_type(&mut w, rng);
+    for (i, ty) in Type::ALL.iter().enumerate() {
+        let shape = small_shape(*ty, rng);
+        let data = tensor_bytes(*ty, &shape, rng);
+        w.add_tensor(&format!("blk.{i}.{}", ty.name()), *ty, &shape, data)
+            .unwrap();
+    }
+    w
+}
+
+/// Sets one key of every value type (nested arrays, an empty array and a non-UTF-8 string
+/// included).
+pub fn add_every_value_type(w: &mut GgufWriter, rng: &mut Rng) {
     w.set("general.architecture", "test").unwrap();
     w.set_val_u8("t.u8", 200).unwrap();
     w.set_val_i8("t.i8", -100).unwrap();
@@ -120,13 +133,6 @@ pub fn every_type_writer(rng: &mut Rng) -> GgufWriter<'static> {
         ]),
     )
     .unwrap();
-    for (i, ty) in Type::ALL.iter().enumerate() {
-        let shape = small_shape(*ty, rng);
-        let data = tensor_bytes(*ty, &shape, rng);
-        w.add_tensor(&format!("blk.{i}.{}", ty.name()), *ty, &shape, data)
-            .unwrap();
-    }
-    w
 }
 
 /// Little-endian byte assembly, for files written out by hand from the format description.

@@ -1,4 +1,47 @@
-//! The `ggml` command-line tool.
-fn main() {
-    println!("ggml");
+//! The `ggml` command-line tool: `ggml <command> …`, one module per command.
+
+mod gguf_cmd;
+mod json;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: ggml <command> [args]
+
+commands:
+  gguf inspect FILE [--json]   header, metadata and tensors of a GGUF file";
+
+/// Why a command failed; decides the exit status.
+pub enum CliError {
+    /// Bad command line (exit status 2); the message includes the usage.
+    Usage(String),
+    /// The command ran and failed (exit status 1).
+    Failed(String),
+}
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let command = args.first().map(|a| a.to_string_lossy().into_owned());
+    let result = match command.as_deref() {
+        Some("gguf") => gguf_cmd::run(&args[1..]),
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => Err(CliError::Usage(format!(
+            "unknown command {other:?}\n\n{USAGE}"
+        ))),
+        None => Err(CliError::Usage(USAGE.to_string())),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Usage(m)) => {
+            eprintln!("ggml: {m}");
+            ExitCode::from(2)
+        }
+        Err(CliError::Failed(m)) => {
+            eprintln!("ggml: {m}");
+            ExitCode::from(1)
+        }
+    }
 }

@@ -1,11 +1,17 @@
 //! `ggml info`: what the backend system sees on this machine.
 
+use std::ffi::OsString;
+
 use ggml::backend;
 
+use crate::CliError;
+
 /// Prints every registry with its features, and every device with its properties.
-pub fn run(args: &[String]) -> Result<(), String> {
+pub fn run(args: &[OsString]) -> Result<(), CliError> {
     if let Some(a) = args.first() {
-        return Err(format!("info takes no arguments (got {a:?})"));
+        return Err(CliError::Usage(format!(
+            "info takes no arguments (got {a:?})"
+        )));
     }
     println!(
         "ggml {} — {} registries, {} devices",

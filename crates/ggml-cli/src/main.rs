@@ -1,34 +1,50 @@
-//! The `ggml` command-line tool.
-//!
-//! ```text
-//! ggml info                 registries, devices, properties, capabilities and features
-//! ```
+//! The `ggml` command-line tool: `ggml <command> …`, one module per command.
 
+mod gguf_cmd;
 mod info;
+mod json;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: ggml <command> [args]
 
 commands:
-  info      list registries and devices with their properties, capabilities and features
-  help      show this message";
+  info                         registries and devices: properties, capabilities, features
+  gguf inspect FILE [--json]   header, metadata and tensors of a GGUF file";
+
+/// Why a command failed; decides the exit status.
+pub enum CliError {
+    /// Bad command line (exit status 2); the message includes the usage.
+    Usage(String),
+    /// The command ran and failed (exit status 1).
+    Failed(String),
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let command = args.first().map(|a| a.to_string_lossy().into_owned());
+    let result = match command.as_deref() {
         Some("info") => info::run(&args[1..]),
-        Some("help" | "--help" | "-h") | None => {
+        Some("gguf") => gguf_cmd::run(&args[1..]),
+        Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())
         }
-        Some(other) => Err(format!("unknown command {other:?}\n\n{USAGE}")),
+        Some(other) => Err(CliError::Usage(format!(
+            "unknown command {other:?}\n\n{USAGE}"
+        ))),
+        None => Err(CliError::Usage(USAGE.to_string())),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ggml: {e}");
-            ExitCode::FAILURE
+        Err(CliError::Usage(m)) => {
+            eprintln!("ggml: {m}");
+            ExitCode::from(2)
+        }
+        Err(CliError::Failed(m)) => {
+            eprintln!("ggml: {m}");
+            ExitCode::from(1)
         }
     }
 }

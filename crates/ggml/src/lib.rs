@@ -24,6 +24,7 @@ pub mod backend;
 pub mod context;
 mod cpu;
 pub mod error;
+pub mod gguf;
 pub mod graph;
 pub mod ops;
 pub mod tensor;

@@ -1,0 +1,286 @@
+//! `ggml gguf …`: GGUF file commands. `inspect FILE [--json]` prints the header, all metadata
+//! (long arrays and strings abbreviated in text, complete in JSON) and the tensors.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use ggml::gguf::{Array, GgufFile, GgufString, Value};
+
+use crate::json;
+use crate::CliError;
+
+const USAGE: &str = "usage: ggml gguf inspect FILE [--json]
+
+  inspect FILE     print the header, metadata and tensors of a GGUF file
+    --json         print everything as one JSON object, arrays complete";
+
+/// Array elements shown in text output before eliding the rest.
+const TEXT_ARRAY_ITEMS: usize = 8;
+/// Characters of a string shown in text output before eliding the rest.
+const TEXT_STRING_CHARS: usize = 120;
+
+/// Runs `ggml gguf ARGS…`.
+pub fn run(args: &[OsString]) -> Result<(), CliError> {
+    let sub = args.first().map(|a| a.to_string_lossy().into_owned());
+    match sub.as_deref() {
+        Some("inspect") => inspect(&args[1..]),
+        Some("-h" | "--help") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => Err(CliError::Usage(format!(
+            "unknown gguf command {other:?}\n\n{USAGE}"
+        ))),
+        None => Err(CliError::Usage(USAGE.to_string())),
+    }
+}
+
+fn inspect(args: &[OsString]) -> Result<(), CliError> {
+    let mut json = false;
+    let mut file: Option<PathBuf> = None;
+    for a in args {
+        match a.to_str() {
+            Some("--json") => json = true,
+            Some("-h" | "--help") => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            Some(flag) if flag.starts_with("--") => {
+                return Err(CliError::Usage(format!("unknown option {flag}\n\n{USAGE}")))
+            }
+            _ if file.is_some() => {
+                return Err(CliError::Usage(format!(
+                    "more than one FILE given ({})\n\n{USAGE}",
+                    a.to_string_lossy()
+                )))
+            }
+            _ => file = Some(PathBuf::from(a)),
+        }
+    }
+    let file = file.ok_or_else(|| CliError::Usage(format!("inspect needs a FILE\n\n{USAGE}")))?;
+    let f = GgufFile::open(&file).map_err(|e| CliError::Failed(e.to_string()))?;
+    let name = file.to_string_lossy();
+    let out = if json {
+        render_json(&f, &name)
+    } else {
+        render_text(&f, &name)
+    };
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        // A closed pipe (`| head`) is not an error worth reporting.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::Failed(format!("writing to stdout: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+// ---- text ----
+
+fn render_text(f: &GgufFile, name: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "file:        {name}");
+    let _ = writeln!(s, "version:     {}", f.version());
+    let _ = writeln!(s, "size:        {} bytes", f.as_bytes().len());
+    let _ = writeln!(s, "tensors:     {}", f.n_tensors());
+    let _ = writeln!(s, "kv pairs:    {}", f.n_kv());
+    let _ = writeln!(s, "alignment:   {}", f.alignment());
+    let _ = writeln!(s, "data offset: {}", f.data_offset());
+
+    let _ = writeln!(s, "\nmetadata:");
+    let width = f
+        .metadata()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
+    for (k, v) in f.metadata() {
+        let ty = match v {
+            Value::Array(a) => format!("arr[{}; {}]", a.elem_type(), a.len()),
+            v => v.value_type().name().to_string(),
+        };
+        let _ = writeln!(s, "  {k:<width$}  {ty:<14} = {}", text_value(v));
+    }
+
+    let _ = writeln!(s, "\ntensors:");
+    let rows: Vec<[String; 6]> = f
+        .tensors()
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let shape: Vec<String> = t.shape().iter().map(i64::to_string).collect();
+            [
+                i.to_string(),
+                t.name().to_string(),
+                t.ty().name().to_string(),
+                format!("[{}]", shape.join(", ")),
+                t.offset().to_string(),
+                t.size().to_string(),
+            ]
+        })
+        .collect();
+    let header = ["#", "name", "type", "shape", "offset", "size"].map(String::from);
+    let mut widths = [0usize; 6];
+    for row in std::iter::once(&header).chain(&rows) {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .map(|(c, (cell, w))| {
+                // Numbers right-aligned, text left-aligned.
+                if matches!(c, 0 | 4 | 5) {
+                    format!("{cell:>w$}")
+                } else {
+                    format!("{cell:<w$}")
+                }
+            })
+            .collect();
+        let _ = writeln!(s, "  {}", cells.join("  ").trim_end());
+    }
+    s
+}
+
+fn text_string(g: &GgufString) -> String {
+    let text = g.to_string_lossy();
+    let n = text.chars().count();
+    let mut shown: String = text.chars().take(TEXT_STRING_CHARS).collect();
+    let note = if g.as_str().is_err() {
+        " (not UTF-8)"
+    } else {
+        ""
+    };
+    if n > TEXT_STRING_CHARS {
+        shown = format!("{shown:?}… ({} bytes){note}", g.len());
+    } else {
+        shown = format!("{shown:?}{note}");
+    }
+    shown
+}
+
+fn text_value(v: &Value) -> String {
+    match v {
+        Value::String(g) => text_string(g),
+        Value::Array(a) => text_array(a),
+        Value::F32(x) => format!("{x:?}"),
+        Value::F64(x) => format!("{x:?}"),
+        Value::Bool(b) => b.to_string(),
+        other => other
+            .as_integer()
+            .map(|i| i.to_string())
+            .unwrap_or_default(),
+    }
+}
+
+fn text_array(a: &Array) -> String {
+    let shown: Vec<String> = (0..a.len().min(TEXT_ARRAY_ITEMS))
+        .filter_map(|i| a.get(i))
+        .map(|v| text_value(&v))
+        .collect();
+    let more = a.len().saturating_sub(TEXT_ARRAY_ITEMS);
+    if more > 0 {
+        format!("[{}, … {more} more]", shown.join(", "))
+    } else {
+        format!("[{}]", shown.join(", "))
+    }
+}
+
+// ---- JSON ----
+
+fn render_json(f: &GgufFile, name: &str) -> String {
+    let mut s = String::new();
+    s.push('{');
+    json::key(&mut s, "file", true);
+    json::string(&mut s, name);
+    for (k, v) in [
+        ("version", f.version() as u64),
+        ("size", f.as_bytes().len() as u64),
+        ("n_tensors", f.n_tensors() as u64),
+        ("n_kv", f.n_kv() as u64),
+        ("alignment", f.alignment() as u64),
+        ("data_offset", f.data_offset() as u64),
+    ] {
+        json::key(&mut s, k, false);
+        let _ = write!(s, "{v}");
+    }
+    json::key(&mut s, "metadata", false);
+    s.push('\n');
+    json::list(&mut s, f.metadata(), |s, (k, v)| {
+        s.push_str("\n {");
+        json::key(s, "key", true);
+        json::string(s, k);
+        json::key(s, "type", false);
+        json::string(s, v.value_type().name());
+        json::key(s, "value", false);
+        json_value(s, v);
+        s.push('}');
+    });
+    json::key(&mut s, "tensors", false);
+    json::list(&mut s, f.tensors(), |s, t| {
+        s.push_str("\n {");
+        json::key(s, "name", true);
+        json::string(s, t.name());
+        json::key(s, "type", false);
+        json::string(s, t.ty().name());
+        let range = t.file_range();
+        for (k, v) in [
+            ("type_id", t.ty() as u64),
+            ("offset", t.offset()),
+            ("size", t.size() as u64),
+            ("file_offset", range.start as u64),
+        ] {
+            json::key(s, k, false);
+            let _ = write!(s, "{v}");
+        }
+        json::key(s, "ne", false);
+        json::list(s, t.shape(), |s, d| {
+            let _ = write!(s, "{d}");
+        });
+        s.push('}');
+    });
+    s.push_str("}\n");
+    s
+}
+
+/// A value as JSON: numbers, booleans, strings (`{"hex": …}` for bytes that are not UTF-8),
+/// arrays as `{"elem": type, "items": […]}`; floats that JSON cannot hold as strings.
+fn json_value(s: &mut String, v: &Value) {
+    match v {
+        Value::String(g) => match g.as_str() {
+            Ok(t) => json::string(s, t),
+            Err(_) => {
+                s.push('{');
+                json::key(s, "hex", true);
+                let hex: String = g.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
+                json::string(s, &hex);
+                s.push('}');
+            }
+        },
+        Value::Array(a) => {
+            s.push('{');
+            json::key(s, "elem", true);
+            json::string(s, a.elem_type().name());
+            json::key(s, "items", false);
+            json::list(s, 0..a.len(), |s, i| {
+                if let Some(item) = a.get(i) {
+                    json_value(s, &item);
+                }
+            });
+            s.push('}');
+        }
+        Value::F32(x) => json::float(s, *x as f64),
+        Value::F64(x) => json::float(s, *x),
+        Value::Bool(b) => s.push_str(if *b { "true" } else { "false" }),
+        other => {
+            let _ = write!(s, "{}", other.as_integer().unwrap_or_default());
+        }
+    }
+}

@@ -86,7 +86,7 @@ impl<'a> Cursor<'a> {
         what: &str,
     ) -> Result<(), Error> {
         let need = count.checked_mul(min_size);
-        if need.map_or(true, |need| need > self.remaining() as u64) {
+        if need.is_none_or(|need| need > self.remaining() as u64) {
             return Err(format_err(
                 &label(),
                 format_args!(

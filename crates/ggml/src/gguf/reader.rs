@@ -502,7 +502,7 @@ impl<'a> Parser<'a> {
         let avail = (self.c.remaining() as u64).saturating_sub(reserved);
         if (n as u64)
             .checked_mul(min_size)
-            .map_or(true, |need| need > avail)
+            .is_none_or(|need| need > avail)
         {
             return Err(format_err(
                 field,
@@ -735,7 +735,7 @@ impl<'a> Parser<'a> {
                 ));
             }
             let end = t.offset.checked_add(t.size as u64);
-            if end.map_or(true, |end| end > data_len) {
+            if end.is_none_or(|end| end > data_len) {
                 return Err(format_err(
                     &label(),
                     format_args!(

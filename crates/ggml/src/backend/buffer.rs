@@ -235,6 +235,19 @@ impl Buffer {
         }
     }
 
+    /// Whether the memory may not be written (a read-only mapping, see
+    /// [`super::Device::buffer_from_host_bytes`]).
+    pub fn is_read_only(&self) -> bool {
+        match &self.0.kind {
+            Kind::Plain(imp) => imp
+                .read()
+                .ok()
+                .and_then(|i| i.as_ref().map(|i| i.read_only()))
+                .unwrap_or(false),
+            Kind::Multi(parts) => parts.iter().any(Buffer::is_read_only),
+        }
+    }
+
     /// Whether [`Buffer::free`] was called.
     pub fn is_freed(&self) -> bool {
         lock(&self.0.state).freed
@@ -585,5 +598,44 @@ impl BufferImpl for HostMemory {
         // SAFETY: in bounds (checked by Buffer); accesses are serialised by Buffer.
         unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(offset), value, size) };
         Ok(())
+    }
+}
+
+/// Host memory that someone else owns and that must not be written: wraps a device's
+/// host-pointer buffer and keeps the owner (a mapped file) alive as long as the buffer.
+pub(crate) struct ReadOnlyHost {
+    pub(crate) inner: Box<dyn BufferImpl>,
+    pub(crate) _owner: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+impl ReadOnlyHost {
+    fn refuse(&self) -> Result<()> {
+        Err(Error::unsupported(
+            "this buffer is read-only (it maps a file); load with a copy to modify its tensors",
+        ))
+    }
+}
+
+impl BufferImpl for ReadOnlyHost {
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+    fn host_ptr(&self) -> Option<NonNull<u8>> {
+        self.inner.host_ptr()
+    }
+    fn write(&self, _offset: usize, _data: &[u8]) -> Result<()> {
+        self.refuse()
+    }
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.inner.read(offset, out)
+    }
+    fn fill(&self, _offset: usize, _size: usize, _value: u8) -> Result<()> {
+        self.refuse()
+    }
+    fn init_tensor(&self, t: &Tensor, offset: usize) -> Result<()> {
+        self.inner.init_tensor(t, offset)
+    }
+    fn read_only(&self) -> bool {
+        true
     }
 }

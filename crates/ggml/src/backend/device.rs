@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
+use super::buffer::ReadOnlyHost;
 use super::traits::DeviceImpl;
 use super::{Backend, Buffer, BufferType};
 
@@ -160,6 +161,37 @@ impl Device {
         Ok(Buffer::wrap(
             self.buffer_type(),
             imp,
+            &format!("{}_Mapped", self.name()),
+        ))
+    }
+
+    /// Wraps bytes that `owner` holds (e.g. a memory-mapped model file) in a read-only buffer
+    /// without copying, through the device's host-pointer support. The buffer keeps `owner`
+    /// alive; writing into it (host writes, or a graph computing into it) is an `Err`.
+    pub fn buffer_from_host_bytes<O>(&self, owner: Arc<O>, max_tensor_size: usize) -> Result<Buffer>
+    where
+        O: AsRef<[u8]> + Send + Sync + 'static,
+    {
+        if !self.0.caps().buffer_from_host_ptr {
+            return Err(Error::unsupported(format!(
+                "buffer_from_host_bytes: device {} cannot wrap host memory",
+                self.name()
+            )));
+        }
+        let bytes = (*owner).as_ref();
+        let len = bytes.len();
+        let ptr = NonNull::new(bytes.as_ptr() as *mut u8).unwrap_or(NonNull::dangling());
+        // SAFETY: `owner` keeps the bytes alive and in place for the buffer's life (it is stored
+        // in the buffer), and `ReadOnlyHost` refuses every write, so the memory behind the
+        // shared slice is only ever read.
+        let inner = unsafe { self.0.buffer_from_host_ptr(ptr, len, max_tensor_size)? };
+        let imp = ReadOnlyHost {
+            inner,
+            _owner: owner,
+        };
+        Ok(Buffer::wrap(
+            self.buffer_type(),
+            Box::new(imp),
             &format!("{}_Mapped", self.name()),
         ))
     }

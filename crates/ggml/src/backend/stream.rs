@@ -323,6 +323,16 @@ impl Backend {
             }
         }
         self.check_supported(&nodes)?;
+        for n in nodes.iter().filter(|n| !n.op().is_empty()) {
+            if n.buffer().is_some_and(|b| b.is_read_only()) {
+                return Err(Error::invalid(format!(
+                    "{what}: node {:?} ({}) would write into read-only buffer {}",
+                    n.name(),
+                    n.op().name(),
+                    n.buffer().map(|b| b.name()).unwrap_or_default()
+                )));
+            }
+        }
         Ok((nodes, buffers))
     }
 

@@ -53,6 +53,11 @@ pub trait BufferImpl: Send + Sync + 'static {
     }
     /// Drops per-tensor state (`reset`); most buffers have none.
     fn reset(&self) {}
+    /// Whether the memory must never be written (e.g. a file mapped read-only): writes are
+    /// refused, and no graph may compute into it.
+    fn read_only(&self) -> bool {
+        false
+    }
 }
 
 /// What a device can do beyond the basics, reported in [`super::DeviceCaps`].

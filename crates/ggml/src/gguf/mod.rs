@@ -30,11 +30,13 @@
 mod convert;
 mod cursor;
 pub mod limits;
+mod load;
 mod reader;
 mod tensor;
 mod value;
 mod writer;
 
+pub use load::LoadedTensors;
 pub use reader::{FileBytes, GgufFile};
 pub use tensor::{TensorInfo, MAX_DIMS};
 pub use value::{Array, GgufString, Value, ValueType};

@@ -68,7 +68,11 @@ fn chain_of_100_ops_on_1_mib_tensors_needs_a_few_mib() {
     assert!(size >= 2 * MIB, "compute buffer of {size} bytes");
 
     galloc.alloc_graph(&graph).unwrap();
-    assert_eq!(galloc.get_buffer_size(0), size, "alloc_graph kept the reserved buffer");
+    assert_eq!(
+        galloc.get_buffer_size(0),
+        size,
+        "alloc_graph kept the reserved buffer"
+    );
     let out = chain.last().unwrap();
     assert_eq!(out.buffer().unwrap().get_usage(), BufferUsage::Compute);
     a.set_f32(&va).unwrap();

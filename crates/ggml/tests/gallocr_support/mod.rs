@@ -135,6 +135,65 @@ pub fn graph_of(outs: &[&Tensor]) -> Graph {
 pub fn assert_same_values(what: &str, got: &[f32], want: &[f32]) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
     if let Some(i) = (0..got.len()).find(|&i| got[i].to_bits() != want[i].to_bits()) {
-        panic!("{what}: element {i} is {} but should be {}", got[i], want[i]);
+        panic!(
+            "{what}: element {i} is {} but should be {}",
+            got[i], want[i]
+        );
+    }
+}
+
+/// A graph built by a test: its inputs (filled with values before computing), its outputs
+/// (compared after), and the graph of the outputs.
+pub struct Built {
+    pub inputs: Vec<Tensor>,
+    pub outputs: Vec<Tensor>,
+    pub graph: Graph,
+}
+
+/// What a test graph builder does: makes tensors in a context and returns the inputs and the
+/// outputs.
+pub type Builder<'a> = dyn Fn(&Context) -> (Vec<Tensor>, Vec<Tensor>) + 'a;
+
+/// Builds with `build` (which returns inputs and outputs) in `ctx` and makes the graph.
+pub fn build_in(ctx: &Context, build: &Builder) -> Built {
+    let (inputs, outputs) = build(ctx);
+    let graph = graph_of(&outputs.iter().collect::<Vec<_>>());
+    Built {
+        inputs,
+        outputs,
+        graph,
+    }
+}
+
+/// Input values for `b`'s inputs, from `seed`.
+pub fn input_values(b: &Built, seed: u64) -> Vec<Vec<f32>> {
+    let mut rng = Rng::new(seed);
+    b.inputs
+        .iter()
+        .map(|t| rng.values(t.nelements() as usize, -2.0, 2.0))
+        .collect()
+}
+
+/// Fills the inputs, computes the graph on a CPU backend and returns the outputs' values.
+pub fn compute(b: &Built, values: &[Vec<f32>]) -> Vec<Vec<f32>> {
+    for (t, v) in b.inputs.iter().zip(values) {
+        t.set_f32(v).unwrap();
+    }
+    let cpu = ggml::backend::cpu_init().unwrap();
+    cpu.graph_compute(&b.graph).unwrap();
+    b.outputs.iter().map(|t| t.get_f32().unwrap()).collect()
+}
+
+/// The outputs of `build`'s graph computed with every tensor in memory of its own.
+pub fn reference(build: &Builder, values: &[Vec<f32>]) -> Vec<Vec<f32>> {
+    let ctx = data_ctx(32 << 20);
+    compute(&build_in(&ctx, build), values)
+}
+
+/// Checks outputs against reference outputs, bit for bit.
+pub fn assert_outputs(got: &[Vec<f32>], want: &[Vec<f32>]) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_same_values(&format!("output {i}"), g, w);
     }
 }

@@ -147,7 +147,7 @@ fn random_graphs_compute_as_if_every_tensor_had_its_own_memory() {
     let w = weights();
     let galloc = Gallocr::new(&backend::cpu_buffer_type()).unwrap();
     let mut max_size = 0;
-    for seed in 1..=150u64 {
+    for seed in 1..=300u64 {
         let rctx = data_ctx(1 << 20);
         let (rin, rout) = build(&rctx, seed, &w);
         let want = run(

@@ -130,9 +130,11 @@ impl Gallocr {
 
     /// Plans `graph` with node `i` in buffer `node_buffer_ids[i]` and leaf `i` in buffer
     /// `leaf_buffer_ids[i]` (`None`: all in buffer 0), then makes every compute buffer at least
-    /// as large as the plan needs: buffers that are too small are replaced (tagged
-    /// [`crate::BufferUsage::Compute`]) (`ggml_gallocr_reserve_n`). `Err` if an id is out of
-    /// range, a list's length is not the graph's count, or memory cannot be had.
+    /// as large as the plan needs: buffers that are too small are replaced by new ones tagged
+    /// [`crate::BufferUsage::Compute`] (`ggml_gallocr_reserve_n`); buffers never shrink. The
+    /// allocator drops its handles on replaced buffers, whose memory goes once no tensor placed
+    /// in them is left. `Err` if an id is out of range, a list's length is not the graph's
+    /// count, or memory cannot be had.
     pub fn reserve_n(
         &self,
         graph: &Graph,
@@ -167,9 +169,11 @@ impl Gallocr {
     /// If the graph does not match the plan (other node or leaf counts, a tensor larger than
     /// planned or not planned, a compute buffer missing), an allocator with one buffer id plans
     /// again ([`Gallocr::reserve`]); one with several returns an `Err` asking the caller to call
-    /// [`Gallocr::reserve_n`] with fresh ids (GGML returns false). Also `Err` if a tensor of the
-    /// graph ends up without memory (e.g. a view of a tensor that is not in the graph and has
-    /// no memory); tensors placed by this call are then unplaced again.
+    /// [`Gallocr::reserve_n`] with fresh ids (GGML returns false). As in GGML the plan is matched
+    /// by position, not by structure: a graph with the same counts and sizes but other
+    /// connections must be planned with `reserve` first. Also `Err` if a tensor of the graph
+    /// ends up without memory (e.g. a view of a tensor that is not in the graph and has no
+    /// memory); tensors placed by this call are then unplaced again.
     pub fn alloc_graph(&self, graph: &Graph) -> Result<()> {
         let mut s = lock(&self.state);
         let (nodes, leafs) = graph.snapshot();

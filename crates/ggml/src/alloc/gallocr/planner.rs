@@ -220,13 +220,12 @@ impl<'a> Planner<'a> {
     fn free_extra_space(&mut self, node: &Tensor, parent: &Tensor) -> Result<()> {
         let p = *self.usage(parent);
         let addr = p.addr.ok_or_else(|| no_place(parent))?;
-        let talloc_parent_size = self.buffers.alloc_size(p.buffer_id, parent);
-        let node_size = self.buffers.alloc_size(p.buffer_id, node);
+        let parent_bytes = self.buffers.alloc_size(p.buffer_id, parent);
+        let node_bytes = self.buffers.alloc_size(p.buffer_id, node);
         let talloc = self.buffers.talloc(p.buffer_id);
-        let (parent_size, node_size) = (
-            talloc.aligned(talloc_parent_size),
-            talloc.aligned(node_size),
-        );
+        // Compared as the allocator counts them, so what is given back stays aligned.
+        let parent_size = talloc.aligned(parent_bytes);
+        let node_size = talloc.aligned(node_bytes);
         if parent_size < node_size {
             return Err(Error::invalid(format!(
                 "graph allocator: tensor {:?} ({node_size} bytes) cannot be computed in the \

@@ -3,7 +3,7 @@
 //!
 //! Run with `cargo run --release --example quickstart`.
 
-use ggml::{backend, BufferUsage, Context, Type};
+use ggml::{backend, BufferUsage, Context, Gallocr, Type};
 
 /// A tiny deterministic generator for the demo's weights.
 fn values(n: usize, seed: u32) -> Vec<f32> {
@@ -49,8 +49,10 @@ fn main() -> ggml::Result<()> {
     w2.set_f32(&values((n_hidden * n_out) as usize, 3))?;
     b2.set_f32(&values(n_out as usize, 4))?;
 
-    // The forward pass: softmax(W2 · relu(W1 · x + b1) + b2).
-    let ctx = Context::init(1 << 20, false)?;
+    // The forward pass, softmax(W2 · relu(W1 · x + b1) + b2), built in a metadata-only
+    // context; the graph allocator places the input and intermediates in one compute buffer,
+    // reusing memory.
+    let ctx = Context::init(16 * ggml::tensor_overhead() + ggml::graph_overhead(), true)?;
     let x = ctx.new_tensor_2d(Type::F32, n_in, batch)?;
     x.set_input();
     let h = ctx.relu(&ctx.add(&ctx.mul_mat(&w1, &x)?, &b1)?)?;
@@ -58,10 +60,13 @@ fn main() -> ggml::Result<()> {
     let probs = ctx.soft_max(&logits)?;
     probs.set_output();
     let graph = ctx.build_forward_expand(&probs)?;
+    let galloc = Gallocr::new(&be.get_device().buffer_type())?;
+    galloc.alloc_graph(&graph)?;
     println!(
-        "graph: {} nodes, {} leafs",
+        "graph: {} nodes, {} leafs; compute buffer of {} bytes",
         graph.n_nodes(),
-        graph.n_leafs()
+        graph.n_leafs(),
+        galloc.get_buffer_size(0)
     );
 
     x.set_f32(&values((n_in * batch) as usize, 5))?;

@@ -30,6 +30,7 @@ pub mod ops;
 pub mod tensor;
 pub mod types;
 
+pub use alloc::Gallocr;
 pub use backend::{
     Backend, Buffer, BufferType, BufferUsage, Device, DeviceCaps, DeviceProps, DeviceType, Event,
     GraphPlan, Pending, Registry,

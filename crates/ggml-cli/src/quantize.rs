@@ -1,0 +1,253 @@
+//! `ggml gguf quantize IN OUT TYPE [--imatrix FILE] [--threads N]`: writes a copy of a GGUF
+//! file with its weight matrices quantized to TYPE. As llama.cpp does, 1-D tensors (norms,
+//! biases) are kept in F32, and so is any tensor whose rows are not a whole number of TYPE's
+//! blocks; integer tensors are copied unchanged. Rows are quantized on several threads, with a
+//! progress bar on stderr when it is a terminal.
+
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write as _};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use ggml::gguf::{GgufFile, GgufWriter, TensorInfo};
+use ggml::{quants, Type};
+
+use crate::imatrix::{self, Imatrix};
+use crate::CliError;
+
+pub const USAGE: &str = "usage: ggml gguf quantize IN OUT TYPE [--imatrix FILE] [--threads N]
+
+  Writes OUT, a copy of IN with every weight matrix quantized to TYPE (q4_0, q8_0, q4_K, iq4_xs,
+  …); 1-D tensors stay in F32. Types that need an importance matrix (iq2_xxs, iq2_xs, iq1_s, …)
+  take one with --imatrix (llama.cpp's GGUF or legacy .dat format).";
+
+struct Options {
+    input: PathBuf,
+    output: PathBuf,
+    ty: Type,
+    imatrix: Option<PathBuf>,
+    threads: usize,
+}
+
+fn parse(args: &[OsString]) -> Result<Options, CliError> {
+    let usage = |m: String| CliError::Usage(format!("{m}\n\n{USAGE}"));
+    let mut positional = Vec::new();
+    let mut imatrix = None;
+    let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.to_str() {
+            Some("--imatrix") => {
+                let v = it.next().ok_or_else(|| usage("--imatrix needs a FILE".into()))?;
+                imatrix = Some(PathBuf::from(v));
+            }
+            Some("--threads") => {
+                let v = it.next().and_then(|v| v.to_str()).unwrap_or("");
+                threads = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| usage(format!("--threads needs a positive number, got {v:?}")))?;
+            }
+            Some(flag) if flag.starts_with("--") => return Err(usage(format!("unknown option {flag}"))),
+            _ => positional.push(a.clone()),
+        }
+    }
+    let [input, output, ty] = positional.as_slice() else {
+        return Err(usage(format!("quantize needs IN OUT TYPE ({} given)", positional.len())));
+    };
+    let ty_name = ty.to_string_lossy();
+    let ty = Type::from_name(&ty_name).map_err(|e| usage(e.to_string()))?;
+    if !ty.is_quantized() && !matches!(ty, Type::F16 | Type::BF16 | Type::F32) {
+        return Err(usage(format!("{ty_name} is not a type weights can be stored in")));
+    }
+    Ok(Options {
+        input: PathBuf::from(input),
+        output: PathBuf::from(output),
+        ty,
+        imatrix,
+        threads,
+    })
+}
+
+/// Runs the command.
+pub fn run(args: &[OsString]) -> Result<(), CliError> {
+    let opts = parse(args)?;
+    let failed = |m: String| CliError::Failed(m);
+    let file = GgufFile::open(&opts.input).map_err(|e| failed(format!("{}: {e}", opts.input.display())))?;
+    let imatrix = match &opts.imatrix {
+        Some(p) => Some(imatrix::load(p).map_err(failed)?),
+        None => None,
+    };
+    if quants::quantize_requires_imatrix(opts.ty) && imatrix.is_none() {
+        return Err(failed(format!(
+            "{} needs an importance matrix: pass --imatrix FILE",
+            opts.ty
+        )));
+    }
+
+    let mut writer = GgufWriter::new();
+    writer.set_kv(&file).map_err(|e| failed(e.to_string()))?;
+    writer
+        .set("general.quantization_version", 2u32)
+        .map_err(|e| failed(e.to_string()))?;
+
+    let start = Instant::now();
+    let mut progress = Progress::new(file.tensors().len());
+    let (mut bytes_in, mut bytes_out) = (0usize, 0usize);
+    let mut outputs = Vec::with_capacity(file.tensors().len());
+    for info in file.tensors() {
+        progress.step(info.name());
+        let (ty, data) = convert(&file, info, &opts, imatrix.as_ref()).map_err(failed)?;
+        bytes_in += info.size();
+        bytes_out += data.len();
+        outputs.push((info.name().to_string(), ty, info.ne(), data));
+    }
+    for (name, ty, ne, data) in &outputs {
+        writer
+            .add_tensor(name, *ty, ne, data.as_slice())
+            .map_err(|e| failed(e.to_string()))?;
+    }
+    writer
+        .write_to_file(&opts.output)
+        .map_err(|e| failed(format!("{}: {e}", opts.output.display())))?;
+    progress.finish();
+    eprintln!(
+        "quantized {} tensors to {} in {:.1}s: {:.1} MiB -> {:.1} MiB",
+        outputs.len(),
+        opts.ty,
+        start.elapsed().as_secs_f64(),
+        bytes_in as f64 / (1 << 20) as f64,
+        bytes_out as f64 / (1 << 20) as f64
+    );
+    Ok(())
+}
+
+/// The type and bytes a tensor gets in the output.
+fn convert(
+    file: &GgufFile,
+    info: &TensorInfo,
+    opts: &Options,
+    imatrix: Option<&Imatrix>,
+) -> Result<(Type, Vec<u8>), String> {
+    let src = file.data_of(info);
+    let ne = info.ne();
+    let n_per_row = ne[0] as usize;
+    let is_weight = info.n_dims() >= 2 && n_per_row % opts.ty.blck_size() == 0;
+    let convertible = info.ty().is_quantized() || matches!(info.ty(), Type::F32 | Type::F16 | Type::BF16);
+    if !convertible {
+        return Ok((info.ty(), src.to_vec()));
+    }
+    let target = if is_weight { opts.ty } else { Type::F32 };
+    if target == info.ty() {
+        return Ok((target, src.to_vec()));
+    }
+    let values = to_f32(info, src)?;
+    if target == Type::F32 {
+        return Ok((Type::F32, values.iter().flat_map(|v| v.to_le_bytes()).collect()));
+    }
+    let weights = imatrix.and_then(|m| m.get(info.name()));
+    if let Some(w) = weights {
+        if w.len() < n_per_row {
+            return Err(format!(
+                "imatrix entry for {} has {} values, rows have {n_per_row}",
+                info.name(),
+                w.len()
+            ));
+        }
+    }
+    if quants::quantize_requires_imatrix(target) && weights.is_none() {
+        return Err(format!("the imatrix has no entry for {}", info.name()));
+    }
+    let n_rows = values.len() / n_per_row.max(1);
+    let row_size = target.row_size(n_per_row as i64).map_err(|e| e.to_string())?;
+    let mut out = vec![0u8; n_rows * row_size];
+    quantize_parallel(target, &values, &mut out, n_per_row, weights.map(|w| &w[..n_per_row]), opts.threads)
+        .map_err(|e| format!("{}: {e}", info.name()))?;
+    Ok((target, out))
+}
+
+/// A tensor's values as f32, whatever its float or quantized type.
+fn to_f32(info: &TensorInfo, src: &[u8]) -> Result<Vec<f32>, String> {
+    let n = info.n_elements() as usize;
+    let mut out = vec![0f32; n];
+    let n_per_row = info.ne()[0] as usize;
+    let row_bytes = info.ty().row_size(n_per_row as i64).map_err(|e| e.to_string())?;
+    for (row_out, row_in) in out.chunks_mut(n_per_row.max(1)).zip(src.chunks(row_bytes.max(1))) {
+        quants::dequantize_row(info.ty(), row_in, row_out).map_err(|e| format!("{}: {e}", info.name()))?;
+    }
+    Ok(out)
+}
+
+/// Quantizes rows on `threads` threads, each a contiguous run of rows.
+fn quantize_parallel(
+    ty: Type,
+    src: &[f32],
+    dst: &mut [u8],
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+    threads: usize,
+) -> ggml::Result<()> {
+    let n_rows = src.len() / n_per_row;
+    let row_size = dst.len() / n_rows.max(1);
+    let per = n_rows.div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|s| {
+        let jobs: Vec<_> = src
+            .chunks(per * n_per_row)
+            .zip(dst.chunks_mut(per * row_size))
+            .map(|(src, dst)| {
+                s.spawn(move || {
+                    let rows = src.len() / n_per_row;
+                    quants::quantize_chunk(ty, src, dst, 0, rows, n_per_row, imatrix).map(|_| ())
+                })
+            })
+            .collect();
+        jobs.into_iter().try_for_each(|j| {
+            j.join()
+                .unwrap_or_else(|_| Err(ggml::Error::Compute("a quantizing thread panicked".into())))
+        })
+    })
+}
+
+/// A one-line progress bar on stderr, drawn only when stderr is a terminal.
+struct Progress {
+    total: usize,
+    done: usize,
+    tty: bool,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        Progress {
+            total,
+            done: 0,
+            tty: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn step(&mut self, name: &str) {
+        self.done += 1;
+        if !self.tty {
+            return;
+        }
+        const WIDTH: usize = 30;
+        let filled = WIDTH * self.done / self.total.max(1);
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r[{}{}] {}/{} {:<40.40}",
+            "#".repeat(filled),
+            " ".repeat(WIDTH - filled),
+            self.done,
+            self.total,
+            name
+        );
+        let _ = err.flush();
+    }
+
+    fn finish(&self) {
+        if self.tty {
+            eprintln!();
+        }
+    }
+}

@@ -264,9 +264,13 @@ pub struct Pending<T> {
 type Slot<T> = (Mutex<Option<Result<T>>>, Condvar);
 
 impl<T> Pending<T> {
-    fn new() -> (Pending<T>, Arc<Slot<T>>) {
+    fn new(what: &'static str) -> (Pending<T>, Promise<T>) {
         let slot = Arc::new((Mutex::new(None), Condvar::new()));
-        (Pending { slot: slot.clone() }, slot)
+        let promise = Promise {
+            slot: Some(slot.clone()),
+            what,
+        };
+        (Pending { slot }, promise)
     }
 
     /// Whether the value has arrived.
@@ -287,9 +291,32 @@ impl<T> Pending<T> {
     }
 }
 
-fn fulfil<T>(slot: &Slot<T>, value: Result<T>) {
-    *lock(&slot.0) = Some(value);
-    slot.1.notify_all();
+/// The job's side of a [`Pending`]. Dropped without being fulfilled (the job panicked, or was
+/// dropped unrun), it fulfils the [`Pending`] with an error, so [`Pending::wait`] never hangs.
+struct Promise<T> {
+    slot: Option<Arc<Slot<T>>>,
+    what: &'static str,
+}
+
+impl<T> Promise<T> {
+    fn fulfil(mut self, value: Result<T>) {
+        if let Some(slot) = self.slot.take() {
+            *lock(&slot.0) = Some(value);
+            slot.1.notify_all();
+        }
+    }
+}
+
+impl<T> Drop for Promise<T> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            *lock(&slot.0) = Some(Err(Error::Compute(format!(
+                "{}: the job ended without a result (it panicked or its stream stopped)",
+                self.what
+            ))));
+            slot.1.notify_all();
+        }
+    }
 }
 
 /// A graph prepared for repeated computation on one backend (`ggml_backend_graph_plan_t`).
@@ -421,7 +448,7 @@ impl Backend {
         t.check_range("tensor_get_async", offset, size)?;
         let b = t.require_binding("tensor_get_async")?;
         let reservation = Reservation::new(Arc::from([b.buffer.clone()]), "tensor_get_async")?;
-        let (pending, slot) = Pending::new();
+        let (pending, promise) = Pending::new("tensor_get_async");
         self.enqueue_work(
             Box::new(move |_| {
                 let mut out = vec![0u8; size];
@@ -430,7 +457,7 @@ impl Backend {
                     .with_reserved(|imp| imp.read(b.offset + offset, &mut out))
                     .unwrap_or_else(|| Err(Error::Freed("tensor_get_async: buffer freed".into())));
                 let reply = r.clone().map(|_| out);
-                fulfil(&slot, reply);
+                promise.fulfil(reply);
                 r
             }),
             Some(reservation),

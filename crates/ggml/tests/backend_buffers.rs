@@ -7,7 +7,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
 use common_backend::{expect_err, test_buft, TestDevice, TEST_ALIGN};
-use ggml::backend::{self, alloc_ctx_tensors, alloc_ctx_tensors_from_buft, tensor_alloc, view_init};
+use ggml::backend::{
+    self, alloc_ctx_tensors, alloc_ctx_tensors_from_buft, tensor_alloc, view_init,
+};
 use ggml::{Buffer, BufferUsage, Context, Status, Tensor, Type};
 
 /// A `no_alloc` context for metadata only.
@@ -165,7 +167,10 @@ fn alloc_ctx_tensors_gives_one_buffer_with_views_initialised() {
     assert_eq!(a.get_f32().unwrap(), vec![3.0; 10]);
 
     // all allocated now: nothing left to allocate is an Err
-    expect_err(alloc_ctx_tensors(&ctx, &cpu), &["alloc_ctx_tensors", "no tensor"]);
+    expect_err(
+        alloc_ctx_tensors(&ctx, &cpu),
+        &["alloc_ctx_tensors", "no tensor"],
+    );
     // a context that owns its data
     let owning = Context::init(1 << 16, false).unwrap();
     owning.new_tensor_1d(Type::F32, 4).unwrap();
@@ -198,14 +203,20 @@ fn alloc_ctx_tensors_past_max_size_gives_a_multi_buffer_of_whole_tensors() {
     assert_eq!(parts.len(), 4);
     let part_of = |t: &Tensor| {
         let buf = t.buffer().unwrap();
-        parts.iter().position(|p| *p == buf).expect("tensor in a part")
+        parts
+            .iter()
+            .position(|p| *p == buf)
+            .expect("tensor in a part")
     };
     assert_eq!(
         tensors.iter().map(|t| part_of(t)).collect::<Vec<_>>(),
         vec![0, 0, 1, 2, 3]
     );
     assert_eq!(
-        tensors.iter().map(|t| t.data_offset().unwrap()).collect::<Vec<_>>(),
+        tensors
+            .iter()
+            .map(|t| t.data_offset().unwrap())
+            .collect::<Vec<_>>(),
         vec![0, 64, 0, 0, 0]
     );
     for t in tensors {
@@ -248,7 +259,11 @@ fn alloc_ctx_tensors_past_max_size_gives_a_multi_buffer_of_whole_tensors() {
         assert_all_bytes(t, 0x3C);
     }
     multi.reset().unwrap();
-    assert_eq!(probe.resets.load(Ordering::SeqCst), 4, "reset reaches every part");
+    assert_eq!(
+        probe.resets.load(Ordering::SeqCst),
+        4,
+        "reset reaches every part"
+    );
     multi.clone().free();
     assert!(multi.is_freed());
     assert!(parts.iter().all(Buffer::is_freed));
@@ -343,7 +358,10 @@ fn multi_buffer_alloc_buffer_owns_its_parts() {
     assert_eq!(buf1.get_usage(), BufferUsage::Compute);
 
     multi.free();
-    assert!(buf1.is_freed() && buf2.is_freed(), "freeing the multi frees the parts");
+    assert!(
+        buf1.is_freed() && buf2.is_freed(),
+        "freeing the multi frees the parts"
+    );
     expect_err(a.get_f32(), &["freed"]);
     expect_err(b.set_f32(&[0.0; 20]), &["freed"]);
 }
@@ -381,7 +399,12 @@ fn multi_buffer_errors() {
     let plain = buft.alloc_buffer(48).unwrap();
     expect_err(
         plain.multi_buffer_set_usage(BufferUsage::Weights),
-        &["multi_buffer_set_usage", "CPU", "48 bytes", "not a multi-buffer"],
+        &[
+            "multi_buffer_set_usage",
+            "CPU",
+            "48 bytes",
+            "not a multi-buffer",
+        ],
     );
     assert_eq!(plain.get_usage(), BufferUsage::Any);
     m.multi_buffer_set_usage(BufferUsage::Weights).unwrap();
@@ -415,16 +438,27 @@ fn tensor_alloc_and_view_init() {
     assert_eq!(probe.resets.load(Ordering::SeqCst), 1);
 
     // errors
-    expect_err(tensor_alloc(&buf, &t, 0), &["tensor_alloc", "\"t\"", "already allocated"]);
+    expect_err(
+        tensor_alloc(&buf, &t, 0),
+        &["tensor_alloc", "\"t\"", "already allocated"],
+    );
     let big = ctx.new_tensor_1d(Type::F32, 64).unwrap();
     big.set_name("big");
     let e = expect_err(
         tensor_alloc(&buf, &big, 32),
-        &["tensor_alloc", "\"big\"", "256 bytes at offset 32", "256 bytes"],
+        &[
+            "tensor_alloc",
+            "\"big\"",
+            "256 bytes at offset 32",
+            "256 bytes",
+        ],
     );
     assert_eq!(e.status(), Status::AllocFailed);
     assert!(!big.is_allocated());
-    expect_err(tensor_alloc(&buf, &v, 0), &["tensor_alloc", "\"v\"", "view"]);
+    expect_err(
+        tensor_alloc(&buf, &v, 0),
+        &["tensor_alloc", "\"v\"", "view"],
+    );
     expect_err(view_init(&t), &["view_init", "\"t\"", "not a view"]);
     let loose = ctx.new_tensor_1d(Type::F32, 8).unwrap();
     loose.set_name("loose");
@@ -442,7 +476,10 @@ fn tensor_alloc_and_view_init() {
     let cpu = backend::cpu_buffer_type();
     let m = backend::multi_buffer_alloc_buffer(vec![cpu.alloc_buffer(64).unwrap()]).unwrap();
     let other = ctx.new_tensor_1d(Type::F32, 4).unwrap();
-    expect_err(tensor_alloc(&m, &other, 0), &["tensor_alloc", "multi-buffer"]);
+    expect_err(
+        tensor_alloc(&m, &other, 0),
+        &["tensor_alloc", "multi-buffer"],
+    );
 }
 
 #[test]
@@ -459,7 +496,11 @@ fn buffer_from_host_ptr_wraps_memory_the_test_owns() {
     assert_eq!(buf.name(), "CPU_Mapped");
     assert_eq!(buf.get_size(), 256);
     assert!(buf.is_host());
-    assert_eq!(buf.get_base(), Some(ptr), "no copy: the base is the caller's memory");
+    assert_eq!(
+        buf.get_base(),
+        Some(ptr),
+        "no copy: the base is the caller's memory"
+    );
     {
         let ctx = meta_ctx();
         let x = ctx.new_tensor_1d(Type::F32, 32).unwrap();
@@ -484,5 +525,12 @@ fn buffer_from_host_ptr_wraps_memory_the_test_owns() {
     let p = NonNull::new(mem.as_mut_ptr()).unwrap();
     // SAFETY: `mem` outlives the call, which fails without creating a buffer.
     let r = unsafe { other.buffer_from_host_ptr(p, 64, 64) };
-    expect_err(r, &["buffer_from_host_ptr", "NoHostPtr", "cannot wrap host memory"]);
+    expect_err(
+        r,
+        &[
+            "buffer_from_host_ptr",
+            "NoHostPtr",
+            "cannot wrap host memory",
+        ],
+    );
 }

@@ -136,7 +136,7 @@ impl Hold {
         let dev = TestDevice::builder("Blocker").gate(gate.clone()).build();
         let blocker = dev.init(None).expect("blocker stream");
         let ctx = Context::init(1 << 16, true).expect("context");
-        let empty = ctx.new_graph().expect("graph");
+        let empty = ctx.new_graph_custom(1, false).expect("graph");
         blocker
             .graph_compute_async(&empty)
             .expect("queue the gated job");
@@ -178,6 +178,8 @@ pub struct Probe {
     pub inits: Mutex<Vec<(String, usize)>>,
     /// `reset` calls.
     pub resets: AtomicUsize,
+    /// Buffers whose memory was released.
+    pub drops: AtomicUsize,
     /// When set, reads panic (an implementation bug the stream must survive).
     pub panic_on_read: AtomicBool,
 }
@@ -232,6 +234,12 @@ impl BufferImpl for TestMemory {
     }
     fn reset(&self) {
         self.probe.resets.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Drop for TestMemory {
+    fn drop(&mut self) {
+        self.probe.drops.fetch_add(1, Ordering::SeqCst);
     }
 }
 

@@ -260,6 +260,14 @@ pub struct Pending<T> {
     slot: Arc<Slot<T>>,
 }
 
+impl<T> std::fmt::Debug for Pending<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending")
+            .field("ready", &self.is_ready())
+            .finish()
+    }
+}
+
 /// Where an asynchronous result lands: the value once it arrives, and a condvar to wait on.
 type Slot<T> = (Mutex<Option<Result<T>>>, Condvar);
 
@@ -325,6 +333,16 @@ pub struct GraphPlan {
     backend: std::sync::Weak<Inner>,
     state: Arc<Mutex<Box<dyn std::any::Any + Send>>>,
     buffers: Arc<[super::Buffer]>,
+}
+
+impl std::fmt::Debug for GraphPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let backend = self.backend.upgrade().map(|b| b.name.clone());
+        f.debug_struct("GraphPlan")
+            .field("backend", &backend)
+            .field("n_buffers", &self.buffers.len())
+            .finish()
+    }
 }
 
 impl Backend {

@@ -518,12 +518,13 @@ pub(crate) fn tensor_copy_async(
     let d = dst.require_binding("tensor_copy_async (dst)")?;
     let size = src.nbytes();
     let buffers = super::buffer::buffer_set([src, dst], "tensor_copy_async")?;
+    // Claim the buffers first: if one was freed, nothing may have been queued anywhere.
+    let reservation = Reservation::new(buffers, "tensor_copy_async")?;
     if b_src != b_dst {
         let ev = super::Event::for_device(b_src.get_device());
         ev.record(b_src)?;
         b_dst.event_wait(&ev)?;
     }
-    let reservation = Reservation::new(buffers, "tensor_copy_async")?;
     b_dst.enqueue_work(
         Box::new(move |_| copy_bytes(&s, &d, size)),
         Some(reservation),

@@ -418,6 +418,14 @@ impl Tensor {
         self.binding().map(|b| b.buffer)
     }
 
+    /// Byte offset of the tensor's first byte from the start of [`Tensor::buffer`] (GGML's
+    /// `tensor->data - ggml_backend_buffer_get_base(tensor->buffer)`), if allocated. A backend
+    /// implemented outside this crate finds a node's memory with it: the buffer's base (or its
+    /// own device address for that buffer) plus this offset.
+    pub fn data_offset(&self) -> Option<usize> {
+        self.binding().map(|b| b.offset)
+    }
+
     /// The allocation, or an error naming the tensor.
     pub(crate) fn require_binding(&self, what: &str) -> Result<Binding> {
         self.binding().ok_or_else(|| {

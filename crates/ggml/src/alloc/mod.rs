@@ -12,8 +12,9 @@ use crate::error::{Error, Result};
 use crate::tensor::{Binding, Tensor};
 
 /// Places `t` at byte `offset` of `buffer` (`ggml_backend_tensor_alloc`, with an offset instead
-/// of an address). `Err` if `t` is already allocated or a view, if it does not fit, or if the
-/// buffer is a multi-buffer or was freed.
+/// of an address). `Err` if `t` is already allocated or a view, if it does not fit, if the
+/// buffer is a multi-buffer or was freed, or if the buffer's `init_tensor` fails (the tensor is
+/// then left unallocated).
 pub fn tensor_alloc(buffer: &Buffer, t: &Tensor, offset: usize) -> Result<()> {
     if buffer.is_multi_buffer() {
         return Err(Error::invalid(format!(
@@ -59,7 +60,12 @@ pub fn tensor_alloc(buffer: &Buffer, t: &Tensor, offset: usize) -> Result<()> {
             offset,
         });
     }
-    buffer.init_tensor(t, offset)
+    let r = buffer.init_tensor(t, offset);
+    if r.is_err() {
+        // An Err means no effect: the tensor stays unallocated.
+        *t.binding_slot() = None;
+    }
+    r
 }
 
 /// Initialises a view whose source is allocated (`ggml_backend_view_init`): the view's bytes

@@ -260,13 +260,25 @@ pub struct Pending<T> {
     slot: Arc<Slot<T>>,
 }
 
+impl<T> std::fmt::Debug for Pending<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending")
+            .field("ready", &self.is_ready())
+            .finish()
+    }
+}
+
 /// Where an asynchronous result lands: the value once it arrives, and a condvar to wait on.
 type Slot<T> = (Mutex<Option<Result<T>>>, Condvar);
 
 impl<T> Pending<T> {
-    fn new() -> (Pending<T>, Arc<Slot<T>>) {
+    fn new(what: &'static str) -> (Pending<T>, Promise<T>) {
         let slot = Arc::new((Mutex::new(None), Condvar::new()));
-        (Pending { slot: slot.clone() }, slot)
+        let promise = Promise {
+            slot: Some(slot.clone()),
+            what,
+        };
+        (Pending { slot }, promise)
     }
 
     /// Whether the value has arrived.
@@ -287,9 +299,32 @@ impl<T> Pending<T> {
     }
 }
 
-fn fulfil<T>(slot: &Slot<T>, value: Result<T>) {
-    *lock(&slot.0) = Some(value);
-    slot.1.notify_all();
+/// The job's side of a [`Pending`]. Dropped without being fulfilled (the job panicked, or was
+/// dropped unrun), it fulfils the [`Pending`] with an error, so [`Pending::wait`] never hangs.
+struct Promise<T> {
+    slot: Option<Arc<Slot<T>>>,
+    what: &'static str,
+}
+
+impl<T> Promise<T> {
+    fn fulfil(mut self, value: Result<T>) {
+        if let Some(slot) = self.slot.take() {
+            *lock(&slot.0) = Some(value);
+            slot.1.notify_all();
+        }
+    }
+}
+
+impl<T> Drop for Promise<T> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            *lock(&slot.0) = Some(Err(Error::Compute(format!(
+                "{}: the job ended without a result (it panicked or its stream stopped)",
+                self.what
+            ))));
+            slot.1.notify_all();
+        }
+    }
 }
 
 /// A graph prepared for repeated computation on one backend (`ggml_backend_graph_plan_t`).
@@ -298,6 +333,16 @@ pub struct GraphPlan {
     backend: std::sync::Weak<Inner>,
     state: Arc<Mutex<Box<dyn std::any::Any + Send>>>,
     buffers: Arc<[super::Buffer]>,
+}
+
+impl std::fmt::Debug for GraphPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let backend = self.backend.upgrade().map(|b| b.name.clone());
+        f.debug_struct("GraphPlan")
+            .field("backend", &backend)
+            .field("n_buffers", &self.buffers.len())
+            .finish()
+    }
 }
 
 impl Backend {
@@ -431,7 +476,7 @@ impl Backend {
         t.check_range("tensor_get_async", offset, size)?;
         let b = t.require_binding("tensor_get_async")?;
         let reservation = Reservation::new(Arc::from([b.buffer.clone()]), "tensor_get_async")?;
-        let (pending, slot) = Pending::new();
+        let (pending, promise) = Pending::new("tensor_get_async");
         self.enqueue_work(
             Box::new(move |_| {
                 let mut out = vec![0u8; size];
@@ -440,7 +485,7 @@ impl Backend {
                     .with_reserved(|imp| imp.read(b.offset + offset, &mut out))
                     .unwrap_or_else(|| Err(Error::Freed("tensor_get_async: buffer freed".into())));
                 let reply = r.clone().map(|_| out);
-                fulfil(&slot, reply);
+                promise.fulfil(reply);
                 r
             }),
             Some(reservation),
@@ -483,12 +528,13 @@ pub(crate) fn tensor_copy_async(
     let d = dst.require_binding("tensor_copy_async (dst)")?;
     let size = src.nbytes();
     let buffers = super::buffer::buffer_set([src, dst], "tensor_copy_async")?;
+    // Claim the buffers first: if one was freed, nothing may have been queued anywhere.
+    let reservation = Reservation::new(buffers, "tensor_copy_async")?;
     if b_src != b_dst {
         let ev = super::Event::for_device(b_src.get_device());
         ev.record(b_src)?;
         b_dst.event_wait(&ev)?;
     }
-    let reservation = Reservation::new(buffers, "tensor_copy_async")?;
     b_dst.enqueue_work(
         Box::new(move |_| copy_bytes(&s, &d, size)),
         Some(reservation),

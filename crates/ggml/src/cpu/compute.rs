@@ -2,6 +2,7 @@
 //! tensor addresses, and runs every node on the thread pool with a barrier between nodes.
 
 use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 
 use crate::backend::BackendImpl;
@@ -78,6 +79,9 @@ impl CpuPlan {
         let resolved = &self.resolved;
         let work = self.work.as_mut_ptr() as usize;
         let per_thread = self.work_per_thread;
+        // A panicking kernel must not leave the other threads at the barrier: every thread
+        // catches its kernel's panic, still reaches every barrier, and skips the nodes after it.
+        let failed = AtomicBool::new(false);
         let ok = pool.run(n, &|ith, nth| {
             // SAFETY: each thread gets its own disjoint `per_thread` slice of `work`, which was
             // sized for `n_threads >= nth` threads.
@@ -89,11 +93,16 @@ impl CpuPlan {
                 wsize: per_thread,
             };
             for (node, ptrs) in nodes.iter().zip(resolved) {
-                (node.kernel)(ptrs, &params);
+                if !failed.load(Ordering::Acquire) {
+                    let run = || (node.kernel)(ptrs, &params);
+                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).is_err() {
+                        failed.store(true, Ordering::Release);
+                    }
+                }
                 barrier.wait();
             }
         });
-        if ok {
+        if ok && !failed.load(Ordering::Acquire) {
             Ok(())
         } else {
             Err(Error::Compute("a CPU kernel panicked".into()))
@@ -146,5 +155,65 @@ impl BackendImpl for CpuBackend {
             plan.n_threads = self.pool.n_threads();
         }
         plan.execute(&self.pool)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Context, Type};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    fn panics_on_thread_1(_: &NodePtrs, p: &Params) {
+        if p.ith == 1 {
+            panic!("kernel panicked on purpose");
+        }
+    }
+
+    fn writes_seven(n: &NodePtrs, p: &Params) {
+        for i in p.range(n.dst.nelements()) {
+            // SAFETY: dst is a contiguous F32 vector and i < its element count.
+            unsafe { n.dst.set(n.dst.data, i, 7.0) };
+        }
+    }
+
+    /// A kernel that panics on one thread must make the run fail, not leave the other threads
+    /// waiting at the node's barrier forever; the nodes after it do not run.
+    #[test]
+    fn a_panicking_kernel_fails_the_run_without_deadlock() {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let ctx = Context::init(1 << 16, false).unwrap();
+            let a = ctx.new_tensor_1d(Type::F32, 64).unwrap();
+            let b = ctx.relu(&a).unwrap();
+            b.set_f32(&[0.0; 64]).unwrap();
+            let pool = ThreadPool::new(2);
+            let planned = |kernel: KernelFn| PlannedNode {
+                tensor: b.clone(),
+                kernel,
+            };
+            let mut plan = CpuPlan {
+                nodes: vec![planned(panics_on_thread_1), planned(writes_seven)],
+                n_threads: 2,
+                work_per_thread: 0,
+                work: Vec::new(),
+                resolved: Vec::new(),
+            };
+            let failed = plan.execute(&pool);
+            // the pool still works afterwards
+            let mut ok_plan = CpuPlan {
+                nodes: vec![planned(writes_seven)],
+                ..plan
+            };
+            let ok = ok_plan.execute(&pool);
+            tx.send((failed, ok, b.get_f32().unwrap())).unwrap();
+        });
+        let (failed, ok, values) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the run deadlocked");
+        assert!(matches!(failed, Err(Error::Compute(_))));
+        ok.unwrap();
+        assert_eq!(values, vec![7.0; 64]);
     }
 }

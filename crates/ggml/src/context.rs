@@ -102,7 +102,14 @@ impl Context {
     /// Creates a context with a budget of `mem_size` bytes (`ggml_init`). With `no_alloc`,
     /// tensors get metadata only and their data is allocated later in a backend buffer.
     pub fn init(mem_size: usize, no_alloc: bool) -> Result<Context> {
-        let mem_size = pad(mem_size.max(MEM_ALIGN), MEM_ALIGN);
+        let mem_size = mem_size
+            .max(MEM_ALIGN)
+            .checked_next_multiple_of(MEM_ALIGN)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "Context::init: mem_size {mem_size} is too large to align to {MEM_ALIGN} bytes"
+                ))
+            })?;
         Ok(Context(Arc::new(Inner {
             mem_size,
             state: Mutex::new(State {
@@ -172,17 +179,21 @@ impl Context {
 
     /// Reserves `payload` bytes (after a 32-byte object header) and returns the payload offset.
     fn reserve(&self, s: &mut State, payload: usize, what: &str) -> Result<usize> {
-        let size = pad(payload, MEM_ALIGN);
-        let end = s.used + OBJECT_SIZE + size;
-        if end > self.0.mem_size {
+        // `None` (more than the address space) is "does not fit" like any other excess.
+        let needed = payload
+            .checked_next_multiple_of(MEM_ALIGN)
+            .and_then(|size| size.checked_add(OBJECT_SIZE));
+        let end = needed.and_then(|n| n.checked_add(s.used));
+        let Some(end) = end.filter(|&end| end <= self.0.mem_size) else {
+            let needed =
+                needed.map_or_else(|| format!("more than {}", usize::MAX), |n| n.to_string());
             return Err(Error::AllocFailed(format!(
-                "context of {} bytes is full: {what} needs {} bytes, {} are left \
+                "context of {} bytes is full: {what} needs {needed} bytes, {} are left \
                  (size the context with tensor_overhead() per tensor plus data)",
                 self.0.mem_size,
-                OBJECT_SIZE + size,
                 self.0.mem_size - s.used
             )));
-        }
+        };
         let offset = s.used + OBJECT_SIZE;
         s.used = end;
         Ok(offset)
@@ -190,7 +201,9 @@ impl Context {
 
     pub(crate) fn reserve_graph(&self, size: usize, grads: bool) -> Result<()> {
         let mut s = lock(&self.0.state);
-        self.reserve(&mut s, graph_nbytes(size, grads), "a graph")
+        // A size whose byte count overflows cannot fit in any context.
+        let bytes = graph_nbytes(size, grads).unwrap_or(usize::MAX);
+        self.reserve(&mut s, bytes, &format!("a graph of size {size}"))
             .map(|_| ())
     }
 

@@ -30,14 +30,20 @@ fn hash_size(min: usize) -> usize {
 /// Bytes a graph of `size` nodes takes in a context, as `ggml_graph_nbytes` counts them (a
 /// 96-byte header, node and leaf pointer arrays, the hash table with its use counts and bitset,
 /// and gradient slots when asked for).
-pub(crate) fn graph_nbytes(size: usize, grads: bool) -> usize {
-    let hash = hash_size(size * 2);
+/// `None` when the count does not fit in a `usize`.
+pub(crate) fn graph_nbytes(size: usize, grads: bool) -> Option<usize> {
+    let hash = hash_size(size.checked_mul(2)?);
     let ptr = std::mem::size_of::<usize>();
-    let mut bytes = 96 + 2 * size * ptr + hash * 4 + hash * ptr + hash.div_ceil(32) * 4;
-    if grads {
-        bytes += 2 * hash * ptr;
-    }
-    bytes
+    let slots = if grads { 3 } else { 1 };
+    [
+        96,
+        size.checked_mul(2 * ptr)?,
+        hash.checked_mul(4)?,
+        hash.checked_mul(slots * ptr)?,
+        hash.div_ceil(32) * 4,
+    ]
+    .into_iter()
+    .try_fold(0usize, usize::checked_add)
 }
 
 /// Metadata bytes of a default graph in a context (`ggml_graph_overhead`, 82 608 on 64-bit).
@@ -46,8 +52,12 @@ pub fn graph_overhead() -> usize {
 }
 
 /// Metadata bytes of a graph of `size` nodes (`ggml_graph_overhead_custom`).
+/// Saturates at `usize::MAX` for sizes no memory could hold.
 pub fn graph_overhead_custom(size: usize, grads: bool) -> usize {
-    32 + crate::context::pad(graph_nbytes(size, grads), crate::context::MEM_ALIGN)
+    graph_nbytes(size, grads)
+        .and_then(|b| b.checked_next_multiple_of(crate::context::MEM_ALIGN))
+        .and_then(|b| b.checked_add(32))
+        .unwrap_or(usize::MAX)
 }
 
 #[derive(Clone)]

@@ -7,7 +7,7 @@ mod gallocr;
 pub use gallocr::Gallocr;
 
 use crate::backend::{multi_buffer_alloc_buffer, Backend, Buffer, BufferType};
-use crate::context::{pad, Context};
+use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::tensor::{Binding, Tensor};
 
@@ -87,6 +87,20 @@ pub fn view_init(t: &Tensor) -> Result<()> {
     b.buffer.init_tensor(t, b.offset + t.view_offs())
 }
 
+/// Bytes `t` takes in a buffer of `buft`: its allocation size padded to the alignment.
+fn padded_alloc_size(buft: &BufferType, t: &Tensor) -> Result<usize> {
+    let size = buft.get_alloc_size(t);
+    size.checked_next_multiple_of(buft.get_alignment())
+        .ok_or_else(|| {
+            Error::AllocFailed(format!(
+                "alloc_ctx_tensors: tensor {:?} needs {size} bytes in buffer type {}, too many \
+                 to align",
+                t.name(),
+                buft.name()
+            ))
+        })
+}
+
 /// Allocates every tensor of a `no_alloc` context in the backend's default buffer type
 /// (`ggml_backend_alloc_ctx_tensors`).
 pub fn alloc_ctx_tensors(ctx: &Context, backend: &Backend) -> Result<Buffer> {
@@ -105,7 +119,6 @@ pub fn alloc_ctx_tensors_from_buft(ctx: &Context, buft: &BufferType) -> Result<B
              create it with no_alloc = true",
         ));
     }
-    let align = buft.get_alignment();
     let max = buft.get_max_size();
     let tensors = ctx.tensors();
     let todo: Vec<&Tensor> = tensors
@@ -117,8 +130,9 @@ pub fn alloc_ctx_tensors_from_buft(ctx: &Context, buft: &BufferType) -> Result<B
     let mut runs: Vec<(Vec<&Tensor>, usize)> = Vec::new();
     let mut cur: (Vec<&Tensor>, usize) = (Vec::new(), 0);
     for t in todo {
-        let size = pad(buft.get_alloc_size(t), align);
-        if cur.1 > 0 && cur.1 + size > max {
+        let size = padded_alloc_size(buft, t)?;
+        // A sum past the address space exceeds any maximum too.
+        if cur.1 > 0 && cur.1.checked_add(size).is_none_or(|end| end > max) {
             runs.push(std::mem::take(&mut cur));
         }
         cur.0.push(t);
@@ -142,7 +156,7 @@ pub fn alloc_ctx_tensors_from_buft(ctx: &Context, buft: &BufferType) -> Result<B
             let mut offset = 0;
             for t in run {
                 tensor_alloc(&buf, t, offset)?;
-                offset += pad(buft.get_alloc_size(t), align);
+                offset += padded_alloc_size(buft, t)?;
             }
         }
         for t in &tensors {

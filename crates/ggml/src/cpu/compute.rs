@@ -21,6 +21,9 @@ pub static DEFAULT_N_THREADS: std::sync::LazyLock<usize> = std::sync::LazyLock::
         .min(8)
 });
 
+/// The most threads one CPU stream computes with (`GGML_MAX_N_THREADS`).
+pub const MAX_N_THREADS: usize = 512;
+
 /// Bytes between threads' scratch areas, so they never share a cache line.
 const CACHE_LINE: usize = 64;
 
@@ -136,6 +139,12 @@ impl BackendImpl for CpuBackend {
     }
 
     fn set_n_threads(&mut self, n: usize) -> Result<()> {
+        if n > MAX_N_THREADS {
+            return Err(Error::invalid(format!(
+                "set_n_threads: n = {n} is more than the {MAX_N_THREADS} threads a CPU stream \
+                 can use"
+            )));
+        }
         if n != self.n_threads {
             self.n_threads = n;
             self.pool = ThreadPool::new(n);

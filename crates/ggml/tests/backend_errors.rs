@@ -334,3 +334,63 @@ fn devices_refuse_what_they_cannot_compute() {
         &["graph_compute", "CPU", "buffer type TestAccel"],
     );
 }
+
+#[test]
+fn huge_sizes_are_errors_not_overflows() {
+    // a budget so large that padding it would overflow
+    for size in [usize::MAX, usize::MAX - 3] {
+        match Context::init(size, true) {
+            Ok(ctx) => {
+                ctx.new_tensor_1d(Type::F32, 4).unwrap();
+            }
+            Err(e) => assert!(e.to_string().contains(&size.to_string()), "{e}"),
+        }
+    }
+    // tensors whose sizes add up past the address space
+    let ctx = Context::init(1 << 20, true).unwrap();
+    for _ in 0..5 {
+        ctx.new_tensor_1d(Type::F32, 1 << 60).unwrap();
+    }
+    let cpu = backend::cpu_init().unwrap();
+    let e = expect_err(alloc_ctx_tensors(&ctx, &cpu), &["bytes"]);
+    assert_eq!(e.status(), Status::AllocFailed);
+    assert!(ctx.tensors().iter().all(|t| !t.is_allocated()));
+}
+
+#[test]
+fn thread_counts_are_bounded() {
+    let cpu = backend::cpu_init().unwrap();
+    for n in [513, 1 << 20, usize::MAX] {
+        expect_err(
+            cpu.set_n_threads(n),
+            &["set_n_threads", &n.to_string(), "512"],
+        );
+    }
+    cpu.set_n_threads(3).unwrap();
+    let ctx = Context::init(1 << 20, false).unwrap();
+    let a = ctx.new_tensor_1d(Type::F32, 64).unwrap();
+    let b = ctx.abs(&a).unwrap();
+    a.set_f32(&common_backend::input(64, 3)).unwrap();
+    cpu.graph_compute(&ctx.build_forward_expand(&b).unwrap())
+        .unwrap();
+    let want: Vec<f32> = common_backend::input(64, 3)
+        .iter()
+        .map(|v| v.abs())
+        .collect();
+    assert_eq!(b.get_f32().unwrap(), want);
+}
+
+#[test]
+fn huge_graphs_are_errors_not_overflows() {
+    let ctx = Context::init(1 << 20, false).unwrap();
+    for size in [usize::MAX, usize::MAX / 2, 1 << 60] {
+        let e = expect_err(
+            ctx.new_graph_custom(size, false),
+            &["is full", &size.to_string()],
+        );
+        assert_eq!(e.status(), Status::AllocFailed);
+        assert_eq!(ggml::graph_overhead_custom(size, true), usize::MAX);
+    }
+    assert_eq!(ggml::graph_overhead(), 82_608);
+    ctx.new_graph_custom(16, true).unwrap();
+}

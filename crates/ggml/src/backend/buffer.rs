@@ -217,6 +217,16 @@ impl Buffer {
         self.0.buft.get_alignment()
     }
 
+    /// Largest buffer of this buffer's type (`ggml_backend_buffer_get_max_size`).
+    pub fn get_max_size(&self) -> usize {
+        self.0.buft.get_max_size()
+    }
+
+    /// Bytes `t` needs in a buffer of this type (`ggml_backend_buffer_get_alloc_size`).
+    pub fn get_alloc_size(&self, t: &Tensor) -> usize {
+        self.0.buft.get_alloc_size(t)
+    }
+
     /// Whether the memory is host memory in standard layout (`ggml_backend_buffer_is_host`).
     pub fn is_host(&self) -> bool {
         self.0.buft.is_host()
@@ -254,9 +264,12 @@ impl Buffer {
     }
 
     /// The host address of byte 0, for a live plain buffer of host-addressable memory
-    /// (`ggml_backend_buffer_get_base`); `None` for device memory, multi-buffers and freed
-    /// buffers. Dereferencing it is up to the caller's `unsafe` code.
+    /// (`ggml_backend_buffer_get_base`); `None` for device memory, multi-buffers, freed and
+    /// empty buffers. Dereferencing it is up to the caller's `unsafe` code.
     pub fn get_base(&self) -> Option<NonNull<u8>> {
+        if self.0.size == 0 {
+            return None; // as GGML: an empty buffer has no base
+        }
         match &self.0.kind {
             Kind::Plain(imp) => imp.read().ok()?.as_ref()?.host_ptr(),
             Kind::Multi(_) => None,

@@ -170,6 +170,43 @@ impl Backend {
         self.0.device.clone()
     }
 
+    /// The buffer type of the stream's device (`ggml_backend_get_default_buffer_type`).
+    pub fn get_default_buffer_type(&self) -> super::BufferType {
+        self.0.device.buffer_type()
+    }
+
+    /// Allocates a buffer of `size` bytes in the device's buffer type
+    /// (`ggml_backend_alloc_buffer`).
+    pub fn alloc_buffer(&self, size: usize) -> Result<super::Buffer> {
+        self.get_default_buffer_type().alloc_buffer(size)
+    }
+
+    /// Alignment of tensors in the device's buffers (`ggml_backend_get_alignment`).
+    pub fn get_alignment(&self) -> usize {
+        self.get_default_buffer_type().get_alignment()
+    }
+
+    /// Largest buffer of the device's buffer type (`ggml_backend_get_max_size`).
+    pub fn get_max_size(&self) -> usize {
+        self.get_default_buffer_type().get_max_size()
+    }
+
+    /// Whether the stream's device computes `op` (`ggml_backend_supports_op`).
+    pub fn supports_op(&self, op: &Tensor) -> bool {
+        self.0.device.supports_op(op)
+    }
+
+    /// Whether the stream can use buffers of `buft` (`ggml_backend_supports_buft`).
+    pub fn supports_buft(&self, buft: &super::BufferType) -> bool {
+        self.0.device.supports_buft(buft)
+    }
+
+    /// Whether it pays to move weights to this stream's device for `op`
+    /// (`ggml_backend_offload_op`).
+    pub fn offload_op(&self, op: &Tensor) -> bool {
+        self.0.device.offload_op(op)
+    }
+
     /// Waits for queued work and releases the backend (`ggml_backend_free`); the same as
     /// dropping the last handle.
     pub fn free(self) {}

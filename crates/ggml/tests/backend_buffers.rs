@@ -44,6 +44,7 @@ fn cpu_buffer_type_and_buffer_properties() {
     assert_eq!(buf.get_size(), 1000);
     assert_eq!(buf.get_type(), buft);
     assert_eq!(buf.get_alignment(), 32);
+    assert_eq!(buf.get_max_size(), usize::MAX);
     assert!(buf.is_host());
     assert!(!buf.is_multi_buffer());
     assert!(buf.parts().is_empty());
@@ -64,6 +65,8 @@ fn cpu_buffer_type_and_buffer_properties() {
     // clear really sets every byte: read them back through a tensor spanning the buffer
     let ctx = meta_ctx();
     let all = ctx.new_tensor_1d(Type::I8, 1000).unwrap();
+    assert_eq!(buf.get_alloc_size(&all), 1000);
+    assert_eq!(buft.get_alloc_size(&all), 1000);
     all.set_name("all");
     tensor_alloc(&buf, &all, 0).unwrap();
     for value in [0xAB, 0x00, 0x5C] {
@@ -76,6 +79,7 @@ fn cpu_buffer_type_and_buffer_properties() {
     // an empty buffer
     let empty = buft.alloc_buffer(0).unwrap();
     assert_eq!(empty.get_size(), 0);
+    assert!(empty.get_base().is_none(), "an empty buffer has no base");
     empty.clear(1).unwrap();
     empty.reset().unwrap();
 

@@ -222,3 +222,38 @@ fn the_test_device_reports_what_it_implements() {
     assert_eq!(stream.get_device(), dev);
     assert!(backend::dev_by_name("Accel").is_none(), "not registered");
 }
+
+#[test]
+fn backend_forwards_to_its_device_and_buffer_type() {
+    let cpu = backend::cpu_init().unwrap();
+    assert_eq!(cpu.get_default_buffer_type(), backend::cpu_buffer_type());
+    assert_eq!(cpu.get_alignment(), 32);
+    assert_eq!(cpu.get_max_size(), usize::MAX);
+    let buf = cpu.alloc_buffer(100).unwrap();
+    assert_eq!((buf.name(), buf.get_size()), ("CPU".to_string(), 100));
+    assert!(cpu.supports_buft(&backend::cpu_buffer_type()));
+
+    let (small, _) = test_buft("Small", 4096, false);
+    let dev = common_backend::TestDevice::builder("Fwd")
+        .buft(small.clone())
+        .build();
+    let stream = dev.init(None).unwrap();
+    assert_eq!(stream.get_default_buffer_type(), small);
+    assert_eq!(stream.get_alignment(), common_backend::TEST_ALIGN);
+    assert_eq!(stream.get_max_size(), 4096);
+    assert_eq!(stream.alloc_buffer(64).unwrap().name(), "Small");
+    assert!(stream.supports_buft(&small));
+    assert!(!stream.supports_buft(&backend::cpu_buffer_type()));
+    assert!(!cpu.supports_buft(&small));
+
+    let ctx = Context::init(1 << 20, true).unwrap();
+    let a = ctx.new_tensor_1d(Type::F32, 4).unwrap();
+    let add = ctx.add(&a, &a).unwrap();
+    let mul = ctx.mul(&a, &a).unwrap();
+    let relu = ctx.relu(&a).unwrap();
+    assert!(stream.supports_op(&add) && stream.supports_op(&mul));
+    assert!(!stream.supports_op(&relu));
+    assert!(cpu.supports_op(&relu));
+    assert!(stream.offload_op(&mul) && !stream.offload_op(&add));
+    assert!(!cpu.offload_op(&mul));
+}

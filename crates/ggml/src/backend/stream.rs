@@ -586,15 +586,23 @@ pub(crate) fn copy_bytes(
     size: usize,
 ) -> Result<()> {
     let freed = || Error::Freed("tensor copy: buffer freed".into());
-    let direct = s.buffer.with_reserved(|src| match src.host_ptr() {
-        Some(p) => {
-            // SAFETY: the source range is in bounds (checked against nbytes when the tensor was
-            // bound) and the reservation keeps other jobs and the host away from it.
-            let bytes = unsafe { std::slice::from_raw_parts(p.as_ptr().add(s.offset), size) };
-            Some(d.buffer.with_reserved(|dst| dst.write(d.offset, bytes)))
-        }
-        None => None,
-    });
+    // Straight from the source's host memory when it has some, unless both tensors are in one
+    // buffer: their ranges may overlap, and a slice of the source must not alias the bytes
+    // being written (that copy is staged).
+    let direct = if s.buffer == d.buffer {
+        Some(None)
+    } else {
+        s.buffer.with_reserved(|src| match src.host_ptr() {
+            Some(p) => {
+                // SAFETY: the source range is in bounds (checked against nbytes when the tensor
+                // was bound), the reservation keeps other jobs and the host away from it, and
+                // the destination is another buffer, so nothing writes it meanwhile.
+                let bytes = unsafe { std::slice::from_raw_parts(p.as_ptr().add(s.offset), size) };
+                Some(d.buffer.with_reserved(|dst| dst.write(d.offset, bytes)))
+            }
+            None => None,
+        })
+    };
     match direct.ok_or_else(freed)? {
         Some(r) => r.ok_or_else(freed)?,
         None => {

@@ -489,3 +489,26 @@ fn set_n_threads_gives_the_same_results() {
     let e = expect_err(stream.set_n_threads(2), &["NoThreads", "2"]);
     assert!(matches!(e, ggml::Error::Unsupported(_)));
 }
+
+#[test]
+fn tensor_copy_async_between_overlapping_views_copies_the_old_values() {
+    let cpu = backend::cpu_init().unwrap();
+    let ctx = Context::init(1 << 20, false).unwrap();
+    let x = ctx.new_tensor_1d(Type::F32, 8).unwrap();
+    let xv: Vec<f32> = (0..8).map(|i| i as f32).collect();
+    for (src_off, dst_off, want) in [
+        (0, 2, [0., 1., 0., 1., 2., 3., 4., 5.]),
+        (2, 0, [2., 3., 4., 5., 6., 7., 6., 7.]),
+    ] {
+        x.set_f32(&xv).unwrap();
+        let src = ctx.view_1d(&x, 6, src_off * 4).unwrap();
+        let dst = ctx.view_1d(&x, 6, dst_off * 4).unwrap();
+        backend::tensor_copy_async(&cpu, &cpu, &src, &dst).unwrap();
+        cpu.synchronize().unwrap();
+        assert_eq!(x.get_f32().unwrap(), want, "from {src_off} to {dst_off}");
+        // the synchronous copy agrees
+        x.set_f32(&xv).unwrap();
+        backend::tensor_copy(&src, &dst).unwrap();
+        assert_eq!(x.get_f32().unwrap(), want);
+    }
+}

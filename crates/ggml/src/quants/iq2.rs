@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 use bytemuck::{Pod, Zeroable};
 
 use super::iq_common::{
-    f16_le_to_f32, f32_to_f16_bits, fmax_slice, fold_signs, fold_signs_even, imatrix_weights,
-    nearest_int, put_signed, read_u32, scale_code, sum_squares,
+    f16_le_to_f32, f32_to_f16_bits, fmax, fmax_slice, fold_signs, fold_signs_even, imatrix_weights,
+    nearest_int, put_signed, quantize_blocks, read_u32, scale_code, sum_squares, UNIT_IMPORTANCE,
 };
 use super::iq_grids::{
     IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KGRID_2BIT_1024, KGRID_2BIT_256, KGRID_2BIT_512,
@@ -137,6 +137,228 @@ pub(crate) fn dequantize_row_iq2_s(src: &[u8], dst: &mut [f32]) {
             }
         }
     }
+}
+
+/// Quantizes to IQ2_XXS (`quantize_iq2_xxs`); GGML requires `imatrix` (see [`UNIT_IMPORTANCE`]).
+pub(crate) fn quantize_iq2_xxs(
+    src: &[f32],
+    dst: &mut [u8],
+    n_rows: usize,
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+) -> usize {
+    let search = ScaleSearch {
+        table: iq2xxs_table(),
+        kmax: 3,
+        steps: 6,
+        step: 0.1,
+        refine: Refine::AllGroups,
+    };
+    quantize_blocks(src, dst, n_rows, n_per_row, imatrix, 66, |xbl, qw, out| {
+        quantize_block_iq2_xxs(&search, xbl, qw.unwrap_or(&UNIT_IMPORTANCE), out)
+    })
+}
+
+/// One IQ2_XXS super-block (`quantize_row_iq2_xxs_impl`).
+fn quantize_block_iq2_xxs(search: &ScaleSearch<8>, xbl: &[f32], qw: &[f32], out: &mut [u8]) {
+    let mut q2 = [0u32; QK_K / 16];
+    let mut scales = [0f32; QK_K / 32];
+    let mut max_scale = 0f32;
+    let sigma2 = sum_squares(xbl) / QK_K as f32;
+    for (ib, (xb, qwb)) in xbl.chunks_exact(32).zip(qw.chunks_exact(32)).enumerate() {
+        let mut weight = [0f32; 32];
+        imatrix_weights(xb, qwb, sigma2, &mut weight);
+        let waux = weight.map(f32::sqrt);
+        let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
+        fold_signs_even(xb, &weight, &mut xval, &mut signs);
+        if fmax_slice(&xval) < GROUP_MAX_EPS {
+            continue;
+        }
+        let first = make_qp_quants(3 + 1, &xval, &mut [0u8; 32], &weight);
+        let eff_max = first * 3.0;
+        if eff_max <= 0.0 {
+            continue;
+        }
+        let (mut l, mut index) = ([0i8; 32], [0u16; 4]);
+        let mut scale = search.run(&xval, &weight, &waux, eff_max, first, &mut l, &mut index);
+        if scale < 0.0 {
+            scale = -scale;
+            signs.iter_mut().for_each(|s| *s = !*s & 127);
+        }
+        q2[2 * ib] = index
+            .iter()
+            .enumerate()
+            .fold(0, |a, (k, &i)| a | (i as u32) << (8 * k));
+        q2[2 * ib + 1] = signs
+            .iter()
+            .enumerate()
+            .fold(0, |a, (k, &s)| a | (s as u32) << (7 * k));
+        scales[ib] = scale;
+        max_scale = fmax(max_scale, scale);
+    }
+    out.fill(0);
+    if max_scale == 0.0 {
+        return;
+    }
+    let d = max_scale / 31.0;
+    out[..2].copy_from_slice(&f32_to_f16_bits(d).to_le_bytes());
+    let id = 1.0 / d;
+    for (ib, &s) in scales.iter().enumerate() {
+        q2[2 * ib + 1] |= (scale_code(id, s, 15) as u32) << 28;
+    }
+    for (o, w) in out[2..].chunks_exact_mut(4).zip(q2) {
+        o.copy_from_slice(&w.to_le_bytes());
+    }
+}
+
+/// How IQ2_XS and IQ2_S weight and sign a group of 16 values.
+#[derive(Clone, Copy)]
+enum Iq2Variant {
+    /// IQ2_XS: imatrix weights with σ² = Σx²/256, 7 stored sign bits per 8 values.
+    Xs,
+    /// IQ2_S: imatrix weights with σ² = 2Σx²/256 (or σ²/4 + x² without one), 8 sign bits.
+    S,
+}
+
+/// The scale, grid indices and sign bytes of a group of 16 values of IQ2_XS or IQ2_S.
+fn quantize_group16(
+    variant: Iq2Variant,
+    search: &ScaleSearch<8>,
+    xb: &[f32],
+    qw: Option<&[f32]>,
+    sigma2: f32,
+) -> Option<(f32, [u16; 2], [u8; 2])> {
+    let mut weight = [0f32; 16];
+    match qw {
+        Some(qw) => imatrix_weights(xb, qw, sigma2, &mut weight),
+        None => {
+            for (w, &v) in weight.iter_mut().zip(xb) {
+                *w = 0.25 * sigma2 + v * v;
+            }
+        }
+    }
+    let waux = weight.map(f32::sqrt);
+    let (mut xval, mut signs) = ([0f32; 16], [0u8; 2]);
+    let eps = match variant {
+        Iq2Variant::Xs => {
+            fold_signs_even(xb, &weight, &mut xval, &mut signs);
+            GROUP_MAX_EPS
+        }
+        Iq2Variant::S => {
+            fold_signs(xb, &mut xval, &mut signs);
+            GROUP_MAX_EPS_IQ2_S
+        }
+    };
+    let max = fmax_slice(&xval);
+    if max < eps {
+        return None;
+    }
+    let (mut l, mut index) = ([0i8; 16], [0u16; 2]);
+    let mut scale = search.run(&xval, &weight, &waux, max, max / 5.0, &mut l, &mut index);
+    if scale < 0.0 {
+        scale = -scale;
+        let keep = match variant {
+            Iq2Variant::Xs => 127,
+            Iq2Variant::S => 255,
+        };
+        signs.iter_mut().for_each(|s| *s = !*s & keep);
+    }
+    Some((scale, index, signs))
+}
+
+/// Quantizes to IQ2_XS (`quantize_iq2_xs`); GGML requires `imatrix` (see [`UNIT_IMPORTANCE`]).
+pub(crate) fn quantize_iq2_xs(
+    src: &[f32],
+    dst: &mut [u8],
+    n_rows: usize,
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+) -> usize {
+    let search = ScaleSearch {
+        table: iq2xs_table(),
+        kmax: 3,
+        steps: 9,
+        step: 0.1,
+        refine: Refine::OffGridGroups,
+    };
+    quantize_blocks(src, dst, n_rows, n_per_row, imatrix, 74, |xbl, qw, out| {
+        let qw = qw.unwrap_or(&UNIT_IMPORTANCE);
+        let sigma2 = sum_squares(xbl) / QK_K as f32;
+        let mut q2 = [0u16; QK_K / 8];
+        let mut scales = [0f32; QK_K / 16];
+        let mut max_scale = 0f32;
+        for (ib, (xb, qwb)) in xbl.chunks_exact(16).zip(qw.chunks_exact(16)).enumerate() {
+            let group = quantize_group16(Iq2Variant::Xs, &search, xb, Some(qwb), sigma2);
+            if let Some((scale, index, signs)) = group {
+                for k in 0..2 {
+                    q2[2 * ib + k] = index[k] | (signs[k] as u16) << 9;
+                }
+                scales[ib] = scale;
+                max_scale = fmax(max_scale, scale);
+            }
+        }
+        out.fill(0);
+        if max_scale == 0.0 {
+            return;
+        }
+        let block: &mut BlockIq2Xs = bytemuck::from_bytes_mut(out);
+        let d = max_scale / 31.0;
+        block.d = f32_to_f16_bits(d).to_le_bytes();
+        let id = 1.0 / d;
+        for (ib, &s) in scales.iter().enumerate() {
+            block.scales[ib / 2] |= scale_code(id, s, 15) << (4 * (ib % 2));
+        }
+        for (o, q) in block.qs.chunks_exact_mut(2).zip(q2) {
+            o.copy_from_slice(&q.to_le_bytes());
+        }
+    })
+}
+
+/// Quantizes to IQ2_S (`quantize_iq2_s`), with or without `imatrix`.
+pub(crate) fn quantize_iq2_s(
+    src: &[f32],
+    dst: &mut [u8],
+    n_rows: usize,
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+) -> usize {
+    let search = ScaleSearch {
+        table: iq2s_table(),
+        kmax: 3,
+        steps: 9,
+        step: 0.1,
+        refine: Refine::OffGridGroups,
+    };
+    quantize_blocks(src, dst, n_rows, n_per_row, imatrix, 82, |xbl, qw, out| {
+        out.fill(0);
+        let block: &mut BlockIq2S = bytemuck::from_bytes_mut(out);
+        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+        let mut scales = [0f32; QK_K / 16];
+        let mut max_scale = 0f32;
+        for (ib, xb) in xbl.chunks_exact(16).enumerate() {
+            let qwb = qw.map(|w| &w[16 * ib..16 * ib + 16]);
+            let group = quantize_group16(Iq2Variant::S, &search, xb, qwb, sigma2);
+            if let Some((scale, index, signs)) = group {
+                for k in 0..2 {
+                    let i8 = 2 * ib + k;
+                    block.qs[i8] = index[k] as u8;
+                    block.qh[i8 / 4] |= ((index[k] >> 8) as u8) << (2 * (i8 % 4));
+                    block.qs[QK_K / 8 + i8] = signs[k];
+                }
+                scales[ib] = scale;
+                max_scale = fmax(max_scale, scale);
+            }
+        }
+        if max_scale == 0.0 {
+            return;
+        }
+        let d = max_scale / 31.0;
+        block.d = f32_to_f16_bits(d * 0.9875).to_le_bytes();
+        let id = 1.0 / d;
+        for (ib, &s) in scales.iter().enumerate() {
+            block.scales[ib / 2] |= scale_code(id, s, 15) << (4 * (ib % 2));
+        }
+    })
 }
 
 /// GGML's `make_qp_quants` (non-negative levels 0..=nmax with a weighted least-squares scale),

@@ -5,7 +5,7 @@
 //! code, in `f32`, so results are bit-identical.
 
 use super::iq_grids::KMASK_IQ2XS;
-use crate::types::{f16, f16_to_f32, f32_to_f16};
+use crate::types::{f16, f16_to_f32, f32_to_f16, QK_K};
 
 /// Rounds to the nearest integer, ties to even, with GGML's `nearest_int` trick: adding 1.5·2²³
 /// leaves the integer in the low mantissa bits. Exact for |x| < 2²²; beyond that it yields the
@@ -112,4 +112,54 @@ pub(crate) fn put_signed(y: &mut [f32], scale: f32, grid: &[u8; 8], signs: u8) {
 /// The 4-bit code of a block scale relative to the super-block scale, `(2c+1)·d ≈ scale`.
 pub(crate) fn scale_code(id: f32, scale: f32, max: i32) -> u8 {
     nearest_int(0.5 * (id * scale - 1.0)).clamp(0, max) as u8
+}
+
+/// GGML's `MAX(a, b)` (`a > b ? a : b`).
+#[inline]
+pub(crate) fn fmax(a: f32, b: f32) -> f32 {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// Importance of every value when a quantizer that needs an imatrix is given none: GGML
+/// asserts there; the callers are expected to refuse, and this neutral weighting keeps the
+/// quantizer total.
+pub(crate) const UNIT_IMPORTANCE: [f32; QK_K] = [1.0; QK_K];
+
+/// Drives a super-block quantizer over `n_rows` rows of `n_per_row` values (GGML's
+/// `quantize_<type>` loop): `block` gets each super-block's 256 values, the matching 256
+/// entries of `imatrix` (if any) and the block's `type_size` output bytes. Returns the bytes
+/// written. The caller guarantees `n_per_row % 256 == 0`, `src.len() >= n_rows·n_per_row`,
+/// `dst.len() >= n_rows·n_per_row/256·type_size` and `imatrix.len() == n_per_row`; rows or
+/// blocks that do not fit are left out rather than read or written out of bounds.
+pub(crate) fn quantize_blocks(
+    src: &[f32],
+    dst: &mut [u8],
+    n_rows: usize,
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+    type_size: usize,
+    mut block: impl FnMut(&[f32], Option<&[f32]>, &mut [u8]),
+) -> usize {
+    debug_assert!(n_per_row % QK_K == 0 && imatrix.map_or(true, |w| w.len() == n_per_row));
+    if n_per_row == 0 || n_per_row % QK_K != 0 {
+        return 0;
+    }
+    let row_size = n_per_row / QK_K * type_size;
+    let rows = src
+        .chunks_exact(n_per_row)
+        .zip(dst.chunks_exact_mut(row_size));
+    let mut written = 0;
+    for (x, y) in rows.take(n_rows) {
+        let blocks = x.chunks_exact(QK_K).zip(y.chunks_exact_mut(type_size));
+        for (ibl, (xbl, out)) in blocks.enumerate() {
+            let qw = imatrix.and_then(|w| w.get(QK_K * ibl..QK_K * (ibl + 1)));
+            block(xbl, qw, out);
+        }
+        written += row_size;
+    }
+    written
 }

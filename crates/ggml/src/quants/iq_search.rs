@@ -255,10 +255,10 @@ impl<const D: usize> ScaleSearch<'_, D> {
         for is in -self.steps..=self.steps {
             let id = (top + is as f32 * self.step) / denom;
             let this_scale = 1.0 / id;
-            for k in 0..groups {
+            for (k, on) in on_grid_aux[..groups].iter_mut().enumerate() {
                 let g = D * k..D * k + D;
                 self.round_group(id, &xval[g.clone()], &mut laux[g]);
-                on_grid_aux[k] = self.snap_group(k, xval, waux, this_scale, &mut laux);
+                *on = self.snap_group(k, xval, waux, this_scale, &mut laux);
             }
             let (sumqx, sumq2) = Self::sums(xval, weight, &laux[..n]);
             if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
@@ -272,8 +272,8 @@ impl<const D: usize> ScaleSearch<'_, D> {
             && (self.refine == Refine::AllGroups || on_grid[..groups].iter().any(|&g| !g));
         if refine {
             let id = 1.0 / scale;
-            for k in 0..groups {
-                if self.refine == Refine::OffGridGroups && on_grid[k] {
+            for (k, &on) in on_grid[..groups].iter().enumerate() {
+                if self.refine == Refine::OffGridGroups && on {
                     continue;
                 }
                 let g = D * k..D * k + D;

@@ -30,7 +30,12 @@ fn dequantizer(t: Type) -> Result<Dequantize> {
 }
 
 fn quantizer(t: Type) -> Result<Quantize> {
-    Err(Error::unsupported(format!("quantization to type {t}")))
+    Ok(match t {
+        Type::IQ2_XXS => iq2::quantize_iq2_xxs,
+        Type::IQ2_XS => iq2::quantize_iq2_xs,
+        Type::IQ2_S => iq2::quantize_iq2_s,
+        _ => return Err(Error::unsupported(format!("quantization to type {t}"))),
+    })
 }
 
 /// Whether quantizing to `t` needs an importance matrix (`ggml_quantize_requires_imatrix`).

@@ -3,9 +3,20 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::iq_common::{f16_le_to_f32, put_signed, read_u32};
-use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
+use std::sync::OnceLock;
+
+use super::iq_common::{
+    f16_le_to_f32, f32_to_f16_bits, fmax, fmax_slice, fold_signs, fold_signs_even, imatrix_weights,
+    put_signed, quantize_blocks, read_u32, scale_code, sum_squares,
+};
+use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID, KGRID_3BIT_256, KGRID_3BIT_512, KSIGNS_IQ2XS};
+use super::iq_search::{GridTable, Refine, ScaleSearch};
 use crate::types::QK_K;
+
+/// Size of the packed-level map of the 3-bit grids (4 levels of 3 bits).
+const IQ3_MAP_SIZE: usize = 4096;
+/// Below this magnitude an IQ3_XXS block is quantized to zero (`GROUP_MAX_EPS_IQ3_XXS`).
+const GROUP_MAX_EPS_IQ3_XXS: f32 = 1e-8;
 
 /// One IQ3_XXS super-block (`block_iq3_xxs`, 98 bytes).
 #[repr(C)]
@@ -81,6 +92,159 @@ pub(crate) fn dequantize_row_iq3_s(src: &[u8], dst: &mut [f32]) {
             }
         }
     }
+}
+
+/// Grid tables, built on first use (GGML's `iq3_data`, set up by `ggml_quantize_init`).
+fn iq3xxs_table() -> &'static GridTable<4> {
+    static T: OnceLock<GridTable<4>> = OnceLock::new();
+    T.get_or_init(|| GridTable::new(&KGRID_3BIT_256, 3, IQ3_MAP_SIZE, 2))
+}
+
+fn iq3s_table() -> &'static GridTable<4> {
+    static T: OnceLock<GridTable<4>> = OnceLock::new();
+    T.get_or_init(|| GridTable::new(&KGRID_3BIT_512, 3, IQ3_MAP_SIZE, 3))
+}
+
+/// The weights of a block of 32 values: from the imatrix with σ² = 2Σx²/256, else x².
+fn block_weights(xb: &[f32], qw: Option<&[f32]>, sigma2: f32) -> [f32; 32] {
+    let mut weight = [0f32; 32];
+    match qw {
+        Some(qw) => imatrix_weights(xb, qw, sigma2, &mut weight),
+        None => {
+            for (w, &v) in weight.iter_mut().zip(xb) {
+                *w = v * v;
+            }
+        }
+    }
+    weight
+}
+
+/// The imatrix entries of block `ib` (32 values) of a super-block.
+fn block_imatrix(qw: Option<&[f32]>, ib: usize) -> Option<&[f32]> {
+    qw.map(|w| &w[32 * ib..32 * ib + 32])
+}
+
+/// Quantizes to IQ3_XXS (`quantize_iq3_xxs`; without `imatrix` also GGML's
+/// `quantize_row_iq3_xxs_ref`).
+pub(crate) fn quantize_iq3_xxs(
+    src: &[f32],
+    dst: &mut [u8],
+    n_rows: usize,
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+) -> usize {
+    let search = ScaleSearch {
+        table: iq3xxs_table(),
+        kmax: 8,
+        steps: 15,
+        step: 0.2,
+        refine: Refine::OffGridGroups,
+    };
+    quantize_blocks(src, dst, n_rows, n_per_row, imatrix, 98, |xbl, qw, out| {
+        let mut q3 = [0u8; 3 * QK_K / 8];
+        let mut scales = [0f32; QK_K / 32];
+        let mut max_scale = 0f32;
+        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+        for (ib, xb) in xbl.chunks_exact(32).enumerate() {
+            let weight = block_weights(xb, block_imatrix(qw, ib), sigma2);
+            let waux = weight.map(f32::sqrt);
+            let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
+            fold_signs_even(xb, &weight, &mut xval, &mut signs);
+            let max = fmax_slice(&xval);
+            if max < GROUP_MAX_EPS_IQ3_XXS {
+                continue;
+            }
+            let (mut l, mut index) = ([0i8; 32], [0u16; 8]);
+            let mut scale = search.run(&xval, &weight, &waux, max, max / 15.0, &mut l, &mut index);
+            if scale < 0.0 {
+                scale = -scale;
+                signs.iter_mut().for_each(|s| *s = !*s & 127);
+            }
+            for (q, &i) in q3[8 * ib..8 * ib + 8].iter_mut().zip(&index) {
+                *q = i as u8;
+            }
+            let packed = signs
+                .iter()
+                .enumerate()
+                .fold(0u32, |a, (k, &s)| a | (s as u32) << (7 * k));
+            q3[QK_K / 4 + 4 * ib..QK_K / 4 + 4 * ib + 4].copy_from_slice(&packed.to_le_bytes());
+            scales[ib] = scale;
+            max_scale = fmax(max_scale, scale);
+        }
+        out.fill(0);
+        if max_scale == 0.0 {
+            return;
+        }
+        let d = max_scale / 31.0;
+        out[..2].copy_from_slice(&f32_to_f16_bits(d * 1.0125).to_le_bytes());
+        let id = 1.0 / d;
+        for (ib, &s) in scales.iter().enumerate() {
+            q3[QK_K / 4 + 4 * ib + 3] |= scale_code(id, s, 15) << 4;
+        }
+        out[2..].copy_from_slice(&q3);
+    })
+}
+
+/// Quantizes to IQ3_S (`quantize_iq3_s`; without `imatrix` also GGML's
+/// `quantize_row_iq3_s_ref`).
+pub(crate) fn quantize_iq3_s(
+    src: &[f32],
+    dst: &mut [u8],
+    n_rows: usize,
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+) -> usize {
+    let search = ScaleSearch {
+        table: iq3s_table(),
+        kmax: 8,
+        steps: 9,
+        step: 0.2,
+        refine: Refine::AllGroupsIfAnyOffGrid,
+    };
+    quantize_blocks(src, dst, n_rows, n_per_row, imatrix, 110, |xbl, qw, out| {
+        out.fill(0);
+        let block: &mut BlockIq3S = bytemuck::from_bytes_mut(out);
+        let mut scales = [0f32; QK_K / 32];
+        let mut max_scale = 0f32;
+        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+        // GGML advances its `qs` and `signs` write positions only past blocks it quantizes: a
+        // block of exact zeros is skipped without moving them (while `qh` and the scales stay
+        // indexed by block), which shifts the following blocks' bytes. Kept for identical output.
+        let mut at = 0;
+        for (ib, xb) in xbl.chunks_exact(32).enumerate() {
+            let weight = block_weights(xb, block_imatrix(qw, ib), sigma2);
+            let waux = weight.map(f32::sqrt);
+            let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
+            fold_signs(xb, &mut xval, &mut signs);
+            let max = fmax_slice(&xval);
+            if max == 0.0 {
+                continue;
+            }
+            let (mut l, mut index) = ([0i8; 32], [0u16; 8]);
+            let mut scale = search.run(&xval, &weight, &waux, max, max / 15.0, &mut l, &mut index);
+            if scale < 0.0 {
+                scale = -scale;
+                signs.iter_mut().for_each(|s| *s = !*s);
+            }
+            for (k, &i) in index.iter().enumerate() {
+                block.qs[8 * at + k] = i as u8;
+                block.qh[ib] |= ((i >> 8) as u8) << k;
+            }
+            block.signs[4 * at..4 * at + 4].copy_from_slice(&signs);
+            at += 1;
+            scales[ib] = scale;
+            max_scale = fmax(max_scale, scale);
+        }
+        if max_scale == 0.0 {
+            return;
+        }
+        let d = max_scale / 31.0;
+        block.d = f32_to_f16_bits(d * 1.033).to_le_bytes();
+        let id = 1.0 / d;
+        for (ib, &s) in scales.iter().enumerate() {
+            block.scales[ib / 2] |= scale_code(id, s, 15) << (4 * (ib % 2));
+        }
+    })
 }
 
 #[cfg(test)]

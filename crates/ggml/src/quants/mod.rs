@@ -34,6 +34,8 @@ fn quantizer(t: Type) -> Result<Quantize> {
         Type::IQ2_XXS => iq2::quantize_iq2_xxs,
         Type::IQ2_XS => iq2::quantize_iq2_xs,
         Type::IQ2_S => iq2::quantize_iq2_s,
+        Type::IQ3_XXS => iq3::quantize_iq3_xxs,
+        Type::IQ3_S => iq3::quantize_iq3_s,
         _ => return Err(Error::unsupported(format!("quantization to type {t}"))),
     })
 }

@@ -159,3 +159,69 @@ fixture_tests! {
     IQ1_S: iq1_s_dequantize, iq1_s_quantize;
     IQ1_M: iq1_m_dequantize, iq1_m_quantize;
 }
+
+const ALL: [Type; 7] = [
+    Type::IQ2_XXS,
+    Type::IQ2_XS,
+    Type::IQ2_S,
+    Type::IQ3_XXS,
+    Type::IQ3_S,
+    Type::IQ1_S,
+    Type::IQ1_M,
+];
+
+/// Non-finite, huge and subnormal inputs must not panic (GGML may abort on some of them).
+#[test]
+fn hostile_inputs_do_not_panic() {
+    let specials = [
+        f32::NAN,
+        f32::INFINITY,
+        -f32::INFINITY,
+        3e38,
+        -3e38,
+        1e-45,
+        -0.0,
+        0.0,
+    ];
+    let x: Vec<f32> = (0..2 * QK_K)
+        .map(|i| specials[i % 8] * ((i % 5) as f32 - 2.0))
+        .collect();
+    let spiky: Vec<f32> = (0..2 * QK_K)
+        .map(|i| if i % 37 == 0 { 1e30 } else { i as f32 * 1e-3 })
+        .collect();
+    let imatrix = vec![1.0f32; 2 * QK_K];
+    for t in ALL {
+        for input in [&x, &spiky] {
+            let q = quants::quantize(t, input, 1, 2 * QK_K, Some(&imatrix)).unwrap();
+            assert_eq!(q.len(), 2 * t.type_size());
+            let mut y = vec![0f32; 2 * QK_K];
+            quants::dequantize(t, &q, &mut y).unwrap();
+        }
+        for fill in [0x00u8, 0xff, 0x7c] {
+            let mut y = vec![0f32; QK_K];
+            quants::dequantize(t, &vec![fill; t.type_size()], &mut y).unwrap();
+        }
+    }
+}
+
+/// The grid tables are built lazily; concurrent first use must agree with sequential use.
+#[test]
+fn concurrent_quantization_agrees() {
+    let x: Vec<f32> = (0..4 * QK_K)
+        .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+        .collect();
+    let imatrix: Vec<f32> = (0..QK_K).map(|i| 0.5 + (i % 3) as f32).collect();
+    let results: Vec<Vec<Vec<u8>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    ALL.iter()
+                        .map(|&t| quants::quantize(t, &x, 4, QK_K, Some(&imatrix)).unwrap())
+                        .collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(results.windows(2).all(|w| w[0] == w[1]));
+}

@@ -103,11 +103,6 @@ impl<const D: usize> GridTable<D> {
         self.points[index].map(|p| (p - 1) / 2)
     }
 
-    /// The grid point's positions `2l+1`.
-    pub(crate) fn positions(&self, index: usize) -> &[i8; D] {
-        &self.points[index]
-    }
-
     /// Packs a level vector into the map index.
     pub(crate) fn pack(&self, levels: &[i8]) -> usize {
         levels.iter().enumerate().fold(0usize, |u, (i, &l)| {

@@ -36,6 +36,8 @@ fn quantizer(t: Type) -> Result<Quantize> {
         Type::IQ2_S => iq2::quantize_iq2_s,
         Type::IQ3_XXS => iq3::quantize_iq3_xxs,
         Type::IQ3_S => iq3::quantize_iq3_s,
+        Type::IQ1_S => iq1::quantize_iq1_s,
+        Type::IQ1_M => iq1::quantize_iq1_m,
         _ => return Err(Error::unsupported(format!("quantization to type {t}"))),
     })
 }

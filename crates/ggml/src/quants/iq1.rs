@@ -8,8 +8,8 @@ use bytemuck::{Pod, Zeroable};
 
 use super::iq2::IQ2_MAP_SIZE;
 use super::iq_common::{
-    f16_le_to_f32, f32_to_f16_bits, fmax, imatrix_weights, quantize_blocks, scale_code,
-    sum_squares, UNIT_IMPORTANCE,
+    block_weights, f16_le_to_f32, f32_to_f16_bits, fmax, imatrix_weights, quantize_blocks,
+    scale_code, sum_squares, UNIT_IMPORTANCE,
 };
 use super::iq_grids::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID, KGRID_1BIT_2048};
 use super::iq_search::{GridTable, Lookup};
@@ -336,14 +336,7 @@ pub(crate) fn quantize_iq1_m(
     };
     let weights_of = |xb: &[f32], qw: Option<&[f32]>, sigma2: f32| -> [f32; 16] {
         let mut weight = [0f32; 16];
-        match qw {
-            Some(qw) => imatrix_weights(xb, qw, sigma2, &mut weight),
-            None => {
-                for (w, &v) in weight.iter_mut().zip(xb) {
-                    *w = v * v;
-                }
-            }
-        }
+        block_weights(xb, qw, sigma2, |v| v * v, &mut weight);
         weight
     };
     quantize_blocks(src, dst, n_rows, n_per_row, imatrix, 56, |xbl, qw, out| {

@@ -6,8 +6,9 @@ use std::sync::OnceLock;
 use bytemuck::{Pod, Zeroable};
 
 use super::iq_common::{
-    f16_le_to_f32, f32_to_f16_bits, fmax, fmax_slice, fold_signs, fold_signs_even, imatrix_weights,
-    nearest_int, put_signed, quantize_blocks, read_u32, scale_code, sum_squares, UNIT_IMPORTANCE,
+    block_weights, f16_le_to_f32, f32_to_f16_bits, fmax, fmax_slice, fold_signs, fold_signs_even,
+    imatrix_weights, nearest_int, pack_scale_nibbles, put_signed, quantize_blocks, read_u32,
+    scale_code, sum_squares, UNIT_IMPORTANCE,
 };
 use super::iq_grids::{
     IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KGRID_2BIT_1024, KGRID_2BIT_256, KGRID_2BIT_512,
@@ -229,14 +230,7 @@ fn quantize_group16(
     sigma2: f32,
 ) -> Option<(f32, [u16; 2], [u8; 2])> {
     let mut weight = [0f32; 16];
-    match qw {
-        Some(qw) => imatrix_weights(xb, qw, sigma2, &mut weight),
-        None => {
-            for (w, &v) in weight.iter_mut().zip(xb) {
-                *w = 0.25 * sigma2 + v * v;
-            }
-        }
-    }
+    block_weights(xb, qw, sigma2, |v| 0.25 * sigma2 + v * v, &mut weight);
     let waux = weight.map(f32::sqrt);
     let (mut xval, mut signs) = ([0f32; 16], [0u8; 2]);
     let eps = match variant {
@@ -305,9 +299,7 @@ pub(crate) fn quantize_iq2_xs(
         let d = max_scale / 31.0;
         block.d = f32_to_f16_bits(d).to_le_bytes();
         let id = 1.0 / d;
-        for (ib, &s) in scales.iter().enumerate() {
-            block.scales[ib / 2] |= scale_code(id, s, 15) << (4 * (ib % 2));
-        }
+        pack_scale_nibbles(id, &scales, &mut block.scales);
         for (o, q) in block.qs.chunks_exact_mut(2).zip(q2) {
             o.copy_from_slice(&q.to_le_bytes());
         }
@@ -355,9 +347,7 @@ pub(crate) fn quantize_iq2_s(
         let d = max_scale / 31.0;
         block.d = f32_to_f16_bits(d * 0.9875).to_le_bytes();
         let id = 1.0 / d;
-        for (ib, &s) in scales.iter().enumerate() {
-            block.scales[ib / 2] |= scale_code(id, s, 15) << (4 * (ib % 2));
-        }
+        pack_scale_nibbles(id, &scales, &mut block.scales);
     })
 }
 

@@ -6,8 +6,8 @@ use bytemuck::{Pod, Zeroable};
 use std::sync::OnceLock;
 
 use super::iq_common::{
-    f16_le_to_f32, f32_to_f16_bits, fmax, fmax_slice, fold_signs, fold_signs_even, imatrix_weights,
-    put_signed, quantize_blocks, read_u32, scale_code, sum_squares,
+    block_weights, f16_le_to_f32, f32_to_f16_bits, fmax, fmax_slice, fold_signs, fold_signs_even,
+    pack_scale_nibbles, put_signed, quantize_blocks, read_u32, scale_code, sum_squares,
 };
 use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID, KGRID_3BIT_256, KGRID_3BIT_512, KSIGNS_IQ2XS};
 use super::iq_search::{GridTable, Refine, ScaleSearch};
@@ -106,16 +106,9 @@ fn iq3s_table() -> &'static GridTable<4> {
 }
 
 /// The weights of a block of 32 values: from the imatrix with σ² = 2Σx²/256, else x².
-fn block_weights(xb: &[f32], qw: Option<&[f32]>, sigma2: f32) -> [f32; 32] {
+fn weights32(xb: &[f32], qw: Option<&[f32]>, sigma2: f32) -> [f32; 32] {
     let mut weight = [0f32; 32];
-    match qw {
-        Some(qw) => imatrix_weights(xb, qw, sigma2, &mut weight),
-        None => {
-            for (w, &v) in weight.iter_mut().zip(xb) {
-                *w = v * v;
-            }
-        }
-    }
+    block_weights(xb, qw, sigma2, |v| v * v, &mut weight);
     weight
 }
 
@@ -146,7 +139,7 @@ pub(crate) fn quantize_iq3_xxs(
         let mut max_scale = 0f32;
         let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
         for (ib, xb) in xbl.chunks_exact(32).enumerate() {
-            let weight = block_weights(xb, block_imatrix(qw, ib), sigma2);
+            let weight = weights32(xb, block_imatrix(qw, ib), sigma2);
             let waux = weight.map(f32::sqrt);
             let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
             fold_signs_even(xb, &weight, &mut xval, &mut signs);
@@ -212,7 +205,7 @@ pub(crate) fn quantize_iq3_s(
         // indexed by block), which shifts the following blocks' bytes. Kept for identical output.
         let mut at = 0;
         for (ib, xb) in xbl.chunks_exact(32).enumerate() {
-            let weight = block_weights(xb, block_imatrix(qw, ib), sigma2);
+            let weight = weights32(xb, block_imatrix(qw, ib), sigma2);
             let waux = weight.map(f32::sqrt);
             let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
             fold_signs(xb, &mut xval, &mut signs);
@@ -241,9 +234,7 @@ pub(crate) fn quantize_iq3_s(
         let d = max_scale / 31.0;
         block.d = f32_to_f16_bits(d * 1.033).to_le_bytes();
         let id = 1.0 / d;
-        for (ib, &s) in scales.iter().enumerate() {
-            block.scales[ib / 2] |= scale_code(id, s, 15) << (4 * (ib % 2));
-        }
+        pack_scale_nibbles(id, &scales, &mut block.scales);
     })
 }
 

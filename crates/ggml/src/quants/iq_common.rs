@@ -48,6 +48,32 @@ pub(crate) fn imatrix_weights(x: &[f32], qw: &[f32], sigma2: f32, weight: &mut [
     }
 }
 
+/// Importance weights of a block: [`imatrix_weights`] when the imatrix entries `qw` are given,
+/// else `plain(x[i])` (the format's own weighting).
+pub(crate) fn block_weights(
+    x: &[f32],
+    qw: Option<&[f32]>,
+    sigma2: f32,
+    plain: impl Fn(f32) -> f32,
+    weight: &mut [f32],
+) {
+    match qw {
+        Some(qw) => imatrix_weights(x, qw, sigma2, weight),
+        None => {
+            for (w, &v) in weight.iter_mut().zip(x) {
+                *w = plain(v);
+            }
+        }
+    }
+}
+
+/// Packs 4-bit block scale codes (relative to `id` = 1/d) two per byte, low nibble first.
+pub(crate) fn pack_scale_nibbles(id: f32, scales: &[f32], out: &mut [u8]) {
+    for (ib, &s) in scales.iter().enumerate() {
+        out[ib / 2] |= scale_code(id, s, 15) << (4 * (ib % 2));
+    }
+}
+
 /// Replaces the values of each group of 8 by their magnitudes (`xval`) and returns one sign byte
 /// per group (bit `i` set where value `i` was negative).
 pub(crate) fn fold_signs(x: &[f32], xval: &mut [f32], signs: &mut [u8]) {

@@ -23,7 +23,7 @@ pub(crate) struct GridTable<const D: usize> {
 
 /// Where a packed level vector lies: on the grid, or off it with a list of nearest grid points.
 pub(crate) enum Lookup<'a> {
-    /// The vector is grid point `usize`.
+    /// The vector is the grid point with this index.
     OnGrid(usize),
     /// The vector is not on the grid; these grid points are its nearest.
     Off(&'a [u16]),
@@ -50,7 +50,7 @@ impl<const D: usize> GridTable<D> {
         }
         let mut neighbours = Vec::new();
         let mut dist = vec![0u32; points.len()];
-        let mut levels: Vec<u32> = Vec::with_capacity(nwant);
+        let mut radii: Vec<u32> = Vec::with_capacity(nwant);
         for (i, slot) in map.iter_mut().enumerate() {
             if *slot >= 0 {
                 continue;
@@ -64,27 +64,27 @@ impl<const D: usize> GridTable<D> {
                     .sum();
             }
             // The `nwant` smallest distinct distances, ascending.
-            levels.clear();
+            radii.clear();
             for _ in 0..nwant {
-                let floor = levels.last().copied();
+                let floor = radii.last().copied();
                 let next = dist
                     .iter()
                     .copied()
                     .filter(|&d| floor.map_or(true, |f| d > f))
                     .min();
                 match next {
-                    Some(d) => levels.push(d),
+                    Some(d) => radii.push(d),
                     None => break,
                 }
             }
             *slot = -(neighbours.len() as i32 + 1);
             let start = neighbours.len();
             neighbours.push(0);
-            for &level in &levels {
+            for &radius in &radii {
                 neighbours.extend(
                     dist.iter()
                         .enumerate()
-                        .filter(|&(_, &d)| d == level)
+                        .filter(|&(_, &d)| d == radius)
                         .map(|(j, _)| j as u16),
                 );
             }

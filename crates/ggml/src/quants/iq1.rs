@@ -164,7 +164,7 @@ fn split_levels(order: &[usize], i1: usize, i2: usize, mirror: bool, l: &mut [i8
     }
 }
 
-/// GGML's `iq1_find_best_neighbour2`: the neighbour minimising Σ w·(scale·xx[l] − x)²; writes its
+/// GGML's `iq1_find_best_neighbour2`: the neighbour minimising Σ w·(scale·xx(l) − x)²; writes its
 /// levels into `l` and returns its index (the first neighbour when no distance is finite,
 /// where GGML reads out of bounds and aborts).
 fn best_neighbour(

@@ -74,8 +74,8 @@ pub(crate) fn pack_scale_nibbles(id: f32, scales: &[f32], out: &mut [u8]) {
     }
 }
 
-/// Replaces the values of each group of 8 by their magnitudes (`xval`) and returns one sign byte
-/// per group (bit `i` set where value `i` was negative).
+/// Writes the magnitudes of `x` to `xval` and one sign byte per group of 8 values to `signs`
+/// (bit `i` set where value `i` is not `>= 0`).
 pub(crate) fn fold_signs(x: &[f32], xval: &mut [f32], signs: &mut [u8]) {
     for ((xg, vg), s) in x.chunks_exact(8).zip(xval.chunks_exact_mut(8)).zip(signs) {
         *s = 0;
@@ -92,8 +92,8 @@ pub(crate) fn fold_signs(x: &[f32], xval: &mut [f32], signs: &mut [u8]) {
 
 /// As [`fold_signs`], for formats that store only 7 sign bits per group (the eighth is implied
 /// by even parity): where a group has an odd number of negative values, the value with the
-/// smallest `weight·x²` keeps the wrong sign (its magnitude is negated in `xval`). The returned
-/// bytes hold the 7 stored bits.
+/// smallest `weight·x²` keeps the wrong sign (its magnitude is negated in `xval`). `signs` gets
+/// the 7 stored bits.
 pub(crate) fn fold_signs_even(x: &[f32], weight: &[f32], xval: &mut [f32], signs: &mut [u8]) {
     fold_signs(x, xval, signs);
     for (k, s) in signs.iter_mut().enumerate() {
@@ -116,9 +116,9 @@ pub(crate) fn fold_signs_even(x: &[f32], weight: &[f32], xval: &mut [f32], signs
     }
 }
 
-/// The largest value of a slice, folded left with GGML's `MAX` (NaN-agnostic `a > b ? a : b`).
+/// The largest value of a slice, folded left with [`fmax`] as GGML does.
 pub(crate) fn fmax_slice(x: &[f32]) -> f32 {
-    x[1..].iter().fold(x[0], |m, &v| if m > v { m } else { v })
+    x[1..].iter().fold(x[0], |m, &v| fmax(m, v))
 }
 
 /// Writes `scale · grid[j] · (±1)` for the 8 values of a group, negated where bit `j` of `signs`

@@ -248,4 +248,26 @@ mod tests {
         assert_eq!(size_of::<BlockIq3Xxs>(), Type::IQ3_XXS.type_size());
         assert_eq!(size_of::<BlockIq3S>(), Type::IQ3_S.type_size());
     }
+
+    /// GGML's IQ3_S does not advance its `qs`/`signs` write positions past an all-zero block of
+    /// 32 (checked against GGML on a fixture with such blocks while this was written). Without
+    /// an imatrix a block's indices and signs depend on its own values only, so zeroing block 0
+    /// must shift the other blocks' `qs` and `signs` down by one block, `qh` staying in place.
+    #[test]
+    fn iq3_s_zero_block_shifts_following_blocks() {
+        let mut x: Vec<f32> = (0..QK_K)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
+            .collect();
+        let (mut full, mut holed) = ([0u8; 110], [0u8; 110]);
+        quantize_iq3_s(&x, &mut full, 1, QK_K, None);
+        x[..32].fill(0.0);
+        quantize_iq3_s(&x, &mut holed, 1, QK_K, None);
+        let (a, b): (&BlockIq3S, &BlockIq3S) =
+            (bytemuck::from_bytes(&full), bytemuck::from_bytes(&holed));
+        assert_eq!(b.qs[..56], a.qs[8..]);
+        assert_eq!(b.qs[56..], [0; 8]);
+        assert_eq!(b.signs[..28], a.signs[4..]);
+        assert_eq!(b.qh[0], 0);
+        assert_eq!(b.qh[1..], a.qh[1..]);
+    }
 }

@@ -4,6 +4,7 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod quants;
 pub mod types;
 
 pub use error::{Error, Result, Status};

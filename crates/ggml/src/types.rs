@@ -315,6 +315,9 @@ mod tests {
         assert_eq!(f32_to_bf16(1.0 + 1.0 / 256.0).to_bits(), 0x3f80);
         assert!(bf16_to_f32(f32_to_bf16(f32::NAN)).is_nan());
         assert_eq!(bf16_to_f32(f32_to_bf16(-2.5)), -2.5);
-        assert_eq!(f16_to_f32(f32_to_f16(0.333)), half::f16::from_f32(0.333).to_f32());
+        assert_eq!(
+            f16_to_f32(f32_to_f16(0.333)),
+            half::f16::from_f32(0.333).to_f32()
+        );
     }
 }

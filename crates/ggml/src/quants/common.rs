@@ -45,9 +45,9 @@ pub(crate) fn lround(x: f32) -> i64 {
 /// overflow to infinity, NaN to the quiet NaN `0x7e00` with the sign kept).
 #[inline(always)]
 pub(crate) fn fp32_to_fp16(f: f32) -> u16 {
-    const SCALE_TO_INF: f32 = f32::from_bits(0x7780_0000); // 2^112
-    const SCALE_TO_ZERO: f32 = f32::from_bits(0x0880_0000); // 2^-110
-    let base = (f.abs() * SCALE_TO_INF) * SCALE_TO_ZERO;
+    let scale_to_inf = f32::from_bits(0x7780_0000); // 2^112
+    let scale_to_zero = f32::from_bits(0x0880_0000); // 2^-110
+    let base = (f.abs() * scale_to_inf) * scale_to_zero;
     let w = f.to_bits();
     let shl1_w = w.wrapping_add(w);
     let sign = w & 0x8000_0000;
@@ -69,8 +69,8 @@ pub(crate) fn fp16_to_fp32(h: u16) -> f32 {
     let sign = w & 0x8000_0000;
     let two_w = w.wrapping_add(w);
     const EXP_OFFSET: u32 = 0xe0 << 23;
-    const EXP_SCALE: f32 = f32::from_bits(0x0780_0000); // 2^-112
-    let normalized = f32::from_bits((two_w >> 4) + EXP_OFFSET) * EXP_SCALE;
+    let exp_scale = f32::from_bits(0x0780_0000); // 2^-112
+    let normalized = f32::from_bits((two_w >> 4) + EXP_OFFSET) * exp_scale;
     const MAGIC_MASK: u32 = 126 << 23;
     let denormalized = f32::from_bits((two_w >> 17) | MAGIC_MASK) - 0.5;
     let bits = if two_w < (1 << 27) {
@@ -186,11 +186,7 @@ pub(crate) fn for_each_row<B: Pod>(
     n_per_row: usize,
     mut quantize_row: impl FnMut(&[f32], &mut [B]),
 ) {
-    let n_rows = if n_per_row == 0 {
-        0
-    } else {
-        src.len() / n_per_row
-    };
+    let n_rows = src.len().checked_div(n_per_row).unwrap_or(0);
     if n_rows == 0 {
         return;
     }

@@ -7,7 +7,7 @@ use super::common::{
     assert_block_size, blocks, blocks_mut, imatrix_weights, quantize_rows, sum_squares, trunc_i32,
     PackedF16,
 };
-use super::search::{make_qkx_quants, make_qx_quants, ScaleSteps};
+use super::search::{make_qkx_quants, make_qx_quants, QKX3_STEPS};
 
 /// Elements per block of every legacy format.
 const QK: usize = 32;
@@ -250,14 +250,6 @@ pub(crate) fn dequantize_row_q4_1(src: &[u8], dst: &mut [f32]) {
         }
     }
 }
-
-/// The asymmetric search the imatrix quantizers of Q4_1, Q5_1 (and the k-quants) use.
-pub(crate) const QKX3_STEPS: ScaleSteps = ScaleSteps {
-    rmin: -0.9,
-    rdelta: 0.05,
-    nstep: 36,
-    use_mad: false,
-};
 
 /// One row of the imatrix quantizer shared by Q4_1 and Q5_1: per block, the asymmetric search
 /// with levels `0 ..= nmax`, then `store(block, d, m, levels)`.

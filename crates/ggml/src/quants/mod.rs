@@ -16,13 +16,32 @@
 
 mod common;
 mod float_rows;
+mod fp4;
+mod iq4;
+mod kquants;
 mod legacy;
+mod low_bit;
+mod q2_k;
+mod q3_k;
+mod q45_k;
+mod q6_k;
+mod q8_k;
 mod search;
+mod ternary;
 
 use crate::{Error, Result, Type};
 
 pub use common::{PackedF16, PackedF32, PackedI16, PackedU16};
+pub use fp4::{BlockMxfp4, BlockNvfp4};
+pub use iq4::{BlockIq4Nl, BlockIq4Xs, IQ4_NL_VALUES};
 pub use legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+pub use low_bit::{BlockQ1_0, BlockQ2_0};
+pub use q2_k::BlockQ2K;
+pub use q3_k::BlockQ3K;
+pub use q45_k::{BlockQ4K, BlockQ5K};
+pub use q6_k::BlockQ6K;
+pub use q8_k::BlockQ8K;
+pub use ternary::{BlockTq1_0, BlockTq2_0};
 
 /// `to_float`: one run of whole blocks → f32 (lengths checked by the dispatcher).
 type ToFloat = fn(&[u8], &mut [f32]);
@@ -122,8 +141,78 @@ fn kernels(ty: Type) -> Result<Kernels> {
         ),
         // GGML has no dequantizer for Q8_1 and does not quantize it in ggml_quantize_chunk.
         Q8_1 => Kernels::new(None, Some(legacy::quantize_row_q8_1_ref), None),
-        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K | IQ4_NL | IQ4_XS | TQ1_0 | TQ2_0 | MXFP4
-        | NVFP4 | Q1_0 | Q2_0 => return Err(Error::unsupported("wip")),
+        Q2_K => Kernels::full(
+            q2_k::dequantize_row_q2_k,
+            q2_k::quantize_row_q2_k_ref,
+            q2_k::quantize_q2_k,
+        ),
+        Q3_K => Kernels::full(
+            q3_k::dequantize_row_q3_k,
+            q3_k::quantize_row_q3_k_ref,
+            q3_k::quantize_q3_k,
+        ),
+        Q4_K => Kernels::full(
+            q45_k::dequantize_row_q4_k,
+            q45_k::quantize_row_q4_k_ref,
+            q45_k::quantize_q4_k,
+        ),
+        Q5_K => Kernels::full(
+            q45_k::dequantize_row_q5_k,
+            q45_k::quantize_row_q5_k_ref,
+            q45_k::quantize_q5_k,
+        ),
+        Q6_K => Kernels::full(
+            q6_k::dequantize_row_q6_k,
+            q6_k::quantize_row_q6_k_ref,
+            q6_k::quantize_q6_k,
+        ),
+        // GGML's base type traits leave Q8_K's to_float and from_float_ref empty, but
+        // ggml-quants exports dequantize_row_q8_K and quantize_row_q8_K_ref; both are offered.
+        Q8_K => Kernels::new(
+            Some(q8_k::dequantize_row_q8_k),
+            Some(q8_k::quantize_row_q8_k_ref),
+            None,
+        ),
+        IQ4_NL => Kernels::full(
+            iq4::dequantize_row_iq4_nl,
+            iq4::quantize_row_iq4_nl_ref,
+            iq4::quantize_iq4_nl,
+        ),
+        IQ4_XS => Kernels::full(
+            iq4::dequantize_row_iq4_xs,
+            iq4::quantize_row_iq4_xs_ref,
+            iq4::quantize_iq4_xs,
+        ),
+        TQ1_0 => Kernels::full(
+            ternary::dequantize_row_tq1_0,
+            ternary::quantize_row_tq1_0_ref,
+            ternary::quantize_tq1_0,
+        ),
+        TQ2_0 => Kernels::full(
+            ternary::dequantize_row_tq2_0,
+            ternary::quantize_row_tq2_0_ref,
+            ternary::quantize_tq2_0,
+        ),
+        MXFP4 => Kernels::full(
+            fp4::dequantize_row_mxfp4,
+            fp4::quantize_row_mxfp4_ref,
+            fp4::quantize_mxfp4,
+        ),
+        NVFP4 => Kernels::full(
+            fp4::dequantize_row_nvfp4,
+            fp4::quantize_row_nvfp4_ref,
+            fp4::quantize_nvfp4,
+        ),
+        Q1_0 => Kernels::full(
+            low_bit::dequantize_row_q1_0,
+            low_bit::quantize_row_q1_0_ref,
+            low_bit::quantize_q1_0,
+        ),
+        Q2_0 => Kernels::full(
+            low_bit::dequantize_row_q2_0,
+            low_bit::quantize_row_q2_0_ref,
+            low_bit::quantize_q2_0,
+        ),
         IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S | IQ1_M => grid_iquant_kernels(ty)?,
         I8 | I16 | I32 | I64 | F64 => {
             return Err(Error::unsupported(format!(

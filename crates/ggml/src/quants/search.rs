@@ -174,6 +174,15 @@ pub(crate) struct ScaleSteps {
     pub use_mad: bool,
 }
 
+/// The trial scales of GGML's imatrix quantizers (`make_qkx3_quants(..., -0.9f, 0.05f, 36,
+/// false)`), used by Q4_1, Q5_1 and the k-quants.
+pub(crate) const QKX3_STEPS: ScaleSteps = ScaleSteps {
+    rmin: -0.9,
+    rdelta: 0.05,
+    nstep: 36,
+    use_mad: false,
+};
+
 /// Asymmetric quantization of `x` to levels `0 ..= nmax` with a scale and a minimum, minimising
 /// the `weights`-weighted error over the trial scales of `steps` (GGML's `make_qkx2_quants` and
 /// `make_qkx3_quants`, which compute the same thing whenever weights are given, as they always

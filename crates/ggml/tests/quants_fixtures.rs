@@ -75,8 +75,13 @@ impl Reader<'_> {
     }
 }
 
+/// The committed fixtures, or the directory named by `GGML_QUANT_FIXTURES` (e.g. the output of
+/// `gen.py --stress --out DIR`, a larger differential run).
 fn fixture_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quants")
+    match std::env::var_os("GGML_QUANT_FIXTURES") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quants"),
+    }
 }
 
 fn load(name: &str) -> Fixture {

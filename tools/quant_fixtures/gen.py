@@ -127,6 +127,19 @@ def make_input(rng, dist, n):
         return x
     if dist == "uniform":
         return rng.uniform(-1.0, 1.0, n).astype(np.float32)
+    if dist == "cauchy":
+        return np.clip(rng.standard_cauchy(n), -1e4, 1e4).astype(np.float32)
+    if dist == "sparse":
+        x = rng.standard_normal(n).astype(np.float32)
+        x[rng.random(n) < 0.9] = 0.0
+        return x
+    if dist == "positive":
+        return np.abs(rng.standard_normal(n)).astype(np.float32) + 0.5
+    if dist == "steps":
+        # Few distinct values (ties in every search), varying per block of 32.
+        return (rng.integers(-3, 4, n) * 10.0 ** rng.uniform(-2, 2, n // 32).repeat(32)).astype(
+            np.float32
+        )
     if dist == "scales":
         # Each group of 16 has its own magnitude (exercises the sub-block scale searches), with a
         # positive offset on some groups (exercises the min searches).
@@ -199,11 +212,14 @@ def dequantize(g, type_id, name, q, n):
     raise RuntimeError(f"no dequantization for {name}")
 
 
-def case_plan(g, type_id, name):
+def case_plan(g, type_id, name, stress):
     """(case name, kind, distribution, n_rows, n_per_row) for one type."""
     plan = []
     dists = ["normal", "zeros", "outliers", "tiny", "uniform", "scales"]
     shape = {"normal": (3, 512)}
+    if stress:
+        dists += ["cauchy", "sparse", "positive", "steps"]
+        shape = {d: (16, 512) for d in dists}
     needs_imatrix = g.lib.ggml_quantize_requires_imatrix(type_id)
     if g.has_chunk(type_id, name):
         if not needs_imatrix:
@@ -214,12 +230,12 @@ def case_plan(g, type_id, name):
             for d in imx:
                 plan.append((f"imatrix-{d}", KIND_CHUNK_IMATRIX, d) + shape.get(d, (2, 256)))
     if g.from_float_ref(type_id, name) is not None:
-        for d in ["normal", "zeros", "outliers", "tiny"]:
-            if name == "iq4_nl" and d in ("zeros", "tiny"):
+        for d in ["normal", "zeros", "outliers", "tiny"] + (dists[6:] if stress else []):
+            if name == "iq4_nl" and d in ("zeros", "tiny", "sparse"):
                 # quantize_row_iq4_nl_ref packs uninitialised stack memory (its L[]) into the
                 # nibbles of an all-(near-)zero block: GGML's bytes are not reproducible there.
                 continue
-            plan.append((f"ref-{d}", KIND_REF, d, 2, 256))
+            plan.append((f"ref-{d}", KIND_REF, d) + (shape[d] if stress else (2, 256)))
     if g.to_float(type_id, name) is not None:
         plan.append(("random-blocks", KIND_RANDOM, None, 2, 512))
     return plan
@@ -265,8 +281,18 @@ def encode_case(case_name, kind, n_rows, n_per_row, x, imatrix, q, y):
 
 
 def main():
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=OUT_DIR, help="output directory (default: the fixtures)")
+    ap.add_argument(
+        "--stress",
+        action="store_true",
+        help="larger inputs and more distributions, for a local differential run (not committed)",
+    )
+    args = ap.parse_args()
     g = Ggml()
-    os.makedirs(OUT_DIR, exist_ok=True)
+    os.makedirs(args.out, exist_ok=True)
     total = 0
     for type_id in range(43):
         t = g.traits(type_id)
@@ -275,13 +301,13 @@ def main():
         name = t.type_name.decode()
         if not t.is_quantized and name not in ("f16", "bf16"):
             continue
-        rng = np.random.default_rng([SEED, type_id])
+        rng = np.random.default_rng([SEED + int(args.stress), type_id])
         cases = []
-        for case_name, kind, dist, n_rows, n_per_row in case_plan(g, type_id, name):
+        for case_name, kind, dist, n_rows, n_per_row in case_plan(g, type_id, name, args.stress):
             x, imatrix, q, y = run_case(g, rng, type_id, name, kind, dist, n_rows, n_per_row)
             cases.append(encode_case(case_name, kind, n_rows, n_per_row, x, imatrix, q, y))
         blob = b"GQFX" + struct.pack("<III", 1, type_id, len(cases)) + b"".join(cases)
-        with open(os.path.join(OUT_DIR, f"{name}.bin"), "wb") as f:
+        with open(os.path.join(args.out, f"{name}.bin"), "wb") as f:
             f.write(blob)
         total += len(blob)
         print(f"{name:8} {len(cases):3} cases {len(blob):8} bytes")

@@ -1,166 +1,16 @@
-//! The grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) against fixtures
-//! made by the real GGML (`tests/fixtures/quants/<type>.bin`, format in the fixture script):
-//! quantized bytes must be identical and dequantized values bit-identical.
+//! The grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) beyond the fixture
+//! comparisons of `quants_fixtures.rs` (which check every GGML fixture case of these types:
+//! quantized bytes identical, dequantized values bit-identical): the dispatcher must offer all
+//! of them (so that no fixture check is skipped), hostile input must not panic, and the lazily
+//! built grid tables must be safe to build from several threads at once.
 
-use std::path::PathBuf;
+use ggml::quants::{
+    dequantize_row, has_from_float_ref, has_quantizer, has_to_float, quantize_chunk,
+    quantize_requires_imatrix, quantize_row_ref,
+};
+use ggml::{Error, Type, QK_K};
 
-use ggml::{quants, Type, QK_K};
-
-/// One fixture case.
-struct Case {
-    name: String,
-    n_rows: usize,
-    n_per_row: usize,
-    /// 0: quantized without imatrix, 1: with `imatrix`, 2: GGML's reference quantizer,
-    /// 3: dequantize only.
-    kind: u8,
-    imatrix: Option<Vec<f32>>,
-    input: Vec<f32>,
-    quantized: Vec<u8>,
-    dequantized: Vec<f32>,
-}
-
-struct Reader<'a> {
-    data: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn bytes(&mut self, n: usize) -> &[u8] {
-        let s = &self.data[self.at..self.at + n];
-        self.at += n;
-        s
-    }
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes(self.bytes(4).try_into().unwrap())
-    }
-    fn f32s(&mut self, n: usize) -> Vec<f32> {
-        self.bytes(4 * n)
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    }
-}
-
-fn load(t: Type) -> Vec<Case> {
-    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "quants"]
-        .iter()
-        .collect::<PathBuf>()
-        .join(format!("{}.bin", t.name()));
-    let data = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut r = Reader { data: &data, at: 0 };
-    assert_eq!(r.bytes(4), b"GQFX", "{}", path.display());
-    assert_eq!(r.u32(), 1, "fixture version");
-    assert_eq!(r.u32(), t as u32, "fixture type id");
-    let n_cases = r.u32();
-    let cases: Vec<Case> = (0..n_cases)
-        .map(|_| {
-            let len = r.u32() as usize;
-            let name = String::from_utf8(r.bytes(len).to_vec()).unwrap();
-            let n_rows = r.u32() as usize;
-            let n_per_row = r.u32() as usize;
-            let kind = r.bytes(1)[0];
-            let imatrix = (kind == 1).then(|| r.f32s(n_per_row));
-            let n = n_rows * n_per_row;
-            let input = r.f32s(n);
-            let quantized = r.bytes(n / QK_K * t.type_size()).to_vec();
-            let dequantized = r.f32s(n);
-            Case {
-                name,
-                n_rows,
-                n_per_row,
-                kind,
-                imatrix,
-                input,
-                quantized,
-                dequantized,
-            }
-        })
-        .collect();
-    assert_eq!(r.at, data.len(), "{}: trailing bytes", path.display());
-    assert!(!cases.is_empty());
-    cases
-}
-
-/// Panics naming the type, case, row and first differing block when `got != want`.
-fn compare<T: PartialEq + std::fmt::Debug>(
-    t: Type,
-    case: &Case,
-    what: &str,
-    per_block: usize,
-    got: &[T],
-    want: &[T],
-) {
-    assert_eq!(got.len(), want.len(), "{t} {}: {what} length", case.name);
-    let per_row = case.n_per_row / QK_K * per_block;
-    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
-        let (row, block) = (i / per_row, i % per_row / per_block);
-        let at = i - i % per_block;
-        panic!(
-            "{t} case {:?}: {what} differ at row {row}, block {block} (element {i})\n got: {:?}\nwant: {:?}",
-            case.name,
-            &got[at..at + per_block],
-            &want[at..at + per_block]
-        );
-    }
-}
-
-fn check_dequantize(t: Type) {
-    for case in load(t) {
-        let mut out = vec![0f32; case.n_rows * case.n_per_row];
-        quants::dequantize(t, &case.quantized, &mut out).unwrap();
-        let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
-        let want: Vec<u32> = case.dequantized.iter().map(|v| v.to_bits()).collect();
-        compare(t, &case, "dequantized values (bits)", QK_K, &got, &want);
-    }
-}
-
-fn check_quantize(t: Type) {
-    let mut n_checked = 0;
-    for case in load(t).iter().filter(|c| c.kind != 3) {
-        let imatrix = if case.kind == 1 {
-            case.imatrix.as_deref()
-        } else {
-            None
-        };
-        let got = quants::quantize(t, &case.input, case.n_rows, case.n_per_row, imatrix).unwrap();
-        compare(
-            t,
-            case,
-            "quantized bytes",
-            t.type_size(),
-            &got,
-            &case.quantized,
-        );
-        n_checked += 1;
-    }
-    assert!(n_checked > 0, "{t}: no quantizer case in the fixtures");
-}
-
-macro_rules! fixture_tests {
-    ($($t:ident: $deq:ident, $q:ident;)*) => {$(
-        #[test]
-        fn $deq() {
-            check_dequantize(Type::$t);
-        }
-        #[test]
-        fn $q() {
-            check_quantize(Type::$t);
-        }
-    )*};
-}
-
-fixture_tests! {
-    IQ2_XXS: iq2_xxs_dequantize, iq2_xxs_quantize;
-    IQ2_XS: iq2_xs_dequantize, iq2_xs_quantize;
-    IQ2_S: iq2_s_dequantize, iq2_s_quantize;
-    IQ3_XXS: iq3_xxs_dequantize, iq3_xxs_quantize;
-    IQ3_S: iq3_s_dequantize, iq3_s_quantize;
-    IQ1_S: iq1_s_dequantize, iq1_s_quantize;
-    IQ1_M: iq1_m_dequantize, iq1_m_quantize;
-}
-
-const ALL: [Type; 7] = [
+const GRID_IQUANTS: [Type; 7] = [
     Type::IQ2_XXS,
     Type::IQ2_XS,
     Type::IQ2_S,
@@ -170,7 +20,40 @@ const ALL: [Type; 7] = [
     Type::IQ1_M,
 ];
 
-/// Non-finite, huge and subnormal inputs must not panic (GGML may abort on some of them).
+fn quantize(t: Type, x: &[f32], n_rows: usize, imatrix: Option<&[f32]>) -> Vec<u8> {
+    let n_per_row = x.len() / n_rows;
+    let mut q = vec![0u8; n_rows * t.row_size(n_per_row as i64).unwrap()];
+    let n = quantize_chunk(t, x, &mut q, 0, n_rows, n_per_row, imatrix).unwrap();
+    assert_eq!(n, q.len());
+    q
+}
+
+/// Every grid i-quant has GGML's functions: a dequantizer and a quantizer for all, the
+/// reference quantizer exactly for IQ2_S, IQ3_XXS and IQ3_S, and a refusal without an imatrix
+/// exactly for IQ2_XXS, IQ2_XS and IQ1_S.
+#[test]
+fn grid_iquants_are_dispatched() {
+    let x = vec![0.5f32; QK_K];
+    for t in GRID_IQUANTS {
+        assert!(has_to_float(t) && has_quantizer(t), "{t}");
+        let has_ref = matches!(t, Type::IQ2_S | Type::IQ3_XXS | Type::IQ3_S);
+        assert_eq!(has_from_float_ref(t), has_ref, "{t}");
+        let mut q = vec![0u8; t.type_size()];
+        assert_eq!(quantize_row_ref(t, &x, &mut q).is_ok(), has_ref, "{t}");
+        let without = quantize_chunk(t, &x, &mut q, 0, 1, QK_K, None);
+        if quantize_requires_imatrix(t) {
+            assert!(
+                matches!(without, Err(Error::InvalidArgument(_))),
+                "{t}: {without:?}"
+            );
+        } else {
+            assert_eq!(without, Ok(t.type_size()), "{t}");
+        }
+    }
+}
+
+/// Non-finite, huge and subnormal inputs, and arbitrary block bytes, must not panic (GGML
+/// aborts on some of them).
 #[test]
 fn hostile_inputs_do_not_panic() {
     let specials = [
@@ -190,21 +73,20 @@ fn hostile_inputs_do_not_panic() {
         .map(|i| if i % 37 == 0 { 1e30 } else { i as f32 * 1e-3 })
         .collect();
     let imatrix = vec![1.0f32; 2 * QK_K];
-    for t in ALL {
+    for t in GRID_IQUANTS {
         for input in [&x, &spiky] {
-            let q = quants::quantize(t, input, 1, 2 * QK_K, Some(&imatrix)).unwrap();
-            assert_eq!(q.len(), 2 * t.type_size());
+            let q = quantize(t, input, 1, Some(&imatrix));
             let mut y = vec![0f32; 2 * QK_K];
-            quants::dequantize(t, &q, &mut y).unwrap();
+            dequantize_row(t, &q, &mut y).unwrap();
         }
         for fill in [0x00u8, 0xff, 0x7c] {
             let mut y = vec![0f32; QK_K];
-            quants::dequantize(t, &vec![fill; t.type_size()], &mut y).unwrap();
+            dequantize_row(t, &vec![fill; t.type_size()], &mut y).unwrap();
         }
     }
 }
 
-/// The grid tables are built lazily; concurrent first use must agree with sequential use.
+/// The grid tables are built on first use; concurrent first use must agree with itself.
 #[test]
 fn concurrent_quantization_agrees() {
     let x: Vec<f32> = (0..4 * QK_K)
@@ -215,8 +97,9 @@ fn concurrent_quantization_agrees() {
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 s.spawn(|| {
-                    ALL.iter()
-                        .map(|&t| quants::quantize(t, &x, 4, QK_K, Some(&imatrix)).unwrap())
+                    GRID_IQUANTS
+                        .iter()
+                        .map(|&t| quantize(t, &x, 4, Some(&imatrix)))
                         .collect()
                 })
             })

@@ -27,6 +27,7 @@ pub mod error;
 pub mod gguf;
 pub mod graph;
 pub mod ops;
+pub mod quants;
 pub mod tensor;
 pub mod types;
 
@@ -39,5 +40,6 @@ pub use context::{tensor_overhead, Context};
 pub use error::{Error, Result, Status};
 pub use graph::{graph_overhead, graph_overhead_custom, Graph};
 pub use ops::{Op, UnaryOp};
+pub use quants::{quantize_chunk, quantize_requires_imatrix};
 pub use tensor::{Tensor, MAX_DIMS};
 pub use types::{bf16, f16, Type, QK_K};

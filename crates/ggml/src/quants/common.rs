@@ -1,0 +1,297 @@
+//! Scalar helpers shared by every format: GGML's rounding tricks, C's float→int conversions as
+//! x86 performs them, the f16 conversions, and the unaligned little-endian field types the block
+//! structs are made of.
+
+use bytemuck::{Pod, Zeroable};
+
+/// Groups whose largest magnitude is below this are treated as all zero (GGML's
+/// `GROUP_MAX_EPS`).
+pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
+
+/// Round to nearest, ties to even, by GGML's magic-number trick (`nearest_int`).
+///
+/// Exact for |x| <= 2^22 - 1; outside that range it yields whatever the trick yields, as GGML's
+/// does, so that even degenerate inputs quantize to the same bytes.
+#[inline(always)]
+pub(crate) fn nearest_int(x: f32) -> i32 {
+    let v = x + 12_582_912.0;
+    (v.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
+}
+
+/// C's `(int) x` as x86 computes it (`cvttss2si`): truncation toward zero, and `i32::MIN` for NaN
+/// and for values outside the `i32` range.
+#[inline(always)]
+pub(crate) fn trunc_i32(x: f32) -> i32 {
+    if (-2_147_483_648.0..2_147_483_648.0).contains(&x) {
+        x as i32
+    } else {
+        i32::MIN
+    }
+}
+
+/// C's `lroundf` as glibc computes it on x86-64: round half away from zero, and `i64::MIN` for NaN
+/// and out-of-range values.
+#[inline(always)]
+pub(crate) fn lround(x: f32) -> i64 {
+    let r = x.round();
+    if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&r) {
+        r as i64
+    } else {
+        i64::MIN
+    }
+}
+
+/// f32 → IEEE half bits, exactly as GGML's `ggml_compute_fp32_to_fp16` (round to nearest even,
+/// overflow to infinity, NaN to the quiet NaN `0x7e00` with the sign kept).
+#[inline(always)]
+pub(crate) fn fp32_to_fp16(f: f32) -> u16 {
+    let scale_to_inf = f32::from_bits(0x7780_0000); // 2^112
+    let scale_to_zero = f32::from_bits(0x0880_0000); // 2^-110
+    let base = (f.abs() * scale_to_inf) * scale_to_zero;
+    let w = f.to_bits();
+    let shl1_w = w.wrapping_add(w);
+    let sign = w & 0x8000_0000;
+    let bias = (shl1_w & 0xff00_0000).max(0x7100_0000);
+    let bits = (f32::from_bits((bias >> 1) + 0x0780_0000) + base).to_bits();
+    let nonsign = ((bits >> 13) & 0x7c00) + (bits & 0x0fff);
+    let magnitude = if shl1_w > 0xff00_0000 {
+        0x7e00
+    } else {
+        nonsign
+    };
+    ((sign >> 16) | magnitude) as u16
+}
+
+/// IEEE half bits → f32, exactly (GGML's `ggml_compute_fp16_to_fp32`).
+#[inline(always)]
+pub(crate) fn fp16_to_fp32(h: u16) -> f32 {
+    let w = (h as u32) << 16;
+    let sign = w & 0x8000_0000;
+    let two_w = w.wrapping_add(w);
+    const EXP_OFFSET: u32 = 0xe0 << 23;
+    let exp_scale = f32::from_bits(0x0780_0000); // 2^-112
+    let normalized = f32::from_bits((two_w >> 4) + EXP_OFFSET) * exp_scale;
+    const MAGIC_MASK: u32 = 126 << 23;
+    let denormalized = f32::from_bits((two_w >> 17) | MAGIC_MASK) - 0.5;
+    let bits = if two_w < (1 << 27) {
+        denormalized.to_bits()
+    } else {
+        normalized.to_bits()
+    };
+    f32::from_bits(sign | bits)
+}
+
+/// An IEEE half float stored as two little-endian bytes, so that blocks containing it have
+/// alignment 1 and can be viewed in place over any byte buffer (GGML's `ggml_half`).
+#[repr(transparent)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Hash, Pod, Zeroable)]
+pub struct PackedF16(pub [u8; 2]);
+
+impl PackedF16 {
+    /// The half nearest to `x`, rounded as GGML rounds (`GGML_FP32_TO_FP16`).
+    #[inline(always)]
+    pub fn from_f32(x: f32) -> Self {
+        PackedF16(fp32_to_fp16(x).to_le_bytes())
+    }
+
+    /// The stored half, widened exactly to f32.
+    #[inline(always)]
+    pub fn to_f32(self) -> f32 {
+        fp16_to_fp32(u16::from_le_bytes(self.0))
+    }
+
+    /// The raw IEEE half bits.
+    #[inline(always)]
+    pub fn to_bits(self) -> u16 {
+        u16::from_le_bytes(self.0)
+    }
+}
+
+/// A `u16` stored as two little-endian bytes (alignment 1).
+#[repr(transparent)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Hash, Pod, Zeroable)]
+pub struct PackedU16(pub [u8; 2]);
+
+impl PackedU16 {
+    /// The stored value.
+    #[inline(always)]
+    pub fn get(self) -> u16 {
+        u16::from_le_bytes(self.0)
+    }
+
+    /// Store `v`.
+    #[inline(always)]
+    pub fn set(&mut self, v: u16) {
+        self.0 = v.to_le_bytes();
+    }
+}
+
+/// An `i16` stored as two little-endian bytes (alignment 1).
+#[repr(transparent)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Hash, Pod, Zeroable)]
+pub struct PackedI16(pub [u8; 2]);
+
+impl PackedI16 {
+    /// The stored value.
+    #[inline(always)]
+    pub fn get(self) -> i16 {
+        i16::from_le_bytes(self.0)
+    }
+
+    /// Store `v`.
+    #[inline(always)]
+    pub fn set(&mut self, v: i16) {
+        self.0 = v.to_le_bytes();
+    }
+}
+
+/// An f32 stored as four little-endian bytes (alignment 1).
+#[repr(transparent)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Hash, Pod, Zeroable)]
+pub struct PackedF32(pub [u8; 4]);
+
+impl PackedF32 {
+    /// The stored value.
+    #[inline(always)]
+    pub fn get(self) -> f32 {
+        f32::from_le_bytes(self.0)
+    }
+
+    /// Store `v`.
+    #[inline(always)]
+    pub fn set(&mut self, v: f32) {
+        self.0 = v.to_le_bytes();
+    }
+}
+
+/// Views a byte buffer as blocks. The block types all have alignment 1 and the dispatcher has
+/// checked the length, so this cannot fail.
+#[inline(always)]
+pub(crate) fn blocks<B: Pod>(bytes: &[u8]) -> &[B] {
+    bytemuck::cast_slice(bytes)
+}
+
+/// Mutable counterpart of [`blocks`].
+#[inline(always)]
+pub(crate) fn blocks_mut<B: Pod>(bytes: &mut [u8]) -> &mut [B] {
+    bytemuck::cast_slice_mut(bytes)
+}
+
+/// Runs `quantize_row` on each row: `src` holds whole rows of `n_per_row` values and `dst` the
+/// same number of rows of blocks.
+#[inline]
+pub(crate) fn for_each_row<B: Pod>(
+    src: &[f32],
+    dst: &mut [B],
+    n_per_row: usize,
+    mut quantize_row: impl FnMut(&[f32], &mut [B]),
+) {
+    let n_rows = src.len().checked_div(n_per_row).unwrap_or(0);
+    if n_rows == 0 {
+        return;
+    }
+    let blocks_per_row = dst.len() / n_rows;
+    for (x, y) in src
+        .chunks_exact(n_per_row)
+        .zip(dst.chunks_exact_mut(blocks_per_row))
+    {
+        quantize_row(x, y);
+    }
+}
+
+/// GGML's `quantize_<t>` shape for the formats with an imatrix variant: without an imatrix the
+/// reference quantizer runs over all rows at once; with one, `with_imatrix(row, row_blocks, qw)`
+/// runs row by row (it may use whole-row statistics). Returns the bytes written.
+pub(crate) fn quantize_rows<B: Pod>(
+    src: &[f32],
+    dst: &mut [u8],
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+    reference: fn(&[f32], &mut [B]),
+    with_imatrix: fn(&[f32], &mut [B], &[f32]),
+) -> usize {
+    let out = blocks_mut::<B>(dst);
+    match imatrix {
+        None => reference(src, out),
+        Some(qw) => for_each_row(src, out, n_per_row, |row, out| with_imatrix(row, out, qw)),
+    }
+    dst.len()
+}
+
+/// Importance of each value of a group in the imatrix quantizers: `qw · √(σ² + x²)`.
+#[inline(always)]
+pub(crate) fn imatrix_weights<const N: usize>(x: &[f32], qw: &[f32], sigma2: f32) -> [f32; N] {
+    let mut w = [0.0f32; N];
+    for ((w, &v), &q) in w.iter_mut().zip(x).zip(qw) {
+        *w = q * (sigma2 + v * v).sqrt();
+    }
+    w
+}
+
+/// Sum of squares, accumulated in order as GGML does.
+#[inline(always)]
+pub(crate) fn sum_squares(x: &[f32]) -> f32 {
+    x.iter().fold(0.0, |acc, &v| acc + v * v)
+}
+
+/// Asserts at compile time that a block struct has the byte size of its GGML type.
+macro_rules! assert_block_size {
+    ($block:ty, $size:expr) => {
+        const _: () = assert!(::core::mem::size_of::<$block>() == $size);
+        const _: () = assert!(::core::mem::align_of::<$block>() == 1);
+    };
+}
+pub(crate) use assert_block_size;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fp16_matches_half_crate_on_all_halves() {
+        for h in 0..=u16::MAX {
+            let a = fp16_to_fp32(h);
+            let b = half::f16::from_bits(h).to_f32();
+            if b.is_nan() {
+                assert!(a.is_nan());
+            } else {
+                assert_eq!(a.to_bits(), b.to_bits(), "{h:#06x}");
+                // Every finite half survives the round trip.
+                assert_eq!(fp32_to_fp16(a), h, "{h:#06x}");
+            }
+        }
+    }
+
+    #[test]
+    fn fp32_to_fp16_rounds_to_nearest_even() {
+        let mut x = 1.0e-9f32;
+        while x < 1.0e6 {
+            for v in [x, -x, x * 1.000_123, x * 0.999_87] {
+                assert_eq!(fp32_to_fp16(v), half::f16::from_f32(v).to_bits(), "{v:e}");
+            }
+            x *= 1.37;
+        }
+        assert_eq!(fp32_to_fp16(f32::NAN) & 0x7fff, 0x7e00);
+        assert_eq!(fp32_to_fp16(1e10), 0x7c00);
+    }
+
+    #[test]
+    fn nearest_int_ties_to_even() {
+        assert_eq!(nearest_int(2.5), 2);
+        assert_eq!(nearest_int(3.5), 4);
+        assert_eq!(nearest_int(-2.5), -2);
+        assert_eq!(nearest_int(-0.49), 0);
+        assert_eq!(nearest_int(4_194_303.0), 4_194_303);
+    }
+
+    #[test]
+    fn c_conversions() {
+        assert_eq!(trunc_i32(-1.9), -1);
+        assert_eq!(trunc_i32(f32::NAN), i32::MIN);
+        assert_eq!(trunc_i32(f32::INFINITY), i32::MIN);
+        assert_eq!(trunc_i32(-2_147_483_648.0), i32::MIN);
+        assert_eq!(lround(2.5), 3);
+        assert_eq!(lround(-2.5), -3);
+        assert_eq!(lround(f32::NAN), i64::MIN);
+    }
+}

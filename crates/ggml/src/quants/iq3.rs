@@ -1,0 +1,273 @@
+//! IQ3_XXS (3.06 bits per weight) and IQ3_S (3.44): groups of 4 magnitudes on a D4-lattice grid
+//! of 256 or 512 points, with signs per 8 values and 4-bit block scales.
+
+use bytemuck::{Pod, Zeroable};
+
+use std::sync::OnceLock;
+
+use super::iq_common::{
+    block_weights, f16_le_to_f32, f32_to_f16_bits, fmax, fmax_slice, fold_signs, fold_signs_even,
+    pack_scale_nibbles, put_signed, quantize_blocks, read_u32, scale_code, sum_squares,
+};
+use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID, KGRID_3BIT_256, KGRID_3BIT_512, KSIGNS_IQ2XS};
+use super::iq_search::{GridTable, Refine, ScaleSearch};
+use crate::types::QK_K;
+
+/// Size of the packed-level map of the 3-bit grids (4 levels of 3 bits).
+const IQ3_MAP_SIZE: usize = 4096;
+/// Below this magnitude an IQ3_XXS block is quantized to zero (`GROUP_MAX_EPS_IQ3_XXS`).
+const GROUP_MAX_EPS_IQ3_XXS: f32 = 1e-8;
+
+/// One IQ3_XXS super-block (`block_iq3_xxs`, 98 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+pub(crate) struct BlockIq3Xxs {
+    /// Super-block scale, f16 little-endian.
+    pub(crate) d: [u8; 2],
+    /// 64 grid indices (one byte per 4 values), then per 32 values a little-endian `u32` of
+    /// four 7-bit sign patterns (bits 0..28) and the block scale code (bits 28..32).
+    pub(crate) qs: [u8; 3 * QK_K / 8],
+}
+
+/// One IQ3_S super-block (`block_iq3_s`, 110 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+pub(crate) struct BlockIq3S {
+    /// Super-block scale, f16 little-endian.
+    pub(crate) d: [u8; 2],
+    /// Low 8 bits of the 64 grid indices.
+    pub(crate) qs: [u8; QK_K / 4],
+    /// Bit 8 of the grid indices, one byte per 32 values.
+    pub(crate) qh: [u8; QK_K / 32],
+    /// One sign byte per 8 values.
+    pub(crate) signs: [u8; QK_K / 8],
+    /// Two 4-bit scale codes per 64 values.
+    pub(crate) scales: [u8; QK_K / 64],
+}
+
+const _: () = assert!(std::mem::size_of::<BlockIq3Xxs>() == 98);
+const _: () = assert!(std::mem::size_of::<BlockIq3S>() == 110);
+
+/// Two 4-value grid points side by side, as the 8 values of one sign group.
+#[inline]
+fn pair(grid: &[u32], a: usize, b: usize) -> [u8; 8] {
+    let mut out = [0u8; 8];
+    out[..4].copy_from_slice(&grid[a].to_le_bytes());
+    out[4..].copy_from_slice(&grid[b].to_le_bytes());
+    out
+}
+
+/// Dequantizes IQ3_XXS blocks (`dequantize_row_iq3_xxs`).
+pub(crate) fn dequantize_row_iq3_xxs(src: &[u8], dst: &mut [f32]) {
+    for (raw, out) in src.chunks_exact(98).zip(dst.chunks_exact_mut(QK_K)) {
+        let b: &BlockIq3Xxs = bytemuck::from_bytes(raw);
+        let d = f16_le_to_f32(b.d);
+        for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
+            let aux = read_u32(&b.qs[QK_K / 4..], ib);
+            let db = d * (0.5 + (aux >> 28) as f32) * 0.5;
+            let qs = &b.qs[8 * ib..8 * ib + 8];
+            for (l, y) in out32.chunks_exact_mut(8).enumerate() {
+                let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize];
+                let grid = pair(&IQ3XXS_GRID, qs[2 * l] as usize, qs[2 * l + 1] as usize);
+                put_signed(y, db, &grid, signs);
+            }
+        }
+    }
+}
+
+/// Dequantizes IQ3_S blocks (`dequantize_row_iq3_s`).
+pub(crate) fn dequantize_row_iq3_s(src: &[u8], dst: &mut [f32]) {
+    for (raw, out) in src.chunks_exact(110).zip(dst.chunks_exact_mut(QK_K)) {
+        let b: &BlockIq3S = bytemuck::from_bytes(raw);
+        let d = f16_le_to_f32(b.d);
+        for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
+            let code = (b.scales[ib / 2] >> (4 * (ib % 2))) & 0xf;
+            let db = d * (1 + 2 * code as i32) as f32;
+            let qh = b.qh[ib] as usize;
+            let qs = &b.qs[8 * ib..8 * ib + 8];
+            for (l, y) in out32.chunks_exact_mut(8).enumerate() {
+                let i1 = qs[2 * l] as usize | ((qh << (8 - 2 * l)) & 256);
+                let i2 = qs[2 * l + 1] as usize | ((qh << (7 - 2 * l)) & 256);
+                put_signed(y, db, &pair(&IQ3S_GRID, i1, i2), b.signs[4 * ib + l]);
+            }
+        }
+    }
+}
+
+/// Grid tables, built on first use (GGML's `iq3_data`, set up by `ggml_quantize_init`).
+fn iq3xxs_table() -> &'static GridTable<4> {
+    static T: OnceLock<GridTable<4>> = OnceLock::new();
+    T.get_or_init(|| GridTable::new(&KGRID_3BIT_256, 3, IQ3_MAP_SIZE, 2))
+}
+
+fn iq3s_table() -> &'static GridTable<4> {
+    static T: OnceLock<GridTable<4>> = OnceLock::new();
+    T.get_or_init(|| GridTable::new(&KGRID_3BIT_512, 3, IQ3_MAP_SIZE, 3))
+}
+
+/// The weights of a block of 32 values: from the imatrix with σ² = 2Σx²/256, else x².
+fn weights32(xb: &[f32], qw: Option<&[f32]>, sigma2: f32) -> [f32; 32] {
+    let mut weight = [0f32; 32];
+    block_weights(xb, qw, sigma2, |v| v * v, &mut weight);
+    weight
+}
+
+/// The imatrix entries of block `ib` (32 values) of a super-block.
+fn block_imatrix(qw: Option<&[f32]>, ib: usize) -> Option<&[f32]> {
+    qw.map(|w| &w[32 * ib..32 * ib + 32])
+}
+
+/// Quantizes to IQ3_XXS (`quantize_iq3_xxs`; without `imatrix` also GGML's
+/// `quantize_row_iq3_xxs_ref`).
+pub(crate) fn quantize_iq3_xxs(
+    src: &[f32],
+    dst: &mut [u8],
+    n_rows: usize,
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+) -> usize {
+    let search = ScaleSearch {
+        table: iq3xxs_table(),
+        kmax: 8,
+        steps: 15,
+        step: 0.2,
+        refine: Refine::OffGridGroups,
+    };
+    quantize_blocks(src, dst, n_rows, n_per_row, imatrix, 98, |xbl, qw, out| {
+        let mut q3 = [0u8; 3 * QK_K / 8];
+        let mut scales = [0f32; QK_K / 32];
+        let mut max_scale = 0f32;
+        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+        for (ib, xb) in xbl.chunks_exact(32).enumerate() {
+            let weight = weights32(xb, block_imatrix(qw, ib), sigma2);
+            let waux = weight.map(f32::sqrt);
+            let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
+            fold_signs_even(xb, &weight, &mut xval, &mut signs);
+            let max = fmax_slice(&xval);
+            if max < GROUP_MAX_EPS_IQ3_XXS {
+                continue;
+            }
+            let (mut l, mut index) = ([0i8; 32], [0u16; 8]);
+            let mut scale = search.run(&xval, &weight, &waux, max, max / 15.0, &mut l, &mut index);
+            if scale < 0.0 {
+                scale = -scale;
+                signs.iter_mut().for_each(|s| *s = !*s & 127);
+            }
+            for (q, &i) in q3[8 * ib..8 * ib + 8].iter_mut().zip(&index) {
+                *q = i as u8;
+            }
+            let packed = signs
+                .iter()
+                .enumerate()
+                .fold(0u32, |a, (k, &s)| a | (s as u32) << (7 * k));
+            q3[QK_K / 4 + 4 * ib..QK_K / 4 + 4 * ib + 4].copy_from_slice(&packed.to_le_bytes());
+            scales[ib] = scale;
+            max_scale = fmax(max_scale, scale);
+        }
+        out.fill(0);
+        if max_scale == 0.0 {
+            return;
+        }
+        let d = max_scale / 31.0;
+        out[..2].copy_from_slice(&f32_to_f16_bits(d * 1.0125).to_le_bytes());
+        let id = 1.0 / d;
+        for (ib, &s) in scales.iter().enumerate() {
+            q3[QK_K / 4 + 4 * ib + 3] |= scale_code(id, s, 15) << 4;
+        }
+        out[2..].copy_from_slice(&q3);
+    })
+}
+
+/// Quantizes to IQ3_S (`quantize_iq3_s`; without `imatrix` also GGML's
+/// `quantize_row_iq3_s_ref`).
+pub(crate) fn quantize_iq3_s(
+    src: &[f32],
+    dst: &mut [u8],
+    n_rows: usize,
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+) -> usize {
+    let search = ScaleSearch {
+        table: iq3s_table(),
+        kmax: 8,
+        steps: 9,
+        step: 0.2,
+        refine: Refine::AllGroupsIfAnyOffGrid,
+    };
+    quantize_blocks(src, dst, n_rows, n_per_row, imatrix, 110, |xbl, qw, out| {
+        out.fill(0);
+        let block: &mut BlockIq3S = bytemuck::from_bytes_mut(out);
+        let mut scales = [0f32; QK_K / 32];
+        let mut max_scale = 0f32;
+        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+        // GGML advances its `qs` and `signs` write positions only past blocks it quantizes: a
+        // block of exact zeros is skipped without moving them (while `qh` and the scales stay
+        // indexed by block), which shifts the following blocks' bytes. Kept for identical output.
+        let mut at = 0;
+        for (ib, xb) in xbl.chunks_exact(32).enumerate() {
+            let weight = weights32(xb, block_imatrix(qw, ib), sigma2);
+            let waux = weight.map(f32::sqrt);
+            let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
+            fold_signs(xb, &mut xval, &mut signs);
+            let max = fmax_slice(&xval);
+            if max == 0.0 {
+                continue;
+            }
+            let (mut l, mut index) = ([0i8; 32], [0u16; 8]);
+            let mut scale = search.run(&xval, &weight, &waux, max, max / 15.0, &mut l, &mut index);
+            if scale < 0.0 {
+                scale = -scale;
+                signs.iter_mut().for_each(|s| *s = !*s);
+            }
+            for (k, &i) in index.iter().enumerate() {
+                block.qs[8 * at + k] = i as u8;
+                block.qh[ib] |= ((i >> 8) as u8) << k;
+            }
+            block.signs[4 * at..4 * at + 4].copy_from_slice(&signs);
+            at += 1;
+            scales[ib] = scale;
+            max_scale = fmax(max_scale, scale);
+        }
+        if max_scale == 0.0 {
+            return;
+        }
+        let d = max_scale / 31.0;
+        block.d = f32_to_f16_bits(d * 1.033).to_le_bytes();
+        let id = 1.0 / d;
+        pack_scale_nibbles(id, &scales, &mut block.scales);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Type;
+
+    #[test]
+    fn block_sizes_match_type_table() {
+        assert_eq!(size_of::<BlockIq3Xxs>(), Type::IQ3_XXS.type_size());
+        assert_eq!(size_of::<BlockIq3S>(), Type::IQ3_S.type_size());
+    }
+
+    /// GGML's IQ3_S does not advance its `qs`/`signs` write positions past an all-zero block of
+    /// 32 (checked against GGML on a fixture with such blocks while this was written). Without
+    /// an imatrix a block's indices and signs depend on its own values only, so zeroing block 0
+    /// must shift the other blocks' `qs` and `signs` down by one block, `qh` staying in place.
+    #[test]
+    fn iq3_s_zero_block_shifts_following_blocks() {
+        let mut x: Vec<f32> = (0..QK_K)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
+            .collect();
+        let (mut full, mut holed) = ([0u8; 110], [0u8; 110]);
+        quantize_iq3_s(&x, &mut full, 1, QK_K, None);
+        x[..32].fill(0.0);
+        quantize_iq3_s(&x, &mut holed, 1, QK_K, None);
+        let (a, b): (&BlockIq3S, &BlockIq3S) =
+            (bytemuck::from_bytes(&full), bytemuck::from_bytes(&holed));
+        assert_eq!(b.qs[..56], a.qs[8..]);
+        assert_eq!(b.qs[56..], [0; 8]);
+        assert_eq!(b.signs[..28], a.signs[4..]);
+        assert_eq!(b.qh[0], 0);
+        assert_eq!(b.qh[1..], a.qh[1..]);
+    }
+}

@@ -1,0 +1,293 @@
+//! IQ4_NL and IQ4_XS: 4-bit indices into a fixed non-linear table of 16 levels. IQ4_NL has one
+//! f16 scale per 32 values; IQ4_XS has 6-bit scales per 32 values under an f16 super-block
+//! scale.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::common::{
+    assert_block_size, blocks, blocks_mut, nearest_int, sum_squares, PackedF16, PackedU16,
+    GROUP_MAX_EPS,
+};
+use crate::QK_K;
+
+/// The 16 levels of IQ4_NL and IQ4_XS (GGML's `kvalues_iq4nl`).
+pub const IQ4_NL_VALUES: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// Values per IQ4_NL block, and per scale group of IQ4_XS.
+const QK4_NL: usize = 32;
+
+/// One IQ4_NL block: value = `d · IQ4_NL_VALUES[index]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockIq4Nl {
+    /// Scale.
+    pub d: PackedF16,
+    /// Indices: value j in the low nibble of byte j, value j + 16 in the high nibble.
+    pub qs: [u8; QK4_NL / 2],
+}
+
+/// One IQ4_XS super-block: value = `d · (scale − 32) · IQ4_NL_VALUES[index]` per group of 32.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockIq4Xs {
+    /// Super-block scale.
+    pub d: PackedF16,
+    /// Top two bits of the eight 6-bit group scales (group `ib` at bits `2·ib`).
+    pub scales_h: PackedU16,
+    /// Low four bits of the group scales (group `ib` in byte `ib / 2`, low nibble first).
+    pub scales_l: [u8; QK_K / 64],
+    /// Indices, laid out per group of 32 as in IQ4_NL.
+    pub qs: [u8; QK_K / 2],
+}
+
+assert_block_size!(BlockIq4Nl, 18);
+assert_block_size!(BlockIq4Xs, 136);
+
+/// Index of the table level nearest to `x` (GGML's `best_index_int8`: bisection, ties to the
+/// upper level).
+#[inline(always)]
+fn best_index(x: f32) -> u8 {
+    let val = &IQ4_NL_VALUES;
+    if x <= val[0] as f32 {
+        return 0;
+    }
+    if x >= val[15] as f32 {
+        return 15;
+    }
+    let (mut ml, mut mu) = (0usize, 15usize);
+    while mu - ml > 1 {
+        let mav = (ml + mu) / 2;
+        if x < val[mav] as f32 {
+            mu = mav;
+        } else {
+            ml = mav;
+        }
+    }
+    if x - (val[mu - 1] as f32) < val[mu] as f32 - x {
+        (mu - 1) as u8
+    } else {
+        mu as u8
+    }
+}
+
+/// Weighted sums Σ w·q·x and Σ w·q² of the levels chosen at inverse scale `id`.
+#[inline(always)]
+fn level_sums(xb: &[f32], weight: &[f32], id: f32, mut levels: Option<&mut [u8]>) -> (f32, f32) {
+    let (mut sumqx, mut sumq2) = (0.0f32, 0.0f32);
+    for (j, (&v, &w)) in xb.iter().zip(weight).enumerate() {
+        let l = best_index(id * v);
+        if let Some(levels) = levels.as_deref_mut() {
+            levels[j] = l;
+        }
+        let q = IQ4_NL_VALUES[l as usize] as f32;
+        sumqx += w * q * v;
+        sumq2 += w * q * q;
+    }
+    (sumqx, sumq2)
+}
+
+/// The packed scale fields of an IQ4_XS super-block.
+struct XsScales<'a> {
+    h: &'a mut PackedU16,
+    l: &'a mut [u8; QK_K / 64],
+}
+
+/// GGML's `quantize_row_iq4_nl_impl` for one super-block `x` of 32 (IQ4_NL, `xs = None`) or 256
+/// (IQ4_XS) values. `levels` holds `x.len()` indices and keeps, for all-zero groups without
+/// `ntry > 0`, whatever it held before (GGML leaves them too). Returns the f16 scale; the indices
+/// go to `q4`.
+fn quantize_super_block(
+    x: &[f32],
+    qw: Option<&[f32]>,
+    ntry: i32,
+    levels: &mut [u8],
+    q4: &mut [u8],
+    xs: Option<XsScales<'_>>,
+) -> PackedF16 {
+    let n = x.len();
+    let sigma2 = sum_squares(x) * (2.0 / n as f32);
+    let v0 = IQ4_NL_VALUES[0] as f32;
+    let mut scales = [0.0f32; QK_K / QK4_NL];
+    let (mut max_scale, mut amax_scale) = (0.0f32, 0.0f32);
+    let groups = x.chunks_exact(QK4_NL).zip(levels.chunks_exact_mut(QK4_NL));
+    for (ib, (xb, lb)) in groups.enumerate() {
+        let mut weight = [0.0f32; QK4_NL];
+        match qw {
+            Some(qw) => {
+                for ((w, &v), &q) in weight.iter_mut().zip(xb).zip(&qw[QK4_NL * ib..]) {
+                    *w = q * (sigma2 + v * v).sqrt();
+                }
+            }
+            None => {
+                for (w, &v) in weight.iter_mut().zip(xb) {
+                    *w = v * v;
+                }
+            }
+        }
+        let (mut amax, mut max) = (0.0f32, 0.0f32);
+        for &v in xb {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        if amax < GROUP_MAX_EPS {
+            scales[ib] = 0.0;
+            continue;
+        }
+        let mut d = if ntry > 0 { -max / v0 } else { max / v0 };
+        let (sumqx, sumq2) = level_sums(xb, &weight, 1.0 / d, Some(lb));
+        d = if sumq2 > 0.0 { sumqx / sumq2 } else { 0.0 };
+        let mut best = d * sumqx;
+        for itry in -ntry..=ntry {
+            let id = (itry + IQ4_NL_VALUES[0] as i32) as f32 / max;
+            let (sumqx, sumq2) = level_sums(xb, &weight, id, None);
+            if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
+                d = sumqx / sumq2;
+                best = d * sumqx;
+            }
+        }
+        scales[ib] = d;
+        if d.abs() > amax_scale {
+            amax_scale = d.abs();
+            max_scale = d;
+        }
+    }
+    let dh = match xs {
+        Some(XsScales { h, l }) => {
+            let d = -max_scale / 32.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            let (mut sh, mut sl) = (0u16, [0u8; QK_K / 64]);
+            let groups = x.chunks_exact(QK4_NL).zip(levels.chunks_exact_mut(QK4_NL));
+            for (ib, (xb, lb)) in groups.enumerate() {
+                let l = nearest_int(id * scales[ib]).clamp(-32, 31);
+                let dl = d * l as f32;
+                let idl = if dl != 0.0 { 1.0 / dl } else { 0.0 };
+                for (q, &v) in lb.iter_mut().zip(xb) {
+                    *q = best_index(idl * v);
+                }
+                let l = (l + 32) as u8;
+                sl[ib / 2] |= (l & 0xf) << (4 * (ib % 2));
+                sh |= ((l >> 4) as u16) << (2 * (ib % 8));
+            }
+            h.set(sh);
+            *l = sl;
+            PackedF16::from_f32(d)
+        }
+        None => {
+            if ntry > 0 {
+                let id = if scales[0] != 0.0 {
+                    1.0 / scales[0]
+                } else {
+                    0.0
+                };
+                for (q, &v) in levels.iter_mut().zip(x) {
+                    *q = best_index(id * v);
+                }
+            }
+            PackedF16::from_f32(scales[0])
+        }
+    };
+    for (q, lb) in q4.chunks_exact_mut(16).zip(levels.chunks_exact(QK4_NL)) {
+        for (j, q) in q.iter_mut().enumerate() {
+            *q = lb[j] | (lb[j + 16] << 4);
+        }
+    }
+    dh
+}
+
+/// GGML's `quantize_row_iq4_nl_ref`: no imatrix, no scale search. Like GGML it keeps one level
+/// buffer across blocks, so an all-zero block repeats the previous block's indices (GGML leaves
+/// uninitialised memory there when the first block is all zero; this writes index 0).
+pub(crate) fn quantize_row_iq4_nl_ref(src: &[f32], dst: &mut [u8]) {
+    let mut levels = [0u8; QK4_NL];
+    for (x, y) in src.chunks_exact(QK4_NL).zip(blocks_mut::<BlockIq4Nl>(dst)) {
+        y.d = quantize_super_block(x, None, -1, &mut levels, &mut y.qs, None);
+    }
+}
+
+pub(crate) fn quantize_iq4_nl(
+    src: &[f32],
+    dst: &mut [u8],
+    _n_rows: usize,
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+) -> usize {
+    let mut levels = [0u8; QK4_NL];
+    let out = blocks_mut::<BlockIq4Nl>(dst);
+    let rows = src
+        .chunks_exact(n_per_row)
+        .zip(out.chunks_exact_mut(n_per_row / QK4_NL));
+    for (row, out) in rows {
+        for (ib, (x, y)) in row.chunks_exact(QK4_NL).zip(out).enumerate() {
+            let qw = imatrix.map(|w| &w[QK4_NL * ib..][..QK4_NL]);
+            y.d = quantize_super_block(x, qw, 7, &mut levels, &mut y.qs, None);
+        }
+    }
+    dst.len()
+}
+
+pub(crate) fn dequantize_row_iq4_nl(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in blocks::<BlockIq4Nl>(src)
+        .iter()
+        .zip(dst.chunks_exact_mut(QK4_NL))
+    {
+        let d = b.d.to_f32();
+        for (j, &q) in b.qs.iter().enumerate() {
+            y[j] = d * IQ4_NL_VALUES[(q & 0xf) as usize] as f32;
+            y[j + 16] = d * IQ4_NL_VALUES[(q >> 4) as usize] as f32;
+        }
+    }
+}
+
+/// GGML's `quantize_iq4_xs`; without an imatrix it is also the reference quantizer.
+pub(crate) fn quantize_iq4_xs(
+    src: &[f32],
+    dst: &mut [u8],
+    _n_rows: usize,
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+) -> usize {
+    let mut levels = [0u8; QK_K];
+    let out = blocks_mut::<BlockIq4Xs>(dst);
+    let rows = src
+        .chunks_exact(n_per_row)
+        .zip(out.chunks_exact_mut(n_per_row / QK_K));
+    for (row, out) in rows {
+        for (ibl, (x, y)) in row.chunks_exact(QK_K).zip(out).enumerate() {
+            let qw = imatrix.map(|w| &w[QK_K * ibl..][..QK_K]);
+            let xs = XsScales {
+                h: &mut y.scales_h,
+                l: &mut y.scales_l,
+            };
+            y.d = quantize_super_block(x, qw, 7, &mut levels, &mut y.qs, Some(xs));
+        }
+    }
+    dst.len()
+}
+
+pub(crate) fn quantize_row_iq4_xs_ref(src: &[f32], dst: &mut [u8]) {
+    quantize_iq4_xs(src, dst, 1, src.len(), None);
+}
+
+pub(crate) fn dequantize_row_iq4_xs(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in blocks::<BlockIq4Xs>(src)
+        .iter()
+        .zip(dst.chunks_exact_mut(QK_K))
+    {
+        let d = b.d.to_f32();
+        let sh = b.scales_h.get();
+        let groups = y.chunks_exact_mut(QK4_NL).zip(b.qs.chunks_exact(16));
+        for (ib, (y, qs)) in groups.enumerate() {
+            let ls = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf)
+                | ((((sh >> (2 * ib)) & 3) as u8) << 4);
+            let dl = d * (ls as i32 - 32) as f32;
+            for (j, &q) in qs.iter().enumerate() {
+                y[j] = dl * IQ4_NL_VALUES[(q & 0xf) as usize] as f32;
+                y[j + 16] = dl * IQ4_NL_VALUES[(q >> 4) as usize] as f32;
+            }
+        }
+    }
+}

@@ -12,9 +12,11 @@ use crate::json;
 use crate::CliError;
 
 const USAGE: &str = "usage: ggml gguf inspect FILE [--json]
+       ggml gguf quantize IN OUT TYPE [--imatrix FILE] [--threads N]
 
   inspect FILE     print the header, metadata and tensors of a GGUF file
-    --json         print everything as one JSON object, arrays complete";
+    --json         print everything as one JSON object, arrays complete
+  quantize         write OUT, a copy of IN with its weight matrices quantized to TYPE";
 
 /// Array elements shown in text output before eliding the rest.
 const TEXT_ARRAY_ITEMS: usize = 8;
@@ -26,6 +28,7 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
     let sub = args.first().map(|a| a.to_string_lossy().into_owned());
     match sub.as_deref() {
         Some("inspect") => inspect(&args[1..]),
+        Some("quantize") => crate::quantize::run(&args[1..]),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             Ok(())

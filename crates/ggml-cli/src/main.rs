@@ -1,8 +1,10 @@
 //! The `ggml` command-line tool: `ggml <command> …`, one module per command.
 
 mod gguf_cmd;
+mod imatrix;
 mod info;
 mod json;
+mod quantize;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -11,7 +13,9 @@ const USAGE: &str = "usage: ggml <command> [args]
 
 commands:
   info                         registries and devices: properties, capabilities, features
-  gguf inspect FILE [--json]   header, metadata and tensors of a GGUF file";
+  gguf inspect FILE [--json]   header, metadata and tensors of a GGUF file
+  gguf quantize IN OUT TYPE    a copy of a GGUF file with its weights quantized to TYPE
+       [--imatrix FILE] [--threads N]";
 
 /// Why a command failed; decides the exit status.
 pub enum CliError {

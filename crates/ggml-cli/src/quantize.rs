@@ -38,28 +38,35 @@ fn parse(args: &[OsString]) -> Result<Options, CliError> {
     while let Some(a) = it.next() {
         match a.to_str() {
             Some("--imatrix") => {
-                let v = it.next().ok_or_else(|| usage("--imatrix needs a FILE".into()))?;
+                let v = it
+                    .next()
+                    .ok_or_else(|| usage("--imatrix needs a FILE".into()))?;
                 imatrix = Some(PathBuf::from(v));
             }
             Some("--threads") => {
                 let v = it.next().and_then(|v| v.to_str()).unwrap_or("");
-                threads = v
-                    .parse()
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| usage(format!("--threads needs a positive number, got {v:?}")))?;
+                threads = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                    usage(format!("--threads needs a positive number, got {v:?}"))
+                })?;
             }
-            Some(flag) if flag.starts_with("--") => return Err(usage(format!("unknown option {flag}"))),
+            Some(flag) if flag.starts_with("--") => {
+                return Err(usage(format!("unknown option {flag}")))
+            }
             _ => positional.push(a.clone()),
         }
     }
     let [input, output, ty] = positional.as_slice() else {
-        return Err(usage(format!("quantize needs IN OUT TYPE ({} given)", positional.len())));
+        return Err(usage(format!(
+            "quantize needs IN OUT TYPE ({} given)",
+            positional.len()
+        )));
     };
     let ty_name = ty.to_string_lossy();
     let ty = Type::from_name(&ty_name).map_err(|e| usage(e.to_string()))?;
     if !ty.is_quantized() && !matches!(ty, Type::F16 | Type::BF16 | Type::F32) {
-        return Err(usage(format!("{ty_name} is not a type weights can be stored in")));
+        return Err(usage(format!(
+            "{ty_name} is not a type weights can be stored in"
+        )));
     }
     Ok(Options {
         input: PathBuf::from(input),
@@ -74,7 +81,8 @@ fn parse(args: &[OsString]) -> Result<Options, CliError> {
 pub fn run(args: &[OsString]) -> Result<(), CliError> {
     let opts = parse(args)?;
     let failed = |m: String| CliError::Failed(m);
-    let file = GgufFile::open(&opts.input).map_err(|e| failed(format!("{}: {e}", opts.input.display())))?;
+    let file = GgufFile::open(&opts.input)
+        .map_err(|e| failed(format!("{}: {e}", opts.input.display())))?;
     let imatrix = match &opts.imatrix {
         Some(p) => Some(imatrix::load(p).map_err(failed)?),
         None => None,
@@ -134,7 +142,8 @@ fn convert(
     let ne = info.ne();
     let n_per_row = ne[0] as usize;
     let is_weight = info.n_dims() >= 2 && n_per_row % opts.ty.blck_size() == 0;
-    let convertible = info.ty().is_quantized() || matches!(info.ty(), Type::F32 | Type::F16 | Type::BF16);
+    let convertible =
+        info.ty().is_quantized() || matches!(info.ty(), Type::F32 | Type::F16 | Type::BF16);
     if !convertible {
         return Ok((info.ty(), src.to_vec()));
     }
@@ -144,7 +153,10 @@ fn convert(
     }
     let values = to_f32(info, src)?;
     if target == Type::F32 {
-        return Ok((Type::F32, values.iter().flat_map(|v| v.to_le_bytes()).collect()));
+        return Ok((
+            Type::F32,
+            values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ));
     }
     let weights = imatrix.and_then(|m| m.get(info.name()));
     if let Some(w) = weights {
@@ -160,10 +172,19 @@ fn convert(
         return Err(format!("the imatrix has no entry for {}", info.name()));
     }
     let n_rows = values.len() / n_per_row.max(1);
-    let row_size = target.row_size(n_per_row as i64).map_err(|e| e.to_string())?;
+    let row_size = target
+        .row_size(n_per_row as i64)
+        .map_err(|e| e.to_string())?;
     let mut out = vec![0u8; n_rows * row_size];
-    quantize_parallel(target, &values, &mut out, n_per_row, weights.map(|w| &w[..n_per_row]), opts.threads)
-        .map_err(|e| format!("{}: {e}", info.name()))?;
+    quantize_parallel(
+        target,
+        &values,
+        &mut out,
+        n_per_row,
+        weights.map(|w| &w[..n_per_row]),
+        opts.threads,
+    )
+    .map_err(|e| format!("{}: {e}", info.name()))?;
     Ok((target, out))
 }
 
@@ -172,9 +193,16 @@ fn to_f32(info: &TensorInfo, src: &[u8]) -> Result<Vec<f32>, String> {
     let n = info.n_elements() as usize;
     let mut out = vec![0f32; n];
     let n_per_row = info.ne()[0] as usize;
-    let row_bytes = info.ty().row_size(n_per_row as i64).map_err(|e| e.to_string())?;
-    for (row_out, row_in) in out.chunks_mut(n_per_row.max(1)).zip(src.chunks(row_bytes.max(1))) {
-        quants::dequantize_row(info.ty(), row_in, row_out).map_err(|e| format!("{}: {e}", info.name()))?;
+    let row_bytes = info
+        .ty()
+        .row_size(n_per_row as i64)
+        .map_err(|e| e.to_string())?;
+    for (row_out, row_in) in out
+        .chunks_mut(n_per_row.max(1))
+        .zip(src.chunks(row_bytes.max(1)))
+    {
+        quants::dequantize_row(info.ty(), row_in, row_out)
+            .map_err(|e| format!("{}: {e}", info.name()))?;
     }
     Ok(out)
 }
@@ -203,8 +231,9 @@ fn quantize_parallel(
             })
             .collect();
         jobs.into_iter().try_for_each(|j| {
-            j.join()
-                .unwrap_or_else(|_| Err(ggml::Error::Compute("a quantizing thread panicked".into())))
+            j.join().unwrap_or_else(|_| {
+                Err(ggml::Error::Compute("a quantizing thread panicked".into()))
+            })
         })
     })
 }

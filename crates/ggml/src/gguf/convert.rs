@@ -1,11 +1,11 @@
-//! Converting the bytes of a plain-typed tensor to f32 (ggmlR's `gguf_tensor_data` for the
-//! types that need no dequantization tables).
+//! Converting the bytes of a tensor to f32 (ggmlR's `gguf_tensor_data`): plain types element by
+//! element, quantized types through [`crate::quants::dequantize_row`].
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::types::{bf16_to_f32, f16_to_f32, Type};
 use crate::{bf16, f16};
 
-/// `data` (little-endian elements of `ty`) as f32. Quantized types are `Err(Unsupported)`.
+/// `data` (little-endian elements or blocks of `ty`) as f32.
 pub(crate) fn to_f32(ty: Type, data: &[u8]) -> Result<Vec<f32>> {
     fn each<const N: usize>(data: &[u8], f: impl Fn([u8; N]) -> f32) -> Vec<f32> {
         data.chunks_exact(N)
@@ -28,9 +28,10 @@ pub(crate) fn to_f32(ty: Type, data: &[u8]) -> Result<Vec<f32>> {
         Type::I32 => each(data, |b| i32::from_le_bytes(b) as f32),
         Type::I64 => each(data, |b| i64::from_le_bytes(b) as f32),
         q => {
-            return Err(Error::unsupported(format!(
-                "converting {q} to f32 needs dequantization, which this reader does not do"
-            )))
+            let blocks = data.len() / q.type_size();
+            let mut out = vec![0f32; blocks * q.blck_size()];
+            crate::quants::dequantize_row(q, data, &mut out)?;
+            out
         }
     })
 }
@@ -46,6 +47,10 @@ mod tests {
         assert_eq!(to_f32(Type::BF16, &[0x80, 0xbf]).unwrap(), [-1.0]);
         assert_eq!(to_f32(Type::I8, &[0xfe]).unwrap(), [-2.0]);
         assert_eq!(to_f32(Type::I64, &(-7i64).to_le_bytes()).unwrap(), [-7.0]);
-        assert!(to_f32(Type::Q4_0, &[0; 18]).is_err());
+        // One Q8_0 block: scale 0.5 (f16 0x3800), quants 0, 1, …, 31.
+        let mut q8 = vec![0x00, 0x38];
+        q8.extend(0u8..32);
+        let want: Vec<f32> = (0..32).map(|i| i as f32 * 0.5).collect();
+        assert_eq!(to_f32(Type::Q8_0, &q8).unwrap(), want);
     }
 }

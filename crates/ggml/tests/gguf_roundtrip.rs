@@ -64,7 +64,9 @@ fn reads_hand_assembled_file() {
         f.tensor_data_f32("w").unwrap(),
         (0..8).map(|i| i as f32).collect::<Vec<_>>()
     );
-    assert!(f.tensor_data_f32("q").is_err());
+    // Quantized data is dequantized: every quant is 7, the f16 scale has bits 0x0707.
+    let d = ggml::f16::from_bits(0x0707).to_f32();
+    assert_eq!(f.tensor_data_f32("q").unwrap(), vec![7.0 * d; 32]);
     assert_eq!(f.tensor_names().collect::<Vec<_>>(), ["w", "q"]);
 
     // The writer produces exactly these bytes from the same content.

@@ -170,7 +170,7 @@ pub(crate) fn quantize_blocks(
     type_size: usize,
     mut block: impl FnMut(&[f32], Option<&[f32]>, &mut [u8]),
 ) -> usize {
-    debug_assert!(n_per_row % QK_K == 0 && imatrix.map_or(true, |w| w.len() == n_per_row));
+    debug_assert!(n_per_row % QK_K == 0 && imatrix.is_none_or(|w| w.len() == n_per_row));
     if n_per_row == 0 || n_per_row % QK_K != 0 {
         return 0;
     }

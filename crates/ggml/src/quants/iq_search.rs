@@ -70,7 +70,7 @@ impl<const D: usize> GridTable<D> {
                 let next = dist
                     .iter()
                     .copied()
-                    .filter(|&d| floor.map_or(true, |f| d > f))
+                    .filter(|&d| floor.is_none_or(|f| d > f))
                     .min();
                 match next {
                     Some(d) => radii.push(d),

@@ -117,6 +117,52 @@ impl TensorPtr {
     pub fn rows_packed(&self) -> bool {
         self.nb[0] == self.ty.type_size()
     }
+
+    /// Writes zero bits (0 in every type) to element `i` of the row at `row`.
+    ///
+    /// # Safety
+    /// `row` must be a row of this tensor and `i < ne[0]`.
+    #[inline]
+    pub unsafe fn zero(&self, row: *mut u8, i: usize) {
+        // SAFETY: forwarded from the caller.
+        unsafe { std::ptr::write_bytes(row.add(i * self.nb[0]), 0, self.ty.type_size()) }
+    }
+
+    /// Copies element `j` of the row `srow` of `src` into element `i` of the row `drow` of
+    /// this tensor: bit for bit when the types are equal, else converted through f32 (the
+    /// pair must satisfy [`copyable`]).
+    ///
+    /// # Safety
+    /// `drow` must be a row of this tensor and `i < ne[0]`; `srow` a row of `src`, `j` below
+    /// its `ne[0]`.
+    #[inline]
+    pub unsafe fn copy_from(
+        &self,
+        drow: *mut u8,
+        i: usize,
+        src: &TensorPtr,
+        srow: *const u8,
+        j: usize,
+    ) {
+        // SAFETY: forwarded from the caller; a same-type copy moves one element's bytes.
+        unsafe {
+            if self.ty == src.ty {
+                std::ptr::copy(
+                    srow.add(j * src.nb[0]),
+                    drow.add(i * self.nb[0]),
+                    self.ty.type_size(),
+                );
+            } else {
+                self.set(drow, i, src.get(srow, j));
+            }
+        }
+    }
+}
+
+/// Whether element copies from `src` to `dst` are supported: equal non-quantized types (bit
+/// copies), or any pair of F32, F16 and BF16 (conversions).
+pub(crate) fn copyable(src: Type, dst: Type) -> bool {
+    (src == dst && !src.is_quantized()) || (is_float(src) && is_float(dst))
 }
 
 /// Reads one F32/F16/BF16/I32 element as f32.

@@ -99,6 +99,8 @@ impl UnaryOp {
                 }
             }
             UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            // GGML's CPU kernel reads this formula from an f16 table for |x| < 10; computing
+            // it directly is more accurate and stays within GGML's tolerance of it.
             UnaryOp::Gelu => {
                 0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)).tanh())
             }
@@ -107,7 +109,10 @@ impl UnaryOp {
             UnaryOp::Hardswish => x * ((x + 3.0) / 6.0).clamp(0.0, 1.0),
             UnaryOp::Hardsigmoid => ((x + 3.0) / 6.0).clamp(0.0, 1.0),
             UnaryOp::Exp => x.exp(),
+            // GGML computes expf(x) - 1; exp_m1 is the same function without the
+            // cancellation near 0.
             UnaryOp::Expm1 => x.exp_m1(),
+            // GGML: x above 20 (where ln(1 + eˣ) − x < 3e-9), else ln(1 + eˣ).
             UnaryOp::Softplus => {
                 if x > 20.0 {
                     x
@@ -155,6 +160,8 @@ pub(crate) fn erf(x: f64) -> f64 {
 
 impl Context {
     /// `ggml_unary`: applies `op` element-wise. XIELU needs parameters and is refused here.
+    /// Inputs of any layout are accepted (GGML asks for contiguous rows; the CPU kernels
+    /// follow arbitrary strides).
     pub fn unary(&self, a: &Tensor, op: UnaryOp) -> Result<Tensor> {
         self.unary_impl(a, op, false)
     }

@@ -72,8 +72,8 @@ fn argmax(n: &NodePtrs, p: &Params) {
                 best = i;
             }
         }
-        // SAFETY: dst is I32 with one element per row of a (the builder bounds ne0 by
-        // i32::MAX, so the index fits).
-        unsafe { (d.row(a.unravel_row(r)) as *mut i32).write_unaligned(best as i32) }
+        // SAFETY: dst is the I32 vector [a.ne1] and a is a matrix, so r < dst.ne0 (element r,
+        // not row r); the builder bounds ne0 by i32::MAX, so the index fits.
+        unsafe { (d.data.add(r * d.nb[0]) as *mut i32).write_unaligned(best as i32) }
     }
 }

@@ -39,7 +39,9 @@ impl Context {
                 &be[2..]
             )));
         }
-        if a.is_transposed() {
+        // GGML refuses a transposed `a` (nb0 > nb1); an empty `a` (K = 0 gives nb1 = 0) has no
+        // layout to speak of and is accepted (the product is zeros).
+        if a.is_transposed() && a.nelements() > 0 {
             return Err(Error::invalid(format!(
                 "MUL_MAT: a {:?} is transposed (nb = {:?}); make it contiguous with cont() first",
                 a.name(),

@@ -49,10 +49,7 @@ impl Bin {
 
 /// The reference: `a op b[i mod b.ne]` over a's shape.
 fn reference(op: Bin, a: &Host, b: &Host) -> Host {
-    Host::from_fn(a.ne, |i| {
-        let j: Shape = std::array::from_fn(|d| i[d] % b.ne[d]);
-        op.eval(a.at(i), b.at(j))
-    })
+    common::reference::broadcast(a, b, |x, y| op.eval(x, y))
 }
 
 struct Case<'a> {

@@ -3,20 +3,9 @@
 
 mod common;
 
+use common::reference;
 use common::*;
 use ggml::{Context, Type};
-
-/// The reference, with a broadcast over b's batch dimensions (batch d of b uses batch
-/// d / (b.ne[d] / a.ne[d]) of a).
-fn mul_mat_ref(a: &Host, b: &Host) -> Host {
-    let ne = [a.ne[1], b.ne[1], b.ne[2], b.ne[3], b.ne[4]];
-    Host::from_fn(ne, |i| {
-        let ab: Vec<usize> = (2..5).map(|d| i[d] / (b.ne[d] / a.ne[d])).collect();
-        (0..a.ne[0])
-            .map(|k| a.at([k, i[0], ab[0], ab[1], ab[2]]) * b.at([k, i[1], i[2], i[3], i[4]]))
-            .sum()
-    })
-}
 
 struct Case<'a> {
     a: (Type, &'a [i64], Layout),
@@ -34,7 +23,7 @@ fn run(c: Case<'_>) {
         let (b, hb) = input(ctx, c.b.0, c.b.1, c.b.2, rng, -1.0, 1.0)?;
         let out = ctx.mul_mat(&a, &b)?;
         assert_eq!(out.ty(), Type::F32);
-        Ok((out, mul_mat_ref(&ha, &hb)))
+        Ok((out, reference::mul_mat(&ha, &hb)))
     });
 }
 

@@ -2,6 +2,7 @@
 
 mod common;
 
+use common::reference;
 use common::*;
 use ggml::{Context, Type};
 
@@ -13,10 +14,6 @@ const SHAPES: [&[i64]; 6] = [
     &[3, 2, 2, 2, 3],
     &[1000, 3],
 ];
-
-fn row_sums(h: &Host) -> Host {
-    h.map_rows(1, |_, row| vec![row.iter().sum()])
-}
 
 #[test]
 fn sum_all_elements() {
@@ -51,7 +48,7 @@ fn sum_rows_and_mean() {
                     let (a, ha) = input(ctx, ty, ne, layout, rng, -1.0, 1.0)?;
                     let out = ctx.sum_rows(&a)?;
                     assert_eq!(out.ty(), ty);
-                    Ok((out, row_sums(&ha)))
+                    Ok((out, reference::row_sums(&ha)))
                 });
                 let name = format!("mean {ty} {ne:?} {layout:?}");
                 check(&name, TOL, |ctx, rng| {

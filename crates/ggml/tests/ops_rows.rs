@@ -2,6 +2,7 @@
 
 mod common;
 
+use common::reference;
 use common::*;
 use ggml::{Context, Type};
 
@@ -25,19 +26,6 @@ fn int_input(
     hi: i64,
 ) -> ggml::Result<(ggml::Tensor, Host)> {
     input_with(ctx, Type::I32, ne, layout, |_| rng.range(lo, hi) as f64)
-}
-
-/// `out[:, i, j, k] = a[:, idx[i, j, k], j, k]`, a zero row for an index outside a.
-fn get_rows_ref(a: &Host, idx: &Host) -> Host {
-    let ne = [a.ne[0], idx.ne[0], idx.ne[1], idx.ne[2], 1];
-    Host::from_fn(ne, |i| {
-        let r = idx.at([i[1], i[2], i[3], 0, 0]);
-        if r < 0.0 || r >= a.ne[1] as f64 {
-            0.0
-        } else {
-            a.at([i[0], r as usize, i[2], i[3], 0])
-        }
-    })
 }
 
 #[test]
@@ -67,7 +55,7 @@ fn get_rows_types_shapes_layouts() {
                             Type::F32
                         };
                         assert_eq!(out.ty(), want_ty);
-                        Ok((out, get_rows_ref(&ha, &hb)))
+                        Ok((out, reference::get_rows(&ha, &hb)))
                     });
                 }
             }
@@ -94,7 +82,7 @@ fn get_rows_out_of_range_indices_give_zero_rows() {
             ];
             let (b, hb) = input_values(ctx, Type::I32, &[4, 2], &idx)?;
             let out = ctx.get_rows(&a, &b)?;
-            let want = get_rows_ref(&ha, &hb);
+            let want = reference::get_rows(&ha, &hb);
             // Rows 1, 3, 4, 5 and 7 of the result are zero.
             assert!(want.v[6..12].iter().all(|&v| v == 0.0));
             Ok((out, want))
@@ -120,10 +108,7 @@ fn repeat_tiles_every_dimension() {
                     let b = ctx.new_tensor(Type::F32, b_ne)?;
                     let out = ctx.repeat(&a, &b)?;
                     assert_eq!(out.ty(), ty);
-                    let want = Host::from_fn(shape(b_ne), |i| {
-                        ha.at(std::array::from_fn(|d| i[d] % ha.ne[d]))
-                    });
-                    Ok((out, want))
+                    Ok((out, reference::repeat(&ha, shape(b_ne))))
                 });
             }
         }
@@ -148,18 +133,7 @@ fn concat_along_every_dimension() {
                     let (lo, hi) = data_range(ty);
                     let (a, ha) = input(ctx, ty, &a_ne, la, rng, lo, hi)?;
                     let (b, hb) = input(ctx, ty, &b_ne, lb, rng, lo, hi)?;
-                    let out = ctx.concat(&a, &b, dim)?;
-                    let mut ne = ha.ne;
-                    ne[dim] += hb.ne[dim];
-                    let want = Host::from_fn(ne, |mut i| {
-                        if i[dim] < ha.ne[dim] {
-                            ha.at(i)
-                        } else {
-                            i[dim] -= ha.ne[dim];
-                            hb.at(i)
-                        }
-                    });
-                    Ok((out, want))
+                    Ok((ctx.concat(&a, &b, dim)?, reference::concat(&ha, &hb, dim)))
                 });
             }
         }

@@ -2,46 +2,9 @@
 
 mod common;
 
+use common::reference;
 use common::*;
 use ggml::{Context, Type};
-
-/// GGML's ALiBi slope of head `h` of `n_head` (`ggml-cpu/ops.cpp`, soft_max): with
-/// n = 2^⌊log2 n_head⌋, m0 = 2^(−max_bias/n), m1 = 2^(−max_bias/2/n), the slope is m0^(h+1)
-/// for h < n and m1^(2(h−n)+1) after; 1 without bias.
-fn alibi_slope(max_bias: f64, h: usize, n_head: usize) -> f64 {
-    if max_bias <= 0.0 {
-        return 1.0;
-    }
-    let n = 1usize << (usize::BITS - 1 - n_head.leading_zeros());
-    let m0 = 2f64.powf(-max_bias / n as f64);
-    let m1 = 2f64.powf(-max_bias / 2.0 / n as f64);
-    if h < n {
-        m0.powi(h as i32 + 1)
-    } else {
-        m1.powi(2 * (h - n) as i32 + 1)
-    }
-}
-
-/// softmax(x·scale + slope·mask) per row; mask rows broadcast over dims 2..5.
-fn soft_max_ref(a: &Host, mask: Option<&Host>, scale: f64, max_bias: f64) -> Host {
-    a.map_rows(a.ne[0], |r, row| {
-        let slope = alibi_slope(max_bias, r[1], a.ne[2]);
-        let w: Vec<f64> = row
-            .iter()
-            .enumerate()
-            .map(|(i, &x)| {
-                let m = mask.map_or(0.0, |m| {
-                    m.at([i, r[0], r[1] % m.ne[2], r[2] % m.ne[3], r[3] % m.ne[4]])
-                });
-                x * scale + slope * m
-            })
-            .collect();
-        let max = w.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let e: Vec<f64> = w.iter().map(|&x| (x - max).exp()).collect();
-        let s: f64 = e.iter().sum();
-        e.iter().map(|x| x / s).collect()
-    })
-}
 
 #[test]
 fn plain_soft_max() {
@@ -62,7 +25,7 @@ fn plain_soft_max() {
                     } else {
                         ctx.soft_max(&a)?
                     };
-                    Ok((out, soft_max_ref(&ha, None, 1.0, 0.0)))
+                    Ok((out, reference::soft_max(&ha, None, 1.0, 0.0)))
                 });
             }
         }
@@ -81,7 +44,7 @@ fn large_logits_do_not_overflow() {
             -100.0,
             100.0,
         )?;
-        Ok((ctx.soft_max(&a)?, soft_max_ref(&ha, None, 1.0, 0.0)))
+        Ok((ctx.soft_max(&a)?, reference::soft_max(&ha, None, 1.0, 0.0)))
     });
 }
 
@@ -91,7 +54,7 @@ fn non_contiguous_inputs() {
         let name = format!("soft_max {layout:?}");
         check(&name, TOL_SOFTMAX, |ctx, rng| {
             let (a, ha) = input(ctx, Type::F32, &[9, 6, 4, 2], layout, rng, -5.0, 5.0)?;
-            Ok((ctx.soft_max(&a)?, soft_max_ref(&ha, None, 1.0, 0.0)))
+            Ok((ctx.soft_max(&a)?, reference::soft_max(&ha, None, 1.0, 0.0)))
         });
     }
 }
@@ -167,7 +130,7 @@ fn run_ext(c: Ext<'_>) {
         } else {
             ctx.soft_max_ext(&a, mask.as_ref().map(|m| &m.0), c.scale, c.max_bias)?
         };
-        let want = soft_max_ref(
+        let want = reference::soft_max(
             &ha,
             mask.as_ref().map(|m| &m.1),
             c.scale as f64,
@@ -254,12 +217,12 @@ fn alibi_reference_slopes() {
     // 8 heads, max_bias 8: slopes 1/2, 1/4, …, 1/256 (the ALiBi paper's geometric sequence).
     for h in 0..8 {
         let want = 0.5f64.powi(h as i32 + 1);
-        assert!((alibi_slope(8.0, h, 8) - want).abs() < 1e-15);
+        assert!((reference::alibi_slope(8.0, h, 8) - want).abs() < 1e-15);
     }
     // 6 heads: the first 4 from m0 = 2^-2, the rest interleaved from m1 = 2^-1.
-    assert!((alibi_slope(8.0, 3, 6) - 2f64.powi(-8)).abs() < 1e-15);
-    assert!((alibi_slope(8.0, 4, 6) - 0.5).abs() < 1e-15);
-    assert!((alibi_slope(8.0, 5, 6) - 0.125).abs() < 1e-15);
+    assert!((reference::alibi_slope(8.0, 3, 6) - 2f64.powi(-8)).abs() < 1e-15);
+    assert!((reference::alibi_slope(8.0, 4, 6) - 0.5).abs() < 1e-15);
+    assert!((reference::alibi_slope(8.0, 5, 6) - 0.125).abs() < 1e-15);
 }
 
 #[test]

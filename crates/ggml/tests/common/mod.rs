@@ -5,6 +5,8 @@
 //! (`test-backend-ops`: NaN fails, infinities must match, then NMSE).
 #![allow(dead_code)]
 
+pub mod reference;
+
 use std::sync::OnceLock;
 
 use ggml::{backend, Backend, Context, Tensor, Type};

@@ -78,6 +78,9 @@ fn run(c: Case<'_>) {
         let (b, hb) = input(ctx, c.types.1, c.ne.1, c.layouts.1, rng, lo, hi)?;
         let out = c.op.build(ctx, &a, &b, c.inplace)?;
         assert_eq!(out.ty(), a.ty());
+        if c.inplace {
+            assert_aliases(&out, &a);
+        }
         Ok((out, reference(c.op, &ha, &hb)))
     });
 }
@@ -214,6 +217,9 @@ fn add1_all_forms() {
                         } else {
                             ctx.add1(&a, &b)?
                         };
+                        if inplace {
+                            assert_aliases(&out, &a);
+                        }
                         let y = hb.v[0];
                         Ok((out, Host::from_fn(ha.ne, |i| ha.at(i) + y)))
                     });
@@ -238,6 +244,9 @@ fn scale_and_scale_bias() {
                             (false, false) => ctx.scale_bias(&a, s, b)?,
                             (false, true) => ctx.scale_bias_inplace(&a, s, b)?,
                         };
+                        if inplace {
+                            assert_aliases(&out, &a);
+                        }
                         let want = Host::from_fn(ha.ne, |i| ha.at(i) * s as f64 + b as f64);
                         Ok((out, want))
                     });

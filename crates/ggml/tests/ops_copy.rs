@@ -110,7 +110,9 @@ fn cont_dup_cast() {
             let name = format!("dup_inplace {ty} {layout:?}");
             check(&name, EXACT, |ctx, rng| {
                 let (a, ha) = input(ctx, ty, &[5, 4, 3, 2], layout, rng, -1.0, 1.0)?;
-                Ok((ctx.dup_inplace(&a)?, ha))
+                let out = ctx.dup_inplace(&a)?;
+                assert_aliases(&out, &a);
+                Ok((out, ha))
             });
             for to in FLOATS {
                 let name = format!("cast {ty} {layout:?} -> {to}");

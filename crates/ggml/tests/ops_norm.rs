@@ -43,6 +43,9 @@ fn run(kind: Kind, ty: Type, ne: &[i64], layout: Layout, eps: f32, inplace: bool
             (Kind::Rms, true) => Context::rms_norm_inplace,
         };
         let out = build(ctx, &a, eps)?;
+        if inplace {
+            assert_aliases(&out, &a);
+        }
         let want = match kind {
             Kind::Norm => norm_ref(&ha, eps as f64),
             Kind::Rms => rms_norm_ref(&ha, eps as f64),

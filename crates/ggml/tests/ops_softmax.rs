@@ -130,6 +130,9 @@ fn run_ext(c: Ext<'_>) {
         } else {
             ctx.soft_max_ext(&a, mask.as_ref().map(|m| &m.0), c.scale, c.max_bias)?
         };
+        if c.inplace {
+            assert_aliases(&out, &a);
+        }
         let want = reference::soft_max(
             &ha,
             mask.as_ref().map(|m| &m.1),

@@ -447,6 +447,25 @@ pub fn check_mem(
     }
 }
 
+/// Asserts that `out` is an in-place result over `a`: a view of the same memory with the same
+/// layout, so the kernel writes into `a`.
+pub fn assert_aliases(out: &Tensor, a: &Tensor) {
+    let root = |t: &Tensor| t.view_src().cloned().unwrap_or_else(|| t.clone());
+    let offs = |t: &Tensor| {
+        if t.view_src().is_some() {
+            t.view_offs()
+        } else {
+            0
+        }
+    };
+    assert!(
+        out.view_src().is_some(),
+        "in-place result {out:?} is not a view"
+    );
+    assert_eq!(root(out), root(a), "in-place result views another tensor");
+    assert_eq!((offs(out), out.nb(), out.ne()), (offs(a), a.nb(), a.ne()));
+}
+
 /// Asserts that `r` is an error whose message contains every one of `needles`.
 pub fn assert_err<T: std::fmt::Debug>(r: ggml::Result<T>, needles: &[&str]) {
     match r {

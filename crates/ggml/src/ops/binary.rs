@@ -1,7 +1,7 @@
 //! Element-wise binary ops with broadcasting: ADD, SUB, MUL, DIV (the second operand is tiled
 //! over the first, whose shape the result has) and ADD1 (adds a one-element tensor).
 
-use crate::context::{Context, NewTensor};
+use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::ops::Op;
 use crate::tensor::Tensor;
@@ -37,7 +37,7 @@ impl Context {
     fn binary(&self, op: Op, a: &Tensor, b: &Tensor, inplace: bool) -> Result<Tensor> {
         if !b.can_repeat(a) {
             return Err(Error::invalid(format!(
-                "{}: b {:?} (shape {:?}) cannot be broadcast to a {:?} (shape {:?}): every \
+                "{}: b {:?} of shape {:?} cannot be broadcast to a {:?} of shape {:?}: every \
                  dimension of a must be a multiple of b's",
                 op.name(),
                 b.name(),
@@ -46,17 +46,10 @@ impl Context {
                 a.ne()
             )));
         }
-        let ne = a.ne();
-        let n = NewTensor::op(a.ty(), &ne, op, vec![a.clone(), b.clone()]);
-        if inplace {
-            self.new_tensor_impl(n.view_of(a, 0).strides(a.nb()))
-        } else {
-            self.new_tensor_impl(n)
-        }
+        self.result_like(a, op, &[], vec![a.clone(), b.clone()], inplace)
     }
 
-    /// `ggml_add1`: a + b, where `b` has exactly one element.
-    pub fn add1(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    fn add1_impl(&self, a: &Tensor, b: &Tensor, inplace: bool) -> Result<Tensor> {
         if !b.is_scalar() {
             return Err(Error::invalid(format!(
                 "ADD1: b {:?} has shape {:?}; it must have exactly one element",
@@ -64,12 +57,16 @@ impl Context {
                 b.ne()
             )));
         }
-        let ne = a.ne();
-        self.new_tensor_impl(NewTensor::op(
-            a.ty(),
-            &ne,
-            Op::Add1,
-            vec![a.clone(), b.clone()],
-        ))
+        self.result_like(a, Op::Add1, &[], vec![a.clone(), b.clone()], inplace)
+    }
+
+    /// `ggml_add1`: a + b, where `b` has exactly one element.
+    pub fn add1(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.add1_impl(a, b, false)
+    }
+
+    /// `ggml_add1_inplace`: as [`Context::add1`], writing into `a`'s memory.
+    pub fn add1_inplace(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.add1_impl(a, b, true)
     }
 }

@@ -12,6 +12,9 @@ mod view;
 
 pub use unary::UnaryOp;
 
+use crate::context::NewTensor;
+use crate::tensor::Tensor;
+
 macro_rules! ops {
     ($($name:ident = $v:literal, $s:literal;)*) => {
         /// A tensor operation (`enum ggml_op`), with GGML's numeric values.
@@ -112,6 +115,28 @@ impl Op {
                 | Op::SoftMax
                 | Op::SoftMaxBack
         )
+    }
+}
+
+impl crate::Context {
+    /// A result of `a`'s type and shape computed by `op` from `srcs`. In place, the result is a
+    /// view of `a` with `a`'s strides (GGML's `ggml_view_tensor`), so the kernel writes into
+    /// `a`'s memory; otherwise it is a new contiguous tensor (`ggml_dup_tensor`).
+    pub(crate) fn result_like(
+        &self,
+        a: &Tensor,
+        op: Op,
+        params: &[i32],
+        srcs: Vec<Tensor>,
+        inplace: bool,
+    ) -> crate::Result<Tensor> {
+        let ne = a.ne();
+        let n = NewTensor::op(a.ty(), &ne, op, srcs).params(params);
+        if inplace {
+            self.new_tensor_impl(n.view_of(a, 0).strides(a.nb()))
+        } else {
+            self.new_tensor_impl(n)
+        }
     }
 }
 

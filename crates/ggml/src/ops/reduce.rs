@@ -27,13 +27,19 @@ impl Context {
     }
 
     /// `ggml_argmax`: the index of the largest element of each row of a matrix (I32, `[ne1]`;
-    /// the first one on ties).
+    /// the last one on ties, as GGML's CPU kernel).
     pub fn argmax(&self, a: &Tensor) -> Result<Tensor> {
         if !a.is_matrix() {
             return Err(Error::invalid(format!(
                 "ARGMAX: a {:?} has shape {:?}; it must be a matrix",
                 a.name(),
                 a.ne()
+            )));
+        }
+        if a.ne()[0] > i32::MAX as i64 {
+            return Err(Error::invalid(format!(
+                "ARGMAX: rows of {} elements; indices must fit an i32",
+                a.ne()[0]
             )));
         }
         self.new_tensor_impl(NewTensor::op(

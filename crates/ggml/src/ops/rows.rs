@@ -9,7 +9,8 @@ use crate::types::Type;
 impl Context {
     /// `ggml_get_rows`: rows of `a` picked by the I32 indices `b`: the result is
     /// `[a.ne0, b.ne0, b.ne1, b.ne2]` with `result[:, i, j, k] = a[:, b[i, j, k], j, k]`; F32
-    /// (I32 when `a` is I32). An index outside `a` gives a row of zeros.
+    /// (I32 when `a` is I32). An index outside `0..a.ne1` gives a row of zeros on the CPU
+    /// (GGML asserts there).
     pub fn get_rows(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         let (ae, be) = (a.ne(), b.ne());
         if b.ty() != Type::I32 {
@@ -19,11 +20,14 @@ impl Context {
                 b.ty()
             )));
         }
-        if ae[2] != be[1] || be[3] != 1 || ae[4] != 1 || be[4] != 1 {
+        // GGML: a.ne2 == b.ne1, a.ne3 == b.ne2, b.ne3 == 1 (and, with five dimensions here,
+        // neither has a fifth).
+        if ae[2] != be[1] || ae[3] != be[2] || be[3] != 1 || ae[4] != 1 || be[4] != 1 {
             return Err(Error::invalid(format!(
-                "GET_ROWS: a's ne2 ({}) must equal b's ne1 ({}), and b must be at most 3-D \
-                 (b shape {be:?})",
-                ae[2], be[1]
+                "GET_ROWS: indices {:?} of shape {be:?} do not fit a {:?} of shape {ae:?}: a.ne2 \
+                 must equal b.ne1, a.ne3 must equal b.ne2, b.ne3 and both ne4 must be 1",
+                b.name(),
+                a.name()
             )));
         }
         let ty = if a.ty() == Type::I32 {

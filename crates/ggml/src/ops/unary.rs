@@ -1,13 +1,13 @@
 //! Element-wise unary ops: the UNARY family (`ggml_unary` and its named forms), and SQR, SQRT,
 //! LOG, SIN, COS, SCALE.
 
-use crate::context::{Context, NewTensor};
+use crate::context::Context;
 use crate::error::Result;
 use crate::ops::{f32_param, Op};
 use crate::tensor::Tensor;
 
 macro_rules! unary_ops {
-    ($($name:ident = $v:literal, $s:literal $(, $method:ident)?;)*) => {
+    ($($name:ident = $v:literal, $s:literal $(, $method:ident, $inplace:ident)?;)*) => {
         /// Sub-op of a UNARY node (`enum ggml_unary_op`), stored in op_params[0].
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum UnaryOp {
@@ -35,20 +35,30 @@ macro_rules! unary_ops {
                 pub fn $method(&self, a: &Tensor) -> Result<Tensor> {
                     self.unary(a, UnaryOp::$name)
                 }
+
+                #[doc = concat!("`ggml_", stringify!($inplace), "`: as [`Context::", stringify!($method),
+                    "`], writing into `a`'s memory.")]
+                pub fn $inplace(&self, a: &Tensor) -> Result<Tensor> {
+                    self.unary_inplace(a, UnaryOp::$name)
+                }
             )?)*
         }
     };
 }
 
 unary_ops! {
-    Abs = 0, "ABS", abs; Sgn = 1, "SGN", sgn; Neg = 2, "NEG", neg; Step = 3, "STEP", step;
-    Tanh = 4, "TANH", tanh; Elu = 5, "ELU", elu; Relu = 6, "RELU", relu;
-    Sigmoid = 7, "SIGMOID", sigmoid; Gelu = 8, "GELU", gelu; GeluQuick = 9, "GELU_QUICK", gelu_quick;
-    Silu = 10, "SILU", silu; Hardswish = 11, "HARDSWISH", hardswish;
-    Hardsigmoid = 12, "HARDSIGMOID", hardsigmoid; Exp = 13, "EXP", exp; Expm1 = 14, "EXPM1", expm1;
-    Softplus = 15, "SOFTPLUS", softplus; GeluErf = 16, "GELU_ERF", gelu_erf; Xielu = 17, "XIELU";
-    Floor = 18, "FLOOR", floor; Ceil = 19, "CEIL", ceil; Round = 20, "ROUND", round;
-    Trunc = 21, "TRUNC", trunc;
+    Abs = 0, "ABS", abs, abs_inplace; Sgn = 1, "SGN", sgn, sgn_inplace;
+    Neg = 2, "NEG", neg, neg_inplace; Step = 3, "STEP", step, step_inplace;
+    Tanh = 4, "TANH", tanh, tanh_inplace; Elu = 5, "ELU", elu, elu_inplace;
+    Relu = 6, "RELU", relu, relu_inplace; Sigmoid = 7, "SIGMOID", sigmoid, sigmoid_inplace;
+    Gelu = 8, "GELU", gelu, gelu_inplace; GeluQuick = 9, "GELU_QUICK", gelu_quick, gelu_quick_inplace;
+    Silu = 10, "SILU", silu, silu_inplace; Hardswish = 11, "HARDSWISH", hardswish, hardswish_inplace;
+    Hardsigmoid = 12, "HARDSIGMOID", hardsigmoid, hardsigmoid_inplace;
+    Exp = 13, "EXP", exp, exp_inplace; Expm1 = 14, "EXPM1", expm1, expm1_inplace;
+    Softplus = 15, "SOFTPLUS", softplus, softplus_inplace;
+    GeluErf = 16, "GELU_ERF", gelu_erf, gelu_erf_inplace; Xielu = 17, "XIELU";
+    Floor = 18, "FLOOR", floor, floor_inplace; Ceil = 19, "CEIL", ceil, ceil_inplace;
+    Round = 20, "ROUND", round, round_inplace; Trunc = 21, "TRUNC", trunc, trunc_inplace;
 }
 
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
@@ -80,8 +90,17 @@ impl UnaryOp {
                     x.exp_m1()
                 }
             }
-            UnaryOp::Relu => x.max(0.0),
+            // GGML: `x > 0 ? x : 0` (so -0 and NaN give +0).
+            UnaryOp::Relu => {
+                if x > 0.0 {
+                    x
+                } else {
+                    0.0
+                }
+            }
             UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            // GGML's CPU kernel reads this formula from an f16 table for |x| < 10; computing
+            // it directly is more accurate and stays within GGML's tolerance of it.
             UnaryOp::Gelu => {
                 0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)).tanh())
             }
@@ -90,7 +109,10 @@ impl UnaryOp {
             UnaryOp::Hardswish => x * ((x + 3.0) / 6.0).clamp(0.0, 1.0),
             UnaryOp::Hardsigmoid => ((x + 3.0) / 6.0).clamp(0.0, 1.0),
             UnaryOp::Exp => x.exp(),
+            // GGML computes expf(x) - 1; exp_m1 is the same function without the
+            // cancellation near 0.
             UnaryOp::Expm1 => x.exp_m1(),
+            // GGML: x above 20 (where ln(1 + eˣ) − x < 3e-9), else ln(1 + eˣ).
             UnaryOp::Softplus => {
                 if x > 20.0 {
                     x
@@ -138,6 +160,8 @@ pub(crate) fn erf(x: f64) -> f64 {
 
 impl Context {
     /// `ggml_unary`: applies `op` element-wise. XIELU needs parameters and is refused here.
+    /// Inputs of any layout are accepted (GGML asks for contiguous rows; the CPU kernels
+    /// follow arbitrary strides).
     pub fn unary(&self, a: &Tensor, op: UnaryOp) -> Result<Tensor> {
         self.unary_impl(a, op, false)
     }
@@ -164,38 +188,7 @@ impl Context {
         params: &[i32],
         inplace: bool,
     ) -> Result<Tensor> {
-        let ne = a.ne();
-        let n = NewTensor::op(a.ty(), &ne, op, vec![a.clone()]).params(params);
-        if inplace {
-            self.new_tensor_impl(n.view_of(a, 0).strides(a.nb()))
-        } else {
-            self.new_tensor_impl(n)
-        }
-    }
-
-    /// `ggml_sqr`: x².
-    pub fn sqr(&self, a: &Tensor) -> Result<Tensor> {
-        self.map_op(a, Op::Sqr, &[], false)
-    }
-
-    /// `ggml_sqrt`: √x.
-    pub fn sqrt(&self, a: &Tensor) -> Result<Tensor> {
-        self.map_op(a, Op::Sqrt, &[], false)
-    }
-
-    /// `ggml_log`: ln x.
-    pub fn log(&self, a: &Tensor) -> Result<Tensor> {
-        self.map_op(a, Op::Log, &[], false)
-    }
-
-    /// `ggml_sin`.
-    pub fn sin(&self, a: &Tensor) -> Result<Tensor> {
-        self.map_op(a, Op::Sin, &[], false)
-    }
-
-    /// `ggml_cos`.
-    pub fn cos(&self, a: &Tensor) -> Result<Tensor> {
-        self.map_op(a, Op::Cos, &[], false)
+        self.result_like(a, op, params, vec![a.clone()], inplace)
     }
 
     /// `ggml_scale`: x·s.
@@ -205,11 +198,43 @@ impl Context {
 
     /// `ggml_scale_inplace`.
     pub fn scale_inplace(&self, a: &Tensor, s: f32) -> Result<Tensor> {
-        self.map_op(a, Op::Scale, &[f32_param(s), f32_param(0.0)], true)
+        self.scale_bias_inplace(a, s, 0.0)
     }
 
     /// `ggml_scale_bias`: x·s + b.
     pub fn scale_bias(&self, a: &Tensor, s: f32, b: f32) -> Result<Tensor> {
         self.map_op(a, Op::Scale, &[f32_param(s), f32_param(b)], false)
     }
+
+    /// `ggml_scale_bias_inplace`.
+    pub fn scale_bias_inplace(&self, a: &Tensor, s: f32, b: f32) -> Result<Tensor> {
+        self.map_op(a, Op::Scale, &[f32_param(s), f32_param(b)], true)
+    }
+}
+
+macro_rules! map_ops {
+    ($($op:ident: $method:ident, $inplace:ident, $what:literal;)*) => {
+        impl Context {
+            $(
+                #[doc = concat!("`ggml_", stringify!($method), "`: ", $what, " element-wise.")]
+                pub fn $method(&self, a: &Tensor) -> Result<Tensor> {
+                    self.map_op(a, Op::$op, &[], false)
+                }
+
+                #[doc = concat!("`ggml_", stringify!($inplace), "`: as [`Context::", stringify!($method),
+                    "`], writing into `a`'s memory.")]
+                pub fn $inplace(&self, a: &Tensor) -> Result<Tensor> {
+                    self.map_op(a, Op::$op, &[], true)
+                }
+            )*
+        }
+    };
+}
+
+map_ops! {
+    Sqr: sqr, sqr_inplace, "x²";
+    Sqrt: sqrt, sqrt_inplace, "√x";
+    Log: log, log_inplace, "ln x";
+    Sin: sin, sin_inplace, "sin x";
+    Cos: cos, cos_inplace, "cos x";
 }

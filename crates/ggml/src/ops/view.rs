@@ -7,9 +7,48 @@ use crate::ops::Op;
 use crate::tensor::{Tensor, MAX_DIMS};
 use crate::types::Type;
 
+/// Checks a shape given to RESHAPE, VIEW or CONT (1 to 5 dimensions, none negative) and
+/// returns its element count (an error when the count overflows).
+fn shape_count(op: &str, ne: &[i64]) -> Result<i64> {
+    if ne.is_empty() || ne.len() > MAX_DIMS {
+        return Err(Error::invalid(format!(
+            "{op}: {} dimensions given ({ne:?}); a tensor has 1 to {MAX_DIMS}",
+            ne.len()
+        )));
+    }
+    if let Some(d) = ne.iter().position(|&x| x < 0) {
+        return Err(Error::invalid(format!(
+            "{op}: ne[{d}] = {} is negative (shape {ne:?})",
+            ne[d]
+        )));
+    }
+    ne.iter()
+        .try_fold(1i64, |acc, &x| acc.checked_mul(x))
+        .ok_or_else(|| Error::invalid(format!("{op}: shape {ne:?} has too many elements")))
+}
+
+/// Bytes from a view's first element to one past its last (`ggml_nbytes` of the view), with
+/// overflow checked; 0 when the view is empty.
+fn checked_span(ty: Type, ne: &[i64; MAX_DIMS], nb: &[usize; MAX_DIMS]) -> Option<usize> {
+    if ne.contains(&0) {
+        return Some(0);
+    }
+    let blck = ty.blck_size();
+    let row = (ne[0] as usize / blck).checked_mul(ty.type_size())?;
+    (1..MAX_DIMS).try_fold(row, |acc, d| {
+        (ne[d] as usize - 1)
+            .checked_mul(nb[d])
+            .and_then(|x| acc.checked_add(x))
+    })
+}
+
 impl Context {
     /// A view of `a` with shape `ne` and strides `nb[1..]` (`nb[0]` is the type size, missing
     /// higher strides follow GGML: packed over the given ones), at byte `offset`.
+    ///
+    /// GGML only checks that the *contiguous* size fits after `offset`; here every byte the
+    /// view can reach with its strides must lie inside `a`'s memory (its root tensor), so a
+    /// view can never read or write out of bounds.
     fn view_impl(
         &self,
         a: &Tensor,
@@ -17,14 +56,34 @@ impl Context {
         nb_given: &[usize],
         offset: usize,
     ) -> Result<Tensor> {
+        shape_count("VIEW", ne)?;
         let mut full = [1i64; MAX_DIMS];
         full[..ne.len()].copy_from_slice(ne);
-        let mut nb = crate::tensor::contiguous_strides(a.ty(), &full);
-        for (i, &s) in nb_given.iter().enumerate() {
-            nb[i + 1] = s;
+        let mut nb = [0usize; MAX_DIMS];
+        nb[0] = a.ty().type_size();
+        nb[1] = nb[0] * (full[0] as usize / a.ty().blck_size());
+        nb[1..=nb_given.len()].copy_from_slice(nb_given);
+        for i in (nb_given.len() + 1).max(2)..MAX_DIMS {
+            nb[i] = nb[i - 1]
+                .checked_mul(full[i - 1] as usize)
+                .ok_or_else(|| Error::invalid(format!("VIEW: strides of shape {ne:?} overflow")))?;
         }
-        for i in nb_given.len() + 1..MAX_DIMS {
-            nb[i] = nb[i - 1] * full[i - 1] as usize;
+        let span = checked_span(a.ty(), &full, &nb).ok_or_else(|| {
+            Error::invalid(format!(
+                "VIEW: shape {ne:?} with strides {nb:?} spans more bytes than memory can address"
+            ))
+        })?;
+        let (root_bytes, base) = match a.view_src() {
+            Some(root) => (root.nbytes(), a.view_offs()),
+            None => (a.nbytes(), 0),
+        };
+        let end = base.checked_add(offset).and_then(|o| o.checked_add(span));
+        if span > 0 && end.is_none_or(|e| e > root_bytes) {
+            return Err(Error::invalid(format!(
+                "VIEW: offset {offset} + {span} bytes (shape {ne:?}, strides {nb:?}) is out of \
+                 bounds of {:?} ({root_bytes} bytes from its memory's start, view at {base})",
+                a.name()
+            )));
         }
         let offset_param = [offset as u32 as i32, (offset as u64 >> 32) as i32];
         let v = self.new_tensor_impl(
@@ -87,11 +146,13 @@ impl Context {
     pub fn reshape_nd(&self, a: &Tensor, ne: &[i64]) -> Result<Tensor> {
         if !a.is_contiguous() {
             return Err(Error::invalid(format!(
-                "RESHAPE: a {:?} is not contiguous; use cont() first",
-                a.name()
+                "RESHAPE: a {:?} (shape {:?}, strides {:?}) is not contiguous; use cont() first",
+                a.name(),
+                a.ne(),
+                a.nb()
             )));
         }
-        let n: i64 = ne.iter().product();
+        let n = shape_count("RESHAPE", ne)?;
         if n != a.nelements() {
             return Err(Error::invalid(format!(
                 "RESHAPE: new shape {ne:?} has {n} elements, a {:?} has {}",
@@ -184,9 +245,10 @@ impl Context {
         self.cont_nd(a, &a.ne())
     }
 
-    /// `ggml_cont_1d..4d`: a contiguous copy of `a` with a new shape of the same element count.
+    /// `ggml_cont_4d` generalised: a contiguous copy of `a` with a new shape of the same
+    /// element count ("make contiguous and reshape").
     pub fn cont_nd(&self, a: &Tensor, ne: &[i64]) -> Result<Tensor> {
-        let n: i64 = ne.iter().product();
+        let n = shape_count("CONT", ne)?;
         if n != a.nelements() {
             return Err(Error::invalid(format!(
                 "CONT: shape {ne:?} has {n} elements, a {:?} has {}",
@@ -197,6 +259,26 @@ impl Context {
         let t = self.new_tensor_impl(NewTensor::op(a.ty(), ne, Op::Cont, vec![a.clone()]))?;
         t.set_name(&format!("{} (cont)", a.name()));
         Ok(t)
+    }
+
+    /// `ggml_cont_1d`.
+    pub fn cont_1d(&self, a: &Tensor, ne0: i64) -> Result<Tensor> {
+        self.cont_nd(a, &[ne0])
+    }
+
+    /// `ggml_cont_2d`.
+    pub fn cont_2d(&self, a: &Tensor, ne0: i64, ne1: i64) -> Result<Tensor> {
+        self.cont_nd(a, &[ne0, ne1])
+    }
+
+    /// `ggml_cont_3d`.
+    pub fn cont_3d(&self, a: &Tensor, ne0: i64, ne1: i64, ne2: i64) -> Result<Tensor> {
+        self.cont_nd(a, &[ne0, ne1, ne2])
+    }
+
+    /// `ggml_cont_4d`.
+    pub fn cont_4d(&self, a: &Tensor, ne0: i64, ne1: i64, ne2: i64, ne3: i64) -> Result<Tensor> {
+        self.cont_nd(a, &[ne0, ne1, ne2, ne3])
     }
 
     /// `ggml_cpy`: writes `a` into `b` (converting to `b`'s type, in logical element order);
@@ -231,7 +313,11 @@ impl Context {
 
     /// `ggml_dup`: a new tensor holding a copy of `a`.
     pub fn dup(&self, a: &Tensor) -> Result<Tensor> {
-        let ne = a.ne();
-        self.new_tensor_impl(NewTensor::op(a.ty(), &ne, Op::Dup, vec![a.clone()]))
+        self.result_like(a, Op::Dup, &[], vec![a.clone()], false)
+    }
+
+    /// `ggml_dup_inplace`: a DUP node that is a view of `a` (copying `a` onto itself).
+    pub fn dup_inplace(&self, a: &Tensor) -> Result<Tensor> {
+        self.result_like(a, Op::Dup, &[], vec![a.clone()], true)
     }
 }

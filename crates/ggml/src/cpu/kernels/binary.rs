@@ -1,6 +1,6 @@
 //! Element-wise binary ops with broadcasting of the second operand: ADD, SUB, MUL, DIV, ADD1.
 
-use super::{is_float, unsupported, KernelFn, NodePtrs, Params};
+use super::{is_float, ld, st, unsupported, KernelFn, NodePtrs, Params};
 use crate::error::Result;
 use crate::ops::Op;
 use crate::tensor::Tensor;
@@ -39,6 +39,7 @@ fn broadcast(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
     let ne0 = d.ne[0] as usize;
     let nb0 = b.ne[0] as usize;
+    let fast = d.f32_rows() && a.f32_rows() && b.f32_rows();
     for r in p.range(d.nrows()) {
         let idx = d.unravel_row(r);
         let mut bidx = idx;
@@ -47,11 +48,23 @@ fn broadcast(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
         }
         let (drow, arow, brow) = (d.row(idx), a.row(idx), b.row(bidx));
         // SAFETY: the rows are rows of their tensors and every index is below that tensor's
-        // ne[0]; dst may alias a (in place), which element-by-element access tolerates.
+        // ne[0]; dst may alias a (in place), which element-by-element access tolerates (each
+        // element is read before it is written).
         unsafe {
-            for i in 0..ne0 {
-                let y = b.get(brow, i % nb0);
-                d.set(drow, i, f(a.get(arow, i), y));
+            if fast && nb0 == ne0 {
+                for i in 0..ne0 {
+                    st(drow, i, f(ld(arow, i), ld(brow, i)));
+                }
+            } else if fast && nb0 == 1 {
+                let y = ld(brow, 0);
+                for i in 0..ne0 {
+                    st(drow, i, f(ld(arow, i), y));
+                }
+            } else {
+                for i in 0..ne0 {
+                    let y = b.get(brow, i % nb0);
+                    d.set(drow, i, f(a.get(arow, i), y));
+                }
             }
         }
     }

@@ -117,6 +117,92 @@ impl TensorPtr {
     pub fn rows_packed(&self) -> bool {
         self.nb[0] == self.ty.type_size()
     }
+
+    /// Reads the row at `row` into `out` as f32 (a byte copy for packed F32 rows).
+    ///
+    /// # Safety
+    /// `row` must be a row of this tensor and `out.len() == ne[0]`.
+    pub unsafe fn read_row(&self, row: *const u8, out: &mut [f32]) {
+        // SAFETY: a packed F32 row holds out.len() elements; otherwise forwarded.
+        unsafe {
+            if self.f32_rows() {
+                std::ptr::copy_nonoverlapping(row, out.as_mut_ptr() as *mut u8, out.len() * 4);
+            } else {
+                for (i, v) in out.iter_mut().enumerate() {
+                    *v = self.get(row, i);
+                }
+            }
+        }
+    }
+
+    /// Writes `src` into the row at `row` (a byte copy for packed F32 rows).
+    ///
+    /// # Safety
+    /// `row` must be a row of this tensor, `src.len() == ne[0]`, and `src` must not overlap
+    /// the row.
+    pub unsafe fn write_row(&self, row: *mut u8, src: &[f32]) {
+        // SAFETY: as for `read_row`; the caller guarantees no overlap.
+        unsafe {
+            if self.f32_rows() {
+                std::ptr::copy_nonoverlapping(src.as_ptr() as *const u8, row, src.len() * 4);
+            } else {
+                for (i, &v) in src.iter().enumerate() {
+                    self.set(row, i, v);
+                }
+            }
+        }
+    }
+
+    /// Whether rows are packed F32, the case the kernels' fast paths handle.
+    pub fn f32_rows(&self) -> bool {
+        self.ty == Type::F32 && self.rows_packed()
+    }
+
+    /// Writes zero bits (0 in every type) to element `i` of the row at `row`.
+    ///
+    /// # Safety
+    /// `row` must be a row of this tensor and `i < ne[0]`.
+    #[inline]
+    pub unsafe fn zero(&self, row: *mut u8, i: usize) {
+        // SAFETY: forwarded from the caller.
+        unsafe { std::ptr::write_bytes(row.add(i * self.nb[0]), 0, self.ty.type_size()) }
+    }
+
+    /// Copies element `j` of the row `srow` of `src` into element `i` of the row `drow` of
+    /// this tensor: bit for bit when the types are equal, else converted through f32 (the
+    /// pair must satisfy [`copyable`]).
+    ///
+    /// # Safety
+    /// `drow` must be a row of this tensor and `i < ne[0]`; `srow` a row of `src`, `j` below
+    /// its `ne[0]`.
+    #[inline]
+    pub unsafe fn copy_from(
+        &self,
+        drow: *mut u8,
+        i: usize,
+        src: &TensorPtr,
+        srow: *const u8,
+        j: usize,
+    ) {
+        // SAFETY: forwarded from the caller; a same-type copy moves one element's bytes.
+        unsafe {
+            if self.ty == src.ty {
+                std::ptr::copy(
+                    srow.add(j * src.nb[0]),
+                    drow.add(i * self.nb[0]),
+                    self.ty.type_size(),
+                );
+            } else {
+                self.set(drow, i, src.get(srow, j));
+            }
+        }
+    }
+}
+
+/// Whether element copies from `src` to `dst` are supported: equal non-quantized types (bit
+/// copies), or any pair of F32, F16 and BF16 (conversions).
+pub(crate) fn copyable(src: Type, dst: Type) -> bool {
+    (src == dst && !src.is_quantized()) || (is_float(src) && is_float(dst))
 }
 
 /// Reads one F32/F16/BF16/I32 element as f32.
@@ -137,6 +223,26 @@ pub(crate) unsafe fn load(p: *const u8, ty: Type) -> f32 {
     }
 }
 
+/// Reads element `i` of a packed F32 row (any alignment).
+///
+/// # Safety
+/// `row` must point at a packed F32 row of more than `i` elements.
+#[inline(always)]
+pub(crate) unsafe fn ld(row: *const u8, i: usize) -> f32 {
+    // SAFETY: forwarded from the caller.
+    unsafe { (row as *const f32).add(i).read_unaligned() }
+}
+
+/// Writes element `i` of a packed F32 row (any alignment).
+///
+/// # Safety
+/// `row` must point at a writable packed F32 row of more than `i` elements.
+#[inline(always)]
+pub(crate) unsafe fn st(row: *mut u8, i: usize, v: f32) {
+    // SAFETY: forwarded from the caller.
+    unsafe { (row as *mut f32).add(i).write_unaligned(v) }
+}
+
 /// Writes one F32/F16/BF16/I32 element from f32.
 ///
 /// # Safety
@@ -153,6 +259,20 @@ pub(crate) unsafe fn store(p: *mut u8, ty: Type, v: f32) {
             _ => {}
         }
     }
+}
+
+/// Σ f(x) over `x` in f64 (GGML's `ggml_float` accumulator), with four partial sums so the
+/// loop vectorises instead of waiting on one chain of additions.
+#[inline(always)]
+pub(crate) fn sum_f64(x: &[f32], f: impl Fn(f64) -> f64) -> f64 {
+    let mut acc = [0f64; 4];
+    for c in x.chunks_exact(4) {
+        for l in 0..4 {
+            acc[l] += f(c[l] as f64);
+        }
+    }
+    let tail: f64 = x[x.len() / 4 * 4..].iter().map(|&v| f(v as f64)).sum();
+    (acc[0] + acc[2]) + (acc[1] + acc[3]) + tail
 }
 
 /// A node's addresses and parameters, resolved for one run.
@@ -255,6 +375,7 @@ pub(crate) fn work_size(t: &Tensor) -> usize {
     match t.op() {
         Op::MulMat => matmul::work_size(t),
         Op::SoftMax => softmax::work_size(t),
+        Op::Norm | Op::RmsNorm => norm::work_size(t),
         _ => 0,
     }
 }

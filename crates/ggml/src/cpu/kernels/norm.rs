@@ -1,7 +1,7 @@
 //! Row normalisations: NORM (zero mean, unit variance) and RMS_NORM, with `eps` in op_params 0.
 //! Statistics accumulate in f64, as GGML's `ggml_float`.
 
-use super::{is_float, unsupported, KernelFn, NodePtrs, Params};
+use super::{is_float, sum_f64, unsupported, KernelFn, NodePtrs, Params};
 use crate::error::Result;
 use crate::ops::Op;
 use crate::tensor::Tensor;
@@ -17,47 +17,49 @@ pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
     })
 }
 
-fn norm(n: &NodePtrs, p: &Params) {
-    let eps = n.param_f32(0) as f64;
+/// One f32 row of scratch per thread.
+pub(super) fn work_size(t: &Tensor) -> usize {
+    t.ne()[0] as usize * 4
+}
+
+/// Applies `f` to every row of `a` (loaded as f32 into the thread's scratch, so in-place
+/// results never overwrite what is still to be read) and stores the row into `dst`.
+fn per_row(n: &NodePtrs, p: &Params, f: impl Fn(&mut [f32])) {
     let (d, a) = (&n.dst, &n.src[0]);
-    let ne0 = a.ne[0] as usize;
+    // SAFETY: the plan sized each thread's scratch for ne0 f32 values.
+    let buf = unsafe { p.scratch_f32(a.ne[0] as usize) };
     for r in p.range(a.nrows()) {
         let idx = a.unravel_row(r);
-        let (arow, drow) = (a.row(idx), d.row(idx));
-        // SAFETY: rows of their tensors, indices below ne[0]; dst may alias a, and every
-        // element is read (twice) before it is written.
-        unsafe {
-            let mean = (0..ne0).map(|i| a.get(arow, i) as f64).sum::<f64>() / ne0 as f64;
-            let var = (0..ne0)
-                .map(|i| (a.get(arow, i) as f64 - mean).powi(2))
-                .sum::<f64>()
-                / ne0 as f64;
-            let scale = 1.0 / (var + eps).sqrt();
-            for i in 0..ne0 {
-                d.set(drow, i, ((a.get(arow, i) as f64 - mean) * scale) as f32);
-            }
-        }
+        // SAFETY: rows of their tensors with ne0 elements; the scratch is private.
+        unsafe { a.read_row(a.row(idx), buf) };
+        f(buf);
+        // SAFETY: as above.
+        unsafe { d.write_row(d.row(idx), buf) };
     }
 }
 
+/// `(x − mean)/√(var + eps)`; the statistics accumulate in f64 (GGML's `ggml_float`).
+fn norm(n: &NodePtrs, p: &Params) {
+    let eps = n.param_f32(0) as f64;
+    per_row(n, p, |x| {
+        let len = x.len() as f64;
+        let mean = sum_f64(x, |v| v) / len;
+        let var = sum_f64(x, |v| (v - mean) * (v - mean)) / len;
+        let scale = 1.0 / (var + eps).sqrt();
+        for v in x.iter_mut() {
+            *v = ((*v as f64 - mean) * scale) as f32;
+        }
+    })
+}
+
+/// `x/√(mean(x²) + eps)` (GGML adds eps to the mean square, inside the root).
 fn rms_norm(n: &NodePtrs, p: &Params) {
     let eps = n.param_f32(0) as f64;
-    let (d, a) = (&n.dst, &n.src[0]);
-    let ne0 = a.ne[0] as usize;
-    for r in p.range(a.nrows()) {
-        let idx = a.unravel_row(r);
-        let (arow, drow) = (a.row(idx), d.row(idx));
-        // SAFETY: rows of their tensors, indices below ne[0]; each element is read before it
-        // is written.
-        unsafe {
-            let ms = (0..ne0)
-                .map(|i| (a.get(arow, i) as f64).powi(2))
-                .sum::<f64>()
-                / ne0 as f64;
-            let scale = (1.0 / (ms + eps).sqrt()) as f32;
-            for i in 0..ne0 {
-                d.set(drow, i, a.get(arow, i) * scale);
-            }
+    per_row(n, p, |x| {
+        let ms = sum_f64(x, |v| v * v) / x.len() as f64;
+        let scale = (1.0 / (ms + eps).sqrt()) as f32;
+        for v in x.iter_mut() {
+            *v *= scale;
         }
-    }
+    })
 }

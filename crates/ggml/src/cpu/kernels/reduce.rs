@@ -56,17 +56,24 @@ fn mean(n: &NodePtrs, p: &Params) {
     per_row(n, p, |a, r| (row_sum(a, r) / a.ne[0] as f64) as f32)
 }
 
+/// Index of the largest element of each row, written as I32. As GGML's
+/// `ggml_vec_argmax_f32`, the running maximum is `max > v ? max : v` and any element equal to
+/// it takes the index, so ties give the *last* position.
 fn argmax(n: &NodePtrs, p: &Params) {
-    per_row(n, p, |a, r| {
+    let (d, a) = (&n.dst, &n.src[0]);
+    for r in p.range(a.nrows()) {
         let row = a.row_at(r);
-        let mut best = (0usize, f32::NEG_INFINITY);
+        let (mut max, mut best) = (f32::NEG_INFINITY, 0usize);
         for i in 0..a.ne[0] as usize {
             // SAFETY: a row of `a`, index below ne[0].
             let v = unsafe { a.get(row, i) };
-            if v > best.1 {
-                best = (i, v);
+            max = if max > v { max } else { v };
+            if max == v {
+                best = i;
             }
         }
-        best.0 as f32
-    })
+        // SAFETY: dst is the I32 vector [a.ne1] and a is a matrix, so r < dst.ne0 (element r,
+        // not row r); the builder bounds ne0 by i32::MAX, so the index fits.
+        unsafe { (d.data.add(r * d.nb[0]) as *mut i32).write_unaligned(best as i32) }
+    }
 }

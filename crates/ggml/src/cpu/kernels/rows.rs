@@ -1,6 +1,7 @@
-//! Row gathering and tiling: GET_ROWS, REPEAT, CONCAT.
+//! Row gathering and tiling: GET_ROWS, REPEAT, CONCAT. Elements move bit for bit between
+//! equal types (so I32 rows stay exact) and are converted between F32, F16 and BF16.
 
-use super::{is_float, load, unsupported, KernelFn, NodePtrs, Params};
+use super::{copyable, unsupported, KernelFn, NodePtrs, Params, TensorPtr};
 use crate::error::Result;
 use crate::ops::Op;
 use crate::tensor::{Tensor, MAX_DIMS};
@@ -8,17 +9,39 @@ use crate::types::Type;
 
 pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
     let srcs = t.srcs();
-    let float_io = is_float(t.ty()) && is_float(srcs[0].ty());
+    let io = copyable(srcs[0].ty(), t.ty());
     Ok(match t.op() {
-        Op::GetRows if float_io && srcs[1].ty() == Type::I32 => get_rows,
-        Op::Repeat if float_io => repeat,
-        Op::Concat if float_io && is_float(srcs[1].ty()) => concat,
+        Op::GetRows if io && srcs[1].ty() == Type::I32 => get_rows,
+        Op::Repeat if io => repeat,
+        Op::Concat if io && copyable(srcs[1].ty(), t.ty()) => concat,
         _ => return Err(unsupported(t)),
     })
 }
 
-/// `dst[:, i, j, k] = a[:, idx[i, j, k], j, k]`; an index out of range leaves the row zero
-/// (the builder cannot see index values; this never reads outside `a`).
+/// Copies `n` elements from `src` (row `srow`, from element `j0`) into `dst` (row `drow`,
+/// from element `i0`).
+///
+/// # Safety
+/// Both rows must belong to their tensors and hold the `n` elements from those positions.
+#[inline]
+unsafe fn copy_run(
+    d: &TensorPtr,
+    drow: *mut u8,
+    i0: usize,
+    s: &TensorPtr,
+    srow: *const u8,
+    j0: usize,
+    n: usize,
+) {
+    for k in 0..n {
+        // SAFETY: forwarded from the caller.
+        unsafe { d.copy_from(drow, i0 + k, s, srow, j0 + k) }
+    }
+}
+
+/// `dst[:, i, j, k] = a[:, idx[i, j, k], j, k]`. An index outside `0..a.ne1` gives a row of
+/// zeros (GGML asserts instead; the builder cannot see index values, and this never reads
+/// outside `a`).
 fn get_rows(n: &NodePtrs, p: &Params) {
     let (d, a, idx) = (&n.dst, &n.src[0], &n.src[1]);
     let ne0 = d.ne[0] as usize;
@@ -26,25 +49,21 @@ fn get_rows(n: &NodePtrs, p: &Params) {
         let di = d.unravel_row(r);
         // SAFETY: (di[0], di[1], di[2]) indexes idx, whose shape is dst's dims 1..4.
         let row = unsafe {
-            load(
-                idx.row([di[1], di[2], 0, 0]).add(di[0] * idx.nb[0]),
-                Type::I32,
-            )
+            (idx.row([di[1], di[2], 0, 0]).add(di[0] * idx.nb[0]) as *const i32).read_unaligned()
         };
         let drow = d.row(di);
-        let row = row as i64;
-        // SAFETY: rows of their tensors, indices below ne[0]; the source row is range-checked.
+        // SAFETY: rows of their tensors, indices below ne[0]; the source row index is checked
+        // against a.ne1, and di[1], di[2] index a's dims 2 and 3 (the builder made them equal
+        // to idx's dims 1 and 2).
         unsafe {
-            if row < 0 || row >= a.ne[1] {
+            if row < 0 || row as i64 >= a.ne[1] {
                 for i in 0..ne0 {
-                    d.set(drow, i, 0.0);
+                    d.zero(drow, i);
                 }
                 continue;
             }
             let arow = a.row([row as usize, di[1], di[2], 0]);
-            for i in 0..ne0 {
-                d.set(drow, i, a.get(arow, i));
-            }
+            copy_run(d, drow, 0, a, arow, 0, ne0);
         }
     }
 }
@@ -58,10 +77,10 @@ fn repeat(n: &NodePtrs, p: &Params) {
         let di = d.unravel_row(r);
         let ai: [usize; MAX_DIMS - 1] = std::array::from_fn(|k| di[k] % a.ne[k + 1] as usize);
         let (drow, arow) = (d.row(di), a.row(ai));
-        // SAFETY: rows of their tensors; indices reduced below each ne[0].
+        // SAFETY: rows of their tensors; each run stays inside both rows (a0 divides ne0).
         unsafe {
-            for i in 0..ne0 {
-                d.set(drow, i, a.get(arow, i % a0));
+            for start in (0..ne0).step_by(a0.max(1)) {
+                copy_run(d, drow, start, a, arow, 0, a0.min(ne0 - start));
             }
         }
     }
@@ -75,18 +94,25 @@ fn concat(n: &NodePtrs, p: &Params) {
     for r in p.range(d.nrows()) {
         let di = d.unravel_row(r);
         let drow = d.row(di);
-        for i in 0..ne0 {
-            let mut full = [i, di[0], di[1], di[2], di[3]];
-            let src = if full[dim] < a.ne[dim] as usize {
-                a
-            } else {
-                full[dim] -= a.ne[dim] as usize;
-                b
-            };
-            let row = src.row([full[1], full[2], full[3], full[4]]);
-            // SAFETY: `full` indexes `src` (shapes agree outside `dim`, and inside it the index
-            // was shifted into b's range); i < dst ne[0].
-            unsafe { d.set(drow, i, src.get(row, full[0])) }
+        if dim == 0 {
+            let na = a.ne[0] as usize;
+            // SAFETY: the row of dst is a's row (na elements) followed by b's (ne0 − na); the
+            // other indices agree between the three tensors.
+            unsafe {
+                copy_run(d, drow, 0, a, a.row(di), 0, na);
+                copy_run(d, drow, na, b, b.row(di), 0, ne0 - na);
+            }
+            continue;
         }
+        let mut si = di;
+        let src = if si[dim - 1] < a.ne[dim] as usize {
+            a
+        } else {
+            si[dim - 1] -= a.ne[dim] as usize;
+            b
+        };
+        // SAFETY: `si` indexes `src` (shapes agree outside `dim`, and inside it the index was
+        // shifted into b's range); the row has ne0 elements in all three tensors.
+        unsafe { copy_run(d, drow, 0, src, src.row(si), 0, ne0) }
     }
 }

@@ -1,6 +1,6 @@
 //! Element-wise unary ops: SCALE, SQR, SQRT, LOG, SIN, COS and every UNARY sub-op but XIELU.
 
-use super::{is_float, unsupported, KernelFn, NodePtrs, Params};
+use super::{is_float, ld, st, unsupported, KernelFn, NodePtrs, Params};
 use crate::error::Result;
 use crate::ops::{Op, UnaryOp};
 use crate::tensor::Tensor;
@@ -66,13 +66,22 @@ fn scale(n: &NodePtrs, p: &Params) {
 #[inline(always)]
 fn map(n: &NodePtrs, p: &Params, f: impl Fn(f32) -> f32) {
     let (d, a) = (&n.dst, &n.src[0]);
+    let ne0 = d.ne[0] as usize;
+    let fast = d.f32_rows() && a.f32_rows();
     for r in p.range(d.nrows()) {
         let idx = d.unravel_row(r);
         let (drow, arow) = (d.row(idx), a.row(idx));
-        // SAFETY: rows of their tensors, indices below ne[0]; dst may alias a.
+        // SAFETY: rows of their tensors, indices below ne[0]; dst may alias a (each element
+        // is read before it is written).
         unsafe {
-            for i in 0..d.ne[0] as usize {
-                d.set(drow, i, f(a.get(arow, i)));
+            if fast {
+                for i in 0..ne0 {
+                    st(drow, i, f(ld(arow, i)));
+                }
+            } else {
+                for i in 0..ne0 {
+                    d.set(drow, i, f(a.get(arow, i)));
+                }
             }
         }
     }

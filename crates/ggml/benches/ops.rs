@@ -1,0 +1,154 @@
+//! Micro-benchmark of the CPU kernels: GFLOP/s of MUL_MAT (F32 and F16 weights) and GB/s of
+//! ADD, RMS_NORM and SOFT_MAX, with 1 and 2 threads. Run with
+//! `cargo bench -p ggml --bench ops` (optionally `-- <filter>` to run matching lines only).
+//! Timing lives here, never in a test.
+
+use std::time::{Duration, Instant};
+
+use ggml::{backend, Backend, Context, Graph, Tensor, Type};
+
+/// Minimum measuring time per line.
+const TARGET: Duration = Duration::from_millis(400);
+
+/// Seconds per run of `graph`: median of repeated runs after one warm-up.
+fn time(be: &Backend, graph: &Graph) -> f64 {
+    be.graph_compute(graph).unwrap();
+    let t0 = Instant::now();
+    be.graph_compute(graph).unwrap();
+    let once = t0.elapsed().as_secs_f64().max(1e-7);
+    let reps = ((TARGET.as_secs_f64() / once) as usize).clamp(3, 1000);
+    let mut times: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            be.graph_compute(graph).unwrap();
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[reps / 2]
+}
+
+/// Fills a tensor with a deterministic pattern in [-1, 1).
+fn fill(t: &Tensor) {
+    let n = t.nelements() as usize;
+    let v: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919 % 2003) as f32 / 1001.5) - 1.0)
+        .collect();
+    t.set_f32(&v).unwrap();
+}
+
+struct Line {
+    name: String,
+    /// Work per run: FLOPs (matmul) or bytes moved (the rest).
+    work: f64,
+    unit: &'static str,
+    build: Box<dyn Fn(&Context) -> Tensor>,
+    mem: usize,
+}
+
+fn mul_mat_line(wt: Type, m: i64, k: i64, n: i64) -> Line {
+    let mem = (m * k * wt.type_size() as i64 + (k * n + m * n) * 4) as usize + (4 << 20);
+    Line {
+        name: format!("mul_mat {wt} weights  M={m} K={k} N={n}"),
+        work: 2.0 * (m * k * n) as f64,
+        unit: "GFLOP/s",
+        build: Box::new(move |ctx| {
+            let a = ctx.new_tensor_2d(wt, k, m).unwrap();
+            let b = ctx.new_tensor_2d(Type::F32, k, n).unwrap();
+            fill(&a);
+            fill(&b);
+            ctx.mul_mat(&a, &b).unwrap()
+        }),
+        mem,
+    }
+}
+
+/// A line for an op of one F32 input (plus `extra` more of the same shape) and one output of
+/// its shape: bytes = (inputs + 1) · 4 · elements.
+fn stream_line(
+    op: &'static str,
+    ne0: i64,
+    ne1: i64,
+    inputs: usize,
+    f: fn(&Context, &[Tensor]) -> Tensor,
+) -> Line {
+    let n = (ne0 * ne1) as usize;
+    Line {
+        name: format!("{op} [{ne0}, {ne1}]"),
+        work: ((inputs + 1) * 4 * n) as f64,
+        unit: "GB/s",
+        build: Box::new(move |ctx| {
+            let xs: Vec<Tensor> = (0..inputs)
+                .map(|_| {
+                    let x = ctx.new_tensor_2d(Type::F32, ne0, ne1).unwrap();
+                    fill(&x);
+                    x
+                })
+                .collect();
+            f(ctx, &xs)
+        }),
+        mem: (inputs + 1) * 4 * n + (4 << 20),
+    }
+}
+
+fn lines() -> Vec<Line> {
+    let mut v = Vec::new();
+    for wt in [Type::F32, Type::F16] {
+        v.push(mul_mat_line(wt, 4096, 4096, 1));
+        v.push(mul_mat_line(wt, 1024, 1024, 64));
+    }
+    for (ne0, ne1) in [(4096, 256), (4096, 4096)] {
+        v.push(stream_line("add", ne0, ne1, 2, |c, x| {
+            c.add(&x[0], &x[1]).unwrap()
+        }));
+    }
+    for (ne0, ne1) in [(4096, 256), (4096, 2048)] {
+        v.push(stream_line("rms_norm", ne0, ne1, 1, |c, x| {
+            c.rms_norm(&x[0], 1e-6).unwrap()
+        }));
+    }
+    for (ne0, ne1) in [(512, 2048), (4096, 1024)] {
+        v.push(stream_line("soft_max", ne0, ne1, 1, |c, x| {
+            c.soft_max(&x[0]).unwrap()
+        }));
+    }
+    v
+}
+
+fn main() {
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let backends: Vec<(usize, Backend)> = [1usize, 2]
+        .into_iter()
+        .map(|n| {
+            let b = backend::cpu_init().unwrap();
+            b.set_n_threads(n).unwrap();
+            (n, b)
+        })
+        .collect();
+    println!(
+        "{:<44} {:>8} {:>12} {:>12}",
+        "op", "threads", "time", "rate"
+    );
+    for line in lines() {
+        if filter
+            .as_ref()
+            .is_some_and(|f| !line.name.contains(f.as_str()))
+        {
+            continue;
+        }
+        let ctx = Context::init(line.mem, false).unwrap();
+        let out = (line.build)(&ctx);
+        let graph = ctx.build_forward_expand(&out).unwrap();
+        for (n, be) in &backends {
+            let s = time(be, &graph);
+            println!(
+                "{:<44} {:>8} {:>9.3} ms {:>8.2} {}",
+                line.name,
+                n,
+                s * 1e3,
+                line.work / s / 1e9,
+                line.unit
+            );
+        }
+    }
+}

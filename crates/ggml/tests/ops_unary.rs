@@ -1,0 +1,300 @@
+//! Every UNARY sub-op and SQR, SQRT, LOG, SIN, COS against f64 formulas written here (GGML's
+//! definitions from `ggml-cpu/unary-ops.cpp` and `vec.h`), over [-10, 10] and [-150, 150].
+
+mod common;
+
+use common::*;
+use ggml::{Context, Tensor, Type, UnaryOp};
+
+type Builder = fn(&Context, &Tensor) -> ggml::Result<Tensor>;
+
+/// One op: its name, the named builder and its in-place form, the generic sub-op (for
+/// UNARY), the reference and the domain (`Positive`: inputs are kept above zero).
+struct Op {
+    name: &'static str,
+    build: Builder,
+    inplace: Builder,
+    sub: Option<UnaryOp>,
+    f: fn(f64) -> f64,
+    domain: Domain,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Domain {
+    All,
+    Positive,
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// erf by Simpson's rule on 2/√π·e^(−t²) over [0, |x|] (1024 intervals, error below 1e-9);
+/// ±1 beyond |x| = 6 where erf differs from ±1 by less than 1e-17.
+fn erf(x: f64) -> f64 {
+    let a = x.abs();
+    if a > 6.0 {
+        return x.signum();
+    }
+    let n = 1024;
+    let h = a / n as f64;
+    let f = |t: f64| (-t * t).exp();
+    let mut s = f(0.0) + f(a);
+    for k in 1..n {
+        s += f(k as f64 * h) * if k % 2 == 1 { 4.0 } else { 2.0 };
+    }
+    (s * h / 3.0 * 2.0 / std::f64::consts::PI.sqrt()).copysign(x)
+}
+
+fn ops() -> Vec<Op> {
+    use Domain::*;
+    macro_rules! unary {
+        ($name:literal, $m:ident, $mi:ident, $sub:ident, $f:expr) => {
+            Op {
+                name: $name,
+                build: Context::$m,
+                inplace: Context::$mi,
+                sub: Some(UnaryOp::$sub),
+                f: $f,
+                domain: All,
+            }
+        };
+    }
+    macro_rules! plain {
+        ($name:literal, $m:ident, $mi:ident, $f:expr, $d:expr) => {
+            Op {
+                name: $name,
+                build: Context::$m,
+                inplace: Context::$mi,
+                sub: None,
+                f: $f,
+                domain: $d,
+            }
+        };
+    }
+    vec![
+        unary!("abs", abs, abs_inplace, Abs, f64::abs),
+        unary!("sgn", sgn, sgn_inplace, Sgn, |x| if x > 0.0 {
+            1.0
+        } else if x < 0.0 {
+            -1.0
+        } else {
+            0.0
+        }),
+        unary!("neg", neg, neg_inplace, Neg, |x| -x),
+        unary!("step", step, step_inplace, Step, |x| if x > 0.0 {
+            1.0
+        } else {
+            0.0
+        }),
+        unary!("tanh", tanh, tanh_inplace, Tanh, f64::tanh),
+        unary!("elu", elu, elu_inplace, Elu, |x| if x > 0.0 {
+            x
+        } else {
+            x.exp_m1()
+        }),
+        unary!("relu", relu, relu_inplace, Relu, |x| if x > 0.0 {
+            x
+        } else {
+            0.0
+        }),
+        unary!("sigmoid", sigmoid, sigmoid_inplace, Sigmoid, sigmoid),
+        // GGML: 0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²))).
+        unary!("gelu", gelu, gelu_inplace, Gelu, |x| {
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * x * (1.0 + (c * x * (1.0 + 0.044715 * x * x)).tanh())
+        }),
+        // GGML: x·σ(1.702·x).
+        unary!(
+            "gelu_quick",
+            gelu_quick,
+            gelu_quick_inplace,
+            GeluQuick,
+            |x| x * sigmoid(1.702 * x)
+        ),
+        unary!("silu", silu, silu_inplace, Silu, |x| x * sigmoid(x)),
+        unary!("hardswish", hardswish, hardswish_inplace, Hardswish, |x| x
+            * ((x + 3.0) / 6.0).clamp(0.0, 1.0)),
+        unary!(
+            "hardsigmoid",
+            hardsigmoid,
+            hardsigmoid_inplace,
+            Hardsigmoid,
+            |x| { ((x + 3.0) / 6.0).clamp(0.0, 1.0) }
+        ),
+        unary!("exp", exp, exp_inplace, Exp, f64::exp),
+        unary!("expm1", expm1, expm1_inplace, Expm1, f64::exp_m1),
+        // ln(1 + eˣ), written stably (GGML returns x itself above 20, within 2e-9 of this).
+        unary!("softplus", softplus, softplus_inplace, Softplus, |x| x
+            .max(0.0)
+            + (-x.abs()).exp().ln_1p()),
+        unary!("gelu_erf", gelu_erf, gelu_erf_inplace, GeluErf, |x| 0.5
+            * x
+            * (1.0 + erf(x / std::f64::consts::SQRT_2))),
+        unary!("floor", floor, floor_inplace, Floor, f64::floor),
+        unary!("ceil", ceil, ceil_inplace, Ceil, f64::ceil),
+        // roundf: halves away from zero.
+        unary!("round", round, round_inplace, Round, f64::round),
+        unary!("trunc", trunc, trunc_inplace, Trunc, f64::trunc),
+        plain!("sqr", sqr, sqr_inplace, |x| x * x, All),
+        plain!("sqrt", sqrt, sqrt_inplace, f64::sqrt, Positive),
+        plain!("log", log, log_inplace, f64::ln, Positive),
+        plain!("sin", sin, sin_inplace, f64::sin, All),
+        plain!("cos", cos, cos_inplace, f64::cos, All),
+    ]
+}
+
+fn run(op: &Op, ty: Type, ne: &[i64], layout: Layout, bound: f64, inplace: bool) {
+    let (lo, hi) = match op.domain {
+        Domain::All => (-bound, bound),
+        Domain::Positive => (0.01, bound),
+    };
+    let name = format!(
+        "{} {ty} {ne:?} {layout:?} [{lo}, {hi}] inplace {inplace}",
+        op.name
+    );
+    check(&name, TOL, |ctx, rng| {
+        let (a, ha) = input(ctx, ty, ne, layout, rng, lo, hi)?;
+        let out = if inplace {
+            let out = (op.inplace)(ctx, &a)?;
+            assert_aliases(&out, &a);
+            out
+        } else {
+            (op.build)(ctx, &a)?
+        };
+        if let Some(sub) = op.sub {
+            assert_eq!(out.op_params()[0], sub as i32, "{name}: sub-op id");
+        }
+        assert_eq!(out.ty(), ty);
+        Ok((out, Host::from_fn(ha.ne, |i| (op.f)(ha.at(i)))))
+    });
+}
+
+#[test]
+fn every_op_every_type_and_layout() {
+    for op in ops() {
+        for ty in FLOATS {
+            for layout in LAYOUTS {
+                run(&op, ty, &[17, 6, 3, 2], layout, 10.0, false);
+            }
+        }
+    }
+}
+
+#[test]
+fn large_inputs_stay_finite_where_the_math_is() {
+    for op in ops() {
+        for ty in FLOATS {
+            run(&op, ty, &[257, 9], Layout::Contiguous, 150.0, false);
+        }
+    }
+}
+
+#[test]
+fn inplace_forms() {
+    for op in ops() {
+        for ty in [Type::F32, Type::F16] {
+            for layout in [
+                Layout::Contiguous,
+                Layout::Permuted([2, 0, 3, 1]),
+                Layout::Padded,
+            ] {
+                run(&op, ty, &[9, 5, 4, 2], layout, 10.0, true);
+            }
+        }
+    }
+}
+
+#[test]
+fn odd_and_five_dimensional_shapes() {
+    for op in ops() {
+        for ne in [&[1i64][..], &[1, 1, 1, 7], &[3, 2, 2, 2, 3], &[1001]] {
+            run(&op, Type::F32, ne, Layout::Contiguous, 10.0, false);
+        }
+    }
+}
+
+#[test]
+fn generic_unary_builder_matches_named_ones() {
+    for op in ops() {
+        let Some(sub) = op.sub else { continue };
+        let name = format!("unary({}) generic", sub.name());
+        check(&name, TOL, |ctx, rng| {
+            let (a, ha) = input(
+                ctx,
+                Type::F32,
+                &[13, 7],
+                Layout::Contiguous,
+                rng,
+                -10.0,
+                10.0,
+            )?;
+            let out = ctx.unary(&a, sub)?;
+            Ok((out, Host::from_fn(ha.ne, |i| (op.f)(ha.at(i)))))
+        });
+        let name = format!("unary_inplace({}) generic", sub.name());
+        check(&name, TOL, |ctx, rng| {
+            let (a, ha) = input(
+                ctx,
+                Type::BF16,
+                &[13, 7],
+                Layout::Transposed,
+                rng,
+                -10.0,
+                10.0,
+            )?;
+            let out = ctx.unary_inplace(&a, sub)?;
+            Ok((out, Host::from_fn(ha.ne, |i| (op.f)(ha.at(i)))))
+        });
+    }
+}
+
+#[test]
+fn rounding_of_halves_and_special_values() {
+    let values = [-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, 0.0, 3.0, -7.75];
+    for op in ops().iter().filter(|o| o.domain == Domain::All) {
+        let name = format!("{} special values", op.name);
+        check(&name, TOL, |ctx, _| {
+            let (a, ha) = input_values(ctx, Type::F32, &[values.len() as i64], &values)?;
+            let out = (op.build)(ctx, &a)?;
+            Ok((out, Host::from_fn(ha.ne, |i| (op.f)(ha.at(i)))))
+        });
+    }
+}
+
+#[test]
+fn xielu_needs_parameters() {
+    let ctx = Context::init(1 << 20, true).unwrap();
+    let a = ctx.new_tensor_1d(Type::F32, 4).unwrap();
+    assert_err(ctx.unary(&a, UnaryOp::Xielu), &["XIELU"]);
+}
+
+#[test]
+fn reference_erf_is_accurate() {
+    // Known values of erf (Abramowitz & Stegun, table 7.1).
+    for (x, want) in [
+        (0.5, 0.520_499_877_813_046_5),
+        (1.0, 0.842_700_792_949_714_9),
+        (2.0, 0.995_322_265_018_952_7),
+        (-1.5, -0.966_105_146_475_310_7),
+    ] {
+        assert!((erf(x) - want).abs() < 1e-9, "erf({x}) = {}", erf(x));
+    }
+}
+
+#[test]
+fn extreme_finite_inputs() {
+    // Where the function is finite (or the f32 result overflows to the same infinity), no
+    // NaN may appear: silu, sigmoid, softplus, gelu, … at ±150 and at the ends of f32.
+    let values = [
+        -150.0, 150.0, -88.8, 88.8, -1e4, 1e4, -3e38, 3e38, -1e-30, 1e-30,
+    ];
+    for op in ops().iter().filter(|o| o.domain == Domain::All) {
+        let name = format!("{} extreme values", op.name);
+        check(&name, TOL, |ctx, _| {
+            let (a, ha) = input_values(ctx, Type::F32, &[values.len() as i64], &values)?;
+            let out = (op.build)(ctx, &a)?;
+            Ok((out, Host::from_fn(ha.ne, |i| (op.f)(ha.at(i)))))
+        });
+    }
+}

@@ -1,7 +1,8 @@
 //! `ggml gguf quantize IN OUT TYPE [--imatrix FILE] [--threads N]`: writes a copy of a GGUF
 //! file with its weight matrices quantized to TYPE. As llama.cpp does, 1-D tensors (norms,
-//! biases) are kept in F32, and so is any tensor whose rows are not a whole number of TYPE's
-//! blocks; integer tensors are copied unchanged. Rows are quantized on several threads, with a
+//! biases) are kept in F32, a weight whose rows are not a whole number of TYPE's blocks gets
+//! llama.cpp's fallback type (IQ4_NL for most 256-block types, Q5_0 for Q4_K, Q5_1 for Q5_K,
+//! Q8_0 for Q6_K; F16 when nothing fits), and integer tensors are copied unchanged. Rows are quantized on several threads, with a
 //! progress bar on stderr when it is a terminal.
 
 use std::ffi::OsString;
@@ -139,15 +140,17 @@ fn convert(
     imatrix: Option<&Imatrix>,
 ) -> Result<(Type, Vec<u8>), String> {
     let src = file.data_of(info);
-    let ne = info.ne();
-    let n_per_row = ne[0] as usize;
-    let is_weight = info.n_dims() >= 2 && n_per_row % opts.ty.blck_size() == 0;
+    let n_per_row = info.ne()[0] as usize;
     let convertible =
         info.ty().is_quantized() || matches!(info.ty(), Type::F32 | Type::F16 | Type::BF16);
     if !convertible {
         return Ok((info.ty(), src.to_vec()));
     }
-    let target = if is_weight { opts.ty } else { Type::F32 };
+    let target = if info.n_dims() >= 2 {
+        weight_type(opts.ty, n_per_row)
+    } else {
+        Type::F32
+    };
     if target == info.ty() {
         return Ok((target, src.to_vec()));
     }
@@ -186,6 +189,27 @@ fn convert(
     )
     .map_err(|e| format!("{}: {e}", info.name()))?;
     Ok((target, out))
+}
+
+/// The type a weight with rows of `n_per_row` gets: `wanted` when the rows are whole blocks of
+/// it, else llama.cpp's fallback for that type (a 32-block type of similar size), else F16.
+fn weight_type(wanted: Type, n_per_row: usize) -> Type {
+    let fits = |t: Type| n_per_row % t.blck_size() == 0;
+    if fits(wanted) {
+        return wanted;
+    }
+    let fallback = match wanted {
+        Type::Q4_K => Type::Q5_0,
+        Type::Q5_K => Type::Q5_1,
+        Type::Q6_K => Type::Q8_0,
+        t if t.blck_size() == ggml::QK_K => Type::IQ4_NL,
+        _ => Type::F16,
+    };
+    if fits(fallback) {
+        fallback
+    } else {
+        Type::F16
+    }
 }
 
 /// A tensor's values as f32, whatever its float or quantized type.

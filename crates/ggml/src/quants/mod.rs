@@ -39,6 +39,9 @@ use crate::{Error, Result, Type};
 
 pub use common::{PackedF16, PackedF32, PackedI16, PackedU16};
 pub use fp4::{BlockMxfp4, BlockNvfp4};
+pub use iq1::{BlockIq1M, BlockIq1S};
+pub use iq2::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs};
+pub use iq3::{BlockIq3S, BlockIq3Xxs};
 pub use iq4::{BlockIq4Nl, BlockIq4Xs, IQ4_NL_VALUES};
 pub use legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 pub use low_bit::{BlockQ1_0, BlockQ2_0};

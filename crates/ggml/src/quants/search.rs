@@ -4,7 +4,7 @@
 //! Each search evaluates its float expressions in GGML's order (f32 throughout, no fused
 //! multiply-add), so that the chosen levels, and therefore the quantized bytes, are identical.
 
-use super::common::{nearest_int, GROUP_MAX_EPS};
+use super::common::{nearest_int, signed_absmax, GROUP_MAX_EPS};
 
 /// How the symmetric search [`make_qx_quants`] weighs each value's error.
 #[derive(Clone, Copy)]
@@ -27,13 +27,7 @@ pub(crate) fn make_qx_quants(
     rmse_type: i32,
     weights: Option<&[f32]>,
 ) -> f32 {
-    let (mut max, mut amax) = (0.0f32, 0.0f32);
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         levels.fill(0);
         return 0.0;
@@ -101,13 +95,7 @@ pub(crate) fn make_qx_quants(
 /// `-nmax ..= nmax - 1` stored offset by `nmax`; with `do_rmse`, up to five passes of
 /// coordinate descent on the x²-weighted error. Returns the scale.
 pub(crate) fn make_q3_quants(nmax: i32, x: &[f32], levels: &mut [i8], do_rmse: bool) -> f32 {
-    let (mut max, mut amax) = (0.0f32, 0.0f32);
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         levels.fill(0);
         return 0.0;

@@ -72,6 +72,9 @@ def main():
         def quantize(w):
             g.lib.ggml_quantize_chunk(type_id, ptr(src), ptr(q), 0, N_ROWS, N_PER_ROW, w)
 
+        # Build the grid i-quants' lookup tables before timing (ggml_quantize_chunk would do it
+        # inside the first timed run).
+        g.lib.ggml_quantize_init(type_id)
         plain = "-"
         if not g.lib.ggml_quantize_requires_imatrix(type_id):
             plain = f"{mbs(best_time(lambda: quantize(None))):.1f}"

@@ -67,6 +67,10 @@ fn main() {
             continue;
         }
         let mut q = vec![0u8; ty.row_size(n as i64).unwrap()];
+        // Build the grid i-quants' lookup tables (GGML's `ggml_quantize_init`) before timing.
+        let row = ty.row_size(N_PER_ROW as i64).unwrap();
+        let w = Some(imatrix.as_slice());
+        quantize_chunk(ty, &src[..N_PER_ROW], &mut q[..row], 0, 1, N_PER_ROW, w).unwrap();
         let plain = (!quantize_requires_imatrix(ty)).then(|| {
             best_time(|| {
                 quantize_chunk(ty, black_box(&src), &mut q, 0, N_ROWS, N_PER_ROW, None).unwrap();

@@ -34,6 +34,8 @@ OUT_DIR = os.path.join(ROOT, "crates", "ggml", "tests", "fixtures", "quants")
 
 KIND_CHUNK, KIND_CHUNK_IMATRIX, KIND_REF, KIND_RANDOM = 0, 1, 2, 3
 
+GRID_IQUANTS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m")
+
 
 def load_ggml():
     import libggml
@@ -140,6 +142,15 @@ def make_input(rng, dist, n):
         return (rng.integers(-3, 4, n) * 10.0 ** rng.uniform(-2, 2, n // 32).repeat(32)).astype(
             np.float32
         )
+    if dist == "nonfinite":
+        x = rng.standard_normal(n).astype(np.float32)
+        idx = rng.choice(n, size=3 * (n // 50), replace=False).reshape(3, -1)
+        x[idx[0]], x[idx[1]], x[idx[2]] = np.nan, np.inf, -np.inf
+        return x
+    if dist == "huge":
+        return (rng.standard_normal(n) * 1e37).astype(np.float32)
+    if dist == "subnormal":
+        return (rng.standard_normal(n) * 1e-40).astype(np.float32)
     if dist == "scales":
         # Each group of 16 has its own magnitude (exercises the sub-block scale searches), with a
         # positive offset on some groups (exercises the min searches).
@@ -219,6 +230,9 @@ def case_plan(g, type_id, name, stress):
     shape = {"normal": (3, 512)}
     if stress:
         dists += ["cauchy", "sparse", "positive", "steps"]
+        if name not in GRID_IQUANTS:
+            # GGML's grid i-quant searches are not meant for these (and may assert).
+            dists += ["nonfinite", "huge", "subnormal"]
         shape = {d: (16, 512) for d in dists}
     needs_imatrix = g.lib.ggml_quantize_requires_imatrix(type_id)
     if g.has_chunk(type_id, name):
@@ -226,12 +240,12 @@ def case_plan(g, type_id, name, stress):
             for d in dists:
                 plan.append((d, KIND_CHUNK, d) + shape.get(d, (2, 256)))
         if name not in ("f16", "bf16"):
-            imx = dists if needs_imatrix else ["normal", "outliers", "scales"]
+            imx = dists if needs_imatrix or stress else ["normal", "outliers", "scales"]
             for d in imx:
                 plan.append((f"imatrix-{d}", KIND_CHUNK_IMATRIX, d) + shape.get(d, (2, 256)))
     if g.from_float_ref(type_id, name) is not None:
         for d in ["normal", "zeros", "outliers", "tiny"] + (dists[6:] if stress else []):
-            if name == "iq4_nl" and d in ("zeros", "tiny", "sparse"):
+            if name == "iq4_nl" and d in ("zeros", "tiny", "sparse", "nonfinite", "subnormal"):
                 # quantize_row_iq4_nl_ref packs uninitialised stack memory (its L[]) into the
                 # nibbles of an all-(near-)zero block: GGML's bytes are not reproducible there.
                 continue

@@ -29,13 +29,43 @@ pub(crate) fn trunc_i32(x: f32) -> i32 {
     }
 }
 
+/// The low byte of [`trunc_i32`]`(x)`, which is all that C's `(int8_t) x` / `(uint8_t) x` keep:
+/// out-of-range values and NaN give 0 (the low byte of `i32::MIN`).
+#[inline(always)]
+pub(crate) fn trunc_low_byte(x: f32) -> u8 {
+    let in_range = (-2_147_483_648.0..2_147_483_648.0).contains(&x);
+    let x = if in_range { x } else { 0.0 };
+    // SAFETY: `x` is finite and within the i32 range (NaN and out-of-range values were replaced
+    // by 0.0 above), which is all `to_int_unchecked` requires.
+    unsafe { x.to_int_unchecked::<i32>() as u8 }
+}
+
+/// C's `(int) roundf(x)` as x86 computes it: round half away from zero, then `i32::MIN` for NaN
+/// and values outside the `i32` range. Written without a libm call so that loops vectorize.
+#[inline(always)]
+pub(crate) fn round_i32(x: f32) -> i32 {
+    let in_range = (-2_147_483_648.0..2_147_483_648.0).contains(&x);
+    let x = if in_range { x } else { 0.0 };
+    // SAFETY: `x` is finite and within the i32 range (see above).
+    let t = unsafe { x.to_int_unchecked::<i32>() };
+    // Exact: below 2^23 the fraction is representable, above it `x` is an integer and frac = 0.
+    let frac = x - t as f32;
+    let r = t + i32::from(frac >= 0.5) - i32::from(frac <= -0.5);
+    if in_range {
+        r
+    } else {
+        i32::MIN
+    }
+}
+
 /// C's `lroundf` as glibc computes it on x86-64: round half away from zero, and `i64::MIN` for NaN
 /// and out-of-range values.
 #[inline(always)]
 pub(crate) fn lround(x: f32) -> i64 {
-    let r = x.round();
-    if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&r) {
-        r as i64
+    if (-2_147_483_648.0..2_147_483_648.0).contains(&x) {
+        round_i32(x) as i64
+    } else if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&x) {
+        x as i64 // already an integer at this magnitude
     } else {
         i64::MIN
     }
@@ -228,6 +258,95 @@ pub(crate) fn imatrix_weights<const N: usize>(x: &[f32], qw: &[f32], sigma2: f32
     w
 }
 
+/// Largest |v| ignoring NaN (GGML's `if (amax < fabsf(v)) amax = fabsf(v)` from 0), and
+/// whether a NaN was seen. Computed in eight independent lanes, which is exact because `max` is
+/// associative and commutative, and lets the loop vectorize.
+#[inline(always)]
+fn max_abs_lanes(x: &[f32]) -> (f32, bool) {
+    let mut m = [0.0f32; 8];
+    let mut nan = false;
+    let chunks = x.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (m, &v) in m.iter_mut().zip(c) {
+            *m = m.max(v.abs());
+            nan |= v.is_nan();
+        }
+    }
+    for &v in tail {
+        m[0] = m[0].max(v.abs());
+        nan |= v.is_nan();
+    }
+    (m.iter().fold(0.0f32, |a, &b| a.max(b)), nan)
+}
+
+/// Largest magnitude of `x`, NaN ignored (GGML's `if (amax < fabsf(v)) amax = fabsf(v)`).
+#[inline(always)]
+pub(crate) fn max_abs(x: &[f32]) -> f32 {
+    max_abs_lanes(x).0
+}
+
+/// The first value of largest magnitude and that magnitude, `(max, amax)`, NaN ignored, both 0
+/// when every value is 0 (GGML's `if (ax > amax) { amax = ax; max = x[i]; }` loop).
+#[inline(always)]
+pub(crate) fn signed_absmax(x: &[f32]) -> (f32, f32) {
+    let amax = max_abs(x);
+    if amax == 0.0 {
+        return (0.0, 0.0);
+    }
+    let max = x.iter().copied().find(|v| v.abs() == amax).unwrap_or(0.0);
+    (max, amax)
+}
+
+/// GGML's `amax = MAX(amax, fabsf(v))` over `x` from 0, with the C macro's NaN behaviour (a NaN
+/// is kept until a later value replaces it).
+#[inline(always)]
+pub(crate) fn max_abs_macro(x: &[f32]) -> f32 {
+    let (amax, nan) = max_abs_lanes(x);
+    if !nan {
+        return amax;
+    }
+    x.iter()
+        .fold(0.0f32, |m, &v| if m > v.abs() { m } else { v.abs() })
+}
+
+/// `(min, max)` of `x` as GGML's `if (v < min) min = v; if (v > max) max = v;` loop from
+/// `(FLT_MAX, -FLT_MAX)` computes them (NaN ignored, first of equal values kept).
+#[inline(always)]
+pub(crate) fn min_max(x: &[f32]) -> (f32, f32) {
+    let sequential = || {
+        let (mut min, mut max) = (f32::MAX, -f32::MAX);
+        for &v in x {
+            if v < min {
+                min = v;
+            }
+            if v > max {
+                max = v;
+            }
+        }
+        (min, max)
+    };
+    if x.len() % 8 != 0 {
+        return sequential();
+    }
+    // Eight independent lanes, then the lanes combined: exact except that, among values that
+    // compare equal, another than the first may be kept. Only ±0 compare equal with different
+    // bits, so a zero result is recomputed in order.
+    let (mut lo, mut hi) = ([f32::MAX; 8], [-f32::MAX; 8]);
+    for c in x.chunks_exact(8) {
+        for k in 0..8 {
+            lo[k] = if c[k] < lo[k] { c[k] } else { lo[k] };
+            hi[k] = if c[k] > hi[k] { c[k] } else { hi[k] };
+        }
+    }
+    let min = lo.iter().fold(f32::MAX, |m, &v| if v < m { v } else { m });
+    let max = hi.iter().fold(-f32::MAX, |m, &v| if v > m { v } else { m });
+    if min == 0.0 || max == 0.0 {
+        return sequential();
+    }
+    (min, max)
+}
+
 /// Sum of squares, accumulated in order as GGML does.
 #[inline(always)]
 pub(crate) fn sum_squares(x: &[f32]) -> f32 {
@@ -293,5 +412,21 @@ mod tests {
         assert_eq!(lround(2.5), 3);
         assert_eq!(lround(-2.5), -3);
         assert_eq!(lround(f32::NAN), i64::MIN);
+        assert_eq!(lround(3e9), 3_000_000_000);
+        for x in [
+            0.5f32,
+            1.5,
+            2.5,
+            -0.5,
+            -2.5,
+            0.49999997,
+            -7.7,
+            1e7 + 1.0,
+            8_388_609.0,
+        ] {
+            assert_eq!(round_i32(x), x.round() as i32, "{x}");
+        }
+        assert_eq!(round_i32(f32::INFINITY), i32::MIN);
+        assert_eq!(round_i32(3e9), i32::MIN);
     }
 }

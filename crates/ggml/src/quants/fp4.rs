@@ -3,7 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{assert_block_size, blocks, blocks_mut, trunc_i32};
+use super::common::{assert_block_size, blocks, blocks_mut, max_abs, trunc_i32};
 
 /// E2M1 values, doubled so that they are integers (GGML's `kvalues_mxfp4`); scales are halved
 /// to compensate.
@@ -114,18 +114,6 @@ fn best_index(x: f32, e: f32) -> u8 {
     best
 }
 
-/// Largest magnitude, GGML's `if (amax < fabsf(v)) amax = fabsf(v)`.
-#[inline(always)]
-fn absmax(x: &[f32]) -> f32 {
-    let mut amax = 0.0f32;
-    for &v in x {
-        if amax < v.abs() {
-            amax = v.abs();
-        }
-    }
-    amax
-}
-
 /// Indices of `x` (2n values) at scale `d`, value j in the low nibble of byte j.
 #[inline(always)]
 fn pack_indices(x: &[f32], d: f32, qs: &mut [u8]) {
@@ -149,7 +137,7 @@ pub(crate) fn quantize_row_mxfp4_ref(src: &[f32], dst: &mut [u8]) {
         .chunks_exact(QK_MXFP4)
         .zip(blocks_mut::<BlockMxfp4>(dst))
     {
-        let amax = absmax(x);
+        let amax = max_abs(x);
         y.e = if amax > 0.0 {
             trunc_i32(amax.log2().floor() - 2.0 + 127.0) as u8
         } else {
@@ -177,7 +165,7 @@ pub(crate) fn quantize_row_nvfp4_ref(src: &[f32], dst: &mut [u8]) {
             .chunks_exact(QK_NVFP4_SUB)
             .zip(y.qs.chunks_exact_mut(QK_NVFP4_SUB / 2));
         for ((xb, qs), d) in subs.zip(y.d.iter_mut()) {
-            *d = fp32_to_ue4m3(absmax(xb) / 6.0);
+            *d = fp32_to_ue4m3(max_abs(xb) / 6.0);
             pack_indices(xb, ue4m3_to_fp32_half(*d), qs);
         }
     }

@@ -6,48 +6,50 @@ use std::sync::OnceLock;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::iq2::IQ2_MAP_SIZE;
-use super::iq_common::{
-    block_weights, f16_le_to_f32, f32_to_f16_bits, fmax, imatrix_weights, quantize_blocks,
-    scale_code, sum_squares, UNIT_IMPORTANCE,
+use super::common::{
+    assert_block_size, blocks, imatrix_weights, sum_squares, PackedF16, PackedU16,
 };
+use super::iq2::IQ2_MAP_SIZE;
+use super::iq_common::{block_weights, fmax, quantize_superblocks, scale_code, UNIT_IMPORTANCE};
 use super::iq_grids::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID, KGRID_1BIT_2048};
 use super::iq_search::{GridTable, Lookup};
-use crate::types::QK_K;
+use crate::QK_K;
 
 /// Below this magnitude an IQ1_S block is quantized to zero (`GROUP_MAX_EPS_IQ1_S`).
 const GROUP_MAX_EPS_IQ1_S: f32 = 1e-12;
 /// Below this magnitude an IQ1_M block is quantized to zero (`GROUP_MAX_EPS_IQ1_M`).
 const GROUP_MAX_EPS_IQ1_M: f32 = 1e-7;
 
-/// One IQ1_S super-block (`block_iq1_s`, 50 bytes).
+/// One IQ1_S super-block (`block_iq1_s`): value = `d·(2s + 1) · (grid ± 1/8)` with a 3-bit `s`
+/// and a shift sign per 32 values.
 #[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-pub(crate) struct BlockIq1S {
-    /// Super-block scale, f16 little-endian.
-    pub(crate) d: [u8; 2],
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockIq1S {
+    /// Super-block scale.
+    pub d: PackedF16,
     /// Low 8 bits of the 32 grid indices.
-    pub(crate) qs: [u8; QK_K / 8],
-    /// Per 32 values a little-endian `u16`: bits 8..11 of the four grid indices (3 bits each),
-    /// the block scale code in bits 12..15 and the sign of the shift in bit 15.
-    pub(crate) qh: [u8; QK_K / 16],
+    pub qs: [u8; QK_K / 8],
+    /// Per 32 values: bits 8..11 of the four grid indices (3 bits each, bits 0..12), `s` (bits
+    /// 12..15) and the sign of the shift (bit 15).
+    pub qh: [PackedU16; QK_K / 32],
 }
 
-/// One IQ1_M super-block (`block_iq1_m`, 56 bytes).
+/// One IQ1_M super-block (`block_iq1_m`): value = `d·(2s + 1) · (grid ± 1/8)` with a 3-bit `s`
+/// per 16 values and a shift sign per 8.
 #[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-pub(crate) struct BlockIq1M {
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockIq1M {
     /// Low 8 bits of the 32 grid indices.
-    pub(crate) qs: [u8; QK_K / 8],
-    /// Per 8 values a nibble: bits 8..11 of the grid index and the sign of the shift (bit 3).
-    pub(crate) qh: [u8; QK_K / 16],
-    /// Four little-endian `u16`: 3-bit scale codes per 16 values in bits 0..12, and the f16
-    /// super-block scale spread over their top nibbles.
-    pub(crate) scales: [u8; QK_K / 32],
+    pub qs: [u8; QK_K / 8],
+    /// Per 8 values a nibble: bits 8..11 of the grid index (bits 0..3) and the shift sign (bit 3).
+    pub qh: [u8; QK_K / 16],
+    /// The codes `s` (3 bits per 16 values, 12 bits per word) and the f16 super-block scale `d`,
+    /// spread over the top nibbles of the four words.
+    pub scales: [PackedU16; QK_K / 64],
 }
 
-const _: () = assert!(std::mem::size_of::<BlockIq1S>() == 50);
-const _: () = assert!(std::mem::size_of::<BlockIq1M>() == 56);
+assert_block_size!(BlockIq1S, 50);
+assert_block_size!(BlockIq1M, 56);
 
 /// Writes `scale · (grid[j] + delta)` for the 8 values of a group (grid bytes are `int8_t`).
 #[inline]
@@ -70,11 +72,13 @@ fn shift(negative: bool, delta: f32) -> f32 {
 
 /// Dequantizes IQ1_S blocks (`dequantize_row_iq1_s`).
 pub(crate) fn dequantize_row_iq1_s(src: &[u8], dst: &mut [f32]) {
-    for (raw, out) in src.chunks_exact(50).zip(dst.chunks_exact_mut(QK_K)) {
-        let b: &BlockIq1S = bytemuck::from_bytes(raw);
-        let d = f16_le_to_f32(b.d);
+    for (b, out) in blocks::<BlockIq1S>(src)
+        .iter()
+        .zip(dst.chunks_exact_mut(QK_K))
+    {
+        let d = b.d.to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
-            let qh = u16::from_le_bytes([b.qh[2 * ib], b.qh[2 * ib + 1]]) as usize;
+            let qh = b.qh[ib].get() as usize;
             let dl = d * (2 * ((qh >> 12) & 7) + 1) as f32;
             let delta = shift(qh & 0x8000 != 0, IQ1S_DELTA);
             for (l, y) in out32.chunks_exact_mut(8).enumerate() {
@@ -85,20 +89,16 @@ pub(crate) fn dequantize_row_iq1_s(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// The four little-endian `u16` scale words of an IQ1_M block.
-#[inline]
-fn iq1m_scale_words(b: &BlockIq1M) -> [u16; 4] {
-    std::array::from_fn(|k| u16::from_le_bytes([b.scales[2 * k], b.scales[2 * k + 1]]))
-}
-
 /// Dequantizes IQ1_M blocks (`dequantize_row_iq1_m`).
 pub(crate) fn dequantize_row_iq1_m(src: &[u8], dst: &mut [f32]) {
-    for (raw, out) in src.chunks_exact(56).zip(dst.chunks_exact_mut(QK_K)) {
-        let b: &BlockIq1M = bytemuck::from_bytes(raw);
-        let sc = iq1m_scale_words(b);
+    for (b, out) in blocks::<BlockIq1M>(src)
+        .iter()
+        .zip(dst.chunks_exact_mut(QK_K))
+    {
+        let sc = b.scales.map(PackedU16::get);
         let bits =
             (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
-        let d = f16_le_to_f32(bits.to_le_bytes());
+        let d = PackedF16(bits.to_le_bytes()).to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
             let s = sc[ib / 2] as usize >> (6 * (ib % 2));
             let dl = [
@@ -237,92 +237,96 @@ fn snap_and_refit(
 pub(crate) fn quantize_iq1_s(
     src: &[f32],
     dst: &mut [u8],
-    n_rows: usize,
+    _n_rows: usize,
     n_per_row: usize,
     imatrix: Option<&[f32]>,
 ) -> usize {
     let [x_p, x_m] = shifted_levels(IQ1S_DELTA);
-    quantize_blocks(src, dst, n_rows, n_per_row, imatrix, 50, |xbl, qw, out| {
-        let qw = qw.unwrap_or(&UNIT_IMPORTANCE);
-        out.fill(0);
-        let block: &mut BlockIq1S = bytemuck::from_bytes_mut(out);
-        let mut scales = [0f32; QK_K / 32];
-        let mut negative = [false; QK_K / 32];
-        let mut max_scale = 0f32;
-        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
-        for (ib, (xb, qwb)) in xbl.chunks_exact(32).zip(qw.chunks_exact(32)).enumerate() {
-            let mut weight = [0f32; 32];
-            imatrix_weights(xb, qwb, sigma2, &mut weight);
-            let max = max_abs(xb);
-            if max < GROUP_MAX_EPS_IQ1_S {
-                continue;
-            }
-            let order = sorted_order::<32>(xb);
-            let (mut sumx, mut sumw) = ([0f32; 33], [0f32; 33]);
-            for (j, &i) in order.iter().enumerate() {
-                sumx[j + 1] = sumx[j] + weight[i] * xb[i];
-                sumw[j + 1] = sumw[j] + weight[i];
-            }
-            let mut best_score = -f32::MAX;
-            let mut scale = max;
-            let mut best: Option<(usize, usize, bool)> = None;
-            for i1 in 0..=32 {
-                for i2 in i1..=32 {
-                    for (neg, xs) in [(false, &x_p), (true, &x_m)] {
-                        let sumqx = (sumx[i1] - sumx[0]) * xs[0]
-                            + (sumx[i2] - sumx[i1]) * xs[1]
-                            + (sumx[32] - sumx[i2]) * xs[2];
-                        let sumq2 = (sumw[i1] - sumw[0]) * xs[0] * xs[0]
-                            + (sumw[i2] - sumw[i1]) * xs[1] * xs[1]
-                            + (sumw[32] - sumw[i2]) * xs[2] * xs[2];
-                        if sumq2 > 0.0 && sumqx * sumqx > best_score * sumq2 {
-                            scale = sumqx / sumq2;
-                            best_score = scale * sumqx;
-                            best = Some((i1, i2, neg));
+    quantize_superblocks(
+        src,
+        dst,
+        n_per_row,
+        imatrix,
+        |xbl, qw, block: &mut BlockIq1S| {
+            let qw = qw.unwrap_or(&UNIT_IMPORTANCE);
+            *block = BlockIq1S::zeroed();
+            let mut scales = [0f32; QK_K / 32];
+            let mut negative = [false; QK_K / 32];
+            let mut max_scale = 0f32;
+            let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+            for (ib, (xb, qwb)) in xbl.chunks_exact(32).zip(qw.chunks_exact(32)).enumerate() {
+                let weight = imatrix_weights::<32>(xb, qwb, sigma2);
+                let max = max_abs(xb);
+                if max < GROUP_MAX_EPS_IQ1_S {
+                    continue;
+                }
+                let order = sorted_order::<32>(xb);
+                let (mut sumx, mut sumw) = ([0f32; 33], [0f32; 33]);
+                for (j, &i) in order.iter().enumerate() {
+                    sumx[j + 1] = sumx[j] + weight[i] * xb[i];
+                    sumw[j + 1] = sumw[j] + weight[i];
+                }
+                let mut best_score = -f32::MAX;
+                let mut scale = max;
+                let mut best: Option<(usize, usize, bool)> = None;
+                for i1 in 0..=32 {
+                    for i2 in i1..=32 {
+                        for (neg, xs) in [(false, &x_p), (true, &x_m)] {
+                            let sumqx = (sumx[i1] - sumx[0]) * xs[0]
+                                + (sumx[i2] - sumx[i1]) * xs[1]
+                                + (sumx[32] - sumx[i2]) * xs[2];
+                            let sumq2 = (sumw[i1] - sumw[0]) * xs[0] * xs[0]
+                                + (sumw[i2] - sumw[i1]) * xs[1] * xs[1]
+                                + (sumw[32] - sumw[i2]) * xs[2] * xs[2];
+                            if sumq2 > 0.0 && sumqx * sumqx > best_score * sumq2 {
+                                scale = sumqx / sumq2;
+                                best_score = scale * sumqx;
+                                best = Some((i1, i2, neg));
+                            }
                         }
                     }
                 }
+                let Some((i1, i2, mut neg)) = best else {
+                    continue;
+                };
+                let mut l = [0i8; 32];
+                split_levels(&order, i1, i2, scale < 0.0, &mut l);
+                if scale < 0.0 {
+                    scale = -scale;
+                    neg = !neg;
+                }
+                let xx = if neg { &x_m } else { &x_p };
+                let mut index = [0u16; 4];
+                let scale = snap_and_refit(xb, &weight, scale, &[xx; 4], &mut l, &mut index);
+                let mut h = 0u16;
+                for (k, &ix) in index.iter().enumerate() {
+                    block.qs[4 * ib + k] = ix as u8;
+                    h |= (ix >> 8) << (3 * k);
+                }
+                block.qh[ib].set(h);
+                scales[ib] = scale;
+                negative[ib] = neg;
+                max_scale = fmax(max_scale, scale);
             }
-            let Some((i1, i2, mut neg)) = best else {
-                continue;
-            };
-            let mut l = [0i8; 32];
-            split_levels(&order, i1, i2, scale < 0.0, &mut l);
-            if scale < 0.0 {
-                scale = -scale;
-                neg = !neg;
+            if max_scale == 0.0 {
+                return;
             }
-            let xx = if neg { &x_m } else { &x_p };
-            let mut index = [0u16; 4];
-            let scale = snap_and_refit(xb, &weight, scale, &[xx; 4], &mut l, &mut index);
-            let mut h = 0u16;
-            for (k, &ix) in index.iter().enumerate() {
-                block.qs[4 * ib + k] = ix as u8;
-                h |= (ix >> 8) << (3 * k);
+            let d = max_scale / 15.0;
+            block.d = PackedF16::from_f32(d * 1.125);
+            let id = 1.0 / d;
+            for (qh, (&s, &neg)) in block.qh.iter_mut().zip(scales.iter().zip(&negative)) {
+                let code = scale_code(id, s, 7) | if neg { 8 } else { 0 };
+                qh.set(qh.get() | (code as u16) << 12);
             }
-            block.qh[2 * ib..2 * ib + 2].copy_from_slice(&h.to_le_bytes());
-            scales[ib] = scale;
-            negative[ib] = neg;
-            max_scale = fmax(max_scale, scale);
-        }
-        if max_scale == 0.0 {
-            return;
-        }
-        let d = max_scale / 15.0;
-        block.d = f32_to_f16_bits(d * 1.125).to_le_bytes();
-        let id = 1.0 / d;
-        for (ib, (&s, &neg)) in scales.iter().zip(&negative).enumerate() {
-            let code = scale_code(id, s, 7) | if neg { 8 } else { 0 };
-            block.qh[2 * ib + 1] |= code << 4;
-        }
-    })
+        },
+    )
 }
 
 /// Quantizes to IQ1_M (`quantize_iq1_m`), with or without `imatrix`.
 pub(crate) fn quantize_iq1_m(
     src: &[f32],
     dst: &mut [u8],
-    n_rows: usize,
+    _n_rows: usize,
     n_per_row: usize,
     imatrix: Option<&[f32]>,
 ) -> usize {
@@ -334,112 +338,115 @@ pub(crate) fn quantize_iq1_m(
             if k % 2 == 0 { &x_p } else { &x_m },
         ]
     };
-    let weights_of = |xb: &[f32], qw: Option<&[f32]>, sigma2: f32| -> [f32; 16] {
-        let mut weight = [0f32; 16];
-        block_weights(xb, qw, sigma2, |v| v * v, &mut weight);
-        weight
+    let weights_of = |xb: &[f32], qw: Option<&[f32]>, ib: usize, sigma2: f32| -> [f32; 16] {
+        let qwb = qw.map(|w| &w[16 * ib..16 * ib + 16]);
+        block_weights::<16>(xb, qwb, sigma2, |v| v * v)
     };
-    quantize_blocks(src, dst, n_rows, n_per_row, imatrix, 56, |xbl, qw, out| {
-        out.fill(0);
-        let block: &mut BlockIq1M = bytemuck::from_bytes_mut(out);
-        let mut scales = [0f32; QK_K / 16];
-        let mut shifts = [0usize; QK_K / 16];
-        let mut max_scale = 0f32;
-        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
-        for (ib, xb) in xbl.chunks_exact(16).enumerate() {
-            let qwb = qw.map(|w| &w[16 * ib..16 * ib + 16]);
-            let weight = weights_of(xb, qwb, sigma2);
-            let max = max_abs(xb);
-            if max < GROUP_MAX_EPS_IQ1_M {
-                continue;
-            }
-            let order = sorted_order::<16>(xb);
-            let mut best_score = -f32::MAX;
-            let mut scale = max;
-            let mut best: Option<(usize, usize, usize)> = None;
-            for i1 in 0..=16 {
-                for i2 in i1..=16 {
-                    let (mut sumqx, mut sumq2) = ([0f32; 4], [0f32; 4]);
-                    for (j, &i) in order.iter().enumerate() {
-                        let level = if j < i1 {
-                            0
-                        } else if j < i2 {
-                            1
-                        } else {
-                            2
-                        };
+    quantize_superblocks(
+        src,
+        dst,
+        n_per_row,
+        imatrix,
+        |xbl, qw, block: &mut BlockIq1M| {
+            *block = BlockIq1M::zeroed();
+            let mut scales = [0f32; QK_K / 16];
+            let mut shifts = [0usize; QK_K / 16];
+            let mut max_scale = 0f32;
+            let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+            for (ib, xb) in xbl.chunks_exact(16).enumerate() {
+                let weight = weights_of(xb, qw, ib, sigma2);
+                let max = max_abs(xb);
+                if max < GROUP_MAX_EPS_IQ1_M {
+                    continue;
+                }
+                let order = sorted_order::<16>(xb);
+                let mut best_score = -f32::MAX;
+                let mut scale = max;
+                let mut best: Option<(usize, usize, usize)> = None;
+                for i1 in 0..=16 {
+                    for i2 in i1..=16 {
+                        let (mut sumqx, mut sumq2) = ([0f32; 4], [0f32; 4]);
+                        for (j, &i) in order.iter().enumerate() {
+                            let level = if j < i1 {
+                                0
+                            } else if j < i2 {
+                                1
+                            } else {
+                                2
+                            };
+                            for k in 0..4 {
+                                let x = xx_of(k)[i / 8][level];
+                                sumqx[k] += weight[i] * x * xb[i];
+                                sumq2[k] += weight[i] * x * x;
+                            }
+                        }
                         for k in 0..4 {
-                            let x = xx_of(k)[i / 8][level];
-                            sumqx[k] += weight[i] * x * xb[i];
-                            sumq2[k] += weight[i] * x * x;
-                        }
-                    }
-                    for k in 0..4 {
-                        if sumq2[k] > 0.0 && sumqx[k] * sumqx[k] > best_score * sumq2[k] {
-                            scale = sumqx[k] / sumq2[k];
-                            best_score = scale * sumqx[k];
-                            best = Some((i1, i2, k));
+                            if sumq2[k] > 0.0 && sumqx[k] * sumqx[k] > best_score * sumq2[k] {
+                                scale = sumqx[k] / sumq2[k];
+                                best_score = scale * sumqx[k];
+                                best = Some((i1, i2, k));
+                            }
                         }
                     }
                 }
+                let Some((i1, i2, mut k)) = best else {
+                    continue;
+                };
+                let mut l = [0i8; 16];
+                split_levels(&order, i1, i2, scale < 0.0, &mut l);
+                if scale < 0.0 {
+                    scale = -scale;
+                    k = 3 - k;
+                }
+                let mut index = [0u16; 2];
+                let scale = snap_and_refit(xb, &weight, scale, &xx_of(k), &mut l, &mut index);
+                block.qs[2 * ib] = index[0] as u8;
+                block.qs[2 * ib + 1] = index[1] as u8;
+                block.qh[ib] = ((index[0] >> 8) | ((index[1] >> 8) << 4)) as u8;
+                scales[ib] = scale;
+                shifts[ib] = k;
+                max_scale = fmax(max_scale, scale);
             }
-            let Some((i1, i2, mut k)) = best else {
-                continue;
-            };
-            let mut l = [0i8; 16];
-            split_levels(&order, i1, i2, scale < 0.0, &mut l);
-            if scale < 0.0 {
-                scale = -scale;
-                k = 3 - k;
+            if max_scale == 0.0 {
+                return;
             }
-            let mut index = [0u16; 2];
-            let scale = snap_and_refit(xb, &weight, scale, &xx_of(k), &mut l, &mut index);
-            block.qs[2 * ib] = index[0] as u8;
-            block.qs[2 * ib + 1] = index[1] as u8;
-            block.qh[ib] = ((index[0] >> 8) | ((index[1] >> 8) << 4)) as u8;
-            scales[ib] = scale;
-            shifts[ib] = k;
-            max_scale = fmax(max_scale, scale);
-        }
-        if max_scale == 0.0 {
-            return;
-        }
-        // Block scale codes, then the super-block scale refitted to the coded scales.
-        const SHIFT_BITS: [u8; 4] = [0x00, 0x80, 0x08, 0x88];
-        let table = iq1_table();
-        let mut sc = [0u16; 4];
-        let mut d = max_scale / 15.0;
-        let id = 1.0 / d;
-        let (mut sumqx, mut sumq2) = (0.0f32, 0.0f32);
-        for (ib, xb) in xbl.chunks_exact(16).enumerate() {
-            let code = scale_code(id, scales[ib], 7);
-            sc[ib / 4] |= (code as u16) << (3 * (ib % 4));
-            block.qh[ib] |= SHIFT_BITS[shifts[ib]];
-            let weight = weights_of(xb, qw.map(|w| &w[16 * ib..16 * ib + 16]), sigma2);
-            let xx = xx_of(shifts[ib]);
-            for k in 0..2 {
-                let high = ((block.qh[ib] as usize) << (8 - 4 * k)) & 0x700;
-                let levels = table.levels(block.qs[2 * ib + k] as usize | high);
-                for (j, &level) in levels.iter().enumerate() {
-                    let w = weight[8 * k + j];
-                    let q = xx[k][level as usize] * (2 * code as i32 + 1) as f32;
-                    sumqx += w * q * xb[8 * k + j];
-                    sumq2 += w * q * q;
+            // Block scale codes, then the super-block scale refitted to the coded scales.
+            const SHIFT_BITS: [u8; 4] = [0x00, 0x80, 0x08, 0x88];
+            let table = iq1_table();
+            let mut sc = [0u16; 4];
+            let mut d = max_scale / 15.0;
+            let id = 1.0 / d;
+            let (mut sumqx, mut sumq2) = (0.0f32, 0.0f32);
+            for (ib, xb) in xbl.chunks_exact(16).enumerate() {
+                let code = scale_code(id, scales[ib], 7);
+                sc[ib / 4] |= (code as u16) << (3 * (ib % 4));
+                block.qh[ib] |= SHIFT_BITS[shifts[ib]];
+                let weight = weights_of(xb, qw, ib, sigma2);
+                let xx = xx_of(shifts[ib]);
+                for k in 0..2 {
+                    let high = ((block.qh[ib] as usize) << (8 - 4 * k)) & 0x700;
+                    let levels = table.levels(block.qs[2 * ib + k] as usize | high);
+                    for (j, &level) in levels.iter().enumerate() {
+                        let w = weight[8 * k + j];
+                        let q = xx[k][level as usize] * (2 * code as i32 + 1) as f32;
+                        sumqx += w * q * xb[8 * k + j];
+                        sumq2 += w * q * q;
+                    }
                 }
             }
-        }
-        if sumq2 > 0.0 {
-            d = sumqx / sumq2;
-        }
-        let s = f32_to_f16_bits(d * 1.1125);
-        sc[0] |= (s & 0x000f) << 12;
-        sc[1] |= (s & 0x00f0) << 8;
-        sc[2] |= (s & 0x0f00) << 4;
-        sc[3] |= s & 0xf000;
-        for (o, w) in block.scales.chunks_exact_mut(2).zip(sc) {
-            o.copy_from_slice(&w.to_le_bytes());
-        }
-    })
+            if sumq2 > 0.0 {
+                d = sumqx / sumq2;
+            }
+            let s = PackedF16::from_f32(d * 1.1125).to_bits();
+            sc[0] |= (s & 0x000f) << 12;
+            sc[1] |= (s & 0x00f0) << 8;
+            sc[2] |= (s & 0x0f00) << 4;
+            sc[3] |= s & 0xf000;
+            for (o, w) in block.scales.iter_mut().zip(sc) {
+                o.set(w);
+            }
+        },
+    )
 }
 
 #[cfg(test)]

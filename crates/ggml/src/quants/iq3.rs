@@ -1,52 +1,55 @@
 //! IQ3_XXS (3.06 bits per weight) and IQ3_S (3.44): groups of 4 magnitudes on a D4-lattice grid
 //! of 256 or 512 points, with signs per 8 values and 4-bit block scales.
 
-use bytemuck::{Pod, Zeroable};
-
 use std::sync::OnceLock;
 
+use bytemuck::{Pod, Zeroable};
+
+use super::common::{assert_block_size, blocks, sum_squares, PackedF16};
 use super::iq_common::{
-    block_weights, f16_le_to_f32, f32_to_f16_bits, fmax, fmax_slice, fold_signs, fold_signs_even,
-    pack_scale_nibbles, put_signed, quantize_blocks, read_u32, scale_code, sum_squares,
+    block_weights, fmax, fmax_slice, fold_signs, fold_signs_even, pack_scale_nibbles, put_signed,
+    quantize_superblocks, read_u32, scale_code,
 };
 use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID, KGRID_3BIT_256, KGRID_3BIT_512, KSIGNS_IQ2XS};
 use super::iq_search::{GridTable, Refine, ScaleSearch};
-use crate::types::QK_K;
+use crate::QK_K;
 
 /// Size of the packed-level map of the 3-bit grids (4 levels of 3 bits).
 const IQ3_MAP_SIZE: usize = 4096;
 /// Below this magnitude an IQ3_XXS block is quantized to zero (`GROUP_MAX_EPS_IQ3_XXS`).
 const GROUP_MAX_EPS_IQ3_XXS: f32 = 1e-8;
 
-/// One IQ3_XXS super-block (`block_iq3_xxs`, 98 bytes).
+/// One IQ3_XXS super-block (`block_iq3_xxs`): value = `d·(0.5 + s)/2 · grid · sign` with a 4-bit
+/// `s` per 32 values.
 #[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-pub(crate) struct BlockIq3Xxs {
-    /// Super-block scale, f16 little-endian.
-    pub(crate) d: [u8; 2],
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockIq3Xxs {
+    /// Super-block scale.
+    pub d: PackedF16,
     /// 64 grid indices (one byte per 4 values), then per 32 values a little-endian `u32` of
-    /// four 7-bit sign patterns (bits 0..28) and the block scale code (bits 28..32).
-    pub(crate) qs: [u8; 3 * QK_K / 8],
+    /// four 7-bit sign patterns (bits 0..28) and `s` (bits 28..32).
+    pub qs: [u8; 3 * QK_K / 8],
 }
 
-/// One IQ3_S super-block (`block_iq3_s`, 110 bytes).
+/// One IQ3_S super-block (`block_iq3_s`): value = `d·(1 + 2s) · grid · sign` with a 4-bit `s`
+/// per 32 values.
 #[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-pub(crate) struct BlockIq3S {
-    /// Super-block scale, f16 little-endian.
-    pub(crate) d: [u8; 2],
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockIq3S {
+    /// Super-block scale.
+    pub d: PackedF16,
     /// Low 8 bits of the 64 grid indices.
-    pub(crate) qs: [u8; QK_K / 4],
+    pub qs: [u8; QK_K / 4],
     /// Bit 8 of the grid indices, one byte per 32 values.
-    pub(crate) qh: [u8; QK_K / 32],
+    pub qh: [u8; QK_K / 32],
     /// One sign byte per 8 values.
-    pub(crate) signs: [u8; QK_K / 8],
-    /// Two 4-bit scale codes per 64 values.
-    pub(crate) scales: [u8; QK_K / 64],
+    pub signs: [u8; QK_K / 8],
+    /// The scale codes `s`, two per byte (low nibble first).
+    pub scales: [u8; QK_K / 64],
 }
 
-const _: () = assert!(std::mem::size_of::<BlockIq3Xxs>() == 98);
-const _: () = assert!(std::mem::size_of::<BlockIq3S>() == 110);
+assert_block_size!(BlockIq3Xxs, 98);
+assert_block_size!(BlockIq3S, 110);
 
 /// Two 4-value grid points side by side, as the 8 values of one sign group.
 #[inline]
@@ -59,9 +62,11 @@ fn pair(grid: &[u32], a: usize, b: usize) -> [u8; 8] {
 
 /// Dequantizes IQ3_XXS blocks (`dequantize_row_iq3_xxs`).
 pub(crate) fn dequantize_row_iq3_xxs(src: &[u8], dst: &mut [f32]) {
-    for (raw, out) in src.chunks_exact(98).zip(dst.chunks_exact_mut(QK_K)) {
-        let b: &BlockIq3Xxs = bytemuck::from_bytes(raw);
-        let d = f16_le_to_f32(b.d);
+    for (b, out) in blocks::<BlockIq3Xxs>(src)
+        .iter()
+        .zip(dst.chunks_exact_mut(QK_K))
+    {
+        let d = b.d.to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
             let aux = read_u32(&b.qs[QK_K / 4..], ib);
             let db = d * (0.5 + (aux >> 28) as f32) * 0.5;
@@ -77,9 +82,11 @@ pub(crate) fn dequantize_row_iq3_xxs(src: &[u8], dst: &mut [f32]) {
 
 /// Dequantizes IQ3_S blocks (`dequantize_row_iq3_s`).
 pub(crate) fn dequantize_row_iq3_s(src: &[u8], dst: &mut [f32]) {
-    for (raw, out) in src.chunks_exact(110).zip(dst.chunks_exact_mut(QK_K)) {
-        let b: &BlockIq3S = bytemuck::from_bytes(raw);
-        let d = f16_le_to_f32(b.d);
+    for (b, out) in blocks::<BlockIq3S>(src)
+        .iter()
+        .zip(dst.chunks_exact_mut(QK_K))
+    {
+        let d = b.d.to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
             let code = (b.scales[ib / 2] >> (4 * (ib % 2))) & 0xf;
             let db = d * (1 + 2 * code as i32) as f32;
@@ -105,16 +112,11 @@ fn iq3s_table() -> &'static GridTable<4> {
     T.get_or_init(|| GridTable::new(&KGRID_3BIT_512, 3, IQ3_MAP_SIZE, 3))
 }
 
-/// The weights of a block of 32 values: from the imatrix with σ² = 2Σx²/256, else x².
-fn weights32(xb: &[f32], qw: Option<&[f32]>, sigma2: f32) -> [f32; 32] {
-    let mut weight = [0f32; 32];
-    block_weights(xb, qw, sigma2, |v| v * v, &mut weight);
-    weight
-}
-
-/// The imatrix entries of block `ib` (32 values) of a super-block.
-fn block_imatrix(qw: Option<&[f32]>, ib: usize) -> Option<&[f32]> {
-    qw.map(|w| &w[32 * ib..32 * ib + 32])
+/// The weights of block `ib` (32 values) of a super-block: from the imatrix with σ² = 2Σx²/256,
+/// else x².
+fn weights32(xb: &[f32], qw: Option<&[f32]>, ib: usize, sigma2: f32) -> [f32; 32] {
+    let qwb = qw.map(|w| &w[32 * ib..32 * ib + 32]);
+    block_weights::<32>(xb, qwb, sigma2, |v| v * v)
 }
 
 /// Quantizes to IQ3_XXS (`quantize_iq3_xxs`; without `imatrix` also GGML's
@@ -122,7 +124,7 @@ fn block_imatrix(qw: Option<&[f32]>, ib: usize) -> Option<&[f32]> {
 pub(crate) fn quantize_iq3_xxs(
     src: &[f32],
     dst: &mut [u8],
-    n_rows: usize,
+    _n_rows: usize,
     n_per_row: usize,
     imatrix: Option<&[f32]>,
 ) -> usize {
@@ -133,49 +135,56 @@ pub(crate) fn quantize_iq3_xxs(
         step: 0.2,
         refine: Refine::OffGridGroups,
     };
-    quantize_blocks(src, dst, n_rows, n_per_row, imatrix, 98, |xbl, qw, out| {
-        let mut q3 = [0u8; 3 * QK_K / 8];
-        let mut scales = [0f32; QK_K / 32];
-        let mut max_scale = 0f32;
-        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
-        for (ib, xb) in xbl.chunks_exact(32).enumerate() {
-            let weight = weights32(xb, block_imatrix(qw, ib), sigma2);
-            let waux = weight.map(f32::sqrt);
-            let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
-            fold_signs_even(xb, &weight, &mut xval, &mut signs);
-            let max = fmax_slice(&xval);
-            if max < GROUP_MAX_EPS_IQ3_XXS {
-                continue;
+    quantize_superblocks(
+        src,
+        dst,
+        n_per_row,
+        imatrix,
+        |xbl, qw, y: &mut BlockIq3Xxs| {
+            let mut q3 = [0u8; 3 * QK_K / 8];
+            let mut scales = [0f32; QK_K / 32];
+            let mut max_scale = 0f32;
+            let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+            for (ib, xb) in xbl.chunks_exact(32).enumerate() {
+                let weight = weights32(xb, qw, ib, sigma2);
+                let waux = weight.map(f32::sqrt);
+                let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
+                fold_signs_even(xb, &weight, &mut xval, &mut signs);
+                let max = fmax_slice(&xval);
+                if max < GROUP_MAX_EPS_IQ3_XXS {
+                    continue;
+                }
+                let (mut l, mut index) = ([0i8; 32], [0u16; 8]);
+                let mut scale =
+                    search.run(&xval, &weight, &waux, max, max / 15.0, &mut l, &mut index);
+                if scale < 0.0 {
+                    scale = -scale;
+                    signs.iter_mut().for_each(|s| *s = !*s & 127);
+                }
+                for (q, &i) in q3[8 * ib..8 * ib + 8].iter_mut().zip(&index) {
+                    *q = i as u8;
+                }
+                let packed = signs
+                    .iter()
+                    .enumerate()
+                    .fold(0u32, |a, (k, &s)| a | (s as u32) << (7 * k));
+                q3[QK_K / 4 + 4 * ib..QK_K / 4 + 4 * ib + 4].copy_from_slice(&packed.to_le_bytes());
+                scales[ib] = scale;
+                max_scale = fmax(max_scale, scale);
             }
-            let (mut l, mut index) = ([0i8; 32], [0u16; 8]);
-            let mut scale = search.run(&xval, &weight, &waux, max, max / 15.0, &mut l, &mut index);
-            if scale < 0.0 {
-                scale = -scale;
-                signs.iter_mut().for_each(|s| *s = !*s & 127);
+            *y = BlockIq3Xxs::zeroed();
+            if max_scale == 0.0 {
+                return;
             }
-            for (q, &i) in q3[8 * ib..8 * ib + 8].iter_mut().zip(&index) {
-                *q = i as u8;
+            let d = max_scale / 31.0;
+            y.d = PackedF16::from_f32(d * 1.0125);
+            let id = 1.0 / d;
+            for (ib, &s) in scales.iter().enumerate() {
+                q3[QK_K / 4 + 4 * ib + 3] |= scale_code(id, s, 15) << 4;
             }
-            let packed = signs
-                .iter()
-                .enumerate()
-                .fold(0u32, |a, (k, &s)| a | (s as u32) << (7 * k));
-            q3[QK_K / 4 + 4 * ib..QK_K / 4 + 4 * ib + 4].copy_from_slice(&packed.to_le_bytes());
-            scales[ib] = scale;
-            max_scale = fmax(max_scale, scale);
-        }
-        out.fill(0);
-        if max_scale == 0.0 {
-            return;
-        }
-        let d = max_scale / 31.0;
-        out[..2].copy_from_slice(&f32_to_f16_bits(d * 1.0125).to_le_bytes());
-        let id = 1.0 / d;
-        for (ib, &s) in scales.iter().enumerate() {
-            q3[QK_K / 4 + 4 * ib + 3] |= scale_code(id, s, 15) << 4;
-        }
-        out[2..].copy_from_slice(&q3);
-    })
+            y.qs = q3;
+        },
+    )
 }
 
 /// Quantizes to IQ3_S (`quantize_iq3_s`; without `imatrix` also GGML's
@@ -183,7 +192,7 @@ pub(crate) fn quantize_iq3_xxs(
 pub(crate) fn quantize_iq3_s(
     src: &[f32],
     dst: &mut [u8],
-    n_rows: usize,
+    _n_rows: usize,
     n_per_row: usize,
     imatrix: Option<&[f32]>,
 ) -> usize {
@@ -194,48 +203,53 @@ pub(crate) fn quantize_iq3_s(
         step: 0.2,
         refine: Refine::AllGroupsIfAnyOffGrid,
     };
-    quantize_blocks(src, dst, n_rows, n_per_row, imatrix, 110, |xbl, qw, out| {
-        out.fill(0);
-        let block: &mut BlockIq3S = bytemuck::from_bytes_mut(out);
-        let mut scales = [0f32; QK_K / 32];
-        let mut max_scale = 0f32;
-        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
-        // GGML advances its `qs` and `signs` write positions only past blocks it quantizes: a
-        // block of exact zeros is skipped without moving them (while `qh` and the scales stay
-        // indexed by block), which shifts the following blocks' bytes. Kept for identical output.
-        let mut at = 0;
-        for (ib, xb) in xbl.chunks_exact(32).enumerate() {
-            let weight = weights32(xb, block_imatrix(qw, ib), sigma2);
-            let waux = weight.map(f32::sqrt);
-            let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
-            fold_signs(xb, &mut xval, &mut signs);
-            let max = fmax_slice(&xval);
-            if max == 0.0 {
-                continue;
+    quantize_superblocks(
+        src,
+        dst,
+        n_per_row,
+        imatrix,
+        |xbl, qw, y: &mut BlockIq3S| {
+            *y = BlockIq3S::zeroed();
+            let mut scales = [0f32; QK_K / 32];
+            let mut max_scale = 0f32;
+            let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+            // GGML advances its `qs` and `signs` write positions only past blocks it quantizes: a
+            // block of exact zeros is skipped without moving them (while `qh` and the scales stay
+            // indexed by block), which shifts the following blocks' bytes. Kept for identical output.
+            let mut at = 0;
+            for (ib, xb) in xbl.chunks_exact(32).enumerate() {
+                let weight = weights32(xb, qw, ib, sigma2);
+                let waux = weight.map(f32::sqrt);
+                let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
+                fold_signs(xb, &mut xval, &mut signs);
+                let max = fmax_slice(&xval);
+                if max == 0.0 {
+                    continue;
+                }
+                let (mut l, mut index) = ([0i8; 32], [0u16; 8]);
+                let mut scale =
+                    search.run(&xval, &weight, &waux, max, max / 15.0, &mut l, &mut index);
+                if scale < 0.0 {
+                    scale = -scale;
+                    signs.iter_mut().for_each(|s| *s = !*s);
+                }
+                for (k, &i) in index.iter().enumerate() {
+                    y.qs[8 * at + k] = i as u8;
+                    y.qh[ib] |= ((i >> 8) as u8) << k;
+                }
+                y.signs[4 * at..4 * at + 4].copy_from_slice(&signs);
+                at += 1;
+                scales[ib] = scale;
+                max_scale = fmax(max_scale, scale);
             }
-            let (mut l, mut index) = ([0i8; 32], [0u16; 8]);
-            let mut scale = search.run(&xval, &weight, &waux, max, max / 15.0, &mut l, &mut index);
-            if scale < 0.0 {
-                scale = -scale;
-                signs.iter_mut().for_each(|s| *s = !*s);
+            if max_scale == 0.0 {
+                return;
             }
-            for (k, &i) in index.iter().enumerate() {
-                block.qs[8 * at + k] = i as u8;
-                block.qh[ib] |= ((i >> 8) as u8) << k;
-            }
-            block.signs[4 * at..4 * at + 4].copy_from_slice(&signs);
-            at += 1;
-            scales[ib] = scale;
-            max_scale = fmax(max_scale, scale);
-        }
-        if max_scale == 0.0 {
-            return;
-        }
-        let d = max_scale / 31.0;
-        block.d = f32_to_f16_bits(d * 1.033).to_le_bytes();
-        let id = 1.0 / d;
-        pack_scale_nibbles(id, &scales, &mut block.scales);
-    })
+            let d = max_scale / 31.0;
+            y.d = PackedF16::from_f32(d * 1.033);
+            pack_scale_nibbles(1.0 / d, &scales, &mut y.scales);
+        },
+    )
 }
 
 #[cfg(test)]
@@ -250,8 +264,8 @@ mod tests {
     }
 
     /// GGML's IQ3_S does not advance its `qs`/`signs` write positions past an all-zero block of
-    /// 32 (checked against GGML on a fixture with such blocks while this was written). Without
-    /// an imatrix a block's indices and signs depend on its own values only, so zeroing block 0
+    /// 32 (checked against GGML on inputs with such blocks while this was written). Without an
+    /// imatrix a block's indices and signs depend on its own values only, so zeroing block 0
     /// must shift the other blocks' `qs` and `signs` down by one block, `qh` staying in place.
     #[test]
     fn iq3_s_zero_block_shifts_following_blocks() {

@@ -5,8 +5,8 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::common::{
-    assert_block_size, blocks, blocks_mut, nearest_int, sum_squares, PackedF16, PackedU16,
-    GROUP_MAX_EPS,
+    assert_block_size, blocks, blocks_mut, nearest_int, signed_absmax, sum_squares, PackedF16,
+    PackedU16, GROUP_MAX_EPS,
 };
 use crate::QK_K;
 
@@ -126,13 +126,7 @@ fn quantize_super_block(
                 }
             }
         }
-        let (mut amax, mut max) = (0.0f32, 0.0f32);
-        for &v in xb {
-            if v.abs() > amax {
-                amax = v.abs();
-                max = v;
-            }
-        }
+        let (max, amax) = signed_absmax(xb);
         if amax < GROUP_MAX_EPS {
             scales[ib] = 0.0;
             continue;

@@ -1,32 +1,15 @@
-//! Small helpers shared by the grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S,
-//! IQ1_M): GGML's rounding, f16 and little-endian access, sign handling and importance weights.
+//! Helpers shared by the grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M):
+//! sign folding, importance weights, block-scale codes, the dequantized group writer and the
+//! super-block driver of the quantizers.
 //!
 //! Every floating-point expression evaluates the same operations in the same order as GGML's C
 //! code, in `f32`, so results are bit-identical.
 
+use bytemuck::Pod;
+
+use super::common::{blocks_mut, for_each_row, imatrix_weights, nearest_int};
 use super::iq_grids::KMASK_IQ2XS;
-use crate::types::{f16, f16_to_f32, f32_to_f16, QK_K};
-
-/// Rounds to the nearest integer, ties to even, with GGML's `nearest_int` trick: adding 1.5·2²³
-/// leaves the integer in the low mantissa bits. Exact for |x| < 2²²; beyond that it yields the
-/// same wrapped value GGML does.
-#[inline]
-pub(crate) fn nearest_int(x: f32) -> i32 {
-    let bits = (x + 12_582_912.0).to_bits() as i32;
-    (bits & 0x007f_ffff) - 0x0040_0000
-}
-
-/// An f16 stored little-endian, as f32.
-#[inline]
-pub(crate) fn f16_le_to_f32(b: [u8; 2]) -> f32 {
-    f16_to_f32(f16::from_bits(u16::from_le_bytes(b)))
-}
-
-/// f32 → f16 bits (round to nearest even, GGML's `GGML_FP32_TO_FP16`).
-#[inline]
-pub(crate) fn f32_to_f16_bits(x: f32) -> u16 {
-    f32_to_f16(x).to_bits()
-}
+use crate::QK_K;
 
 /// The `i`-th little-endian `u32` of `bytes`.
 #[inline]
@@ -36,43 +19,38 @@ pub(crate) fn read_u32(bytes: &[u8], i: usize) -> u32 {
     u32::from_le_bytes(w)
 }
 
-/// Σ x² over a super-block, summed in order as GGML does.
-pub(crate) fn sum_squares(x: &[f32]) -> f32 {
-    x.iter().fold(0.0f32, |acc, &v| acc + v * v)
-}
-
-/// GGML's importance weights `qw[i]·√(σ² + x[i]²)`.
-pub(crate) fn imatrix_weights(x: &[f32], qw: &[f32], sigma2: f32, weight: &mut [f32]) {
-    for ((w, &q), &v) in weight.iter_mut().zip(qw).zip(x) {
-        *w = q * (sigma2 + v * v).sqrt();
+/// GGML's `MAX(a, b)` (`a > b ? a : b`).
+#[inline]
+pub(crate) fn fmax(a: f32, b: f32) -> f32 {
+    if a > b {
+        a
+    } else {
+        b
     }
 }
 
-/// Importance weights of a block: [`imatrix_weights`] when the imatrix entries `qw` are given,
-/// else `plain(x[i])` (the format's own weighting).
-pub(crate) fn block_weights(
+/// The largest value of a slice, folded left with [`fmax`] as GGML does.
+pub(crate) fn fmax_slice(x: &[f32]) -> f32 {
+    x[1..].iter().fold(x[0], |m, &v| fmax(m, v))
+}
+
+/// Importance weights of a block of `N` values: [`imatrix_weights`] when the imatrix entries `qw`
+/// are given, else `plain(x[i])` (the format's own weighting).
+pub(crate) fn block_weights<const N: usize>(
     x: &[f32],
     qw: Option<&[f32]>,
     sigma2: f32,
     plain: impl Fn(f32) -> f32,
-    weight: &mut [f32],
-) {
+) -> [f32; N] {
     match qw {
-        Some(qw) => imatrix_weights(x, qw, sigma2, weight),
-        None => {
-            for (w, &v) in weight.iter_mut().zip(x) {
-                *w = plain(v);
-            }
-        }
+        Some(qw) => imatrix_weights::<N>(x, qw, sigma2),
+        None => std::array::from_fn(|i| plain(x[i])),
     }
 }
 
-/// Packs 4-bit block scale codes (relative to `id` = 1/d) two per byte, low nibble first.
-pub(crate) fn pack_scale_nibbles(id: f32, scales: &[f32], out: &mut [u8]) {
-    for (ib, &s) in scales.iter().enumerate() {
-        out[ib / 2] |= scale_code(id, s, 15) << (4 * (ib % 2));
-    }
-}
+/// Importance of every value when a quantizer that needs an imatrix is given none: GGML
+/// asserts there and the dispatcher refuses; this neutral weighting keeps the kernel total.
+pub(crate) const UNIT_IMPORTANCE: [f32; QK_K] = [1.0; QK_K];
 
 /// Writes the magnitudes of `x` to `xval` and one sign byte per group of 8 values to `signs`
 /// (bit `i` set where value `i` is not `>= 0`).
@@ -116,9 +94,17 @@ pub(crate) fn fold_signs_even(x: &[f32], weight: &[f32], xval: &mut [f32], signs
     }
 }
 
-/// The largest value of a slice, folded left with [`fmax`] as GGML does.
-pub(crate) fn fmax_slice(x: &[f32]) -> f32 {
-    x[1..].iter().fold(x[0], |m, &v| fmax(m, v))
+/// The code `c` of a block scale relative to the super-block scale, `(2c+1)·d ≈ scale`, clamped
+/// to `0..=max`; `id` is `1/d`.
+pub(crate) fn scale_code(id: f32, scale: f32, max: i32) -> u8 {
+    nearest_int(0.5 * (id * scale - 1.0)).clamp(0, max) as u8
+}
+
+/// Packs 4-bit block scale codes two per byte, low nibble first, into `out` (zeroed).
+pub(crate) fn pack_scale_nibbles(id: f32, scales: &[f32], out: &mut [u8]) {
+    for (ib, &s) in scales.iter().enumerate() {
+        out[ib / 2] |= scale_code(id, s, 15) << (4 * (ib % 2));
+    }
 }
 
 /// Writes `scale · grid[j] · (±1)` for the 8 values of a group, negated where bit `j` of `signs`
@@ -135,57 +121,22 @@ pub(crate) fn put_signed(y: &mut [f32], scale: f32, grid: &[u8; 8], signs: u8) {
     }
 }
 
-/// The 4-bit code of a block scale relative to the super-block scale, `(2c+1)·d ≈ scale`.
-pub(crate) fn scale_code(id: f32, scale: f32, max: i32) -> u8 {
-    nearest_int(0.5 * (id * scale - 1.0)).clamp(0, max) as u8
-}
-
-/// GGML's `MAX(a, b)` (`a > b ? a : b`).
-#[inline]
-pub(crate) fn fmax(a: f32, b: f32) -> f32 {
-    if a > b {
-        a
-    } else {
-        b
-    }
-}
-
-/// Importance of every value when a quantizer that needs an imatrix is given none: GGML
-/// asserts there; the callers are expected to refuse, and this neutral weighting keeps the
-/// quantizer total.
-pub(crate) const UNIT_IMPORTANCE: [f32; QK_K] = [1.0; QK_K];
-
-/// Drives a super-block quantizer over `n_rows` rows of `n_per_row` values (GGML's
-/// `quantize_<type>` loop): `block` gets each super-block's 256 values, the matching 256
-/// entries of `imatrix` (if any) and the block's `type_size` output bytes. Returns the bytes
-/// written. The caller guarantees `n_per_row % 256 == 0`, `src.len() >= n_rows·n_per_row`,
-/// `dst.len() >= n_rows·n_per_row/256·type_size` and `imatrix.len() == n_per_row`; rows or
-/// blocks that do not fit are left out rather than read or written out of bounds.
-pub(crate) fn quantize_blocks(
+/// Drives a super-block quantizer over whole rows of `n_per_row` values (GGML's `quantize_<t>`
+/// loop over `quantize_row_<t>_impl`): `block` gets each super-block's 256 values, the matching
+/// 256 entries of `imatrix` (if any) and the block to fill. `dst` holds exactly the blocks of
+/// `src` (checked by the dispatcher). Returns the bytes written.
+pub(crate) fn quantize_superblocks<B: Pod>(
     src: &[f32],
     dst: &mut [u8],
-    n_rows: usize,
     n_per_row: usize,
     imatrix: Option<&[f32]>,
-    type_size: usize,
-    mut block: impl FnMut(&[f32], Option<&[f32]>, &mut [u8]),
+    mut block: impl FnMut(&[f32], Option<&[f32]>, &mut B),
 ) -> usize {
-    debug_assert!(n_per_row % QK_K == 0 && imatrix.is_none_or(|w| w.len() == n_per_row));
-    if n_per_row == 0 || n_per_row % QK_K != 0 {
-        return 0;
-    }
-    let row_size = n_per_row / QK_K * type_size;
-    let rows = src
-        .chunks_exact(n_per_row)
-        .zip(dst.chunks_exact_mut(row_size));
-    let mut written = 0;
-    for (x, y) in rows.take(n_rows) {
-        let blocks = x.chunks_exact(QK_K).zip(y.chunks_exact_mut(type_size));
-        for (ibl, (xbl, out)) in blocks.enumerate() {
+    for_each_row(src, blocks_mut::<B>(dst), n_per_row, |row, out| {
+        for (ibl, (xbl, b)) in row.chunks_exact(QK_K).zip(out).enumerate() {
             let qw = imatrix.and_then(|w| w.get(QK_K * ibl..QK_K * (ibl + 1)));
-            block(xbl, qw, out);
+            block(xbl, qw, b);
         }
-        written += row_size;
-    }
-    written
+    });
+    dst.len()
 }

@@ -5,7 +5,7 @@
 //! Every floating-point expression evaluates the same operations in the same order as GGML's C
 //! code, in `f32`, so the quantized bytes come out identical.
 
-use super::iq_common::nearest_int;
+use super::common::nearest_int;
 
 /// A grid of `D`-dimensional points (levels stored as positions `2l+1`, as GGML's `the_grid`),
 /// with the map from every packed level vector to its grid index or its neighbour list.

@@ -4,8 +4,8 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::common::{
-    assert_block_size, blocks, blocks_mut, imatrix_weights, quantize_rows, sum_squares, trunc_i32,
-    PackedF16,
+    assert_block_size, blocks, blocks_mut, imatrix_weights, max_abs_macro, min_max, quantize_rows,
+    round_i32, signed_absmax, sum_squares, trunc_low_byte, PackedF16,
 };
 use super::search::{make_qkx_quants, make_qx_quants, QKX3_STEPS};
 
@@ -92,34 +92,7 @@ assert_block_size!(BlockQ8_1, 36);
 /// `MIN(max, (int8_t) x)` stored as a byte, as GGML's reference quantizers compute it.
 #[inline(always)]
 fn level_i8(x: f32, max: i8) -> u8 {
-    (trunc_i32(x) as i8).min(max) as u8
-}
-
-/// The value of largest magnitude (the first one, on ties), and that magnitude.
-#[inline(always)]
-fn signed_absmax(x: &[f32]) -> (f32, f32) {
-    let (mut amax, mut max) = (0.0f32, 0.0f32);
-    for &v in x {
-        if amax < v.abs() {
-            amax = v.abs();
-            max = v;
-        }
-    }
-    (max, amax)
-}
-
-#[inline(always)]
-fn min_max(x: &[f32]) -> (f32, f32) {
-    let (mut min, mut max) = (f32::MAX, -f32::MAX);
-    for &v in x {
-        if v < min {
-            min = v;
-        }
-        if v > max {
-            max = v;
-        }
-    }
-    (min, max)
+    (trunc_low_byte(x) as i8).min(max) as u8
 }
 
 #[inline(always)]
@@ -131,16 +104,36 @@ fn inverse(d: f32) -> f32 {
     }
 }
 
+/// `level(v)` for each value of a block.
+#[inline(always)]
+fn map_levels(x: &[f32], level: impl Fn(f32) -> u8) -> [u8; QK] {
+    let mut levels = [0u8; QK];
+    for (l, &v) in levels.iter_mut().zip(x) {
+        *l = level(v);
+    }
+    levels
+}
+
+/// Packs 32 four-bit levels: value j in the low nibble of byte j, value j + 16 in the high one.
+#[inline(always)]
+fn pack_q4(levels: &[u8; QK], qs: &mut [u8; QK / 2]) {
+    let (lo, hi) = levels.split_at(QK / 2);
+    for ((q, &a), &b) in qs.iter_mut().zip(lo).zip(hi) {
+        *q = a | (b << 4);
+    }
+}
+
 /// Packs 32 five-bit levels: low nibbles into `qs`, fifth bits into the returned `qh` bytes.
 #[inline(always)]
-fn pack_q5(levels: impl Fn(usize) -> u8, qs: &mut [u8; 16]) -> [u8; 4] {
-    let mut qh = 0u32;
-    for (j, q) in qs.iter_mut().enumerate() {
-        let (lo, hi) = (levels(j), levels(j + 16));
-        *q = (lo & 0x0f) | ((hi & 0x0f) << 4);
-        qh |= (((lo & 0x10) >> 4) as u32) << j;
-        qh |= (((hi & 0x10) >> 4) as u32) << (j + 16);
+fn pack_q5(levels: &[u8; QK], qs: &mut [u8; QK / 2]) -> [u8; 4] {
+    let (lo, hi) = levels.split_at(QK / 2);
+    for ((q, &a), &b) in qs.iter_mut().zip(lo).zip(hi) {
+        *q = (a & 0x0f) | ((b & 0x0f) << 4);
     }
+    let qh = levels
+        .iter()
+        .enumerate()
+        .fold(0u32, |qh, (j, &l)| qh | ((((l & 0x10) >> 4) as u32) << j));
     qh.to_le_bytes()
 }
 
@@ -168,11 +161,7 @@ fn q4_0_ref(src: &[f32], dst: &mut [BlockQ4_0]) {
         let d = max / -8.0;
         let id = inverse(d);
         y.d = PackedF16::from_f32(d);
-        for (j, q) in y.qs.iter_mut().enumerate() {
-            let lo = level_i8(x[j] * id + 8.5, 15);
-            let hi = level_i8(x[j + 16] * id + 8.5, 15);
-            *q = lo | (hi << 4);
-        }
+        pack_q4(&map_levels(x, |v| level_i8(v * id + 8.5, 15)), &mut y.qs);
     }
 }
 
@@ -200,9 +189,7 @@ fn q4_0_imatrix_row(row: &[f32], out: &mut [BlockQ4_0], qw: &[f32]) {
         let w: [f32; QK] = imatrix_weights(x, qw, sigma2);
         let d = make_qx_quants(8, x, &mut levels, 1, Some(&w));
         y.d = PackedF16::from_f32(d);
-        for (j, q) in y.qs.iter_mut().enumerate() {
-            *q = (levels[j] as u8) | ((levels[j + 16] as u8) << 4);
-        }
+        pack_q4(bytemuck::cast_ref(&levels), &mut y.qs);
     }
 }
 
@@ -226,11 +213,10 @@ fn q4_1_ref(src: &[f32], dst: &mut [BlockQ4_1]) {
         let id = inverse(d);
         y.d = PackedF16::from_f32(d);
         y.m = PackedF16::from_f32(min);
-        for (j, q) in y.qs.iter_mut().enumerate() {
-            let lo = level_i8((x[j] - min) * id + 0.5, 15);
-            let hi = level_i8((x[j + 16] - min) * id + 0.5, 15);
-            *q = lo | (hi << 4);
-        }
+        pack_q4(
+            &map_levels(x, |v| level_i8((v - min) * id + 0.5, 15)),
+            &mut y.qs,
+        );
     }
 }
 
@@ -273,9 +259,7 @@ fn q4_1_imatrix_row(row: &[f32], out: &mut [BlockQ4_1], qw: &[f32]) {
     asym_imatrix_row(row, out, qw, 15, |y, d, m, levels| {
         y.d = PackedF16::from_f32(d);
         y.m = PackedF16::from_f32(m);
-        for (j, q) in y.qs.iter_mut().enumerate() {
-            *q = levels[j] | (levels[j + 16] << 4);
-        }
+        pack_q4(levels, &mut y.qs);
     });
 }
 
@@ -298,7 +282,7 @@ fn q5_0_ref(src: &[f32], dst: &mut [BlockQ5_0]) {
         let d = max / -16.0;
         let id = inverse(d);
         y.d = PackedF16::from_f32(d);
-        y.qh = pack_q5(|j| level_i8(x[j] * id + 16.5, 31), &mut y.qs);
+        y.qh = pack_q5(&map_levels(x, |v| level_i8(v * id + 16.5, 31)), &mut y.qs);
     }
 }
 
@@ -328,7 +312,7 @@ fn q5_0_imatrix_row(row: &[f32], out: &mut [BlockQ5_0], qw: &[f32]) {
         let w: [f32; QK] = imatrix_weights(x, qw, sigma2);
         let d = make_qx_quants(16, x, &mut levels, 1, Some(&w));
         y.d = PackedF16::from_f32(d);
-        y.qh = pack_q5(|j| levels[j] as u8, &mut y.qs);
+        y.qh = pack_q5(bytemuck::cast_ref(&levels), &mut y.qs);
     }
 }
 
@@ -352,7 +336,10 @@ fn q5_1_ref(src: &[f32], dst: &mut [BlockQ5_1]) {
         let id = inverse(d);
         y.d = PackedF16::from_f32(d);
         y.m = PackedF16::from_f32(min);
-        y.qh = pack_q5(|j| trunc_i32((x[j] - min) * id + 0.5) as u8, &mut y.qs);
+        y.qh = pack_q5(
+            &map_levels(x, |v| trunc_low_byte((v - min) * id + 0.5)),
+            &mut y.qs,
+        );
     }
 }
 
@@ -379,7 +366,7 @@ fn q5_1_imatrix_row(row: &[f32], out: &mut [BlockQ5_1], qw: &[f32]) {
     asym_imatrix_row(row, out, qw, 31, |y, d, m, levels| {
         y.d = PackedF16::from_f32(d);
         y.m = PackedF16::from_f32(m);
-        y.qh = pack_q5(|j| levels[j], &mut y.qs);
+        y.qh = pack_q5(levels, &mut y.qs);
     });
 }
 
@@ -396,22 +383,15 @@ pub(crate) fn quantize_q5_1(
 // ---------------------------------------------------------------------------------------------
 // Q8_0 and Q8_1
 
-/// GGML's `MAX(amax, fabsf(v))` over a block.
-#[inline(always)]
-fn absmax(x: &[f32]) -> f32 {
-    x.iter()
-        .fold(0.0f32, |m, &v| if m > v.abs() { m } else { v.abs() })
-}
-
 /// `(int8_t) roundf(v)`, as GGML's 8-bit quantizers store it.
 #[inline(always)]
 fn round_i8(v: f32) -> i8 {
-    trunc_i32(v.round()) as i8
+    round_i32(v) as i8
 }
 
 fn q8_0_ref(src: &[f32], dst: &mut [BlockQ8_0]) {
     for (x, y) in src.chunks_exact(QK).zip(dst) {
-        let d = absmax(x) / 127.0;
+        let d = max_abs_macro(x) / 127.0;
         let id = inverse(d);
         y.d = PackedF16::from_f32(d);
         for (q, &v) in y.qs.iter_mut().zip(x) {
@@ -450,7 +430,7 @@ pub(crate) fn quantize_q8_0(
 
 pub(crate) fn quantize_row_q8_1_ref(src: &[f32], dst: &mut [u8]) {
     for (x, y) in src.chunks_exact(QK).zip(blocks_mut::<BlockQ8_1>(dst)) {
-        let d = absmax(x) / 127.0;
+        let d = max_abs_macro(x) / 127.0;
         let id = inverse(d);
         y.d = PackedF16::from_f32(d);
         let mut sum = 0i32;

@@ -3,7 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{assert_block_size, blocks, blocks_mut, trunc_i32, PackedF16};
+use super::common::{assert_block_size, blocks, blocks_mut, max_abs, round_i32, PackedF16};
 
 /// Values per Q1_0 block.
 const QK1_0: usize = 128;
@@ -62,18 +62,12 @@ pub(crate) fn dequantize_row_q1_0(src: &[u8], dst: &mut [f32]) {
 
 pub(crate) fn quantize_row_q2_0_ref(src: &[f32], dst: &mut [u8]) {
     for (x, y) in src.chunks_exact(QK2_0).zip(blocks_mut::<BlockQ2_0>(dst)) {
-        let mut amax = 0.0f32;
-        for &v in x {
-            if v.abs() > amax {
-                amax = v.abs();
-            }
-        }
-        let d = amax;
+        let d = max_abs(x);
         let id = if d > 0.0 { 1.0 / d } else { 0.0 };
         y.d = PackedF16::from_f32(d);
         for (q, x4) in y.qs.iter_mut().zip(x.chunks_exact(4)) {
             *q = x4.iter().enumerate().fold(0u8, |q, (k, &v)| {
-                let level = trunc_i32((v * id).round()).wrapping_add(1).clamp(0, 3);
+                let level = round_i32(v * id).wrapping_add(1).clamp(0, 3);
                 q | ((level as u8) << (2 * k))
             });
         }

@@ -39,6 +39,9 @@ use crate::{Error, Result, Type};
 
 pub use common::{PackedF16, PackedF32, PackedI16, PackedU16};
 pub use fp4::{BlockMxfp4, BlockNvfp4};
+pub use iq1::{BlockIq1M, BlockIq1S};
+pub use iq2::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs};
+pub use iq3::{BlockIq3S, BlockIq3Xxs};
 pub use iq4::{BlockIq4Nl, BlockIq4Xs, IQ4_NL_VALUES};
 pub use legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 pub use low_bit::{BlockQ1_0, BlockQ2_0};
@@ -313,6 +316,9 @@ pub fn quantize_row_ref(ty: Type, src: &[f32], dst: &mut [u8]) -> Result<()> {
         )));
     }
     let k = kernels(ty)?;
+    if src.is_empty() && (k.from_float_ref.is_some() || k.ref_is_quantize) {
+        return Ok(());
+    }
     match (k.from_float_ref, k.quantize) {
         (Some(from_float), _) => from_float(src, dst),
         (None, Some(quantize)) if k.ref_is_quantize => {
@@ -393,6 +399,36 @@ pub fn quantize_chunk(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn block_sizes_match_the_type_table() {
+        use std::mem::size_of;
+        let sizes = [
+            (Type::Q4_0, size_of::<BlockQ4_0>()),
+            (Type::Q4_1, size_of::<BlockQ4_1>()),
+            (Type::Q5_0, size_of::<BlockQ5_0>()),
+            (Type::Q5_1, size_of::<BlockQ5_1>()),
+            (Type::Q8_0, size_of::<BlockQ8_0>()),
+            (Type::Q8_1, size_of::<BlockQ8_1>()),
+            (Type::Q2_K, size_of::<BlockQ2K>()),
+            (Type::Q3_K, size_of::<BlockQ3K>()),
+            (Type::Q4_K, size_of::<BlockQ4K>()),
+            (Type::Q5_K, size_of::<BlockQ5K>()),
+            (Type::Q6_K, size_of::<BlockQ6K>()),
+            (Type::Q8_K, size_of::<BlockQ8K>()),
+            (Type::IQ4_NL, size_of::<BlockIq4Nl>()),
+            (Type::IQ4_XS, size_of::<BlockIq4Xs>()),
+            (Type::TQ1_0, size_of::<BlockTq1_0>()),
+            (Type::TQ2_0, size_of::<BlockTq2_0>()),
+            (Type::MXFP4, size_of::<BlockMxfp4>()),
+            (Type::NVFP4, size_of::<BlockNvfp4>()),
+            (Type::Q1_0, size_of::<BlockQ1_0>()),
+            (Type::Q2_0, size_of::<BlockQ2_0>()),
+        ];
+        for (ty, size) in sizes {
+            assert_eq!(size, ty.type_size(), "{ty}");
+        }
+    }
 
     #[test]
     fn introspection_follows_ggml() {

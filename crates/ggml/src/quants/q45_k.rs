@@ -172,10 +172,12 @@ impl Format for BlockQ5K {
         let mut levels = [0u8; QK_K];
         let runs = levels.chunks_exact_mut(64).zip(self.qs.chunks_exact(32));
         for (n, (run, ql)) in runs.enumerate() {
-            for (l, &b) in ql.iter().enumerate() {
-                let h = self.qh[l] >> (2 * n);
-                run[l] = (b & 0xf) + if h & 1 != 0 { 16 } else { 0 };
-                run[l + 32] = (b >> 4) + if h & 2 != 0 { 16 } else { 0 };
+            let (lo, hi) = run.split_at_mut(32);
+            let bits = ql.iter().zip(&self.qh);
+            for ((lo, hi), (&b, &h)) in lo.iter_mut().zip(hi.iter_mut()).zip(bits) {
+                let h = h >> (2 * n);
+                *lo = (b & 0xf) | ((h & 1) << 4);
+                *hi = (b >> 4) | ((h & 2) << 3);
             }
         }
         levels

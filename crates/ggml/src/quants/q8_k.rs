@@ -3,7 +3,9 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{assert_block_size, blocks, blocks_mut, nearest_int, PackedF32, PackedI16};
+use super::common::{
+    assert_block_size, blocks, blocks_mut, nearest_int, signed_absmax, PackedF32, PackedI16,
+};
 use crate::QK_K;
 
 /// One Q8_K super-block: value = `d·q`.
@@ -25,13 +27,7 @@ assert_block_size!(BlockQ8K, 292);
 /// buffer's previous contents.
 pub(crate) fn quantize_row_q8_k_ref(src: &[f32], dst: &mut [u8]) {
     for (x, y) in src.chunks_exact(QK_K).zip(blocks_mut::<BlockQ8K>(dst)) {
-        let (mut max, mut amax) = (0.0f32, 0.0f32);
-        for &v in x {
-            if v.abs() > amax {
-                amax = v.abs();
-                max = v;
-            }
-        }
+        let (max, amax) = signed_absmax(x);
         if amax == 0.0 {
             *y = BlockQ8K::zeroed();
             continue;

@@ -4,22 +4,17 @@
 //! Each search evaluates its float expressions in GGML's order (f32 throughout, no fused
 //! multiply-add), so that the chosen levels, and therefore the quantized bytes, are identical.
 
-use super::common::{nearest_int, GROUP_MAX_EPS};
+use super::common::{nearest_int, signed_absmax, GROUP_MAX_EPS};
 
-/// How the symmetric search [`make_qx_quants`] weighs each value's error.
-#[derive(Clone, Copy)]
-pub(crate) enum QxWeights<'a> {
-    /// Given importance weights.
-    Given(&'a [f32]),
-    /// GGML's `rmse_type`: 1 → x², 2 → 1, 3 → |x|, other → √|x|.
-    Rmse(i32),
-}
+/// Most values a search handles at once (GGML's groups have 8 to 32 values).
+const MAX_GROUP: usize = 32;
 
-/// Symmetric quantization of `x` to levels `-nmax ..= nmax - 1`, stored in `levels` offset by
-/// `nmax` (GGML's `make_qx_quants`). Returns the scale.
+/// Symmetric quantization of `x` (at most 32 values) to levels `-nmax ..= nmax - 1`, stored in
+/// `levels` offset by `nmax` (GGML's `make_qx_quants`). Returns the scale.
 ///
 /// `rmse_type` 0 takes the plain max-based scale; a negative value returns after the first
-/// weighted refinement; positive values also try 18 scales around the max-based one.
+/// weighted refinement; positive values also try 18 scales around the max-based one. Without
+/// `weights`, each error is weighted by x² (`rmse_type` ±1), 1 (±2), |x| (±3) or √|x|.
 pub(crate) fn make_qx_quants(
     nmax: i32,
     x: &[f32],
@@ -27,13 +22,10 @@ pub(crate) fn make_qx_quants(
     rmse_type: i32,
     weights: Option<&[f32]>,
 ) -> f32 {
-    let (mut max, mut amax) = (0.0f32, 0.0f32);
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    debug_assert!(x.len() <= MAX_GROUP);
+    let n = x.len().min(MAX_GROUP);
+    let x = &x[..n];
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         levels.fill(0);
         return 0.0;
@@ -47,25 +39,28 @@ pub(crate) fn make_qx_quants(
         return 1.0 / iscale;
     }
     let return_early = rmse_type < 0;
-    let weight = match weights {
-        Some(w) => QxWeights::Given(w),
-        None => QxWeights::Rmse(rmse_type.abs()),
-    };
-    let w_at = |i: usize, v: f32| match weight {
-        QxWeights::Given(w) => w[i],
-        QxWeights::Rmse(1) => v * v,
-        QxWeights::Rmse(2) => 1.0,
-        QxWeights::Rmse(3) => v.abs(),
-        QxWeights::Rmse(_) => v.abs().sqrt(),
-    };
-    // Weighted sums Σ w·x·l and Σ w·l² for the levels at `iscale`.
+    // w and w·x per value (GGML computes w·x·l as (w·x)·l).
+    let (mut w, mut wx) = ([0.0f32; MAX_GROUP], [0.0f32; MAX_GROUP]);
+    for (i, &v) in x.iter().enumerate() {
+        w[i] = match (weights, rmse_type.abs()) {
+            (Some(qw), _) => qw[i],
+            (None, 1) => v * v,
+            (None, 2) => 1.0,
+            (None, 3) => v.abs(),
+            (None, _) => v.abs().sqrt(),
+        };
+        wx[i] = w[i] * v;
+    }
+    // Weighted sums Σ w·x·l and Σ w·l² for the levels at `iscale`, accumulated in order.
     let sums = |iscale: f32| {
+        let mut l = [0.0f32; MAX_GROUP];
+        for (l, &v) in l.iter_mut().zip(x) {
+            *l = clamp(nearest_int(iscale * v)) as f32;
+        }
         let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
-        for (i, &v) in x.iter().enumerate() {
-            let l = clamp(nearest_int(iscale * v)) as f32;
-            let w = w_at(i, v);
-            sumlx += w * v * l;
-            suml2 += w * l * l;
+        for i in 0..n {
+            sumlx += wx[i] * l[i];
+            suml2 += w[i] * l[i] * l[i];
         }
         (sumlx, suml2)
     };
@@ -101,13 +96,7 @@ pub(crate) fn make_qx_quants(
 /// `-nmax ..= nmax - 1` stored offset by `nmax`; with `do_rmse`, up to five passes of
 /// coordinate descent on the x²-weighted error. Returns the scale.
 pub(crate) fn make_q3_quants(nmax: i32, x: &[f32], levels: &mut [i8], do_rmse: bool) -> f32 {
-    let (mut max, mut amax) = (0.0f32, 0.0f32);
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         levels.fill(0);
         return 0.0;

@@ -3,7 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{assert_block_size, blocks, blocks_mut, lround, PackedF16};
+use super::common::{assert_block_size, blocks, blocks_mut, lround, max_abs_macro, PackedF16};
 use crate::QK_K;
 
 /// One TQ1_0 super-block.
@@ -35,9 +35,7 @@ assert_block_size!(BlockTq2_0, 66);
 
 /// GGML's `MAX(amax, fabsf(v))` over a super-block, and the inverse scale.
 fn scale_of(x: &[f32]) -> (f32, f32) {
-    let d = x
-        .iter()
-        .fold(0.0f32, |m, &v| if m > v.abs() { m } else { v.abs() });
+    let d = max_abs_macro(x);
     (d, if d != 0.0 { 1.0 / d } else { 0.0 })
 }
 

@@ -57,7 +57,7 @@ pub(crate) fn make_qx_quants<const N: usize>(
             levels[i] = (nmax + l[i]) as i8;
         }
     };
-    let mut iscale = -(nmax as f32) / max;
+    let iscale = -(nmax as f32) / max;
     let l = symmetric_levels(x, iscale, nmax);
     set_levels(levels, &l);
     if rmse_type == 0 {
@@ -96,13 +96,39 @@ pub(crate) fn make_qx_quants<const N: usize>(
             1.0 / iscale
         };
     }
+    // The 18 trial scales do not depend on each other's outcome, so their sums are computed
+    // `LANES` trials at a time (one lane each, every lane summing in GGML's order), then the
+    // trials are judged in GGML's order.
+    const LANES: usize = 6;
+    const TRIALS: [i32; 18] = [
+        -9, -8, -7, -6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+    ];
+    let trial_iscale = |is: i32| -(nmax as f32 + 0.1 * is as f32) / max;
+    let mut trial_sums = [(0.0f32, 0.0f32); 18];
+    for (batch, out) in TRIALS.chunks(LANES).zip(trial_sums.chunks_mut(LANES)) {
+        let mut iscales = [0.0f32; LANES];
+        for (s, &is) in iscales.iter_mut().zip(batch) {
+            *s = trial_iscale(is);
+        }
+        let (mut sx, mut s2) = ([0.0f32; LANES], [0.0f32; LANES]);
+        for i in 0..N {
+            let mut lf = [0.0f32; LANES];
+            for k in 0..LANES {
+                lf[k] = nearest_int(iscales[k] * x[i]).min(nmax - 1).max(-nmax) as f32;
+            }
+            for k in 0..LANES {
+                sx[k] += wx[i] * lf[k];
+                s2[k] += w[i] * lf[k] * lf[k];
+            }
+        }
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = (sx[k], s2[k]);
+        }
+    }
     let mut best = scale * sumlx;
-    for is in (-9..=9).filter(|&is| is != 0) {
-        iscale = -(nmax as f32 + 0.1 * is as f32) / max;
-        let l = symmetric_levels(x, iscale, nmax);
-        let (sumlx, suml2) = sums(&l);
+    for (&is, &(sumlx, suml2)) in TRIALS.iter().zip(&trial_sums) {
         if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
-            set_levels(levels, &l);
+            set_levels(levels, &symmetric_levels(x, trial_iscale(is), nmax));
             scale = sumlx / suml2;
             best = scale * sumlx;
         }

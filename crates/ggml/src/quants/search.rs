@@ -12,6 +12,7 @@ fn group<const N: usize, T>(s: &[T]) -> &[T; N] {
     s.first_chunk().expect("a search group holds N values")
 }
 
+/// Mutable counterpart of [`group`].
 #[inline(always)]
 fn group_mut<const N: usize, T>(s: &mut [T]) -> &mut [T; N] {
     s.first_chunk_mut().expect("a search group holds N values")

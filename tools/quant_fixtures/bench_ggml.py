@@ -9,7 +9,7 @@ MB/s of f32 data, best of runs repeated for at least 0.3 s): quantize = ggml_qua
 without an imatrix, q+imatrix = with one, dequantize = the type traits' to_float.
 """
 
-import ctypes
+import os
 import sys
 import time
 
@@ -23,7 +23,17 @@ BUDGET = 0.3
 
 
 def data(n, seed):
-    """The Rust bench's generator: xorshift64, sum of four uniforms, centred, times 1.7."""
+    """The Rust bench's generator: xorshift64, sum of four uniforms, centred, times 1.7 (cached
+    in /tmp, since generating it in Python takes seconds)."""
+    cache = f"/tmp/ggml_bench_data_{n}_{seed}.npy"
+    if os.path.exists(cache):
+        return np.load(cache)
+    x = _generate(n, seed)
+    np.save(cache, x)
+    return x
+
+
+def _generate(n, seed):
     s = seed | 1
     mask = (1 << 64) - 1
     u = np.empty(4 * n, dtype=np.uint64)

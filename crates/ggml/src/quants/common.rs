@@ -403,6 +403,71 @@ mod tests {
         assert_eq!(nearest_int(4_194_303.0), 4_194_303);
     }
 
+    /// The lane-parallel reductions against GGML's sequential loops, on inputs with ties, signed
+    /// zeros, NaN and infinities.
+    #[test]
+    fn reductions_match_sequential_loops() {
+        let specials = [
+            0.0,
+            -0.0,
+            f32::NAN,
+            f32::INFINITY,
+            -f32::INFINITY,
+            1.5,
+            -1.5,
+            7.0,
+        ];
+        let mut seed = 12345u32;
+        for case in 0..2000 {
+            let n = [8, 16, 32, 13][case % 4];
+            let x: Vec<f32> = (0..n)
+                .map(|_| {
+                    seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    let r = seed >> 16;
+                    if r % 5 == 0 {
+                        specials[(r as usize / 5) % specials.len()]
+                    } else {
+                        (r % 7) as f32 - 3.0
+                    }
+                })
+                .collect();
+            // signed_absmax: `if (ax > amax) { amax = ax; max = x; }`
+            let (mut max, mut amax) = (0.0f32, 0.0f32);
+            for &v in &x {
+                if v.abs() > amax {
+                    amax = v.abs();
+                    max = v;
+                }
+            }
+            let got = signed_absmax(&x);
+            assert_eq!(
+                (got.0.to_bits(), got.1.to_bits()),
+                (max.to_bits(), amax.to_bits())
+            );
+            // MAX(amax, fabsf(v))
+            let m = x
+                .iter()
+                .fold(0.0f32, |m, &v| if m > v.abs() { m } else { v.abs() });
+            assert_eq!(max_abs_macro(&x).to_bits(), m.to_bits(), "{x:?}");
+            // min/max from (FLT_MAX, -FLT_MAX)
+            let (mut lo, mut hi) = (f32::MAX, -f32::MAX);
+            for &v in &x {
+                if v < lo {
+                    lo = v;
+                }
+                if v > hi {
+                    hi = v;
+                }
+            }
+            let (glo, ghi) = min_max(&x);
+            assert_eq!(
+                (glo.to_bits(), ghi.to_bits()),
+                (lo.to_bits(), hi.to_bits()),
+                "{x:?}"
+            );
+        }
+    }
+
     #[test]
     fn c_conversions() {
         assert_eq!(trunc_i32(-1.9), -1);

@@ -99,27 +99,45 @@ fn fp32_to_ue4m3(x: f32) -> u8 {
     ((exp << 3) | man) as u8
 }
 
-/// Index of the E2M1 value nearest to `x` at scale `e` (the first one on ties).
+/// For each value, the index of the E2M1 value nearest to it at scale `e` (the first one on
+/// ties), as GGML's `best_index_mxfp4` picks it; computed for all values at once so that the
+/// comparisons vectorize.
 #[inline(always)]
-fn best_index(x: f32, e: f32) -> u8 {
-    let mut best = 0u8;
-    let mut best_err = (E2M1_X2[0] as f32 * e - x).abs();
-    for (i, &v) in E2M1_X2.iter().enumerate().skip(1) {
-        let err = (v as f32 * e - x).abs();
-        if err < best_err {
-            best = i as u8;
-            best_err = err;
+fn best_indices<const N: usize>(x: &[f32; N], e: f32) -> [u8; N] {
+    let mut best = [0u32; N];
+    let mut best_err = [0.0f32; N];
+    let v0 = E2M1_X2[0] as f32 * e;
+    for j in 0..N {
+        best_err[j] = (v0 - x[j]).abs();
+    }
+    for (i, &q) in E2M1_X2.iter().enumerate().skip(1) {
+        let v = q as f32 * e;
+        for j in 0..N {
+            // Branch-free select: all-ones where this level is strictly better.
+            let err = (v - x[j]).abs();
+            let m = u32::from(err < best_err[j]).wrapping_neg();
+            best_err[j] = f32::from_bits((best_err[j].to_bits() & !m) | (err.to_bits() & m));
+            best[j] = (best[j] & !m) | (i as u32 & m);
         }
     }
-    best
+    let mut out = [0u8; N];
+    for (o, &b) in out.iter_mut().zip(&best) {
+        *o = b as u8;
+    }
+    out
 }
 
-/// Indices of `x` (2n values) at scale `d`, value j in the low nibble of byte j.
+/// Indices of the `N` values of `x` at scale `d`, value j in the low nibble of byte j and value
+/// `j + N/2` in the high nibble.
 #[inline(always)]
-fn pack_indices(x: &[f32], d: f32, qs: &mut [u8]) {
-    let half = x.len() / 2;
-    for (j, q) in qs.iter_mut().enumerate() {
-        *q = best_index(x[j], d) | (best_index(x[j + half], d) << 4);
+fn pack_indices<const N: usize>(x: &[f32], d: f32, qs: &mut [u8]) {
+    let Some(x) = x.first_chunk::<N>() else {
+        return;
+    };
+    let idx = best_indices(x, d);
+    let (lo, hi) = idx.split_at(N / 2);
+    for ((q, &a), &b) in qs.iter_mut().zip(lo).zip(hi) {
+        *q = a | (b << 4);
     }
 }
 
@@ -143,7 +161,7 @@ pub(crate) fn quantize_row_mxfp4_ref(src: &[f32], dst: &mut [u8]) {
         } else {
             0
         };
-        pack_indices(x, e8m0_to_fp32_half(y.e), &mut y.qs);
+        pack_indices::<QK_MXFP4>(x, e8m0_to_fp32_half(y.e), &mut y.qs);
     }
 }
 
@@ -166,7 +184,7 @@ pub(crate) fn quantize_row_nvfp4_ref(src: &[f32], dst: &mut [u8]) {
             .zip(y.qs.chunks_exact_mut(QK_NVFP4_SUB / 2));
         for ((xb, qs), d) in subs.zip(y.d.iter_mut()) {
             *d = fp32_to_ue4m3(max_abs(xb) / 6.0);
-            pack_indices(xb, ue4m3_to_fp32_half(*d), qs);
+            pack_indices::<QK_NVFP4_SUB>(xb, ue4m3_to_fp32_half(*d), qs);
         }
     }
 }

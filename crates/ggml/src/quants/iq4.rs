@@ -45,30 +45,31 @@ pub struct BlockIq4Xs {
 assert_block_size!(BlockIq4Nl, 18);
 assert_block_size!(BlockIq4Xs, 136);
 
-/// Index of the table level nearest to `x` (GGML's `best_index_int8`: bisection, ties to the
-/// upper level).
+/// [`IQ4_NL_VALUES`] as f32.
+const VALUES_F32: [f32; 16] = [
+    -127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0, 38.0, 53.0, 69.0,
+    89.0, 113.0,
+];
+
+/// Index of the table level nearest to `x`, as GGML's `best_index_int8` picks it: its bisection
+/// ends on the largest level `ml` not above `x`, then takes `ml + 1` unless `x` is strictly
+/// closer to `ml` (NaN gives 15). Here `ml` is found by counting, which has no branches.
 #[inline(always)]
 fn best_index(x: f32) -> u8 {
-    let val = &IQ4_NL_VALUES;
-    if x <= val[0] as f32 {
+    let v = &VALUES_F32;
+    if x <= v[0] {
         return 0;
     }
-    if x >= val[15] as f32 {
+    if x >= v[15] || x.is_nan() {
         return 15;
     }
-    let (mut ml, mut mu) = (0usize, 15usize);
-    while mu - ml > 1 {
-        let mav = (ml + mu) / 2;
-        if x < val[mav] as f32 {
-            mu = mav;
-        } else {
-            ml = mav;
-        }
-    }
-    if x - (val[mu - 1] as f32) < val[mu] as f32 - x {
-        (mu - 1) as u8
+    let ml = v[1..15]
+        .iter()
+        .fold(0usize, |n, &l| n + usize::from(l <= x));
+    if x - v[ml] < v[ml + 1] - x {
+        ml as u8
     } else {
-        mu as u8
+        (ml + 1) as u8
     }
 }
 

@@ -187,7 +187,7 @@ fn q4_0_imatrix_row(row: &[f32], out: &mut [BlockQ4_0], qw: &[f32]) {
     let mut levels = [0i8; QK];
     for ((x, qw), y) in row.chunks_exact(QK).zip(qw.chunks_exact(QK)).zip(out) {
         let w: [f32; QK] = imatrix_weights(x, qw, sigma2);
-        let d = make_qx_quants(8, x, &mut levels, 1, Some(&w));
+        let d = make_qx_quants::<QK>(8, x, &mut levels, 1, Some(&w));
         y.d = PackedF16::from_f32(d);
         pack_q4(bytemuck::cast_ref(&levels), &mut y.qs);
     }
@@ -247,10 +247,10 @@ fn asym_imatrix_row<B>(
     store: impl Fn(&mut B, f32, f32, &[u8; QK]),
 ) {
     let sigma2 = row_sigma2(row);
-    let (mut levels, mut aux) = ([0u8; QK], [0u8; QK]);
+    let mut levels = [0u8; QK];
     for ((x, qw), y) in row.chunks_exact(QK).zip(qw.chunks_exact(QK)).zip(out) {
         let w: [f32; QK] = imatrix_weights(x, qw, sigma2);
-        let (d, min) = make_qkx_quants(nmax, x, &w, &mut levels, &mut aux, QKX3_STEPS);
+        let (d, min) = make_qkx_quants::<QK>(nmax, x, &w, &mut levels, QKX3_STEPS);
         store(y, d, -min, &levels);
     }
 }
@@ -310,7 +310,7 @@ fn q5_0_imatrix_row(row: &[f32], out: &mut [BlockQ5_0], qw: &[f32]) {
     let mut levels = [0i8; QK];
     for ((x, qw), y) in row.chunks_exact(QK).zip(qw.chunks_exact(QK)).zip(out) {
         let w: [f32; QK] = imatrix_weights(x, qw, sigma2);
-        let d = make_qx_quants(16, x, &mut levels, 1, Some(&w));
+        let d = make_qx_quants::<QK>(16, x, &mut levels, 1, Some(&w));
         y.d = PackedF16::from_f32(d);
         y.qh = pack_q5(bytemuck::cast_ref(&levels), &mut y.qs);
     }

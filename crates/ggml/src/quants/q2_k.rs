@@ -56,7 +56,6 @@ const REF_STEPS: ScaleSteps = ScaleSteps {
 fn q2_k_ref(src: &[f32], dst: &mut [BlockQ2K]) {
     const Q4SCALE: f32 = 15.0;
     let mut levels = [0u8; QK_K];
-    let mut aux = [0u8; 16];
     for (x, y) in src.chunks_exact(QK_K).zip(dst) {
         let (mut scales, mut mins) = ([0.0f32; 16], [0.0f32; 16]);
         let (mut max_scale, mut max_min) = (0.0f32, 0.0f32);
@@ -69,7 +68,7 @@ fn q2_k_ref(src: &[f32], dst: &mut [BlockQ2K]) {
             for (w, &v) in weights.iter_mut().zip(xg) {
                 *w = v.abs();
             }
-            (scales[j], mins[j]) = make_qkx_quants(3, xg, &weights, lg, &mut aux, REF_STEPS);
+            (scales[j], mins[j]) = make_qkx_quants::<16>(3, xg, &weights, lg, REF_STEPS);
             if scales[j] > max_scale {
                 max_scale = scales[j];
             }
@@ -103,7 +102,6 @@ fn q2_k_ref(src: &[f32], dst: &mut [BlockQ2K]) {
 
 fn q2_k_imatrix_row(row: &[f32], out: &mut [BlockQ2K], qw: &[f32]) {
     let mut levels = [0u8; QK_K];
-    let mut aux = [0u8; 16];
     for ((x, qw), y) in row.chunks_exact(QK_K).zip(qw.chunks_exact(QK_K)).zip(out) {
         let sigma2 = sigma2(x, 1.0);
         let (mut scales, mut mins, mut sw) = ([0.0f32; 16], [0.0f32; 16], [0.0f32; 16]);
@@ -111,7 +109,7 @@ fn q2_k_imatrix_row(row: &[f32], out: &mut [BlockQ2K], qw: &[f32]) {
         for (j, ((xg, qg), lg)) in groups.zip(levels.chunks_exact_mut(16)).enumerate() {
             let weights: [f32; 16] = imatrix_weights(xg, qg, sigma2);
             sw[j] = weights.iter().fold(0.0, |s, &w| s + w);
-            (scales[j], mins[j]) = make_qkx_quants(3, xg, &weights, lg, &mut aux, QKX3_STEPS);
+            (scales[j], mins[j]) = make_qkx_quants::<16>(3, xg, &weights, lg, QKX3_STEPS);
         }
         let (mut ls, mut lm) = ([0u8; 16], [0u8; 16]);
         let dm = make_qp_quants(15, &scales, &mut ls, &sw);

@@ -120,10 +120,10 @@ fn q3_k_imatrix_row(row: &[f32], out: &mut [BlockQ3K], qw: &[f32]) {
         for (j, ((xg, qg), lg)) in groups.zip(levels.chunks_exact_mut(16)).enumerate() {
             let weights: [f32; 16] = imatrix_weights(xg, qg, sigma2);
             sw[j] = weights.iter().fold(0.0, |s, &w| s + w);
-            scales[j] = make_qx_quants(4, xg, lg, 1, Some(&weights));
+            scales[j] = make_qx_quants::<16>(4, xg, lg, 1, Some(&weights));
         }
         let mut ls = [0i8; 16];
-        let d_block = make_qx_quants(32, &scales, &mut ls, 1, Some(&sw));
+        let d_block = make_qx_quants::<16>(32, &scales, &mut ls, 1, Some(&sw));
         y.scales = pack_scales(|j| ls[j] as u8);
         y.d = PackedF16::from_f32(d_block);
         finish_block(x, y, &mut levels);

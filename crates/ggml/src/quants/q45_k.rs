@@ -224,7 +224,6 @@ fn finish_block<B: Format>(
 
 fn reference<B: Format>(src: &[f32], dst: &mut [B]) {
     let mut levels = [0u8; QK_K];
-    let mut aux = [0u8; 32];
     for (x, y) in src.chunks_exact(QK_K).zip(dst) {
         let (mut scales, mut mins) = ([0.0f32; 8], [0.0f32; 8]);
         let (mut max_scale, mut max_min) = (0.0f32, 0.0f32);
@@ -238,8 +237,7 @@ fn reference<B: Format>(src: &[f32], dst: &mut [B]) {
             for (w, &v) in weights.iter_mut().zip(xg) {
                 *w = av_x + v.abs();
             }
-            (scales[j], mins[j]) =
-                make_qkx_quants(B::NMAX, xg, &weights, lg, &mut aux, B::REF_STEPS);
+            (scales[j], mins[j]) = make_qkx_quants::<32>(B::NMAX, xg, &weights, lg, B::REF_STEPS);
             if scales[j] > max_scale {
                 max_scale = scales[j];
             }
@@ -271,7 +269,6 @@ fn reference<B: Format>(src: &[f32], dst: &mut [B]) {
 
 fn with_imatrix<B: Format>(row: &[f32], out: &mut [B], qw: &[f32]) {
     let mut levels = [0u8; QK_K];
-    let mut aux = [0u8; 32];
     for ((x, qw), y) in row.chunks_exact(QK_K).zip(qw.chunks_exact(QK_K)).zip(out) {
         let sigma2 = sigma2(x, 2.0);
         let (mut scales, mut mins, mut sw) = ([0.0f32; 8], [0.0f32; 8], [0.0f32; 8]);
@@ -279,7 +276,7 @@ fn with_imatrix<B: Format>(row: &[f32], out: &mut [B], qw: &[f32]) {
         for (j, ((xg, qg), lg)) in groups.zip(levels.chunks_exact_mut(32)).enumerate() {
             let weights: [f32; 32] = imatrix_weights(xg, qg, sigma2);
             sw[j] = weights.iter().fold(0.0, |s, &w| s + w);
-            (scales[j], mins[j]) = make_qkx_quants(B::NMAX, xg, &weights, lg, &mut aux, QKX3_STEPS);
+            (scales[j], mins[j]) = make_qkx_quants::<32>(B::NMAX, xg, &weights, lg, QKX3_STEPS);
         }
         let (mut ls, mut lm) = ([0u8; 8], [0u8; 8]);
         let d_block = make_qp_quants(63, &scales, &mut ls, &sw);

@@ -55,7 +55,7 @@ fn quantize_blocks(src: &[f32], dst: &mut [BlockQ6K], weights: Option<&[f32]>) {
             .enumerate()
         {
             let qw = weights.map(|w| &w[QK_K * i + 16 * ib..][..16]);
-            let scale = make_qx_quants(32, xg, lg, 1, qw);
+            let scale = make_qx_quants::<16>(32, xg, lg, 1, qw);
             scales[ib] = scale;
             if scale.abs() > max_abs_scale {
                 max_abs_scale = scale.abs();

@@ -6,71 +6,89 @@
 
 use super::common::{nearest_int, signed_absmax, GROUP_MAX_EPS};
 
-/// Most values a search handles at once (GGML's groups have 8 to 32 values).
-const MAX_GROUP: usize = 32;
+/// The first `N` values of a group as an array (callers always pass whole groups).
+#[inline(always)]
+fn group<const N: usize, T>(s: &[T]) -> &[T; N] {
+    s.first_chunk().expect("a search group holds N values")
+}
 
-/// Symmetric quantization of `x` (at most 32 values) to levels `-nmax ..= nmax - 1`, stored in
+/// Mutable counterpart of [`group`].
+#[inline(always)]
+fn group_mut<const N: usize, T>(s: &mut [T]) -> &mut [T; N] {
+    s.first_chunk_mut().expect("a search group holds N values")
+}
+
+/// Σ v from 0.0, left to right (the order GGML's loops accumulate in).
+#[inline(always)]
+fn sum_in_order<const N: usize>(v: &[f32; N]) -> f32 {
+    v.iter().fold(0.0f32, |s, &x| s + x)
+}
+
+/// `nearest_int(iscale·x)` clamped to `-nmax ..= nmax - 1`, for each value.
+#[inline(always)]
+fn symmetric_levels<const N: usize>(x: &[f32; N], iscale: f32, nmax: i32) -> [i32; N] {
+    let mut l = [0i32; N];
+    for i in 0..N {
+        l[i] = nearest_int(iscale * x[i]).min(nmax - 1).max(-nmax);
+    }
+    l
+}
+
+/// Symmetric quantization of the `N` values of `x` to levels `-nmax ..= nmax - 1`, stored in
 /// `levels` offset by `nmax` (GGML's `make_qx_quants`). Returns the scale.
 ///
 /// `rmse_type` 0 takes the plain max-based scale; a negative value returns after the first
 /// weighted refinement; positive values also try 18 scales around the max-based one. Without
 /// `weights`, each error is weighted by x² (`rmse_type` ±1), 1 (±2), |x| (±3) or √|x|.
-pub(crate) fn make_qx_quants(
+pub(crate) fn make_qx_quants<const N: usize>(
     nmax: i32,
     x: &[f32],
     levels: &mut [i8],
     rmse_type: i32,
     weights: Option<&[f32]>,
 ) -> f32 {
-    debug_assert!(x.len() <= MAX_GROUP);
-    let n = x.len().min(MAX_GROUP);
-    let x = &x[..n];
+    let (x, levels) = (group::<N, _>(x), group_mut::<N, _>(levels));
     let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         levels.fill(0);
         return 0.0;
     }
-    let clamp = |l: i32| l.min(nmax - 1).max(-nmax);
-    let mut iscale = -(nmax as f32) / max;
-    if rmse_type == 0 {
-        for (q, &v) in levels.iter_mut().zip(x) {
-            *q = (nmax + clamp(nearest_int(iscale * v))) as i8;
+    let set_levels = |levels: &mut [i8; N], l: &[i32; N]| {
+        for i in 0..N {
+            levels[i] = (nmax + l[i]) as i8;
         }
+    };
+    let iscale = -(nmax as f32) / max;
+    let l = symmetric_levels(x, iscale, nmax);
+    set_levels(levels, &l);
+    if rmse_type == 0 {
         return 1.0 / iscale;
     }
     let return_early = rmse_type < 0;
     // w and w·x per value (GGML computes w·x·l as (w·x)·l).
-    let (mut w, mut wx) = ([0.0f32; MAX_GROUP], [0.0f32; MAX_GROUP]);
-    for (i, &v) in x.iter().enumerate() {
-        w[i] = match (weights, rmse_type.abs()) {
-            (Some(qw), _) => qw[i],
-            (None, 1) => v * v,
-            (None, 2) => 1.0,
-            (None, 3) => v.abs(),
-            (None, _) => v.abs().sqrt(),
-        };
-        wx[i] = w[i] * v;
+    let mut w = [0.0f32; N];
+    match (weights, rmse_type.abs()) {
+        (Some(qw), _) => w.copy_from_slice(group::<N, _>(qw)),
+        (None, 1) => w.iter_mut().zip(x).for_each(|(w, &v)| *w = v * v),
+        (None, 2) => w = [1.0; N],
+        (None, 3) => w.iter_mut().zip(x).for_each(|(w, &v)| *w = v.abs()),
+        (None, _) => w.iter_mut().zip(x).for_each(|(w, &v)| *w = v.abs().sqrt()),
     }
-    // Weighted sums Σ w·x·l and Σ w·l² for the levels at `iscale`, accumulated in order.
-    let sums = |iscale: f32| {
-        let mut l = [0.0f32; MAX_GROUP];
-        for (l, &v) in l.iter_mut().zip(x) {
-            *l = clamp(nearest_int(iscale * v)) as f32;
-        }
+    let mut wx = [0.0f32; N];
+    for i in 0..N {
+        wx[i] = w[i] * x[i];
+    }
+    // Weighted sums Σ w·x·l and Σ w·l², accumulated in order.
+    let sums = |l: &[i32; N]| {
         let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
-        for i in 0..n {
-            sumlx += wx[i] * l[i];
-            suml2 += w[i] * l[i] * l[i];
+        for i in 0..N {
+            let lf = l[i] as f32;
+            sumlx += wx[i] * lf;
+            suml2 += w[i] * lf * lf;
         }
         (sumlx, suml2)
     };
-    let set_levels = |levels: &mut [i8], iscale: f32| {
-        for (q, &v) in levels.iter_mut().zip(x) {
-            *q = (nmax + clamp(nearest_int(iscale * v))) as i8;
-        }
-    };
-    set_levels(levels, iscale);
-    let (sumlx, suml2) = sums(iscale);
+    let (sumlx, suml2) = sums(&l);
     let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
     if return_early {
         return if suml2 > 0.0 {
@@ -79,12 +97,39 @@ pub(crate) fn make_qx_quants(
             1.0 / iscale
         };
     }
+    // The 18 trial scales do not depend on each other's outcome, so their sums are computed
+    // `LANES` trials at a time (one lane each, every lane summing in GGML's order), then the
+    // trials are judged in GGML's order.
+    const LANES: usize = 6;
+    const TRIALS: [i32; 18] = [
+        -9, -8, -7, -6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+    ];
+    let trial_iscale = |is: i32| -(nmax as f32 + 0.1 * is as f32) / max;
+    let mut trial_sums = [(0.0f32, 0.0f32); 18];
+    for (batch, out) in TRIALS.chunks(LANES).zip(trial_sums.chunks_mut(LANES)) {
+        let mut iscales = [0.0f32; LANES];
+        for (s, &is) in iscales.iter_mut().zip(batch) {
+            *s = trial_iscale(is);
+        }
+        let (mut sx, mut s2) = ([0.0f32; LANES], [0.0f32; LANES]);
+        for i in 0..N {
+            let mut lf = [0.0f32; LANES];
+            for k in 0..LANES {
+                lf[k] = nearest_int(iscales[k] * x[i]).min(nmax - 1).max(-nmax) as f32;
+            }
+            for k in 0..LANES {
+                sx[k] += wx[i] * lf[k];
+                s2[k] += w[i] * lf[k] * lf[k];
+            }
+        }
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = (sx[k], s2[k]);
+        }
+    }
     let mut best = scale * sumlx;
-    for is in (-9..=9).filter(|&is| is != 0) {
-        iscale = -(nmax as f32 + 0.1 * is as f32) / max;
-        let (sumlx, suml2) = sums(iscale);
+    for (&is, &(sumlx, suml2)) in TRIALS.iter().zip(&trial_sums) {
         if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
-            set_levels(levels, iscale);
+            set_levels(levels, &symmetric_levels(x, trial_iscale(is), nmax));
             scale = sumlx / suml2;
             best = scale * sumlx;
         }
@@ -172,23 +217,23 @@ pub(crate) const QKX3_STEPS: ScaleSteps = ScaleSteps {
     use_mad: false,
 };
 
-/// Asymmetric quantization of `x` to levels `0 ..= nmax` with a scale and a minimum, minimising
-/// the `weights`-weighted error over the trial scales of `steps` (GGML's `make_qkx2_quants` and
-/// `make_qkx3_quants`, which compute the same thing whenever weights are given, as they always
-/// are in GGML). `aux` is scratch of `x.len()` levels. Returns `(scale, -min)`.
-pub(crate) fn make_qkx_quants(
+/// Asymmetric quantization of the `N` values of `x` to levels `0 ..= nmax` with a scale and a
+/// minimum, minimising the `weights`-weighted error over the trial scales of `steps` (GGML's
+/// `make_qkx2_quants` and `make_qkx3_quants`, which compute the same thing whenever weights are
+/// given, as they always are in GGML). Returns `(scale, -min)`.
+pub(crate) fn make_qkx_quants<const N: usize>(
     nmax: i32,
     x: &[f32],
     weights: &[f32],
     levels: &mut [u8],
-    aux: &mut [u8],
     steps: ScaleSteps,
 ) -> (f32, f32) {
-    let n = x.len();
+    let (x, weights) = (group::<N, _>(x), group::<N, _>(weights));
+    let levels = group_mut::<N, _>(levels);
     let (mut min, mut max) = (x[0], x[0]);
     let mut sum_w = weights[0];
     let mut sum_x = sum_w * x[0];
-    for i in 1..n {
+    for i in 1..N {
         let v = x[i];
         if v < min {
             min = v;
@@ -196,9 +241,8 @@ pub(crate) fn make_qkx_quants(
         if v > max {
             max = v;
         }
-        let w = weights[i];
-        sum_w += w;
-        sum_x += w * v;
+        sum_w += weights[i];
+        sum_x += weights[i] * v;
     }
     if min > 0.0 {
         min = 0.0;
@@ -214,50 +258,58 @@ pub(crate) fn make_qkx_quants(
             diff * diff
         }
     };
+    // Σ w·error(scale·l + min − x), accumulated in order.
+    let weighted_error = |scale: f32, min: f32, levels: &[u8; N]| {
+        let mut e = [0.0f32; N];
+        for i in 0..N {
+            e[i] = weights[i] * error(scale * levels[i] as f32 + min - x[i]);
+        }
+        sum_in_order(&e)
+    };
+    // Levels at inverse scale `iscale`: nearest_int(iscale·(x − min)) clamped to 0..=nmax.
+    let quantize = |iscale: f32, min: f32, out: &mut [u8; N]| {
+        for i in 0..N {
+            out[i] = nearest_int(iscale * (x[i] - min)).max(0).min(nmax) as u8;
+        }
+    };
     let mut iscale = nmax as f32 / (max - min);
     let mut scale = 1.0 / iscale;
-    let mut best_error = 0.0f32;
-    for i in 0..n {
-        let l = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
-        levels[i] = l as u8;
-        let diff = scale * l as f32 + min - x[i];
-        best_error += weights[i] * error(diff);
-    }
-    if steps.nstep < 1 {
-        return (scale, -min);
-    }
-    for is in 0..=steps.nstep {
-        iscale = (steps.rmin + steps.rdelta * is as f32 + nmax as f32) / (max - min);
-        let (mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32);
-        for i in 0..n {
-            let l = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
-            aux[i] = l as u8;
-            let (w, l) = (weights[i], l as f32);
-            sum_l += w * l;
-            sum_l2 += w * l * l;
-            sum_xl += w * l * x[i];
-        }
-        let det = sum_w * sum_l2 - sum_l * sum_l;
-        if det > 0.0 {
-            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
-            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-            if this_min > 0.0 {
-                this_min = 0.0;
-                this_scale = sum_xl / sum_l2;
+    let mut best = [0u8; N];
+    quantize(iscale, min, &mut best);
+    let mut best_error = weighted_error(scale, min, &best);
+    if steps.nstep >= 1 {
+        let mut aux = [0u8; N];
+        for is in 0..=steps.nstep {
+            iscale = (steps.rmin + steps.rdelta * is as f32 + nmax as f32) / (max - min);
+            quantize(iscale, min, &mut aux);
+            let (mut wl, mut wl2, mut wlx) = ([0.0f32; N], [0.0f32; N], [0.0f32; N]);
+            for i in 0..N {
+                let l = aux[i] as f32;
+                wl[i] = weights[i] * l;
+                wl2[i] = wl[i] * l;
+                wlx[i] = wl[i] * x[i];
             }
-            let mut cur_error = 0.0f32;
-            for i in 0..n {
-                let diff = this_scale * aux[i] as f32 + this_min - x[i];
-                cur_error += weights[i] * error(diff);
-            }
-            if cur_error < best_error {
-                levels[..n].copy_from_slice(&aux[..n]);
-                best_error = cur_error;
-                scale = this_scale;
-                min = this_min;
+            let (sum_l, sum_l2, sum_xl) =
+                (sum_in_order(&wl), sum_in_order(&wl2), sum_in_order(&wlx));
+            let det = sum_w * sum_l2 - sum_l * sum_l;
+            if det > 0.0 {
+                let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+                let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+                if this_min > 0.0 {
+                    this_min = 0.0;
+                    this_scale = sum_xl / sum_l2;
+                }
+                let cur_error = weighted_error(this_scale, this_min, &aux);
+                if cur_error < best_error {
+                    best = aux;
+                    best_error = cur_error;
+                    scale = this_scale;
+                    min = this_min;
+                }
             }
         }
     }
+    levels.copy_from_slice(&best);
     (scale, -min)
 }
 

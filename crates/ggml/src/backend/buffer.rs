@@ -40,29 +40,12 @@ impl BufferUsage {
     }
 }
 
-/// A kind of memory (`ggml_backend_buffer_type_t`). Cheap to clone; compares by identity.
-#[derive(Clone)]
-pub struct BufferType(Arc<dyn BufferTypeImpl>);
-
-impl PartialEq for BufferType {
-    fn eq(&self, other: &BufferType) -> bool {
-        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
-    }
-}
-impl Eq for BufferType {}
-
-impl std::fmt::Debug for BufferType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "BufferType({})", self.name())
-    }
-}
+handle!(
+    /// A kind of memory (`ggml_backend_buffer_type_t`). Cheap to clone; compares by identity.
+    BufferType: BufferTypeImpl
+);
 
 impl BufferType {
-    /// Wraps an implementation. Keep the returned handle and hand out clones: identity matters.
-    pub fn new(imp: impl BufferTypeImpl) -> BufferType {
-        BufferType(Arc::new(imp))
-    }
-
     /// Name (`ggml_backend_buft_name`).
     pub fn name(&self) -> String {
         self.0.name()

@@ -59,29 +59,12 @@ pub struct DeviceProps {
     pub caps: DeviceCaps,
 }
 
-/// A device handle. Cheap to clone; compares by identity.
-#[derive(Clone)]
-pub struct Device(Arc<dyn DeviceImpl>);
-
-impl PartialEq for Device {
-    fn eq(&self, other: &Device) -> bool {
-        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
-    }
-}
-impl Eq for Device {}
-
-impl std::fmt::Debug for Device {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Device({})", self.name())
-    }
-}
+handle!(
+    /// A device handle. Cheap to clone; compares by identity.
+    Device: DeviceImpl
+);
 
 impl Device {
-    /// Wraps an implementation. Keep the returned handle and hand out clones: identity matters.
-    pub fn new(imp: impl DeviceImpl) -> Device {
-        Device(Arc::new(imp))
-    }
-
     /// Short id (`ggml_backend_dev_name`).
     pub fn name(&self) -> String {
         self.0.name()

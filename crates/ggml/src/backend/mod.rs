@@ -7,6 +7,9 @@
 //! asynchronous stream with events; errors are `Err` values, never aborts; host access to a
 //! tensor waits for queued work on its buffer, so safe code never sees a data race.
 
+#[macro_use]
+mod handle;
+
 mod buffer;
 mod device;
 mod event;

@@ -2,7 +2,7 @@
 //! The CPU registry is always there, last, as in GGML; devices registered later come first in
 //! type searches only by their order of registration.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::tensor::lock;
@@ -10,29 +10,12 @@ use crate::tensor::lock;
 use super::traits::RegistryImpl;
 use super::{Backend, Device, DeviceType};
 
-/// A set of devices from one backend implementation. Cheap to clone; compares by identity.
-#[derive(Clone)]
-pub struct Registry(Arc<dyn RegistryImpl>);
-
-impl PartialEq for Registry {
-    fn eq(&self, other: &Registry) -> bool {
-        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
-    }
-}
-impl Eq for Registry {}
-
-impl std::fmt::Debug for Registry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Registry({})", self.name())
-    }
-}
+handle!(
+    /// A set of devices from one backend implementation. Cheap to clone; compares by identity.
+    Registry: RegistryImpl
+);
 
 impl Registry {
-    /// Wraps an implementation.
-    pub fn new(imp: impl RegistryImpl) -> Registry {
-        Registry(Arc::new(imp))
-    }
-
     /// Name (`ggml_backend_reg_name`).
     pub fn name(&self) -> String {
         self.0.name()

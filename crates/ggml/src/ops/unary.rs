@@ -8,7 +8,7 @@ use crate::tensor::Tensor;
 
 macro_rules! unary_ops {
     ($($name:ident = $v:literal, $s:literal $(, $method:ident, $inplace:ident)?;)*) => {
-        /// Sub-op of a UNARY node (`enum ggml_unary_op`), stored in op_params[0].
+        /// Sub-op of a UNARY node (`enum ggml_unary_op`), stored in `op_params[0]`.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum UnaryOp {
             $(

@@ -16,9 +16,14 @@ use super::Device;
 
 pub(crate) type Work = Box<dyn FnOnce(&mut dyn BackendImpl) -> Result<()> + Send>;
 
+/// A backend's prepared plan, shared by the handle and the jobs that run it.
+pub(crate) type PlanState = Arc<Mutex<Box<dyn std::any::Any + Send>>>;
+
 pub(crate) enum Job {
     /// Run `work` once the reserved buffers are free of other jobs.
     Run(Work, Option<Reservation>),
+    /// Run a plan (no boxed closure: computing a plan allocates nothing).
+    Plan(PlanState, Reservation),
     /// Signal an event: all work queued before it is done.
     Signal(Arc<EventInner>, u64),
     /// Hold later work until an event reaches a generation.
@@ -252,17 +257,12 @@ fn run_worker(sh: &Shared, mut imp: Box<dyn BackendImpl>) {
                 q = sh.work_cv.wait(q).unwrap_or_else(|e| e.into_inner());
             }
         };
+        let imp = imp.as_mut();
         let result = match job {
-            Job::Run(work, mut reservation) => {
-                if let Some(r) = reservation.as_mut() {
-                    r.start();
-                }
-                let imp = imp.as_mut();
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || work(imp)))
-                    .unwrap_or_else(|p| Err(Error::Compute(panic_message(p))));
-                drop(reservation);
-                r
-            }
+            Job::Run(work, reservation) => run_reserved(reservation, move || work(imp)),
+            Job::Plan(state, reservation) => run_reserved(Some(reservation), move || {
+                imp.graph_plan_compute(lock(&state).as_mut())
+            }),
             Job::Signal(ev, generation) => {
                 let error = lock(&sh.q).error.clone();
                 ev.signal(generation, error);
@@ -281,6 +281,20 @@ fn run_worker(sh: &Shared, mut imp: Box<dyn BackendImpl>) {
         drop(q);
         sh.done_cv.notify_all();
     }
+}
+
+/// Runs `f` once `reservation` (if any) holds its buffers exclusively; a panic becomes an error.
+fn run_reserved(
+    mut reservation: Option<Reservation>,
+    f: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    if let Some(r) = reservation.as_mut() {
+        r.start();
+    }
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|p| Err(Error::Compute(panic_message(p))));
+    drop(reservation);
+    r
 }
 
 fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
@@ -368,7 +382,7 @@ impl<T> Drop for Promise<T> {
 #[derive(Clone)]
 pub struct GraphPlan {
     backend: std::sync::Weak<Inner>,
-    state: Arc<Mutex<Box<dyn std::any::Any + Send>>>,
+    state: PlanState,
     buffers: Arc<[super::Buffer]>,
 }
 
@@ -462,11 +476,7 @@ impl Backend {
             )));
         }
         let reservation = Reservation::new(plan.buffers.clone(), "graph_plan_compute")?;
-        let state = plan.state.clone();
-        self.enqueue_work(
-            Box::new(move |imp| imp.graph_plan_compute(lock(&state).as_mut())),
-            Some(reservation),
-        );
+        self.enqueue(Job::Plan(plan.state.clone(), reservation));
         self.synchronize()
     }
 

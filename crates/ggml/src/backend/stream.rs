@@ -229,12 +229,14 @@ impl Backend {
                 continue;
             }
             if !dev.supports_op(n) {
+                let operands: Vec<String> = n.srcs().iter().map(|s| s.ty().to_string()).collect();
                 return Err(Error::unsupported(format!(
-                    "backend {}: node {:?} ({} of {}) is not supported by device {}",
+                    "backend {}: node {:?} ({} of {} from [{}]) is not supported by device {}",
                     self.name(),
                     n.name(),
                     n.op().name(),
                     n.ty(),
+                    operands.join(", "),
                     dev.name()
                 )));
             }

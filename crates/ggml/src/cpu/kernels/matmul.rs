@@ -1,5 +1,7 @@
 //! MUL_MAT: `dst[i, j] = dot(a row i, b row j)` per batch, with `a` broadcast over the batch
-//! dimensions of `b`. Weights `a` in F32, F16 or BF16, activations `b` in F32, F16 or BF16;
+//! dimensions of `b`. Weights `a` in F32, F16, BF16 or any quantized type with a dequantizer
+//! (each row dequantized once per block of `b` rows, then dotted in f32: more precise than
+//! GGML's integer dot against `b` quantized to Q8), activations `b` in F32, F16 or BF16;
 //! result F32.
 //!
 //! Threads split the rows of `a`. Rows of `b` are taken [`JB`] at a time (converted to f32 in
@@ -9,7 +11,9 @@
 //! row of `a`; every thread takes the same path, so results do not depend on the thread
 //! count, and a unit test holds both paths to an f64 dot product.
 
-use super::{is_float, unsupported, KernelFn, NodePtrs, Params, TensorPtr};
+use super::{
+    dequantizable, dequantize_into, is_float, unsupported, KernelFn, NodePtrs, Params, TensorPtr,
+};
 use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::types::{bf16_to_f32, f16, Type};
@@ -21,7 +25,8 @@ const LANES: usize = 8;
 
 pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
     let (a, b) = (&t.srcs()[0], &t.srcs()[1]);
-    if t.ty() != Type::F32 || !is_float(a.ty()) || !is_float(b.ty()) {
+    let weights_ok = is_float(a.ty()) || dequantizable(a.ty());
+    if t.ty() != Type::F32 || !weights_ok || !is_float(b.ty()) {
         return Err(unsupported(t));
     }
     Ok(mul_mat)
@@ -52,6 +57,10 @@ unsafe fn row_f32<'a>(t: &TensorPtr, row: *const u8, out: &'a mut [f32]) -> &'a 
             // SAFETY: as above, for f16.
             let src = unsafe { std::slice::from_raw_parts(row as *const f16, n) };
             src.convert_to_f32_slice(out);
+        }
+        q if q.is_quantized() => {
+            // SAFETY: forwarded from the caller; rows of quantized tensors are packed blocks.
+            unsafe { dequantize_into(t, row, out) };
         }
         Type::BF16 if packed => {
             for (i, v) in out.iter_mut().enumerate() {

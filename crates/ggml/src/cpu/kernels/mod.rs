@@ -201,6 +201,27 @@ impl TensorPtr {
 
 /// Whether element copies from `src` to `dst` are supported: equal non-quantized types (bit
 /// copies), or any pair of F32, F16 and BF16 (conversions).
+/// Whether rows of `ty` are block-quantized and can be dequantized to f32.
+pub(crate) fn dequantizable(ty: Type) -> bool {
+    ty.is_quantized() && crate::quants::has_to_float(ty)
+}
+
+/// Dequantizes the row of quantized tensor `t` that starts at `row` into `out` (`ne[0]` values).
+///
+/// # Safety
+/// `row` must be the start of a row of `t` (rows of quantized tensors are packed blocks), and
+/// `out.len() == t.ne[0]`.
+pub(crate) unsafe fn dequantize_into(t: &TensorPtr, row: *const u8, out: &mut [f32]) {
+    let bytes = out.len() / t.ty.blck_size() * t.ty.type_size();
+    // SAFETY: forwarded from the caller: a row of `bytes` packed blocks.
+    let src = unsafe { std::slice::from_raw_parts(row, bytes) };
+    // The planner accepted the type (`dequantizable`) and the lengths agree, so this cannot
+    // fail; were it to, the output keeps NaNs rather than stale values.
+    if crate::quants::dequantize_row(t.ty, src, out).is_err() {
+        out.fill(f32::NAN);
+    }
+}
+
 pub(crate) fn copyable(src: Type, dst: Type) -> bool {
     (src == dst && !src.is_quantized()) || (is_float(src) && is_float(dst))
 }
@@ -374,6 +395,7 @@ pub(crate) fn select(t: &Tensor) -> Result<KernelFn> {
 pub(crate) fn work_size(t: &Tensor) -> usize {
     match t.op() {
         Op::MulMat => matmul::work_size(t),
+        Op::GetRows => rows::work_size(t),
         Op::SoftMax => softmax::work_size(t),
         Op::Norm | Op::RmsNorm => norm::work_size(t),
         _ => 0,

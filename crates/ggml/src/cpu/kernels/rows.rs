@@ -1,7 +1,9 @@
 //! Row gathering and tiling: GET_ROWS, REPEAT, CONCAT. Elements move bit for bit between
 //! equal types (so I32 rows stay exact) and are converted between F32, F16 and BF16.
 
-use super::{copyable, unsupported, KernelFn, NodePtrs, Params, TensorPtr};
+use super::{
+    copyable, dequantizable, dequantize_into, unsupported, KernelFn, NodePtrs, Params, TensorPtr,
+};
 use crate::error::Result;
 use crate::ops::Op;
 use crate::tensor::{Tensor, MAX_DIMS};
@@ -12,6 +14,11 @@ pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
     let io = copyable(srcs[0].ty(), t.ty());
     Ok(match t.op() {
         Op::GetRows if io && srcs[1].ty() == Type::I32 => get_rows,
+        Op::GetRows
+            if dequantizable(srcs[0].ty()) && t.ty() == Type::F32 && srcs[1].ty() == Type::I32 =>
+        {
+            get_rows_dequantized
+        }
         Op::Repeat if io => repeat,
         Op::Concat if io && copyable(srcs[1].ty(), t.ty()) => concat,
         _ => return Err(unsupported(t)),
@@ -47,23 +54,59 @@ fn get_rows(n: &NodePtrs, p: &Params) {
     let ne0 = d.ne[0] as usize;
     for r in p.range(d.nrows()) {
         let di = d.unravel_row(r);
-        // SAFETY: (di[0], di[1], di[2]) indexes idx, whose shape is dst's dims 1..4.
-        let row = unsafe {
-            (idx.row([di[1], di[2], 0, 0]).add(di[0] * idx.nb[0]) as *const i32).read_unaligned()
-        };
         let drow = d.row(di);
-        // SAFETY: rows of their tensors, indices below ne[0]; the source row index is checked
-        // against a.ne1, and di[1], di[2] index a's dims 2 and 3 (the builder made them equal
-        // to idx's dims 1 and 2).
+        // SAFETY: di indexes a dst row; the source row index is checked against a.ne1, and
+        // di[1], di[2] index a's dims 2 and 3 (the builder made them equal to idx's dims 1
+        // and 2); element indices stay below ne[0].
         unsafe {
-            if row < 0 || row as i64 >= a.ne[1] {
-                for i in 0..ne0 {
-                    d.zero(drow, i);
-                }
-                continue;
+            match source_row(a, idx, di) {
+                Some(row) => copy_run(d, drow, 0, a, a.row([row, di[1], di[2], 0]), 0, ne0),
+                None => (0..ne0).for_each(|i| d.zero(drow, i)),
             }
-            let arow = a.row([row as usize, di[1], di[2], 0]);
-            copy_run(d, drow, 0, a, arow, 0, ne0);
+        }
+    }
+}
+
+/// Scratch per thread: one dequantized row when the source is quantized.
+pub(super) fn work_size(t: &Tensor) -> usize {
+    if t.srcs()[0].ty().is_quantized() {
+        t.ne()[0] as usize * 4
+    } else {
+        0
+    }
+}
+
+/// The row index `idx[i, j, k]` for dst row `di`, if it lies within `a`.
+///
+/// # Safety
+/// `di` must index a row of dst, whose dims 1..4 are idx's shape.
+unsafe fn source_row(a: &TensorPtr, idx: &TensorPtr, di: [usize; MAX_DIMS - 1]) -> Option<usize> {
+    // SAFETY: forwarded from the caller.
+    let row = unsafe {
+        (idx.row([di[1], di[2], 0, 0]).add(di[0] * idx.nb[0]) as *const i32).read_unaligned()
+    };
+    (row >= 0 && (row as i64) < a.ne[1]).then_some(row as usize)
+}
+
+/// GET_ROWS from a quantized `a` into F32: each picked row is dequantized (an index outside
+/// `a` gives zeros, as for the plain kernel).
+fn get_rows_dequantized(n: &NodePtrs, p: &Params) {
+    let (d, a, idx) = (&n.dst, &n.src[0], &n.src[1]);
+    let ne0 = d.ne[0] as usize;
+    // SAFETY: the plan sized each thread's scratch for ne0 f32 values (`work_size`).
+    let buf = unsafe { p.scratch_f32(ne0) };
+    for r in p.range(d.nrows()) {
+        let di = d.unravel_row(r);
+        let drow = d.row(di);
+        // SAFETY: di indexes a dst row; the source row is range-checked; indices below ne0.
+        unsafe {
+            match source_row(a, idx, di) {
+                Some(row) => dequantize_into(a, a.row([row, di[1], di[2], 0]), buf),
+                None => buf.fill(0.0),
+            }
+            for (i, v) in buf.iter().enumerate() {
+                d.set(drow, i, *v);
+            }
         }
     }
 }

@@ -1,0 +1,116 @@
+//! MUL_MAT and GET_ROWS with quantized weights, for every type that has a dequantizer: the
+//! reference is an f64 product over the dequantized weights (the dequantizers themselves are
+//! held bit-exact to GGML by the quant fixtures).
+
+use ggml::{backend, quants, Context, Type};
+
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Quantizes `rows` rows of `k` values to `ty` and returns (bytes, dequantized values).
+fn quantized(ty: Type, k: usize, rows: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
+    let src = values(k * rows, seed);
+    let imatrix: Vec<f32> = (0..k).map(|i| 1.0 + (i % 7) as f32 * 0.1).collect();
+    let mut bytes = vec![0u8; ty.row_size(k as i64).unwrap() * rows];
+    quants::quantize_chunk(ty, &src, &mut bytes, 0, rows, k, Some(&imatrix)).unwrap();
+    let mut deq = vec![0f32; k * rows];
+    quants::dequantize_row(ty, &bytes, &mut deq).unwrap();
+    (bytes, deq)
+}
+
+fn types() -> Vec<Type> {
+    Type::ALL
+        .into_iter()
+        .filter(|t| t.is_quantized() && quants::has_to_float(*t) && quants::has_quantizer(*t))
+        .collect()
+}
+
+#[test]
+fn mul_mat_with_quantized_weights() {
+    let cpu = backend::cpu_init().unwrap();
+    let tested = types();
+    assert!(
+        tested.len() >= 25,
+        "only {} quantized types tested",
+        tested.len()
+    );
+    for ty in tested {
+        let (k, m, n) = (ty.blck_size() * 2, 5usize, 3usize);
+        let (bytes, w) = quantized(ty, k, m, ty as u64);
+        let x = values(k * n, 99);
+        let ctx = Context::init(1 << 20, false).unwrap();
+        let a = ctx.new_tensor_2d(ty, k as i64, m as i64).unwrap();
+        let b = ctx.new_tensor_2d(Type::F32, k as i64, n as i64).unwrap();
+        a.set_bytes(&bytes, 0).unwrap();
+        b.set_f32(&x).unwrap();
+        let c = ctx.mul_mat(&a, &b).unwrap();
+        assert!(cpu.get_device().supports_op(&c), "{ty}");
+        cpu.graph_compute(&ctx.build_forward_expand(&c).unwrap())
+            .unwrap();
+        let got = c.get_f32().unwrap();
+        let (mut err, mut norm) = (0f64, 0f64);
+        for j in 0..n {
+            for i in 0..m {
+                let want: f64 = (0..k)
+                    .map(|q| w[i * k + q] as f64 * x[j * k + q] as f64)
+                    .sum();
+                err += (got[j * m + i] as f64 - want).powi(2);
+                norm += want * want;
+            }
+        }
+        let nmse = err / norm.max(f64::MIN_POSITIVE);
+        assert!(nmse <= 5e-4, "{ty}: NMSE {nmse}");
+    }
+}
+
+#[test]
+fn get_rows_dequantizes_exactly() {
+    let cpu = backend::cpu_init().unwrap();
+    for ty in types() {
+        let (k, rows) = (ty.blck_size(), 4usize);
+        let (bytes, w) = quantized(ty, k, rows, 7 + ty as u64);
+        let ctx = Context::init(1 << 20, false).unwrap();
+        let a = ctx.new_tensor_2d(ty, k as i64, rows as i64).unwrap();
+        a.set_bytes(&bytes, 0).unwrap();
+        let ids = ctx.new_tensor_1d(Type::I32, 4).unwrap();
+        ids.set_i32(&[2, 0, 9, 3]).unwrap(); // 9 is out of range: a row of zeros
+        let r = ctx.get_rows(&a, &ids).unwrap();
+        cpu.graph_compute(&ctx.build_forward_expand(&r).unwrap())
+            .unwrap();
+        let got = r.get_f32().unwrap();
+        let mut want = Vec::new();
+        want.extend_from_slice(&w[2 * k..3 * k]);
+        want.extend_from_slice(&w[0..k]);
+        want.extend(std::iter::repeat_n(0.0, k));
+        want.extend_from_slice(&w[3 * k..4 * k]);
+        let same = got
+            .iter()
+            .zip(&want)
+            .all(|(g, w)| g.to_bits() == w.to_bits());
+        assert!(same, "{ty}: get_rows differs from dequantize_row");
+    }
+}
+
+#[test]
+fn quantized_types_without_dequantizer_are_refused_before_queueing() {
+    let cpu = backend::cpu_init().unwrap();
+    let ctx = Context::init(1 << 20, false).unwrap();
+    let a = ctx.new_tensor_2d(Type::Q8_1, 32, 2).unwrap();
+    let b = ctx.new_tensor_2d(Type::F32, 32, 2).unwrap();
+    let c = ctx.mul_mat(&a, &b).unwrap();
+    assert!(!cpu.get_device().supports_op(&c));
+    let e = cpu
+        .graph_compute_async(&ctx.build_forward_expand(&c).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("MUL_MAT") && e.contains("q8_1"), "{e}");
+}

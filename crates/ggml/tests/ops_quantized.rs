@@ -114,3 +114,45 @@ fn quantized_types_without_dequantizer_are_refused_before_queueing() {
         .to_string();
     assert!(e.contains("MUL_MAT") && e.contains("q8_1"), "{e}");
 }
+
+#[test]
+fn cpy_quantizes_and_dequantizes_rows() {
+    let cpu = backend::cpu_init().unwrap();
+    let mut quantized_to = 0;
+    for ty in Type::ALL.into_iter().filter(|t| t.is_quantized()) {
+        let (k, rows) = (ty.blck_size() * 2, 3usize);
+        let src = values(k * rows, 3 + ty as u64);
+        let ctx = Context::init(1 << 20, false).unwrap();
+        let a = ctx.new_tensor_2d(Type::F32, k as i64, rows as i64).unwrap();
+        a.set_f32(&src).unwrap();
+        let q = ctx.new_tensor_2d(ty, k as i64, rows as i64).unwrap();
+        let c = ctx.cpy(&a, &q).unwrap();
+        if !quants::has_from_float_ref(ty) {
+            assert!(!cpu.get_device().supports_op(&c), "{ty} has no from_float");
+            continue;
+        }
+        quantized_to += 1;
+        cpu.graph_compute(&ctx.build_forward_expand(&c).unwrap())
+            .unwrap();
+        let mut want = vec![0u8; ty.row_size(k as i64).unwrap() * rows];
+        quants::quantize_row_ref(ty, &src, &mut want).unwrap();
+        assert_eq!(
+            q.to_bytes().unwrap(),
+            want,
+            "{ty}: cpy bytes differ from quantize_row_ref"
+        );
+
+        if quants::has_to_float(ty) {
+            let back = ctx.cast(&q, Type::F32).unwrap();
+            cpu.graph_compute(&ctx.build_forward_expand(&back).unwrap())
+                .unwrap();
+            let mut deq = vec![0f32; k * rows];
+            quants::dequantize_row(ty, &want, &mut deq).unwrap();
+            assert_eq!(back.get_f32().unwrap(), deq, "{ty}: cast to f32");
+        }
+    }
+    assert!(
+        quantized_to >= 20,
+        "only {quantized_to} types quantized by cpy"
+    );
+}

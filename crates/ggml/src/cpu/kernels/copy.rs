@@ -1,17 +1,82 @@
 //! CPY, DUP and CONT: copy any layout into any layout of the same element count, converting
 //! between F32, F16 and BF16 (and copying other non-quantized types bit for bit when source
 //! and destination agree). Elements are matched in logical order, dimension 0 fastest, as
-//! GGML's `dup`/`cpy` do when the shapes differ.
+//! GGML's `dup`/`cpy` do when the shapes differ. Between a float type and a quantized one
+//! (same shape), rows are quantized with GGML's reference quantizer or dequantized.
 
-use super::{copyable, unsupported, KernelFn, NodePtrs, Params, TensorPtr};
+use super::{
+    copyable, dequantizable, dequantize_into, is_float, unsupported, KernelFn, NodePtrs, Params,
+    TensorPtr,
+};
 use crate::error::Result;
+use crate::quants;
 use crate::tensor::{Tensor, MAX_DIMS};
 
 pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
-    if !copyable(t.srcs()[0].ty(), t.ty()) {
-        return Err(unsupported(t));
+    let (src, dst) = (t.srcs()[0].ty(), t.ty());
+    let same_shape = t.ne() == t.srcs()[0].ne();
+    if copyable(src, dst) {
+        Ok(copy)
+    } else if same_shape && is_float(src) && dst.is_quantized() && quants::has_from_float_ref(dst) {
+        Ok(quantize_rows)
+    } else if same_shape && dequantizable(src) && is_float(dst) {
+        Ok(dequantize_rows)
+    } else {
+        Err(unsupported(t))
     }
-    Ok(copy)
+}
+
+/// Scratch per thread: one f32 row when a side is quantized.
+pub(super) fn work_size(t: &Tensor) -> usize {
+    let quantized = t.ty().is_quantized() || t.srcs()[0].ty().is_quantized();
+    if quantized {
+        t.ne()[0] as usize * 4
+    } else {
+        0
+    }
+}
+
+/// Float rows into quantized rows (GGML's `from_float`), row by row.
+fn quantize_rows(n: &NodePtrs, p: &Params) {
+    let (d, a) = (&n.dst, &n.src[0]);
+    let ne0 = d.ne[0] as usize;
+    let row_bytes = ne0 / d.ty.blck_size() * d.ty.type_size();
+    // SAFETY: the plan sized each thread's scratch for ne0 f32 values (`work_size`).
+    let buf = unsafe { p.scratch_f32(ne0) };
+    for r in p.range(d.nrows()) {
+        let idx = d.unravel_row(r);
+        let (drow, arow) = (d.row(idx), a.row(idx));
+        // SAFETY: rows of their tensors (same shape); a quantized row is `row_bytes` packed
+        // bytes that only this thread writes.
+        unsafe {
+            for (i, v) in buf.iter_mut().enumerate() {
+                *v = a.get(arow, i);
+            }
+            let out = std::slice::from_raw_parts_mut(drow, row_bytes);
+            // The planner checked the type has a reference quantizer and the row is whole
+            // blocks, so this cannot fail.
+            let _ = quants::quantize_row_ref(d.ty, buf, out);
+        }
+    }
+}
+
+/// Quantized rows into float rows, row by row.
+fn dequantize_rows(n: &NodePtrs, p: &Params) {
+    let (d, a) = (&n.dst, &n.src[0]);
+    let ne0 = d.ne[0] as usize;
+    // SAFETY: the plan sized each thread's scratch for ne0 f32 values (`work_size`).
+    let buf = unsafe { p.scratch_f32(ne0) };
+    for r in p.range(d.nrows()) {
+        let idx = d.unravel_row(r);
+        // SAFETY: rows of their tensors (same shape), indices below ne0.
+        unsafe {
+            dequantize_into(a, a.row(idx), buf);
+            let drow = d.row(idx);
+            for (i, v) in buf.iter().enumerate() {
+                d.set(drow, i, *v);
+            }
+        }
+    }
 }
 
 /// Unravels a flat logical index into per-dimension indices of shape `ne`.

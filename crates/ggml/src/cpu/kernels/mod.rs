@@ -396,6 +396,7 @@ pub(crate) fn work_size(t: &Tensor) -> usize {
     match t.op() {
         Op::MulMat => matmul::work_size(t),
         Op::GetRows => rows::work_size(t),
+        Op::Cpy | Op::Dup | Op::Cont => copy::work_size(t),
         Op::SoftMax => softmax::work_size(t),
         Op::Norm | Op::RmsNorm => norm::work_size(t),
         _ => 0,

@@ -109,11 +109,10 @@ pub fn run_case(
 
     let flops = case.op_flops();
     let size = case.op_size(&out);
-    let per_op_target = if flops > 0 {
-        targets.flops / flops
-    } else {
-        targets.bytes / size.max(1) as u64
-    };
+    let per_op_target = targets
+        .flops
+        .checked_div(flops)
+        .unwrap_or(targets.bytes / size.max(1) as u64);
     let free = graph.size().saturating_sub(graph.n_nodes()) as u64;
     let n_runs = 1 + free.min(per_op_target);
     for _ in 1..n_runs {

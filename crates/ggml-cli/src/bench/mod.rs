@@ -200,10 +200,10 @@ mod tests {
 
     #[test]
     fn parses_every_option() {
-        let o = parse(&args(&[
-            "-o", "ADD,SILU", "-b", "CPU", "-t", "3", "--quick",
-        ]))
-        .unwrap();
+        let command_line = args(&["-o", "ADD,SILU", "-b", "CPU", "-t", "3", "--quick"]);
+        let Ok(o) = parse(&command_line) else {
+            panic!("a valid command line was refused");
+        };
         assert!(o.quick);
         assert_eq!(o.threads, Some(3));
         assert_eq!(o.device.as_deref(), Some("CPU"));

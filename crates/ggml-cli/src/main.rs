@@ -1,5 +1,6 @@
 //! The `ggml` command-line tool: `ggml <command> …`, one module per command.
 
+mod bench;
 mod gguf_cmd;
 mod imatrix;
 mod info;
@@ -13,6 +14,7 @@ const USAGE: &str = "usage: ggml <command> [args]
 
 commands:
   info                         registries and devices: properties, capabilities, features
+  bench [-o OPS] [-b BACKEND] [-t N] [--quick]   time ops as test-backend-ops perf does
   gguf inspect FILE [--json]   header, metadata and tensors of a GGUF file
   gguf quantize IN OUT TYPE    a copy of a GGUF file with its weights quantized to TYPE
        [--imatrix FILE] [--threads N]";
@@ -31,6 +33,7 @@ fn main() -> ExitCode {
     let result = match command.as_deref() {
         Some("info") => info::run(&args[1..]),
         Some("gguf") => gguf_cmd::run(&args[1..]),
+        Some("bench") => bench::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

@@ -515,24 +515,26 @@ impl<'a> Parser<'a> {
         Ok(n as u64)
     }
 
+    /// A string that must be UTF-8 (keys and tensor names); `what` labels errors.
+    fn utf8_string(&mut self, what: &dyn Fn() -> String) -> Result<String> {
+        let at = self.c.pos();
+        let bytes = self.c.string_bytes(MAX_STRING_LEN, what)?;
+        std::str::from_utf8(bytes).map(str::to_string).map_err(|e| {
+            format_err(
+                &what(),
+                format_args!("is not UTF-8 (bad byte at index {})", e.valid_up_to()),
+                at,
+            )
+        })
+    }
+
     fn kv_pair(
         &mut self,
         i: usize,
         seen: &HashMap<String, usize>,
     ) -> Result<(String, Value, usize)> {
         let key_at = self.c.pos();
-        let key_bytes = self
-            .c
-            .string_bytes(MAX_STRING_LEN, &|| format!("kv {i}: key"))?;
-        let key = std::str::from_utf8(key_bytes)
-            .map_err(|e| {
-                format_err(
-                    &format!("kv {i}: key"),
-                    format_args!("is not UTF-8 (bad byte at index {})", e.valid_up_to()),
-                    key_at,
-                )
-            })?
-            .to_string();
+        let key = self.utf8_string(&|| format!("kv {i}: key"))?;
         let label = || format!("kv {i} ({key})");
         if key.is_empty() {
             return Err(format_err(&label(), "key is empty", key_at));
@@ -633,18 +635,7 @@ impl<'a> Parser<'a> {
 
     fn tensor_info(&mut self, i: usize, seen: &HashMap<String, usize>) -> Result<PendingTensor> {
         let name_at = self.c.pos();
-        let name_bytes = self
-            .c
-            .string_bytes(MAX_STRING_LEN, &|| format!("tensor {i}: name"))?;
-        let name = std::str::from_utf8(name_bytes)
-            .map_err(|e| {
-                format_err(
-                    &format!("tensor {i}: name"),
-                    format_args!("is not UTF-8 (bad byte at index {})", e.valid_up_to()),
-                    name_at,
-                )
-            })?
-            .to_string();
+        let name = self.utf8_string(&|| format!("tensor {i}: name"))?;
         let label = || format!("tensor {i} ({name})");
         if name.len() > MAX_TENSOR_NAME_LEN {
             return Err(format_err(

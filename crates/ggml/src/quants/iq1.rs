@@ -1,7 +1,6 @@
 //! IQ1_S (1.56 bits per weight) and IQ1_M (1.75): groups of 8 ternary values (−1, 0, +1) on a
 //! grid of 2048 points, shifted by ±1/8, with 3-bit block scales.
 
-use std::cmp::Ordering;
 use std::sync::OnceLock;
 
 use bytemuck::{Pod, Zeroable};
@@ -132,16 +131,25 @@ fn shifted_levels(delta: f32) -> [[f32; 3]; 2] {
 /// Indices of `xb` in ascending order of value; ties (−0 and +0 included) keep their order, as
 /// glibc's `qsort` (a merge sort) leaves them in GGML. NaNs, which GGML's comparison leaves
 /// unordered, go last so that the order stays total.
+///
+/// Each value is turned into an unsigned key that orders as the value does (−0 and +0 equal,
+/// NaN above everything), with the index in the low bits, so that an unstable sort of the keys
+/// is the stable sort of the values.
 fn sorted_order<const N: usize>(xb: &[f32]) -> [usize; N] {
-    let mut order: [usize; N] = std::array::from_fn(|i| i);
-    order.sort_by(|&a, &b| {
-        let (x, y) = (xb[a], xb[b]);
-        match (x.is_nan(), y.is_nan()) {
-            (false, false) => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
-            (nx, ny) => nx.cmp(&ny),
-        }
+    let mut keys: [u64; N] = std::array::from_fn(|i| {
+        let v = xb[i] + 0.0; // −0 becomes +0
+        let bits = v.to_bits();
+        let ordered = if v.is_nan() {
+            u32::MAX
+        } else if bits >> 31 == 1 {
+            !bits
+        } else {
+            bits | 0x8000_0000
+        };
+        (u64::from(ordered) << 32) | i as u64
     });
-    order
+    keys.sort_unstable();
+    keys.map(|k| (k & 0xffff_ffff) as usize)
 }
 
 /// The largest magnitude of a block (GGML's `MAX` over `fabsf`).
@@ -167,6 +175,9 @@ fn split_levels(order: &[usize], i1: usize, i2: usize, mirror: bool, l: &mut [i8
 /// GGML's `iq1_find_best_neighbour2`: the neighbour minimising Σ w·(scale·xx(l) − x)²; writes its
 /// levels into `l` and returns its index (the first neighbour when no distance is finite,
 /// where GGML reads out of bounds and aborts).
+///
+/// Each value has only three possible terms `w·(scale·xx(l) − x)²`, so they are computed once
+/// (with GGML's operations) and each neighbour's distance sums its eight terms in order.
 fn best_neighbour(
     table: &GridTable<8>,
     neighbours: &[u16],
@@ -176,14 +187,20 @@ fn best_neighbour(
     xx: &[f32; 3],
     l: &mut [i8],
 ) -> usize {
+    let terms: [[f32; 3]; 8] = std::array::from_fn(|i| {
+        xx.map(|q| {
+            let diff = scale * q - xb[i];
+            weight[i] * diff * diff
+        })
+    });
     let mut best_d2 = f32::MAX;
     let mut best = neighbours[0] as usize;
     for &n in neighbours {
-        let mut d2 = 0.0f32;
-        for (i, &level) in table.levels(n as usize).iter().enumerate() {
-            let diff = scale * xx[level as usize] - xb[i];
-            d2 += weight[i] * diff * diff;
-        }
+        let levels = table.levels(n as usize);
+        let d2 = terms
+            .iter()
+            .zip(levels)
+            .fold(0.0f32, |d2, (t, level)| d2 + t[level as usize]);
         if d2 < best_d2 {
             best_d2 = d2;
             best = n as usize;
@@ -233,6 +250,77 @@ fn snap_and_refit(
     scale
 }
 
+/// IQ1_S's search for the best split of a block of 32 sorted values into levels 0, 1, 2 (the
+/// first `i1` values, up to `i2`, the rest) and shift (`xs[0]` positive, `xs[1]` negative), from
+/// the prefix sums of `w·x` and `w` in sorted order. Returns `(i1, i2, negative shift, scale)`
+/// of the best weighted least-squares fit, `None` when no split has a positive Σ w·q².
+///
+/// GGML tries every `(i1, i2)` in order, positive shift before negative, and keeps a candidate
+/// when `sumqx² > best·sumq2`. The sums of one row of candidates (fixed `i1`) do not depend on
+/// the outcome, so they are computed together (vectorizable, each with GGML's operations), and
+/// the row is scanned in order only when one of its candidates beats the best so far.
+fn best_split(
+    sumx: &[f32; 33],
+    sumw: &[f32; 33],
+    xs: [&[f32; 3]; 2],
+) -> Option<(usize, usize, bool, f32)> {
+    /// 33 candidates `i2` per row, padded to whole vectors.
+    const W: usize = 36;
+    let pad = |s: &[f32; 33]| -> [f32; W] { std::array::from_fn(|i| s[i.min(32)]) };
+    let (sx, sw) = (pad(sumx), pad(sumw));
+    let mut best_score = -f32::MAX;
+    let mut best = None;
+    let (mut qx, mut q2) = ([[0f32; W]; 2], [[0f32; W]; 2]);
+    for i1 in 0..=32 {
+        // Bit i2 of hits[s]: candidate (i1, i2, s) beats the best so far.
+        let mut hits = [0u64; 2];
+        for (((qx, q2), x), hits) in qx.iter_mut().zip(q2.iter_mut()).zip(xs).zip(&mut hits) {
+            let ax = (sumx[i1] - sumx[0]) * x[0];
+            let aw = (sumw[i1] - sumw[0]) * x[0] * x[0];
+            // Only i2 >= i1 is a candidate: start at the vector holding i1.
+            let lo = i1 & !3;
+            for i2 in lo..W {
+                qx[i2] = ax + (sx[i2] - sumx[i1]) * x[1] + (sumx[32] - sx[i2]) * x[2];
+                q2[i2] = aw + (sw[i2] - sumw[i1]) * x[1] * x[1] + (sumw[32] - sw[i2]) * x[2] * x[2];
+            }
+            // Candidates outside `i1..=32` get Σ w·q² = 0, which never wins.
+            q2[lo..i1].fill(0.0);
+            q2[33..].fill(0.0);
+            let beats = |i2: usize| (q2[i2] > 0.0) & (qx[i2] * qx[i2] > best_score * q2[i2]);
+            if (lo..W).fold(false, |any, i2| any | beats(i2)) {
+                *hits = (lo..W).fold(0, |h, i2| h | u64::from(beats(i2)) << i2);
+            }
+        }
+        // Judge the hits in GGML's order (by i2, positive shift first). A candidate that did not
+        // beat the best at the start of the row cannot beat a larger one; should a new best
+        // come out smaller (rounding), every later candidate of the row is judged again.
+        let mut judge = |s: usize, i2: usize| {
+            let (sqx, sq2) = (qx[s][i2], q2[s][i2]);
+            let previous = best_score;
+            if sq2 > 0.0 && sqx * sqx > best_score * sq2 {
+                let scale = sqx / sq2;
+                best_score = scale * sqx;
+                best = Some((i1, i2, s == 1, scale));
+            }
+            best_score < previous
+        };
+        let mut judge_all_from = None;
+        while hits[0] | hits[1] != 0 {
+            let (p, m) = (hits[0].trailing_zeros(), hits[1].trailing_zeros());
+            let (s, i2) = (usize::from(m < p), p.min(m) as usize);
+            hits[s] &= hits[s] - 1;
+            if judge(s, i2) {
+                judge_all_from = Some(2 * i2 + s + 1);
+                break;
+            }
+        }
+        for c in judge_all_from.map_or(0..0, |from| from..2 * 33) {
+            judge(c % 2, c / 2);
+        }
+    }
+    best
+}
+
 /// Quantizes to IQ1_S (`quantize_iq1_s`); GGML requires `imatrix` (see [`UNIT_IMPORTANCE`]).
 pub(crate) fn quantize_iq1_s(
     src: &[f32],
@@ -266,27 +354,8 @@ pub(crate) fn quantize_iq1_s(
                     sumx[j + 1] = sumx[j] + weight[i] * xb[i];
                     sumw[j + 1] = sumw[j] + weight[i];
                 }
-                let mut best_score = -f32::MAX;
-                let mut scale = max;
-                let mut best: Option<(usize, usize, bool)> = None;
-                for i1 in 0..=32 {
-                    for i2 in i1..=32 {
-                        for (neg, xs) in [(false, &x_p), (true, &x_m)] {
-                            let sumqx = (sumx[i1] - sumx[0]) * xs[0]
-                                + (sumx[i2] - sumx[i1]) * xs[1]
-                                + (sumx[32] - sumx[i2]) * xs[2];
-                            let sumq2 = (sumw[i1] - sumw[0]) * xs[0] * xs[0]
-                                + (sumw[i2] - sumw[i1]) * xs[1] * xs[1]
-                                + (sumw[32] - sumw[i2]) * xs[2] * xs[2];
-                            if sumq2 > 0.0 && sumqx * sumqx > best_score * sumq2 {
-                                scale = sumqx / sumq2;
-                                best_score = scale * sumqx;
-                                best = Some((i1, i2, neg));
-                            }
-                        }
-                    }
-                }
-                let Some((i1, i2, mut neg)) = best else {
+                let Some((i1, i2, mut neg, mut scale)) = best_split(&sumx, &sumw, [&x_p, &x_m])
+                else {
                     continue;
                 };
                 let mut l = [0i8; 32];
@@ -458,5 +527,97 @@ mod tests {
     fn block_sizes_match_type_table() {
         assert_eq!(size_of::<BlockIq1S>(), Type::IQ1_S.type_size());
         assert_eq!(size_of::<BlockIq1M>(), Type::IQ1_M.type_size());
+    }
+
+    /// The key sort orders as a stable sort by value does: ±0 tie, NaNs last, ties in index
+    /// order.
+    #[test]
+    fn sorted_order_is_the_stable_value_order() {
+        let pool = [
+            0.0,
+            -0.0,
+            1.5,
+            -1.5,
+            f32::NAN,
+            f32::INFINITY,
+            -f32::INFINITY,
+            1e-40,
+            -1e-40,
+        ];
+        let mut seed = 99u32;
+        for _ in 0..2000 {
+            let x: [f32; 16] = std::array::from_fn(|_| {
+                seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                pool[(seed >> 16) as usize % pool.len()]
+            });
+            let mut want: Vec<usize> = (0..16).collect();
+            want.sort_by(|&a, &b| match (x[a].is_nan(), x[b].is_nan()) {
+                (false, false) => x[a].partial_cmp(&x[b]).unwrap(),
+                (na, nb) => na.cmp(&nb),
+            });
+            assert_eq!(sorted_order::<16>(&x).to_vec(), want, "{x:?}");
+        }
+    }
+
+    /// GGML's split search as written there: every (i1, i2), positive shift then negative.
+    fn best_split_in_order(
+        sumx: &[f32; 33],
+        sumw: &[f32; 33],
+        xs: [&[f32; 3]; 2],
+    ) -> Option<(usize, usize, bool, f32)> {
+        let mut best_score = -f32::MAX;
+        let mut best = None;
+        for i1 in 0..=32 {
+            for i2 in i1..=32 {
+                for (s, x) in xs.iter().enumerate() {
+                    let sumqx = (sumx[i1] - sumx[0]) * x[0]
+                        + (sumx[i2] - sumx[i1]) * x[1]
+                        + (sumx[32] - sumx[i2]) * x[2];
+                    let sumq2 = (sumw[i1] - sumw[0]) * x[0] * x[0]
+                        + (sumw[i2] - sumw[i1]) * x[1] * x[1]
+                        + (sumw[32] - sumw[i2]) * x[2] * x[2];
+                    if sumq2 > 0.0 && sumqx * sumqx > best_score * sumq2 {
+                        let scale = sumqx / sumq2;
+                        best_score = scale * sumqx;
+                        best = Some((i1, i2, s == 1, scale));
+                    }
+                }
+            }
+        }
+        best
+    }
+
+    /// The row-at-a-time search picks exactly what GGML's candidate-at-a-time loop picks, on
+    /// sorted blocks with ties, zero weights, zeros and non-finite values.
+    #[test]
+    fn best_split_matches_the_sequential_search() {
+        let [x_p, x_m] = shifted_levels(IQ1S_DELTA);
+        let mut seed = 0x1234_5678u32;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        };
+        for case in 0..3000 {
+            let mut x: [f32; 32] = std::array::from_fn(|_| match case % 4 {
+                0 => (next() % 5) as f32 * 0.5 - 1.0,
+                1 => (next() % 2000) as f32 / 1000.0 - 1.0,
+                2 => [0.0, -0.0, 1e-30, 3.0][next() as usize % 4],
+                _ => [f32::INFINITY, 1.0, -2.0, f32::NAN][next() as usize % 4],
+            });
+            x.sort_by(f32::total_cmp);
+            let w: [f32; 32] = std::array::from_fn(|_| [0.0, 0.5, 1.0, 7.0][next() as usize % 4]);
+            let (mut sumx, mut sumw) = ([0f32; 33], [0f32; 33]);
+            for j in 0..32 {
+                sumx[j + 1] = sumx[j] + w[j] * x[j];
+                sumw[j + 1] = sumw[j] + w[j];
+            }
+            let got = best_split(&sumx, &sumw, [&x_p, &x_m]);
+            let want = best_split_in_order(&sumx, &sumw, [&x_p, &x_m]);
+            let bits =
+                |r: Option<(usize, usize, bool, f32)>| r.map(|(a, b, c, d)| (a, b, c, d.to_bits()));
+            assert_eq!(bits(got), bits(want), "case {case}: {x:?} {w:?}");
+        }
     }
 }

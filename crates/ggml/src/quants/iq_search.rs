@@ -14,6 +14,8 @@ pub(crate) struct GridTable<const D: usize> {
     bits: u32,
     /// `2l+1` per coordinate of each grid point.
     points: Vec<[i8; D]>,
+    /// The levels `l` of each grid point.
+    levels: Vec<[i8; D]>,
     /// For each packed level vector: the grid index (≥ 0), or `-(offset+1)` of its neighbour
     /// list in `neighbours`.
     map: Vec<i32>,
@@ -90,17 +92,20 @@ impl<const D: usize> GridTable<D> {
             }
             neighbours[start] = (neighbours.len() - start - 1) as u16;
         }
+        let levels = points.iter().map(|p| p.map(|c| (c - 1) / 2)).collect();
         GridTable {
             bits,
             points,
+            levels,
             map,
             neighbours,
         }
     }
 
     /// The grid point's levels `l` (its positions are `2l+1`).
+    #[inline]
     pub(crate) fn levels(&self, index: usize) -> [i8; D] {
-        self.points[index].map(|p| (p - 1) / 2)
+        self.levels[index]
     }
 
     /// Packs a level vector into the map index.

@@ -1,8 +1,8 @@
 //! F32, F16 and BF16 rows: the float types `ggml_quantize_chunk` and the type traits convert.
 
 use super::common::{fp16_to_fp32, fp32_to_fp16};
+use crate::bf16;
 use crate::types::{bf16_to_f32, f32_to_bf16};
-use crate::{bf16, f16};
 
 /// F32 "dequantization": a copy of the little-endian floats.
 pub(crate) fn f32_to_float(src: &[u8], dst: &mut [f32]) {
@@ -55,28 +55,4 @@ pub(crate) fn quantize_f32(
 ) -> usize {
     f32_from_float(src, dst);
     src.len() * 4
-}
-
-/// `ggml_quantize_chunk` for F16.
-pub(crate) fn quantize_f16(
-    src: &[f32],
-    dst: &mut [u8],
-    _: usize,
-    _: usize,
-    _: Option<&[f32]>,
-) -> usize {
-    f16_from_float(src, dst);
-    src.len() * std::mem::size_of::<f16>()
-}
-
-/// `ggml_quantize_chunk` for BF16.
-pub(crate) fn quantize_bf16(
-    src: &[f32],
-    dst: &mut [u8],
-    _: usize,
-    _: usize,
-    _: Option<&[f32]>,
-) -> usize {
-    bf16_from_float(src, dst);
-    src.len() * std::mem::size_of::<bf16>()
 }

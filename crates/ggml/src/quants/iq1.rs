@@ -5,11 +5,10 @@ use std::sync::OnceLock;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{
-    assert_block_size, blocks, imatrix_weights, sum_squares, PackedF16, PackedU16,
-};
+use super::block::{block_layout, quantize_each_block, Dequantize};
+use super::common::{imatrix_weights, sum_squares, PackedF16, PackedU16};
 use super::iq2::IQ2_MAP_SIZE;
-use super::iq_common::{block_weights, fmax, quantize_superblocks, scale_code, UNIT_IMPORTANCE};
+use super::iq_common::{block_weights, fmax, scale_code, UNIT_IMPORTANCE};
 use super::iq_grids::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID, KGRID_1BIT_2048};
 use super::iq_search::{GridTable, Lookup};
 use crate::QK_K;
@@ -47,8 +46,8 @@ pub struct BlockIq1M {
     pub scales: [PackedU16; QK_K / 64],
 }
 
-assert_block_size!(BlockIq1S, 50);
-assert_block_size!(BlockIq1M, 56);
+block_layout!(BlockIq1S, values: QK_K, bytes: 50);
+block_layout!(BlockIq1M, values: QK_K, bytes: 56);
 
 /// Writes `scale · (grid[j] + delta)` for the 8 values of a group (grid bytes are `int8_t`).
 #[inline]
@@ -69,32 +68,28 @@ fn shift(negative: bool, delta: f32) -> f32 {
     }
 }
 
-/// Dequantizes IQ1_S blocks (`dequantize_row_iq1_s`).
-pub(crate) fn dequantize_row_iq1_s(src: &[u8], dst: &mut [f32]) {
-    for (b, out) in blocks::<BlockIq1S>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
+impl Dequantize for BlockIq1S {
+    /// Dequantizes IQ1_S blocks (`dequantize_row_iq1_s`).
+    #[inline(always)]
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = self.d.to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
-            let qh = b.qh[ib].get() as usize;
+            let qh = self.qh[ib].get() as usize;
             let dl = d * (2 * ((qh >> 12) & 7) + 1) as f32;
             let delta = shift(qh & 0x8000 != 0, IQ1S_DELTA);
             for (l, y) in out32.chunks_exact_mut(8).enumerate() {
-                let index = b.qs[4 * ib + l] as usize | (((qh >> (3 * l)) & 7) << 8);
+                let index = self.qs[4 * ib + l] as usize | (((qh >> (3 * l)) & 7) << 8);
                 put_shifted(y, dl, index, delta);
             }
         }
     }
 }
 
-/// Dequantizes IQ1_M blocks (`dequantize_row_iq1_m`).
-pub(crate) fn dequantize_row_iq1_m(src: &[u8], dst: &mut [f32]) {
-    for (b, out) in blocks::<BlockIq1M>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let sc = b.scales.map(PackedU16::get);
+impl Dequantize for BlockIq1M {
+    /// Dequantizes IQ1_M blocks (`dequantize_row_iq1_m`).
+    #[inline(always)]
+    fn dequantize(&self, out: &mut [f32]) {
+        let sc = self.scales.map(PackedU16::get);
         let bits =
             (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
         let d = PackedF16(bits.to_le_bytes()).to_f32();
@@ -105,9 +100,9 @@ pub(crate) fn dequantize_row_iq1_m(src: &[u8], dst: &mut [f32]) {
                 d * (2 * ((s >> 3) & 7) + 1) as f32,
             ];
             for (l, y) in out32.chunks_exact_mut(8).enumerate() {
-                let qh = b.qh[2 * ib + l / 2] as usize;
+                let qh = self.qh[2 * ib + l / 2] as usize;
                 let nibble = if l % 2 == 0 { qh & 0xf } else { qh >> 4 };
-                let index = b.qs[4 * ib + l] as usize | ((nibble & 7) << 8);
+                let index = self.qs[4 * ib + l] as usize | ((nibble & 7) << 8);
                 put_shifted(y, dl[l / 2], index, shift(nibble & 8 != 0, IQ1M_DELTA));
             }
         }
@@ -330,7 +325,7 @@ pub(crate) fn quantize_iq1_s(
     imatrix: Option<&[f32]>,
 ) -> usize {
     let [x_p, x_m] = shifted_levels(IQ1S_DELTA);
-    quantize_superblocks(
+    quantize_each_block(
         src,
         dst,
         n_per_row,
@@ -411,7 +406,7 @@ pub(crate) fn quantize_iq1_m(
         let qwb = qw.map(|w| &w[16 * ib..16 * ib + 16]);
         block_weights::<16>(xb, qwb, sigma2, |v| v * v)
     };
-    quantize_superblocks(
+    quantize_each_block(
         src,
         dst,
         n_per_row,
@@ -521,13 +516,6 @@ pub(crate) fn quantize_iq1_m(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Type;
-
-    #[test]
-    fn block_sizes_match_type_table() {
-        assert_eq!(size_of::<BlockIq1S>(), Type::IQ1_S.type_size());
-        assert_eq!(size_of::<BlockIq1M>(), Type::IQ1_M.type_size());
-    }
 
     /// The key sort orders as a stable sort by value does: ±0 tie, NaNs last, ties in index
     /// order.

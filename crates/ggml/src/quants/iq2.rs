@@ -5,12 +5,11 @@ use std::sync::OnceLock;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{
-    assert_block_size, blocks, imatrix_weights, sum_squares, PackedF16, PackedU16, GROUP_MAX_EPS,
-};
+use super::block::{block_layout, quantize_each_block, Dequantize};
+use super::common::{imatrix_weights, sum_squares, PackedF16, PackedU16, GROUP_MAX_EPS};
 use super::iq_common::{
     block_weights, fmax, fmax_slice, fold_signs, fold_signs_even, pack_scale_nibbles, put_signed,
-    quantize_superblocks, read_u32, scale_code, UNIT_IMPORTANCE,
+    read_u32, scale_code, UNIT_IMPORTANCE,
 };
 use super::iq_grids::{
     IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KGRID_2BIT_1024, KGRID_2BIT_256, KGRID_2BIT_512,
@@ -65,9 +64,9 @@ pub struct BlockIq2S {
     pub scales: [u8; QK_K / 32],
 }
 
-assert_block_size!(BlockIq2Xxs, 66);
-assert_block_size!(BlockIq2Xs, 74);
-assert_block_size!(BlockIq2S, 82);
+block_layout!(BlockIq2Xxs, values: QK_K, bytes: 66);
+block_layout!(BlockIq2Xs, values: QK_K, bytes: 74);
+block_layout!(BlockIq2S, values: QK_K, bytes: 82);
 
 /// Grid tables, built on first use (GGML's `iq2_data`, set up by `ggml_quantize_init`).
 fn iq2xxs_table() -> &'static GridTable<8> {
@@ -91,18 +90,16 @@ fn block_scale(d: f32, code: u32) -> f32 {
     d * (0.5 + code as f32) * 0.25
 }
 
-/// Dequantizes IQ2_XXS blocks (`dequantize_row_iq2_xxs`).
-pub(crate) fn dequantize_row_iq2_xxs(src: &[u8], dst: &mut [f32]) {
-    for (b, out) in blocks::<BlockIq2Xxs>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
+impl Dequantize for BlockIq2Xxs {
+    /// Dequantizes IQ2_XXS blocks (`dequantize_row_iq2_xxs`).
+    #[inline(always)]
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = self.d.to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
-            let aux = read_u32(&b.qs, 2 * ib + 1);
+            let aux = read_u32(&self.qs, 2 * ib + 1);
             let db = block_scale(d, aux >> 28);
             for (l, y) in out32.chunks_exact_mut(8).enumerate() {
-                let grid = IQ2XXS_GRID[b.qs[8 * ib + l] as usize].to_le_bytes();
+                let grid = IQ2XXS_GRID[self.qs[8 * ib + l] as usize].to_le_bytes();
                 let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize];
                 put_signed(y, db, &grid, signs);
             }
@@ -110,18 +107,16 @@ pub(crate) fn dequantize_row_iq2_xxs(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dequantizes IQ2_XS blocks (`dequantize_row_iq2_xs`).
-pub(crate) fn dequantize_row_iq2_xs(src: &[u8], dst: &mut [f32]) {
-    for (b, out) in blocks::<BlockIq2Xs>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
+impl Dequantize for BlockIq2Xs {
+    /// Dequantizes IQ2_XS blocks (`dequantize_row_iq2_xs`).
+    #[inline(always)]
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = self.d.to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
-            let sc = b.scales[ib] as u32;
+            let sc = self.scales[ib] as u32;
             let db = [block_scale(d, sc & 0xf), block_scale(d, sc >> 4)];
             for (l, y) in out32.chunks_exact_mut(8).enumerate() {
-                let q = b.qs[4 * ib + l].get() as usize;
+                let q = self.qs[4 * ib + l].get() as usize;
                 let grid = IQ2XS_GRID[q & 511].to_le_bytes();
                 put_signed(y, db[l / 2], &grid, KSIGNS_IQ2XS[q >> 9]);
             }
@@ -129,20 +124,18 @@ pub(crate) fn dequantize_row_iq2_xs(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dequantizes IQ2_S blocks (`dequantize_row_iq2_s`).
-pub(crate) fn dequantize_row_iq2_s(src: &[u8], dst: &mut [f32]) {
-    for (b, out) in blocks::<BlockIq2S>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
+impl Dequantize for BlockIq2S {
+    /// Dequantizes IQ2_S blocks (`dequantize_row_iq2_s`).
+    #[inline(always)]
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = self.d.to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
-            let sc = b.scales[ib] as u32;
+            let sc = self.scales[ib] as u32;
             let db = [block_scale(d, sc & 0xf), block_scale(d, sc >> 4)];
             for (l, y) in out32.chunks_exact_mut(8).enumerate() {
-                let high = ((b.qh[ib] as usize) << (8 - 2 * l)) & 0x300;
-                let grid = IQ2S_GRID[b.qs[4 * ib + l] as usize | high].to_le_bytes();
-                put_signed(y, db[l / 2], &grid, b.qs[QK_K / 8 + 4 * ib + l]);
+                let high = ((self.qh[ib] as usize) << (8 - 2 * l)) & 0x300;
+                let grid = IQ2S_GRID[self.qs[4 * ib + l] as usize | high].to_le_bytes();
+                put_signed(y, db[l / 2], &grid, self.qs[QK_K / 8 + 4 * ib + l]);
             }
         }
     }
@@ -163,7 +156,7 @@ pub(crate) fn quantize_iq2_xxs(
         step: 0.1,
         refine: Refine::AllGroups,
     };
-    quantize_superblocks(src, dst, n_per_row, imatrix, |xbl, qw, block| {
+    quantize_each_block(src, dst, n_per_row, imatrix, |xbl, qw, block| {
         quantize_block_iq2_xxs(&search, xbl, qw.unwrap_or(&UNIT_IMPORTANCE), block)
     })
 }
@@ -282,7 +275,7 @@ pub(crate) fn quantize_iq2_xs(
         step: 0.1,
         refine: Refine::OffGridGroups,
     };
-    quantize_superblocks(
+    quantize_each_block(
         src,
         dst,
         n_per_row,
@@ -332,7 +325,7 @@ pub(crate) fn quantize_iq2_s(
         step: 0.1,
         refine: Refine::OffGridGroups,
     };
-    quantize_superblocks(
+    quantize_each_block(
         src,
         dst,
         n_per_row,
@@ -364,17 +357,4 @@ pub(crate) fn quantize_iq2_s(
             pack_scale_nibbles(1.0 / d, &scales, &mut y.scales);
         },
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Type;
-
-    #[test]
-    fn block_sizes_match_type_table() {
-        assert_eq!(size_of::<BlockIq2Xxs>(), Type::IQ2_XXS.type_size());
-        assert_eq!(size_of::<BlockIq2Xs>(), Type::IQ2_XS.type_size());
-        assert_eq!(size_of::<BlockIq2S>(), Type::IQ2_S.type_size());
-    }
 }

@@ -5,10 +5,11 @@ use std::sync::OnceLock;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{assert_block_size, blocks, sum_squares, PackedF16};
+use super::block::{block_layout, quantize_each_block, Dequantize};
+use super::common::{sum_squares, PackedF16};
 use super::iq_common::{
     block_weights, fmax, fmax_slice, fold_signs, fold_signs_even, pack_scale_nibbles, put_signed,
-    quantize_superblocks, read_u32, scale_code,
+    read_u32, scale_code,
 };
 use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID, KGRID_3BIT_256, KGRID_3BIT_512, KSIGNS_IQ2XS};
 use super::iq_search::{GridTable, Refine, ScaleSearch};
@@ -48,8 +49,8 @@ pub struct BlockIq3S {
     pub scales: [u8; QK_K / 64],
 }
 
-assert_block_size!(BlockIq3Xxs, 98);
-assert_block_size!(BlockIq3S, 110);
+block_layout!(BlockIq3Xxs, values: QK_K, bytes: 98);
+block_layout!(BlockIq3S, values: QK_K, bytes: 110);
 
 /// Two 4-value grid points side by side, as the 8 values of one sign group.
 #[inline]
@@ -60,17 +61,15 @@ fn pair(grid: &[u32], a: usize, b: usize) -> [u8; 8] {
     out
 }
 
-/// Dequantizes IQ3_XXS blocks (`dequantize_row_iq3_xxs`).
-pub(crate) fn dequantize_row_iq3_xxs(src: &[u8], dst: &mut [f32]) {
-    for (b, out) in blocks::<BlockIq3Xxs>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
+impl Dequantize for BlockIq3Xxs {
+    /// Dequantizes IQ3_XXS blocks (`dequantize_row_iq3_xxs`).
+    #[inline(always)]
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = self.d.to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
-            let aux = read_u32(&b.qs[QK_K / 4..], ib);
+            let aux = read_u32(&self.qs[QK_K / 4..], ib);
             let db = d * (0.5 + (aux >> 28) as f32) * 0.5;
-            let qs = &b.qs[8 * ib..8 * ib + 8];
+            let qs = &self.qs[8 * ib..8 * ib + 8];
             for (l, y) in out32.chunks_exact_mut(8).enumerate() {
                 let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize];
                 let grid = pair(&IQ3XXS_GRID, qs[2 * l] as usize, qs[2 * l + 1] as usize);
@@ -80,22 +79,20 @@ pub(crate) fn dequantize_row_iq3_xxs(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dequantizes IQ3_S blocks (`dequantize_row_iq3_s`).
-pub(crate) fn dequantize_row_iq3_s(src: &[u8], dst: &mut [f32]) {
-    for (b, out) in blocks::<BlockIq3S>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
+impl Dequantize for BlockIq3S {
+    /// Dequantizes IQ3_S blocks (`dequantize_row_iq3_s`).
+    #[inline(always)]
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = self.d.to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
-            let code = (b.scales[ib / 2] >> (4 * (ib % 2))) & 0xf;
+            let code = (self.scales[ib / 2] >> (4 * (ib % 2))) & 0xf;
             let db = d * (1 + 2 * code as i32) as f32;
-            let qh = b.qh[ib] as usize;
-            let qs = &b.qs[8 * ib..8 * ib + 8];
+            let qh = self.qh[ib] as usize;
+            let qs = &self.qs[8 * ib..8 * ib + 8];
             for (l, y) in out32.chunks_exact_mut(8).enumerate() {
                 let i1 = qs[2 * l] as usize | ((qh << (8 - 2 * l)) & 256);
                 let i2 = qs[2 * l + 1] as usize | ((qh << (7 - 2 * l)) & 256);
-                put_signed(y, db, &pair(&IQ3S_GRID, i1, i2), b.signs[4 * ib + l]);
+                put_signed(y, db, &pair(&IQ3S_GRID, i1, i2), self.signs[4 * ib + l]);
             }
         }
     }
@@ -135,7 +132,7 @@ pub(crate) fn quantize_iq3_xxs(
         step: 0.2,
         refine: Refine::OffGridGroups,
     };
-    quantize_superblocks(
+    quantize_each_block(
         src,
         dst,
         n_per_row,
@@ -203,7 +200,7 @@ pub(crate) fn quantize_iq3_s(
         step: 0.2,
         refine: Refine::AllGroupsIfAnyOffGrid,
     };
-    quantize_superblocks(
+    quantize_each_block(
         src,
         dst,
         n_per_row,
@@ -255,13 +252,6 @@ pub(crate) fn quantize_iq3_s(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Type;
-
-    #[test]
-    fn block_sizes_match_type_table() {
-        assert_eq!(size_of::<BlockIq3Xxs>(), Type::IQ3_XXS.type_size());
-        assert_eq!(size_of::<BlockIq3S>(), Type::IQ3_S.type_size());
-    }
 
     /// GGML's IQ3_S does not advance its `qs`/`signs` write positions past an all-zero block of
     /// 32 (checked against GGML on inputs with such blocks while this was written). Without an

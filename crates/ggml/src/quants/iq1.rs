@@ -1,8 +1,6 @@
 //! IQ1_S (1.56 bits per weight) and IQ1_M (1.75): groups of 8 ternary values (−1, 0, +1) on a
 //! grid of 2048 points, shifted by ±1/8, with 3-bit block scales.
 
-use std::sync::OnceLock;
-
 use bytemuck::{Pod, Zeroable};
 
 use super::block::{block_layout, quantize_each_block, Dequantize};
@@ -10,7 +8,7 @@ use super::common::{imatrix_weights, sum_squares, PackedF16, PackedU16};
 use super::iq2::IQ2_MAP_SIZE;
 use super::iq_common::{block_weights, fmax, scale_code, UNIT_IMPORTANCE};
 use super::iq_grids::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID, KGRID_1BIT_2048};
-use super::iq_search::{GridTable, Lookup};
+use super::iq_search::{quantize_groups, super_block_scale, LazyGrid, Lookup};
 use crate::QK_K;
 
 /// Below this magnitude an IQ1_S block is quantized to zero (`GROUP_MAX_EPS_IQ1_S`).
@@ -110,10 +108,7 @@ impl Dequantize for BlockIq1M {
 }
 
 /// The IQ1 grid table, built on first use (shared by IQ1_S and IQ1_M, as in GGML's `iq2_data`).
-fn iq1_table() -> &'static GridTable<8> {
-    static T: OnceLock<GridTable<8>> = OnceLock::new();
-    T.get_or_init(|| GridTable::new(&KGRID_1BIT_2048, 2, IQ2_MAP_SIZE, 3))
-}
+static IQ1_TABLE: LazyGrid<8> = LazyGrid::new(&KGRID_1BIT_2048, 2, IQ2_MAP_SIZE, 3);
 
 /// The values a level 0, 1, 2 stands for with a positive or negative shift `delta`.
 fn shifted_levels(delta: f32) -> [[f32; 3]; 2] {
@@ -167,44 +162,6 @@ fn split_levels(order: &[usize], i1: usize, i2: usize, mirror: bool, l: &mut [i8
     }
 }
 
-/// GGML's `iq1_find_best_neighbour2`: the neighbour minimising Σ w·(scale·xx(l) − x)²; writes its
-/// levels into `l` and returns its index (the first neighbour when no distance is finite,
-/// where GGML reads out of bounds and aborts).
-///
-/// Each value has only three possible terms `w·(scale·xx(l) − x)²`, so they are computed once
-/// (with GGML's operations) and each neighbour's distance sums its eight terms in order.
-fn best_neighbour(
-    table: &GridTable<8>,
-    neighbours: &[u16],
-    xb: &[f32],
-    weight: &[f32],
-    scale: f32,
-    xx: &[f32; 3],
-    l: &mut [i8],
-) -> usize {
-    let terms: [[f32; 3]; 8] = std::array::from_fn(|i| {
-        xx.map(|q| {
-            let diff = scale * q - xb[i];
-            weight[i] * diff * diff
-        })
-    });
-    let mut best_d2 = f32::MAX;
-    let mut best = neighbours[0] as usize;
-    for &n in neighbours {
-        let levels = table.levels(n as usize);
-        let d2 = terms
-            .iter()
-            .zip(levels)
-            .fold(0.0f32, |d2, (t, level)| d2 + t[level as usize]);
-        if d2 < best_d2 {
-            best_d2 = d2;
-            best = n as usize;
-        }
-    }
-    l[..8].copy_from_slice(&table.levels(best));
-    best
-}
-
 /// Moves each group of 8 levels onto the grid (group `k` valued with `xx[k]`), writing the
 /// grid indices; when any group was off the grid, refits the scale to the chosen points.
 fn snap_and_refit(
@@ -215,7 +172,7 @@ fn snap_and_refit(
     l: &mut [i8],
     index: &mut [u16],
 ) -> f32 {
-    let table = iq1_table();
+    let table = IQ1_TABLE.get();
     let mut all_on_grid = true;
     for (k, ix) in index.iter_mut().enumerate() {
         let g = 8 * k..8 * k + 8;
@@ -224,7 +181,7 @@ fn snap_and_refit(
             Lookup::Off(neighbours) => {
                 all_on_grid = false;
                 let (x, w) = (&xb[g.clone()], &weight[g.clone()]);
-                best_neighbour(table, neighbours, x, w, scale, xx[k], &mut l[g]) as u16
+                table.best_neighbour(neighbours, x, w, scale, xx[k], &mut l[g]) as u16
             }
         };
     }
@@ -333,15 +290,13 @@ pub(crate) fn quantize_iq1_s(
         |xbl, qw, block: &mut BlockIq1S| {
             let qw = qw.unwrap_or(&UNIT_IMPORTANCE);
             *block = BlockIq1S::zeroed();
-            let mut scales = [0f32; QK_K / 32];
             let mut negative = [false; QK_K / 32];
-            let mut max_scale = 0f32;
             let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
-            for (ib, (xb, qwb)) in xbl.chunks_exact(32).zip(qw.chunks_exact(32)).enumerate() {
-                let weight = imatrix_weights::<32>(xb, qwb, sigma2);
+            let (scales, max_scale) = quantize_groups::<32, { QK_K / 32 }>(xbl, |ib, xb| {
+                let weight = imatrix_weights::<32>(xb, &qw[32 * ib..32 * ib + 32], sigma2);
                 let max = max_abs(xb);
                 if max < GROUP_MAX_EPS_IQ1_S {
-                    continue;
+                    return None;
                 }
                 let order = sorted_order::<32>(xb);
                 let (mut sumx, mut sumw) = ([0f32; 33], [0f32; 33]);
@@ -349,10 +304,7 @@ pub(crate) fn quantize_iq1_s(
                     sumx[j + 1] = sumx[j] + weight[i] * xb[i];
                     sumw[j + 1] = sumw[j] + weight[i];
                 }
-                let Some((i1, i2, mut neg, mut scale)) = best_split(&sumx, &sumw, [&x_p, &x_m])
-                else {
-                    continue;
-                };
+                let (i1, i2, mut neg, mut scale) = best_split(&sumx, &sumw, [&x_p, &x_m])?;
                 let mut l = [0i8; 32];
                 split_levels(&order, i1, i2, scale < 0.0, &mut l);
                 if scale < 0.0 {
@@ -368,16 +320,13 @@ pub(crate) fn quantize_iq1_s(
                     h |= (ix >> 8) << (3 * k);
                 }
                 block.qh[ib].set(h);
-                scales[ib] = scale;
                 negative[ib] = neg;
-                max_scale = fmax(max_scale, scale);
-            }
-            if max_scale == 0.0 {
+                Some(scale)
+            });
+            let Some((d, id)) = super_block_scale(max_scale, 15.0, 1.125) else {
                 return;
-            }
-            let d = max_scale / 15.0;
-            block.d = PackedF16::from_f32(d * 1.125);
-            let id = 1.0 / d;
+            };
+            block.d = d;
             for (qh, (&s, &neg)) in block.qh.iter_mut().zip(scales.iter().zip(&negative)) {
                 let code = scale_code(id, s, 7) | if neg { 8 } else { 0 };
                 qh.set(qh.get() | (code as u16) << 12);
@@ -476,7 +425,7 @@ pub(crate) fn quantize_iq1_m(
             }
             // Block scale codes, then the super-block scale refitted to the coded scales.
             const SHIFT_BITS: [u8; 4] = [0x00, 0x80, 0x08, 0x88];
-            let table = iq1_table();
+            let table = IQ1_TABLE.get();
             let mut sc = [0u16; 4];
             let mut d = max_scale / 15.0;
             let id = 1.0 / d;

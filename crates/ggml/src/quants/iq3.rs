@@ -1,24 +1,24 @@
 //! IQ3_XXS (3.06 bits per weight) and IQ3_S (3.44): groups of 4 magnitudes on a D4-lattice grid
 //! of 256 or 512 points, with signs per 8 values and 4-bit block scales.
 
-use std::sync::OnceLock;
-
 use bytemuck::{Pod, Zeroable};
 
 use super::block::{block_layout, quantize_each_block, Dequantize};
 use super::common::{sum_squares, PackedF16};
-use super::iq_common::{
-    block_weights, fmax, fmax_slice, fold_signs, fold_signs_even, pack_scale_nibbles, put_signed,
-    read_u32, scale_code,
-};
+use super::iq_common::{block_weights, pack_scale_nibbles, put_signed, read_u32, scale_code};
 use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID, KGRID_3BIT_256, KGRID_3BIT_512, KSIGNS_IQ2XS};
-use super::iq_search::{GridTable, Refine, ScaleSearch};
+use super::iq_search::{
+    quantize_groups, super_block_scale, LazyGrid, Refine, ScaleSearch, SignBits,
+};
 use crate::QK_K;
 
 /// Size of the packed-level map of the 3-bit grids (4 levels of 3 bits).
 const IQ3_MAP_SIZE: usize = 4096;
 /// Below this magnitude an IQ3_XXS block is quantized to zero (`GROUP_MAX_EPS_IQ3_XXS`).
 const GROUP_MAX_EPS_IQ3_XXS: f32 = 1e-8;
+/// IQ3_S leaves a block at zero when its largest magnitude is exactly 0; for magnitudes (never
+/// negative, ±0 included) that is the same test as being below the smallest subnormal.
+const GROUP_MAX_EPS_IQ3_S: f32 = f32::from_bits(1);
 
 /// One IQ3_XXS super-block (`block_iq3_xxs`): value = `d·(0.5 + s)/2 · grid · sign` with a 4-bit
 /// `s` per 32 values.
@@ -98,16 +98,9 @@ impl Dequantize for BlockIq3S {
     }
 }
 
-/// Grid tables, built on first use (GGML's `iq3_data`, set up by `ggml_quantize_init`).
-fn iq3xxs_table() -> &'static GridTable<4> {
-    static T: OnceLock<GridTable<4>> = OnceLock::new();
-    T.get_or_init(|| GridTable::new(&KGRID_3BIT_256, 3, IQ3_MAP_SIZE, 2))
-}
-
-fn iq3s_table() -> &'static GridTable<4> {
-    static T: OnceLock<GridTable<4>> = OnceLock::new();
-    T.get_or_init(|| GridTable::new(&KGRID_3BIT_512, 3, IQ3_MAP_SIZE, 3))
-}
+/// The grids' tables (GGML's `iq3_data`).
+static IQ3XXS_TABLE: LazyGrid<4> = LazyGrid::new(&KGRID_3BIT_256, 3, IQ3_MAP_SIZE, 2);
+static IQ3S_TABLE: LazyGrid<4> = LazyGrid::new(&KGRID_3BIT_512, 3, IQ3_MAP_SIZE, 3);
 
 /// The weights of block `ib` (32 values) of a super-block: from the imatrix with σ² = 2Σx²/256,
 /// else x².
@@ -126,7 +119,7 @@ pub(crate) fn quantize_iq3_xxs(
     imatrix: Option<&[f32]>,
 ) -> usize {
     let search = ScaleSearch {
-        table: iq3xxs_table(),
+        table: IQ3XXS_TABLE.get(),
         kmax: 8,
         steps: 15,
         step: 0.2,
@@ -138,48 +131,38 @@ pub(crate) fn quantize_iq3_xxs(
         n_per_row,
         imatrix,
         |xbl, qw, y: &mut BlockIq3Xxs| {
-            let mut q3 = [0u8; 3 * QK_K / 8];
-            let mut scales = [0f32; QK_K / 32];
-            let mut max_scale = 0f32;
+            *y = BlockIq3Xxs::zeroed();
             let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
-            for (ib, xb) in xbl.chunks_exact(32).enumerate() {
+            let (scales, max_scale) = quantize_groups::<32, { QK_K / 32 }>(xbl, |ib, xb| {
                 let weight = weights32(xb, qw, ib, sigma2);
-                let waux = weight.map(f32::sqrt);
-                let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
-                fold_signs_even(xb, &weight, &mut xval, &mut signs);
-                let max = fmax_slice(&xval);
-                if max < GROUP_MAX_EPS_IQ3_XXS {
-                    continue;
-                }
-                let (mut l, mut index) = ([0i8; 32], [0u16; 8]);
-                let mut scale =
-                    search.run(&xval, &weight, &waux, max, max / 15.0, &mut l, &mut index);
-                if scale < 0.0 {
-                    scale = -scale;
-                    signs.iter_mut().for_each(|s| *s = !*s & 127);
-                }
-                for (q, &i) in q3[8 * ib..8 * ib + 8].iter_mut().zip(&index) {
+                let g = search.quantize_group(
+                    xb,
+                    &weight,
+                    SignBits::EvenParity,
+                    GROUP_MAX_EPS_IQ3_XXS,
+                    |_, max| Some((max, max / 15.0)),
+                )?;
+                for (q, &i) in y.qs[8 * ib..8 * ib + 8].iter_mut().zip(&g.index) {
                     *q = i as u8;
                 }
-                let packed = signs
+                let packed = g
+                    .signs
                     .iter()
                     .enumerate()
                     .fold(0u32, |a, (k, &s)| a | (s as u32) << (7 * k));
-                q3[QK_K / 4 + 4 * ib..QK_K / 4 + 4 * ib + 4].copy_from_slice(&packed.to_le_bytes());
-                scales[ib] = scale;
-                max_scale = fmax(max_scale, scale);
+                y.qs[QK_K / 4 + 4 * ib..QK_K / 4 + 4 * ib + 4]
+                    .copy_from_slice(&packed.to_le_bytes());
+                Some(g.scale)
+            });
+            match super_block_scale(max_scale, 31.0, 1.0125) {
+                Some((d, id)) => {
+                    y.d = d;
+                    for (ib, &s) in scales.iter().enumerate() {
+                        y.qs[QK_K / 4 + 4 * ib + 3] |= scale_code(id, s, 15) << 4;
+                    }
+                }
+                None => *y = BlockIq3Xxs::zeroed(),
             }
-            *y = BlockIq3Xxs::zeroed();
-            if max_scale == 0.0 {
-                return;
-            }
-            let d = max_scale / 31.0;
-            y.d = PackedF16::from_f32(d * 1.0125);
-            let id = 1.0 / d;
-            for (ib, &s) in scales.iter().enumerate() {
-                q3[QK_K / 4 + 4 * ib + 3] |= scale_code(id, s, 15) << 4;
-            }
-            y.qs = q3;
         },
     )
 }
@@ -194,7 +177,7 @@ pub(crate) fn quantize_iq3_s(
     imatrix: Option<&[f32]>,
 ) -> usize {
     let search = ScaleSearch {
-        table: iq3s_table(),
+        table: IQ3S_TABLE.get(),
         kmax: 8,
         steps: 9,
         step: 0.2,
@@ -207,44 +190,32 @@ pub(crate) fn quantize_iq3_s(
         imatrix,
         |xbl, qw, y: &mut BlockIq3S| {
             *y = BlockIq3S::zeroed();
-            let mut scales = [0f32; QK_K / 32];
-            let mut max_scale = 0f32;
             let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
             // GGML advances its `qs` and `signs` write positions only past blocks it quantizes: a
             // block of exact zeros is skipped without moving them (while `qh` and the scales stay
             // indexed by block), which shifts the following blocks' bytes. Kept for identical output.
             let mut at = 0;
-            for (ib, xb) in xbl.chunks_exact(32).enumerate() {
+            let (scales, max_scale) = quantize_groups::<32, { QK_K / 32 }>(xbl, |ib, xb| {
                 let weight = weights32(xb, qw, ib, sigma2);
-                let waux = weight.map(f32::sqrt);
-                let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
-                fold_signs(xb, &mut xval, &mut signs);
-                let max = fmax_slice(&xval);
-                if max == 0.0 {
-                    continue;
-                }
-                let (mut l, mut index) = ([0i8; 32], [0u16; 8]);
-                let mut scale =
-                    search.run(&xval, &weight, &waux, max, max / 15.0, &mut l, &mut index);
-                if scale < 0.0 {
-                    scale = -scale;
-                    signs.iter_mut().for_each(|s| *s = !*s);
-                }
-                for (k, &i) in index.iter().enumerate() {
+                let g = search.quantize_group(
+                    xb,
+                    &weight,
+                    SignBits::All,
+                    GROUP_MAX_EPS_IQ3_S,
+                    |_, max| Some((max, max / 15.0)),
+                )?;
+                for (k, &i) in g.index.iter().enumerate() {
                     y.qs[8 * at + k] = i as u8;
                     y.qh[ib] |= ((i >> 8) as u8) << k;
                 }
-                y.signs[4 * at..4 * at + 4].copy_from_slice(&signs);
+                y.signs[4 * at..4 * at + 4].copy_from_slice(&g.signs);
                 at += 1;
-                scales[ib] = scale;
-                max_scale = fmax(max_scale, scale);
+                Some(g.scale)
+            });
+            if let Some((d, id)) = super_block_scale(max_scale, 31.0, 1.033) {
+                y.d = d;
+                pack_scale_nibbles(id, &scales, &mut y.scales);
             }
-            if max_scale == 0.0 {
-                return;
-            }
-            let d = max_scale / 31.0;
-            y.d = PackedF16::from_f32(d * 1.033);
-            pack_scale_nibbles(1.0 / d, &scales, &mut y.scales);
         },
     )
 }

@@ -44,6 +44,14 @@ pub(crate) trait QuantizeImatrix: QuantizeRef {
     fn quantize_row_imatrix(row: &[f32], out: &mut [Self], qw: &[f32]);
 }
 
+/// A format quantized one block at a time with the block's imatrix entries, if any (GGML's
+/// `quantize_<t>` of the i-quants).
+pub(crate) trait QuantizeBlock: Block {
+    /// Quantizes the [`Block::VALUES`] values of `x` into `y`, with importance `qw` (the
+    /// matching imatrix entries) when given.
+    fn quantize_block(x: &[f32], qw: Option<&[f32]>, y: &mut Self);
+}
+
 /// Implements [`Dequantize`], [`QuantizeRef`] and [`QuantizeImatrix`] for each `$block` with the
 /// generic functions `dequantize(&block, y)`, `quantize_ref(x, &mut block)` and
 /// `quantize_row_imatrix(row, blocks, qw)` of module `$kernels` (for formats that share them).
@@ -169,4 +177,15 @@ pub(crate) fn quantize_each_block<B: Block>(
         }
     });
     dst.len()
+}
+
+/// GGML's `quantize_<t>` for a [`QuantizeBlock`] format (the dispatcher's `Quantize` shape).
+pub(crate) fn quantize_blocks<B: QuantizeBlock>(
+    src: &[f32],
+    dst: &mut [u8],
+    _n_rows: usize,
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+) -> usize {
+    quantize_each_block(src, dst, n_per_row, imatrix, B::quantize_block)
 }

@@ -11,7 +11,8 @@ pub(crate) fn f32_to_float(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-fn f32_from_float(src: &[f32], dst: &mut [u8]) {
+/// f32 → F32 (the copy `ggml_quantize_chunk` makes).
+pub(crate) fn f32_from_float(src: &[f32], dst: &mut [u8]) {
     for (b, x) in dst.chunks_exact_mut(4).zip(src) {
         b.copy_from_slice(&x.to_le_bytes());
     }
@@ -43,16 +44,4 @@ pub(crate) fn bf16_from_float(src: &[f32], dst: &mut [u8]) {
     for (b, &x) in dst.chunks_exact_mut(2).zip(src) {
         b.copy_from_slice(&f32_to_bf16(x).to_bits().to_le_bytes());
     }
-}
-
-/// `ggml_quantize_chunk` for F32: a copy.
-pub(crate) fn quantize_f32(
-    src: &[f32],
-    dst: &mut [u8],
-    _: usize,
-    _: usize,
-    _: Option<&[f32]>,
-) -> usize {
-    f32_from_float(src, dst);
-    src.len() * 4
 }

@@ -3,7 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::block::{block_layout, quantize_each_block, Dequantize};
+use super::block::{block_layout, Dequantize, QuantizeBlock};
 use super::common::{imatrix_weights, sum_squares, PackedF16, PackedU16};
 use super::iq2::IQ2_MAP_SIZE;
 use super::iq_common::{block_weights, fmax, scale_code, UNIT_IMPORTANCE};
@@ -273,193 +273,171 @@ fn best_split(
     best
 }
 
-/// Quantizes to IQ1_S (`quantize_iq1_s`); GGML requires `imatrix` (see [`UNIT_IMPORTANCE`]).
-pub(crate) fn quantize_iq1_s(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let [x_p, x_m] = shifted_levels(IQ1S_DELTA);
-    quantize_each_block(
-        src,
-        dst,
-        n_per_row,
-        imatrix,
-        |xbl, qw, block: &mut BlockIq1S| {
-            let qw = qw.unwrap_or(&UNIT_IMPORTANCE);
-            *block = BlockIq1S::zeroed();
-            let mut negative = [false; QK_K / 32];
-            let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
-            let (scales, max_scale) = quantize_groups::<32, { QK_K / 32 }>(xbl, |ib, xb| {
-                let weight = imatrix_weights::<32>(xb, &qw[32 * ib..32 * ib + 32], sigma2);
-                let max = max_abs(xb);
-                if max < GROUP_MAX_EPS_IQ1_S {
-                    return None;
-                }
-                let order = sorted_order::<32>(xb);
-                let (mut sumx, mut sumw) = ([0f32; 33], [0f32; 33]);
-                for (j, &i) in order.iter().enumerate() {
-                    sumx[j + 1] = sumx[j] + weight[i] * xb[i];
-                    sumw[j + 1] = sumw[j] + weight[i];
-                }
-                let (i1, i2, mut neg, mut scale) = best_split(&sumx, &sumw, [&x_p, &x_m])?;
-                let mut l = [0i8; 32];
-                split_levels(&order, i1, i2, scale < 0.0, &mut l);
-                if scale < 0.0 {
-                    scale = -scale;
-                    neg = !neg;
-                }
-                let xx = if neg { &x_m } else { &x_p };
-                let mut index = [0u16; 4];
-                let scale = snap_and_refit(xb, &weight, scale, &[xx; 4], &mut l, &mut index);
-                let mut h = 0u16;
-                for (k, &ix) in index.iter().enumerate() {
-                    block.qs[4 * ib + k] = ix as u8;
-                    h |= (ix >> 8) << (3 * k);
-                }
-                block.qh[ib].set(h);
-                negative[ib] = neg;
-                Some(scale)
-            });
-            let Some((d, id)) = super_block_scale(max_scale, 15.0, 1.125) else {
-                return;
-            };
-            block.d = d;
-            for (qh, (&s, &neg)) in block.qh.iter_mut().zip(scales.iter().zip(&negative)) {
-                let code = scale_code(id, s, 7) | if neg { 8 } else { 0 };
-                qh.set(qh.get() | (code as u16) << 12);
+impl QuantizeBlock for BlockIq1S {
+    /// Quantizes to IQ1_S (`quantize_iq1_s`); GGML requires `imatrix` (see [`UNIT_IMPORTANCE`]).
+    fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, block: &mut Self) {
+        let [x_p, x_m] = shifted_levels(IQ1S_DELTA);
+
+        let qw = qw.unwrap_or(&UNIT_IMPORTANCE);
+        *block = BlockIq1S::zeroed();
+        let mut negative = [false; QK_K / 32];
+        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+        let (scales, max_scale) = quantize_groups::<32, { QK_K / 32 }>(xbl, |ib, xb| {
+            let weight = imatrix_weights::<32>(xb, &qw[32 * ib..32 * ib + 32], sigma2);
+            let max = max_abs(xb);
+            if max < GROUP_MAX_EPS_IQ1_S {
+                return None;
             }
-        },
-    )
+            let order = sorted_order::<32>(xb);
+            let (mut sumx, mut sumw) = ([0f32; 33], [0f32; 33]);
+            for (j, &i) in order.iter().enumerate() {
+                sumx[j + 1] = sumx[j] + weight[i] * xb[i];
+                sumw[j + 1] = sumw[j] + weight[i];
+            }
+            let (i1, i2, mut neg, mut scale) = best_split(&sumx, &sumw, [&x_p, &x_m])?;
+            let mut l = [0i8; 32];
+            split_levels(&order, i1, i2, scale < 0.0, &mut l);
+            if scale < 0.0 {
+                scale = -scale;
+                neg = !neg;
+            }
+            let xx = if neg { &x_m } else { &x_p };
+            let mut index = [0u16; 4];
+            let scale = snap_and_refit(xb, &weight, scale, &[xx; 4], &mut l, &mut index);
+            let mut h = 0u16;
+            for (k, &ix) in index.iter().enumerate() {
+                block.qs[4 * ib + k] = ix as u8;
+                h |= (ix >> 8) << (3 * k);
+            }
+            block.qh[ib].set(h);
+            negative[ib] = neg;
+            Some(scale)
+        });
+        let Some((d, id)) = super_block_scale(max_scale, 15.0, 1.125) else {
+            return;
+        };
+        block.d = d;
+        for (qh, (&s, &neg)) in block.qh.iter_mut().zip(scales.iter().zip(&negative)) {
+            let code = scale_code(id, s, 7) | if neg { 8 } else { 0 };
+            qh.set(qh.get() | (code as u16) << 12);
+        }
+    }
 }
 
-/// Quantizes to IQ1_M (`quantize_iq1_m`), with or without `imatrix`.
-pub(crate) fn quantize_iq1_m(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let [x_p, x_m] = shifted_levels(IQ1M_DELTA);
-    // Shift combination k: bit 1 negates the first 8 values' shift, bit 0 the second 8's.
-    let xx_of = |k: usize| -> [&[f32; 3]; 2] {
-        [
-            if k < 2 { &x_p } else { &x_m },
-            if k % 2 == 0 { &x_p } else { &x_m },
-        ]
-    };
-    let weights_of = |xb: &[f32], qw: Option<&[f32]>, ib: usize, sigma2: f32| -> [f32; 16] {
-        let qwb = qw.map(|w| &w[16 * ib..16 * ib + 16]);
-        block_weights::<16>(xb, qwb, sigma2, |v| v * v)
-    };
-    quantize_each_block(
-        src,
-        dst,
-        n_per_row,
-        imatrix,
-        |xbl, qw, block: &mut BlockIq1M| {
-            *block = BlockIq1M::zeroed();
-            let mut scales = [0f32; QK_K / 16];
-            let mut shifts = [0usize; QK_K / 16];
-            let mut max_scale = 0f32;
-            let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
-            for (ib, xb) in xbl.chunks_exact(16).enumerate() {
-                let weight = weights_of(xb, qw, ib, sigma2);
-                let max = max_abs(xb);
-                if max < GROUP_MAX_EPS_IQ1_M {
-                    continue;
-                }
-                let order = sorted_order::<16>(xb);
-                let mut best_score = -f32::MAX;
-                let mut scale = max;
-                let mut best: Option<(usize, usize, usize)> = None;
-                for i1 in 0..=16 {
-                    for i2 in i1..=16 {
-                        let (mut sumqx, mut sumq2) = ([0f32; 4], [0f32; 4]);
-                        for (j, &i) in order.iter().enumerate() {
-                            let level = if j < i1 {
-                                0
-                            } else if j < i2 {
-                                1
-                            } else {
-                                2
-                            };
-                            for k in 0..4 {
-                                let x = xx_of(k)[i / 8][level];
-                                sumqx[k] += weight[i] * x * xb[i];
-                                sumq2[k] += weight[i] * x * x;
-                            }
-                        }
+impl QuantizeBlock for BlockIq1M {
+    /// Quantizes to IQ1_M (`quantize_iq1_m`), with or without `imatrix`.
+    fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, block: &mut Self) {
+        let [x_p, x_m] = shifted_levels(IQ1M_DELTA);
+        // Shift combination k: bit 1 negates the first 8 values' shift, bit 0 the second 8's.
+        let xx_of = |k: usize| -> [&[f32; 3]; 2] {
+            [
+                if k < 2 { &x_p } else { &x_m },
+                if k % 2 == 0 { &x_p } else { &x_m },
+            ]
+        };
+        let weights_of = |xb: &[f32], qw: Option<&[f32]>, ib: usize, sigma2: f32| -> [f32; 16] {
+            let qwb = qw.map(|w| &w[16 * ib..16 * ib + 16]);
+            block_weights::<16>(xb, qwb, sigma2, |v| v * v)
+        };
+
+        *block = BlockIq1M::zeroed();
+        let mut scales = [0f32; QK_K / 16];
+        let mut shifts = [0usize; QK_K / 16];
+        let mut max_scale = 0f32;
+        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+        for (ib, xb) in xbl.chunks_exact(16).enumerate() {
+            let weight = weights_of(xb, qw, ib, sigma2);
+            let max = max_abs(xb);
+            if max < GROUP_MAX_EPS_IQ1_M {
+                continue;
+            }
+            let order = sorted_order::<16>(xb);
+            let mut best_score = -f32::MAX;
+            let mut scale = max;
+            let mut best: Option<(usize, usize, usize)> = None;
+            for i1 in 0..=16 {
+                for i2 in i1..=16 {
+                    let (mut sumqx, mut sumq2) = ([0f32; 4], [0f32; 4]);
+                    for (j, &i) in order.iter().enumerate() {
+                        let level = if j < i1 {
+                            0
+                        } else if j < i2 {
+                            1
+                        } else {
+                            2
+                        };
                         for k in 0..4 {
-                            if sumq2[k] > 0.0 && sumqx[k] * sumqx[k] > best_score * sumq2[k] {
-                                scale = sumqx[k] / sumq2[k];
-                                best_score = scale * sumqx[k];
-                                best = Some((i1, i2, k));
-                            }
+                            let x = xx_of(k)[i / 8][level];
+                            sumqx[k] += weight[i] * x * xb[i];
+                            sumq2[k] += weight[i] * x * x;
+                        }
+                    }
+                    for k in 0..4 {
+                        if sumq2[k] > 0.0 && sumqx[k] * sumqx[k] > best_score * sumq2[k] {
+                            scale = sumqx[k] / sumq2[k];
+                            best_score = scale * sumqx[k];
+                            best = Some((i1, i2, k));
                         }
                     }
                 }
-                let Some((i1, i2, mut k)) = best else {
-                    continue;
-                };
-                let mut l = [0i8; 16];
-                split_levels(&order, i1, i2, scale < 0.0, &mut l);
-                if scale < 0.0 {
-                    scale = -scale;
-                    k = 3 - k;
+            }
+            let Some((i1, i2, mut k)) = best else {
+                continue;
+            };
+            let mut l = [0i8; 16];
+            split_levels(&order, i1, i2, scale < 0.0, &mut l);
+            if scale < 0.0 {
+                scale = -scale;
+                k = 3 - k;
+            }
+            let mut index = [0u16; 2];
+            let scale = snap_and_refit(xb, &weight, scale, &xx_of(k), &mut l, &mut index);
+            block.qs[2 * ib] = index[0] as u8;
+            block.qs[2 * ib + 1] = index[1] as u8;
+            block.qh[ib] = ((index[0] >> 8) | ((index[1] >> 8) << 4)) as u8;
+            scales[ib] = scale;
+            shifts[ib] = k;
+            max_scale = fmax(max_scale, scale);
+        }
+        if max_scale == 0.0 {
+            return;
+        }
+        // Block scale codes, then the super-block scale refitted to the coded scales.
+        const SHIFT_BITS: [u8; 4] = [0x00, 0x80, 0x08, 0x88];
+        let table = IQ1_TABLE.get();
+        let mut sc = [0u16; 4];
+        let mut d = max_scale / 15.0;
+        let id = 1.0 / d;
+        let (mut sumqx, mut sumq2) = (0.0f32, 0.0f32);
+        for (ib, xb) in xbl.chunks_exact(16).enumerate() {
+            let code = scale_code(id, scales[ib], 7);
+            sc[ib / 4] |= (code as u16) << (3 * (ib % 4));
+            block.qh[ib] |= SHIFT_BITS[shifts[ib]];
+            let weight = weights_of(xb, qw, ib, sigma2);
+            let xx = xx_of(shifts[ib]);
+            for k in 0..2 {
+                let high = ((block.qh[ib] as usize) << (8 - 4 * k)) & 0x700;
+                let levels = table.levels(block.qs[2 * ib + k] as usize | high);
+                for (j, &level) in levels.iter().enumerate() {
+                    let w = weight[8 * k + j];
+                    let q = xx[k][level as usize] * (2 * code as i32 + 1) as f32;
+                    sumqx += w * q * xb[8 * k + j];
+                    sumq2 += w * q * q;
                 }
-                let mut index = [0u16; 2];
-                let scale = snap_and_refit(xb, &weight, scale, &xx_of(k), &mut l, &mut index);
-                block.qs[2 * ib] = index[0] as u8;
-                block.qs[2 * ib + 1] = index[1] as u8;
-                block.qh[ib] = ((index[0] >> 8) | ((index[1] >> 8) << 4)) as u8;
-                scales[ib] = scale;
-                shifts[ib] = k;
-                max_scale = fmax(max_scale, scale);
             }
-            if max_scale == 0.0 {
-                return;
-            }
-            // Block scale codes, then the super-block scale refitted to the coded scales.
-            const SHIFT_BITS: [u8; 4] = [0x00, 0x80, 0x08, 0x88];
-            let table = IQ1_TABLE.get();
-            let mut sc = [0u16; 4];
-            let mut d = max_scale / 15.0;
-            let id = 1.0 / d;
-            let (mut sumqx, mut sumq2) = (0.0f32, 0.0f32);
-            for (ib, xb) in xbl.chunks_exact(16).enumerate() {
-                let code = scale_code(id, scales[ib], 7);
-                sc[ib / 4] |= (code as u16) << (3 * (ib % 4));
-                block.qh[ib] |= SHIFT_BITS[shifts[ib]];
-                let weight = weights_of(xb, qw, ib, sigma2);
-                let xx = xx_of(shifts[ib]);
-                for k in 0..2 {
-                    let high = ((block.qh[ib] as usize) << (8 - 4 * k)) & 0x700;
-                    let levels = table.levels(block.qs[2 * ib + k] as usize | high);
-                    for (j, &level) in levels.iter().enumerate() {
-                        let w = weight[8 * k + j];
-                        let q = xx[k][level as usize] * (2 * code as i32 + 1) as f32;
-                        sumqx += w * q * xb[8 * k + j];
-                        sumq2 += w * q * q;
-                    }
-                }
-            }
-            if sumq2 > 0.0 {
-                d = sumqx / sumq2;
-            }
-            let s = PackedF16::from_f32(d * 1.1125).to_bits();
-            sc[0] |= (s & 0x000f) << 12;
-            sc[1] |= (s & 0x00f0) << 8;
-            sc[2] |= (s & 0x0f00) << 4;
-            sc[3] |= s & 0xf000;
-            for (o, w) in block.scales.iter_mut().zip(sc) {
-                o.set(w);
-            }
-        },
-    )
+        }
+        if sumq2 > 0.0 {
+            d = sumqx / sumq2;
+        }
+        let s = PackedF16::from_f32(d * 1.1125).to_bits();
+        sc[0] |= (s & 0x000f) << 12;
+        sc[1] |= (s & 0x00f0) << 8;
+        sc[2] |= (s & 0x0f00) << 4;
+        sc[3] |= s & 0xf000;
+        for (o, w) in block.scales.iter_mut().zip(sc) {
+            o.set(w);
+        }
+    }
 }
 
 #[cfg(test)]

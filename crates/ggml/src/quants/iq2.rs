@@ -3,7 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::block::{block_layout, quantize_each_block, Dequantize};
+use super::block::{block_layout, Dequantize, QuantizeBlock};
 use super::common::{imatrix_weights, sum_squares, PackedF16, PackedU16, GROUP_MAX_EPS};
 use super::iq_common::{
     block_weights, pack_scale_nibbles, put_signed, read_u32, scale_code, UNIT_IMPORTANCE,
@@ -129,65 +129,54 @@ impl Dequantize for BlockIq2S {
     }
 }
 
-/// Quantizes to IQ2_XXS (`quantize_iq2_xxs`); GGML requires `imatrix` (see [`UNIT_IMPORTANCE`]).
-pub(crate) fn quantize_iq2_xxs(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let search = ScaleSearch {
-        table: IQ2XXS_TABLE.get(),
-        kmax: 3,
-        steps: 6,
-        step: 0.1,
-        refine: Refine::AllGroups,
-    };
-    quantize_each_block(
-        src,
-        dst,
-        n_per_row,
-        imatrix,
-        |xbl, qw, y: &mut BlockIq2Xxs| {
-            let qw = qw.unwrap_or(&UNIT_IMPORTANCE);
-            let sigma2 = sum_squares(xbl) / QK_K as f32;
-            // Per 32 values: four grid indices, then the sign patterns (and later the scale code).
-            let mut q2 = [0u32; QK_K / 16];
-            let (scales, max_scale) = quantize_groups::<32, { QK_K / 32 }>(xbl, |ib, xb| {
-                let weight = imatrix_weights::<32>(xb, &qw[32 * ib..32 * ib + 32], sigma2);
-                let g = search.quantize_group(
-                    xb,
-                    &weight,
-                    SignBits::EvenParity,
-                    GROUP_MAX_EPS,
-                    |xval, _| {
-                        let first = make_qp_quants(3 + 1, xval, &mut [0u8; 32], &weight);
-                        let eff_max = first * 3.0;
-                        if eff_max <= 0.0 {
-                            None
-                        } else {
-                            Some((eff_max, first))
-                        }
-                    },
-                )?;
-                q2[2 * ib] = pack_bits(&g.index[..4], 8);
-                q2[2 * ib + 1] = pack_bits(&g.signs, 7);
-                Some(g.scale)
-            });
-            *y = BlockIq2Xxs::zeroed();
-            let Some((d, id)) = super_block_scale(max_scale, 31.0, 1.0) else {
-                return;
-            };
-            y.d = d;
-            for (ib, &s) in scales.iter().enumerate() {
-                q2[2 * ib + 1] |= (scale_code(id, s, 15) as u32) << 28;
-            }
-            for (o, w) in y.qs.chunks_exact_mut(4).zip(q2) {
-                o.copy_from_slice(&w.to_le_bytes());
-            }
-        },
-    )
+impl QuantizeBlock for BlockIq2Xxs {
+    /// Quantizes to IQ2_XXS (`quantize_iq2_xxs`); GGML requires `imatrix` (see [`UNIT_IMPORTANCE`]).
+    fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, y: &mut Self) {
+        let search = ScaleSearch {
+            table: IQ2XXS_TABLE.get(),
+            kmax: 3,
+            steps: 6,
+            step: 0.1,
+            refine: Refine::AllGroups,
+        };
+
+        let qw = qw.unwrap_or(&UNIT_IMPORTANCE);
+        let sigma2 = sum_squares(xbl) / QK_K as f32;
+        // Per 32 values: four grid indices, then the sign patterns (and later the scale code).
+        let mut q2 = [0u32; QK_K / 16];
+        let (scales, max_scale) = quantize_groups::<32, { QK_K / 32 }>(xbl, |ib, xb| {
+            let weight = imatrix_weights::<32>(xb, &qw[32 * ib..32 * ib + 32], sigma2);
+            let g = search.quantize_group(
+                xb,
+                &weight,
+                SignBits::EvenParity,
+                GROUP_MAX_EPS,
+                |xval, _| {
+                    let first = make_qp_quants(3 + 1, xval, &mut [0u8; 32], &weight);
+                    let eff_max = first * 3.0;
+                    if eff_max <= 0.0 {
+                        None
+                    } else {
+                        Some((eff_max, first))
+                    }
+                },
+            )?;
+            q2[2 * ib] = pack_bits(&g.index[..4], 8);
+            q2[2 * ib + 1] = pack_bits(&g.signs, 7);
+            Some(g.scale)
+        });
+        *y = BlockIq2Xxs::zeroed();
+        let Some((d, id)) = super_block_scale(max_scale, 31.0, 1.0) else {
+            return;
+        };
+        y.d = d;
+        for (ib, &s) in scales.iter().enumerate() {
+            q2[2 * ib + 1] |= (scale_code(id, s, 15) as u32) << 28;
+        }
+        for (o, w) in y.qs.chunks_exact_mut(4).zip(q2) {
+            o.copy_from_slice(&w.to_le_bytes());
+        }
+    }
 }
 
 /// The fields `v[k]` of `width` bits each, packed from the low bits up.
@@ -215,87 +204,65 @@ fn search16(table: &GridTable<8>) -> ScaleSearch<'_, 8> {
     }
 }
 
-/// Quantizes to IQ2_XS (`quantize_iq2_xs`); GGML requires `imatrix` (see [`UNIT_IMPORTANCE`]).
-pub(crate) fn quantize_iq2_xs(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let search = search16(IQ2XS_TABLE.get());
-    quantize_each_block(
-        src,
-        dst,
-        n_per_row,
-        imatrix,
-        |xbl, qw, y: &mut BlockIq2Xs| {
-            let qw = Some(qw.unwrap_or(&UNIT_IMPORTANCE));
-            let sigma2 = sum_squares(xbl) / QK_K as f32;
-            *y = BlockIq2Xs::zeroed();
-            let (scales, max_scale) = quantize_groups::<16, { QK_K / 16 }>(xbl, |ib, xb| {
-                let weight = weights16(xb, qw, ib, sigma2);
-                let g = search.quantize_group(
-                    xb,
-                    &weight,
-                    SignBits::EvenParity,
-                    GROUP_MAX_EPS,
-                    |_, max| Some((max, max / 5.0)),
-                )?;
-                for k in 0..2 {
-                    y.qs[2 * ib + k].set(g.index[k] | (g.signs[k] as u16) << 9);
-                }
-                Some(g.scale)
-            });
-            match super_block_scale(max_scale, 31.0, 1.0) {
-                Some((d, id)) => {
-                    y.d = d;
-                    pack_scale_nibbles(id, &scales, &mut y.scales);
-                }
-                None => *y = BlockIq2Xs::zeroed(),
-            }
-        },
-    )
-}
+impl QuantizeBlock for BlockIq2Xs {
+    /// Quantizes to IQ2_XS (`quantize_iq2_xs`); GGML requires `imatrix` (see [`UNIT_IMPORTANCE`]).
+    fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, y: &mut Self) {
+        let search = search16(IQ2XS_TABLE.get());
 
-/// Quantizes to IQ2_S (`quantize_iq2_s`), with or without `imatrix`.
-pub(crate) fn quantize_iq2_s(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let search = search16(IQ2S_TABLE.get());
-    quantize_each_block(
-        src,
-        dst,
-        n_per_row,
-        imatrix,
-        |xbl, qw, y: &mut BlockIq2S| {
-            *y = BlockIq2S::zeroed();
-            let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
-            let (scales, max_scale) = quantize_groups::<16, { QK_K / 16 }>(xbl, |ib, xb| {
-                let weight = weights16(xb, qw, ib, sigma2);
-                let g = search.quantize_group(
-                    xb,
-                    &weight,
-                    SignBits::All,
-                    GROUP_MAX_EPS_IQ2_S,
-                    |_, max| Some((max, max / 5.0)),
-                )?;
-                for k in 0..2 {
-                    let i8 = 2 * ib + k;
-                    y.qs[i8] = g.index[k] as u8;
-                    y.qh[i8 / 4] |= ((g.index[k] >> 8) as u8) << (2 * (i8 % 4));
-                    y.qs[QK_K / 8 + i8] = g.signs[k];
-                }
-                Some(g.scale)
-            });
-            if let Some((d, id)) = super_block_scale(max_scale, 31.0, 0.9875) {
+        let qw = Some(qw.unwrap_or(&UNIT_IMPORTANCE));
+        let sigma2 = sum_squares(xbl) / QK_K as f32;
+        *y = BlockIq2Xs::zeroed();
+        let (scales, max_scale) = quantize_groups::<16, { QK_K / 16 }>(xbl, |ib, xb| {
+            let weight = weights16(xb, qw, ib, sigma2);
+            let g = search.quantize_group(
+                xb,
+                &weight,
+                SignBits::EvenParity,
+                GROUP_MAX_EPS,
+                |_, max| Some((max, max / 5.0)),
+            )?;
+            for k in 0..2 {
+                y.qs[2 * ib + k].set(g.index[k] | (g.signs[k] as u16) << 9);
+            }
+            Some(g.scale)
+        });
+        match super_block_scale(max_scale, 31.0, 1.0) {
+            Some((d, id)) => {
                 y.d = d;
                 pack_scale_nibbles(id, &scales, &mut y.scales);
             }
-        },
-    )
+            None => *y = BlockIq2Xs::zeroed(),
+        }
+    }
+}
+
+impl QuantizeBlock for BlockIq2S {
+    /// Quantizes to IQ2_S (`quantize_iq2_s`), with or without `imatrix`.
+    fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, y: &mut Self) {
+        let search = search16(IQ2S_TABLE.get());
+
+        *y = BlockIq2S::zeroed();
+        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+        let (scales, max_scale) = quantize_groups::<16, { QK_K / 16 }>(xbl, |ib, xb| {
+            let weight = weights16(xb, qw, ib, sigma2);
+            let g = search.quantize_group(
+                xb,
+                &weight,
+                SignBits::All,
+                GROUP_MAX_EPS_IQ2_S,
+                |_, max| Some((max, max / 5.0)),
+            )?;
+            for k in 0..2 {
+                let i8 = 2 * ib + k;
+                y.qs[i8] = g.index[k] as u8;
+                y.qh[i8 / 4] |= ((g.index[k] >> 8) as u8) << (2 * (i8 % 4));
+                y.qs[QK_K / 8 + i8] = g.signs[k];
+            }
+            Some(g.scale)
+        });
+        if let Some((d, id)) = super_block_scale(max_scale, 31.0, 0.9875) {
+            y.d = d;
+            pack_scale_nibbles(id, &scales, &mut y.scales);
+        }
+    }
 }

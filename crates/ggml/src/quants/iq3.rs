@@ -3,7 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::block::{block_layout, quantize_each_block, Dequantize};
+use super::block::{block_layout, Dequantize, QuantizeBlock};
 use super::common::{sum_squares, PackedF16};
 use super::iq_common::{block_weights, pack_scale_nibbles, put_signed, read_u32, scale_code};
 use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID, KGRID_3BIT_256, KGRID_3BIT_512, KSIGNS_IQ2XS};
@@ -109,115 +109,92 @@ fn weights32(xb: &[f32], qw: Option<&[f32]>, ib: usize, sigma2: f32) -> [f32; 32
     block_weights::<32>(xb, qwb, sigma2, |v| v * v)
 }
 
-/// Quantizes to IQ3_XXS (`quantize_iq3_xxs`; without `imatrix` also GGML's
-/// `quantize_row_iq3_xxs_ref`).
-pub(crate) fn quantize_iq3_xxs(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let search = ScaleSearch {
-        table: IQ3XXS_TABLE.get(),
-        kmax: 8,
-        steps: 15,
-        step: 0.2,
-        refine: Refine::OffGridGroups,
-    };
-    quantize_each_block(
-        src,
-        dst,
-        n_per_row,
-        imatrix,
-        |xbl, qw, y: &mut BlockIq3Xxs| {
-            *y = BlockIq3Xxs::zeroed();
-            let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
-            let (scales, max_scale) = quantize_groups::<32, { QK_K / 32 }>(xbl, |ib, xb| {
-                let weight = weights32(xb, qw, ib, sigma2);
-                let g = search.quantize_group(
-                    xb,
-                    &weight,
-                    SignBits::EvenParity,
-                    GROUP_MAX_EPS_IQ3_XXS,
-                    |_, max| Some((max, max / 15.0)),
-                )?;
-                for (q, &i) in y.qs[8 * ib..8 * ib + 8].iter_mut().zip(&g.index) {
-                    *q = i as u8;
-                }
-                let packed = g
-                    .signs
-                    .iter()
-                    .enumerate()
-                    .fold(0u32, |a, (k, &s)| a | (s as u32) << (7 * k));
-                y.qs[QK_K / 4 + 4 * ib..QK_K / 4 + 4 * ib + 4]
-                    .copy_from_slice(&packed.to_le_bytes());
-                Some(g.scale)
-            });
-            match super_block_scale(max_scale, 31.0, 1.0125) {
-                Some((d, id)) => {
-                    y.d = d;
-                    for (ib, &s) in scales.iter().enumerate() {
-                        y.qs[QK_K / 4 + 4 * ib + 3] |= scale_code(id, s, 15) << 4;
-                    }
-                }
-                None => *y = BlockIq3Xxs::zeroed(),
+impl QuantizeBlock for BlockIq3Xxs {
+    /// Quantizes to IQ3_XXS (`quantize_iq3_xxs`; without `imatrix` also GGML's
+    /// `quantize_row_iq3_xxs_ref`).
+    fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, y: &mut Self) {
+        let search = ScaleSearch {
+            table: IQ3XXS_TABLE.get(),
+            kmax: 8,
+            steps: 15,
+            step: 0.2,
+            refine: Refine::OffGridGroups,
+        };
+
+        *y = BlockIq3Xxs::zeroed();
+        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+        let (scales, max_scale) = quantize_groups::<32, { QK_K / 32 }>(xbl, |ib, xb| {
+            let weight = weights32(xb, qw, ib, sigma2);
+            let g = search.quantize_group(
+                xb,
+                &weight,
+                SignBits::EvenParity,
+                GROUP_MAX_EPS_IQ3_XXS,
+                |_, max| Some((max, max / 15.0)),
+            )?;
+            for (q, &i) in y.qs[8 * ib..8 * ib + 8].iter_mut().zip(&g.index) {
+                *q = i as u8;
             }
-        },
-    )
+            let packed = g
+                .signs
+                .iter()
+                .enumerate()
+                .fold(0u32, |a, (k, &s)| a | (s as u32) << (7 * k));
+            y.qs[QK_K / 4 + 4 * ib..QK_K / 4 + 4 * ib + 4].copy_from_slice(&packed.to_le_bytes());
+            Some(g.scale)
+        });
+        match super_block_scale(max_scale, 31.0, 1.0125) {
+            Some((d, id)) => {
+                y.d = d;
+                for (ib, &s) in scales.iter().enumerate() {
+                    y.qs[QK_K / 4 + 4 * ib + 3] |= scale_code(id, s, 15) << 4;
+                }
+            }
+            None => *y = BlockIq3Xxs::zeroed(),
+        }
+    }
 }
 
-/// Quantizes to IQ3_S (`quantize_iq3_s`; without `imatrix` also GGML's
-/// `quantize_row_iq3_s_ref`).
-pub(crate) fn quantize_iq3_s(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let search = ScaleSearch {
-        table: IQ3S_TABLE.get(),
-        kmax: 8,
-        steps: 9,
-        step: 0.2,
-        refine: Refine::AllGroupsIfAnyOffGrid,
-    };
-    quantize_each_block(
-        src,
-        dst,
-        n_per_row,
-        imatrix,
-        |xbl, qw, y: &mut BlockIq3S| {
-            *y = BlockIq3S::zeroed();
-            let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
-            // GGML advances its `qs` and `signs` write positions only past blocks it quantizes: a
-            // block of exact zeros is skipped without moving them (while `qh` and the scales stay
-            // indexed by block), which shifts the following blocks' bytes. Kept for identical output.
-            let mut at = 0;
-            let (scales, max_scale) = quantize_groups::<32, { QK_K / 32 }>(xbl, |ib, xb| {
-                let weight = weights32(xb, qw, ib, sigma2);
-                let g = search.quantize_group(
-                    xb,
-                    &weight,
-                    SignBits::All,
-                    GROUP_MAX_EPS_IQ3_S,
-                    |_, max| Some((max, max / 15.0)),
-                )?;
-                for (k, &i) in g.index.iter().enumerate() {
-                    y.qs[8 * at + k] = i as u8;
-                    y.qh[ib] |= ((i >> 8) as u8) << k;
-                }
-                y.signs[4 * at..4 * at + 4].copy_from_slice(&g.signs);
-                at += 1;
-                Some(g.scale)
-            });
-            if let Some((d, id)) = super_block_scale(max_scale, 31.0, 1.033) {
-                y.d = d;
-                pack_scale_nibbles(id, &scales, &mut y.scales);
+impl QuantizeBlock for BlockIq3S {
+    /// Quantizes to IQ3_S (`quantize_iq3_s`; without `imatrix` also GGML's
+    /// `quantize_row_iq3_s_ref`).
+    fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, y: &mut Self) {
+        let search = ScaleSearch {
+            table: IQ3S_TABLE.get(),
+            kmax: 8,
+            steps: 9,
+            step: 0.2,
+            refine: Refine::AllGroupsIfAnyOffGrid,
+        };
+
+        *y = BlockIq3S::zeroed();
+        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+        // GGML advances its `qs` and `signs` write positions only past blocks it quantizes: a
+        // block of exact zeros is skipped without moving them (while `qh` and the scales stay
+        // indexed by block), which shifts the following blocks' bytes. Kept for identical output.
+        let mut at = 0;
+        let (scales, max_scale) = quantize_groups::<32, { QK_K / 32 }>(xbl, |ib, xb| {
+            let weight = weights32(xb, qw, ib, sigma2);
+            let g = search.quantize_group(
+                xb,
+                &weight,
+                SignBits::All,
+                GROUP_MAX_EPS_IQ3_S,
+                |_, max| Some((max, max / 15.0)),
+            )?;
+            for (k, &i) in g.index.iter().enumerate() {
+                y.qs[8 * at + k] = i as u8;
+                y.qh[ib] |= ((i >> 8) as u8) << k;
             }
-        },
-    )
+            y.signs[4 * at..4 * at + 4].copy_from_slice(&g.signs);
+            at += 1;
+            Some(g.scale)
+        });
+        if let Some((d, id)) = super_block_scale(max_scale, 31.0, 1.033) {
+            y.d = d;
+            pack_scale_nibbles(id, &scales, &mut y.scales);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -233,12 +210,10 @@ mod tests {
         let mut x: Vec<f32> = (0..QK_K)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
             .collect();
-        let (mut full, mut holed) = ([0u8; 110], [0u8; 110]);
-        quantize_iq3_s(&x, &mut full, 1, QK_K, None);
+        let (mut a, mut b) = (BlockIq3S::zeroed(), BlockIq3S::zeroed());
+        BlockIq3S::quantize_block(&x, None, &mut a);
         x[..32].fill(0.0);
-        quantize_iq3_s(&x, &mut holed, 1, QK_K, None);
-        let (a, b): (&BlockIq3S, &BlockIq3S) =
-            (bytemuck::from_bytes(&full), bytemuck::from_bytes(&holed));
+        BlockIq3S::quantize_block(&x, None, &mut b);
         assert_eq!(b.qs[..56], a.qs[8..]);
         assert_eq!(b.qs[56..], [0; 8]);
         assert_eq!(b.signs[..28], a.signs[4..]);

@@ -4,7 +4,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::block::{block_layout, blocks_mut, quantize_each_block, Dequantize};
+use super::block::{block_layout, blocks_mut, Dequantize, QuantizeBlock};
 use super::common::{nearest_int, signed_absmax, sum_squares, PackedF16, PackedU16, GROUP_MAX_EPS};
 use crate::QK_K;
 
@@ -201,17 +201,13 @@ pub(crate) fn quantize_row_iq4_nl_ref(src: &[f32], dst: &mut [u8]) {
     }
 }
 
-pub(crate) fn quantize_iq4_nl(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let mut levels = [0u8; QK4_NL];
-    quantize_each_block(src, dst, n_per_row, imatrix, |x, qw, y: &mut BlockIq4Nl| {
+/// GGML's `quantize_iq4_nl` (with its scale search; only the reference quantizer carries state
+/// from block to block).
+impl QuantizeBlock for BlockIq4Nl {
+    fn quantize_block(x: &[f32], qw: Option<&[f32]>, y: &mut Self) {
+        let mut levels = [0u8; QK4_NL];
         y.d = quantize_super_block(x, qw, 7, &mut levels, &mut y.qs, None);
-    })
+    }
 }
 
 /// Writes `d · IQ4_NL_VALUES[index]` for the 32 indices of `qs` (value j in the low nibble of
@@ -232,21 +228,15 @@ impl Dequantize for BlockIq4Nl {
 }
 
 /// GGML's `quantize_iq4_xs`; without an imatrix it is also the reference quantizer.
-pub(crate) fn quantize_iq4_xs(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let mut levels = [0u8; QK_K];
-    quantize_each_block(src, dst, n_per_row, imatrix, |x, qw, y: &mut BlockIq4Xs| {
+impl QuantizeBlock for BlockIq4Xs {
+    fn quantize_block(x: &[f32], qw: Option<&[f32]>, y: &mut Self) {
+        let mut levels = [0u8; QK_K];
         let xs = XsScales {
             h: &mut y.scales_h,
             l: &mut y.scales_l,
         };
         y.d = quantize_super_block(x, qw, 7, &mut levels, &mut y.qs, Some(xs));
-    })
+    }
 }
 
 impl Dequantize for BlockIq4Xs {

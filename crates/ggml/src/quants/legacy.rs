@@ -198,53 +198,32 @@ trait WithMin: Nibbles {
     fn ref_level(x: f32) -> u8;
 }
 
-impl Nibbles for BlockQ4_0 {
-    const NMAX: u8 = 15;
-    #[inline(always)]
-    fn d(&mut self) -> &mut PackedF16 {
-        &mut self.d
-    }
-    #[inline(always)]
-    fn levels(&self) -> [u8; QK] {
-        unpack_nibbles(&self.qs)
-    }
-    #[inline(always)]
-    fn set_levels(&mut self, levels: &[u8; QK]) {
-        pack_nibbles(levels, &mut self.qs);
-    }
+/// Implements [`Nibbles`] for blocks with a scale `d` and levels in `qs` (4 bits, NMAX 15) or
+/// in `qs` and `qh` (5 bits, NMAX 31).
+macro_rules! nibbles {
+    ($nmax:literal, $levels:expr, $set_levels:expr => $($block:ty),+) => {$(
+        impl Nibbles for $block {
+            const NMAX: u8 = $nmax;
+            #[inline(always)]
+            fn d(&mut self) -> &mut PackedF16 {
+                &mut self.d
+            }
+            #[inline(always)]
+            fn levels(&self) -> [u8; QK] {
+                $levels(self)
+            }
+            #[inline(always)]
+            fn set_levels(&mut self, levels: &[u8; QK]) {
+                $set_levels(self, levels)
+            }
+        }
+    )+};
 }
 
-impl Nibbles for BlockQ5_0 {
-    const NMAX: u8 = 31;
-    #[inline(always)]
-    fn d(&mut self) -> &mut PackedF16 {
-        &mut self.d
-    }
-    #[inline(always)]
-    fn levels(&self) -> [u8; QK] {
-        unpack_q5(self.qh, &self.qs)
-    }
-    #[inline(always)]
-    fn set_levels(&mut self, levels: &[u8; QK]) {
-        self.qh = pack_q5(levels, &mut self.qs);
-    }
-}
-
-impl Nibbles for BlockQ4_1 {
-    const NMAX: u8 = 15;
-    #[inline(always)]
-    fn d(&mut self) -> &mut PackedF16 {
-        &mut self.d
-    }
-    #[inline(always)]
-    fn levels(&self) -> [u8; QK] {
-        unpack_nibbles(&self.qs)
-    }
-    #[inline(always)]
-    fn set_levels(&mut self, levels: &[u8; QK]) {
-        pack_nibbles(levels, &mut self.qs);
-    }
-}
+nibbles!(15, |b: &Self| unpack_nibbles(&b.qs), |b: &mut Self, l| pack_nibbles(l, &mut b.qs)
+    => BlockQ4_0, BlockQ4_1);
+nibbles!(31, |b: &Self| unpack_q5(b.qh, &b.qs), |b: &mut Self, l| b.qh = pack_q5(l, &mut b.qs)
+    => BlockQ5_0, BlockQ5_1);
 
 impl WithMin for BlockQ4_1 {
     #[inline(always)]
@@ -254,22 +233,6 @@ impl WithMin for BlockQ4_1 {
     #[inline(always)]
     fn ref_level(x: f32) -> u8 {
         level_i8(x, 15)
-    }
-}
-
-impl Nibbles for BlockQ5_1 {
-    const NMAX: u8 = 31;
-    #[inline(always)]
-    fn d(&mut self) -> &mut PackedF16 {
-        &mut self.d
-    }
-    #[inline(always)]
-    fn levels(&self) -> [u8; QK] {
-        unpack_q5(self.qh, &self.qs)
-    }
-    #[inline(always)]
-    fn set_levels(&mut self, levels: &[u8; QK]) {
-        self.qh = pack_q5(levels, &mut self.qs);
     }
 }
 

@@ -37,7 +37,10 @@ mod search;
 mod ternary;
 
 use crate::{Error, Result, Type};
-use block::{from_float_ref, quantize_rows, to_float, Dequantize, QuantizeImatrix, QuantizeRef};
+use block::{
+    from_float_ref, quantize_blocks, quantize_rows, to_float, Dequantize, QuantizeBlock,
+    QuantizeImatrix, QuantizeRef,
+};
 
 pub use common::{PackedF16, PackedF32, PackedI16, PackedU16};
 pub use fp4::{BlockMxfp4, BlockNvfp4};
@@ -113,9 +116,10 @@ impl Kernels {
         }
     }
 
-    /// A format with a `quantize_<t>` of its own; `is_reference` when GGML's reference quantizer
-    /// is that function on one row without an imatrix.
-    fn quantizer<B: Dequantize>(quantize: Quantize, is_reference: bool) -> Kernels {
+    /// A format quantized a block at a time (the i-quants); `is_reference` when GGML's reference
+    /// quantizer is that quantizer on one row without an imatrix.
+    fn per_block<B: Dequantize + QuantizeBlock>(is_reference: bool) -> Kernels {
+        let quantize: Quantize = quantize_blocks::<B>;
         Kernels {
             to_float: Some(to_float::<B>),
             reference: if is_reference {
@@ -135,7 +139,7 @@ fn kernels(ty: Type) -> Result<Kernels> {
         F32 => Kernels {
             to_float: Some(float_rows::f32_to_float),
             reference: Reference::None,
-            chunk: Chunk::Quantize(float_rows::quantize_f32),
+            chunk: Chunk::Reference(float_rows::f32_from_float),
         },
         F16 => Kernels {
             to_float: Some(float_rows::f16_to_float),
@@ -172,22 +176,22 @@ fn kernels(ty: Type) -> Result<Kernels> {
         // quantize_row_iq4_nl_ref carries state from block to block (see iq4.rs).
         IQ4_NL => Kernels {
             reference: Reference::Fn(iq4::quantize_row_iq4_nl_ref),
-            ..Kernels::quantizer::<BlockIq4Nl>(iq4::quantize_iq4_nl, false)
+            ..Kernels::per_block::<BlockIq4Nl>(false)
         },
-        IQ4_XS => Kernels::quantizer::<BlockIq4Xs>(iq4::quantize_iq4_xs, true),
+        IQ4_XS => Kernels::per_block::<BlockIq4Xs>(true),
         TQ1_0 => Kernels::reference_only::<BlockTq1_0>(),
         TQ2_0 => Kernels::reference_only::<BlockTq2_0>(),
         MXFP4 => Kernels::reference_only::<BlockMxfp4>(),
         NVFP4 => Kernels::reference_only::<BlockNvfp4>(),
         Q1_0 => Kernels::reference_only::<BlockQ1_0>(),
         Q2_0 => Kernels::reference_only::<BlockQ2_0>(),
-        IQ2_XXS => Kernels::quantizer::<BlockIq2Xxs>(iq2::quantize_iq2_xxs, false),
-        IQ2_XS => Kernels::quantizer::<BlockIq2Xs>(iq2::quantize_iq2_xs, false),
-        IQ2_S => Kernels::quantizer::<BlockIq2S>(iq2::quantize_iq2_s, true),
-        IQ3_XXS => Kernels::quantizer::<BlockIq3Xxs>(iq3::quantize_iq3_xxs, true),
-        IQ3_S => Kernels::quantizer::<BlockIq3S>(iq3::quantize_iq3_s, true),
-        IQ1_S => Kernels::quantizer::<BlockIq1S>(iq1::quantize_iq1_s, false),
-        IQ1_M => Kernels::quantizer::<BlockIq1M>(iq1::quantize_iq1_m, false),
+        IQ2_XXS => Kernels::per_block::<BlockIq2Xxs>(false),
+        IQ2_XS => Kernels::per_block::<BlockIq2Xs>(false),
+        IQ2_S => Kernels::per_block::<BlockIq2S>(true),
+        IQ3_XXS => Kernels::per_block::<BlockIq3Xxs>(true),
+        IQ3_S => Kernels::per_block::<BlockIq3S>(true),
+        IQ1_S => Kernels::per_block::<BlockIq1S>(false),
+        IQ1_M => Kernels::per_block::<BlockIq1M>(false),
         I8 | I16 | I32 | I64 | F64 => {
             return Err(Error::unsupported(format!(
                 "type {ty} has no conversion to or from f32 in GGML's type traits"

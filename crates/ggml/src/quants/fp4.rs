@@ -152,6 +152,7 @@ fn unpack_indices(qs: &[u8], d: f32, y: &mut [f32]) {
 }
 
 impl QuantizeRef for BlockMxfp4 {
+    #[inline(always)]
     fn quantize_ref(x: &[f32], y: &mut Self) {
         let amax = max_abs(x);
         y.e = if amax > 0.0 {
@@ -171,6 +172,7 @@ impl Dequantize for BlockMxfp4 {
 }
 
 impl QuantizeRef for BlockNvfp4 {
+    #[inline(always)]
     fn quantize_ref(x: &[f32], y: &mut Self) {
         let subs = x
             .chunks_exact(QK_NVFP4_SUB)

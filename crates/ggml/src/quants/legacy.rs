@@ -343,6 +343,7 @@ fn q8_levels(x: &[f32], qs: &mut [i8; QK]) -> f32 {
 }
 
 impl QuantizeRef for BlockQ8_0 {
+    #[inline(always)]
     fn quantize_ref(x: &[f32], y: &mut Self) {
         y.d = PackedF16::from_f32(q8_levels(x, &mut y.qs));
     }
@@ -359,6 +360,7 @@ impl Dequantize for BlockQ8_0 {
 }
 
 impl QuantizeRef for BlockQ8_1 {
+    #[inline(always)]
     fn quantize_ref(x: &[f32], y: &mut Self) {
         let d = q8_levels(x, &mut y.qs);
         y.d = PackedF16::from_f32(d);

@@ -35,6 +35,7 @@ block_layout!(BlockQ1_0, values: QK1_0, bytes: 18);
 block_layout!(BlockQ2_0, values: QK2_0, bytes: 18);
 
 impl QuantizeRef for BlockQ1_0 {
+    #[inline(always)]
     fn quantize_ref(x: &[f32], y: &mut Self) {
         let sum_abs = x.iter().fold(0.0f32, |s, &v| s + v.abs());
         y.d = PackedF16::from_f32(sum_abs / QK1_0 as f32);
@@ -60,6 +61,7 @@ impl Dequantize for BlockQ1_0 {
 }
 
 impl QuantizeRef for BlockQ2_0 {
+    #[inline(always)]
     fn quantize_ref(x: &[f32], y: &mut Self) {
         let d = max_abs(x);
         let id = if d > 0.0 { 1.0 / d } else { 0.0 };

@@ -53,6 +53,7 @@ const REF_STEPS: ScaleSteps = ScaleSteps {
 };
 
 impl QuantizeRef for BlockQ2K {
+    #[inline(always)]
     fn quantize_ref(x: &[f32], y: &mut Self) {
         const Q4SCALE: f32 = 15.0;
         let mut levels = [0u8; QK_K];

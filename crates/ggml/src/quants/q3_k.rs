@@ -80,6 +80,7 @@ fn finish_block(x: &[f32], y: &mut BlockQ3K, levels: &mut [i8; QK_K]) {
 }
 
 impl QuantizeRef for BlockQ3K {
+    #[inline(always)]
     fn quantize_ref(x: &[f32], y: &mut Self) {
         let mut levels = [0i8; QK_K];
         let mut scales = [0.0f32; 16];

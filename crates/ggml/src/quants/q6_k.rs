@@ -85,6 +85,7 @@ fn quantize_block(x: &[f32], y: &mut BlockQ6K, weights: Option<&[f32]>) {
 }
 
 impl QuantizeRef for BlockQ6K {
+    #[inline(always)]
     fn quantize_ref(x: &[f32], y: &mut Self) {
         quantize_block(x, y, None);
     }

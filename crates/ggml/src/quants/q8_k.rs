@@ -25,6 +25,7 @@ impl QuantizeRef for BlockQ8K {
     /// GGML's `quantize_row_q8_K_ref`. For an all-zero block GGML leaves `bsums` as they were; this
     /// writes zeros there (what GGML leaves in a zeroed buffer), so the output never depends on the
     /// buffer's previous contents.
+    #[inline(always)]
     fn quantize_ref(x: &[f32], y: &mut Self) {
         let (max, amax) = signed_absmax(x);
         if amax == 0.0 {

@@ -63,6 +63,7 @@ fn unpack_trit(byte: u8, n: usize) -> f32 {
 }
 
 impl QuantizeRef for BlockTq1_0 {
+    #[inline(always)]
     fn quantize_ref(x: &[f32], y: &mut Self) {
         let (d, id) = scale_of(x);
         y.d = PackedF16::from_f32(d);
@@ -105,6 +106,7 @@ impl Dequantize for BlockTq1_0 {
 }
 
 impl QuantizeRef for BlockTq2_0 {
+    #[inline(always)]
     fn quantize_ref(x: &[f32], y: &mut Self) {
         let (d, id) = scale_of(x);
         y.d = PackedF16::from_f32(d);

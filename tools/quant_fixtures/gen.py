@@ -10,6 +10,12 @@ The file format is described in tools/quant_fixtures/README.md. Every type of th
 GGML can dequantize or quantize gets one file `<type name>.bin` (the block-quantized types plus the
 f16 and bf16 rows). Inputs come from a fixed seed per type, so the output is reproducible.
 
+Besides the ordinary distributions, three case families pin behaviour that random inputs rarely
+reach: `zero-blocks` (whole blocks of 32 exact zeros, where GGML's IQ3_S does not advance its
+write position), `ties` (five distinct values, so that the IQ1 quantizers' sorts must keep GGML's
+order of equal values), and for each grid i-quant a `grid-sweep` (dequantize only: blocks whose
+grid indices take every value of the type's grid once).
+
 GGML is called through ctypes on the `libggml-base.so` that the libggml-python wheel ships:
 `ggml_quantize_chunk` (kinds 0 and 1), the type traits' `from_float_ref` or the exported
 `quantize_row_<t>_ref` (kind 2), and the traits' `to_float` or the exported `dequantize_row_<t>`
@@ -129,6 +135,18 @@ def make_input(rng, dist, n):
         return x
     if dist == "uniform":
         return rng.uniform(-1.0, 1.0, n).astype(np.float32)
+    if dist == "zero-blocks":
+        # Whole blocks of 32 exact zeros (every third) and half blocks (every fifth) amid normal
+        # values: the only input that shows GGML's IQ3_S not advancing its write position past
+        # an all-zero block.
+        x = rng.standard_normal(n).astype(np.float32).reshape(-1, 32)
+        x[1::3] = 0.0
+        x[2::5, :16] = 0.0
+        return x.reshape(-1)
+    if dist == "ties":
+        # Only five distinct values (-1, -0.5, 0, 0.5, 1): the IQ1 quantizers sort each block,
+        # and tied values must keep GGML's order (a reversed tie order changes IQ1_S and IQ1_M).
+        return (rng.integers(-2, 3, n) * 0.5).astype(np.float32)
     if dist == "cauchy":
         return np.clip(rng.standard_cauchy(n), -1e4, 1e4).astype(np.float32)
     if dist == "sparse":
@@ -205,6 +223,62 @@ def random_blocks(rng, name, type_size, n_blocks):
     return raw.reshape(-1)
 
 
+# Grid sweep (kind 3): random valid blocks of a grid i-quant whose grid indices, over the whole
+# case, take every value of the grid exactly once, so that dequantization reads every grid point.
+# Per type: (grid points, where the k-th grid index of a block is stored), the latter a list of
+# bit fields (byte offset in the block of a little-endian u16, bit shift, bit count), low bits of
+# the index first.
+
+
+def _fields_per_index(n_index, *pieces):
+    """For k in range(n_index): the fields of index k, each piece a function k -> field."""
+    return [[piece(k) for piece in pieces] for k in range(n_index)]
+
+
+GRID_INDEX_FIELDS = {
+    # 4 index bytes, then 4 bytes of signs and scale, per 32 values
+    "iq2_xxs": (256, _fields_per_index(32, lambda k: (2 + 8 * (k // 4) + k % 4, 0, 8))),
+    # u16 per 8 values, index in bits 0..9
+    "iq2_xs": (512, _fields_per_index(32, lambda k: (2 + 2 * k, 0, 9))),
+    # low byte in qs, 2 high bits in qh (4 indices per byte)
+    "iq2_s": (1024, _fields_per_index(32, lambda k: (2 + k, 0, 8), lambda k: (66 + k // 4, 2 * (k % 4), 2))),
+    # one index byte per 4 values
+    "iq3_xxs": (256, _fields_per_index(64, lambda k: (2 + k, 0, 8))),
+    # low byte in qs, high bit in qh (8 indices per byte)
+    "iq3_s": (512, _fields_per_index(64, lambda k: (2 + k, 0, 8), lambda k: (66 + k // 8, k % 8, 1))),
+    # low byte in qs, 3 high bits in the u16 qh word of each 32 values (3 bits per index)
+    "iq1_s": (
+        2048,
+        _fields_per_index(32, lambda k: (2 + k, 0, 8), lambda k: (34 + 2 * (k // 4), 3 * (k % 4), 3)),
+    ),
+    # low byte in qs, 3 high bits in a qh nibble (bit 3 is the shift's sign)
+    "iq1_m": (2048, _fields_per_index(32, lambda k: (k, 0, 8), lambda k: (32 + k // 2, 4 * (k % 2), 3))),
+}
+
+
+def set_field(blk, byte, shift, nbits, value):
+    """Store `value` in `nbits` bits of the little-endian u16 at `byte`, from bit `shift`."""
+    word = int(blk[byte]) | (int(blk[byte + 1]) << 8 if byte + 1 < blk.size else 0)
+    mask = ((1 << nbits) - 1) << shift
+    word = (word & ~mask) | ((value << shift) & mask)
+    blk[byte] = word & 0xFF
+    if byte + 1 < blk.size:
+        blk[byte + 1] = word >> 8
+
+
+def grid_sweep_blocks(rng, name, type_size, n_blocks):
+    n_grid, fields = GRID_INDEX_FIELDS[name]
+    raw = random_blocks(rng, name, type_size, n_blocks).reshape(n_blocks, type_size)
+    order = rng.permutation(n_grid)
+    for b, blk in enumerate(raw):
+        for k, index_fields in enumerate(fields):
+            i = int(order[b * len(fields) + k])
+            for byte, shift, nbits in index_fields:
+                set_field(blk, byte, shift, nbits, i & ((1 << nbits) - 1))
+                i >>= nbits
+    return raw.reshape(-1)
+
+
 # ---------------------------------------------------------------------------------------------
 # Cases
 
@@ -226,7 +300,7 @@ def dequantize(g, type_id, name, q, n):
 def case_plan(g, type_id, name, stress):
     """(case name, kind, distribution, n_rows, n_per_row) for one type."""
     plan = []
-    dists = ["normal", "zeros", "outliers", "tiny", "uniform", "scales"]
+    dists = ["normal", "zeros", "outliers", "tiny", "uniform", "scales", "zero-blocks", "ties"]
     shape = {"normal": (3, 512)}
     if stress:
         dists += ["cauchy", "sparse", "positive", "steps"]
@@ -240,11 +314,16 @@ def case_plan(g, type_id, name, stress):
             for d in dists:
                 plan.append((d, KIND_CHUNK, d) + shape.get(d, (2, 256)))
         if name not in ("f16", "bf16"):
-            imx = dists if needs_imatrix or stress else ["normal", "outliers", "scales"]
+            imx = (
+                dists
+                if needs_imatrix or stress
+                else ["normal", "outliers", "scales", "zero-blocks", "ties"]
+            )
             for d in imx:
                 plan.append((f"imatrix-{d}", KIND_CHUNK_IMATRIX, d) + shape.get(d, (2, 256)))
     if g.from_float_ref(type_id, name) is not None:
-        for d in ["normal", "zeros", "outliers", "tiny"] + (dists[6:] if stress else []):
+        ref_dists = ["normal", "zeros", "outliers", "tiny", "zero-blocks", "ties"]
+        for d in ref_dists + (dists[8:] if stress else []):
             if name == "iq4_nl" and d in ("zeros", "tiny", "sparse", "nonfinite", "subnormal"):
                 # quantize_row_iq4_nl_ref packs uninitialised stack memory (its L[]) into the
                 # nibbles of an all-(near-)zero block: GGML's bytes are not reproducible there.
@@ -252,6 +331,9 @@ def case_plan(g, type_id, name, stress):
             plan.append((f"ref-{d}", KIND_REF, d) + (shape[d] if stress else (2, 256)))
     if g.to_float(type_id, name) is not None:
         plan.append(("random-blocks", KIND_RANDOM, None, 2, 512))
+    if name in GRID_INDEX_FIELDS:
+        n_blocks = GRID_INDEX_FIELDS[name][0] // len(GRID_INDEX_FIELDS[name][1])
+        plan.append(("grid-sweep", KIND_RANDOM, "grid", n_blocks, 256))
     return plan
 
 
@@ -263,7 +345,8 @@ def run_case(g, rng, type_id, name, kind, dist, n_rows, n_per_row):
     imatrix = None
     if kind == KIND_RANDOM:
         x = np.zeros(n, dtype=np.float32)
-        q = random_blocks(rng, name, t.type_size, n // t.blck_size)
+        make_blocks = grid_sweep_blocks if dist == "grid" else random_blocks
+        q = make_blocks(rng, name, t.type_size, n // t.blck_size)
     else:
         x = make_input(rng, dist, n)
         if kind == KIND_CHUNK_IMATRIX:

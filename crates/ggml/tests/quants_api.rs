@@ -6,6 +6,9 @@ use ggml::quants::{
 };
 use ggml::{Error, Type};
 
+mod quants_support;
+use quants_support::ramp;
+
 fn invalid(r: Result<impl std::fmt::Debug, Error>, words: &[&str]) {
     match r {
         Err(Error::InvalidArgument(msg)) => {
@@ -22,12 +25,6 @@ fn unsupported(r: Result<impl std::fmt::Debug, Error>, ty: Type) {
         Err(Error::Unsupported(msg)) => assert!(msg.contains(ty.name()), "{msg}"),
         other => panic!("expected Unsupported for {ty}, got {other:?}"),
     }
-}
-
-fn ramp(n: usize) -> Vec<f32> {
-    (0..n)
-        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
-        .collect()
 }
 
 #[test]

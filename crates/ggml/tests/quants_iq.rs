@@ -1,8 +1,8 @@
 //! The grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) beyond the fixture
 //! comparisons of `quants_fixtures.rs` (which check every GGML fixture case of these types:
-//! quantized bytes identical, dequantized values bit-identical): the dispatcher must offer all
-//! of them (so that no fixture check is skipped), hostile input must not panic, and the lazily
-//! built grid tables must be safe to build from several threads at once.
+//! quantized bytes identical, dequantized values bit-identical): the dispatcher must offer
+//! exactly GGML's functions for each, hostile input must not panic, and the lazily built grid
+//! tables must be safe to build from several threads at once.
 
 use ggml::quants::{
     dequantize_row, has_from_float_ref, has_quantizer, has_to_float, quantize_chunk,
@@ -10,23 +10,8 @@ use ggml::quants::{
 };
 use ggml::{Error, Type, QK_K};
 
-const GRID_IQUANTS: [Type; 7] = [
-    Type::IQ2_XXS,
-    Type::IQ2_XS,
-    Type::IQ2_S,
-    Type::IQ3_XXS,
-    Type::IQ3_S,
-    Type::IQ1_S,
-    Type::IQ1_M,
-];
-
-fn quantize(t: Type, x: &[f32], n_rows: usize, imatrix: Option<&[f32]>) -> Vec<u8> {
-    let n_per_row = x.len() / n_rows;
-    let mut q = vec![0u8; n_rows * t.row_size(n_per_row as i64).unwrap()];
-    let n = quantize_chunk(t, x, &mut q, 0, n_rows, n_per_row, imatrix).unwrap();
-    assert_eq!(n, q.len());
-    q
-}
+mod quants_support;
+use quants_support::{quantize, GRID_IQUANTS};
 
 /// Every grid i-quant has GGML's functions: a dequantizer and a quantizer for all, the
 /// reference quantizer exactly for IQ2_S, IQ3_XXS and IQ3_S, and a refusal without an imatrix

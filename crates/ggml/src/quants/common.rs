@@ -137,116 +137,43 @@ impl PackedF16 {
     }
 }
 
-/// A `u16` stored as two little-endian bytes (alignment 1).
-#[repr(transparent)]
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Hash, Pod, Zeroable)]
-pub struct PackedU16(pub [u8; 2]);
+/// Declares a little-endian field type of alignment 1 holding a `$t` in `$n` bytes, with `get`
+/// and `set`.
+macro_rules! packed_le {
+    ($(#[$doc:meta])* $name:ident($t:ty; $n:expr)) => {
+        $(#[$doc])*
+        #[repr(transparent)]
+        #[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Hash, Pod, Zeroable)]
+        pub struct $name(pub [u8; $n]);
 
-impl PackedU16 {
-    /// The stored value.
-    #[inline(always)]
-    pub fn get(self) -> u16 {
-        u16::from_le_bytes(self.0)
-    }
+        impl $name {
+            /// The stored value.
+            #[inline(always)]
+            pub fn get(self) -> $t {
+                <$t>::from_le_bytes(self.0)
+            }
 
-    /// Store `v`.
-    #[inline(always)]
-    pub fn set(&mut self, v: u16) {
-        self.0 = v.to_le_bytes();
-    }
+            /// Store `v`.
+            #[inline(always)]
+            pub fn set(&mut self, v: $t) {
+                self.0 = v.to_le_bytes();
+            }
+        }
+    };
 }
 
-/// An `i16` stored as two little-endian bytes (alignment 1).
-#[repr(transparent)]
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Hash, Pod, Zeroable)]
-pub struct PackedI16(pub [u8; 2]);
-
-impl PackedI16 {
-    /// The stored value.
-    #[inline(always)]
-    pub fn get(self) -> i16 {
-        i16::from_le_bytes(self.0)
-    }
-
-    /// Store `v`.
-    #[inline(always)]
-    pub fn set(&mut self, v: i16) {
-        self.0 = v.to_le_bytes();
-    }
-}
-
-/// An f32 stored as four little-endian bytes (alignment 1).
-#[repr(transparent)]
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Hash, Pod, Zeroable)]
-pub struct PackedF32(pub [u8; 4]);
-
-impl PackedF32 {
-    /// The stored value.
-    #[inline(always)]
-    pub fn get(self) -> f32 {
-        f32::from_le_bytes(self.0)
-    }
-
-    /// Store `v`.
-    #[inline(always)]
-    pub fn set(&mut self, v: f32) {
-        self.0 = v.to_le_bytes();
-    }
-}
-
-/// Views a byte buffer as blocks. The block types all have alignment 1 and the dispatcher has
-/// checked the length, so this cannot fail.
-#[inline(always)]
-pub(crate) fn blocks<B: Pod>(bytes: &[u8]) -> &[B] {
-    bytemuck::cast_slice(bytes)
-}
-
-/// Mutable counterpart of [`blocks`].
-#[inline(always)]
-pub(crate) fn blocks_mut<B: Pod>(bytes: &mut [u8]) -> &mut [B] {
-    bytemuck::cast_slice_mut(bytes)
-}
-
-/// Runs `quantize_row` on each row: `src` holds whole rows of `n_per_row` values and `dst` the
-/// same number of rows of blocks.
-#[inline]
-pub(crate) fn for_each_row<B: Pod>(
-    src: &[f32],
-    dst: &mut [B],
-    n_per_row: usize,
-    mut quantize_row: impl FnMut(&[f32], &mut [B]),
-) {
-    let n_rows = src.len().checked_div(n_per_row).unwrap_or(0);
-    if n_rows == 0 {
-        return;
-    }
-    let blocks_per_row = dst.len() / n_rows;
-    for (x, y) in src
-        .chunks_exact(n_per_row)
-        .zip(dst.chunks_exact_mut(blocks_per_row))
-    {
-        quantize_row(x, y);
-    }
-}
-
-/// GGML's `quantize_<t>` shape for the formats with an imatrix variant: without an imatrix the
-/// reference quantizer runs over all rows at once; with one, `with_imatrix(row, row_blocks, qw)`
-/// runs row by row (it may use whole-row statistics). Returns the bytes written.
-pub(crate) fn quantize_rows<B: Pod>(
-    src: &[f32],
-    dst: &mut [u8],
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-    reference: fn(&[f32], &mut [B]),
-    with_imatrix: fn(&[f32], &mut [B], &[f32]),
-) -> usize {
-    let out = blocks_mut::<B>(dst);
-    match imatrix {
-        None => reference(src, out),
-        Some(qw) => for_each_row(src, out, n_per_row, |row, out| with_imatrix(row, out, qw)),
-    }
-    dst.len()
-}
+packed_le!(
+    /// A `u16` stored as two little-endian bytes (alignment 1).
+    PackedU16(u16; 2)
+);
+packed_le!(
+    /// An `i16` stored as two little-endian bytes (alignment 1).
+    PackedI16(i16; 2)
+);
+packed_le!(
+    /// An f32 stored as four little-endian bytes (alignment 1).
+    PackedF32(f32; 4)
+);
 
 /// Importance of each value of a group in the imatrix quantizers: `qw · √(σ² + x²)`.
 #[inline(always)]
@@ -352,15 +279,6 @@ pub(crate) fn min_max(x: &[f32]) -> (f32, f32) {
 pub(crate) fn sum_squares(x: &[f32]) -> f32 {
     x.iter().fold(0.0, |acc, &v| acc + v * v)
 }
-
-/// Asserts at compile time that a block struct has the byte size of its GGML type.
-macro_rules! assert_block_size {
-    ($block:ty, $size:expr) => {
-        const _: () = assert!(::core::mem::size_of::<$block>() == $size);
-        const _: () = assert!(::core::mem::align_of::<$block>() == 1);
-    };
-}
-pub(crate) use assert_block_size;
 
 #[cfg(test)]
 mod tests {

@@ -1,8 +1,8 @@
 //! F32, F16 and BF16 rows: the float types `ggml_quantize_chunk` and the type traits convert.
 
 use super::common::{fp16_to_fp32, fp32_to_fp16};
+use crate::bf16;
 use crate::types::{bf16_to_f32, f32_to_bf16};
-use crate::{bf16, f16};
 
 /// F32 "dequantization": a copy of the little-endian floats.
 pub(crate) fn f32_to_float(src: &[u8], dst: &mut [f32]) {
@@ -11,7 +11,8 @@ pub(crate) fn f32_to_float(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-fn f32_from_float(src: &[f32], dst: &mut [u8]) {
+/// f32 → F32 (the copy `ggml_quantize_chunk` makes).
+pub(crate) fn f32_from_float(src: &[f32], dst: &mut [u8]) {
     for (b, x) in dst.chunks_exact_mut(4).zip(src) {
         b.copy_from_slice(&x.to_le_bytes());
     }
@@ -43,40 +44,4 @@ pub(crate) fn bf16_from_float(src: &[f32], dst: &mut [u8]) {
     for (b, &x) in dst.chunks_exact_mut(2).zip(src) {
         b.copy_from_slice(&f32_to_bf16(x).to_bits().to_le_bytes());
     }
-}
-
-/// `ggml_quantize_chunk` for F32: a copy.
-pub(crate) fn quantize_f32(
-    src: &[f32],
-    dst: &mut [u8],
-    _: usize,
-    _: usize,
-    _: Option<&[f32]>,
-) -> usize {
-    f32_from_float(src, dst);
-    src.len() * 4
-}
-
-/// `ggml_quantize_chunk` for F16.
-pub(crate) fn quantize_f16(
-    src: &[f32],
-    dst: &mut [u8],
-    _: usize,
-    _: usize,
-    _: Option<&[f32]>,
-) -> usize {
-    f16_from_float(src, dst);
-    src.len() * std::mem::size_of::<f16>()
-}
-
-/// `ggml_quantize_chunk` for BF16.
-pub(crate) fn quantize_bf16(
-    src: &[f32],
-    dst: &mut [u8],
-    _: usize,
-    _: usize,
-    _: Option<&[f32]>,
-) -> usize {
-    bf16_from_float(src, dst);
-    src.len() * std::mem::size_of::<bf16>()
 }

@@ -3,7 +3,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{assert_block_size, blocks, blocks_mut, max_abs, trunc_i32};
+use super::block::{block_layout, Dequantize, QuantizeRef};
+use super::common::{max_abs, trunc_i32};
 
 /// E2M1 values, doubled so that they are integers (GGML's `kvalues_mxfp4`); scales are halved
 /// to compensate.
@@ -35,8 +36,8 @@ pub struct BlockNvfp4 {
     pub qs: [u8; QK_NVFP4 / 2],
 }
 
-assert_block_size!(BlockMxfp4, 17);
-assert_block_size!(BlockNvfp4, 36);
+block_layout!(BlockMxfp4, values: QK_MXFP4, bytes: 17);
+block_layout!(BlockNvfp4, values: QK_NVFP4, bytes: 36);
 
 /// 2^k for k in the normal f32 exponent range.
 #[inline(always)]
@@ -150,11 +151,9 @@ fn unpack_indices(qs: &[u8], d: f32, y: &mut [f32]) {
     }
 }
 
-pub(crate) fn quantize_row_mxfp4_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, y) in src
-        .chunks_exact(QK_MXFP4)
-        .zip(blocks_mut::<BlockMxfp4>(dst))
-    {
+impl QuantizeRef for BlockMxfp4 {
+    #[inline(always)]
+    fn quantize_ref(x: &[f32], y: &mut Self) {
         let amax = max_abs(x);
         y.e = if amax > 0.0 {
             trunc_i32(amax.log2().floor() - 2.0 + 127.0) as u8
@@ -165,20 +164,16 @@ pub(crate) fn quantize_row_mxfp4_ref(src: &[f32], dst: &mut [u8]) {
     }
 }
 
-pub(crate) fn dequantize_row_mxfp4(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockMxfp4>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_MXFP4))
-    {
-        unpack_indices(&b.qs, e8m0_to_fp32_half(b.e), y);
+impl Dequantize for BlockMxfp4 {
+    #[inline(always)]
+    fn dequantize(&self, y: &mut [f32]) {
+        unpack_indices(&self.qs, e8m0_to_fp32_half(self.e), y);
     }
 }
 
-pub(crate) fn quantize_row_nvfp4_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, y) in src
-        .chunks_exact(QK_NVFP4)
-        .zip(blocks_mut::<BlockNvfp4>(dst))
-    {
+impl QuantizeRef for BlockNvfp4 {
+    #[inline(always)]
+    fn quantize_ref(x: &[f32], y: &mut Self) {
         let subs = x
             .chunks_exact(QK_NVFP4_SUB)
             .zip(y.qs.chunks_exact_mut(QK_NVFP4_SUB / 2));
@@ -189,42 +184,16 @@ pub(crate) fn quantize_row_nvfp4_ref(src: &[f32], dst: &mut [u8]) {
     }
 }
 
-pub(crate) fn dequantize_row_nvfp4(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockNvfp4>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_NVFP4))
-    {
+impl Dequantize for BlockNvfp4 {
+    #[inline(always)]
+    fn dequantize(&self, y: &mut [f32]) {
         let subs = y
             .chunks_exact_mut(QK_NVFP4_SUB)
-            .zip(b.qs.chunks_exact(QK_NVFP4_SUB / 2));
-        for ((yb, qs), &d) in subs.zip(&b.d) {
+            .zip(self.qs.chunks_exact(QK_NVFP4_SUB / 2));
+        for ((yb, qs), &d) in subs.zip(&self.d) {
             unpack_indices(qs, ue4m3_to_fp32_half(d), yb);
         }
     }
-}
-
-/// MXFP4 ignores the imatrix.
-pub(crate) fn quantize_mxfp4(
-    src: &[f32],
-    dst: &mut [u8],
-    _: usize,
-    _: usize,
-    _: Option<&[f32]>,
-) -> usize {
-    quantize_row_mxfp4_ref(src, dst);
-    dst.len()
-}
-
-/// NVFP4 ignores the imatrix.
-pub(crate) fn quantize_nvfp4(
-    src: &[f32],
-    dst: &mut [u8],
-    _: usize,
-    _: usize,
-    _: Option<&[f32]>,
-) -> usize {
-    quantize_row_nvfp4_ref(src, dst);
-    dst.len()
 }
 
 #[cfg(test)]

@@ -1,22 +1,20 @@
 //! IQ2_XXS (2.06 bits per weight), IQ2_XS (2.31) and IQ2_S (2.56): groups of 8 magnitudes on an
 //! E8-lattice grid of 256, 512 or 1024 points, with per-group signs and 4-bit block scales.
 
-use std::sync::OnceLock;
-
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{
-    assert_block_size, blocks, imatrix_weights, sum_squares, PackedF16, PackedU16, GROUP_MAX_EPS,
-};
+use super::block::{block_layout, Dequantize, QuantizeBlock};
+use super::common::{imatrix_weights, sum_squares, PackedF16, PackedU16, GROUP_MAX_EPS};
 use super::iq_common::{
-    block_weights, fmax, fmax_slice, fold_signs, fold_signs_even, pack_scale_nibbles, put_signed,
-    quantize_superblocks, read_u32, scale_code, UNIT_IMPORTANCE,
+    block_weights, pack_scale_nibbles, put_signed, read_u32, scale_code, UNIT_IMPORTANCE,
 };
 use super::iq_grids::{
     IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KGRID_2BIT_1024, KGRID_2BIT_256, KGRID_2BIT_512,
     KSIGNS_IQ2XS,
 };
-use super::iq_search::{GridTable, Refine, ScaleSearch};
+use super::iq_search::{
+    quantize_groups, super_block_scale, GridTable, LazyGrid, Refine, ScaleSearch, SignBits,
+};
 use super::search::make_qp_quants;
 use crate::QK_K;
 
@@ -65,25 +63,14 @@ pub struct BlockIq2S {
     pub scales: [u8; QK_K / 32],
 }
 
-assert_block_size!(BlockIq2Xxs, 66);
-assert_block_size!(BlockIq2Xs, 74);
-assert_block_size!(BlockIq2S, 82);
+block_layout!(BlockIq2Xxs, values: QK_K, bytes: 66);
+block_layout!(BlockIq2Xs, values: QK_K, bytes: 74);
+block_layout!(BlockIq2S, values: QK_K, bytes: 82);
 
-/// Grid tables, built on first use (GGML's `iq2_data`, set up by `ggml_quantize_init`).
-fn iq2xxs_table() -> &'static GridTable<8> {
-    static T: OnceLock<GridTable<8>> = OnceLock::new();
-    T.get_or_init(|| GridTable::new(&KGRID_2BIT_256, 2, IQ2_MAP_SIZE, 2))
-}
-
-fn iq2xs_table() -> &'static GridTable<8> {
-    static T: OnceLock<GridTable<8>> = OnceLock::new();
-    T.get_or_init(|| GridTable::new(&KGRID_2BIT_512, 2, IQ2_MAP_SIZE, 2))
-}
-
-fn iq2s_table() -> &'static GridTable<8> {
-    static T: OnceLock<GridTable<8>> = OnceLock::new();
-    T.get_or_init(|| GridTable::new(&KGRID_2BIT_1024, 2, IQ2_MAP_SIZE, 1))
-}
+/// The grids' tables (GGML's `iq2_data`).
+static IQ2XXS_TABLE: LazyGrid<8> = LazyGrid::new(&KGRID_2BIT_256, 2, IQ2_MAP_SIZE, 2);
+static IQ2XS_TABLE: LazyGrid<8> = LazyGrid::new(&KGRID_2BIT_512, 2, IQ2_MAP_SIZE, 2);
+static IQ2S_TABLE: LazyGrid<8> = LazyGrid::new(&KGRID_2BIT_1024, 2, IQ2_MAP_SIZE, 1);
 
 /// The `d·(0.5 + code)/4` scale of a 4-bit block scale code.
 #[inline]
@@ -91,18 +78,16 @@ fn block_scale(d: f32, code: u32) -> f32 {
     d * (0.5 + code as f32) * 0.25
 }
 
-/// Dequantizes IQ2_XXS blocks (`dequantize_row_iq2_xxs`).
-pub(crate) fn dequantize_row_iq2_xxs(src: &[u8], dst: &mut [f32]) {
-    for (b, out) in blocks::<BlockIq2Xxs>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
+impl Dequantize for BlockIq2Xxs {
+    /// Dequantizes IQ2_XXS blocks (`dequantize_row_iq2_xxs`).
+    #[inline(always)]
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = self.d.to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
-            let aux = read_u32(&b.qs, 2 * ib + 1);
+            let aux = read_u32(&self.qs, 2 * ib + 1);
             let db = block_scale(d, aux >> 28);
             for (l, y) in out32.chunks_exact_mut(8).enumerate() {
-                let grid = IQ2XXS_GRID[b.qs[8 * ib + l] as usize].to_le_bytes();
+                let grid = IQ2XXS_GRID[self.qs[8 * ib + l] as usize].to_le_bytes();
                 let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize];
                 put_signed(y, db, &grid, signs);
             }
@@ -110,18 +95,16 @@ pub(crate) fn dequantize_row_iq2_xxs(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dequantizes IQ2_XS blocks (`dequantize_row_iq2_xs`).
-pub(crate) fn dequantize_row_iq2_xs(src: &[u8], dst: &mut [f32]) {
-    for (b, out) in blocks::<BlockIq2Xs>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
+impl Dequantize for BlockIq2Xs {
+    /// Dequantizes IQ2_XS blocks (`dequantize_row_iq2_xs`).
+    #[inline(always)]
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = self.d.to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
-            let sc = b.scales[ib] as u32;
+            let sc = self.scales[ib] as u32;
             let db = [block_scale(d, sc & 0xf), block_scale(d, sc >> 4)];
             for (l, y) in out32.chunks_exact_mut(8).enumerate() {
-                let q = b.qs[4 * ib + l].get() as usize;
+                let q = self.qs[4 * ib + l].get() as usize;
                 let grid = IQ2XS_GRID[q & 511].to_le_bytes();
                 put_signed(y, db[l / 2], &grid, KSIGNS_IQ2XS[q >> 9]);
             }
@@ -129,252 +112,157 @@ pub(crate) fn dequantize_row_iq2_xs(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dequantizes IQ2_S blocks (`dequantize_row_iq2_s`).
-pub(crate) fn dequantize_row_iq2_s(src: &[u8], dst: &mut [f32]) {
-    for (b, out) in blocks::<BlockIq2S>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
+impl Dequantize for BlockIq2S {
+    /// Dequantizes IQ2_S blocks (`dequantize_row_iq2_s`).
+    #[inline(always)]
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = self.d.to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
-            let sc = b.scales[ib] as u32;
+            let sc = self.scales[ib] as u32;
             let db = [block_scale(d, sc & 0xf), block_scale(d, sc >> 4)];
             for (l, y) in out32.chunks_exact_mut(8).enumerate() {
-                let high = ((b.qh[ib] as usize) << (8 - 2 * l)) & 0x300;
-                let grid = IQ2S_GRID[b.qs[4 * ib + l] as usize | high].to_le_bytes();
-                put_signed(y, db[l / 2], &grid, b.qs[QK_K / 8 + 4 * ib + l]);
+                let high = ((self.qh[ib] as usize) << (8 - 2 * l)) & 0x300;
+                let grid = IQ2S_GRID[self.qs[4 * ib + l] as usize | high].to_le_bytes();
+                put_signed(y, db[l / 2], &grid, self.qs[QK_K / 8 + 4 * ib + l]);
             }
         }
     }
 }
 
-/// Quantizes to IQ2_XXS (`quantize_iq2_xxs`); GGML requires `imatrix` (see [`UNIT_IMPORTANCE`]).
-pub(crate) fn quantize_iq2_xxs(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let search = ScaleSearch {
-        table: iq2xxs_table(),
-        kmax: 3,
-        steps: 6,
-        step: 0.1,
-        refine: Refine::AllGroups,
-    };
-    quantize_superblocks(src, dst, n_per_row, imatrix, |xbl, qw, block| {
-        quantize_block_iq2_xxs(&search, xbl, qw.unwrap_or(&UNIT_IMPORTANCE), block)
-    })
-}
-
-/// One IQ2_XXS super-block (`quantize_row_iq2_xxs_impl`).
-fn quantize_block_iq2_xxs(search: &ScaleSearch<8>, xbl: &[f32], qw: &[f32], y: &mut BlockIq2Xxs) {
-    let mut q2 = [0u32; QK_K / 16];
-    let mut scales = [0f32; QK_K / 32];
-    let mut max_scale = 0f32;
-    let sigma2 = sum_squares(xbl) / QK_K as f32;
-    for (ib, (xb, qwb)) in xbl.chunks_exact(32).zip(qw.chunks_exact(32)).enumerate() {
-        let weight = imatrix_weights::<32>(xb, qwb, sigma2);
-        let waux = weight.map(f32::sqrt);
-        let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
-        fold_signs_even(xb, &weight, &mut xval, &mut signs);
-        if fmax_slice(&xval) < GROUP_MAX_EPS {
-            continue;
-        }
-        let first = make_qp_quants(3 + 1, &xval, &mut [0u8; 32], &weight);
-        let eff_max = first * 3.0;
-        if eff_max <= 0.0 {
-            continue;
-        }
-        let (mut l, mut index) = ([0i8; 32], [0u16; 4]);
-        let mut scale = search.run(&xval, &weight, &waux, eff_max, first, &mut l, &mut index);
-        if scale < 0.0 {
-            scale = -scale;
-            signs.iter_mut().for_each(|s| *s = !*s & 127);
-        }
-        q2[2 * ib] = index
-            .iter()
-            .enumerate()
-            .fold(0, |a, (k, &i)| a | (i as u32) << (8 * k));
-        q2[2 * ib + 1] = signs
-            .iter()
-            .enumerate()
-            .fold(0, |a, (k, &s)| a | (s as u32) << (7 * k));
-        scales[ib] = scale;
-        max_scale = fmax(max_scale, scale);
-    }
-    *y = BlockIq2Xxs::zeroed();
-    if max_scale == 0.0 {
-        return;
-    }
-    let d = max_scale / 31.0;
-    y.d = PackedF16::from_f32(d);
-    let id = 1.0 / d;
-    for (ib, &s) in scales.iter().enumerate() {
-        q2[2 * ib + 1] |= (scale_code(id, s, 15) as u32) << 28;
-    }
-    for (o, w) in y.qs.chunks_exact_mut(4).zip(q2) {
-        o.copy_from_slice(&w.to_le_bytes());
-    }
-}
-
-/// How IQ2_XS and IQ2_S weight and sign a group of 16 values.
-#[derive(Clone, Copy)]
-enum Iq2Variant {
-    /// IQ2_XS: imatrix weights with σ² = Σx²/256, 7 stored sign bits per 8 values.
-    Xs,
-    /// IQ2_S: imatrix weights with σ² = 2Σx²/256 (or σ²/4 + x² without one), 8 sign bits.
-    S,
-}
-
-/// The scale, grid indices and sign bytes of a group of 16 values of IQ2_XS or IQ2_S; `None`
-/// for a group of (near) zeros.
-fn quantize_group16(
-    variant: Iq2Variant,
-    search: &ScaleSearch<8>,
-    xb: &[f32],
-    qw: Option<&[f32]>,
-    sigma2: f32,
-) -> Option<(f32, [u16; 2], [u8; 2])> {
-    let weight = block_weights::<16>(xb, qw, sigma2, |v| 0.25 * sigma2 + v * v);
-    let waux = weight.map(f32::sqrt);
-    let (mut xval, mut signs) = ([0f32; 16], [0u8; 2]);
-    let eps = match variant {
-        Iq2Variant::Xs => {
-            fold_signs_even(xb, &weight, &mut xval, &mut signs);
-            GROUP_MAX_EPS
-        }
-        Iq2Variant::S => {
-            fold_signs(xb, &mut xval, &mut signs);
-            GROUP_MAX_EPS_IQ2_S
-        }
-    };
-    let max = fmax_slice(&xval);
-    if max < eps {
-        return None;
-    }
-    let (mut l, mut index) = ([0i8; 16], [0u16; 2]);
-    let mut scale = search.run(&xval, &weight, &waux, max, max / 5.0, &mut l, &mut index);
-    if scale < 0.0 {
-        scale = -scale;
-        let keep = match variant {
-            Iq2Variant::Xs => 127,
-            Iq2Variant::S => 255,
+impl QuantizeBlock for BlockIq2Xxs {
+    /// Quantizes to IQ2_XXS (`quantize_iq2_xxs`); GGML requires `imatrix` (see [`UNIT_IMPORTANCE`]).
+    fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, y: &mut Self) {
+        let search = ScaleSearch {
+            table: IQ2XXS_TABLE.get(),
+            kmax: 3,
+            steps: 6,
+            step: 0.1,
+            refine: Refine::AllGroups,
         };
-        signs.iter_mut().for_each(|s| *s = !*s & keep);
+
+        let qw = qw.unwrap_or(&UNIT_IMPORTANCE);
+        let sigma2 = sum_squares(xbl) / QK_K as f32;
+        // Per 32 values: four grid indices, then the sign patterns (and later the scale code).
+        let mut q2 = [0u32; QK_K / 16];
+        let (scales, max_scale) = quantize_groups::<32, { QK_K / 32 }>(xbl, |ib, xb| {
+            let weight = imatrix_weights::<32>(xb, &qw[32 * ib..32 * ib + 32], sigma2);
+            let g = search.quantize_group(
+                xb,
+                &weight,
+                SignBits::EvenParity,
+                GROUP_MAX_EPS,
+                |xval, _| {
+                    let first = make_qp_quants(3 + 1, xval, &mut [0u8; 32], &weight);
+                    let eff_max = first * 3.0;
+                    if eff_max <= 0.0 {
+                        None
+                    } else {
+                        Some((eff_max, first))
+                    }
+                },
+            )?;
+            q2[2 * ib] = pack_bits(&g.index[..4], 8);
+            q2[2 * ib + 1] = pack_bits(&g.signs, 7);
+            Some(g.scale)
+        });
+        *y = BlockIq2Xxs::zeroed();
+        let Some((d, id)) = super_block_scale(max_scale, 31.0, 1.0) else {
+            return;
+        };
+        y.d = d;
+        for (ib, &s) in scales.iter().enumerate() {
+            q2[2 * ib + 1] |= (scale_code(id, s, 15) as u32) << 28;
+        }
+        for (o, w) in y.qs.chunks_exact_mut(4).zip(q2) {
+            o.copy_from_slice(&w.to_le_bytes());
+        }
     }
-    Some((scale, index, signs))
 }
 
-/// Quantizes to IQ2_XS (`quantize_iq2_xs`); GGML requires `imatrix` (see [`UNIT_IMPORTANCE`]).
-pub(crate) fn quantize_iq2_xs(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let search = ScaleSearch {
-        table: iq2xs_table(),
+/// The fields `v[k]` of `width` bits each, packed from the low bits up.
+fn pack_bits<T: Copy + Into<u32>>(v: &[T], width: u32) -> u32 {
+    v.iter()
+        .enumerate()
+        .fold(0, |a, (k, &x)| a | x.into() << (width * k as u32))
+}
+
+/// The importance of 16 values of IQ2_XS and IQ2_S: from the imatrix if given, else
+/// `σ²/4 + x²`.
+fn weights16(xb: &[f32], qw: Option<&[f32]>, ib: usize, sigma2: f32) -> [f32; 16] {
+    let qwb = qw.map(|w| &w[16 * ib..16 * ib + 16]);
+    block_weights::<16>(xb, qwb, sigma2, |v| 0.25 * sigma2 + v * v)
+}
+
+/// The search of IQ2_XS and IQ2_S on `table`, from `(max, max/5)`.
+fn search16(table: &GridTable<8>) -> ScaleSearch<'_, 8> {
+    ScaleSearch {
+        table,
         kmax: 3,
         steps: 9,
         step: 0.1,
         refine: Refine::OffGridGroups,
-    };
-    quantize_superblocks(
-        src,
-        dst,
-        n_per_row,
-        imatrix,
-        |xbl, qw, y: &mut BlockIq2Xs| {
-            let qw = qw.unwrap_or(&UNIT_IMPORTANCE);
-            let sigma2 = sum_squares(xbl) / QK_K as f32;
-            let mut q2 = [0u16; QK_K / 8];
-            let mut scales = [0f32; QK_K / 16];
-            let mut max_scale = 0f32;
-            for (ib, (xb, qwb)) in xbl.chunks_exact(16).zip(qw.chunks_exact(16)).enumerate() {
-                let group = quantize_group16(Iq2Variant::Xs, &search, xb, Some(qwb), sigma2);
-                if let Some((scale, index, signs)) = group {
-                    for k in 0..2 {
-                        q2[2 * ib + k] = index[k] | (signs[k] as u16) << 9;
-                    }
-                    scales[ib] = scale;
-                    max_scale = fmax(max_scale, scale);
-                }
-            }
-            *y = BlockIq2Xs::zeroed();
-            if max_scale == 0.0 {
-                return;
-            }
-            let d = max_scale / 31.0;
-            y.d = PackedF16::from_f32(d);
-            pack_scale_nibbles(1.0 / d, &scales, &mut y.scales);
-            for (o, q) in y.qs.iter_mut().zip(q2) {
-                o.set(q);
-            }
-        },
-    )
+    }
 }
 
-/// Quantizes to IQ2_S (`quantize_iq2_s`), with or without `imatrix`.
-pub(crate) fn quantize_iq2_s(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let search = ScaleSearch {
-        table: iq2s_table(),
-        kmax: 3,
-        steps: 9,
-        step: 0.1,
-        refine: Refine::OffGridGroups,
-    };
-    quantize_superblocks(
-        src,
-        dst,
-        n_per_row,
-        imatrix,
-        |xbl, qw, y: &mut BlockIq2S| {
-            *y = BlockIq2S::zeroed();
-            let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
-            let mut scales = [0f32; QK_K / 16];
-            let mut max_scale = 0f32;
-            for (ib, xb) in xbl.chunks_exact(16).enumerate() {
-                let qwb = qw.map(|w| &w[16 * ib..16 * ib + 16]);
-                let group = quantize_group16(Iq2Variant::S, &search, xb, qwb, sigma2);
-                if let Some((scale, index, signs)) = group {
-                    for k in 0..2 {
-                        let i8 = 2 * ib + k;
-                        y.qs[i8] = index[k] as u8;
-                        y.qh[i8 / 4] |= ((index[k] >> 8) as u8) << (2 * (i8 % 4));
-                        y.qs[QK_K / 8 + i8] = signs[k];
-                    }
-                    scales[ib] = scale;
-                    max_scale = fmax(max_scale, scale);
-                }
+impl QuantizeBlock for BlockIq2Xs {
+    /// Quantizes to IQ2_XS (`quantize_iq2_xs`); GGML requires `imatrix` (see [`UNIT_IMPORTANCE`]).
+    fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, y: &mut Self) {
+        let search = search16(IQ2XS_TABLE.get());
+
+        let qw = Some(qw.unwrap_or(&UNIT_IMPORTANCE));
+        let sigma2 = sum_squares(xbl) / QK_K as f32;
+        *y = BlockIq2Xs::zeroed();
+        let (scales, max_scale) = quantize_groups::<16, { QK_K / 16 }>(xbl, |ib, xb| {
+            let weight = weights16(xb, qw, ib, sigma2);
+            let g = search.quantize_group(
+                xb,
+                &weight,
+                SignBits::EvenParity,
+                GROUP_MAX_EPS,
+                |_, max| Some((max, max / 5.0)),
+            )?;
+            for k in 0..2 {
+                y.qs[2 * ib + k].set(g.index[k] | (g.signs[k] as u16) << 9);
             }
-            if max_scale == 0.0 {
-                return;
+            Some(g.scale)
+        });
+        match super_block_scale(max_scale, 31.0, 1.0) {
+            Some((d, id)) => {
+                y.d = d;
+                pack_scale_nibbles(id, &scales, &mut y.scales);
             }
-            let d = max_scale / 31.0;
-            y.d = PackedF16::from_f32(d * 0.9875);
-            pack_scale_nibbles(1.0 / d, &scales, &mut y.scales);
-        },
-    )
+            None => *y = BlockIq2Xs::zeroed(),
+        }
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Type;
+impl QuantizeBlock for BlockIq2S {
+    /// Quantizes to IQ2_S (`quantize_iq2_s`), with or without `imatrix`.
+    fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, y: &mut Self) {
+        let search = search16(IQ2S_TABLE.get());
 
-    #[test]
-    fn block_sizes_match_type_table() {
-        assert_eq!(size_of::<BlockIq2Xxs>(), Type::IQ2_XXS.type_size());
-        assert_eq!(size_of::<BlockIq2Xs>(), Type::IQ2_XS.type_size());
-        assert_eq!(size_of::<BlockIq2S>(), Type::IQ2_S.type_size());
+        *y = BlockIq2S::zeroed();
+        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+        let (scales, max_scale) = quantize_groups::<16, { QK_K / 16 }>(xbl, |ib, xb| {
+            let weight = weights16(xb, qw, ib, sigma2);
+            let g = search.quantize_group(
+                xb,
+                &weight,
+                SignBits::All,
+                GROUP_MAX_EPS_IQ2_S,
+                |_, max| Some((max, max / 5.0)),
+            )?;
+            for k in 0..2 {
+                let i8 = 2 * ib + k;
+                y.qs[i8] = g.index[k] as u8;
+                y.qh[i8 / 4] |= ((g.index[k] >> 8) as u8) << (2 * (i8 % 4));
+                y.qs[QK_K / 8 + i8] = g.signs[k];
+            }
+            Some(g.scale)
+        });
+        if let Some((d, id)) = super_block_scale(max_scale, 31.0, 0.9875) {
+            y.d = d;
+            pack_scale_nibbles(id, &scales, &mut y.scales);
+        }
     }
 }

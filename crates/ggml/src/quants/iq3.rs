@@ -1,23 +1,24 @@
 //! IQ3_XXS (3.06 bits per weight) and IQ3_S (3.44): groups of 4 magnitudes on a D4-lattice grid
 //! of 256 or 512 points, with signs per 8 values and 4-bit block scales.
 
-use std::sync::OnceLock;
-
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{assert_block_size, blocks, sum_squares, PackedF16};
-use super::iq_common::{
-    block_weights, fmax, fmax_slice, fold_signs, fold_signs_even, pack_scale_nibbles, put_signed,
-    quantize_superblocks, read_u32, scale_code,
-};
+use super::block::{block_layout, Dequantize, QuantizeBlock};
+use super::common::{sum_squares, PackedF16};
+use super::iq_common::{block_weights, pack_scale_nibbles, put_signed, read_u32, scale_code};
 use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID, KGRID_3BIT_256, KGRID_3BIT_512, KSIGNS_IQ2XS};
-use super::iq_search::{GridTable, Refine, ScaleSearch};
+use super::iq_search::{
+    quantize_groups, super_block_scale, LazyGrid, Refine, ScaleSearch, SignBits,
+};
 use crate::QK_K;
 
 /// Size of the packed-level map of the 3-bit grids (4 levels of 3 bits).
 const IQ3_MAP_SIZE: usize = 4096;
 /// Below this magnitude an IQ3_XXS block is quantized to zero (`GROUP_MAX_EPS_IQ3_XXS`).
 const GROUP_MAX_EPS_IQ3_XXS: f32 = 1e-8;
+/// IQ3_S leaves a block at zero when its largest magnitude is exactly 0; for magnitudes (never
+/// negative, ±0 included) that is the same test as being below the smallest subnormal.
+const GROUP_MAX_EPS_IQ3_S: f32 = f32::from_bits(1);
 
 /// One IQ3_XXS super-block (`block_iq3_xxs`): value = `d·(0.5 + s)/2 · grid · sign` with a 4-bit
 /// `s` per 32 values.
@@ -48,8 +49,8 @@ pub struct BlockIq3S {
     pub scales: [u8; QK_K / 64],
 }
 
-assert_block_size!(BlockIq3Xxs, 98);
-assert_block_size!(BlockIq3S, 110);
+block_layout!(BlockIq3Xxs, values: QK_K, bytes: 98);
+block_layout!(BlockIq3S, values: QK_K, bytes: 110);
 
 /// Two 4-value grid points side by side, as the 8 values of one sign group.
 #[inline]
@@ -60,17 +61,15 @@ fn pair(grid: &[u32], a: usize, b: usize) -> [u8; 8] {
     out
 }
 
-/// Dequantizes IQ3_XXS blocks (`dequantize_row_iq3_xxs`).
-pub(crate) fn dequantize_row_iq3_xxs(src: &[u8], dst: &mut [f32]) {
-    for (b, out) in blocks::<BlockIq3Xxs>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
+impl Dequantize for BlockIq3Xxs {
+    /// Dequantizes IQ3_XXS blocks (`dequantize_row_iq3_xxs`).
+    #[inline(always)]
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = self.d.to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
-            let aux = read_u32(&b.qs[QK_K / 4..], ib);
+            let aux = read_u32(&self.qs[QK_K / 4..], ib);
             let db = d * (0.5 + (aux >> 28) as f32) * 0.5;
-            let qs = &b.qs[8 * ib..8 * ib + 8];
+            let qs = &self.qs[8 * ib..8 * ib + 8];
             for (l, y) in out32.chunks_exact_mut(8).enumerate() {
                 let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize];
                 let grid = pair(&IQ3XXS_GRID, qs[2 * l] as usize, qs[2 * l + 1] as usize);
@@ -80,37 +79,28 @@ pub(crate) fn dequantize_row_iq3_xxs(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dequantizes IQ3_S blocks (`dequantize_row_iq3_s`).
-pub(crate) fn dequantize_row_iq3_s(src: &[u8], dst: &mut [f32]) {
-    for (b, out) in blocks::<BlockIq3S>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
+impl Dequantize for BlockIq3S {
+    /// Dequantizes IQ3_S blocks (`dequantize_row_iq3_s`).
+    #[inline(always)]
+    fn dequantize(&self, out: &mut [f32]) {
+        let d = self.d.to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
-            let code = (b.scales[ib / 2] >> (4 * (ib % 2))) & 0xf;
+            let code = (self.scales[ib / 2] >> (4 * (ib % 2))) & 0xf;
             let db = d * (1 + 2 * code as i32) as f32;
-            let qh = b.qh[ib] as usize;
-            let qs = &b.qs[8 * ib..8 * ib + 8];
+            let qh = self.qh[ib] as usize;
+            let qs = &self.qs[8 * ib..8 * ib + 8];
             for (l, y) in out32.chunks_exact_mut(8).enumerate() {
                 let i1 = qs[2 * l] as usize | ((qh << (8 - 2 * l)) & 256);
                 let i2 = qs[2 * l + 1] as usize | ((qh << (7 - 2 * l)) & 256);
-                put_signed(y, db, &pair(&IQ3S_GRID, i1, i2), b.signs[4 * ib + l]);
+                put_signed(y, db, &pair(&IQ3S_GRID, i1, i2), self.signs[4 * ib + l]);
             }
         }
     }
 }
 
-/// Grid tables, built on first use (GGML's `iq3_data`, set up by `ggml_quantize_init`).
-fn iq3xxs_table() -> &'static GridTable<4> {
-    static T: OnceLock<GridTable<4>> = OnceLock::new();
-    T.get_or_init(|| GridTable::new(&KGRID_3BIT_256, 3, IQ3_MAP_SIZE, 2))
-}
-
-fn iq3s_table() -> &'static GridTable<4> {
-    static T: OnceLock<GridTable<4>> = OnceLock::new();
-    T.get_or_init(|| GridTable::new(&KGRID_3BIT_512, 3, IQ3_MAP_SIZE, 3))
-}
+/// The grids' tables (GGML's `iq3_data`).
+static IQ3XXS_TABLE: LazyGrid<4> = LazyGrid::new(&KGRID_3BIT_256, 3, IQ3_MAP_SIZE, 2);
+static IQ3S_TABLE: LazyGrid<4> = LazyGrid::new(&KGRID_3BIT_512, 3, IQ3_MAP_SIZE, 3);
 
 /// The weights of block `ib` (32 values) of a super-block: from the imatrix with σ² = 2Σx²/256,
 /// else x².
@@ -119,149 +109,97 @@ fn weights32(xb: &[f32], qw: Option<&[f32]>, ib: usize, sigma2: f32) -> [f32; 32
     block_weights::<32>(xb, qwb, sigma2, |v| v * v)
 }
 
-/// Quantizes to IQ3_XXS (`quantize_iq3_xxs`; without `imatrix` also GGML's
-/// `quantize_row_iq3_xxs_ref`).
-pub(crate) fn quantize_iq3_xxs(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let search = ScaleSearch {
-        table: iq3xxs_table(),
-        kmax: 8,
-        steps: 15,
-        step: 0.2,
-        refine: Refine::OffGridGroups,
-    };
-    quantize_superblocks(
-        src,
-        dst,
-        n_per_row,
-        imatrix,
-        |xbl, qw, y: &mut BlockIq3Xxs| {
-            let mut q3 = [0u8; 3 * QK_K / 8];
-            let mut scales = [0f32; QK_K / 32];
-            let mut max_scale = 0f32;
-            let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
-            for (ib, xb) in xbl.chunks_exact(32).enumerate() {
-                let weight = weights32(xb, qw, ib, sigma2);
-                let waux = weight.map(f32::sqrt);
-                let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
-                fold_signs_even(xb, &weight, &mut xval, &mut signs);
-                let max = fmax_slice(&xval);
-                if max < GROUP_MAX_EPS_IQ3_XXS {
-                    continue;
-                }
-                let (mut l, mut index) = ([0i8; 32], [0u16; 8]);
-                let mut scale =
-                    search.run(&xval, &weight, &waux, max, max / 15.0, &mut l, &mut index);
-                if scale < 0.0 {
-                    scale = -scale;
-                    signs.iter_mut().for_each(|s| *s = !*s & 127);
-                }
-                for (q, &i) in q3[8 * ib..8 * ib + 8].iter_mut().zip(&index) {
-                    *q = i as u8;
-                }
-                let packed = signs
-                    .iter()
-                    .enumerate()
-                    .fold(0u32, |a, (k, &s)| a | (s as u32) << (7 * k));
-                q3[QK_K / 4 + 4 * ib..QK_K / 4 + 4 * ib + 4].copy_from_slice(&packed.to_le_bytes());
-                scales[ib] = scale;
-                max_scale = fmax(max_scale, scale);
+impl QuantizeBlock for BlockIq3Xxs {
+    /// Quantizes to IQ3_XXS (`quantize_iq3_xxs`; without `imatrix` also GGML's
+    /// `quantize_row_iq3_xxs_ref`).
+    fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, y: &mut Self) {
+        let search = ScaleSearch {
+            table: IQ3XXS_TABLE.get(),
+            kmax: 8,
+            steps: 15,
+            step: 0.2,
+            refine: Refine::OffGridGroups,
+        };
+
+        *y = BlockIq3Xxs::zeroed();
+        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+        let (scales, max_scale) = quantize_groups::<32, { QK_K / 32 }>(xbl, |ib, xb| {
+            let weight = weights32(xb, qw, ib, sigma2);
+            let g = search.quantize_group(
+                xb,
+                &weight,
+                SignBits::EvenParity,
+                GROUP_MAX_EPS_IQ3_XXS,
+                |_, max| Some((max, max / 15.0)),
+            )?;
+            for (q, &i) in y.qs[8 * ib..8 * ib + 8].iter_mut().zip(&g.index) {
+                *q = i as u8;
             }
-            *y = BlockIq3Xxs::zeroed();
-            if max_scale == 0.0 {
-                return;
+            let packed = g
+                .signs
+                .iter()
+                .enumerate()
+                .fold(0u32, |a, (k, &s)| a | (s as u32) << (7 * k));
+            y.qs[QK_K / 4 + 4 * ib..QK_K / 4 + 4 * ib + 4].copy_from_slice(&packed.to_le_bytes());
+            Some(g.scale)
+        });
+        match super_block_scale(max_scale, 31.0, 1.0125) {
+            Some((d, id)) => {
+                y.d = d;
+                for (ib, &s) in scales.iter().enumerate() {
+                    y.qs[QK_K / 4 + 4 * ib + 3] |= scale_code(id, s, 15) << 4;
+                }
             }
-            let d = max_scale / 31.0;
-            y.d = PackedF16::from_f32(d * 1.0125);
-            let id = 1.0 / d;
-            for (ib, &s) in scales.iter().enumerate() {
-                q3[QK_K / 4 + 4 * ib + 3] |= scale_code(id, s, 15) << 4;
-            }
-            y.qs = q3;
-        },
-    )
+            None => *y = BlockIq3Xxs::zeroed(),
+        }
+    }
 }
 
-/// Quantizes to IQ3_S (`quantize_iq3_s`; without `imatrix` also GGML's
-/// `quantize_row_iq3_s_ref`).
-pub(crate) fn quantize_iq3_s(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let search = ScaleSearch {
-        table: iq3s_table(),
-        kmax: 8,
-        steps: 9,
-        step: 0.2,
-        refine: Refine::AllGroupsIfAnyOffGrid,
-    };
-    quantize_superblocks(
-        src,
-        dst,
-        n_per_row,
-        imatrix,
-        |xbl, qw, y: &mut BlockIq3S| {
-            *y = BlockIq3S::zeroed();
-            let mut scales = [0f32; QK_K / 32];
-            let mut max_scale = 0f32;
-            let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
-            // GGML advances its `qs` and `signs` write positions only past blocks it quantizes: a
-            // block of exact zeros is skipped without moving them (while `qh` and the scales stay
-            // indexed by block), which shifts the following blocks' bytes. Kept for identical output.
-            let mut at = 0;
-            for (ib, xb) in xbl.chunks_exact(32).enumerate() {
-                let weight = weights32(xb, qw, ib, sigma2);
-                let waux = weight.map(f32::sqrt);
-                let (mut xval, mut signs) = ([0f32; 32], [0u8; 4]);
-                fold_signs(xb, &mut xval, &mut signs);
-                let max = fmax_slice(&xval);
-                if max == 0.0 {
-                    continue;
-                }
-                let (mut l, mut index) = ([0i8; 32], [0u16; 8]);
-                let mut scale =
-                    search.run(&xval, &weight, &waux, max, max / 15.0, &mut l, &mut index);
-                if scale < 0.0 {
-                    scale = -scale;
-                    signs.iter_mut().for_each(|s| *s = !*s);
-                }
-                for (k, &i) in index.iter().enumerate() {
-                    y.qs[8 * at + k] = i as u8;
-                    y.qh[ib] |= ((i >> 8) as u8) << k;
-                }
-                y.signs[4 * at..4 * at + 4].copy_from_slice(&signs);
-                at += 1;
-                scales[ib] = scale;
-                max_scale = fmax(max_scale, scale);
+impl QuantizeBlock for BlockIq3S {
+    /// Quantizes to IQ3_S (`quantize_iq3_s`; without `imatrix` also GGML's
+    /// `quantize_row_iq3_s_ref`).
+    fn quantize_block(xbl: &[f32], qw: Option<&[f32]>, y: &mut Self) {
+        let search = ScaleSearch {
+            table: IQ3S_TABLE.get(),
+            kmax: 8,
+            steps: 9,
+            step: 0.2,
+            refine: Refine::AllGroupsIfAnyOffGrid,
+        };
+
+        *y = BlockIq3S::zeroed();
+        let sigma2 = 2.0 * sum_squares(xbl) / QK_K as f32;
+        // GGML advances its `qs` and `signs` write positions only past blocks it quantizes: a
+        // block of exact zeros is skipped without moving them (while `qh` and the scales stay
+        // indexed by block), which shifts the following blocks' bytes. Kept for identical output.
+        let mut at = 0;
+        let (scales, max_scale) = quantize_groups::<32, { QK_K / 32 }>(xbl, |ib, xb| {
+            let weight = weights32(xb, qw, ib, sigma2);
+            let g = search.quantize_group(
+                xb,
+                &weight,
+                SignBits::All,
+                GROUP_MAX_EPS_IQ3_S,
+                |_, max| Some((max, max / 15.0)),
+            )?;
+            for (k, &i) in g.index.iter().enumerate() {
+                y.qs[8 * at + k] = i as u8;
+                y.qh[ib] |= ((i >> 8) as u8) << k;
             }
-            if max_scale == 0.0 {
-                return;
-            }
-            let d = max_scale / 31.0;
-            y.d = PackedF16::from_f32(d * 1.033);
-            pack_scale_nibbles(1.0 / d, &scales, &mut y.scales);
-        },
-    )
+            y.signs[4 * at..4 * at + 4].copy_from_slice(&g.signs);
+            at += 1;
+            Some(g.scale)
+        });
+        if let Some((d, id)) = super_block_scale(max_scale, 31.0, 1.033) {
+            y.d = d;
+            pack_scale_nibbles(id, &scales, &mut y.scales);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Type;
-
-    #[test]
-    fn block_sizes_match_type_table() {
-        assert_eq!(size_of::<BlockIq3Xxs>(), Type::IQ3_XXS.type_size());
-        assert_eq!(size_of::<BlockIq3S>(), Type::IQ3_S.type_size());
-    }
 
     /// GGML's IQ3_S does not advance its `qs`/`signs` write positions past an all-zero block of
     /// 32 (checked against GGML on inputs with such blocks while this was written). Without an
@@ -272,12 +210,10 @@ mod tests {
         let mut x: Vec<f32> = (0..QK_K)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
             .collect();
-        let (mut full, mut holed) = ([0u8; 110], [0u8; 110]);
-        quantize_iq3_s(&x, &mut full, 1, QK_K, None);
+        let (mut a, mut b) = (BlockIq3S::zeroed(), BlockIq3S::zeroed());
+        BlockIq3S::quantize_block(&x, None, &mut a);
         x[..32].fill(0.0);
-        quantize_iq3_s(&x, &mut holed, 1, QK_K, None);
-        let (a, b): (&BlockIq3S, &BlockIq3S) =
-            (bytemuck::from_bytes(&full), bytemuck::from_bytes(&holed));
+        BlockIq3S::quantize_block(&x, None, &mut b);
         assert_eq!(b.qs[..56], a.qs[8..]);
         assert_eq!(b.qs[56..], [0; 8]);
         assert_eq!(b.signs[..28], a.signs[4..]);

@@ -4,10 +4,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{
-    assert_block_size, blocks, blocks_mut, nearest_int, signed_absmax, sum_squares, PackedF16,
-    PackedU16, GROUP_MAX_EPS,
-};
+use super::block::{block_layout, blocks_mut, Dequantize, QuantizeBlock};
+use super::common::{nearest_int, signed_absmax, sum_squares, PackedF16, PackedU16, GROUP_MAX_EPS};
 use crate::QK_K;
 
 /// The 16 levels of IQ4_NL and IQ4_XS (GGML's `kvalues_iq4nl`).
@@ -42,8 +40,8 @@ pub struct BlockIq4Xs {
     pub qs: [u8; QK_K / 2],
 }
 
-assert_block_size!(BlockIq4Nl, 18);
-assert_block_size!(BlockIq4Xs, 136);
+block_layout!(BlockIq4Nl, values: QK4_NL, bytes: 18);
+block_layout!(BlockIq4Xs, values: QK_K, bytes: 136);
 
 /// [`IQ4_NL_VALUES`] as f32.
 const VALUES_F32: [f32; 16] = [
@@ -203,86 +201,54 @@ pub(crate) fn quantize_row_iq4_nl_ref(src: &[f32], dst: &mut [u8]) {
     }
 }
 
-pub(crate) fn quantize_iq4_nl(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let mut levels = [0u8; QK4_NL];
-    let out = blocks_mut::<BlockIq4Nl>(dst);
-    let rows = src
-        .chunks_exact(n_per_row)
-        .zip(out.chunks_exact_mut(n_per_row / QK4_NL));
-    for (row, out) in rows {
-        for (ib, (x, y)) in row.chunks_exact(QK4_NL).zip(out).enumerate() {
-            let qw = imatrix.map(|w| &w[QK4_NL * ib..][..QK4_NL]);
-            y.d = quantize_super_block(x, qw, 7, &mut levels, &mut y.qs, None);
-        }
+/// GGML's `quantize_iq4_nl` (with its scale search; only the reference quantizer carries state
+/// from block to block).
+impl QuantizeBlock for BlockIq4Nl {
+    fn quantize_block(x: &[f32], qw: Option<&[f32]>, y: &mut Self) {
+        let mut levels = [0u8; QK4_NL];
+        y.d = quantize_super_block(x, qw, 7, &mut levels, &mut y.qs, None);
     }
-    dst.len()
 }
 
-pub(crate) fn dequantize_row_iq4_nl(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockIq4Nl>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK4_NL))
-    {
-        let d = b.d.to_f32();
-        for (j, &q) in b.qs.iter().enumerate() {
-            y[j] = d * IQ4_NL_VALUES[(q & 0xf) as usize] as f32;
-            y[j + 16] = d * IQ4_NL_VALUES[(q >> 4) as usize] as f32;
-        }
+/// Writes `d · IQ4_NL_VALUES[index]` for the 32 indices of `qs` (value j in the low nibble of
+/// byte j, value j + 16 in the high one).
+#[inline(always)]
+fn put_levels(y: &mut [f32], d: f32, qs: &[u8]) {
+    for (j, &q) in qs.iter().enumerate() {
+        y[j] = d * IQ4_NL_VALUES[(q & 0xf) as usize] as f32;
+        y[j + 16] = d * IQ4_NL_VALUES[(q >> 4) as usize] as f32;
+    }
+}
+
+impl Dequantize for BlockIq4Nl {
+    #[inline(always)]
+    fn dequantize(&self, y: &mut [f32]) {
+        put_levels(y, self.d.to_f32(), &self.qs);
     }
 }
 
 /// GGML's `quantize_iq4_xs`; without an imatrix it is also the reference quantizer.
-pub(crate) fn quantize_iq4_xs(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    let mut levels = [0u8; QK_K];
-    let out = blocks_mut::<BlockIq4Xs>(dst);
-    let rows = src
-        .chunks_exact(n_per_row)
-        .zip(out.chunks_exact_mut(n_per_row / QK_K));
-    for (row, out) in rows {
-        for (ibl, (x, y)) in row.chunks_exact(QK_K).zip(out).enumerate() {
-            let qw = imatrix.map(|w| &w[QK_K * ibl..][..QK_K]);
-            let xs = XsScales {
-                h: &mut y.scales_h,
-                l: &mut y.scales_l,
-            };
-            y.d = quantize_super_block(x, qw, 7, &mut levels, &mut y.qs, Some(xs));
-        }
+impl QuantizeBlock for BlockIq4Xs {
+    fn quantize_block(x: &[f32], qw: Option<&[f32]>, y: &mut Self) {
+        let mut levels = [0u8; QK_K];
+        let xs = XsScales {
+            h: &mut y.scales_h,
+            l: &mut y.scales_l,
+        };
+        y.d = quantize_super_block(x, qw, 7, &mut levels, &mut y.qs, Some(xs));
     }
-    dst.len()
 }
 
-pub(crate) fn quantize_row_iq4_xs_ref(src: &[f32], dst: &mut [u8]) {
-    quantize_iq4_xs(src, dst, 1, src.len(), None);
-}
-
-pub(crate) fn dequantize_row_iq4_xs(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockIq4Xs>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
-        let sh = b.scales_h.get();
-        let groups = y.chunks_exact_mut(QK4_NL).zip(b.qs.chunks_exact(16));
+impl Dequantize for BlockIq4Xs {
+    #[inline(always)]
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        let sh = self.scales_h.get();
+        let groups = y.chunks_exact_mut(QK4_NL).zip(self.qs.chunks_exact(16));
         for (ib, (y, qs)) in groups.enumerate() {
-            let ls = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf)
+            let ls = ((self.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf)
                 | ((((sh >> (2 * ib)) & 3) as u8) << 4);
-            let dl = d * (ls as i32 - 32) as f32;
-            for (j, &q) in qs.iter().enumerate() {
-                y[j] = dl * IQ4_NL_VALUES[(q & 0xf) as usize] as f32;
-                y[j + 16] = dl * IQ4_NL_VALUES[(q >> 4) as usize] as f32;
-            }
+            put_levels(y, d * (ls as i32 - 32) as f32, qs);
         }
     }
 }

@@ -1,13 +1,10 @@
 //! Helpers shared by the grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M):
-//! sign folding, importance weights, block-scale codes, the dequantized group writer and the
-//! super-block driver of the quantizers.
+//! sign folding, importance weights, block-scale codes and the dequantized group writer.
 //!
 //! Every floating-point expression evaluates the same operations in the same order as GGML's C
 //! code, in `f32`, so results are bit-identical.
 
-use bytemuck::Pod;
-
-use super::common::{blocks_mut, for_each_row, imatrix_weights, nearest_int};
+use super::common::{imatrix_weights, nearest_int};
 use super::iq_grids::KMASK_IQ2XS;
 use crate::QK_K;
 
@@ -119,24 +116,4 @@ pub(crate) fn put_signed(y: &mut [f32], scale: f32, grid: &[u8; 8], signs: u8) {
         };
         *out = scale * grid[j] as f32 * sign;
     }
-}
-
-/// Drives a super-block quantizer over whole rows of `n_per_row` values (GGML's `quantize_<t>`
-/// loop over `quantize_row_<t>_impl`): `block` gets each super-block's 256 values, the matching
-/// 256 entries of `imatrix` (if any) and the block to fill. `dst` holds exactly the blocks of
-/// `src` (checked by the dispatcher). Returns the bytes written.
-pub(crate) fn quantize_superblocks<B: Pod>(
-    src: &[f32],
-    dst: &mut [u8],
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-    mut block: impl FnMut(&[f32], Option<&[f32]>, &mut B),
-) -> usize {
-    for_each_row(src, blocks_mut::<B>(dst), n_per_row, |row, out| {
-        for (ibl, (xbl, b)) in row.chunks_exact(QK_K).zip(out).enumerate() {
-            let qw = imatrix.and_then(|w| w.get(QK_K * ibl..QK_K * (ibl + 1)));
-            block(xbl, qw, b);
-        }
-    });
-    dst.len()
 }

@@ -5,15 +5,21 @@
 //! Every floating-point expression evaluates the same operations in the same order as GGML's C
 //! code, in `f32`, so the quantized bytes come out identical.
 
-use super::common::nearest_int;
+use std::sync::OnceLock;
 
-/// A grid of `D`-dimensional points (levels stored as positions `2l+1`, as GGML's `the_grid`),
-/// with the map from every packed level vector to its grid index or its neighbour list.
+use super::common::{nearest_int, PackedF16};
+use super::iq_common::{fmax, fmax_slice, fold_signs, fold_signs_even};
+
+/// A grid of `D`-dimensional points (GGML's `the_grid`, whose coordinates are the positions
+/// `2l+1` of levels `l`), with the map from every packed level vector to its grid index or its
+/// neighbour list.
 pub(crate) struct GridTable<const D: usize> {
     /// Bits per level in a packed level vector.
     bits: u32,
-    /// `2l+1` per coordinate of each grid point.
-    points: Vec<[i8; D]>,
+    /// The levels `l` of each grid point.
+    levels: Vec<[i8; D]>,
+    /// The values `2l+1` of the levels the grid points use (GGML's grid positions).
+    positions: Vec<f32>,
     /// For each packed level vector: the grid index (≥ 0), or `-(offset+1)` of its neighbour
     /// list in `neighbours`.
     map: Vec<i32>,
@@ -90,17 +96,27 @@ impl<const D: usize> GridTable<D> {
             }
             neighbours[start] = (neighbours.len() - start - 1) as u16;
         }
+        let levels: Vec<[i8; D]> = points.iter().map(|p| p.map(|c| (c - 1) / 2)).collect();
+        let n_levels = levels
+            .iter()
+            .flatten()
+            .map(|&l| l as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let positions = (0..n_levels.min(8)).map(|l| (2 * l + 1) as f32).collect();
         GridTable {
             bits,
-            points,
+            levels,
+            positions,
             map,
             neighbours,
         }
     }
 
     /// The grid point's levels `l` (its positions are `2l+1`).
+    #[inline]
     pub(crate) fn levels(&self, index: usize) -> [i8; D] {
-        self.points[index].map(|p| (p - 1) / 2)
+        self.levels[index]
     }
 
     /// Packs a level vector into the map index.
@@ -122,27 +138,38 @@ impl<const D: usize> GridTable<D> {
         }
     }
 
-    /// GGML's `iq2_find_best_neighbour` / `iq3_find_best_neighbour`: the neighbour minimising
-    /// Σ w·(scale·q − x)² over the group; writes its levels into `l` and returns its index. The
-    /// first neighbour is taken when no distance compares below `f32::MAX` (non-finite input,
-    /// where GGML aborts).
+    /// GGML's `iq2_find_best_neighbour`, `iq3_find_best_neighbour` and
+    /// `iq1_find_best_neighbour2`: the neighbour minimising Σ w·(scale·q − x)² over the group,
+    /// where level `l` stands for `q = values[l]`; writes its levels into `l` and returns its
+    /// index. The first neighbour is taken when no distance compares below `f32::MAX`
+    /// (non-finite input, where GGML aborts).
+    ///
+    /// Each value has one possible term `w·(scale·q − x)²` per level, so the terms are computed
+    /// once (with GGML's operations) and each neighbour's distance sums its `D` terms in order.
     pub(crate) fn best_neighbour(
         &self,
         neighbours: &[u16],
         xval: &[f32],
         weight: &[f32],
         scale: f32,
+        values: &[f32],
         l: &mut [i8],
     ) -> usize {
+        let mut terms = [[0f32; 8]; D];
+        for ((t, &x), &w) in terms.iter_mut().zip(xval).zip(weight) {
+            for (t, &q) in t.iter_mut().zip(values) {
+                let diff = scale * q - x;
+                *t = w * diff * diff;
+            }
+        }
         let mut best_d2 = f32::MAX;
         let mut best = neighbours[0] as usize;
         for &n in neighbours {
-            let pg = &self.points[n as usize];
-            let mut d2 = 0.0f32;
-            for i in 0..D {
-                let diff = scale * pg[i] as f32 - xval[i];
-                d2 += weight[i] * diff * diff;
-            }
+            let levels = &self.levels[n as usize];
+            let d2 = terms
+                .iter()
+                .zip(levels)
+                .fold(0.0f32, |d2, (t, &level)| d2 + t[level as usize]);
             if d2 < best_d2 {
                 best_d2 = d2;
                 best = n as usize;
@@ -162,6 +189,40 @@ impl<const D: usize> GridTable<D> {
     }
 }
 
+/// A [`GridTable`] built on first use (GGML builds its tables in `ggml_quantize_init`), from
+/// the arguments of [`GridTable::new`].
+pub(crate) struct LazyGrid<const D: usize> {
+    table: OnceLock<GridTable<D>>,
+    packed: &'static [u16],
+    bits: u32,
+    map_size: usize,
+    nwant: usize,
+}
+
+impl<const D: usize> LazyGrid<D> {
+    /// A table of the grid `packed` (see [`GridTable::new`]), not built yet.
+    pub(crate) const fn new(
+        packed: &'static [u16],
+        bits: u32,
+        map_size: usize,
+        nwant: usize,
+    ) -> Self {
+        LazyGrid {
+            table: OnceLock::new(),
+            packed,
+            bits,
+            map_size,
+            nwant,
+        }
+    }
+
+    /// The table, built by the first caller.
+    pub(crate) fn get(&self) -> &GridTable<D> {
+        self.table
+            .get_or_init(|| GridTable::new(self.packed, self.bits, self.map_size, self.nwant))
+    }
+}
+
 /// How the scale search revisits its best candidate at the final scale (GGML's variants).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refine {
@@ -171,6 +232,26 @@ pub(crate) enum Refine {
     AllGroupsIfAnyOffGrid,
     /// Requantize every group (IQ2_XXS).
     AllGroups,
+}
+
+/// How a grid i-quant stores the signs of each 8 values.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SignBits {
+    /// Seven bits; the eighth is implied by even parity (IQ2_XXS, IQ2_XS, IQ3_XXS).
+    EvenParity,
+    /// All eight bits (IQ2_S, IQ3_S).
+    All,
+}
+
+/// A group of values quantized onto the grid by [`ScaleSearch::quantize_group`].
+pub(crate) struct GridGroup {
+    /// The group's scale (positive).
+    pub(crate) scale: f32,
+    /// The grid index of each run of `D` values.
+    pub(crate) index: [u16; 8],
+    /// One sign byte per 8 values (bit `i` set where value `i` is negative), 7 bits with
+    /// [`SignBits::EvenParity`].
+    pub(crate) signs: [u8; 4],
 }
 
 /// The scale search of the IQ2/IQ3 quantizers over one block of values: for a range of trial
@@ -216,11 +297,55 @@ impl<const D: usize> ScaleSearch<'_, D> {
             Lookup::OnGrid(_) => true,
             Lookup::Off(neighbours) => {
                 let (xg, wg) = (&xval[g.clone()], &waux[g.clone()]);
-                self.table
-                    .best_neighbour(neighbours, xg, wg, scale, &mut l[g]);
+                let table = self.table;
+                table.best_neighbour(neighbours, xg, wg, scale, &table.positions, &mut l[g]);
                 false
             }
         }
+    }
+
+    /// Quantizes a group of `N` values `xb` (16 or 32) with importance `weight`, as the IQ2/IQ3
+    /// quantizers do: folds the signs into the magnitudes (keeping even parity when the format
+    /// stores 7 sign bits), leaves a group whose largest magnitude is below `eps` at zero
+    /// (`None`), runs the search from the `(denom, scale)` that `start(magnitudes, max)` gives
+    /// (`None` also leaves the group at zero), and flips the signs when the fitted scale came out
+    /// negative.
+    pub(crate) fn quantize_group<const N: usize>(
+        &self,
+        xb: &[f32],
+        weight: &[f32; N],
+        sign_bits: SignBits,
+        eps: f32,
+        start: impl FnOnce(&[f32; N], f32) -> Option<(f32, f32)>,
+    ) -> Option<GridGroup> {
+        let (mut xval, mut signs) = ([0f32; N], [0u8; 4]);
+        let sign_mask = match sign_bits {
+            SignBits::EvenParity => {
+                fold_signs_even(xb, weight, &mut xval, &mut signs);
+                127
+            }
+            SignBits::All => {
+                fold_signs(xb, &mut xval, &mut signs);
+                255
+            }
+        };
+        let max = fmax_slice(&xval);
+        if max < eps {
+            return None;
+        }
+        let (denom, first_scale) = start(&xval, max)?;
+        let waux = weight.map(f32::sqrt);
+        let (mut l, mut index) = ([0i8; N], [0u16; 8]);
+        let mut scale = self.run(&xval, weight, &waux, denom, first_scale, &mut l, &mut index);
+        if scale < 0.0 {
+            scale = -scale;
+            signs.iter_mut().for_each(|s| *s = !*s & sign_mask);
+        }
+        Some(GridGroup {
+            scale,
+            index,
+            signs,
+        })
     }
 
     /// Runs the search over `xval` (magnitudes, a multiple of `D` values, at most 32) with
@@ -285,4 +410,37 @@ impl<const D: usize> ScaleSearch<'_, D> {
         }
         scale
     }
+}
+
+/// Quantizes the groups of `N` values of a super-block with `group(ib, xb)` (which stores what
+/// it quantized and returns the group's scale, or `None` for a group left at zero). Returns the
+/// scales (0 for the groups left at zero) and the largest (GGML's `MAX` from 0).
+pub(crate) fn quantize_groups<const N: usize, const G: usize>(
+    xbl: &[f32],
+    mut group: impl FnMut(usize, &[f32]) -> Option<f32>,
+) -> ([f32; G], f32) {
+    let mut scales = [0f32; G];
+    let mut max_scale = 0f32;
+    for (ib, xb) in xbl.chunks_exact(N).enumerate() {
+        if let Some(scale) = group(ib, xb) {
+            scales[ib] = scale;
+            max_scale = fmax(max_scale, scale);
+        }
+    }
+    (scales, max_scale)
+}
+
+/// The super-block scale of groups whose largest scale is `max_scale`: GGML codes each group
+/// scale against `d = max_scale / divisor` and stores `d · factor`. Returns the stored scale and
+/// `1/d`, or `None` when every group is zero (the block then stays all zero).
+pub(crate) fn super_block_scale(
+    max_scale: f32,
+    divisor: f32,
+    factor: f32,
+) -> Option<(PackedF16, f32)> {
+    if max_scale == 0.0 {
+        return None;
+    }
+    let d = max_scale / divisor;
+    Some((PackedF16::from_f32(d * factor), 1.0 / d))
 }

@@ -3,9 +3,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::block::{block_layout, forward_kernels, with_weights, Block, Dequantize, QuantizeRef};
 use super::common::{
-    assert_block_size, blocks, blocks_mut, imatrix_weights, max_abs_macro, min_max, quantize_rows,
-    round_i32, signed_absmax, sum_squares, trunc_low_byte, PackedF16,
+    imatrix_weights, max_abs_macro, min_max, round_i32, signed_absmax, sum_squares, trunc_low_byte,
+    PackedF16,
 };
 use super::search::{make_qkx_quants, make_qx_quants, QKX3_STEPS};
 
@@ -82,17 +83,17 @@ pub struct BlockQ8_1 {
     pub qs: [i8; QK],
 }
 
-assert_block_size!(BlockQ4_0, 18);
-assert_block_size!(BlockQ4_1, 20);
-assert_block_size!(BlockQ5_0, 22);
-assert_block_size!(BlockQ5_1, 24);
-assert_block_size!(BlockQ8_0, 34);
-assert_block_size!(BlockQ8_1, 36);
+block_layout!(BlockQ4_0, values: QK, bytes: 18);
+block_layout!(BlockQ4_1, values: QK, bytes: 20);
+block_layout!(BlockQ5_0, values: QK, bytes: 22);
+block_layout!(BlockQ5_1, values: QK, bytes: 24);
+block_layout!(BlockQ8_0, values: QK, bytes: 34);
+block_layout!(BlockQ8_1, values: QK, bytes: 36);
 
 /// `MIN(max, (int8_t) x)` stored as a byte, as GGML's reference quantizers compute it.
 #[inline(always)]
-fn level_i8(x: f32, max: i8) -> u8 {
-    (trunc_low_byte(x) as i8).min(max) as u8
+fn level_i8(x: f32, max: u8) -> u8 {
+    (trunc_low_byte(x) as i8).min(max as i8) as u8
 }
 
 #[inline(always)]
@@ -114,22 +115,54 @@ fn map_levels(x: &[f32], level: impl Fn(f32) -> u8) -> [u8; QK] {
     levels
 }
 
-/// Packs 32 four-bit levels: value j in the low nibble of byte j, value j + 16 in the high one.
+/// Mean square of a row (GGML's σ² of the imatrix quantizers).
 #[inline(always)]
-fn pack_q4(levels: &[u8; QK], qs: &mut [u8; QK / 2]) {
+fn row_sigma2(row: &[f32]) -> f32 {
+    sum_squares(row) / row.len() as f32
+}
+
+/// Runs `block(x, w, y)` on each block of a row with its importance weights `w`.
+#[inline(always)]
+fn for_each_weighted_block<B: Block>(
+    row: &[f32],
+    out: &mut [B],
+    qw: &[f32],
+    mut block: impl FnMut(&[f32], &[f32; QK], &mut B),
+) {
+    let sigma2 = row_sigma2(row);
+    for (x, qw, y) in with_weights(row, qw, out) {
+        block(x, &imatrix_weights(x, qw, sigma2), y);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Level packing: Q4 (nibbles) and Q5 (nibbles plus a word of fifth bits)
+
+/// Packs 32 four-bit levels: value j in the low nibble of byte j, value j + 16 in the high one
+/// (`lo | hi << 4` unmasked, as GGML's Q4 quantizers store them).
+#[inline(always)]
+fn pack_nibbles(levels: &[u8; QK], qs: &mut [u8; QK / 2]) {
     let (lo, hi) = levels.split_at(QK / 2);
     for ((q, &a), &b) in qs.iter_mut().zip(lo).zip(hi) {
         *q = a | (b << 4);
     }
 }
 
+/// Inverse of [`pack_nibbles`].
+#[inline(always)]
+fn unpack_nibbles(qs: &[u8; QK / 2]) -> [u8; QK] {
+    let mut levels = [0u8; QK];
+    for (j, &q) in qs.iter().enumerate() {
+        levels[j] = q & 0x0f;
+        levels[j + 16] = q >> 4;
+    }
+    levels
+}
+
 /// Packs 32 five-bit levels: low nibbles into `qs`, fifth bits into the returned `qh` bytes.
 #[inline(always)]
 fn pack_q5(levels: &[u8; QK], qs: &mut [u8; QK / 2]) -> [u8; 4] {
-    let (lo, hi) = levels.split_at(QK / 2);
-    for ((q, &a), &b) in qs.iter_mut().zip(lo).zip(hi) {
-        *q = (a & 0x0f) | ((b & 0x0f) << 4);
-    }
+    pack_nibbles(&levels.map(|l| l & 0x0f), qs);
     let qh = levels
         .iter()
         .enumerate()
@@ -137,307 +170,201 @@ fn pack_q5(levels: &[u8; QK], qs: &mut [u8; QK / 2]) -> [u8; 4] {
     qh.to_le_bytes()
 }
 
-/// The two 5-bit level offsets of byte j (`xh_0`, `xh_1` in GGML).
+/// Inverse of [`pack_q5`].
 #[inline(always)]
-fn q5_high_bits(qh: u32, j: usize) -> (u8, u8) {
-    (
-        (((qh >> j) << 4) & 0x10) as u8,
-        ((qh >> (j + 12)) & 0x10) as u8,
-    )
-}
-
-/// Mean square of a row (GGML's σ² of the imatrix quantizers).
-#[inline(always)]
-fn row_sigma2(row: &[f32]) -> f32 {
-    sum_squares(row) / row.len() as f32
-}
-
-// ---------------------------------------------------------------------------------------------
-// Q4_0
-
-fn q4_0_ref(src: &[f32], dst: &mut [BlockQ4_0]) {
-    for (x, y) in src.chunks_exact(QK).zip(dst) {
-        let (max, _) = signed_absmax(x);
-        let d = max / -8.0;
-        let id = inverse(d);
-        y.d = PackedF16::from_f32(d);
-        pack_q4(&map_levels(x, |v| level_i8(v * id + 8.5, 15)), &mut y.qs);
-    }
-}
-
-pub(crate) fn quantize_row_q4_0_ref(src: &[f32], dst: &mut [u8]) {
-    q4_0_ref(src, blocks_mut(dst));
-}
-
-pub(crate) fn dequantize_row_q4_0(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockQ4_0>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK))
-    {
-        let d = b.d.to_f32();
-        for (j, &q) in b.qs.iter().enumerate() {
-            y[j] = ((q & 0x0f) as i32 - 8) as f32 * d;
-            y[j + 16] = ((q >> 4) as i32 - 8) as f32 * d;
-        }
-    }
-}
-
-fn q4_0_imatrix_row(row: &[f32], out: &mut [BlockQ4_0], qw: &[f32]) {
-    let sigma2 = row_sigma2(row);
-    let mut levels = [0i8; QK];
-    for ((x, qw), y) in row.chunks_exact(QK).zip(qw.chunks_exact(QK)).zip(out) {
-        let w: [f32; QK] = imatrix_weights(x, qw, sigma2);
-        let d = make_qx_quants::<QK>(8, x, &mut levels, 1, Some(&w));
-        y.d = PackedF16::from_f32(d);
-        pack_q4(bytemuck::cast_ref(&levels), &mut y.qs);
-    }
-}
-
-pub(crate) fn quantize_q4_0(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    quantize_rows(src, dst, n_per_row, imatrix, q4_0_ref, q4_0_imatrix_row)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Q4_1
-
-fn q4_1_ref(src: &[f32], dst: &mut [BlockQ4_1]) {
-    for (x, y) in src.chunks_exact(QK).zip(dst) {
-        let (min, max) = min_max(x);
-        let d = (max - min) / 15.0;
-        let id = inverse(d);
-        y.d = PackedF16::from_f32(d);
-        y.m = PackedF16::from_f32(min);
-        pack_q4(
-            &map_levels(x, |v| level_i8((v - min) * id + 0.5, 15)),
-            &mut y.qs,
-        );
-    }
-}
-
-pub(crate) fn quantize_row_q4_1_ref(src: &[f32], dst: &mut [u8]) {
-    q4_1_ref(src, blocks_mut(dst));
-}
-
-pub(crate) fn dequantize_row_q4_1(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockQ4_1>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK))
-    {
-        let (d, m) = (b.d.to_f32(), b.m.to_f32());
-        for (j, &q) in b.qs.iter().enumerate() {
-            y[j] = (q & 0x0f) as f32 * d + m;
-            y[j + 16] = (q >> 4) as f32 * d + m;
-        }
-    }
-}
-
-/// One row of the imatrix quantizer shared by Q4_1 and Q5_1: per block, the asymmetric search
-/// with levels `0 ..= nmax`, then `store(block, d, m, levels)`.
-fn asym_imatrix_row<B>(
-    row: &[f32],
-    out: &mut [B],
-    qw: &[f32],
-    nmax: i32,
-    store: impl Fn(&mut B, f32, f32, &[u8; QK]),
-) {
-    let sigma2 = row_sigma2(row);
+fn unpack_q5(qh: [u8; 4], qs: &[u8; QK / 2]) -> [u8; QK] {
+    let qh = u32::from_le_bytes(qh);
     let mut levels = [0u8; QK];
-    for ((x, qw), y) in row.chunks_exact(QK).zip(qw.chunks_exact(QK)).zip(out) {
-        let w: [f32; QK] = imatrix_weights(x, qw, sigma2);
-        let (d, min) = make_qkx_quants::<QK>(nmax, x, &w, &mut levels, QKX3_STEPS);
-        store(y, d, -min, &levels);
+    for (j, &q) in qs.iter().enumerate() {
+        levels[j] = (q & 0x0f) | (((qh >> j) << 4) & 0x10) as u8;
+        levels[j + 16] = (q >> 4) | ((qh >> (j + 12)) & 0x10) as u8;
+    }
+    levels
+}
+
+/// The scale, minimum (for Q4_1 and Q5_1) and levels of a 4- or 5-bit block.
+trait Nibbles: Block {
+    /// Largest level (15 or 31).
+    const NMAX: u8;
+    fn d(&mut self) -> &mut PackedF16;
+    fn levels(&self) -> [u8; QK];
+    fn set_levels(&mut self, levels: &[u8; QK]);
+}
+
+/// Q4_1 and Q5_1 (`d · level + m`).
+trait WithMin: Nibbles {
+    fn m(&mut self) -> &mut PackedF16;
+    /// The reference quantizer's level of `x = (v − min)·id + 0.5`.
+    fn ref_level(x: f32) -> u8;
+}
+
+/// Implements [`Nibbles`] for blocks with a scale `d` and levels in `qs` (4 bits, NMAX 15) or
+/// in `qs` and `qh` (5 bits, NMAX 31).
+macro_rules! nibbles {
+    ($nmax:literal, $levels:expr, $set_levels:expr => $($block:ty),+) => {$(
+        impl Nibbles for $block {
+            const NMAX: u8 = $nmax;
+            #[inline(always)]
+            fn d(&mut self) -> &mut PackedF16 {
+                &mut self.d
+            }
+            #[inline(always)]
+            fn levels(&self) -> [u8; QK] {
+                $levels(self)
+            }
+            #[inline(always)]
+            fn set_levels(&mut self, levels: &[u8; QK]) {
+                $set_levels(self, levels)
+            }
+        }
+    )+};
+}
+
+nibbles!(15, |b: &Self| unpack_nibbles(&b.qs), |b: &mut Self, l| pack_nibbles(l, &mut b.qs)
+    => BlockQ4_0, BlockQ4_1);
+nibbles!(31, |b: &Self| unpack_q5(b.qh, &b.qs), |b: &mut Self, l| b.qh = pack_q5(l, &mut b.qs)
+    => BlockQ5_0, BlockQ5_1);
+
+impl WithMin for BlockQ4_1 {
+    #[inline(always)]
+    fn m(&mut self) -> &mut PackedF16 {
+        &mut self.m
+    }
+    #[inline(always)]
+    fn ref_level(x: f32) -> u8 {
+        level_i8(x, 15)
     }
 }
 
-fn q4_1_imatrix_row(row: &[f32], out: &mut [BlockQ4_1], qw: &[f32]) {
-    asym_imatrix_row(row, out, qw, 15, |y, d, m, levels| {
-        y.d = PackedF16::from_f32(d);
-        y.m = PackedF16::from_f32(m);
-        pack_q4(levels, &mut y.qs);
-    });
-}
-
-pub(crate) fn quantize_q4_1(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    quantize_rows(src, dst, n_per_row, imatrix, q4_1_ref, q4_1_imatrix_row)
+impl WithMin for BlockQ5_1 {
+    #[inline(always)]
+    fn m(&mut self) -> &mut PackedF16 {
+        &mut self.m
+    }
+    /// GGML's Q5_1 reference quantizer stores `(uint8_t) x` without a cap.
+    #[inline(always)]
+    fn ref_level(x: f32) -> u8 {
+        trunc_low_byte(x)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Q5_0
+// Q4_0 and Q5_0: `d · (level − half)`, half = (NMAX + 1) / 2
 
-fn q5_0_ref(src: &[f32], dst: &mut [BlockQ5_0]) {
-    for (x, y) in src.chunks_exact(QK).zip(dst) {
+/// The kernels of the centred formats.
+mod centred {
+    use super::*;
+
+    #[inline(always)]
+    fn half<B: Nibbles>() -> i32 {
+        (B::NMAX as i32 + 1) / 2
+    }
+
+    pub(super) fn dequantize<B: Nibbles>(b: &B, y: &mut [f32]) {
+        let (mut b, levels) = (*b, b.levels());
+        let d = b.d().to_f32();
+        for (y, &l) in y.iter_mut().zip(&levels) {
+            *y = (l as i32 - half::<B>()) as f32 * d;
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn quantize_ref<B: Nibbles>(x: &[f32], y: &mut B) {
         let (max, _) = signed_absmax(x);
-        let d = max / -16.0;
+        let d = max / -(half::<B>() as f32);
         let id = inverse(d);
-        y.d = PackedF16::from_f32(d);
-        y.qh = pack_q5(&map_levels(x, |v| level_i8(v * id + 16.5, 31)), &mut y.qs);
+        *y.d() = PackedF16::from_f32(d);
+        let offset = half::<B>() as f32 + 0.5;
+        y.set_levels(&map_levels(x, |v| level_i8(v * id + offset, B::NMAX)));
     }
-}
 
-pub(crate) fn quantize_row_q5_0_ref(src: &[f32], dst: &mut [u8]) {
-    q5_0_ref(src, blocks_mut(dst));
-}
-
-pub(crate) fn dequantize_row_q5_0(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockQ5_0>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK))
-    {
-        let d = b.d.to_f32();
-        let qh = u32::from_le_bytes(b.qh);
-        for (j, &q) in b.qs.iter().enumerate() {
-            let (h0, h1) = q5_high_bits(qh, j);
-            y[j] = (((q & 0x0f) | h0) as i32 - 16) as f32 * d;
-            y[j + 16] = (((q >> 4) | h1) as i32 - 16) as f32 * d;
-        }
+    pub(super) fn quantize_row_imatrix<B: Nibbles>(row: &[f32], out: &mut [B], qw: &[f32]) {
+        let mut levels = [0i8; QK];
+        for_each_weighted_block(row, out, qw, |x, w, y| {
+            let d = make_qx_quants::<QK>(half::<B>(), x, &mut levels, 1, Some(w));
+            *y.d() = PackedF16::from_f32(d);
+            y.set_levels(bytemuck::cast_ref(&levels));
+        });
     }
-}
-
-fn q5_0_imatrix_row(row: &[f32], out: &mut [BlockQ5_0], qw: &[f32]) {
-    let sigma2 = row_sigma2(row);
-    let mut levels = [0i8; QK];
-    for ((x, qw), y) in row.chunks_exact(QK).zip(qw.chunks_exact(QK)).zip(out) {
-        let w: [f32; QK] = imatrix_weights(x, qw, sigma2);
-        let d = make_qx_quants::<QK>(16, x, &mut levels, 1, Some(&w));
-        y.d = PackedF16::from_f32(d);
-        y.qh = pack_q5(bytemuck::cast_ref(&levels), &mut y.qs);
-    }
-}
-
-pub(crate) fn quantize_q5_0(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    quantize_rows(src, dst, n_per_row, imatrix, q5_0_ref, q5_0_imatrix_row)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Q5_1
+// Q4_1 and Q5_1: `d · level + m`
 
-fn q5_1_ref(src: &[f32], dst: &mut [BlockQ5_1]) {
-    for (x, y) in src.chunks_exact(QK).zip(dst) {
-        let (min, max) = min_max(x);
-        let d = (max - min) / 31.0;
-        let id = inverse(d);
-        y.d = PackedF16::from_f32(d);
-        y.m = PackedF16::from_f32(min);
-        y.qh = pack_q5(
-            &map_levels(x, |v| trunc_low_byte((v - min) * id + 0.5)),
-            &mut y.qs,
-        );
-    }
-}
+/// The kernels of the formats with a minimum.
+mod with_min {
+    use super::*;
 
-pub(crate) fn quantize_row_q5_1_ref(src: &[f32], dst: &mut [u8]) {
-    q5_1_ref(src, blocks_mut(dst));
-}
-
-pub(crate) fn dequantize_row_q5_1(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockQ5_1>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK))
-    {
-        let (d, m) = (b.d.to_f32(), b.m.to_f32());
-        let qh = u32::from_le_bytes(b.qh);
-        for (j, &q) in b.qs.iter().enumerate() {
-            let (h0, h1) = q5_high_bits(qh, j);
-            y[j] = ((q & 0x0f) | h0) as f32 * d + m;
-            y[j + 16] = ((q >> 4) | h1) as f32 * d + m;
+    pub(super) fn dequantize<B: WithMin>(b: &B, y: &mut [f32]) {
+        let (mut b, levels) = (*b, b.levels());
+        let (d, m) = (b.d().to_f32(), b.m().to_f32());
+        for (y, &l) in y.iter_mut().zip(&levels) {
+            *y = l as f32 * d + m;
         }
     }
+
+    #[inline(always)]
+    pub(super) fn quantize_ref<B: WithMin>(x: &[f32], y: &mut B) {
+        let (min, max) = min_max(x);
+        let d = (max - min) / B::NMAX as f32;
+        let id = inverse(d);
+        *y.d() = PackedF16::from_f32(d);
+        *y.m() = PackedF16::from_f32(min);
+        y.set_levels(&map_levels(x, |v| B::ref_level((v - min) * id + 0.5)));
+    }
+
+    pub(super) fn quantize_row_imatrix<B: WithMin>(row: &[f32], out: &mut [B], qw: &[f32]) {
+        let mut levels = [0u8; QK];
+        for_each_weighted_block(row, out, qw, |x, w, y| {
+            let (d, min) = make_qkx_quants::<QK>(B::NMAX as i32, x, w, &mut levels, QKX3_STEPS);
+            *y.d() = PackedF16::from_f32(d);
+            *y.m() = PackedF16::from_f32(-min);
+            y.set_levels(&levels);
+        });
+    }
 }
 
-fn q5_1_imatrix_row(row: &[f32], out: &mut [BlockQ5_1], qw: &[f32]) {
-    asym_imatrix_row(row, out, qw, 31, |y, d, m, levels| {
-        y.d = PackedF16::from_f32(d);
-        y.m = PackedF16::from_f32(m);
-        y.qh = pack_q5(levels, &mut y.qs);
-    });
-}
-
-pub(crate) fn quantize_q5_1(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    quantize_rows(src, dst, n_per_row, imatrix, q5_1_ref, q5_1_imatrix_row)
-}
+forward_kernels!(centred => BlockQ4_0, BlockQ5_0);
+forward_kernels!(with_min => BlockQ4_1, BlockQ5_1);
 
 // ---------------------------------------------------------------------------------------------
 // Q8_0 and Q8_1
 
-/// `(int8_t) roundf(v)`, as GGML's 8-bit quantizers store it.
+/// The scale `amax/127` of an 8-bit block (GGML's `MAX(amax, fabsf(v))`), its inverse, and the
+/// levels `(int8_t) roundf(v·id)`.
 #[inline(always)]
-fn round_i8(v: f32) -> i8 {
-    round_i32(v) as i8
+fn q8_levels(x: &[f32], qs: &mut [i8; QK]) -> f32 {
+    let d = max_abs_macro(x) / 127.0;
+    let id = inverse(d);
+    for (q, &v) in qs.iter_mut().zip(x) {
+        *q = round_i32(v * id) as i8;
+    }
+    d
 }
 
-fn q8_0_ref(src: &[f32], dst: &mut [BlockQ8_0]) {
-    for (x, y) in src.chunks_exact(QK).zip(dst) {
-        let d = max_abs_macro(x) / 127.0;
-        let id = inverse(d);
-        y.d = PackedF16::from_f32(d);
-        for (q, &v) in y.qs.iter_mut().zip(x) {
-            *q = round_i8(v * id);
-        }
+impl QuantizeRef for BlockQ8_0 {
+    #[inline(always)]
+    fn quantize_ref(x: &[f32], y: &mut Self) {
+        y.d = PackedF16::from_f32(q8_levels(x, &mut y.qs));
     }
 }
 
-pub(crate) fn quantize_row_q8_0_ref(src: &[f32], dst: &mut [u8]) {
-    q8_0_ref(src, blocks_mut(dst));
-}
-
-pub(crate) fn dequantize_row_q8_0(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockQ8_0>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK))
-    {
-        let d = b.d.to_f32();
-        for (y, &q) in y.iter_mut().zip(&b.qs) {
+impl Dequantize for BlockQ8_0 {
+    #[inline(always)]
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        for (y, &q) in y.iter_mut().zip(&self.qs) {
             *y = q as f32 * d;
         }
     }
 }
 
-/// Q8_0 ignores the imatrix.
-pub(crate) fn quantize_q8_0(
-    src: &[f32],
-    dst: &mut [u8],
-    _: usize,
-    _: usize,
-    _: Option<&[f32]>,
-) -> usize {
-    q8_0_ref(src, blocks_mut(dst));
-    dst.len()
-}
-
-pub(crate) fn quantize_row_q8_1_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, y) in src.chunks_exact(QK).zip(blocks_mut::<BlockQ8_1>(dst)) {
-        let d = max_abs_macro(x) / 127.0;
-        let id = inverse(d);
+impl QuantizeRef for BlockQ8_1 {
+    #[inline(always)]
+    fn quantize_ref(x: &[f32], y: &mut Self) {
+        let d = q8_levels(x, &mut y.qs);
         y.d = PackedF16::from_f32(d);
-        let mut sum = 0i32;
-        for (q, &v) in y.qs.iter_mut().zip(x) {
-            *q = round_i8(v * id);
-            sum += *q as i32;
-        }
+        let sum = y.qs.iter().fold(0i32, |s, &q| s + q as i32);
         y.s = PackedF16::from_f32(sum as f32 * d);
     }
 }

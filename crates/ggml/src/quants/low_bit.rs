@@ -3,7 +3,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{assert_block_size, blocks, blocks_mut, max_abs, round_i32, PackedF16};
+use super::block::{block_layout, Dequantize, QuantizeRef};
+use super::common::{max_abs, round_i32, PackedF16};
 
 /// Values per Q1_0 block.
 const QK1_0: usize = 128;
@@ -30,11 +31,12 @@ pub struct BlockQ2_0 {
     pub qs: [u8; QK2_0 / 4],
 }
 
-assert_block_size!(BlockQ1_0, 18);
-assert_block_size!(BlockQ2_0, 18);
+block_layout!(BlockQ1_0, values: QK1_0, bytes: 18);
+block_layout!(BlockQ2_0, values: QK2_0, bytes: 18);
 
-pub(crate) fn quantize_row_q1_0_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, y) in src.chunks_exact(QK1_0).zip(blocks_mut::<BlockQ1_0>(dst)) {
+impl QuantizeRef for BlockQ1_0 {
+    #[inline(always)]
+    fn quantize_ref(x: &[f32], y: &mut Self) {
         let sum_abs = x.iter().fold(0.0f32, |s, &v| s + v.abs());
         y.d = PackedF16::from_f32(sum_abs / QK1_0 as f32);
         for (q, x8) in y.qs.iter_mut().zip(x.chunks_exact(8)) {
@@ -46,13 +48,11 @@ pub(crate) fn quantize_row_q1_0_ref(src: &[f32], dst: &mut [u8]) {
     }
 }
 
-pub(crate) fn dequantize_row_q1_0(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockQ1_0>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK1_0))
-    {
-        let d = b.d.to_f32();
-        for (y8, &q) in y.chunks_exact_mut(8).zip(&b.qs) {
+impl Dequantize for BlockQ1_0 {
+    #[inline(always)]
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        for (y8, &q) in y.chunks_exact_mut(8).zip(&self.qs) {
             for (bit, y) in y8.iter_mut().enumerate() {
                 *y = if (q >> bit) & 1 != 0 { d } else { -d };
             }
@@ -60,8 +60,9 @@ pub(crate) fn dequantize_row_q1_0(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-pub(crate) fn quantize_row_q2_0_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, y) in src.chunks_exact(QK2_0).zip(blocks_mut::<BlockQ2_0>(dst)) {
+impl QuantizeRef for BlockQ2_0 {
+    #[inline(always)]
+    fn quantize_ref(x: &[f32], y: &mut Self) {
         let d = max_abs(x);
         let id = if d > 0.0 { 1.0 / d } else { 0.0 };
         y.d = PackedF16::from_f32(d);
@@ -74,41 +75,14 @@ pub(crate) fn quantize_row_q2_0_ref(src: &[f32], dst: &mut [u8]) {
     }
 }
 
-pub(crate) fn dequantize_row_q2_0(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockQ2_0>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK2_0))
-    {
-        let d = b.d.to_f32();
-        for (y4, &q) in y.chunks_exact_mut(4).zip(&b.qs) {
+impl Dequantize for BlockQ2_0 {
+    #[inline(always)]
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        for (y4, &q) in y.chunks_exact_mut(4).zip(&self.qs) {
             for (k, y) in y4.iter_mut().enumerate() {
                 *y = (((q >> (2 * k)) & 3) as i32 - 1) as f32 * d;
             }
         }
     }
-}
-
-/// Q1_0 ignores the imatrix (GGML quantizes row by row with the reference quantizer, which is
-/// the same as all rows at once).
-pub(crate) fn quantize_q1_0(
-    src: &[f32],
-    dst: &mut [u8],
-    _: usize,
-    _: usize,
-    _: Option<&[f32]>,
-) -> usize {
-    quantize_row_q1_0_ref(src, dst);
-    dst.len()
-}
-
-/// Q2_0 ignores the imatrix, as Q1_0.
-pub(crate) fn quantize_q2_0(
-    src: &[f32],
-    dst: &mut [u8],
-    _: usize,
-    _: usize,
-    _: Option<&[f32]>,
-) -> usize {
-    quantize_row_q2_0_ref(src, dst);
-    dst.len()
 }

@@ -14,6 +14,7 @@
 //! pairs, see [`PackedF16`]), so a byte buffer of whole blocks can be viewed as blocks in place
 //! with `bytemuck::cast_slice`, whatever its address.
 
+mod block;
 mod common;
 mod float_rows;
 mod fp4;
@@ -36,6 +37,10 @@ mod search;
 mod ternary;
 
 use crate::{Error, Result, Type};
+use block::{
+    from_float_ref, quantize_blocks, quantize_rows, to_float, Dequantize, QuantizeBlock,
+    QuantizeImatrix, QuantizeRef,
+};
 
 pub use common::{PackedF16, PackedF32, PackedI16, PackedU16};
 pub use fp4::{BlockMxfp4, BlockNvfp4};
@@ -60,44 +65,69 @@ type FromFloatRef = fn(&[f32], &mut [u8]);
 /// returns the bytes written.
 type Quantize = fn(&[f32], &mut [u8], usize, usize, Option<&[f32]>) -> usize;
 
-/// The functions that implement one type; `None` where GGML has no such function.
+/// GGML's reference quantizer of a type.
+#[derive(Clone, Copy)]
+enum Reference {
+    /// GGML has none.
+    None,
+    /// A `from_float_ref` of its own.
+    Fn(FromFloatRef),
+    /// The type's `quantize_<t>` on one row without an imatrix (IQ4_XS and the grid i-quants
+    /// IQ3_XXS, IQ3_S and IQ2_S).
+    Quantize(Quantize),
+}
+
+/// What `ggml_quantize_chunk` does for a type.
+#[derive(Clone, Copy)]
+enum Chunk {
+    /// It does not quantize the type.
+    None,
+    /// The reference quantizer over all rows; any imatrix is ignored.
+    Reference(FromFloatRef),
+    /// A `quantize_<t>` of its own.
+    Quantize(Quantize),
+}
+
+/// The functions that implement one type.
 #[derive(Clone, Copy)]
 struct Kernels {
+    /// `None` where GGML has no dequantizer.
     to_float: Option<ToFloat>,
-    from_float_ref: Option<FromFloatRef>,
-    quantize: Option<Quantize>,
-    /// GGML's reference quantizer is `quantize` on one row without an imatrix (the grid
-    /// i-quants IQ3_XXS, IQ3_S and IQ2_S).
-    ref_is_quantize: bool,
+    reference: Reference,
+    chunk: Chunk,
 }
 
 impl Kernels {
-    const fn new(
-        to_float: Option<ToFloat>,
-        from_float_ref: Option<FromFloatRef>,
-        quantize: Option<Quantize>,
-    ) -> Kernels {
+    /// A block format whose `ggml_quantize_chunk` is its reference quantizer (no imatrix use).
+    fn reference_only<B: Dequantize + QuantizeRef>() -> Kernels {
         Kernels {
-            to_float,
-            from_float_ref,
-            quantize,
-            ref_is_quantize: false,
+            to_float: Some(to_float::<B>),
+            reference: Reference::Fn(from_float_ref::<B>),
+            chunk: Chunk::Reference(from_float_ref::<B>),
         }
     }
 
-    /// A type with all three functions.
-    const fn full(to_float: ToFloat, from_float_ref: FromFloatRef, quantize: Quantize) -> Kernels {
-        Kernels::new(Some(to_float), Some(from_float_ref), Some(quantize))
+    /// A block format with an imatrix quantizer.
+    fn with_imatrix<B: Dequantize + QuantizeImatrix>() -> Kernels {
+        Kernels {
+            to_float: Some(to_float::<B>),
+            reference: Reference::Fn(from_float_ref::<B>),
+            chunk: Chunk::Quantize(quantize_rows::<B>),
+        }
     }
 
-    /// A grid i-quant: dequantizer and quantizer; `has_ref` when GGML's reference quantizer is
-    /// the quantizer applied to one row without an imatrix.
-    const fn grid(to_float: ToFloat, quantize: Quantize, has_ref: bool) -> Kernels {
+    /// A format quantized a block at a time (the i-quants); `is_reference` when GGML's reference
+    /// quantizer is that quantizer on one row without an imatrix.
+    fn per_block<B: Dequantize + QuantizeBlock>(is_reference: bool) -> Kernels {
+        let quantize: Quantize = quantize_blocks::<B>;
         Kernels {
-            to_float: Some(to_float),
-            from_float_ref: None,
-            quantize: Some(quantize),
-            ref_is_quantize: has_ref,
+            to_float: Some(to_float::<B>),
+            reference: if is_reference {
+                Reference::Quantize(quantize)
+            } else {
+                Reference::None
+            },
+            chunk: Chunk::Quantize(quantize),
         }
     }
 }
@@ -106,142 +136,67 @@ impl Kernels {
 fn kernels(ty: Type) -> Result<Kernels> {
     use Type::*;
     Ok(match ty {
-        F32 => Kernels::new(
-            Some(float_rows::f32_to_float),
-            None,
-            Some(float_rows::quantize_f32),
-        ),
-        F16 => Kernels::full(
-            float_rows::f16_to_float,
-            float_rows::f16_from_float,
-            float_rows::quantize_f16,
-        ),
-        BF16 => Kernels::full(
-            float_rows::bf16_to_float,
-            float_rows::bf16_from_float,
-            float_rows::quantize_bf16,
-        ),
-        Q4_0 => Kernels::full(
-            legacy::dequantize_row_q4_0,
-            legacy::quantize_row_q4_0_ref,
-            legacy::quantize_q4_0,
-        ),
-        Q4_1 => Kernels::full(
-            legacy::dequantize_row_q4_1,
-            legacy::quantize_row_q4_1_ref,
-            legacy::quantize_q4_1,
-        ),
-        Q5_0 => Kernels::full(
-            legacy::dequantize_row_q5_0,
-            legacy::quantize_row_q5_0_ref,
-            legacy::quantize_q5_0,
-        ),
-        Q5_1 => Kernels::full(
-            legacy::dequantize_row_q5_1,
-            legacy::quantize_row_q5_1_ref,
-            legacy::quantize_q5_1,
-        ),
-        Q8_0 => Kernels::full(
-            legacy::dequantize_row_q8_0,
-            legacy::quantize_row_q8_0_ref,
-            legacy::quantize_q8_0,
-        ),
+        F32 => Kernels {
+            to_float: Some(float_rows::f32_to_float),
+            reference: Reference::None,
+            chunk: Chunk::Reference(float_rows::f32_from_float),
+        },
+        F16 => Kernels {
+            to_float: Some(float_rows::f16_to_float),
+            reference: Reference::Fn(float_rows::f16_from_float),
+            chunk: Chunk::Reference(float_rows::f16_from_float),
+        },
+        BF16 => Kernels {
+            to_float: Some(float_rows::bf16_to_float),
+            reference: Reference::Fn(float_rows::bf16_from_float),
+            chunk: Chunk::Reference(float_rows::bf16_from_float),
+        },
+        Q4_0 => Kernels::with_imatrix::<BlockQ4_0>(),
+        Q4_1 => Kernels::with_imatrix::<BlockQ4_1>(),
+        Q5_0 => Kernels::with_imatrix::<BlockQ5_0>(),
+        Q5_1 => Kernels::with_imatrix::<BlockQ5_1>(),
+        Q8_0 => Kernels::reference_only::<BlockQ8_0>(),
         // GGML has no dequantizer for Q8_1 and does not quantize it in ggml_quantize_chunk.
-        Q8_1 => Kernels::new(None, Some(legacy::quantize_row_q8_1_ref), None),
-        Q2_K => Kernels::full(
-            q2_k::dequantize_row_q2_k,
-            q2_k::quantize_row_q2_k_ref,
-            q2_k::quantize_q2_k,
-        ),
-        Q3_K => Kernels::full(
-            q3_k::dequantize_row_q3_k,
-            q3_k::quantize_row_q3_k_ref,
-            q3_k::quantize_q3_k,
-        ),
-        Q4_K => Kernels::full(
-            q45_k::dequantize_row_q4_k,
-            q45_k::quantize_row_q4_k_ref,
-            q45_k::quantize_q4_k,
-        ),
-        Q5_K => Kernels::full(
-            q45_k::dequantize_row_q5_k,
-            q45_k::quantize_row_q5_k_ref,
-            q45_k::quantize_q5_k,
-        ),
-        Q6_K => Kernels::full(
-            q6_k::dequantize_row_q6_k,
-            q6_k::quantize_row_q6_k_ref,
-            q6_k::quantize_q6_k,
-        ),
+        Q8_1 => Kernels {
+            to_float: None,
+            reference: Reference::Fn(from_float_ref::<BlockQ8_1>),
+            chunk: Chunk::None,
+        },
+        Q2_K => Kernels::with_imatrix::<BlockQ2K>(),
+        Q3_K => Kernels::with_imatrix::<BlockQ3K>(),
+        Q4_K => Kernels::with_imatrix::<BlockQ4K>(),
+        Q5_K => Kernels::with_imatrix::<BlockQ5K>(),
+        Q6_K => Kernels::with_imatrix::<BlockQ6K>(),
         // GGML's base type traits leave Q8_K's to_float and from_float_ref empty, but
         // ggml-quants exports dequantize_row_q8_K and quantize_row_q8_K_ref; both are offered.
-        Q8_K => Kernels::new(
-            Some(q8_k::dequantize_row_q8_k),
-            Some(q8_k::quantize_row_q8_k_ref),
-            None,
-        ),
-        IQ4_NL => Kernels::full(
-            iq4::dequantize_row_iq4_nl,
-            iq4::quantize_row_iq4_nl_ref,
-            iq4::quantize_iq4_nl,
-        ),
-        IQ4_XS => Kernels::full(
-            iq4::dequantize_row_iq4_xs,
-            iq4::quantize_row_iq4_xs_ref,
-            iq4::quantize_iq4_xs,
-        ),
-        TQ1_0 => Kernels::full(
-            ternary::dequantize_row_tq1_0,
-            ternary::quantize_row_tq1_0_ref,
-            ternary::quantize_tq1_0,
-        ),
-        TQ2_0 => Kernels::full(
-            ternary::dequantize_row_tq2_0,
-            ternary::quantize_row_tq2_0_ref,
-            ternary::quantize_tq2_0,
-        ),
-        MXFP4 => Kernels::full(
-            fp4::dequantize_row_mxfp4,
-            fp4::quantize_row_mxfp4_ref,
-            fp4::quantize_mxfp4,
-        ),
-        NVFP4 => Kernels::full(
-            fp4::dequantize_row_nvfp4,
-            fp4::quantize_row_nvfp4_ref,
-            fp4::quantize_nvfp4,
-        ),
-        Q1_0 => Kernels::full(
-            low_bit::dequantize_row_q1_0,
-            low_bit::quantize_row_q1_0_ref,
-            low_bit::quantize_q1_0,
-        ),
-        Q2_0 => Kernels::full(
-            low_bit::dequantize_row_q2_0,
-            low_bit::quantize_row_q2_0_ref,
-            low_bit::quantize_q2_0,
-        ),
-        IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S | IQ1_M => grid_iquant_kernels(ty)?,
+        Q8_K => Kernels {
+            chunk: Chunk::None,
+            ..Kernels::reference_only::<BlockQ8K>()
+        },
+        // quantize_row_iq4_nl_ref carries state from block to block (see iq4.rs).
+        IQ4_NL => Kernels {
+            reference: Reference::Fn(iq4::quantize_row_iq4_nl_ref),
+            ..Kernels::per_block::<BlockIq4Nl>(false)
+        },
+        IQ4_XS => Kernels::per_block::<BlockIq4Xs>(true),
+        TQ1_0 => Kernels::reference_only::<BlockTq1_0>(),
+        TQ2_0 => Kernels::reference_only::<BlockTq2_0>(),
+        MXFP4 => Kernels::reference_only::<BlockMxfp4>(),
+        NVFP4 => Kernels::reference_only::<BlockNvfp4>(),
+        Q1_0 => Kernels::reference_only::<BlockQ1_0>(),
+        Q2_0 => Kernels::reference_only::<BlockQ2_0>(),
+        IQ2_XXS => Kernels::per_block::<BlockIq2Xxs>(false),
+        IQ2_XS => Kernels::per_block::<BlockIq2Xs>(false),
+        IQ2_S => Kernels::per_block::<BlockIq2S>(true),
+        IQ3_XXS => Kernels::per_block::<BlockIq3Xxs>(true),
+        IQ3_S => Kernels::per_block::<BlockIq3S>(true),
+        IQ1_S => Kernels::per_block::<BlockIq1S>(false),
+        IQ1_M => Kernels::per_block::<BlockIq1M>(false),
         I8 | I16 | I32 | I64 | F64 => {
             return Err(Error::unsupported(format!(
                 "type {ty} has no conversion to or from f32 in GGML's type traits"
             )))
         }
-    })
-}
-
-/// The grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M); `true` where GGML's
-/// reference quantizer is the quantizer without an imatrix.
-fn grid_iquant_kernels(ty: Type) -> Result<Kernels> {
-    use Type::*;
-    Ok(match ty {
-        IQ2_XXS => Kernels::grid(iq2::dequantize_row_iq2_xxs, iq2::quantize_iq2_xxs, false),
-        IQ2_XS => Kernels::grid(iq2::dequantize_row_iq2_xs, iq2::quantize_iq2_xs, false),
-        IQ2_S => Kernels::grid(iq2::dequantize_row_iq2_s, iq2::quantize_iq2_s, true),
-        IQ3_XXS => Kernels::grid(iq3::dequantize_row_iq3_xxs, iq3::quantize_iq3_xxs, true),
-        IQ3_S => Kernels::grid(iq3::dequantize_row_iq3_s, iq3::quantize_iq3_s, true),
-        IQ1_S => Kernels::grid(iq1::dequantize_row_iq1_s, iq1::quantize_iq1_s, false),
-        IQ1_M => Kernels::grid(iq1::dequantize_row_iq1_m, iq1::quantize_iq1_m, false),
-        _ => return Err(Error::invalid(format!("type {ty} is not a grid i-quant"))),
     })
 }
 
@@ -254,13 +209,13 @@ pub fn has_to_float(ty: Type) -> bool {
 /// Whether [`quantize_row_ref`] supports `ty` (GGML's `from_float_ref`, plus Q8_K's exported
 /// `quantize_row_q8_K_ref`).
 pub fn has_from_float_ref(ty: Type) -> bool {
-    kernels(ty).is_ok_and(|k| k.from_float_ref.is_some() || k.ref_is_quantize)
+    kernels(ty).is_ok_and(|k| !matches!(k.reference, Reference::None))
 }
 
 /// Whether [`quantize_chunk`] supports `ty` (the types `ggml_quantize_chunk` handles: every
 /// block-quantized type but Q8_1 and Q8_K, plus F16, BF16 and F32).
 pub fn has_quantizer(ty: Type) -> bool {
-    kernels(ty).is_ok_and(|k| k.quantize.is_some())
+    kernels(ty).is_ok_and(|k| !matches!(k.chunk, Chunk::None))
 }
 
 /// Whether quantizing to `ty` needs an importance matrix (`ggml_quantize_requires_imatrix`):
@@ -281,19 +236,25 @@ fn bytes_for(ty: Type, n: usize, what: &str) -> Result<usize> {
     Ok(n / blck * ty.type_size())
 }
 
+/// Checks that the `(name, length)` buffers `values` (f32) and `bytes` hold the same whole
+/// blocks of `ty`.
+fn check_row(ty: Type, values: (&str, usize), bytes: (&str, usize)) -> Result<()> {
+    let need = bytes_for(ty, values.1, values.0)?;
+    if bytes.1 != need {
+        return Err(Error::invalid(format!(
+            "{} has {} bytes, but {} {ty} values take {need}",
+            bytes.0, bytes.1, values.1
+        )));
+    }
+    Ok(())
+}
+
 /// Dequantizes whole blocks of `ty` from `src` into `dst` (GGML's `to_float`).
 ///
 /// `dst.len()` must be a multiple of `ty`'s block size and `src.len()` the matching number of
 /// bytes (`ty.row_size(dst.len())`).
 pub fn dequantize_row(ty: Type, src: &[u8], dst: &mut [f32]) -> Result<()> {
-    let need = bytes_for(ty, dst.len(), "dst")?;
-    if src.len() != need {
-        return Err(Error::invalid(format!(
-            "src has {} bytes, but {} {ty} values take {need}",
-            src.len(),
-            dst.len()
-        )));
-    }
+    check_row(ty, ("dst", dst.len()), ("src", src.len()))?;
     let to_float = kernels(ty)?
         .to_float
         .ok_or_else(|| Error::unsupported(format!("GGML has no dequantizer for type {ty}")))?;
@@ -307,27 +268,17 @@ pub fn dequantize_row(ty: Type, src: &[u8], dst: &mut [f32]) -> Result<()> {
 /// `src.len()` must be a multiple of `ty`'s block size and `dst.len()` the matching number of
 /// bytes.
 pub fn quantize_row_ref(ty: Type, src: &[f32], dst: &mut [u8]) -> Result<()> {
-    let need = bytes_for(ty, src.len(), "src")?;
-    if dst.len() != need {
-        return Err(Error::invalid(format!(
-            "dst has {} bytes, but {} {ty} values take {need}",
-            dst.len(),
-            src.len()
-        )));
-    }
-    let k = kernels(ty)?;
-    if src.is_empty() && (k.from_float_ref.is_some() || k.ref_is_quantize) {
-        return Ok(());
-    }
-    match (k.from_float_ref, k.quantize) {
-        (Some(from_float), _) => from_float(src, dst),
-        (None, Some(quantize)) if k.ref_is_quantize => {
-            quantize(src, dst, 1, src.len(), None);
-        }
-        _ => {
+    check_row(ty, ("src", src.len()), ("dst", dst.len()))?;
+    match kernels(ty)?.reference {
+        Reference::None => {
             return Err(Error::unsupported(format!(
                 "GGML has no reference quantizer for type {ty}"
             )))
+        }
+        _ if src.is_empty() => {}
+        Reference::Fn(from_float) => from_float(src, dst),
+        Reference::Quantize(quantize) => {
+            quantize(src, dst, 1, src.len(), None);
         }
     }
     Ok(())
@@ -386,12 +337,21 @@ pub fn quantize_chunk(
             dst.len()
         )));
     }
-    let quantize = kernels(ty)?.quantize.ok_or_else(|| {
-        Error::unsupported(format!("ggml_quantize_chunk does not quantize type {ty}"))
-    })?;
+    let chunk = kernels(ty)?.chunk;
     let src = &src[start_row * n_per_row..src_end];
     let dst = &mut dst[start_row * row_size..dst_end];
-    let written = quantize(src, dst, n_rows, n_per_row, imatrix);
+    let written = match chunk {
+        Chunk::None => {
+            return Err(Error::unsupported(format!(
+                "ggml_quantize_chunk does not quantize type {ty}"
+            )))
+        }
+        Chunk::Reference(from_float) => {
+            from_float(src, dst);
+            dst.len()
+        }
+        Chunk::Quantize(quantize) => quantize(src, dst, n_rows, n_per_row, imatrix),
+    };
     debug_assert_eq!(written, n_rows * row_size);
     Ok(written)
 }
@@ -400,34 +360,52 @@ pub fn quantize_chunk(
 mod tests {
     use super::*;
 
+    /// Every block struct has its type's byte size and values per block.
     #[test]
-    fn block_sizes_match_the_type_table() {
+    fn block_layouts_match_the_type_table() {
+        use block::Block;
         use std::mem::size_of;
-        let sizes = [
-            (Type::Q4_0, size_of::<BlockQ4_0>()),
-            (Type::Q4_1, size_of::<BlockQ4_1>()),
-            (Type::Q5_0, size_of::<BlockQ5_0>()),
-            (Type::Q5_1, size_of::<BlockQ5_1>()),
-            (Type::Q8_0, size_of::<BlockQ8_0>()),
-            (Type::Q8_1, size_of::<BlockQ8_1>()),
-            (Type::Q2_K, size_of::<BlockQ2K>()),
-            (Type::Q3_K, size_of::<BlockQ3K>()),
-            (Type::Q4_K, size_of::<BlockQ4K>()),
-            (Type::Q5_K, size_of::<BlockQ5K>()),
-            (Type::Q6_K, size_of::<BlockQ6K>()),
-            (Type::Q8_K, size_of::<BlockQ8K>()),
-            (Type::IQ4_NL, size_of::<BlockIq4Nl>()),
-            (Type::IQ4_XS, size_of::<BlockIq4Xs>()),
-            (Type::TQ1_0, size_of::<BlockTq1_0>()),
-            (Type::TQ2_0, size_of::<BlockTq2_0>()),
-            (Type::MXFP4, size_of::<BlockMxfp4>()),
-            (Type::NVFP4, size_of::<BlockNvfp4>()),
-            (Type::Q1_0, size_of::<BlockQ1_0>()),
-            (Type::Q2_0, size_of::<BlockQ2_0>()),
-        ];
-        for (ty, size) in sizes {
-            assert_eq!(size, ty.type_size(), "{ty}");
+        fn layout<B: Block>() -> (usize, usize) {
+            (size_of::<B>(), B::VALUES)
         }
+        let layouts = [
+            (Type::Q4_0, layout::<BlockQ4_0>()),
+            (Type::Q4_1, layout::<BlockQ4_1>()),
+            (Type::Q5_0, layout::<BlockQ5_0>()),
+            (Type::Q5_1, layout::<BlockQ5_1>()),
+            (Type::Q8_0, layout::<BlockQ8_0>()),
+            (Type::Q8_1, layout::<BlockQ8_1>()),
+            (Type::Q2_K, layout::<BlockQ2K>()),
+            (Type::Q3_K, layout::<BlockQ3K>()),
+            (Type::Q4_K, layout::<BlockQ4K>()),
+            (Type::Q5_K, layout::<BlockQ5K>()),
+            (Type::Q6_K, layout::<BlockQ6K>()),
+            (Type::Q8_K, layout::<BlockQ8K>()),
+            (Type::IQ2_XXS, layout::<BlockIq2Xxs>()),
+            (Type::IQ2_XS, layout::<BlockIq2Xs>()),
+            (Type::IQ2_S, layout::<BlockIq2S>()),
+            (Type::IQ3_XXS, layout::<BlockIq3Xxs>()),
+            (Type::IQ3_S, layout::<BlockIq3S>()),
+            (Type::IQ1_S, layout::<BlockIq1S>()),
+            (Type::IQ1_M, layout::<BlockIq1M>()),
+            (Type::IQ4_NL, layout::<BlockIq4Nl>()),
+            (Type::IQ4_XS, layout::<BlockIq4Xs>()),
+            (Type::TQ1_0, layout::<BlockTq1_0>()),
+            (Type::TQ2_0, layout::<BlockTq2_0>()),
+            (Type::MXFP4, layout::<BlockMxfp4>()),
+            (Type::NVFP4, layout::<BlockNvfp4>()),
+            (Type::Q1_0, layout::<BlockQ1_0>()),
+            (Type::Q2_0, layout::<BlockQ2_0>()),
+        ];
+        for (ty, got) in layouts {
+            assert_eq!(got, (ty.type_size(), ty.blck_size()), "{ty}");
+        }
+        let quantized = Type::ALL.iter().filter(|t| t.is_quantized()).count();
+        assert_eq!(
+            layouts.len(),
+            quantized,
+            "a quantized type has no block struct here"
+        );
     }
 
     #[test]

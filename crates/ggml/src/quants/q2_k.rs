@@ -3,9 +3,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{
-    assert_block_size, blocks, imatrix_weights, nearest_int, quantize_rows, PackedF16,
-};
+use super::block::{block_layout, with_weights, Dequantize, QuantizeImatrix, QuantizeRef};
+use super::common::{imatrix_weights, nearest_int, PackedF16};
 use super::kquants::{pack_2bit, sigma2, unpack_2bit};
 use super::search::{make_qkx_quants, make_qp_quants, ScaleSteps, QKX3_STEPS};
 use crate::QK_K;
@@ -24,7 +23,7 @@ pub struct BlockQ2K {
     pub dmin: PackedF16,
 }
 
-assert_block_size!(BlockQ2K, 84);
+block_layout!(BlockQ2K, values: QK_K, bytes: 84);
 
 /// Re-derives the levels from the stored (rounded) scales and minimums, as GGML does before
 /// packing.
@@ -53,10 +52,11 @@ const REF_STEPS: ScaleSteps = ScaleSteps {
     use_mad: true,
 };
 
-fn q2_k_ref(src: &[f32], dst: &mut [BlockQ2K]) {
-    const Q4SCALE: f32 = 15.0;
-    let mut levels = [0u8; QK_K];
-    for (x, y) in src.chunks_exact(QK_K).zip(dst) {
+impl QuantizeRef for BlockQ2K {
+    #[inline(always)]
+    fn quantize_ref(x: &[f32], y: &mut Self) {
+        const Q4SCALE: f32 = 15.0;
+        let mut levels = [0u8; QK_K];
         let (mut scales, mut mins) = ([0.0f32; 16], [0.0f32; 16]);
         let (mut max_scale, mut max_min) = (0.0f32, 0.0f32);
         for (j, (xg, lg)) in x
@@ -100,55 +100,41 @@ fn q2_k_ref(src: &[f32], dst: &mut [BlockQ2K]) {
     }
 }
 
-fn q2_k_imatrix_row(row: &[f32], out: &mut [BlockQ2K], qw: &[f32]) {
-    let mut levels = [0u8; QK_K];
-    for ((x, qw), y) in row.chunks_exact(QK_K).zip(qw.chunks_exact(QK_K)).zip(out) {
-        let sigma2 = sigma2(x, 1.0);
-        let (mut scales, mut mins, mut sw) = ([0.0f32; 16], [0.0f32; 16], [0.0f32; 16]);
-        let groups = x.chunks_exact(16).zip(qw.chunks_exact(16));
-        for (j, ((xg, qg), lg)) in groups.zip(levels.chunks_exact_mut(16)).enumerate() {
-            let weights: [f32; 16] = imatrix_weights(xg, qg, sigma2);
-            sw[j] = weights.iter().fold(0.0, |s, &w| s + w);
-            (scales[j], mins[j]) = make_qkx_quants::<16>(3, xg, &weights, lg, QKX3_STEPS);
+impl QuantizeImatrix for BlockQ2K {
+    fn quantize_row_imatrix(row: &[f32], out: &mut [Self], qw: &[f32]) {
+        let mut levels = [0u8; QK_K];
+        for (x, qw, y) in with_weights(row, qw, out) {
+            let sigma2 = sigma2(x, 1.0);
+            let (mut scales, mut mins, mut sw) = ([0.0f32; 16], [0.0f32; 16], [0.0f32; 16]);
+            let groups = x.chunks_exact(16).zip(qw.chunks_exact(16));
+            for (j, ((xg, qg), lg)) in groups.zip(levels.chunks_exact_mut(16)).enumerate() {
+                let weights: [f32; 16] = imatrix_weights(xg, qg, sigma2);
+                sw[j] = weights.iter().fold(0.0, |s, &w| s + w);
+                (scales[j], mins[j]) = make_qkx_quants::<16>(3, xg, &weights, lg, QKX3_STEPS);
+            }
+            let (mut ls, mut lm) = ([0u8; 16], [0u8; 16]);
+            let dm = make_qp_quants(15, &scales, &mut ls, &sw);
+            let mm = make_qp_quants(15, &mins, &mut lm, &sw);
+            y.d = PackedF16::from_f32(dm);
+            y.dmin = PackedF16::from_f32(mm);
+            for ((s, &l), &m) in y.scales.iter_mut().zip(&ls).zip(&lm) {
+                *s = l | (m << 4);
+            }
+            requantize(x, y, &mut levels);
+            pack_2bit(&levels, &mut y.qs);
         }
-        let (mut ls, mut lm) = ([0u8; 16], [0u8; 16]);
-        let dm = make_qp_quants(15, &scales, &mut ls, &sw);
-        let mm = make_qp_quants(15, &mins, &mut lm, &sw);
-        y.d = PackedF16::from_f32(dm);
-        y.dmin = PackedF16::from_f32(mm);
-        for ((s, &l), &m) in y.scales.iter_mut().zip(&ls).zip(&lm) {
-            *s = l | (m << 4);
-        }
-        requantize(x, y, &mut levels);
-        pack_2bit(&levels, &mut y.qs);
     }
 }
 
-pub(crate) fn quantize_row_q2_k_ref(src: &[f32], dst: &mut [u8]) {
-    q2_k_ref(src, super::common::blocks_mut(dst));
-}
-
-pub(crate) fn quantize_q2_k(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    quantize_rows(src, dst, n_per_row, imatrix, q2_k_ref, q2_k_imatrix_row)
-}
-
-pub(crate) fn dequantize_row_q2_k(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockQ2K>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let (d, min) = (b.d.to_f32(), b.dmin.to_f32());
-        let levels = unpack_2bit(&b.qs);
+impl Dequantize for BlockQ2K {
+    #[inline(always)]
+    fn dequantize(&self, y: &mut [f32]) {
+        let (d, min) = (self.d.to_f32(), self.dmin.to_f32());
+        let levels = unpack_2bit(&self.qs);
         for ((yg, lg), &sc) in y
             .chunks_exact_mut(16)
             .zip(levels.chunks_exact(16))
-            .zip(&b.scales)
+            .zip(&self.scales)
         {
             let dl = d * (sc & 0xf) as f32;
             let ml = min * (sc >> 4) as f32;

@@ -3,9 +3,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{
-    assert_block_size, blocks, blocks_mut, imatrix_weights, nearest_int, quantize_rows, PackedF16,
-};
+use super::block::{block_layout, with_weights, Dequantize, QuantizeImatrix, QuantizeRef};
+use super::common::{imatrix_weights, nearest_int, PackedF16};
 use super::kquants::{pack_2bit, sigma2, unpack_2bit};
 use super::search::{make_q3_quants, make_qx_quants};
 use crate::QK_K;
@@ -26,7 +25,7 @@ pub struct BlockQ3K {
     pub d: PackedF16,
 }
 
-assert_block_size!(BlockQ3K, 110);
+block_layout!(BlockQ3K, values: QK_K, bytes: 110);
 
 /// Stores sixteen 6-bit scales (0..64) in Q3_K's 12-byte layout.
 fn pack_scales(scales6: impl Fn(usize) -> u8) -> [u8; 12] {
@@ -80,9 +79,10 @@ fn finish_block(x: &[f32], y: &mut BlockQ3K, levels: &mut [i8; QK_K]) {
     pack_2bit(&low, &mut y.qs);
 }
 
-fn q3_k_ref(src: &[f32], dst: &mut [BlockQ3K]) {
-    let mut levels = [0i8; QK_K];
-    for (x, y) in src.chunks_exact(QK_K).zip(dst) {
+impl QuantizeRef for BlockQ3K {
+    #[inline(always)]
+    fn quantize_ref(x: &[f32], y: &mut Self) {
+        let mut levels = [0i8; QK_K];
         let mut scales = [0.0f32; 16];
         let (mut max_scale, mut amax) = (0.0f32, 0.0f32);
         for (j, (xg, lg)) in x
@@ -111,51 +111,37 @@ fn q3_k_ref(src: &[f32], dst: &mut [BlockQ3K]) {
     }
 }
 
-fn q3_k_imatrix_row(row: &[f32], out: &mut [BlockQ3K], qw: &[f32]) {
-    let mut levels = [0i8; QK_K];
-    for ((x, qw), y) in row.chunks_exact(QK_K).zip(qw.chunks_exact(QK_K)).zip(out) {
-        let sigma2 = sigma2(x, 2.0);
-        let (mut scales, mut sw) = ([0.0f32; 16], [0.0f32; 16]);
-        let groups = x.chunks_exact(16).zip(qw.chunks_exact(16));
-        for (j, ((xg, qg), lg)) in groups.zip(levels.chunks_exact_mut(16)).enumerate() {
-            let weights: [f32; 16] = imatrix_weights(xg, qg, sigma2);
-            sw[j] = weights.iter().fold(0.0, |s, &w| s + w);
-            scales[j] = make_qx_quants::<16>(4, xg, lg, 1, Some(&weights));
+impl QuantizeImatrix for BlockQ3K {
+    fn quantize_row_imatrix(row: &[f32], out: &mut [Self], qw: &[f32]) {
+        let mut levels = [0i8; QK_K];
+        for (x, qw, y) in with_weights(row, qw, out) {
+            let sigma2 = sigma2(x, 2.0);
+            let (mut scales, mut sw) = ([0.0f32; 16], [0.0f32; 16]);
+            let groups = x.chunks_exact(16).zip(qw.chunks_exact(16));
+            for (j, ((xg, qg), lg)) in groups.zip(levels.chunks_exact_mut(16)).enumerate() {
+                let weights: [f32; 16] = imatrix_weights(xg, qg, sigma2);
+                sw[j] = weights.iter().fold(0.0, |s, &w| s + w);
+                scales[j] = make_qx_quants::<16>(4, xg, lg, 1, Some(&weights));
+            }
+            let mut ls = [0i8; 16];
+            let d_block = make_qx_quants::<16>(32, &scales, &mut ls, 1, Some(&sw));
+            y.scales = pack_scales(|j| ls[j] as u8);
+            y.d = PackedF16::from_f32(d_block);
+            finish_block(x, y, &mut levels);
         }
-        let mut ls = [0i8; 16];
-        let d_block = make_qx_quants::<16>(32, &scales, &mut ls, 1, Some(&sw));
-        y.scales = pack_scales(|j| ls[j] as u8);
-        y.d = PackedF16::from_f32(d_block);
-        finish_block(x, y, &mut levels);
     }
 }
 
-pub(crate) fn quantize_row_q3_k_ref(src: &[f32], dst: &mut [u8]) {
-    q3_k_ref(src, blocks_mut(dst));
-}
-
-pub(crate) fn quantize_q3_k(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    quantize_rows(src, dst, n_per_row, imatrix, q3_k_ref, q3_k_imatrix_row)
-}
-
-pub(crate) fn dequantize_row_q3_k(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockQ3K>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d_all = b.d.to_f32();
-        let low = unpack_2bit(&b.qs);
+impl Dequantize for BlockQ3K {
+    #[inline(always)]
+    fn dequantize(&self, y: &mut [f32]) {
+        let d_all = self.d.to_f32();
+        let low = unpack_2bit(&self.qs);
         for (j, (yg, lg)) in y.chunks_exact_mut(16).zip(low.chunks_exact(16)).enumerate() {
-            let dl = d_all * scale(&b.scales, j) as f32;
+            let dl = d_all * scale(&self.scales, j) as f32;
             for (i, (y, &l)) in yg.iter_mut().zip(lg).enumerate() {
                 let e = 16 * j + i;
-                let high = b.hmask[e % 32] & (1 << (e / 32)) != 0;
+                let high = self.hmask[e % 32] & (1 << (e / 32)) != 0;
                 *y = dl * (l as i8 - if high { 0 } else { 4 }) as f32;
             }
         }

@@ -4,10 +4,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{
-    assert_block_size, blocks, blocks_mut, imatrix_weights, nearest_int, quantize_rows,
-    sum_squares, PackedF16,
-};
+use super::block::{block_layout, forward_kernels, with_weights, Block};
+use super::common::{imatrix_weights, nearest_int, sum_squares, PackedF16};
 use super::kquants::sigma2;
 use super::search::{make_qkx_quants, make_qp_quants, ScaleSteps, QKX3_STEPS};
 use crate::QK_K;
@@ -46,8 +44,8 @@ pub struct BlockQ5K {
     pub qs: [u8; QK_K / 2],
 }
 
-assert_block_size!(BlockQ4K, 144);
-assert_block_size!(BlockQ5K, 176);
+block_layout!(BlockQ4K, values: QK_K, bytes: 144);
+block_layout!(BlockQ5K, values: QK_K, bytes: 176);
 
 /// Scale and minimum of group `j` (GGML's `get_scale_min_k4`).
 #[inline(always)]
@@ -79,7 +77,7 @@ fn pack_scales(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; K_SCALE_SIZE] {
 }
 
 /// What distinguishes Q4_K from Q5_K.
-trait Format: Pod {
+trait Format: Block {
     /// Largest level.
     const NMAX: i32;
     /// Trial scales of the reference quantizer.
@@ -90,7 +88,6 @@ trait Format: Pod {
     fn header(&mut self) -> (&mut PackedF16, &mut PackedF16, &mut [u8; K_SCALE_SIZE]);
     fn pack_levels(&mut self, levels: &[u8; QK_K]);
     fn levels(&self) -> [u8; QK_K];
-    fn d_dmin_scales(&self) -> (f32, f32, &[u8; K_SCALE_SIZE]);
 }
 
 impl Format for BlockQ4K {
@@ -125,11 +122,6 @@ impl Format for BlockQ4K {
             }
         }
         levels
-    }
-
-    #[inline(always)]
-    fn d_dmin_scales(&self) -> (f32, f32, &[u8; K_SCALE_SIZE]) {
-        (self.d.to_f32(), self.dmin.to_f32(), &self.scales)
     }
 }
 
@@ -182,11 +174,6 @@ impl Format for BlockQ5K {
         }
         levels
     }
-
-    #[inline(always)]
-    fn d_dmin_scales(&self) -> (f32, f32, &[u8; K_SCALE_SIZE]) {
-        (self.d.to_f32(), self.dmin.to_f32(), &self.scales)
-    }
 }
 
 /// Sets `d`, `dmin` and the packed scales, requantizes every group whose stored scale is not
@@ -222,9 +209,12 @@ fn finish_block<B: Format>(
     y.pack_levels(levels);
 }
 
-fn reference<B: Format>(src: &[f32], dst: &mut [B]) {
-    let mut levels = [0u8; QK_K];
-    for (x, y) in src.chunks_exact(QK_K).zip(dst) {
+/// The kernels of both formats.
+mod kernels {
+    use super::*;
+
+    pub(super) fn quantize_ref<B: Format>(x: &[f32], y: &mut B) {
+        let mut levels = [0u8; QK_K];
         let (mut scales, mut mins) = ([0.0f32; 8], [0.0f32; 8]);
         let (mut max_scale, mut max_min) = (0.0f32, 0.0f32);
         for (j, (xg, lg)) in x
@@ -265,35 +255,35 @@ fn reference<B: Format>(src: &[f32], dst: &mut [B]) {
             &mut levels,
         );
     }
-}
 
-fn with_imatrix<B: Format>(row: &[f32], out: &mut [B], qw: &[f32]) {
-    let mut levels = [0u8; QK_K];
-    for ((x, qw), y) in row.chunks_exact(QK_K).zip(qw.chunks_exact(QK_K)).zip(out) {
-        let sigma2 = sigma2(x, 2.0);
-        let (mut scales, mut mins, mut sw) = ([0.0f32; 8], [0.0f32; 8], [0.0f32; 8]);
-        let groups = x.chunks_exact(32).zip(qw.chunks_exact(32));
-        for (j, ((xg, qg), lg)) in groups.zip(levels.chunks_exact_mut(32)).enumerate() {
-            let weights: [f32; 32] = imatrix_weights(xg, qg, sigma2);
-            sw[j] = weights.iter().fold(0.0, |s, &w| s + w);
-            (scales[j], mins[j]) = make_qkx_quants::<32>(B::NMAX, xg, &weights, lg, QKX3_STEPS);
-        }
-        let (mut ls, mut lm) = ([0u8; 8], [0u8; 8]);
-        let d_block = make_qp_quants(63, &scales, &mut ls, &sw);
-        let m_block = make_qp_quants(63, &mins, &mut lm, &sw);
-        if B::CAP_IMATRIX_LEVELS {
-            for l in ls.iter_mut().chain(lm.iter_mut()) {
-                *l = (*l).min(63);
+    pub(super) fn quantize_row_imatrix<B: Format>(row: &[f32], out: &mut [B], qw: &[f32]) {
+        let mut levels = [0u8; QK_K];
+        for (x, qw, y) in with_weights(row, qw, out) {
+            let sigma2 = sigma2(x, 2.0);
+            let (mut scales, mut mins, mut sw) = ([0.0f32; 8], [0.0f32; 8], [0.0f32; 8]);
+            let groups = x.chunks_exact(32).zip(qw.chunks_exact(32));
+            for (j, ((xg, qg), lg)) in groups.zip(levels.chunks_exact_mut(32)).enumerate() {
+                let weights: [f32; 32] = imatrix_weights(xg, qg, sigma2);
+                sw[j] = weights.iter().fold(0.0, |s, &w| s + w);
+                (scales[j], mins[j]) = make_qkx_quants::<32>(B::NMAX, xg, &weights, lg, QKX3_STEPS);
             }
+            let (mut ls, mut lm) = ([0u8; 8], [0u8; 8]);
+            let d_block = make_qp_quants(63, &scales, &mut ls, &sw);
+            let m_block = make_qp_quants(63, &mins, &mut lm, &sw);
+            if B::CAP_IMATRIX_LEVELS {
+                for l in ls.iter_mut().chain(lm.iter_mut()) {
+                    *l = (*l).min(63);
+                }
+            }
+            finish_block(x, y, (d_block, m_block), &ls, &lm, &mut levels);
         }
-        finish_block(x, y, (d_block, m_block), &ls, &lm, &mut levels);
     }
-}
 
-fn dequantize<B: Format>(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<B>(src).iter().zip(dst.chunks_exact_mut(QK_K)) {
-        let (d, min, sc) = b.d_dmin_scales();
+    pub(super) fn dequantize<B: Format>(b: &B, y: &mut [f32]) {
         let levels = b.levels();
+        let mut b = *b;
+        let (d, min, sc) = b.header();
+        let (d, min) = (d.to_f32(), min.to_f32());
         for (j, (yg, lg)) in y
             .chunks_exact_mut(32)
             .zip(levels.chunks_exact(32))
@@ -308,38 +298,4 @@ fn dequantize<B: Format>(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-pub(crate) fn quantize_row_q4_k_ref(src: &[f32], dst: &mut [u8]) {
-    reference::<BlockQ4K>(src, blocks_mut(dst));
-}
-
-pub(crate) fn quantize_q4_k(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    quantize_rows::<BlockQ4K>(src, dst, n_per_row, imatrix, reference, with_imatrix)
-}
-
-pub(crate) fn dequantize_row_q4_k(src: &[u8], dst: &mut [f32]) {
-    dequantize::<BlockQ4K>(src, dst);
-}
-
-pub(crate) fn quantize_row_q5_k_ref(src: &[f32], dst: &mut [u8]) {
-    reference::<BlockQ5K>(src, blocks_mut(dst));
-}
-
-pub(crate) fn quantize_q5_k(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    quantize_rows::<BlockQ5K>(src, dst, n_per_row, imatrix, reference, with_imatrix)
-}
-
-pub(crate) fn dequantize_row_q5_k(src: &[u8], dst: &mut [f32]) {
-    dequantize::<BlockQ5K>(src, dst);
-}
+forward_kernels!(kernels => BlockQ4K, BlockQ5K);

@@ -3,9 +3,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{
-    assert_block_size, blocks, blocks_mut, nearest_int, quantize_rows, PackedF16, GROUP_MAX_EPS,
-};
+use super::block::{block_layout, with_weights, Dequantize, QuantizeImatrix, QuantizeRef};
+use super::common::{nearest_int, PackedF16, GROUP_MAX_EPS};
 use super::search::make_qx_quants;
 use crate::QK_K;
 
@@ -25,7 +24,7 @@ pub struct BlockQ6K {
     pub d: PackedF16,
 }
 
-assert_block_size!(BlockQ6K, 210);
+block_layout!(BlockQ6K, values: QK_K, bytes: 210);
 
 fn pack_levels(levels: &[u8; QK_K], y: &mut BlockQ6K) {
     let halves = levels.chunks_exact(128);
@@ -42,82 +41,71 @@ fn pack_levels(levels: &[u8; QK_K], y: &mut BlockQ6K) {
     }
 }
 
-/// GGML's Q6_K quantizer for one row (or all rows at once): `weights`, when given, are the
-/// imatrix of the row; without them each group's error is weighted by x².
-fn quantize_blocks(src: &[f32], dst: &mut [BlockQ6K], weights: Option<&[f32]>) {
+/// GGML's Q6_K quantizer for one super-block: `weights`, when given, are its imatrix entries;
+/// without them each group's error is weighted by x².
+fn quantize_block(x: &[f32], y: &mut BlockQ6K, weights: Option<&[f32]>) {
     let mut levels = [0i8; QK_K];
-    for (i, (x, y)) in src.chunks_exact(QK_K).zip(dst).enumerate() {
-        let mut scales = [0.0f32; 16];
-        let (mut max_scale, mut max_abs_scale) = (0.0f32, 0.0f32);
-        for (ib, (xg, lg)) in x
-            .chunks_exact(16)
-            .zip(levels.chunks_exact_mut(16))
-            .enumerate()
-        {
-            let qw = weights.map(|w| &w[QK_K * i + 16 * ib..][..16]);
-            let scale = make_qx_quants::<16>(32, xg, lg, 1, qw);
-            scales[ib] = scale;
-            if scale.abs() > max_abs_scale {
-                max_abs_scale = scale.abs();
-                max_scale = scale;
-            }
+    let mut scales = [0.0f32; 16];
+    let (mut max_scale, mut max_abs_scale) = (0.0f32, 0.0f32);
+    for (ib, (xg, lg)) in x
+        .chunks_exact(16)
+        .zip(levels.chunks_exact_mut(16))
+        .enumerate()
+    {
+        let qw = weights.map(|w| &w[16 * ib..16 * ib + 16]);
+        let scale = make_qx_quants::<16>(32, xg, lg, 1, qw);
+        scales[ib] = scale;
+        if scale.abs() > max_abs_scale {
+            max_abs_scale = scale.abs();
+            max_scale = scale;
         }
-        if max_abs_scale < GROUP_MAX_EPS {
-            *y = BlockQ6K::zeroed();
-            y.d = PackedF16::from_f32(0.0);
+    }
+    if max_abs_scale < GROUP_MAX_EPS {
+        *y = BlockQ6K::zeroed();
+        y.d = PackedF16::from_f32(0.0);
+        return;
+    }
+    let iscale = -128.0 / max_scale;
+    y.d = PackedF16::from_f32(1.0 / iscale);
+    for (s, &scale) in y.scales.iter_mut().zip(&scales) {
+        *s = nearest_int(iscale * scale).min(127) as i8;
+    }
+    let d_all = y.d.to_f32();
+    let groups = x.chunks_exact(16).zip(levels.chunks_exact_mut(16));
+    for ((xg, lg), &s) in groups.zip(&y.scales) {
+        let d = d_all * s as f32;
+        if d == 0.0 {
             continue;
         }
-        let iscale = -128.0 / max_scale;
-        y.d = PackedF16::from_f32(1.0 / iscale);
-        for (s, &scale) in y.scales.iter_mut().zip(&scales) {
-            *s = nearest_int(iscale * scale).min(127) as i8;
+        for (l, &v) in lg.iter_mut().zip(xg) {
+            *l = (nearest_int(v / d).clamp(-32, 31) + 32) as i8;
         }
-        let d_all = y.d.to_f32();
-        let groups = x.chunks_exact(16).zip(levels.chunks_exact_mut(16));
-        for ((xg, lg), &s) in groups.zip(&y.scales) {
-            let d = d_all * s as f32;
-            if d == 0.0 {
-                continue;
-            }
-            for (l, &v) in lg.iter_mut().zip(xg) {
-                *l = (nearest_int(v / d).clamp(-32, 31) + 32) as i8;
-            }
-        }
-        pack_levels(bytemuck::cast_ref(&levels), y);
+    }
+    pack_levels(bytemuck::cast_ref(&levels), y);
+}
+
+impl QuantizeRef for BlockQ6K {
+    #[inline(always)]
+    fn quantize_ref(x: &[f32], y: &mut Self) {
+        quantize_block(x, y, None);
     }
 }
 
-fn q6_k_ref(src: &[f32], dst: &mut [BlockQ6K]) {
-    quantize_blocks(src, dst, None);
+impl QuantizeImatrix for BlockQ6K {
+    fn quantize_row_imatrix(row: &[f32], out: &mut [Self], qw: &[f32]) {
+        for (x, qw, y) in with_weights(row, qw, out) {
+            quantize_block(x, y, Some(qw));
+        }
+    }
 }
 
-fn q6_k_imatrix_row(row: &[f32], out: &mut [BlockQ6K], qw: &[f32]) {
-    quantize_blocks(row, out, Some(qw));
-}
-
-pub(crate) fn quantize_row_q6_k_ref(src: &[f32], dst: &mut [u8]) {
-    q6_k_ref(src, blocks_mut(dst));
-}
-
-pub(crate) fn quantize_q6_k(
-    src: &[f32],
-    dst: &mut [u8],
-    _n_rows: usize,
-    n_per_row: usize,
-    imatrix: Option<&[f32]>,
-) -> usize {
-    quantize_rows(src, dst, n_per_row, imatrix, q6_k_ref, q6_k_imatrix_row)
-}
-
-pub(crate) fn dequantize_row_q6_k(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockQ6K>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
-        let halves = y.chunks_exact_mut(128).zip(b.ql.chunks_exact(64));
-        for (n, ((y, ql), qh)) in halves.zip(b.qh.chunks_exact(32)).enumerate() {
-            let sc = &b.scales[8 * n..8 * n + 8];
+impl Dequantize for BlockQ6K {
+    #[inline(always)]
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        let halves = y.chunks_exact_mut(128).zip(self.ql.chunks_exact(64));
+        for (n, ((y, ql), qh)) in halves.zip(self.qh.chunks_exact(32)).enumerate() {
+            let sc = &self.scales[8 * n..8 * n + 8];
             for l in 0..32 {
                 let is = l / 16;
                 let q1 = ((ql[l] & 0xf) | ((qh[l] & 3) << 4)) as i8 - 32;

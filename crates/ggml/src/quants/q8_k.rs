@@ -3,9 +3,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{
-    assert_block_size, blocks, blocks_mut, nearest_int, signed_absmax, PackedF32, PackedI16,
-};
+use super::block::{block_layout, Dequantize, QuantizeRef};
+use super::common::{nearest_int, signed_absmax, PackedF32, PackedI16};
 use crate::QK_K;
 
 /// One Q8_K super-block: value = `d·q`.
@@ -20,17 +19,18 @@ pub struct BlockQ8K {
     pub bsums: [PackedI16; QK_K / 16],
 }
 
-assert_block_size!(BlockQ8K, 292);
+block_layout!(BlockQ8K, values: QK_K, bytes: 292);
 
-/// GGML's `quantize_row_q8_K_ref`. For an all-zero block GGML leaves `bsums` as they were; this
-/// writes zeros there (what GGML leaves in a zeroed buffer), so the output never depends on the
-/// buffer's previous contents.
-pub(crate) fn quantize_row_q8_k_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, y) in src.chunks_exact(QK_K).zip(blocks_mut::<BlockQ8K>(dst)) {
+impl QuantizeRef for BlockQ8K {
+    /// GGML's `quantize_row_q8_K_ref`. For an all-zero block GGML leaves `bsums` as they were; this
+    /// writes zeros there (what GGML leaves in a zeroed buffer), so the output never depends on the
+    /// buffer's previous contents.
+    #[inline(always)]
+    fn quantize_ref(x: &[f32], y: &mut Self) {
         let (max, amax) = signed_absmax(x);
         if amax == 0.0 {
             *y = BlockQ8K::zeroed();
-            continue;
+            return;
         }
         let iscale = -127.0 / max;
         for (q, &v) in y.qs.iter_mut().zip(x) {
@@ -43,13 +43,11 @@ pub(crate) fn quantize_row_q8_k_ref(src: &[f32], dst: &mut [u8]) {
     }
 }
 
-pub(crate) fn dequantize_row_q8_k(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockQ8K>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.get();
-        for (y, &q) in y.iter_mut().zip(&b.qs) {
+impl Dequantize for BlockQ8K {
+    #[inline(always)]
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.get();
+        for (y, &q) in y.iter_mut().zip(&self.qs) {
             *y = d * q as f32;
         }
     }

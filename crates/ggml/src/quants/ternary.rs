@@ -3,7 +3,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::common::{assert_block_size, blocks, blocks_mut, lround, max_abs_macro, PackedF16};
+use super::block::{block_layout, Dequantize, QuantizeRef};
+use super::common::{lround, max_abs_macro, PackedF16};
 use crate::QK_K;
 
 /// One TQ1_0 super-block.
@@ -30,8 +31,8 @@ pub struct BlockTq2_0 {
     pub d: PackedF16,
 }
 
-assert_block_size!(BlockTq1_0, 54);
-assert_block_size!(BlockTq2_0, 66);
+block_layout!(BlockTq1_0, values: QK_K, bytes: 54);
+block_layout!(BlockTq2_0, values: QK_K, bytes: 66);
 
 /// GGML's `MAX(amax, fabsf(v))` over a super-block, and the inverse scale.
 fn scale_of(x: &[f32]) -> (f32, f32) {
@@ -61,8 +62,9 @@ fn unpack_trit(byte: u8, n: usize) -> f32 {
     (((q as u16 * 3) >> 8) as i16 - 1) as f32
 }
 
-pub(crate) fn quantize_row_tq1_0_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, y) in src.chunks_exact(QK_K).zip(blocks_mut::<BlockTq1_0>(dst)) {
+impl QuantizeRef for BlockTq1_0 {
+    #[inline(always)]
+    fn quantize_ref(x: &[f32], y: &mut Self) {
         let (d, id) = scale_of(x);
         y.d = PackedF16::from_f32(d);
         let (x5a, rest) = x.split_at(160);
@@ -81,32 +83,31 @@ pub(crate) fn quantize_row_tq1_0_ref(src: &[f32], dst: &mut [u8]) {
     }
 }
 
-pub(crate) fn dequantize_row_tq1_0(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockTq1_0>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
+impl Dequantize for BlockTq1_0 {
+    #[inline(always)]
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
         let (y5a, rest) = y.split_at_mut(160);
         let (y5b, y4) = rest.split_at_mut(80);
         for n in 0..5 {
             for m in 0..32 {
-                y5a[32 * n + m] = unpack_trit(b.qs[m], n) * d;
+                y5a[32 * n + m] = unpack_trit(self.qs[m], n) * d;
             }
             for m in 0..16 {
-                y5b[16 * n + m] = unpack_trit(b.qs[32 + m], n) * d;
+                y5b[16 * n + m] = unpack_trit(self.qs[32 + m], n) * d;
             }
         }
         for n in 0..4 {
             for j in 0..4 {
-                y4[4 * n + j] = unpack_trit(b.qh[j], n) * d;
+                y4[4 * n + j] = unpack_trit(self.qh[j], n) * d;
             }
         }
     }
 }
 
-pub(crate) fn quantize_row_tq2_0_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, y) in src.chunks_exact(QK_K).zip(blocks_mut::<BlockTq2_0>(dst)) {
+impl QuantizeRef for BlockTq2_0 {
+    #[inline(always)]
+    fn quantize_ref(x: &[f32], y: &mut Self) {
         let (d, id) = scale_of(x);
         y.d = PackedF16::from_f32(d);
         for (run, qs) in x.chunks_exact(128).zip(y.qs.chunks_exact_mut(32)) {
@@ -119,13 +120,11 @@ pub(crate) fn quantize_row_tq2_0_ref(src: &[f32], dst: &mut [u8]) {
     }
 }
 
-pub(crate) fn dequantize_row_tq2_0(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in blocks::<BlockTq2_0>(src)
-        .iter()
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = b.d.to_f32();
-        for (run, qs) in y.chunks_exact_mut(128).zip(b.qs.chunks_exact(32)) {
+impl Dequantize for BlockTq2_0 {
+    #[inline(always)]
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        for (run, qs) in y.chunks_exact_mut(128).zip(self.qs.chunks_exact(32)) {
             for l in 0..4 {
                 for (m, &q) in qs.iter().enumerate() {
                     run[32 * l + m] = (((q >> (2 * l)) & 3) as i32 - 1) as f32 * d;
@@ -133,28 +132,4 @@ pub(crate) fn dequantize_row_tq2_0(src: &[u8], dst: &mut [f32]) {
             }
         }
     }
-}
-
-/// TQ1_0 ignores the imatrix.
-pub(crate) fn quantize_tq1_0(
-    src: &[f32],
-    dst: &mut [u8],
-    _: usize,
-    _: usize,
-    _: Option<&[f32]>,
-) -> usize {
-    quantize_row_tq1_0_ref(src, dst);
-    dst.len()
-}
-
-/// TQ2_0 ignores the imatrix.
-pub(crate) fn quantize_tq2_0(
-    src: &[f32],
-    dst: &mut [u8],
-    _: usize,
-    _: usize,
-    _: Option<&[f32]>,
-) -> usize {
-    quantize_row_tq2_0_ref(src, dst);
-    dst.len()
 }

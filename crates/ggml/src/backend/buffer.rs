@@ -293,7 +293,10 @@ impl Buffer {
         match &self.0.kind {
             Kind::Multi(parts) => parts.iter().try_for_each(|p| p.clear(value)),
             Kind::Plain(_) if self.0.size == 0 => self.check_live("clear"),
-            Kind::Plain(_) => self.with_idle("clear", |imp| imp.fill(0, self.0.size, value)),
+            // SAFETY: the whole buffer is in bounds; `with_idle` excludes every other access.
+            Kind::Plain(_) => {
+                self.with_idle("clear", |imp| unsafe { imp.fill(0, self.0.size, value) })
+            }
         }
     }
 
@@ -350,7 +353,7 @@ impl Buffer {
     }
 
     /// Runs `f` on the implementation once no queued work touches the buffer, holding the lock
-    /// so no job starts meanwhile.
+    /// so no job and no other host access starts meanwhile.
     fn with_idle<R>(&self, what: &str, f: impl FnOnce(&dyn BufferImpl) -> Result<R>) -> Result<R> {
         let Kind::Plain(imp) = &self.0.kind else {
             return Err(Error::invalid(format!(
@@ -387,19 +390,24 @@ impl Buffer {
     /// Host write of bytes at `offset`, ordered after queued work.
     pub(crate) fn host_write(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.check_bounds("tensor_set", offset, data.len())?;
-        self.with_idle("tensor_set", |imp| imp.write(offset, data))
+        // SAFETY: in bounds (checked above); `with_idle` excludes every other access.
+        self.with_idle("tensor_set", |imp| unsafe { imp.write(offset, data) })
     }
 
     /// Host read of bytes at `offset`, ordered after queued work.
     pub(crate) fn host_read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         self.check_bounds("tensor_get", offset, out.len())?;
-        self.with_idle("tensor_get", |imp| imp.read(offset, out))
+        // SAFETY: in bounds (checked above); `with_idle` excludes every other access.
+        self.with_idle("tensor_get", |imp| unsafe { imp.read(offset, out) })
     }
 
     /// Host fill of bytes at `offset`, ordered after queued work.
     pub(crate) fn host_fill(&self, offset: usize, size: usize, value: u8) -> Result<()> {
         self.check_bounds("tensor_memset", offset, size)?;
-        self.with_idle("tensor_memset", |imp| imp.fill(offset, size, value))
+        // SAFETY: in bounds (checked above); `with_idle` excludes every other access.
+        self.with_idle("tensor_memset", |imp| unsafe {
+            imp.fill(offset, size, value)
+        })
     }
 
     /// Calls the implementation's `init_tensor` for a tensor placed at `offset`.
@@ -407,7 +415,8 @@ impl Buffer {
         self.with_idle("init_tensor", |imp| imp.init_tensor(t, offset))
     }
 
-    /// Runs `f` with the implementation while a job holds this buffer (see [`Reservation`]).
+    /// Runs `f` with the implementation while a job holds this buffer (see [`Reservation`]):
+    /// the caller's running reservation is what makes its accesses exclusive.
     pub(crate) fn with_reserved<R>(&self, f: impl FnOnce(&dyn BufferImpl) -> R) -> Option<R> {
         match &self.0.kind {
             Kind::Plain(imp) => {
@@ -498,6 +507,15 @@ pub(crate) fn buffer_set<'a>(
 
 /// Host memory allocated with a given alignment: the storage of CPU buffers, and a ready-made
 /// [`BufferImpl`] for any backend whose device computes on host memory.
+///
+/// Its [`BufferImpl`] accessors are `unsafe`: a direct caller must keep each access in bounds
+/// and exclusive (a [`Buffer`] does both), so safe code cannot reach past the end or race:
+///
+/// ```compile_fail
+/// use ggml::backend::{BufferImpl, HostMemory};
+/// let m = HostMemory::new(4).unwrap();
+/// m.write(100, &[1]).unwrap(); // error: call to unsafe function
+/// ```
 pub struct HostMemory {
     ptr: NonNull<u8>,
     size: usize,
@@ -506,7 +524,8 @@ pub struct HostMemory {
 
 // SAFETY: HostMemory owns its allocation; the Buffer wrapper serialises every access to it.
 unsafe impl Send for HostMemory {}
-// SAFETY: as above: shared references only hand out the address, and accesses are serialised.
+// SAFETY: shared references only hand out the address; every access to the bytes is an `unsafe`
+// method or pointer use whose caller must exclude concurrent accesses.
 unsafe impl Sync for HostMemory {}
 
 /// Alignment of [`HostMemory`] allocations (a cache line; GGML's CPU buffers need 32).
@@ -539,7 +558,8 @@ impl HostMemory {
     /// Memory someone else owns (a mapped file, a caller's allocation); never freed by us.
     ///
     /// # Safety
-    /// `ptr` must be valid for reads and writes of `size` bytes while the result lives.
+    /// `ptr` must be valid for reads and writes of `size` bytes while the result lives, and
+    /// nothing else may access those bytes meanwhile (see [`BufferImpl`]'s contract).
     pub unsafe fn borrowed(ptr: NonNull<u8>, size: usize) -> HostMemory {
         HostMemory {
             ptr,
@@ -558,7 +578,9 @@ impl Drop for HostMemory {
     }
 }
 
-impl BufferImpl for HostMemory {
+// SAFETY: `ptr` addresses `size` bytes that this value owns (allocated in `new`) or that the
+// caller of `borrowed` vouched for, for as long as it lives.
+unsafe impl BufferImpl for HostMemory {
     fn size(&self) -> usize {
         self.size
     }
@@ -567,18 +589,18 @@ impl BufferImpl for HostMemory {
         Some(self.ptr)
     }
 
-    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+    unsafe fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         debug_assert!(offset + data.len() <= self.size);
-        // SAFETY: in bounds (checked by Buffer); accesses are serialised by Buffer.
+        // SAFETY: in bounds and not concurrent with other accesses (the caller's contract).
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len())
         };
         Ok(())
     }
 
-    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+    unsafe fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         debug_assert!(offset + out.len() <= self.size);
-        // SAFETY: in bounds (checked by Buffer); accesses are serialised by Buffer.
+        // SAFETY: in bounds and not concurrent with writes (the caller's contract).
         unsafe {
             std::ptr::copy_nonoverlapping(
                 self.ptr.as_ptr().add(offset),
@@ -589,9 +611,9 @@ impl BufferImpl for HostMemory {
         Ok(())
     }
 
-    fn fill(&self, offset: usize, size: usize, value: u8) -> Result<()> {
+    unsafe fn fill(&self, offset: usize, size: usize, value: u8) -> Result<()> {
         debug_assert!(offset + size <= self.size);
-        // SAFETY: in bounds (checked by Buffer); accesses are serialised by Buffer.
+        // SAFETY: in bounds and not concurrent with other accesses (the caller's contract).
         unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(offset), value, size) };
         Ok(())
     }
@@ -612,20 +634,22 @@ impl ReadOnlyHost {
     }
 }
 
-impl BufferImpl for ReadOnlyHost {
+// SAFETY: the memory is `inner`'s, which upholds the contract; this wrapper only refuses writes.
+unsafe impl BufferImpl for ReadOnlyHost {
     fn size(&self) -> usize {
         self.inner.size()
     }
     fn host_ptr(&self) -> Option<NonNull<u8>> {
         self.inner.host_ptr()
     }
-    fn write(&self, _offset: usize, _data: &[u8]) -> Result<()> {
+    unsafe fn write(&self, _offset: usize, _data: &[u8]) -> Result<()> {
         self.refuse()
     }
-    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.inner.read(offset, out)
+    unsafe fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        // SAFETY: forwarded from this method's contract.
+        unsafe { self.inner.read(offset, out) }
     }
-    fn fill(&self, _offset: usize, _size: usize, _value: u8) -> Result<()> {
+    unsafe fn fill(&self, _offset: usize, _size: usize, _value: u8) -> Result<()> {
         self.refuse()
     }
     fn init_tensor(&self, t: &Tensor, offset: usize) -> Result<()> {

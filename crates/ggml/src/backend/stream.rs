@@ -507,7 +507,9 @@ impl Backend {
         self.enqueue_work(
             Box::new(move |_| {
                 b.buffer
-                    .with_reserved(|imp| imp.write(b.offset + offset, &data))
+                    // SAFETY: in bounds (the range lies in the tensor, which lies in the
+                    // buffer); the running reservation excludes every other access.
+                    .with_reserved(|imp| unsafe { imp.write(b.offset + offset, &data) })
                     .unwrap_or_else(|| Err(Error::Freed("tensor_set_async: buffer freed".into())))
             }),
             Some(reservation),
@@ -531,7 +533,9 @@ impl Backend {
                 let mut out = vec![0u8; size];
                 let r = b
                     .buffer
-                    .with_reserved(|imp| imp.read(b.offset + offset, &mut out))
+                    // SAFETY: in bounds (the range lies in the tensor, which lies in the
+                    // buffer); the running reservation excludes every write.
+                    .with_reserved(|imp| unsafe { imp.read(b.offset + offset, &mut out) })
                     .unwrap_or_else(|| Err(Error::Freed("tensor_get_async: buffer freed".into())));
                 let reply = r.clone().map(|_| out);
                 promise.fulfil(reply);
@@ -592,39 +596,40 @@ pub(crate) fn tensor_copy_async(
 }
 
 /// Copies `size` bytes between two reserved bindings, directly when the source is host memory.
-pub(crate) fn copy_bytes(
-    s: &crate::tensor::Binding,
-    d: &crate::tensor::Binding,
-    size: usize,
-) -> Result<()> {
+///
+/// SAFETY (every access below): both ranges lie in their buffers (a bound tensor lies in its
+/// buffer), and the job's running reservation on both buffers excludes every other access.
+fn copy_bytes(s: &crate::tensor::Binding, d: &crate::tensor::Binding, size: usize) -> Result<()> {
     let freed = || Error::Freed("tensor copy: buffer freed".into());
     // Straight from the source's host memory when it has some, unless both tensors are in one
     // buffer: their ranges may overlap, and a slice of the source must not alias the bytes
     // being written (that copy is staged).
-    let direct = if s.buffer == d.buffer {
-        Some(None)
-    } else {
-        s.buffer.with_reserved(|src| match src.host_ptr() {
-            Some(p) => {
-                // SAFETY: the source range is in bounds (checked against nbytes when the tensor
-                // was bound), the reservation keeps other jobs and the host away from it, and
-                // the destination is another buffer, so nothing writes it meanwhile.
-                let bytes = unsafe { std::slice::from_raw_parts(p.as_ptr().add(s.offset), size) };
-                Some(d.buffer.with_reserved(|dst| dst.write(d.offset, bytes)))
-            }
-            None => None,
-        })
-    };
-    match direct.ok_or_else(freed)? {
-        Some(r) => r.ok_or_else(freed)?,
-        None => {
-            let mut tmp = vec![0u8; size];
-            s.buffer
-                .with_reserved(|src| src.read(s.offset, &mut tmp))
-                .ok_or_else(freed)??;
-            d.buffer
-                .with_reserved(|dst| dst.write(d.offset, &tmp))
-                .ok_or_else(freed)?
+    if s.buffer != d.buffer {
+        let direct = s
+            .buffer
+            .with_reserved(|src| {
+                src.host_ptr().map(|p| {
+                    // SAFETY: see above.
+                    let bytes =
+                        unsafe { std::slice::from_raw_parts(p.as_ptr().add(s.offset), size) };
+                    d.buffer
+                        // SAFETY: see above; `dst` is another buffer than `bytes` lies in.
+                        .with_reserved(|dst| unsafe { dst.write(d.offset, bytes) })
+                        .unwrap_or_else(|| Err(freed()))
+                })
+            })
+            .ok_or_else(freed)?;
+        if let Some(r) = direct {
+            return r;
         }
     }
+    let mut tmp = vec![0u8; size];
+    s.buffer
+        // SAFETY: see above.
+        .with_reserved(|src| unsafe { src.read(s.offset, &mut tmp) })
+        .ok_or_else(freed)??;
+    d.buffer
+        // SAFETY: see above.
+        .with_reserved(|dst| unsafe { dst.write(d.offset, &tmp) })
+        .ok_or_else(freed)?
 }

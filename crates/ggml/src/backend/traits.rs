@@ -36,17 +36,35 @@ pub trait BufferTypeImpl: Send + Sync + 'static {
 /// One allocation of a buffer type (`ggml_backend_buffer_i`). Offsets are bytes from the start
 /// of the buffer. The [`super::Buffer`] wrapper guarantees that no two calls that touch the
 /// memory overlap in time, and that nothing touches it after the implementation is dropped.
-pub trait BufferImpl: Send + Sync + 'static {
+///
+/// # Safety
+/// Backends that compute on host memory (the CPU one) read and write through
+/// [`BufferImpl::host_ptr`] without further checks. An implementation that returns `Some(p)`
+/// promises that `p` is valid for reads and writes of [`BufferImpl::size`] bytes for as long as
+/// the implementation lives, and that nothing accesses those bytes except through this
+/// implementation (its methods and that pointer).
+pub unsafe trait BufferImpl: Send + Sync + 'static {
     /// Size in bytes.
     fn size(&self) -> usize;
     /// The address of byte 0 when the memory is host-addressable, else `None`.
     fn host_ptr(&self) -> Option<NonNull<u8>>;
-    /// Copies `data` into the buffer at `offset` (in bounds: checked by the caller).
-    fn write(&self, offset: usize, data: &[u8]) -> Result<()>;
-    /// Copies bytes at `offset` into `out` (in bounds: checked by the caller).
-    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()>;
+    /// Copies `data` into the buffer at `offset`.
+    ///
+    /// # Safety
+    /// `offset + data.len() <= self.size()`, and no other access to the buffer's memory (a
+    /// method call or an access through [`BufferImpl::host_ptr`]) runs at the same time.
+    unsafe fn write(&self, offset: usize, data: &[u8]) -> Result<()>;
+    /// Copies bytes at `offset` into `out`.
+    ///
+    /// # Safety
+    /// `offset + out.len() <= self.size()`, and no write to the buffer's memory runs at the
+    /// same time.
+    unsafe fn read(&self, offset: usize, out: &mut [u8]) -> Result<()>;
     /// Sets `size` bytes at `offset` to `value`.
-    fn fill(&self, offset: usize, size: usize, value: u8) -> Result<()>;
+    ///
+    /// # Safety
+    /// As for [`BufferImpl::write`], with `offset + size <= self.size()`.
+    unsafe fn fill(&self, offset: usize, size: usize, value: u8) -> Result<()>;
     /// Prepares a tensor just placed at `offset` (`init_tensor`); most buffers need nothing.
     fn init_tensor(&self, _t: &Tensor, _offset: usize) -> Result<()> {
         Ok(())

@@ -203,24 +203,28 @@ struct TestMemory {
     probe: Arc<Probe>,
 }
 
-impl BufferImpl for TestMemory {
+// SAFETY: the memory is `mem`'s, which upholds the contract; the probe touches no bytes.
+unsafe impl BufferImpl for TestMemory {
     fn size(&self) -> usize {
         self.mem.size()
     }
     fn host_ptr(&self) -> Option<NonNull<u8>> {
         self.mem.host_ptr()
     }
-    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        self.mem.write(offset, data)
+    unsafe fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        // SAFETY: forwarded from this method's contract.
+        unsafe { self.mem.write(offset, data) }
     }
-    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+    unsafe fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         if self.probe.panic_on_read.load(Ordering::SeqCst) {
             panic!("TestMemory: read at {offset} panicked on purpose");
         }
-        self.mem.read(offset, out)
+        // SAFETY: forwarded from this method's contract.
+        unsafe { self.mem.read(offset, out) }
     }
-    fn fill(&self, offset: usize, size: usize, value: u8) -> Result<()> {
-        self.mem.fill(offset, size, value)
+    unsafe fn fill(&self, offset: usize, size: usize, value: u8) -> Result<()> {
+        // SAFETY: forwarded from this method's contract.
+        unsafe { self.mem.fill(offset, size, value) }
     }
     fn init_tensor(&self, t: &Tensor, offset: usize) -> Result<()> {
         if t.name() == "refuse" {

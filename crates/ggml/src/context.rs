@@ -274,9 +274,18 @@ impl Context {
 
         let mut s = lock(&self.0.state);
         let owns_data = view_src.is_none() && !s.no_alloc;
+        // The arena first: if the system refuses it, nothing of the budget has been spent.
+        let arena = match (&s.arena, owns_data) {
+            (_, false) => None,
+            (Some(a), true) => Some(a.clone()),
+            (None, true) => {
+                let a = cpu_buffer_type().alloc_buffer(self.0.mem_size)?;
+                s.arena = Some(a.clone());
+                Some(a)
+            }
+        };
         let payload = TENSOR_SIZE + if owns_data { data_size } else { 0 };
-        let name = "a tensor";
-        let offset = self.reserve(&mut s, payload, name)?;
+        let offset = self.reserve(&mut s, payload, "a tensor")?;
         let tensor = Tensor::from_desc(TensorDesc {
             ty: n.ty,
             ne,
@@ -288,15 +297,7 @@ impl Context {
             view_offs,
             name: String::new(),
         });
-        if owns_data {
-            let arena = match &s.arena {
-                Some(a) => a.clone(),
-                None => {
-                    let a = cpu_buffer_type().alloc_buffer(self.0.mem_size)?;
-                    s.arena = Some(a.clone());
-                    a
-                }
-            };
+        if let Some(arena) = arena {
             *tensor.binding_slot() = Some(Binding {
                 buffer: arena,
                 offset: offset + TENSOR_SIZE,
@@ -383,5 +384,20 @@ impl std::fmt::Debug for Context {
             .field("no_alloc", &s.no_alloc)
             .field("n_tensors", &s.tensors.len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_arena_spends_no_budget() {
+        // No system grants 1 EiB: the arena allocation fails, and the budget must be untouched.
+        let ctx = Context::init(1 << 60, false).unwrap();
+        let e = ctx.new_tensor_1d(Type::F32, 4).unwrap_err();
+        assert!(matches!(e, Error::AllocFailed(_)), "{e}");
+        assert_eq!(ctx.used_mem(), 0);
+        assert!(ctx.tensors().is_empty());
     }
 }

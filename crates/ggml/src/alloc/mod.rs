@@ -126,16 +126,17 @@ pub fn alloc_ctx_tensors_from_buft(ctx: &Context, buft: &BufferType) -> Result<B
         .filter(|t| t.view_src().is_none() && !t.is_allocated())
         .collect();
 
-    // Partition into runs that fit the maximum size (an oversized tensor gets a run alone).
-    let mut runs: Vec<(Vec<&Tensor>, usize)> = Vec::new();
-    let mut cur: (Vec<&Tensor>, usize) = (Vec::new(), 0);
+    // Partition into runs that fit the maximum size (an oversized tensor gets a run alone);
+    // each tensor's offset in its run is recorded with it.
+    let mut runs: Vec<(Vec<(&Tensor, usize)>, usize)> = Vec::new();
+    let mut cur: (Vec<(&Tensor, usize)>, usize) = (Vec::new(), 0);
     for t in todo {
         let size = padded_alloc_size(buft, t)?;
         // A sum past the address space exceeds any maximum too.
         if cur.1 > 0 && cur.1.checked_add(size).is_none_or(|end| end > max) {
             runs.push(std::mem::take(&mut cur));
         }
-        cur.0.push(t);
+        cur.0.push((t, cur.1));
         cur.1 += size;
     }
     if cur.1 > 0 {
@@ -153,10 +154,8 @@ pub fn alloc_ctx_tensors_from_buft(ctx: &Context, buft: &BufferType) -> Result<B
         for (run, size) in &runs {
             let buf = buft.alloc_buffer(*size)?;
             buffers.push(buf.clone());
-            let mut offset = 0;
-            for t in run {
+            for &(t, offset) in run {
                 tensor_alloc(&buf, t, offset)?;
-                offset += padded_alloc_size(buft, t)?;
             }
         }
         for t in &tensors {

@@ -405,7 +405,7 @@ impl Backend {
         graph: &crate::Graph,
         what: &str,
     ) -> Result<(Vec<Tensor>, Arc<[super::Buffer]>)> {
-        let (nodes, _) = graph.snapshot();
+        let nodes = graph.nodes();
         let tensors = nodes
             .iter()
             .flat_map(|n| std::iter::once(n).chain(n.srcs()));

@@ -355,7 +355,8 @@ impl Tensor {
         true
     }
 
-    /// Dimensions below `k` packed, the rest arbitrary (`ggml_is_contiguous_to_k`… as rows).
+    /// Whether the elements of each row are packed: `nb[0]` is the type size, or a row is a
+    /// single block (`ggml_is_contiguous_rows`); the higher strides are arbitrary.
     pub fn is_contiguous_rows(&self) -> bool {
         self.ne()[0] == self.ty().blck_size() as i64 || self.nb()[0] == self.ty().type_size()
     }
@@ -506,7 +507,13 @@ impl Tensor {
             .collect())
     }
 
+    /// Checks that the tensor is contiguous, of a type with a per-element conversion, and of `n`
+    /// elements, before any byte is read or converted.
     fn check_plain(&self, what: &str, n: usize) -> Result<()> {
+        use Type::*;
+        if !matches!(self.ty(), F32 | F64 | F16 | BF16 | I8 | I16 | I32 | I64) {
+            return Err(unconvertible(what, self));
+        }
         if !self.is_contiguous() {
             return Err(Error::invalid(format!(
                 "{what}: tensor {:?} is not contiguous; make it so with cont() first",

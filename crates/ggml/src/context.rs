@@ -247,10 +247,11 @@ impl Context {
         let (view_src, view_offs) = match n.view {
             Some((src, offs)) => {
                 let (root, offs) = match src.view_src() {
-                    Some(root) => (root.clone(), offs + src.view_offs()),
+                    Some(root) => (root.clone(), offs.saturating_add(src.view_offs())),
                     None => (src.clone(), offs),
                 };
-                if data_size > 0 && data_size + offs > root.nbytes() {
+                // Saturating: an offset past the address space is out of bounds like any other.
+                if data_size > 0 && data_size.saturating_add(offs) > root.nbytes() {
                     return Err(Error::invalid(format!(
                         "view: {data_size} bytes at offset {offs} exceed the {} bytes of {:?}",
                         root.nbytes(),

@@ -88,12 +88,11 @@ impl Event {
     /// Queues the event on `backend`: it is signalled when all work queued there before it is
     /// done (`ggml_backend_event_record`). Recording again moves the marker.
     pub fn record(&self, backend: &Backend) -> Result<()> {
-        let generation = {
-            let mut s = lock(&self.0.state);
-            s.recorded += 1;
-            s.recorded
-        };
-        backend.enqueue(Job::Signal(self.0.clone(), generation));
+        // Queue the signal under the event's lock: a concurrent `event_wait` on the same stream
+        // then never reads a generation whose signal is queued behind its wait (a deadlock).
+        let mut s = lock(&self.0.state);
+        s.recorded += 1;
+        backend.enqueue(Job::Signal(self.0.clone(), s.recorded));
         Ok(())
     }
 

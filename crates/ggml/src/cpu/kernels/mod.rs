@@ -199,8 +199,6 @@ impl TensorPtr {
     }
 }
 
-/// Whether element copies from `src` to `dst` are supported: equal non-quantized types (bit
-/// copies), or any pair of F32, F16 and BF16 (conversions).
 /// Whether rows of `ty` are block-quantized and can be dequantized to f32.
 pub(crate) fn dequantizable(ty: Type) -> bool {
     ty.is_quantized() && crate::quants::has_to_float(ty)
@@ -222,6 +220,8 @@ pub(crate) unsafe fn dequantize_into(t: &TensorPtr, row: *const u8, out: &mut [f
     }
 }
 
+/// Whether element copies from `src` to `dst` are supported: equal non-quantized types (bit
+/// copies), or any pair of F32, F16 and BF16 (conversions).
 pub(crate) fn copyable(src: Type, dst: Type) -> bool {
     (src == dst && !src.is_quantized()) || (is_float(src) && is_float(dst))
 }

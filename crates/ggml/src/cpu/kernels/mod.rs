@@ -343,15 +343,20 @@ impl Params {
         start..(start + per).min(n)
     }
 
-    /// This thread's scratch as `len` f32 values.
+    /// This thread's scratch as `len` f32 values. Panics (which fails the run) if the plan's
+    /// [`work_size`] gave less, rather than handing out memory past the scratch.
     ///
     /// # Safety
-    /// The plan must have sized the scratch for at least `len` f32 values (see [`work_size`]),
-    /// the slice must not outlive the kernel call, and a kernel takes it at most once.
+    /// The slice must not outlive the kernel call, and a kernel takes it at most once.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn scratch_f32(&self, len: usize) -> &mut [f32] {
-        debug_assert!(len * 4 <= self.wsize);
-        // SAFETY: the scratch is private to this thread, 64-byte aligned and large enough.
+        assert!(
+            len <= self.wsize / 4,
+            "scratch of {} bytes, {len} f32 wanted",
+            self.wsize
+        );
+        // SAFETY: `wdata` is this thread's private `wsize` bytes (checked above to hold `len`
+        // f32) of the plan's `u64` storage, at a multiple of 64 bytes, so 8-byte aligned.
         unsafe { std::slice::from_raw_parts_mut(self.wdata as *mut f32, len) }
     }
 }
@@ -400,5 +405,26 @@ pub(crate) fn work_size(t: &Tensor) -> usize {
         Op::SoftMax => softmax::work_size(t),
         Op::Norm | Op::RmsNorm => norm::work_size(t),
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Params;
+
+    /// Asking for more scratch than the plan gave is a panic (the run fails), never an
+    /// out-of-bounds slice.
+    #[test]
+    #[should_panic(expected = "scratch of 8 bytes")]
+    fn scratch_larger_than_planned_panics() {
+        let mut storage = [0u64; 1];
+        let p = Params {
+            ith: 0,
+            nth: 1,
+            wdata: storage.as_mut_ptr() as *mut u8,
+            wsize: 8,
+        };
+        // SAFETY: the slice is not kept; the call panics before making it.
+        let _ = unsafe { p.scratch_f32(3) };
     }
 }

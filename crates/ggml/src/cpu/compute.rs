@@ -139,10 +139,11 @@ impl BackendImpl for CpuBackend {
     }
 
     fn set_n_threads(&mut self, n: usize) -> Result<()> {
-        if n > MAX_N_THREADS {
+        // A plan sizes its scratch for `n` threads and runs at least one, so 0 is refused here
+        // too, not only by the stream's front end.
+        if !(1..=MAX_N_THREADS).contains(&n) {
             return Err(Error::invalid(format!(
-                "set_n_threads: n = {n} is more than the {MAX_N_THREADS} threads a CPU stream \
-                 can use"
+                "set_n_threads: n = {n}; a CPU stream computes with 1 to {MAX_N_THREADS} threads"
             )));
         }
         if n != self.n_threads {
@@ -224,5 +225,16 @@ mod tests {
         assert!(matches!(failed, Err(Error::Compute(_))));
         ok.unwrap();
         assert_eq!(values, vec![7.0; 64]);
+    }
+
+    /// Zero threads would plan no scratch yet still run one thread, so the engine refuses it
+    /// itself (the stream refuses it too, before it gets here).
+    #[test]
+    fn zero_threads_are_refused_by_the_engine() {
+        let mut cpu = CpuBackend::new();
+        let err = cpu.set_n_threads(0).unwrap_err();
+        assert!(err.to_string().contains("n = 0"), "{err}");
+        assert!(cpu.set_n_threads(MAX_N_THREADS + 1).is_err());
+        cpu.set_n_threads(1).unwrap();
     }
 }

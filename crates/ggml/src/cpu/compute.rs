@@ -71,7 +71,7 @@ impl CpuPlan {
     }
 
     /// Runs the plan; allocates nothing.
-    fn execute(&mut self, pool: &ThreadPool) -> Result<()> {
+    fn execute(&mut self, pool: &mut ThreadPool) -> Result<()> {
         self.resolved.clear();
         for n in &self.nodes {
             self.resolved.push(NodePtrs::resolve(&n.tensor)?);
@@ -135,7 +135,7 @@ impl BackendImpl for CpuBackend {
     }
 
     fn graph_compute(&mut self, nodes: &[Tensor]) -> Result<()> {
-        CpuPlan::new(nodes, self.n_threads)?.execute(&self.pool)
+        CpuPlan::new(nodes, self.n_threads)?.execute(&mut self.pool)
     }
 
     fn set_n_threads(&mut self, n: usize) -> Result<()> {
@@ -164,7 +164,7 @@ impl BackendImpl for CpuBackend {
         if plan.n_threads > self.pool.n_threads() {
             plan.n_threads = self.pool.n_threads();
         }
-        plan.execute(&self.pool)
+        plan.execute(&mut self.pool)
     }
 }
 
@@ -198,7 +198,7 @@ mod tests {
             let a = ctx.new_tensor_1d(Type::F32, 64).unwrap();
             let b = ctx.relu(&a).unwrap();
             b.set_f32(&[0.0; 64]).unwrap();
-            let pool = ThreadPool::new(2);
+            let mut pool = ThreadPool::new(2);
             let planned = |kernel: KernelFn| PlannedNode {
                 tensor: b.clone(),
                 kernel,
@@ -210,13 +210,13 @@ mod tests {
                 work: Vec::new(),
                 resolved: Vec::new(),
             };
-            let failed = plan.execute(&pool);
+            let failed = plan.execute(&mut pool);
             // the pool still works afterwards
             let mut ok_plan = CpuPlan {
                 nodes: vec![planned(writes_seven)],
                 ..plan
             };
-            let ok = ok_plan.execute(&pool);
+            let ok = ok_plan.execute(&mut pool);
             tx.send((failed, ok, b.get_f32().unwrap())).unwrap();
         });
         let (failed, ok, values) = rx

@@ -80,12 +80,12 @@ impl TensorPtr {
         idx
     }
 
-    /// Address of the first element of the row with indices `idx` (dimensions 1..5).
+    /// Address of the first element of the row with indices `idx` (dimensions 1..5). Only
+    /// computes it (with wrapping arithmetic, so any `idx` is sound here); the callers' later
+    /// accesses need `idx` within `ne`, which keeps the address inside the tensor's span.
     pub fn row(&self, idx: [usize; MAX_DIMS - 1]) -> *mut u8 {
         let off: usize = (0..MAX_DIMS - 1).map(|d| idx[d] * self.nb[d + 1]).sum();
-        // SAFETY (of the callers' later accesses): idx is within ne, so the offset is within
-        // the tensor's span; this addition itself stays inside the allocation.
-        unsafe { self.data.add(off) }
+        self.data.wrapping_add(off)
     }
 
     /// Address of the row with flat index `r`.

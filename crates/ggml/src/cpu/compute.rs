@@ -40,7 +40,9 @@ pub(crate) struct CpuPlan {
     /// Scratch bytes per thread, a multiple of the cache line.
     work_per_thread: usize,
     work: Vec<u64>,
-    resolved: Vec<NodePtrs>,
+    /// Every node's addresses for the current run, and whether it must run on one thread
+    /// ([`NodePtrs::needs_one_thread`]).
+    resolved: Vec<(NodePtrs, bool)>,
 }
 
 impl CpuPlan {
@@ -74,7 +76,9 @@ impl CpuPlan {
     fn execute(&mut self, pool: &mut ThreadPool) -> Result<()> {
         self.resolved.clear();
         for n in &self.nodes {
-            self.resolved.push(NodePtrs::resolve(&n.tensor)?);
+            let ptrs = NodePtrs::resolve(&n.tensor)?;
+            let one_thread = ptrs.needs_one_thread();
+            self.resolved.push((ptrs, one_thread));
         }
         let n = self.n_threads.min(pool.n_threads()).max(1);
         let barrier = Barrier::new(n);
@@ -95,9 +99,11 @@ impl CpuPlan {
                 wdata,
                 wsize: per_thread,
             };
-            for (node, ptrs) in nodes.iter().zip(resolved) {
-                if !failed.load(Ordering::Acquire) {
-                    let run = || (node.kernel)(ptrs, &params);
+            let alone = Params { nth: 1, ..params };
+            for (node, (ptrs, one_thread)) in nodes.iter().zip(resolved) {
+                if !failed.load(Ordering::Acquire) && (ith == 0 || !one_thread) {
+                    let p = if *one_thread { &alone } else { &params };
+                    let run = || (node.kernel)(ptrs, p);
                     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).is_err() {
                         failed.store(true, Ordering::Release);
                     }

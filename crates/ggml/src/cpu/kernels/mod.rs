@@ -60,6 +60,42 @@ impl TensorPtr {
         })
     }
 
+    /// Whether two elements (blocks, for quantized types) of this tensor share bytes. Taking
+    /// the dimensions by increasing stride, each stride must clear every byte the smaller ones
+    /// reach; this is a sufficient test for distinct elements, which every contiguous,
+    /// permuted, transposed or padded layout passes.
+    fn self_overlapping(&self) -> bool {
+        let mut dims: [(usize, usize); MAX_DIMS] = std::array::from_fn(|d| {
+            let n = self.ne[d].max(0) as usize;
+            let units = if d == 0 { n / self.ty.blck_size() } else { n };
+            (self.nb[d], units)
+        });
+        dims.sort_unstable();
+        let mut reach = self.ty.type_size();
+        for (stride, n) in dims {
+            if n > 1 {
+                if stride < reach {
+                    return true;
+                }
+                reach = stride.saturating_mul(n - 1).saturating_add(reach);
+            }
+        }
+        false
+    }
+
+    /// Whether the bytes of `self` and `other` intersect.
+    fn overlaps(&self, other: &TensorPtr) -> bool {
+        let span = |t: &TensorPtr| crate::tensor::span_bytes(t.ty, &t.ne, &t.nb);
+        let (a, sa) = (self.data as usize, span(self));
+        let (b, sb) = (other.data as usize, span(other));
+        sa > 0 && sb > 0 && a < b.saturating_add(sb) && b < a.saturating_add(sa)
+    }
+
+    /// Whether `other` is exactly this tensor: same address, type, shape and strides.
+    fn same_elements(&self, other: &TensorPtr) -> bool {
+        self.data == other.data && self.ty == other.ty && self.ne == other.ne && self.nb == other.nb
+    }
+
     /// Rows: the product of dimensions 1.. .
     pub fn nrows(&self) -> usize {
         self.ne[1..].iter().product::<i64>() as usize
@@ -322,6 +358,20 @@ impl NodePtrs {
         })
     }
 
+    /// Whether threads splitting this node could touch the same bytes while one of them
+    /// writes: the result's elements overlap one another (a view with a zero or short stride),
+    /// or an operand overlaps the result other than as the very same elements (the in-place
+    /// case, where each thread reads and writes only its own rows). Such a node runs on one
+    /// thread, which gives what GGML gives with one thread, without a data race.
+    pub(crate) fn needs_one_thread(&self) -> bool {
+        let d = &self.dst;
+        d.self_overlapping()
+            || self
+                .src
+                .iter()
+                .any(|s| s.overlaps(d) && !s.same_elements(d))
+    }
+
     pub fn param_f32(&self, i: usize) -> f32 {
         f32::from_bits(self.op_params[i] as u32)
     }
@@ -410,7 +460,52 @@ pub(crate) fn work_size(t: &Tensor) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::Params;
+    use super::{NodePtrs, Params, TensorPtr};
+    use crate::tensor::{MAX_OP_PARAMS, MAX_SRC};
+    use crate::types::Type;
+
+    /// An F32 tensor at address `at` (never dereferenced) with shape `ne` and strides `nb`.
+    fn f32_at(at: usize, ne: [i64; 5], nb: [usize; 5]) -> TensorPtr {
+        TensorPtr {
+            data: at as *mut u8,
+            ty: Type::F32,
+            ne,
+            nb,
+        }
+    }
+
+    fn node(dst: TensorPtr, srcs: &[TensorPtr]) -> NodePtrs {
+        let mut src = [TensorPtr::NULL; MAX_SRC];
+        src[..srcs.len()].copy_from_slice(srcs);
+        NodePtrs {
+            dst,
+            src,
+            op_params: [0; MAX_OP_PARAMS / 4],
+        }
+    }
+
+    /// Which layouts make a node run on one thread.
+    #[test]
+    fn overlapping_results_run_on_one_thread() {
+        const BASE: usize = 0x1000;
+        let contiguous = f32_at(BASE, [4, 8, 1, 1, 1], [4, 16, 128, 128, 128]);
+        let transposed = f32_at(BASE, [8, 4, 1, 1, 1], [16, 4, 128, 128, 128]);
+        let shared_rows = f32_at(BASE, [4, 8, 1, 1, 1], [4, 0, 0, 0, 0]);
+        let short_rows = f32_at(BASE, [4, 8, 1, 1, 1], [4, 8, 64, 64, 64]);
+        let row0 = f32_at(BASE, [4, 1, 1, 1, 1], [4, 16, 16, 16, 16]);
+        let shifted = f32_at(BASE + 4, [4, 8, 1, 1, 1], [4, 16, 128, 128, 128]);
+        let elsewhere = f32_at(BASE + 128, [4, 8, 1, 1, 1], [4, 16, 128, 128, 128]);
+        // In place over distinct elements, or no overlap at all: split over threads.
+        assert!(!node(contiguous, &[contiguous, elsewhere]).needs_one_thread());
+        assert!(!node(transposed, &[transposed]).needs_one_thread());
+        assert!(!node(contiguous, &[]).needs_one_thread());
+        // The result's rows share bytes, or an operand overlaps it in another layout.
+        assert!(node(shared_rows, &[shared_rows]).needs_one_thread());
+        assert!(node(short_rows, &[elsewhere]).needs_one_thread());
+        assert!(node(contiguous, &[contiguous, row0]).needs_one_thread());
+        assert!(node(shifted, &[contiguous]).needs_one_thread());
+        assert!(node(contiguous, &[transposed]).needs_one_thread());
+    }
 
     /// Asking for more scratch than the plan gave is a panic (the run fails), never an
     /// out-of-bounds slice.

@@ -40,7 +40,9 @@ pub(crate) struct CpuPlan {
     /// Scratch bytes per thread, a multiple of the cache line.
     work_per_thread: usize,
     work: Vec<u64>,
-    resolved: Vec<NodePtrs>,
+    /// Every node's addresses for the current run, and whether it must run on one thread
+    /// ([`NodePtrs::needs_one_thread`]).
+    resolved: Vec<(NodePtrs, bool)>,
 }
 
 impl CpuPlan {
@@ -71,10 +73,12 @@ impl CpuPlan {
     }
 
     /// Runs the plan; allocates nothing.
-    fn execute(&mut self, pool: &ThreadPool) -> Result<()> {
+    fn execute(&mut self, pool: &mut ThreadPool) -> Result<()> {
         self.resolved.clear();
         for n in &self.nodes {
-            self.resolved.push(NodePtrs::resolve(&n.tensor)?);
+            let ptrs = NodePtrs::resolve(&n.tensor)?;
+            let one_thread = ptrs.needs_one_thread();
+            self.resolved.push((ptrs, one_thread));
         }
         let n = self.n_threads.min(pool.n_threads()).max(1);
         let barrier = Barrier::new(n);
@@ -95,9 +99,11 @@ impl CpuPlan {
                 wdata,
                 wsize: per_thread,
             };
-            for (node, ptrs) in nodes.iter().zip(resolved) {
-                if !failed.load(Ordering::Acquire) {
-                    let run = || (node.kernel)(ptrs, &params);
+            let alone = Params { nth: 1, ..params };
+            for (node, (ptrs, one_thread)) in nodes.iter().zip(resolved) {
+                if !failed.load(Ordering::Acquire) && (ith == 0 || !one_thread) {
+                    let p = if *one_thread { &alone } else { &params };
+                    let run = || (node.kernel)(ptrs, p);
                     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).is_err() {
                         failed.store(true, Ordering::Release);
                     }
@@ -135,14 +141,15 @@ impl BackendImpl for CpuBackend {
     }
 
     fn graph_compute(&mut self, nodes: &[Tensor]) -> Result<()> {
-        CpuPlan::new(nodes, self.n_threads)?.execute(&self.pool)
+        CpuPlan::new(nodes, self.n_threads)?.execute(&mut self.pool)
     }
 
     fn set_n_threads(&mut self, n: usize) -> Result<()> {
-        if n > MAX_N_THREADS {
+        // A plan sizes its scratch for `n` threads and runs at least one, so 0 is refused here
+        // too, not only by the stream's front end.
+        if !(1..=MAX_N_THREADS).contains(&n) {
             return Err(Error::invalid(format!(
-                "set_n_threads: n = {n} is more than the {MAX_N_THREADS} threads a CPU stream \
-                 can use"
+                "set_n_threads: n = {n}; a CPU stream computes with 1 to {MAX_N_THREADS} threads"
             )));
         }
         if n != self.n_threads {
@@ -163,7 +170,7 @@ impl BackendImpl for CpuBackend {
         if plan.n_threads > self.pool.n_threads() {
             plan.n_threads = self.pool.n_threads();
         }
-        plan.execute(&self.pool)
+        plan.execute(&mut self.pool)
     }
 }
 
@@ -197,7 +204,7 @@ mod tests {
             let a = ctx.new_tensor_1d(Type::F32, 64).unwrap();
             let b = ctx.relu(&a).unwrap();
             b.set_f32(&[0.0; 64]).unwrap();
-            let pool = ThreadPool::new(2);
+            let mut pool = ThreadPool::new(2);
             let planned = |kernel: KernelFn| PlannedNode {
                 tensor: b.clone(),
                 kernel,
@@ -209,13 +216,13 @@ mod tests {
                 work: Vec::new(),
                 resolved: Vec::new(),
             };
-            let failed = plan.execute(&pool);
+            let failed = plan.execute(&mut pool);
             // the pool still works afterwards
             let mut ok_plan = CpuPlan {
                 nodes: vec![planned(writes_seven)],
                 ..plan
             };
-            let ok = ok_plan.execute(&pool);
+            let ok = ok_plan.execute(&mut pool);
             tx.send((failed, ok, b.get_f32().unwrap())).unwrap();
         });
         let (failed, ok, values) = rx
@@ -224,5 +231,16 @@ mod tests {
         assert!(matches!(failed, Err(Error::Compute(_))));
         ok.unwrap();
         assert_eq!(values, vec![7.0; 64]);
+    }
+
+    /// Zero threads would plan no scratch yet still run one thread, so the engine refuses it
+    /// itself (the stream refuses it too, before it gets here).
+    #[test]
+    fn zero_threads_are_refused_by_the_engine() {
+        let mut cpu = CpuBackend::new();
+        let err = cpu.set_n_threads(0).unwrap_err();
+        assert!(err.to_string().contains("n = 0"), "{err}");
+        assert!(cpu.set_n_threads(MAX_N_THREADS + 1).is_err());
+        cpu.set_n_threads(1).unwrap();
     }
 }

@@ -63,8 +63,10 @@ impl ThreadPool {
     }
 
     /// Runs `task(i, n)` on threads `0..n` (`n` clamped to the pool) and returns when all are
-    /// done. Returns false if a worker panicked.
-    pub(crate) fn run(&self, n: usize, task: &Task<'_>) -> bool {
+    /// done. Returns false if a worker panicked. Takes `&mut self`: the pool holds one task at
+    /// a time, and a second run started beside the first would replace the task the first
+    /// one's workers are still to call, and let it return while they use it.
+    pub(crate) fn run(&mut self, n: usize, task: &Task<'_>) -> bool {
         let n = n.clamp(1, self.n_threads());
         if n == 1 {
             task(0, 1);
@@ -143,7 +145,7 @@ mod tests {
 
     #[test]
     fn runs_every_index_once() {
-        let pool = ThreadPool::new(4);
+        let mut pool = ThreadPool::new(4);
         for n in [1, 2, 4, 9] {
             let hits: Vec<AtomicUsize> = (0..4).map(|_| AtomicUsize::new(0)).collect();
             assert!(pool.run(n, &|i, nth| {

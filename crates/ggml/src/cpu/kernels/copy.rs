@@ -101,11 +101,11 @@ fn step(ne: &[i64; MAX_DIMS], idx: &mut [usize; MAX_DIMS]) {
     }
 }
 
-/// Address of the element at `idx` of `t`.
+/// Address of the element at `idx` of `t` (only computed, as [`TensorPtr::row`] does; reading
+/// or writing it needs `idx` within `ne`).
 fn element(t: &TensorPtr, idx: &[usize; MAX_DIMS]) -> *mut u8 {
     let off: usize = (0..MAX_DIMS).map(|d| idx[d] * t.nb[d]).sum();
-    // SAFETY (of later accesses): idx is within ne, so the offset is within the tensor's span.
-    unsafe { t.data.add(off) }
+    t.data.wrapping_add(off)
 }
 
 fn copy(n: &NodePtrs, p: &Params) {

@@ -60,6 +60,42 @@ impl TensorPtr {
         })
     }
 
+    /// Whether two elements (blocks, for quantized types) of this tensor share bytes. Taking
+    /// the dimensions by increasing stride, each stride must clear every byte the smaller ones
+    /// reach; this is a sufficient test for distinct elements, which every contiguous,
+    /// permuted, transposed or padded layout passes.
+    fn self_overlapping(&self) -> bool {
+        let mut dims: [(usize, usize); MAX_DIMS] = std::array::from_fn(|d| {
+            let n = self.ne[d].max(0) as usize;
+            let units = if d == 0 { n / self.ty.blck_size() } else { n };
+            (self.nb[d], units)
+        });
+        dims.sort_unstable();
+        let mut reach = self.ty.type_size();
+        for (stride, n) in dims {
+            if n > 1 {
+                if stride < reach {
+                    return true;
+                }
+                reach = stride.saturating_mul(n - 1).saturating_add(reach);
+            }
+        }
+        false
+    }
+
+    /// Whether the bytes of `self` and `other` intersect.
+    fn overlaps(&self, other: &TensorPtr) -> bool {
+        let span = |t: &TensorPtr| crate::tensor::span_bytes(t.ty, &t.ne, &t.nb);
+        let (a, sa) = (self.data as usize, span(self));
+        let (b, sb) = (other.data as usize, span(other));
+        sa > 0 && sb > 0 && a < b.saturating_add(sb) && b < a.saturating_add(sa)
+    }
+
+    /// Whether `other` is exactly this tensor: same address, type, shape and strides.
+    fn same_elements(&self, other: &TensorPtr) -> bool {
+        self.data == other.data && self.ty == other.ty && self.ne == other.ne && self.nb == other.nb
+    }
+
     /// Rows: the product of dimensions 1.. .
     pub fn nrows(&self) -> usize {
         self.ne[1..].iter().product::<i64>() as usize
@@ -80,12 +116,12 @@ impl TensorPtr {
         idx
     }
 
-    /// Address of the first element of the row with indices `idx` (dimensions 1..5).
+    /// Address of the first element of the row with indices `idx` (dimensions 1..5). Only
+    /// computes it (with wrapping arithmetic, so any `idx` is sound here); the callers' later
+    /// accesses need `idx` within `ne`, which keeps the address inside the tensor's span.
     pub fn row(&self, idx: [usize; MAX_DIMS - 1]) -> *mut u8 {
         let off: usize = (0..MAX_DIMS - 1).map(|d| idx[d] * self.nb[d + 1]).sum();
-        // SAFETY (of the callers' later accesses): idx is within ne, so the offset is within
-        // the tensor's span; this addition itself stays inside the allocation.
-        unsafe { self.data.add(off) }
+        self.data.wrapping_add(off)
     }
 
     /// Address of the row with flat index `r`.
@@ -199,8 +235,6 @@ impl TensorPtr {
     }
 }
 
-/// Whether element copies from `src` to `dst` are supported: equal non-quantized types (bit
-/// copies), or any pair of F32, F16 and BF16 (conversions).
 /// Whether rows of `ty` are block-quantized and can be dequantized to f32.
 pub(crate) fn dequantizable(ty: Type) -> bool {
     ty.is_quantized() && crate::quants::has_to_float(ty)
@@ -222,6 +256,8 @@ pub(crate) unsafe fn dequantize_into(t: &TensorPtr, row: *const u8, out: &mut [f
     }
 }
 
+/// Whether element copies from `src` to `dst` are supported: equal non-quantized types (bit
+/// copies), or any pair of F32, F16 and BF16 (conversions).
 pub(crate) fn copyable(src: Type, dst: Type) -> bool {
     (src == dst && !src.is_quantized()) || (is_float(src) && is_float(dst))
 }
@@ -322,6 +358,20 @@ impl NodePtrs {
         })
     }
 
+    /// Whether threads splitting this node could touch the same bytes while one of them
+    /// writes: the result's elements overlap one another (a view with a zero or short stride),
+    /// or an operand overlaps the result other than as the very same elements (the in-place
+    /// case, where each thread reads and writes only its own rows). Such a node runs on one
+    /// thread, which gives what GGML gives with one thread, without a data race.
+    pub(crate) fn needs_one_thread(&self) -> bool {
+        let d = &self.dst;
+        d.self_overlapping()
+            || self
+                .src
+                .iter()
+                .any(|s| s.overlaps(d) && !s.same_elements(d))
+    }
+
     pub fn param_f32(&self, i: usize) -> f32 {
         f32::from_bits(self.op_params[i] as u32)
     }
@@ -343,15 +393,20 @@ impl Params {
         start..(start + per).min(n)
     }
 
-    /// This thread's scratch as `len` f32 values.
+    /// This thread's scratch as `len` f32 values. Panics (which fails the run) if the plan's
+    /// [`work_size`] gave less, rather than handing out memory past the scratch.
     ///
     /// # Safety
-    /// The plan must have sized the scratch for at least `len` f32 values (see [`work_size`]),
-    /// the slice must not outlive the kernel call, and a kernel takes it at most once.
+    /// The slice must not outlive the kernel call, and a kernel takes it at most once.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn scratch_f32(&self, len: usize) -> &mut [f32] {
-        debug_assert!(len * 4 <= self.wsize);
-        // SAFETY: the scratch is private to this thread, 64-byte aligned and large enough.
+        assert!(
+            len <= self.wsize / 4,
+            "scratch of {} bytes, {len} f32 wanted",
+            self.wsize
+        );
+        // SAFETY: `wdata` is this thread's private `wsize` bytes (checked above to hold `len`
+        // f32) of the plan's `u64` storage, at a multiple of 64 bytes, so 8-byte aligned.
         unsafe { std::slice::from_raw_parts_mut(self.wdata as *mut f32, len) }
     }
 }
@@ -400,5 +455,71 @@ pub(crate) fn work_size(t: &Tensor) -> usize {
         Op::SoftMax => softmax::work_size(t),
         Op::Norm | Op::RmsNorm => norm::work_size(t),
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{NodePtrs, Params, TensorPtr};
+    use crate::tensor::{MAX_OP_PARAMS, MAX_SRC};
+    use crate::types::Type;
+
+    /// An F32 tensor at address `at` (never dereferenced) with shape `ne` and strides `nb`.
+    fn f32_at(at: usize, ne: [i64; 5], nb: [usize; 5]) -> TensorPtr {
+        TensorPtr {
+            data: at as *mut u8,
+            ty: Type::F32,
+            ne,
+            nb,
+        }
+    }
+
+    fn node(dst: TensorPtr, srcs: &[TensorPtr]) -> NodePtrs {
+        let mut src = [TensorPtr::NULL; MAX_SRC];
+        src[..srcs.len()].copy_from_slice(srcs);
+        NodePtrs {
+            dst,
+            src,
+            op_params: [0; MAX_OP_PARAMS / 4],
+        }
+    }
+
+    /// Which layouts make a node run on one thread.
+    #[test]
+    fn overlapping_results_run_on_one_thread() {
+        const BASE: usize = 0x1000;
+        let contiguous = f32_at(BASE, [4, 8, 1, 1, 1], [4, 16, 128, 128, 128]);
+        let transposed = f32_at(BASE, [8, 4, 1, 1, 1], [16, 4, 128, 128, 128]);
+        let shared_rows = f32_at(BASE, [4, 8, 1, 1, 1], [4, 0, 0, 0, 0]);
+        let short_rows = f32_at(BASE, [4, 8, 1, 1, 1], [4, 8, 64, 64, 64]);
+        let row0 = f32_at(BASE, [4, 1, 1, 1, 1], [4, 16, 16, 16, 16]);
+        let shifted = f32_at(BASE + 4, [4, 8, 1, 1, 1], [4, 16, 128, 128, 128]);
+        let elsewhere = f32_at(BASE + 128, [4, 8, 1, 1, 1], [4, 16, 128, 128, 128]);
+        // In place over distinct elements, or no overlap at all: split over threads.
+        assert!(!node(contiguous, &[contiguous, elsewhere]).needs_one_thread());
+        assert!(!node(transposed, &[transposed]).needs_one_thread());
+        assert!(!node(contiguous, &[]).needs_one_thread());
+        // The result's rows share bytes, or an operand overlaps it in another layout.
+        assert!(node(shared_rows, &[shared_rows]).needs_one_thread());
+        assert!(node(short_rows, &[elsewhere]).needs_one_thread());
+        assert!(node(contiguous, &[contiguous, row0]).needs_one_thread());
+        assert!(node(shifted, &[contiguous]).needs_one_thread());
+        assert!(node(contiguous, &[transposed]).needs_one_thread());
+    }
+
+    /// Asking for more scratch than the plan gave is a panic (the run fails), never an
+    /// out-of-bounds slice.
+    #[test]
+    #[should_panic(expected = "scratch of 8 bytes")]
+    fn scratch_larger_than_planned_panics() {
+        let mut storage = [0u64; 1];
+        let p = Params {
+            ith: 0,
+            nth: 1,
+            wdata: storage.as_mut_ptr() as *mut u8,
+            wsize: 8,
+        };
+        // SAFETY: the slice is not kept; the call panics before making it.
+        let _ = unsafe { p.scratch_f32(3) };
     }
 }

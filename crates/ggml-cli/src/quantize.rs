@@ -82,8 +82,8 @@ fn parse(args: &[OsString]) -> Result<Options, CliError> {
 pub fn run(args: &[OsString]) -> Result<(), CliError> {
     let opts = parse(args)?;
     let failed = |m: String| CliError::Failed(m);
-    let file = GgufFile::open(&opts.input)
-        .map_err(|e| failed(format!("{}: {e}", opts.input.display())))?;
+    // The library's file errors already name the path.
+    let file = GgufFile::open(&opts.input).map_err(|e| failed(e.to_string()))?;
     let imatrix = match &opts.imatrix {
         Some(p) => Some(imatrix::load(p).map_err(failed)?),
         None => None,
@@ -119,7 +119,7 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
     }
     writer
         .write_to_file(&opts.output)
-        .map_err(|e| failed(format!("{}: {e}", opts.output.display())))?;
+        .map_err(|e| failed(e.to_string()))?;
     progress.finish();
     eprintln!(
         "quantized {} tensors to {} in {:.1}s: {:.1} MiB -> {:.1} MiB",

@@ -192,7 +192,13 @@ fn bad_arguments_fail_clearly() {
     assert!(err.contains("q9_9"), "{err}");
     let (ok, err) = quantize(&dir.join("missing.gguf"), &output, "q8_0", &[]);
     assert!(!ok);
-    assert!(err.contains("missing.gguf"), "{err}");
+    assert_eq!(err.matches("missing.gguf").count(), 1, "{err}");
+    let junk = dir.join("junk.gguf");
+    std::fs::write(&junk, b"junk").unwrap();
+    let (ok, err) = quantize(&junk, &output, "q8_0", &[]);
+    assert!(!ok);
+    assert_eq!(err.matches("junk.gguf").count(), 1, "{err}");
+    assert!(err.contains("header: magic"), "{err}");
     let (ok, err) = quantize(&input, &output, "q8_0", &["--threads", "0"]);
     assert!(!ok);
     assert!(err.contains("--threads"), "{err}");

@@ -154,7 +154,9 @@ fn convert(
     if target == info.ty() {
         return Ok((target, src.to_vec()));
     }
-    let values = to_f32(info, src)?;
+    let values = file
+        .tensor_data_f32(info.name())
+        .map_err(|e| e.to_string())?;
     if target == Type::F32 {
         return Ok((
             Type::F32,
@@ -210,25 +212,6 @@ fn weight_type(wanted: Type, n_per_row: usize) -> Type {
     } else {
         Type::F16
     }
-}
-
-/// A tensor's values as f32, whatever its float or quantized type.
-fn to_f32(info: &TensorInfo, src: &[u8]) -> Result<Vec<f32>, String> {
-    let n = info.n_elements() as usize;
-    let mut out = vec![0f32; n];
-    let n_per_row = info.ne()[0] as usize;
-    let row_bytes = info
-        .ty()
-        .row_size(n_per_row as i64)
-        .map_err(|e| e.to_string())?;
-    for (row_out, row_in) in out
-        .chunks_mut(n_per_row.max(1))
-        .zip(src.chunks(row_bytes.max(1)))
-    {
-        quants::dequantize_row(info.ty(), row_in, row_out)
-            .map_err(|e| format!("{}: {e}", info.name()))?;
-    }
-    Ok(out)
 }
 
 /// Quantizes rows on `threads` threads, each a contiguous run of rows.

@@ -210,6 +210,56 @@ fn tensor_data_round_trips_byte_for_byte() {
 }
 
 #[test]
+fn deferred_tensor_data_writes_the_same_file() {
+    let mut rng = Rng(11);
+    let mut given = GgufWriter::new();
+    let mut deferred = GgufWriter::new();
+    for (i, ty) in [Type::F32, Type::Q4_K, Type::I8, Type::F16]
+        .iter()
+        .enumerate()
+    {
+        let shape = gguf_support::small_shape(*ty, &mut rng);
+        let data = gguf_support::tensor_bytes(*ty, &shape, &mut rng);
+        let name = format!("t{i}");
+        given.add_tensor(&name, *ty, &shape, data.clone()).unwrap();
+        deferred
+            .add_tensor_with(&name, *ty, &shape, move || Ok(data.clone()))
+            .unwrap();
+    }
+    assert_eq!(given.to_bytes().unwrap(), deferred.to_bytes().unwrap());
+
+    // The closure's error, or bytes of the wrong length, stop the write; no file is left.
+    let dir = tmp_dir("deferred");
+    let path = dir.join("bad.gguf");
+    let mut short = GgufWriter::new();
+    short
+        .add_tensor_with("w", Type::F32, &[4], || Ok(vec![0; 12]))
+        .unwrap();
+    let e = short.write_to_file(&path).unwrap_err().to_string();
+    assert!(
+        e.contains("\"w\"") && e.contains("12") && e.contains("16"),
+        "{e}"
+    );
+    let mut failing = GgufWriter::new();
+    failing
+        .add_tensor_with("w", Type::F32, &[4], || {
+            Err(ggml::Error::Compute("no bytes today".into()))
+        })
+        .unwrap();
+    let e = failing.write_to_file(&path).unwrap_err().to_string();
+    assert!(e.contains("no bytes today"), "{e}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    // Names and shapes are checked when the tensor is added, as for add_tensor.
+    assert!(failing
+        .add_tensor_with("w", Type::F32, &[4], || Ok(vec![0; 16]))
+        .is_err());
+    assert!(short
+        .add_tensor_with("q", Type::Q4_0, &[33], || Ok(Vec::new()))
+        .is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn file_round_trip_is_atomic_and_mapped() {
     let dir = tmp_dir("file-round-trip");
     let path = dir.join("model.gguf");

@@ -18,11 +18,25 @@ struct PendingTensor<'a> {
     name: String,
     ne: [i64; MAX_DIMS],
     ty: Type,
-    data: Cow<'a, [u8]>,
+    /// Bytes of data (what the shape and type need).
+    size: usize,
+    data: TensorBytes<'a>,
 }
 
+/// Where a tensor's bytes come from.
+enum TensorBytes<'a> {
+    /// Given to [`GgufWriter::add_tensor`].
+    Given(Cow<'a, [u8]>),
+    /// Made while the file is written, by the closure given to [`GgufWriter::add_tensor_with`].
+    Deferred(Box<MakeBytes<'a>>),
+}
+
+/// The closure of [`GgufWriter::add_tensor_with`].
+type MakeBytes<'a> = dyn Fn() -> Result<Vec<u8>> + 'a;
+
 /// Builds a GGUF file (GGML's `gguf_init_empty` + `gguf_set_*` + `gguf_add_tensor` +
-/// `gguf_write_to_file`). Tensor data may be borrowed (`&'a [u8]`) or owned.
+/// `gguf_write_to_file`). Tensor data may be borrowed (`&'a [u8]`), owned, or made one tensor
+/// at a time while the file is written ([`GgufWriter::add_tensor_with`]).
 #[derive(Default)]
 pub struct GgufWriter<'a> {
     kv: Vec<(String, Value)>,
@@ -105,6 +119,36 @@ impl<'a> GgufWriter<'a> {
         data: impl Into<Cow<'a, [u8]>>,
     ) -> Result<()> {
         let data = data.into();
+        let (ne, size) = self.check_tensor(name, ty, ne)?;
+        if data.len() != size {
+            return Err(Error::invalid(format!(
+                "tensor {name:?}: data has {} bytes, shape {:?} of {ty} needs {size}",
+                data.len(),
+                &ne[..n_dims_of(&ne) as usize]
+            )));
+        }
+        self.push_tensor(name, ty, ne, size, TensorBytes::Given(data));
+        Ok(())
+    }
+
+    /// Adds a tensor like [`GgufWriter::add_tensor`], but its bytes are made by `make` while
+    /// the file is written, and dropped once written: a file of converted tensors never holds
+    /// more than one of them in memory. `make` runs once per write; an `Err` from it, or bytes
+    /// of the wrong length, stops the write with that error.
+    pub fn add_tensor_with(
+        &mut self,
+        name: &str,
+        ty: Type,
+        ne: &[i64],
+        make: impl Fn() -> Result<Vec<u8>> + 'a,
+    ) -> Result<()> {
+        let (ne, size) = self.check_tensor(name, ty, ne)?;
+        self.push_tensor(name, ty, ne, size, TensorBytes::Deferred(Box::new(make)));
+        Ok(())
+    }
+
+    /// Checks a new tensor's name and shape; returns the padded shape and the byte size.
+    fn check_tensor(&self, name: &str, ty: Type, ne: &[i64]) -> Result<([i64; MAX_DIMS], usize)> {
         let bad = |m: String| Error::invalid(format!("tensor {name:?}: {m}"));
         if name.len() > MAX_TENSOR_NAME_LEN {
             return Err(bad(format!(
@@ -117,21 +161,25 @@ impl<'a> GgufWriter<'a> {
         }
         let ne = file_shape(ne).map_err(bad)?;
         let size = checked_nbytes(ty, &ne).map_err(bad)?;
-        if data.len() != size {
-            return Err(bad(format!(
-                "data has {} bytes, shape {:?} of {ty} needs {size}",
-                data.len(),
-                &ne[..n_dims_of(&ne) as usize]
-            )));
-        }
+        Ok((ne, size))
+    }
+
+    fn push_tensor(
+        &mut self,
+        name: &str,
+        ty: Type,
+        ne: [i64; MAX_DIMS],
+        size: usize,
+        data: TensorBytes<'a>,
+    ) {
         self.names.insert(name.to_string());
         self.tensors.push(PendingTensor {
             name: name.to_string(),
             ne,
             ty,
+            size,
             data,
         });
-        Ok(())
     }
 
     /// The alignment the file will use: `general.alignment` if set, else [`DEFAULT_ALIGNMENT`].
@@ -147,7 +195,21 @@ impl<'a> GgufWriter<'a> {
         self.write_meta_inner(&mut out)?;
         let align = self.alignment();
         for t in &self.tensors {
-            out.put(&t.data)?;
+            match &t.data {
+                TensorBytes::Given(data) => out.put(data)?,
+                TensorBytes::Deferred(make) => {
+                    let data = make()?;
+                    if data.len() != t.size {
+                        return Err(Error::invalid(format!(
+                            "tensor {:?}: made {} bytes of data, its shape and type need {}",
+                            t.name,
+                            data.len(),
+                            t.size
+                        )));
+                    }
+                    out.put(&data)?;
+                }
+            }
             out.pad(align)?;
         }
         Ok(out.n)
@@ -228,7 +290,7 @@ impl<'a> GgufWriter<'a> {
             }
             out.put(&(t.ty as u32).to_le_bytes())?;
             out.put(&offset.to_le_bytes())?;
-            offset += (t.data.len() as u64).div_ceil(align) * align;
+            offset += (t.size as u64).div_ceil(align) * align;
         }
         out.pad(align as usize)
     }

@@ -20,23 +20,14 @@ struct PendingTensor<'a> {
     ty: Type,
     /// Bytes of data (what the shape and type need).
     size: usize,
-    data: TensorBytes<'a>,
+    /// The bytes given to [`GgufWriter::add_tensor`]; `None` for [`GgufWriter::add_tensor_info`].
+    data: Option<Cow<'a, [u8]>>,
 }
-
-/// Where a tensor's bytes come from.
-enum TensorBytes<'a> {
-    /// Given to [`GgufWriter::add_tensor`].
-    Given(Cow<'a, [u8]>),
-    /// Made while the file is written, by the closure given to [`GgufWriter::add_tensor_with`].
-    Deferred(Box<MakeBytes<'a>>),
-}
-
-/// The closure of [`GgufWriter::add_tensor_with`].
-type MakeBytes<'a> = dyn Fn() -> Result<Vec<u8>> + 'a;
 
 /// Builds a GGUF file (GGML's `gguf_init_empty` + `gguf_set_*` + `gguf_add_tensor` +
 /// `gguf_write_to_file`). Tensor data may be borrowed (`&'a [u8]`), owned, or made one tensor
-/// at a time while the file is written ([`GgufWriter::add_tensor_with`]).
+/// at a time while the file is written ([`GgufWriter::add_tensor_info`] and
+/// [`GgufWriter::write_to_with`]).
 #[derive(Default)]
 pub struct GgufWriter<'a> {
     kv: Vec<(String, Value)>,
@@ -127,23 +118,18 @@ impl<'a> GgufWriter<'a> {
                 &ne[..n_dims_of(&ne) as usize]
             )));
         }
-        self.push_tensor(name, ty, ne, size, TensorBytes::Given(data));
+        self.push_tensor(name, ty, ne, size, Some(data));
         Ok(())
     }
 
-    /// Adds a tensor like [`GgufWriter::add_tensor`], but its bytes are made by `make` while
-    /// the file is written, and dropped once written: a file of converted tensors never holds
-    /// more than one of them in memory. `make` runs once per write; an `Err` from it, or bytes
-    /// of the wrong length, stops the write with that error.
-    pub fn add_tensor_with(
-        &mut self,
-        name: &str,
-        ty: Type,
-        ne: &[i64],
-        make: impl Fn() -> Result<Vec<u8>> + 'a,
-    ) -> Result<()> {
+    /// Adds a tensor whose bytes are not given now (`gguf_add_tensor` without data): they are
+    /// made while the file is written, by the closure given to [`GgufWriter::write_to_with`]
+    /// or [`GgufWriter::write_to_file_with`], and dropped once written, so that a file of
+    /// converted tensors never holds more than one of them in memory. The checks are
+    /// [`GgufWriter::add_tensor`]'s.
+    pub fn add_tensor_info(&mut self, name: &str, ty: Type, ne: &[i64]) -> Result<()> {
         let (ne, size) = self.check_tensor(name, ty, ne)?;
-        self.push_tensor(name, ty, ne, size, TensorBytes::Deferred(Box::new(make)));
+        self.push_tensor(name, ty, ne, size, None);
         Ok(())
     }
 
@@ -170,7 +156,7 @@ impl<'a> GgufWriter<'a> {
         ty: Type,
         ne: [i64; MAX_DIMS],
         size: usize,
-        data: TensorBytes<'a>,
+        data: Option<Cow<'a, [u8]>>,
     ) {
         self.names.insert(name.to_string());
         self.tensors.push(PendingTensor {
@@ -189,16 +175,28 @@ impl<'a> GgufWriter<'a> {
             .unwrap_or(DEFAULT_ALIGNMENT)
     }
 
-    /// Writes the whole file to `w`; returns the bytes written.
+    /// Writes the whole file to `w`; returns the bytes written. `Err` if a tensor was added
+    /// without data ([`GgufWriter::add_tensor_info`]).
     pub fn write_to(&self, w: &mut impl Write) -> Result<u64> {
+        self.write_to_with(w, |_| Err(self.no_data()))
+    }
+
+    /// Writes the whole file to `w`, calling `make(i)` for the bytes of tensor `i` (in the order
+    /// added) when it was added without data. `make`'s `Err`, or bytes of the wrong length, stop
+    /// the write with that error. Returns the bytes written.
+    pub fn write_to_with(
+        &self,
+        w: &mut impl Write,
+        mut make: impl FnMut(usize) -> Result<Vec<u8>>,
+    ) -> Result<u64> {
         let mut out = Counting { w, n: 0 };
         self.write_meta_inner(&mut out)?;
         let align = self.alignment();
-        for t in &self.tensors {
+        for (i, t) in self.tensors.iter().enumerate() {
             match &t.data {
-                TensorBytes::Given(data) => out.put(data)?,
-                TensorBytes::Deferred(make) => {
-                    let data = make()?;
+                Some(data) => out.put(data)?,
+                None => {
+                    let data = make(i)?;
                     if data.len() != t.size {
                         return Err(Error::invalid(format!(
                             "tensor {:?}: made {} bytes of data, its shape and type need {}",
@@ -213,6 +211,19 @@ impl<'a> GgufWriter<'a> {
             out.pad(align)?;
         }
         Ok(out.n)
+    }
+
+    /// The error for a tensor without data written by a plain write.
+    fn no_data(&self) -> Error {
+        let name = self
+            .tensors
+            .iter()
+            .find(|t| t.data.is_none())
+            .map(|t| &t.name);
+        Error::invalid(format!(
+            "tensor {name:?} was added without data: write with write_to_with or \
+             write_to_file_with"
+        ))
     }
 
     /// Writes only the header, metadata and tensor infos, padded to the alignment
@@ -239,6 +250,16 @@ impl<'a> GgufWriter<'a> {
     /// Writes the file to `path` atomically: into a temporary file in the same directory, synced,
     /// then renamed over `path`, so a crash leaves either the old file or the complete new one.
     pub fn write_to_file(&self, path: impl AsRef<Path>) -> Result<()> {
+        self.write_to_file_with(path, |_| Err(self.no_data()))
+    }
+
+    /// [`GgufWriter::write_to_file`], with `make` giving the bytes of the tensors added without
+    /// data, as for [`GgufWriter::write_to_with`]. On any error the temporary file is removed.
+    pub fn write_to_file_with(
+        &self,
+        path: impl AsRef<Path>,
+        make: impl FnMut(usize) -> Result<Vec<u8>>,
+    ) -> Result<()> {
         let path = path.as_ref();
         let io = |what: &str, p: &Path, e: std::io::Error| {
             Error::Io(format!("{what} {}: {e}", p.display()))
@@ -256,7 +277,7 @@ impl<'a> GgufWriter<'a> {
         let result = (|| {
             let file = std::fs::File::create(&tmp).map_err(|e| io("creating", &tmp, e))?;
             let mut buf = std::io::BufWriter::with_capacity(1 << 20, file);
-            self.write_to(&mut buf)?;
+            self.write_to_with(&mut buf, make)?;
             let file = buf
                 .into_inner()
                 .map_err(|e| io("writing", &tmp, e.into_error()))?;

@@ -80,6 +80,10 @@ fn parse(args: &[OsString]) -> Result<Options, CliError> {
 
 /// Runs the command.
 pub fn run(args: &[OsString]) -> Result<(), CliError> {
+    if args.iter().any(crate::is_help) {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let opts = parse(args)?;
     let failed = |m: String| CliError::Failed(m);
     // The library's file errors already name the path.

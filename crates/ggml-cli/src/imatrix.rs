@@ -17,15 +17,16 @@ pub type Imatrix = HashMap<String, Vec<f32>>;
 /// Reads an imatrix file in either format.
 pub fn load(path: &Path) -> Result<Imatrix, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("imatrix {}: {e}", path.display()))?;
-    if bytes.starts_with(b"GGUF") {
-        from_gguf(&bytes).map_err(|e| format!("imatrix {}: {e}", path.display()))
+    let imatrix = if bytes.starts_with(b"GGUF") {
+        from_gguf(bytes)
     } else {
-        from_legacy(&bytes).map_err(|e| format!("imatrix {}: {e}", path.display()))
-    }
+        from_legacy(&bytes)
+    };
+    imatrix.map_err(|e| format!("imatrix {}: {e}", path.display()))
 }
 
-fn from_gguf(bytes: &[u8]) -> Result<Imatrix, String> {
-    let f = GgufFile::from_bytes(bytes).map_err(|e| e.to_string())?;
+fn from_gguf(bytes: Vec<u8>) -> Result<Imatrix, String> {
+    let f = GgufFile::from_vec(bytes).map_err(|e| e.to_string())?;
     let mut out = Imatrix::new();
     for name in f.tensor_names() {
         let Some(weight) = name.strip_suffix(".in_sum2") else {

@@ -17,15 +17,16 @@ pub type Imatrix = HashMap<String, Vec<f32>>;
 /// Reads an imatrix file in either format.
 pub fn load(path: &Path) -> Result<Imatrix, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("imatrix {}: {e}", path.display()))?;
-    if bytes.starts_with(b"GGUF") {
-        from_gguf(&bytes).map_err(|e| format!("imatrix {}: {e}", path.display()))
+    let imatrix = if bytes.starts_with(b"GGUF") {
+        from_gguf(bytes)
     } else {
-        from_legacy(&bytes).map_err(|e| format!("imatrix {}: {e}", path.display()))
-    }
+        from_legacy(&bytes)
+    };
+    imatrix.map_err(|e| format!("imatrix {}: {e}", path.display()))
 }
 
-fn from_gguf(bytes: &[u8]) -> Result<Imatrix, String> {
-    let f = GgufFile::from_bytes(bytes).map_err(|e| e.to_string())?;
+fn from_gguf(bytes: Vec<u8>) -> Result<Imatrix, String> {
+    let f = GgufFile::from_vec(bytes).map_err(|e| e.to_string())?;
     let mut out = Imatrix::new();
     for name in f.tensor_names() {
         let Some(weight) = name.strip_suffix(".in_sum2") else {
@@ -103,4 +104,72 @@ fn from_legacy(bytes: &[u8]) -> Result<Imatrix, String> {
         return Err("the file holds no entries".into());
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ggml::gguf::GgufWriter;
+    use ggml::Type;
+
+    fn legacy(entries: &[(&str, i32, &[f32])]) -> Vec<u8> {
+        let mut b = (entries.len() as i32).to_le_bytes().to_vec();
+        for (name, calls, sums) in entries {
+            b.extend((name.len() as i32).to_le_bytes());
+            b.extend(name.as_bytes());
+            b.extend(calls.to_le_bytes());
+            b.extend((sums.len() as i32).to_le_bytes());
+            sums.iter().for_each(|s| b.extend(s.to_le_bytes()));
+        }
+        b
+    }
+
+    #[test]
+    fn legacy_values_are_sums_over_calls() {
+        let m = from_legacy(&legacy(&[("a", 4, &[8.0, 2.0]), ("b", 0, &[3.0])])).unwrap();
+        assert_eq!(m["a"], [2.0, 0.5]);
+        assert_eq!(m["b"], [3.0], "zero calls divide by one");
+    }
+
+    #[test]
+    fn hostile_legacy_files_are_errors() {
+        let good = legacy(&[("blk.0.w", 2, &[1.0, 2.0, 3.0])]);
+        for cut in 0..good.len() {
+            assert!(from_legacy(&good[..cut]).is_err(), "cut at {cut}");
+        }
+        // Counts and lengths far beyond the file, or negative.
+        let mut huge = good.clone();
+        huge[..4].copy_from_slice(&i32::MAX.to_le_bytes());
+        assert!(from_legacy(&huge).unwrap_err().contains("truncated"));
+        // Name length and value count: past the end, or negative; call count: negative.
+        for (field_at, v) in [(4, i32::MAX), (4, -1), (15, -1), (19, i32::MAX), (19, -1)] {
+            let mut bad = good.clone();
+            bad[field_at..field_at + 4].copy_from_slice(&v.to_le_bytes());
+            assert!(from_legacy(&bad).is_err(), "field at {field_at} = {v}");
+        }
+    }
+
+    #[test]
+    fn gguf_values_are_sums_over_counts_and_need_a_positive_count() {
+        let file = |count: f32| {
+            let mut w = GgufWriter::new();
+            let sums: Vec<u8> = [6.0f32, 3.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+            w.add_tensor("w.in_sum2", Type::F32, &[2], sums).unwrap();
+            w.add_tensor("w.counts", Type::F32, &[1], count.to_le_bytes().to_vec())
+                .unwrap();
+            w.to_bytes().unwrap()
+        };
+        assert_eq!(from_gguf(file(3.0)).unwrap()["w"], [2.0, 1.0]);
+        assert!(from_gguf(file(0.0)).unwrap_err().contains("not positive"));
+        let mut no_counts = GgufWriter::new();
+        no_counts
+            .add_tensor("w.in_sum2", Type::F32, &[1], 1f32.to_le_bytes().to_vec())
+            .unwrap();
+        assert!(from_gguf(no_counts.to_bytes().unwrap())
+            .unwrap_err()
+            .contains("w.counts"));
+        assert!(from_gguf(GgufWriter::new().to_bytes().unwrap())
+            .unwrap_err()
+            .contains("in_sum2"));
+    }
 }

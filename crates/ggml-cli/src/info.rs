@@ -6,11 +6,20 @@ use ggml::backend;
 
 use crate::CliError;
 
+const USAGE: &str = "usage: ggml info
+
+  Prints every registry with its features, and every device with its properties.";
+
 /// Prints every registry with its features, and every device with its properties.
 pub fn run(args: &[OsString]) -> Result<(), CliError> {
     if let Some(a) = args.first() {
+        if crate::is_help(a) {
+            println!("{USAGE}");
+            return Ok(());
+        }
         return Err(CliError::Usage(format!(
-            "info takes no arguments (got {a:?})"
+            "info takes no arguments (got {:?})\n\n{USAGE}",
+            a.to_string_lossy()
         )));
     }
     println!(

@@ -19,6 +19,12 @@ commands:
   gguf quantize IN OUT TYPE    a copy of a GGUF file with its weights quantized to TYPE
        [--imatrix FILE] [--threads N]";
 
+/// Whether `arg` asks for help (`-h` or `--help`); every command then prints its usage and
+/// succeeds.
+pub fn is_help(arg: &OsString) -> bool {
+    matches!(arg.to_str(), Some("-h" | "--help"))
+}
+
 /// Why a command failed; decides the exit status.
 pub enum CliError {
     /// Bad command line (exit status 2); the message includes the usage.

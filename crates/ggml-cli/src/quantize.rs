@@ -80,10 +80,14 @@ fn parse(args: &[OsString]) -> Result<Options, CliError> {
 
 /// Runs the command.
 pub fn run(args: &[OsString]) -> Result<(), CliError> {
+    if args.iter().any(crate::is_help) {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let opts = parse(args)?;
     let failed = |m: String| CliError::Failed(m);
-    let file = GgufFile::open(&opts.input)
-        .map_err(|e| failed(format!("{}: {e}", opts.input.display())))?;
+    // The library's file errors already name the path.
+    let file = GgufFile::open(&opts.input).map_err(|e| failed(e.to_string()))?;
     let imatrix = match &opts.imatrix {
         Some(p) => Some(imatrix::load(p).map_err(failed)?),
         None => None,
@@ -95,35 +99,58 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
         )));
     }
 
+    // Every tensor's type is decided (and the imatrix checked) before anything is converted;
+    // the converted bytes are made one tensor at a time while the file is written, and tensors
+    // kept as they are are borrowed from the input's mapping.
+    let plans = file
+        .tensors()
+        .iter()
+        .map(|info| plan(info, opts.ty, imatrix.as_ref()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(failed)?;
+    let start = Instant::now();
+    let mut progress = Progress::new(
+        plans
+            .iter()
+            .filter(|p| matches!(p, Plan::Convert { .. }))
+            .count(),
+    );
     let mut writer = GgufWriter::new();
     writer.set_kv(&file).map_err(|e| failed(e.to_string()))?;
     writer
         .set("general.quantization_version", 2u32)
         .map_err(|e| failed(e.to_string()))?;
-
-    let start = Instant::now();
-    let mut progress = Progress::new(file.tensors().len());
     let (mut bytes_in, mut bytes_out) = (0usize, 0usize);
-    let mut outputs = Vec::with_capacity(file.tensors().len());
-    for info in file.tensors() {
-        progress.step(info.name());
-        let (ty, data) = convert(&file, info, &opts, imatrix.as_ref()).map_err(failed)?;
+    for (info, plan) in file.tensors().iter().zip(&plans) {
         bytes_in += info.size();
-        bytes_out += data.len();
-        outputs.push((info.name().to_string(), ty, info.ne(), data));
+        let added = match *plan {
+            Plan::Keep => {
+                bytes_out += info.size();
+                writer.add_tensor(info.name(), info.ty(), &info.ne(), file.data_of(info))
+            }
+            Plan::Convert { ty, .. } => {
+                bytes_out += ty.row_size(info.n_elements()).unwrap_or(0);
+                writer.add_tensor_info(info.name(), ty, &info.ne())
+            }
+        };
+        added.map_err(|e| failed(e.to_string()))?;
     }
-    for (name, ty, ne, data) in &outputs {
-        writer
-            .add_tensor(name, *ty, ne, data.as_slice())
-            .map_err(|e| failed(e.to_string()))?;
-    }
+    // Only converted tensors were added without data, so `i` indexes one of them.
     writer
-        .write_to_file(&opts.output)
-        .map_err(|e| failed(format!("{}: {e}", opts.output.display())))?;
+        .write_to_file_with(&opts.output, |i| {
+            let info = &file.tensors()[i];
+            let Plan::Convert { ty, weights } = plans[i] else {
+                return Ok(file.data_of(info).to_vec());
+            };
+            progress.step(info.name());
+            convert(&file, info, ty, weights, opts.threads)
+                .map_err(|e| ggml::Error::Compute(format!("converting {}: {e}", info.name())))
+        })
+        .map_err(|e| failed(e.to_string()))?;
     progress.finish();
     eprintln!(
         "quantized {} tensors to {} in {:.1}s: {:.1} MiB -> {:.1} MiB",
-        outputs.len(),
+        file.n_tensors(),
         opts.ty,
         start.elapsed().as_secs_f64(),
         bytes_in as f64 / (1 << 20) as f64,
@@ -132,34 +159,40 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The type and bytes a tensor gets in the output.
-fn convert(
-    file: &GgufFile,
+/// What a tensor becomes in the output.
+#[derive(Clone, Copy)]
+enum Plan<'m> {
+    /// Its bytes are copied unchanged (integer tensors, and tensors already of the target type).
+    Keep,
+    /// Converted to `ty`, with the imatrix row `weights` when there is one.
+    Convert {
+        ty: Type,
+        weights: Option<&'m [f32]>,
+    },
+}
+
+/// Decides a tensor's output type and checks that the imatrix covers it.
+fn plan<'m>(
     info: &TensorInfo,
-    opts: &Options,
-    imatrix: Option<&Imatrix>,
-) -> Result<(Type, Vec<u8>), String> {
-    let src = file.data_of(info);
-    let n_per_row = info.ne()[0] as usize;
+    wanted: Type,
+    imatrix: Option<&'m Imatrix>,
+) -> Result<Plan<'m>, String> {
     let convertible =
         info.ty().is_quantized() || matches!(info.ty(), Type::F32 | Type::F16 | Type::BF16);
     if !convertible {
-        return Ok((info.ty(), src.to_vec()));
+        return Ok(Plan::Keep);
     }
-    let target = if info.n_dims() >= 2 {
-        weight_type(opts.ty, n_per_row)
+    let n_per_row = info.ne()[0] as usize;
+    let ty = if info.n_dims() >= 2 {
+        weight_type(wanted, n_per_row)
     } else {
         Type::F32
     };
-    if target == info.ty() {
-        return Ok((target, src.to_vec()));
+    if ty == info.ty() {
+        return Ok(Plan::Keep);
     }
-    let values = to_f32(info, src)?;
-    if target == Type::F32 {
-        return Ok((
-            Type::F32,
-            values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        ));
+    if ty == Type::F32 {
+        return Ok(Plan::Convert { ty, weights: None });
     }
     let weights = imatrix.and_then(|m| m.get(info.name()));
     if let Some(w) = weights {
@@ -171,24 +204,40 @@ fn convert(
             ));
         }
     }
-    if quants::quantize_requires_imatrix(target) && weights.is_none() {
+    if quants::quantize_requires_imatrix(ty) && weights.is_none() {
         return Err(format!("the imatrix has no entry for {}", info.name()));
     }
-    let n_rows = values.len() / n_per_row.max(1);
-    let row_size = target
-        .row_size(n_per_row as i64)
-        .map_err(|e| e.to_string())?;
-    let mut out = vec![0u8; n_rows * row_size];
+    Ok(Plan::Convert {
+        ty,
+        weights: weights.map(|w| &w[..n_per_row]),
+    })
+}
+
+/// The bytes of `info`'s tensor converted to `ty`.
+fn convert(
+    file: &GgufFile,
+    info: &TensorInfo,
+    ty: Type,
+    weights: Option<&[f32]>,
+    threads: usize,
+) -> ggml::Result<Vec<u8>> {
+    let values = file.tensor_data_f32(info.name())?;
+    if ty == Type::F32 {
+        return Ok(values.iter().flat_map(|v| v.to_le_bytes()).collect());
+    }
+    if values.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = vec![0u8; ty.row_size(values.len() as i64)?];
     quantize_parallel(
-        target,
+        ty,
         &values,
         &mut out,
-        n_per_row,
-        weights.map(|w| &w[..n_per_row]),
-        opts.threads,
-    )
-    .map_err(|e| format!("{}: {e}", info.name()))?;
-    Ok((target, out))
+        info.ne()[0] as usize,
+        weights,
+        threads,
+    )?;
+    Ok(out)
 }
 
 /// The type a weight with rows of `n_per_row` gets: `wanted` when the rows are whole blocks of
@@ -210,25 +259,6 @@ fn weight_type(wanted: Type, n_per_row: usize) -> Type {
     } else {
         Type::F16
     }
-}
-
-/// A tensor's values as f32, whatever its float or quantized type.
-fn to_f32(info: &TensorInfo, src: &[u8]) -> Result<Vec<f32>, String> {
-    let n = info.n_elements() as usize;
-    let mut out = vec![0f32; n];
-    let n_per_row = info.ne()[0] as usize;
-    let row_bytes = info
-        .ty()
-        .row_size(n_per_row as i64)
-        .map_err(|e| e.to_string())?;
-    for (row_out, row_in) in out
-        .chunks_mut(n_per_row.max(1))
-        .zip(src.chunks(row_bytes.max(1)))
-    {
-        quants::dequantize_row(info.ty(), row_in, row_out)
-            .map_err(|e| format!("{}: {e}", info.name()))?;
-    }
-    Ok(out)
 }
 
 /// Quantizes rows on `threads` threads, each a contiguous run of rows.

@@ -183,6 +183,27 @@ fn imatrix_types_need_an_imatrix_in_either_format() {
 }
 
 #[test]
+fn empty_weights_quantize_to_empty_tensors() {
+    let dir = tmpdir("empty");
+    let mut w = GgufWriter::new();
+    w.add_tensor("no_cols", Type::F32, &[0, 4], Vec::new())
+        .unwrap();
+    w.add_tensor("no_rows", Type::F16, &[256, 0], Vec::new())
+        .unwrap();
+    let input = dir.join("empty.gguf");
+    w.write_to_file(&input).unwrap();
+    let output = dir.join("out.gguf");
+    let (ok, err) = quantize(&input, &output, "q4_K", &[]);
+    assert!(ok, "{err}");
+    let out = GgufFile::open(&output).unwrap();
+    for name in ["no_cols", "no_rows"] {
+        let t = out.tensor_info(name).unwrap();
+        assert_eq!((t.ty(), t.size()), (Type::Q4_K, 0), "{name}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn bad_arguments_fail_clearly() {
     let dir = tmpdir("bad");
     let input = write_model(&dir);
@@ -192,7 +213,13 @@ fn bad_arguments_fail_clearly() {
     assert!(err.contains("q9_9"), "{err}");
     let (ok, err) = quantize(&dir.join("missing.gguf"), &output, "q8_0", &[]);
     assert!(!ok);
-    assert!(err.contains("missing.gguf"), "{err}");
+    assert_eq!(err.matches("missing.gguf").count(), 1, "{err}");
+    let junk = dir.join("junk.gguf");
+    std::fs::write(&junk, b"junk").unwrap();
+    let (ok, err) = quantize(&junk, &output, "q8_0", &[]);
+    assert!(!ok);
+    assert_eq!(err.matches("junk.gguf").count(), 1, "{err}");
+    assert!(err.contains("header: magic"), "{err}");
     let (ok, err) = quantize(&input, &output, "q8_0", &["--threads", "0"]);
     assert!(!ok);
     assert!(err.contains("--threads"), "{err}");

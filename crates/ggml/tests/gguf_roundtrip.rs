@@ -210,6 +210,66 @@ fn tensor_data_round_trips_byte_for_byte() {
 }
 
 #[test]
+fn deferred_tensor_data_writes_the_same_file() {
+    let mut rng = Rng(11);
+    let mut given = GgufWriter::new();
+    let mut deferred = GgufWriter::new();
+    let mut datas = Vec::new();
+    for (i, ty) in [Type::F32, Type::Q4_K, Type::I8, Type::F16]
+        .iter()
+        .enumerate()
+    {
+        let shape = gguf_support::small_shape(*ty, &mut rng);
+        let data = gguf_support::tensor_bytes(*ty, &shape, &mut rng);
+        let name = format!("t{i}");
+        given.add_tensor(&name, *ty, &shape, data.clone()).unwrap();
+        // Mixed: every other tensor has its bytes now.
+        if i % 2 == 0 {
+            deferred.add_tensor_info(&name, *ty, &shape).unwrap();
+        } else {
+            deferred
+                .add_tensor(&name, *ty, &shape, data.clone())
+                .unwrap();
+        }
+        datas.push(data);
+    }
+    let mut made = Vec::new();
+    deferred
+        .write_to_with(&mut made, |i| Ok(datas[i].clone()))
+        .unwrap();
+    assert_eq!(given.to_bytes().unwrap(), made);
+    let e = deferred.to_bytes().unwrap_err().to_string();
+    assert!(e.contains("\"t0\"") && e.contains("without data"), "{e}");
+
+    // The closure's error, or bytes of the wrong length, stop the write; no file is left.
+    let dir = tmp_dir("deferred");
+    let path = dir.join("bad.gguf");
+    let mut w = GgufWriter::new();
+    w.add_tensor_info("w", Type::F32, &[4]).unwrap();
+    let e = w
+        .write_to_file_with(&path, |_| Ok(vec![0; 12]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("\"w\"") && e.contains("12") && e.contains("16"),
+        "{e}"
+    );
+    let e = w
+        .write_to_file_with(&path, |_| {
+            Err(ggml::Error::Compute("no bytes today".into()))
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no bytes today"), "{e}");
+    assert!(w.write_to_file(&path).is_err());
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    // Names and shapes are checked when the tensor is added, as for add_tensor.
+    assert!(w.add_tensor_info("w", Type::F32, &[4]).is_err());
+    assert!(w.add_tensor_info("q", Type::Q4_0, &[33]).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn file_round_trip_is_atomic_and_mapped() {
     let dir = tmp_dir("file-round-trip");
     let path = dir.join("model.gguf");

@@ -125,6 +125,10 @@ fn pick_device(name: Option<&str>) -> Result<Device, CliError> {
 
 /// Runs the command.
 pub fn run(args: &[OsString]) -> Result<(), CliError> {
+    if args.iter().any(crate::is_help) {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let opts = parse(args)?;
     if let Some(filter) = &opts.filter {
         let known = known_ops();

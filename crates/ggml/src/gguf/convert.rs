@@ -1,9 +1,9 @@
-//! Converting the bytes of a tensor to f32 (ggmlR's `gguf_tensor_data`): plain types element by
-//! element, quantized types through [`crate::quants::dequantize_row`].
+//! Converting the bytes of a tensor to f32 (ggmlR's `gguf_tensor_data`): f64 and the integer
+//! types element by element, every other type through [`crate::quants::dequantize_row`] (GGML's
+//! `to_float`).
 
 use crate::error::Result;
-use crate::types::{bf16_to_f32, f16_to_f32, Type};
-use crate::{bf16, f16};
+use crate::types::Type;
 
 /// `data` (little-endian elements or blocks of `ty`) as f32.
 pub(crate) fn to_f32(ty: Type, data: &[u8]) -> Result<Vec<f32>> {
@@ -17,20 +17,15 @@ pub(crate) fn to_f32(ty: Type, data: &[u8]) -> Result<Vec<f32>> {
             .collect()
     }
     Ok(match ty {
-        Type::F32 => each(data, f32::from_le_bytes),
-        Type::F16 => each(data, |b| f16_to_f32(f16::from_bits(u16::from_le_bytes(b)))),
-        Type::BF16 => each(data, |b| {
-            bf16_to_f32(bf16::from_bits(u16::from_le_bytes(b)))
-        }),
         Type::F64 => each(data, |b| f64::from_le_bytes(b) as f32),
         Type::I8 => data.iter().map(|&b| b as i8 as f32).collect(),
         Type::I16 => each(data, |b| i16::from_le_bytes(b) as f32),
         Type::I32 => each(data, |b| i32::from_le_bytes(b) as f32),
         Type::I64 => each(data, |b| i64::from_le_bytes(b) as f32),
-        q => {
-            let blocks = data.len() / q.type_size();
-            let mut out = vec![0f32; blocks * q.blck_size()];
-            crate::quants::dequantize_row(q, data, &mut out)?;
+        // F32, F16, BF16 and the block-quantized types.
+        _ => {
+            let mut out = vec![0f32; data.len() / ty.type_size() * ty.blck_size()];
+            crate::quants::dequantize_row(ty, data, &mut out)?;
             out
         }
     })

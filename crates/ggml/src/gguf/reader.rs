@@ -309,9 +309,10 @@ impl GgufFile {
         self.as_bytes().get(info.file_range()).unwrap_or(&[])
     }
 
-    /// The tensor called `name` converted to f32 (ggmlR's `gguf_tensor_data`), for the plain
-    /// types (f32, f16, bf16, f64, i8, i16, i32, i64). Quantized types are `Err(Unsupported)`:
-    /// their dequantization lives with the quantization code.
+    /// The tensor called `name` converted to f32 (ggmlR's `gguf_tensor_data`): the float and
+    /// integer types element by element, the quantized types dequantized as GGML's `to_float`
+    /// does. A type without a dequantizer (Q8_1, see [`crate::quants::has_to_float`]) is
+    /// `Err(Unsupported)`.
     pub fn tensor_data_f32(&self, name: &str) -> Result<Vec<f32>> {
         let info = self.tensor_info(name)?;
         super::convert::to_f32(info.ty(), self.data_of(info))

@@ -18,11 +18,16 @@ struct PendingTensor<'a> {
     name: String,
     ne: [i64; MAX_DIMS],
     ty: Type,
-    data: Cow<'a, [u8]>,
+    /// Bytes of data (what the shape and type need).
+    size: usize,
+    /// The bytes given to [`GgufWriter::add_tensor`]; `None` for [`GgufWriter::add_tensor_info`].
+    data: Option<Cow<'a, [u8]>>,
 }
 
 /// Builds a GGUF file (GGML's `gguf_init_empty` + `gguf_set_*` + `gguf_add_tensor` +
-/// `gguf_write_to_file`). Tensor data may be borrowed (`&'a [u8]`) or owned.
+/// `gguf_write_to_file`). Tensor data may be borrowed (`&'a [u8]`), owned, or made one tensor
+/// at a time while the file is written ([`GgufWriter::add_tensor_info`] and
+/// [`GgufWriter::write_to_with`]).
 #[derive(Default)]
 pub struct GgufWriter<'a> {
     kv: Vec<(String, Value)>,
@@ -105,6 +110,31 @@ impl<'a> GgufWriter<'a> {
         data: impl Into<Cow<'a, [u8]>>,
     ) -> Result<()> {
         let data = data.into();
+        let (ne, size) = self.check_tensor(name, ty, ne)?;
+        if data.len() != size {
+            return Err(Error::invalid(format!(
+                "tensor {name:?}: data has {} bytes, shape {:?} of {ty} needs {size}",
+                data.len(),
+                &ne[..n_dims_of(&ne) as usize]
+            )));
+        }
+        self.push_tensor(name, ty, ne, size, Some(data));
+        Ok(())
+    }
+
+    /// Adds a tensor whose bytes are not given now (`gguf_add_tensor` without data): they are
+    /// made while the file is written, by the closure given to [`GgufWriter::write_to_with`]
+    /// or [`GgufWriter::write_to_file_with`], and dropped once written, so that a file of
+    /// converted tensors never holds more than one of them in memory. The checks are
+    /// [`GgufWriter::add_tensor`]'s.
+    pub fn add_tensor_info(&mut self, name: &str, ty: Type, ne: &[i64]) -> Result<()> {
+        let (ne, size) = self.check_tensor(name, ty, ne)?;
+        self.push_tensor(name, ty, ne, size, None);
+        Ok(())
+    }
+
+    /// Checks a new tensor's name and shape; returns the padded shape and the byte size.
+    fn check_tensor(&self, name: &str, ty: Type, ne: &[i64]) -> Result<([i64; MAX_DIMS], usize)> {
         let bad = |m: String| Error::invalid(format!("tensor {name:?}: {m}"));
         if name.len() > MAX_TENSOR_NAME_LEN {
             return Err(bad(format!(
@@ -117,21 +147,25 @@ impl<'a> GgufWriter<'a> {
         }
         let ne = file_shape(ne).map_err(bad)?;
         let size = checked_nbytes(ty, &ne).map_err(bad)?;
-        if data.len() != size {
-            return Err(bad(format!(
-                "data has {} bytes, shape {:?} of {ty} needs {size}",
-                data.len(),
-                &ne[..n_dims_of(&ne) as usize]
-            )));
-        }
+        Ok((ne, size))
+    }
+
+    fn push_tensor(
+        &mut self,
+        name: &str,
+        ty: Type,
+        ne: [i64; MAX_DIMS],
+        size: usize,
+        data: Option<Cow<'a, [u8]>>,
+    ) {
         self.names.insert(name.to_string());
         self.tensors.push(PendingTensor {
             name: name.to_string(),
             ne,
             ty,
+            size,
             data,
         });
-        Ok(())
     }
 
     /// The alignment the file will use: `general.alignment` if set, else [`DEFAULT_ALIGNMENT`].
@@ -141,16 +175,55 @@ impl<'a> GgufWriter<'a> {
             .unwrap_or(DEFAULT_ALIGNMENT)
     }
 
-    /// Writes the whole file to `w`; returns the bytes written.
+    /// Writes the whole file to `w`; returns the bytes written. `Err` if a tensor was added
+    /// without data ([`GgufWriter::add_tensor_info`]).
     pub fn write_to(&self, w: &mut impl Write) -> Result<u64> {
+        self.write_to_with(w, |_| Err(self.no_data()))
+    }
+
+    /// Writes the whole file to `w`, calling `make(i)` for the bytes of tensor `i` (in the order
+    /// added) when it was added without data. `make`'s `Err`, or bytes of the wrong length, stop
+    /// the write with that error. Returns the bytes written.
+    pub fn write_to_with(
+        &self,
+        w: &mut impl Write,
+        mut make: impl FnMut(usize) -> Result<Vec<u8>>,
+    ) -> Result<u64> {
         let mut out = Counting { w, n: 0 };
         self.write_meta_inner(&mut out)?;
         let align = self.alignment();
-        for t in &self.tensors {
-            out.put(&t.data)?;
+        for (i, t) in self.tensors.iter().enumerate() {
+            match &t.data {
+                Some(data) => out.put(data)?,
+                None => {
+                    let data = make(i)?;
+                    if data.len() != t.size {
+                        return Err(Error::invalid(format!(
+                            "tensor {:?}: made {} bytes of data, its shape and type need {}",
+                            t.name,
+                            data.len(),
+                            t.size
+                        )));
+                    }
+                    out.put(&data)?;
+                }
+            }
             out.pad(align)?;
         }
         Ok(out.n)
+    }
+
+    /// The error for a tensor without data written by a plain write.
+    fn no_data(&self) -> Error {
+        let name = self
+            .tensors
+            .iter()
+            .find(|t| t.data.is_none())
+            .map(|t| &t.name);
+        Error::invalid(format!(
+            "tensor {name:?} was added without data: write with write_to_with or \
+             write_to_file_with"
+        ))
     }
 
     /// Writes only the header, metadata and tensor infos, padded to the alignment
@@ -177,6 +250,16 @@ impl<'a> GgufWriter<'a> {
     /// Writes the file to `path` atomically: into a temporary file in the same directory, synced,
     /// then renamed over `path`, so a crash leaves either the old file or the complete new one.
     pub fn write_to_file(&self, path: impl AsRef<Path>) -> Result<()> {
+        self.write_to_file_with(path, |_| Err(self.no_data()))
+    }
+
+    /// [`GgufWriter::write_to_file`], with `make` giving the bytes of the tensors added without
+    /// data, as for [`GgufWriter::write_to_with`]. On any error the temporary file is removed.
+    pub fn write_to_file_with(
+        &self,
+        path: impl AsRef<Path>,
+        make: impl FnMut(usize) -> Result<Vec<u8>>,
+    ) -> Result<()> {
         let path = path.as_ref();
         let io = |what: &str, p: &Path, e: std::io::Error| {
             Error::Io(format!("{what} {}: {e}", p.display()))
@@ -194,7 +277,7 @@ impl<'a> GgufWriter<'a> {
         let result = (|| {
             let file = std::fs::File::create(&tmp).map_err(|e| io("creating", &tmp, e))?;
             let mut buf = std::io::BufWriter::with_capacity(1 << 20, file);
-            self.write_to(&mut buf)?;
+            self.write_to_with(&mut buf, make)?;
             let file = buf
                 .into_inner()
                 .map_err(|e| io("writing", &tmp, e.into_error()))?;
@@ -228,7 +311,7 @@ impl<'a> GgufWriter<'a> {
             }
             out.put(&(t.ty as u32).to_le_bytes())?;
             out.put(&offset.to_le_bytes())?;
-            offset += (t.data.len() as u64).div_ceil(align) * align;
+            offset += (t.size as u64).div_ceil(align) * align;
         }
         out.pad(align as usize)
     }

@@ -164,7 +164,8 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
 enum Plan<'m> {
     /// Its bytes are copied unchanged (integer tensors, and tensors already of the target type).
     Keep,
-    /// Converted to `ty`, with the imatrix row `weights` when there is one.
+    /// Converted to `ty`, with the imatrix entry `weights` (one row, or one per matrix) when
+    /// there is one.
     Convert {
         ty: Type,
         weights: Option<&'m [f32]>,
@@ -196,9 +197,13 @@ fn plan<'m>(
     }
     let weights = imatrix.and_then(|m| m.get(info.name()));
     if let Some(w) = weights {
-        if w.len() < n_per_row {
+        // One importance row for all matrices, or one per matrix (per expert of a MoE weight,
+        // as llama.cpp's imatrix stores them).
+        let matrices = (info.ne()[2] * info.ne()[3]) as usize;
+        if w.len() != n_per_row && w.len() != n_per_row * matrices {
             return Err(format!(
-                "imatrix entry for {} has {} values, rows have {n_per_row}",
+                "imatrix entry for {} has {} values; rows have {n_per_row} (× {matrices} \
+                 matrices)",
                 info.name(),
                 w.len()
             ));
@@ -209,7 +214,7 @@ fn plan<'m>(
     }
     Ok(Plan::Convert {
         ty,
-        weights: weights.map(|w| &w[..n_per_row]),
+        weights: weights.map(Vec::as_slice),
     })
 }
 
@@ -229,14 +234,21 @@ fn convert(
         return Ok(Vec::new());
     }
     let mut out = vec![0u8; ty.row_size(values.len() as i64)?];
-    quantize_parallel(
-        ty,
-        &values,
-        &mut out,
-        info.ne()[0] as usize,
-        weights,
-        threads,
-    )?;
+    let n_per_row = info.ne()[0] as usize;
+    // Matrix by matrix, so each gets its own importance row when the imatrix has one per matrix.
+    let matrix_values = n_per_row * info.ne()[1] as usize;
+    let matrix_bytes = out.len() / (values.len() / matrix_values.max(1)).max(1);
+    for (m, (src, dst)) in values
+        .chunks(matrix_values.max(1))
+        .zip(out.chunks_mut(matrix_bytes.max(1)))
+        .enumerate()
+    {
+        let w = weights.map(|w| match w.len() == n_per_row {
+            true => w,
+            false => &w[m * n_per_row..(m + 1) * n_per_row],
+        });
+        quantize_parallel(ty, src, dst, n_per_row, w, threads)?;
+    }
     Ok(out)
 }
 

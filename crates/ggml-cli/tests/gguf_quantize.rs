@@ -233,3 +233,92 @@ fn bad_arguments_fail_clearly() {
     assert!(err.contains("imatrix"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn moe_weights_use_one_imatrix_row_per_expert() {
+    let dir = tmpdir("moe");
+    let (k, rows, experts) = (256usize, 2usize, 3usize);
+    let w = values(k * rows * experts, 11);
+    let mut model = GgufWriter::new();
+    model
+        .add_tensor(
+            "blk.0.ffn_up_exps.weight",
+            Type::F32,
+            &[k as i64, rows as i64, experts as i64],
+            le(&w),
+        )
+        .unwrap();
+    let input = dir.join("moe.gguf");
+    model.write_to_file(&input).unwrap();
+
+    // GGUF imatrix with one row of importance per expert.
+    let imatrix: Vec<f32> = (0..k * experts).map(|i| 1.0 + (i % 13) as f32).collect();
+    let mut g = GgufWriter::new();
+    g.add_tensor(
+        "blk.0.ffn_up_exps.weight.in_sum2",
+        Type::F32,
+        &[(k * experts) as i64],
+        le(&imatrix),
+    )
+    .unwrap();
+    g.add_tensor(
+        "blk.0.ffn_up_exps.weight.counts",
+        Type::F32,
+        &[1],
+        le(&[1.0]),
+    )
+    .unwrap();
+    let im_path = dir.join("imatrix.gguf");
+    g.write_to_file(&im_path).unwrap();
+
+    let output = dir.join("out.gguf");
+    let (ok, err) = quantize(
+        &input,
+        &output,
+        "iq2_xs",
+        &["--imatrix", im_path.to_str().unwrap()],
+    );
+    assert!(ok, "{err}");
+    let row = Type::IQ2_XS.row_size(k as i64).unwrap();
+    let mut want = vec![0u8; row * rows * experts];
+    for e in 0..experts {
+        let src = &w[e * k * rows..(e + 1) * k * rows];
+        let dst = &mut want[e * row * rows..(e + 1) * row * rows];
+        let imx = &imatrix[e * k..(e + 1) * k];
+        quants::quantize_chunk(Type::IQ2_XS, src, dst, 0, rows, k, Some(imx)).unwrap();
+    }
+    let out = GgufFile::open(&output).unwrap();
+    assert_eq!(
+        out.tensor_data("blk.0.ffn_up_exps.weight").unwrap(),
+        &want[..]
+    );
+
+    // An entry of the wrong length is refused before anything is written.
+    let mut g = GgufWriter::new();
+    g.add_tensor(
+        "blk.0.ffn_up_exps.weight.in_sum2",
+        Type::F32,
+        &[(k * 2) as i64],
+        le(&imatrix[..k * 2]),
+    )
+    .unwrap();
+    g.add_tensor(
+        "blk.0.ffn_up_exps.weight.counts",
+        Type::F32,
+        &[1],
+        le(&[1.0]),
+    )
+    .unwrap();
+    g.write_to_file(&im_path).unwrap();
+    let bad = dir.join("bad.gguf");
+    let (ok, err) = quantize(
+        &input,
+        &bad,
+        "iq2_xs",
+        &["--imatrix", im_path.to_str().unwrap()],
+    );
+    assert!(!ok);
+    assert!(err.contains("has 512 values"), "{err}");
+    assert!(!bad.exists());
+    std::fs::remove_dir_all(&dir).ok();
+}

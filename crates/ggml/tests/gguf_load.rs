@@ -108,3 +108,22 @@ fn copied_load_is_writable() {
     check_affine(&loaded.ctx, &cpu);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_file_without_tensors_loads_empty_either_way() {
+    let dir = tmpdir("empty");
+    let path = dir.join("meta.gguf");
+    let mut wr = GgufWriter::new();
+    wr.set("general.name", "metadata only").unwrap();
+    wr.write_to_file(&path).unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    let cpu = backend::cpu_init().unwrap();
+    let mapped = file.load_tensors(&cpu).unwrap();
+    let copied = file
+        .load_tensors_copied(&backend::cpu_buffer_type())
+        .unwrap();
+    for loaded in [mapped, copied] {
+        assert!(loaded.ctx.tensors().is_empty());
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

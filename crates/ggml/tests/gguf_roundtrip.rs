@@ -396,3 +396,20 @@ fn empty_file_has_unpadded_data_offset() {
     assert_eq!((f.n_kv(), f.n_tensors()), (0, 0));
     assert!(GgufFile::from_bytes(&bytes[..24]).is_ok());
 }
+
+#[test]
+fn writer_refuses_what_the_reader_would_refuse() {
+    use ggml::gguf::limits::{MAX_ARRAY_LEN, MAX_STRING_LEN};
+    use ggml::gguf::{Array, Value};
+    let mut wr = GgufWriter::new();
+    let long = Value::Array(Array::U8(vec![0; MAX_ARRAY_LEN as usize + 1]));
+    let e = wr.set("too.long", long).unwrap_err().to_string();
+    assert!(e.contains("too.long") && e.contains("elements"), "{e}");
+    let s = "x".repeat(MAX_STRING_LEN as usize + 1);
+    let e = wr
+        .set("too.long.string", s.as_str())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("too.long.string") && e.contains("bytes"), "{e}");
+    assert_eq!(wr.n_kv(), 0);
+}

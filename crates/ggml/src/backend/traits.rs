@@ -114,11 +114,14 @@ pub trait DeviceImpl: Send + Sync + 'static {
         None
     }
     /// Wraps `size` bytes of host memory at `ptr` (see [`super::Device::buffer_from_host_ptr`]).
-    /// Only called when [`DeviceImplCaps::buffer_from_host_ptr`] is set.
+    /// Only called when [`DeviceImplCaps::buffer_from_host_ptr`] is set. The implementation
+    /// must not write the memory on its own (only through `write`/`fill` when asked): a caller
+    /// may wrap read-only memory and refuse every write (see
+    /// [`super::Device::buffer_from_host_bytes`]).
     ///
     /// # Safety
-    /// `ptr` must be valid for reads and writes of `size` bytes for as long as the returned
-    /// buffer lives.
+    /// `ptr` must be valid for reads of `size` bytes — and for writes, unless the caller never
+    /// lets a write reach the buffer — for as long as the returned buffer lives.
     unsafe fn buffer_from_host_ptr(
         &self,
         _ptr: NonNull<u8>,

@@ -12,7 +12,7 @@ use super::{FileBytes, GgufFile};
 use crate::alloc::{alloc_ctx_tensors_from_buft, tensor_alloc};
 use crate::backend::{Backend, Buffer, BufferType, Device};
 use crate::context::{tensor_overhead, Context};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::tensor::Tensor;
 
 impl AsRef<[u8]> for FileBytes {
@@ -82,10 +82,13 @@ impl GgufFile {
     /// copies their bytes in.
     pub fn load_tensors_copied(&self, buft: &BufferType) -> Result<LoadedTensors> {
         let (ctx, tensors) = self.tensor_context()?;
-        if tensors.is_empty() {
-            return Err(Error::invalid("load_tensors: the file has no tensors"));
-        }
-        let buffer = alloc_ctx_tensors_from_buft(&ctx, buft)?;
+        // A file without tensor data (metadata only, or only empty tensors) loads into an
+        // empty buffer, as the mapped path does.
+        let buffer = if tensors.iter().all(|t| t.nbytes() == 0) {
+            buft.alloc_buffer(0)?
+        } else {
+            alloc_ctx_tensors_from_buft(&ctx, buft)?
+        };
         for (t, info) in tensors.iter().zip(self.tensors()) {
             t.set_bytes(self.data_of(info), 0)?;
         }

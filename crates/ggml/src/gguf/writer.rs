@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
 
-use super::limits::{MAX_ARRAY_DEPTH, MAX_TENSOR_NAME_LEN};
+use super::limits::{MAX_ARRAY_DEPTH, MAX_ARRAY_LEN, MAX_STRING_LEN, MAX_TENSOR_NAME_LEN};
 use super::reader::{check_alignment, GgufFile};
 use super::tensor::{checked_nbytes, file_shape, n_dims_of, MAX_DIMS};
 use super::value::{Array, Value};
@@ -49,13 +49,22 @@ impl<'a> GgufWriter<'a> {
         if key.is_empty() {
             return Err(Error::invalid("gguf key must not be empty"));
         }
-        if let Value::Array(a) = &value {
-            if a.depth() > MAX_ARRAY_DEPTH {
+        if key.len() as u64 > MAX_STRING_LEN {
+            return Err(Error::invalid(format!(
+                "gguf key of {} bytes is longer than {MAX_STRING_LEN}",
+                key.len()
+            )));
+        }
+        match &value {
+            Value::Array(a) if a.depth() > MAX_ARRAY_DEPTH => {
                 return Err(Error::invalid(format!(
                     "gguf key {key:?}: array nested {} deep, more than {MAX_ARRAY_DEPTH}",
                     a.depth()
                 )));
             }
+            Value::Array(a) => check_array_limits(key, a)?,
+            Value::String(s) => check_string_limit(key, s.as_bytes().len())?,
+            _ => {}
         }
         if key == KEY_GENERAL_ALIGNMENT {
             check_alignment(&value).map_err(Error::invalid)?;
@@ -425,4 +434,33 @@ typed_setters! {
     set_val_f64, f64;
     set_val_str, &str;
     set_arr, Array;
+}
+
+/// A string value longer than the reader accepts would make a file we cannot read back.
+fn check_string_limit(key: &str, len: usize) -> Result<()> {
+    if len as u64 > MAX_STRING_LEN {
+        return Err(Error::invalid(format!(
+            "gguf key {key:?}: string of {len} bytes is longer than {MAX_STRING_LEN}"
+        )));
+    }
+    Ok(())
+}
+
+/// The reader's array limits (element count, string lengths), checked when a value is set.
+fn check_array_limits(key: &str, a: &Array) -> Result<()> {
+    if a.len() as u64 > MAX_ARRAY_LEN {
+        return Err(Error::invalid(format!(
+            "gguf key {key:?}: array of {} elements is longer than {MAX_ARRAY_LEN}",
+            a.len()
+        )));
+    }
+    match a {
+        Array::String(v) => v
+            .iter()
+            .try_for_each(|s| check_string_limit(key, s.as_bytes().len())),
+        Array::Array(v) => v
+            .iter()
+            .try_for_each(|inner| check_array_limits(key, inner)),
+        _ => Ok(()),
+    }
 }

@@ -241,7 +241,12 @@ impl Context {
             )));
         }
         let nb = n.nb.unwrap_or_else(|| contiguous_strides(n.ty, &ne));
-        let data_size = span_bytes(n.ty, &ne, &nb);
+        let data_size = span_bytes(n.ty, &ne, &nb).ok_or_else(|| {
+            Error::invalid(format!(
+                "new_tensor: shape {ne:?} with strides {nb:?} spans more bytes than memory can \
+                 address"
+            ))
+        })?;
 
         // Views point into their (root) source; check the bounds GGML checks.
         let (view_src, view_offs) = match n.view {

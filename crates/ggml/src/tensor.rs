@@ -105,21 +105,23 @@ pub(crate) fn contiguous_strides(ty: Type, ne: &[i64; MAX_DIMS]) -> [usize; MAX_
 }
 
 /// Bytes spanned by a tensor of this type, shape and strides (`ggml_nbytes`).
-pub(crate) fn span_bytes(ty: Type, ne: &[i64; MAX_DIMS], nb: &[usize; MAX_DIMS]) -> usize {
+/// `None` when the count overflows (only possible for shapes and strides not yet validated:
+/// every tensor that exists has a representable span).
+pub(crate) fn span_bytes(ty: Type, ne: &[i64; MAX_DIMS], nb: &[usize; MAX_DIMS]) -> Option<usize> {
     if ne.iter().any(|&n| n <= 0) {
-        return 0;
+        return Some(0);
     }
     let blck = ty.blck_size();
-    let mut bytes = if blck == 1 {
-        ty.type_size()
+    let (first, start) = if blck == 1 {
+        (0, ty.type_size())
     } else {
-        ne[0] as usize * nb[0] / blck
+        (1, (ne[0] as usize).checked_mul(nb[0])? / blck)
     };
-    let first = if blck == 1 { 0 } else { 1 };
-    for i in first..MAX_DIMS {
-        bytes += (ne[i] as usize - 1) * nb[i];
-    }
-    bytes
+    (first..MAX_DIMS).try_fold(start, |acc, i| {
+        (ne[i] as usize - 1)
+            .checked_mul(nb[i])
+            .and_then(|x| acc.checked_add(x))
+    })
 }
 
 impl Tensor {
@@ -261,7 +263,8 @@ impl Tensor {
 
     /// Bytes spanned by the tensor's elements, honouring strides (`ggml_nbytes`).
     pub fn nbytes(&self) -> usize {
-        span_bytes(self.ty(), &self.0.desc.ne, &self.0.desc.nb)
+        // Checked when the tensor was created, so this never saturates.
+        span_bytes(self.ty(), &self.0.desc.ne, &self.0.desc.nb).unwrap_or(usize::MAX)
     }
 
     /// Bytes of one row of `ne[0]` elements (`ggml_row_size(type, ne0)`).

@@ -27,21 +27,6 @@ fn shape_count(op: &str, ne: &[i64]) -> Result<i64> {
         .ok_or_else(|| Error::invalid(format!("{op}: shape {ne:?} has too many elements")))
 }
 
-/// Bytes from a view's first element to one past its last (`ggml_nbytes` of the view), with
-/// overflow checked; 0 when the view is empty.
-fn checked_span(ty: Type, ne: &[i64; MAX_DIMS], nb: &[usize; MAX_DIMS]) -> Option<usize> {
-    if ne.contains(&0) {
-        return Some(0);
-    }
-    let blck = ty.blck_size();
-    let row = (ne[0] as usize / blck).checked_mul(ty.type_size())?;
-    (1..MAX_DIMS).try_fold(row, |acc, d| {
-        (ne[d] as usize - 1)
-            .checked_mul(nb[d])
-            .and_then(|x| acc.checked_add(x))
-    })
-}
-
 impl Context {
     /// A view of `a` with shape `ne` and strides `nb[1..]` (`nb[0]` is the type size, missing
     /// higher strides follow GGML: packed over the given ones), at byte `offset`.
@@ -68,7 +53,7 @@ impl Context {
                 .checked_mul(full[i - 1] as usize)
                 .ok_or_else(|| Error::invalid(format!("VIEW: strides of shape {ne:?} overflow")))?;
         }
-        let span = checked_span(a.ty(), &full, &nb).ok_or_else(|| {
+        let span = crate::tensor::span_bytes(a.ty(), &full, &nb).ok_or_else(|| {
             Error::invalid(format!(
                 "VIEW: shape {ne:?} with strides {nb:?} spans more bytes than memory can address"
             ))

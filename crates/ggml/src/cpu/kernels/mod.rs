@@ -85,7 +85,8 @@ impl TensorPtr {
 
     /// Whether the bytes of `self` and `other` intersect.
     fn overlaps(&self, other: &TensorPtr) -> bool {
-        let span = |t: &TensorPtr| crate::tensor::span_bytes(t.ty, &t.ne, &t.nb);
+        let span =
+            |t: &TensorPtr| crate::tensor::span_bytes(t.ty, &t.ne, &t.nb).unwrap_or(usize::MAX);
         let (a, sa) = (self.data as usize, span(self));
         let (b, sb) = (other.data as usize, span(other));
         sa > 0 && sb > 0 && a < b.saturating_add(sb) && b < a.saturating_add(sa)

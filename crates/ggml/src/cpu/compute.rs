@@ -46,8 +46,29 @@ pub(crate) struct CpuPlan {
 }
 
 impl CpuPlan {
+    /// A plan with no storage yet.
+    fn empty(n_threads: usize) -> CpuPlan {
+        CpuPlan {
+            nodes: Vec::new(),
+            n_threads,
+            work_per_thread: 0,
+            work: Vec::new(),
+            resolved: Vec::new(),
+        }
+    }
+
     fn new(graph: &[Tensor], n_threads: usize) -> Result<CpuPlan> {
-        let mut nodes = Vec::new();
+        let mut plan = CpuPlan::empty(n_threads);
+        plan.rebuild(graph, n_threads)?;
+        Ok(plan)
+    }
+
+    /// Plans `graph` for `n_threads`, reusing this plan's storage: once it has seen a graph as
+    /// large as this one, planning allocates nothing (the scratch only ever grows, as the
+    /// work buffer of GGML's CPU backend).
+    fn rebuild(&mut self, graph: &[Tensor], n_threads: usize) -> Result<()> {
+        self.nodes.clear();
+        self.resolved.clear();
         let mut work_per_thread = 0;
         for t in graph {
             if t.op().is_empty() || t.flags() & flags::COMPUTE == 0 || t.is_empty() {
@@ -55,21 +76,19 @@ impl CpuPlan {
             }
             let kernel = kernels::select(t)?;
             work_per_thread = work_per_thread.max(kernels::work_size(t));
-            nodes.push(PlannedNode {
+            self.nodes.push(PlannedNode {
                 tensor: t.clone(),
                 kernel,
             });
         }
-        let work_per_thread = work_per_thread.div_ceil(CACHE_LINE) * CACHE_LINE;
-        let words = (work_per_thread * n_threads).div_ceil(8);
-        let resolved = Vec::with_capacity(nodes.len());
-        Ok(CpuPlan {
-            nodes,
-            n_threads,
-            work_per_thread,
-            work: vec![0u64; words],
-            resolved,
-        })
+        self.n_threads = n_threads;
+        self.work_per_thread = work_per_thread.div_ceil(CACHE_LINE) * CACHE_LINE;
+        let words = (self.work_per_thread * n_threads).div_ceil(8);
+        if self.work.len() < words {
+            self.work.resize(words, 0);
+        }
+        self.resolved.reserve(self.nodes.len());
+        Ok(())
     }
 
     /// Runs the plan; allocates nothing.
@@ -123,6 +142,8 @@ impl CpuPlan {
 pub(crate) struct CpuBackend {
     n_threads: usize,
     pool: ThreadPool,
+    /// The plan storage `graph_compute` reuses from graph to graph.
+    scratch: CpuPlan,
 }
 
 impl CpuBackend {
@@ -131,6 +152,7 @@ impl CpuBackend {
         CpuBackend {
             n_threads: n,
             pool: ThreadPool::new(n),
+            scratch: CpuPlan::empty(n),
         }
     }
 }
@@ -141,7 +163,12 @@ impl BackendImpl for CpuBackend {
     }
 
     fn graph_compute(&mut self, nodes: &[Tensor]) -> Result<()> {
-        CpuPlan::new(nodes, self.n_threads)?.execute(&mut self.pool)
+        let result = self.scratch.rebuild(nodes, self.n_threads);
+        let result = result.and_then(|()| self.scratch.execute(&mut self.pool));
+        // Keep the storage, not the graph: the plan must not hold its tensors alive.
+        self.scratch.nodes.clear();
+        self.scratch.resolved.clear();
+        result
     }
 
     fn set_n_threads(&mut self, n: usize) -> Result<()> {

@@ -236,7 +236,7 @@ impl Type {
     }
 
     /// Bytes taken by `ne` elements (`ggml_row_size`); `Err` when `ne` is not a whole number of
-    /// blocks.
+    /// blocks, or when the byte count does not fit in `usize`.
     pub fn row_size(self, ne: i64) -> Result<usize> {
         let blck = self.blck_size() as i64;
         if ne < 0 || ne % blck != 0 {
@@ -245,7 +245,15 @@ impl Type {
                 self.name()
             )));
         }
-        Ok(self.type_size() * (ne / blck) as usize)
+        usize::try_from(ne / blck)
+            .ok()
+            .and_then(|blocks| blocks.checked_mul(self.type_size()))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "row of {ne} {} elements is more bytes than usize can count",
+                    self.name()
+                ))
+            })
     }
 }
 
@@ -306,6 +314,10 @@ mod tests {
         assert_eq!(Type::from_name("Q4_k").unwrap(), Type::Q4_K);
         assert_eq!(Type::Q4_0.row_size(64).unwrap(), 36);
         assert!(Type::Q4_0.row_size(33).is_err());
+        // 4 * i64::MAX bytes overflow usize: an error, not a panic or a wrapped size.
+        let e = Type::F32.row_size(i64::MAX).unwrap_err().to_string();
+        assert!(e.contains(&i64::MAX.to_string()), "{e}");
+        assert_eq!(Type::I8.row_size(i64::MAX).unwrap(), i64::MAX as usize);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Registries (`ggml_backend_reg_t`) and the process-wide list of registries and devices.
-//! The CPU registry is always there, last, as in GGML; devices registered later come first in
-//! type searches only by their order of registration.
+//! The CPU registry is always there, last, as in GGML, and its devices come after those of every
+//! registry added with [`register`]; devices added with [`device_register`] are appended.
 
 use std::sync::{Mutex, OnceLock};
 
@@ -69,11 +69,15 @@ pub fn register(reg: Registry) {
     }
     let at = g.regs.len() - 1;
     g.regs.insert(at, reg.clone());
-    let cpu_devs = g.devs.iter().position(|d| d.dev_type() == DeviceType::Cpu);
-    let at = cpu_devs.unwrap_or(g.devs.len());
-    for (k, d) in reg.devices().into_iter().enumerate() {
+    // New devices go before the first CPU device, in the registry's order; devices already
+    // known (shared with another registry, or registered alone) stay where they are.
+    let mut at = (g.devs.iter())
+        .position(|d| d.dev_type() == DeviceType::Cpu)
+        .unwrap_or(g.devs.len());
+    for d in reg.devices() {
         if !g.devs.contains(&d) {
-            g.devs.insert(at + k, d);
+            g.devs.insert(at, d);
+            at += 1;
         }
     }
 }

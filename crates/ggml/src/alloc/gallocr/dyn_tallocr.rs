@@ -342,7 +342,8 @@ mod tests {
         let x = a.alloc(100).unwrap(); // chunk 0 full
         let _y = a.alloc(80).unwrap(); // chunk 1: 0..80
         a.free(x, 100).unwrap(); // chunk 0's end is free again: 100 bytes, no growth
-                                 // 50 bytes: chunk 0's end needs no growth (reuse 50); chunk 1's needs 50 more.
+
+        // 50 bytes: chunk 0's end needs no growth (reuse 50); chunk 1's needs 50 more.
         assert_eq!(a.alloc(50).unwrap(), at(0, 0));
         // 20 bytes: chunk 0 wastes 30 (reuse 30), chunk 1 grows by 20: chunk 0 wins.
         assert_eq!(a.alloc(20).unwrap(), at(0, 50));

@@ -141,8 +141,9 @@ impl Gallocr {
         node_buffer_ids: Option<&[usize]>,
         leaf_buffer_ids: Option<&[usize]>,
     ) -> Result<()> {
+        let (nodes, leafs) = graph.snapshot();
         let mut s = lock(&self.state);
-        s.reserve(graph, node_buffer_ids, leaf_buffer_ids, true)
+        s.reserve(&nodes, &leafs, node_buffer_ids, leaf_buffer_ids, true)
     }
 
     /// Plans `graph` as [`Gallocr::reserve_n`] does without allocating, and returns the bytes
@@ -154,8 +155,9 @@ impl Gallocr {
         node_buffer_ids: Option<&[usize]>,
         leaf_buffer_ids: Option<&[usize]>,
     ) -> Result<Vec<usize>> {
+        let (nodes, leafs) = graph.snapshot();
         let mut s = lock(&self.state);
-        s.reserve(graph, node_buffer_ids, leaf_buffer_ids, false)?;
+        s.reserve(&nodes, &leafs, node_buffer_ids, leaf_buffer_ids, false)?;
         Ok(s.slot_of
             .iter()
             .map(|&slot| s.tallocs[slot].total_size())
@@ -188,7 +190,7 @@ impl Gallocr {
                     s.bufts.len()
                 )));
             }
-            s.reserve(graph, None, None, true)?;
+            s.reserve(&nodes, &leafs, None, None, true)?;
         }
         s.place(&nodes, &leafs)
     }
@@ -243,16 +245,17 @@ impl State {
         Ok(())
     }
 
-    /// Plans `graph` and stores the plan; with `allocate`, (re)allocates compute buffers that
-    /// are too small, else drops them (GGML's `ggml_gallocr_reserve_n_impl`).
+    /// Plans a graph's `nodes` and `leafs` and stores the plan; with `allocate`, (re)allocates
+    /// compute buffers that are too small, else drops them (GGML's
+    /// `ggml_gallocr_reserve_n_impl`).
     fn reserve(
         &mut self,
-        graph: &Graph,
+        nodes: &[Tensor],
+        leafs: &[Tensor],
         node_ids: Option<&[usize]>,
         leaf_ids: Option<&[usize]>,
         allocate: bool,
     ) -> Result<()> {
-        let (nodes, leafs) = graph.snapshot();
         self.check_ids(node_ids, nodes.len(), "node_buffer_ids")?;
         self.check_ids(leaf_ids, leafs.len(), "leaf_buffer_ids")?;
         let node_ids = ids_or_zero(node_ids, nodes.len());
@@ -265,7 +268,7 @@ impl State {
             slot_of: &self.slot_of,
             tallocs: &mut self.tallocs,
         });
-        planner.run(&nodes, &leafs, &node_ids, &leaf_ids)?;
+        planner.run(nodes, leafs, &node_ids, &leaf_ids)?;
         let plan = Plan {
             nodes: nodes
                 .iter()

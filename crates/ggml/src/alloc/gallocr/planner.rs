@@ -12,7 +12,7 @@
 //!   left gives its memory back; a view with none left counts down its source's views instead,
 //!   and the source gives its memory back when it has no uses and no views.
 //! - A node whose op may be computed in place ([`Op::can_inplace`]) takes over the memory of the
-//!   first operand that this allocator placed, that is not an OUTPUT (nor a view of one), that
+//!   first operand that this allocator placed (so never a view), that is not an OUTPUT, that
 //!   has the node's exact layout, and whose only use is this node (and no views).
 //! - OUTPUT tensors never give their memory back.
 //! - The COMPUTE flag is not consulted: a node an executor will skip still gets memory and still
@@ -173,43 +173,28 @@ impl<'a> Planner<'a> {
     }
 
     /// Gives `node` the memory of the first operand it may be computed in; `false` if none.
+    ///
+    /// Only memory this allocator placed and still owns qualifies, so never a view's (views own
+    /// nothing): GGML's rule for a view operand (take over its whole source when the view is the
+    /// source's last user) and its check for a view of an OUTPUT can never apply, and are left
+    /// out.
     fn take_over_operand(&mut self, node: &Tensor) -> Result<bool> {
         for parent in node.srcs() {
-            // Only memory this allocator placed (so never a view's: views own nothing).
-            if !self.is_own(parent) {
-                continue;
-            }
-            let is_output = |t: &Tensor| t.flags() & flags::OUTPUT != 0;
-            if is_output(parent) || parent.view_src().is_some_and(is_output) {
-                continue;
-            }
-            if !node.are_same_layout(parent) {
+            if !self.is_own(parent)
+                || parent.flags() & flags::OUTPUT != 0
+                || !node.are_same_layout(parent)
+            {
                 continue;
             }
             let p = *self.usage(parent);
             if p.n_children != 1 || p.n_views != 0 {
                 continue;
             }
-            // The memory given up: the operand's, or for a view that is the last user of its
-            // whole source, the source's. (Unreachable while views are never owned; kept so the
-            // rule stays GGML's if ownership ever changes.)
-            let owner = match parent.view_src() {
-                None => parent,
-                Some(src) => {
-                    let s = *self.usage(src);
-                    if s.n_views != 1 || s.n_children != 0 || parent.view_offs() != 0 {
-                        continue;
-                    }
-                    src
-                }
-            };
-            let o = *self.usage(owner);
             let u = self.usage(node);
-            u.buffer_id = o.buffer_id;
-            u.addr = o.addr;
+            u.buffer_id = p.buffer_id;
+            u.addr = p.addr;
             self.usage(parent).own = false;
-            self.usage(owner).own = false;
-            self.free_extra_space(node, owner)?;
+            self.free_extra_space(node, parent)?;
             return Ok(true);
         }
         Ok(false)

@@ -6,6 +6,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::block::{block_layout, blocks_mut, Dequantize, QuantizeBlock};
 use super::common::{nearest_int, signed_absmax, sum_squares, PackedF16, PackedU16, GROUP_MAX_EPS};
+use super::iq_common::block_weights;
 use crate::QK_K;
 
 /// The 16 levels of IQ4_NL and IQ4_XS (GGML's `kvalues_iq4nl`).
@@ -112,19 +113,8 @@ fn quantize_super_block(
     let (mut max_scale, mut amax_scale) = (0.0f32, 0.0f32);
     let groups = x.chunks_exact(QK4_NL).zip(levels.chunks_exact_mut(QK4_NL));
     for (ib, (xb, lb)) in groups.enumerate() {
-        let mut weight = [0.0f32; QK4_NL];
-        match qw {
-            Some(qw) => {
-                for ((w, &v), &q) in weight.iter_mut().zip(xb).zip(&qw[QK4_NL * ib..]) {
-                    *w = q * (sigma2 + v * v).sqrt();
-                }
-            }
-            None => {
-                for (w, &v) in weight.iter_mut().zip(xb) {
-                    *w = v * v;
-                }
-            }
-        }
+        let qwb = qw.map(|qw| &qw[QK4_NL * ib..QK4_NL * (ib + 1)]);
+        let weight = block_weights::<QK4_NL>(xb, qwb, sigma2, |v| v * v);
         let (max, amax) = signed_absmax(xb);
         if amax < GROUP_MAX_EPS {
             scales[ib] = 0.0;

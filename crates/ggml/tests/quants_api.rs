@@ -224,3 +224,90 @@ fn q8_0_matches_its_definition() {
         }
     }
 }
+
+/// Every supported type, every entry point: non-finite, huge, subnormal and signed-zero inputs,
+/// hostile imatrix weights (NaN, infinite, negative, zero) and arbitrary block bytes return
+/// without panicking (GGML aborts or reads garbage on some of them; here any bytes may come out,
+/// but the call must not fail or panic).
+#[test]
+fn every_type_survives_hostile_input() {
+    const N: usize = 512;
+    let specials = [
+        f32::NAN,
+        f32::INFINITY,
+        -f32::INFINITY,
+        f32::MAX,
+        -f32::MAX,
+        3e38,
+        1e-45,
+        -1e-40,
+        -0.0,
+        0.0,
+        1e30,
+        -7.5,
+    ];
+    let inputs: Vec<Vec<f32>> = vec![
+        (0..N).map(|i| specials[i % specials.len()]).collect(),
+        (0..N)
+            .map(|i| specials[(i * 7) % specials.len()] * ((i % 5) as f32 - 2.0))
+            .collect(),
+        vec![f32::NAN; N],
+        vec![f32::INFINITY; N],
+        vec![-f32::MAX; N],
+        vec![1e-45; N],
+        (0..N)
+            .map(|i| if i % 37 == 0 { 1e30 } else { i as f32 * 1e-3 })
+            .collect(),
+        (0..N)
+            .map(|i| if i % 3 == 0 { f32::MAX } else { -f32::MAX })
+            .collect(),
+    ];
+    let imatrices: Vec<Vec<f32>> = vec![
+        vec![1.0; N],
+        vec![0.0; N],
+        vec![f32::NAN; N],
+        vec![f32::INFINITY; N],
+        vec![-1.0; N],
+        (0..N).map(|i| specials[i % specials.len()]).collect(),
+    ];
+    for ty in Type::ALL {
+        if ty.blck_size() > N || N % ty.blck_size() != 0 {
+            continue;
+        }
+        let row_size = ty.row_size(N as i64).unwrap();
+        let mut q = vec![0u8; row_size];
+        let mut y = vec![0f32; N];
+        for x in &inputs {
+            if has_from_float_ref(ty) {
+                quantize_row_ref(ty, x, &mut q).unwrap_or_else(|e| panic!("{ty}: {e}"));
+            }
+            if has_quantizer(ty) {
+                if !quantize_requires_imatrix(ty) {
+                    quantize_chunk(ty, x, &mut q, 0, 1, N, None)
+                        .unwrap_or_else(|e| panic!("{ty}: {e}"));
+                }
+                for w in &imatrices {
+                    quantize_chunk(ty, x, &mut q, 0, 1, N, Some(w))
+                        .unwrap_or_else(|e| panic!("{ty}: {e}"));
+                    if has_to_float(ty) {
+                        dequantize_row(ty, &q, &mut y).unwrap();
+                    }
+                }
+            }
+        }
+        if has_to_float(ty) {
+            let mut seed = 0x1234_5678u32;
+            for fill in [None, Some(0x00u8), Some(0xff), Some(0x7c), Some(0x80)] {
+                let bytes: Vec<u8> = (0..row_size)
+                    .map(|_| {
+                        fill.unwrap_or_else(|| {
+                            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                            (seed >> 16) as u8
+                        })
+                    })
+                    .collect();
+                dequantize_row(ty, &bytes, &mut y).unwrap();
+            }
+        }
+    }
+}

@@ -18,6 +18,16 @@ pub(crate) fn nearest_int(x: f32) -> i32 {
     (v.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
 }
 
+/// `1/d`, or 0 when `d` is 0 (GGML's `d ? 1.0f/d : 0.0f`).
+#[inline(always)]
+pub(crate) fn inverse_or_zero(d: f32) -> f32 {
+    if d != 0.0 {
+        1.0 / d
+    } else {
+        0.0
+    }
+}
+
 /// C's `(int) x` as x86 computes it (`cvttss2si`): truncation toward zero, and `i32::MIN` for NaN
 /// and for values outside the `i32` range.
 #[inline(always)]

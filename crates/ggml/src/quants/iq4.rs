@@ -5,7 +5,10 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::block::{block_layout, blocks_mut, Dequantize, QuantizeBlock};
-use super::common::{nearest_int, signed_absmax, sum_squares, PackedF16, PackedU16, GROUP_MAX_EPS};
+use super::common::{
+    inverse_or_zero, nearest_int, signed_absmax, sum_squares, PackedF16, PackedU16, GROUP_MAX_EPS,
+};
+use super::iq_common::block_weights;
 use crate::QK_K;
 
 /// The 16 levels of IQ4_NL and IQ4_XS (GGML's `kvalues_iq4nl`).
@@ -112,19 +115,8 @@ fn quantize_super_block(
     let (mut max_scale, mut amax_scale) = (0.0f32, 0.0f32);
     let groups = x.chunks_exact(QK4_NL).zip(levels.chunks_exact_mut(QK4_NL));
     for (ib, (xb, lb)) in groups.enumerate() {
-        let mut weight = [0.0f32; QK4_NL];
-        match qw {
-            Some(qw) => {
-                for ((w, &v), &q) in weight.iter_mut().zip(xb).zip(&qw[QK4_NL * ib..]) {
-                    *w = q * (sigma2 + v * v).sqrt();
-                }
-            }
-            None => {
-                for (w, &v) in weight.iter_mut().zip(xb) {
-                    *w = v * v;
-                }
-            }
-        }
+        let qwb = qw.map(|qw| &qw[QK4_NL * ib..QK4_NL * (ib + 1)]);
+        let weight = block_weights::<QK4_NL>(xb, qwb, sigma2, |v| v * v);
         let (max, amax) = signed_absmax(xb);
         if amax < GROUP_MAX_EPS {
             scales[ib] = 0.0;
@@ -151,13 +143,13 @@ fn quantize_super_block(
     let dh = match xs {
         Some(XsScales { h, l }) => {
             let d = -max_scale / 32.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            let id = inverse_or_zero(d);
             let (mut sh, mut sl) = (0u16, [0u8; QK_K / 64]);
             let groups = x.chunks_exact(QK4_NL).zip(levels.chunks_exact_mut(QK4_NL));
             for (ib, (xb, lb)) in groups.enumerate() {
                 let l = nearest_int(id * scales[ib]).clamp(-32, 31);
                 let dl = d * l as f32;
-                let idl = if dl != 0.0 { 1.0 / dl } else { 0.0 };
+                let idl = inverse_or_zero(dl);
                 for (q, &v) in lb.iter_mut().zip(xb) {
                     *q = best_index(idl * v);
                 }
@@ -171,11 +163,7 @@ fn quantize_super_block(
         }
         None => {
             if ntry > 0 {
-                let id = if scales[0] != 0.0 {
-                    1.0 / scales[0]
-                } else {
-                    0.0
-                };
+                let id = inverse_or_zero(scales[0]);
                 for (q, &v) in levels.iter_mut().zip(x) {
                     *q = best_index(id * v);
                 }

@@ -5,8 +5,8 @@ use bytemuck::{Pod, Zeroable};
 
 use super::block::{block_layout, forward_kernels, with_weights, Block, Dequantize, QuantizeRef};
 use super::common::{
-    imatrix_weights, max_abs_macro, min_max, round_i32, signed_absmax, sum_squares, trunc_low_byte,
-    PackedF16,
+    imatrix_weights, inverse_or_zero, max_abs_macro, min_max, round_i32, signed_absmax,
+    sum_squares, trunc_low_byte, PackedF16,
 };
 use super::search::{make_qkx_quants, make_qx_quants, QKX3_STEPS};
 
@@ -94,15 +94,6 @@ block_layout!(BlockQ8_1, values: QK, bytes: 36);
 #[inline(always)]
 fn level_i8(x: f32, max: u8) -> u8 {
     (trunc_low_byte(x) as i8).min(max as i8) as u8
-}
-
-#[inline(always)]
-fn inverse(d: f32) -> f32 {
-    if d != 0.0 {
-        1.0 / d
-    } else {
-        0.0
-    }
 }
 
 /// `level(v)` for each value of a block.
@@ -272,7 +263,7 @@ mod centred {
     pub(super) fn quantize_ref<B: Nibbles>(x: &[f32], y: &mut B) {
         let (max, _) = signed_absmax(x);
         let d = max / -(half::<B>() as f32);
-        let id = inverse(d);
+        let id = inverse_or_zero(d);
         *y.d() = PackedF16::from_f32(d);
         let offset = half::<B>() as f32 + 0.5;
         y.set_levels(&map_levels(x, |v| level_i8(v * id + offset, B::NMAX)));
@@ -307,7 +298,7 @@ mod with_min {
     pub(super) fn quantize_ref<B: WithMin>(x: &[f32], y: &mut B) {
         let (min, max) = min_max(x);
         let d = (max - min) / B::NMAX as f32;
-        let id = inverse(d);
+        let id = inverse_or_zero(d);
         *y.d() = PackedF16::from_f32(d);
         *y.m() = PackedF16::from_f32(min);
         y.set_levels(&map_levels(x, |v| B::ref_level((v - min) * id + 0.5)));
@@ -335,7 +326,7 @@ forward_kernels!(with_min => BlockQ4_1, BlockQ5_1);
 #[inline(always)]
 fn q8_levels(x: &[f32], qs: &mut [i8; QK]) -> f32 {
     let d = max_abs_macro(x) / 127.0;
-    let id = inverse(d);
+    let id = inverse_or_zero(d);
     for (q, &v) in qs.iter_mut().zip(x) {
         *q = round_i32(v * id) as i8;
     }

@@ -4,7 +4,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::block::{block_layout, Dequantize, QuantizeRef};
-use super::common::{lround, max_abs_macro, PackedF16};
+use super::common::{inverse_or_zero, lround, max_abs_macro, PackedF16};
 use crate::QK_K;
 
 /// One TQ1_0 super-block.
@@ -37,7 +37,7 @@ block_layout!(BlockTq2_0, values: QK_K, bytes: 66);
 /// GGML's `MAX(amax, fabsf(v))` over a super-block, and the inverse scale.
 fn scale_of(x: &[f32]) -> (f32, f32) {
     let d = max_abs_macro(x);
-    (d, if d != 0.0 { 1.0 / d } else { 0.0 })
+    (d, inverse_or_zero(d))
 }
 
 /// The trit (0, 1 or 2 for -1, 0, 1) GGML computes for `v`: `lroundf(v·id) + 1` kept as an int.

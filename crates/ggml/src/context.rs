@@ -59,15 +59,21 @@ pub(crate) struct NewTensor<'a> {
     pub ne: &'a [i64],
     pub op: Op,
     pub params: &'a [i32],
-    pub src: Vec<Tensor>,
+    /// Operands by slot; `None` for an empty slot before a used one.
+    pub src: Vec<Option<Tensor>>,
     pub view: Option<(&'a Tensor, usize)>,
     /// Explicit strides for views that are not contiguous; `None` = contiguous.
     pub nb: Option<[usize; MAX_DIMS]>,
 }
 
 impl<'a> NewTensor<'a> {
-    /// A fresh (non-view) result of `op`.
+    /// A fresh (non-view) result of `op` with operands in slots `0..src.len()`.
     pub fn op(ty: Type, ne: &'a [i64], op: Op, src: Vec<Tensor>) -> NewTensor<'a> {
+        NewTensor::op_slots(ty, ne, op, src.into_iter().map(Some).collect())
+    }
+
+    /// A fresh (non-view) result of `op` with operands by slot.
+    pub fn op_slots(ty: Type, ne: &'a [i64], op: Op, src: Vec<Option<Tensor>>) -> NewTensor<'a> {
         NewTensor {
             ty,
             ne,

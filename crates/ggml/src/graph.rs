@@ -111,10 +111,13 @@ impl Graph {
             stack.push((t.clone(), 0));
         }
         while let Some((cur, i)) = stack.pop() {
-            if let Some(s) = cur.srcs().get(i).cloned() {
+            if i < cur.n_src_slots() {
+                let s = cur.src(i).cloned();
                 stack.push((cur, i + 1));
-                if !g.visited.contains(&s.id()) && seen.insert(s.id()) {
-                    stack.push((s, 0));
+                if let Some(s) = s {
+                    if !g.visited.contains(&s.id()) && seen.insert(s.id()) {
+                        stack.push((s, 0));
+                    }
                 }
                 continue;
             }

@@ -41,5 +41,5 @@ pub use error::{Error, Result, Status};
 pub use graph::{graph_overhead, graph_overhead_custom, Graph};
 pub use ops::{Op, UnaryOp};
 pub use quants::{quantize_chunk, quantize_requires_imatrix};
-pub use tensor::{Tensor, MAX_DIMS};
+pub use tensor::{Tensor, MAX_DIMS, MAX_SRC};
 pub use types::{bf16, f16, Type, QK_K};

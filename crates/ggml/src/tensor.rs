@@ -5,7 +5,7 @@
 //! and op are fixed at creation; its name, flags and memory binding may change later (interior
 //! mutability), so every method takes `&self`.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::backend::Buffer;
@@ -52,7 +52,9 @@ pub(crate) struct TensorDesc {
     pub(crate) nb: [usize; MAX_DIMS],
     pub(crate) op: Op,
     pub(crate) op_params: [i32; MAX_OP_PARAMS / 4],
-    pub(crate) src: Vec<Tensor>,
+    /// GGML's operand slots in order; a slot may be empty before a used one (e.g. the mask
+    /// of `soft_max_ext` left out while its sinks are given). Trailing empty slots are dropped.
+    pub(crate) src: Vec<Option<Tensor>>,
     pub(crate) view_src: Option<Tensor>,
     pub(crate) view_offs: usize,
     pub(crate) name: String,
@@ -61,6 +63,9 @@ pub(crate) struct TensorDesc {
 pub(crate) struct TensorInner {
     id: u64,
     desc: TensorDesc,
+    /// The op parameters; GGML lets a few be changed after the node is built
+    /// (`ggml_mul_mat_set_prec`, `ggml_set_op_params_i32`).
+    op_params: [AtomicI32; MAX_OP_PARAMS / 4],
     name: Mutex<String>,
     flags: AtomicU32,
     binding: Mutex<Option<Binding>>,
@@ -127,8 +132,10 @@ pub(crate) fn span_bytes(ty: Type, ne: &[i64; MAX_DIMS], nb: &[usize; MAX_DIMS])
 impl Tensor {
     pub(crate) fn from_desc(desc: TensorDesc) -> Tensor {
         let name = desc.name.clone();
+        let op_params = desc.op_params.map(AtomicI32::new);
         Tensor(Arc::new(TensorInner {
             id: NEXT_TENSOR_ID.fetch_add(1, Ordering::Relaxed),
+            op_params,
             desc,
             name: Mutex::new(name),
             flags: AtomicU32::new(0),
@@ -161,19 +168,88 @@ impl Tensor {
         self.0.desc.op
     }
 
-    /// The op's parameters as GGML stores them (`op_params`, 16 × i32).
-    pub fn op_params(&self) -> &[i32; MAX_OP_PARAMS / 4] {
-        &self.0.desc.op_params
+    /// The op's parameters as GGML stores them (`op_params`, 16 × i32; floats as their bits).
+    /// [`crate::ops::read_params`] reads them as the op's typed parameter struct.
+    pub fn op_params(&self) -> [i32; MAX_OP_PARAMS / 4] {
+        std::array::from_fn(|i| self.0.op_params[i].load(Ordering::Acquire))
     }
 
-    /// Operand `i` of the op, if any.
+    /// Parameter slot `i` as an i32 (`ggml_get_op_params_i32`); `Err` for `i >= 16`.
+    pub fn get_op_params_i32(&self, i: usize) -> Result<i32> {
+        Ok(self.op_param_slot(i)?.load(Ordering::Acquire))
+    }
+
+    /// Parameter slot `i` as an f32 (`ggml_get_op_params_f32`); `Err` for `i >= 16`.
+    pub fn get_op_params_f32(&self, i: usize) -> Result<f32> {
+        Ok(f32::from_bits(self.get_op_params_i32(i)? as u32))
+    }
+
+    /// Sets parameter slot `i` (`ggml_set_op_params_i32`). The value is checked against the
+    /// op's shape rule: a value that would make the node invalid is refused and nothing changes.
+    /// Set parameters before the graph is computed: a computation already queued may read the
+    /// old or the new value.
+    pub fn set_op_params_i32(&self, i: usize, v: i32) -> Result<()> {
+        let slot = self.op_param_slot(i)?;
+        let mut params = self.op_params();
+        params[i] = v;
+        let srcs: Vec<Option<crate::ops::Meta>> = (0..self.n_src_slots())
+            .map(|s| self.src(s).map(crate::ops::Meta::of))
+            .collect();
+        let node = crate::ops::NodeMeta {
+            dst: crate::ops::Meta::of(self),
+            view_offs: self.view_src().map(|_| self.view_offs()),
+            src: &srcs,
+            op_params: &params,
+        };
+        if self.op() != Op::None {
+            self.op().validate(&node)?;
+        }
+        slot.store(v, Ordering::Release);
+        Ok(())
+    }
+
+    /// Sets parameter slot `i` (`ggml_set_op_params_f32`), checked as
+    /// [`Tensor::set_op_params_i32`].
+    pub fn set_op_params_f32(&self, i: usize, v: f32) -> Result<()> {
+        self.set_op_params_i32(i, v.to_bits() as i32)
+    }
+
+    /// Sets slot `i` of a node that must be computed by `op` (the `ggml_*_set_prec` family).
+    pub(crate) fn set_op_param_i32_for(&self, op: Op, i: usize, v: i32) -> Result<()> {
+        if self.op() != op {
+            return Err(Error::invalid(format!(
+                "{}_set_prec: tensor {:?} is computed by {}, not {}",
+                op.name().to_lowercase(),
+                self.name(),
+                self.op().name(),
+                op.name()
+            )));
+        }
+        self.set_op_params_i32(i, v)
+    }
+
+    fn op_param_slot(&self, i: usize) -> Result<&AtomicI32> {
+        self.0.op_params.get(i).ok_or_else(|| {
+            Error::invalid(format!(
+                "op_params: slot {i}; a tensor has {} slots",
+                MAX_OP_PARAMS / 4
+            ))
+        })
+    }
+
+    /// The operand in slot `i` of the op (GGML's `src[i]`), if that slot is used.
     pub fn src(&self, i: usize) -> Option<&Tensor> {
-        self.0.desc.src.get(i)
+        self.0.desc.src.get(i).and_then(Option::as_ref)
     }
 
-    /// All operands of the op, in order.
-    pub fn srcs(&self) -> &[Tensor] {
-        &self.0.desc.src
+    /// The operands present, in slot order (empty slots skipped).
+    pub fn srcs(&self) -> impl Iterator<Item = &Tensor> + '_ {
+        self.0.desc.src.iter().flatten()
+    }
+
+    /// How many operand slots the op uses: one past the last used slot.
+    pub fn n_src_slots(&self) -> usize {
+        self.0.desc.src.len()
     }
 
     /// The root tensor this one is a view of (never itself a view), if any.

@@ -155,7 +155,7 @@ fn a_job_that_panics_is_an_error_not_a_hang() {
     let dev = TestDevice::builder("Panicky").buft(buft).build();
     let stream = dev.init(None).unwrap();
     let (_ctx, av, _bv, outs) = test_device_graphs(&stream, &["sum"]);
-    let a = &outs[0].srcs()[0];
+    let a = outs[0].src(0).unwrap();
     probe.panic_on_read.store(true, Ordering::SeqCst);
     let pending = stream.tensor_get_async(a, 0, 64).unwrap();
     expect_err(pending.wait(), &["tensor_get_async"]);
@@ -431,7 +431,7 @@ fn graph_plans_compute_many_times() {
     let stream = dev.init(None).unwrap();
     let (_c, av, bv, outs) = test_device_graphs(&stream, &["p"]);
     let tplan = stream.graph_plan_create(&graph_of(&outs[0])).unwrap();
-    let a = &outs[0].srcs()[0];
+    let a = outs[0].src(0).unwrap();
     for k in 0..3 {
         let ak: Vec<f32> = av.iter().map(|v| v + k as f32).collect();
         a.set_f32(&ak).unwrap();

@@ -120,7 +120,7 @@ fn build(ctx: &Context, seed: u64, w: &Weights) -> (Vec<Tensor>, Vec<Tensor>) {
     }
 
     // Every tensor made is in `made`, so this finds every use.
-    let used = |t: &Tensor| made.iter().any(|m| m.srcs().contains(t));
+    let used = |t: &Tensor| made.iter().any(|m| m.srcs().any(|s| s == t));
     let compared = made
         .iter()
         .filter(|t| t.flags() & flags::OUTPUT != 0 || !used(t))

@@ -269,7 +269,7 @@ impl Case {
         match self {
             Case::BinBcast { .. } => 3 * out.nbytes(),
             Case::Cpy { .. } => out.nbytes() + out.src(0).map_or(0, Tensor::nbytes),
-            _ => out.nbytes() + out.srcs().iter().map(Tensor::nbytes).sum::<usize>(),
+            _ => out.nbytes() + out.srcs().map(Tensor::nbytes).sum::<usize>(),
         }
     }
 

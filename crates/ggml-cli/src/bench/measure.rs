@@ -69,7 +69,7 @@ fn is_view_op(op: Op) -> bool {
 
 /// Bytes of a node and its operands (the default `op_size`).
 fn node_size(t: &ggml::Tensor) -> usize {
-    t.nbytes() + t.srcs().iter().map(ggml::Tensor::nbytes).sum::<usize>()
+    t.nbytes() + t.srcs().map(ggml::Tensor::nbytes).sum::<usize>()
 }
 
 /// Runs `case` on `backend` (a stream of `dev`); `Err` with a message when it could not run.

@@ -229,7 +229,7 @@ impl Backend {
                 continue;
             }
             if !dev.supports_op(n) {
-                let operands: Vec<String> = n.srcs().iter().map(|s| s.ty().to_string()).collect();
+                let operands: Vec<String> = n.srcs().map(|s| s.ty().to_string()).collect();
                 return Err(Error::unsupported(format!(
                     "backend {}: node {:?} ({} of {} from [{}]) is not supported by device {}",
                     self.name(),

@@ -74,11 +74,11 @@ impl CpuPlan {
             if t.op().is_empty() || t.flags() & flags::COMPUTE == 0 || t.is_empty() {
                 continue;
             }
-            let kernel = kernels::select(t)?;
-            work_per_thread = work_per_thread.max(kernels::work_size(t));
+            let planned = kernels::plan(t)?;
+            work_per_thread = work_per_thread.max(planned.work);
             self.nodes.push(PlannedNode {
                 tensor: t.clone(),
-                kernel,
+                kernel: planned.kernel,
             });
         }
         self.n_threads = n_threads;
@@ -122,7 +122,10 @@ impl CpuPlan {
             for (node, (ptrs, one_thread)) in nodes.iter().zip(resolved) {
                 if !failed.load(Ordering::Acquire) && (ith == 0 || !one_thread) {
                     let p = if *one_thread { &alone } else { &params };
-                    let run = || (node.kernel)(ptrs, p);
+                    // SAFETY: the plan chose this kernel for the node's types and shapes, and
+                    // `ptrs` addresses the node's tensors in the buffers this job reserved;
+                    // overlapping layouts run on one thread (`needs_one_thread`).
+                    let run = || unsafe { (node.kernel)(ptrs, p) };
                     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).is_err() {
                         failed.store(true, Ordering::Release);
                     }
@@ -208,13 +211,13 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
 
-    fn panics_on_thread_1(_: &NodePtrs, p: &Params) {
+    unsafe fn panics_on_thread_1(_: &NodePtrs, p: &Params) {
         if p.ith == 1 {
             panic!("kernel panicked on purpose");
         }
     }
 
-    fn writes_seven(n: &NodePtrs, p: &Params) {
+    unsafe fn writes_seven(n: &NodePtrs, p: &Params) {
         for i in p.range(n.dst.nelements()) {
             // SAFETY: dst is a contiguous F32 vector and i < its element count.
             unsafe { n.dst.set(n.dst.data, i, 7.0) };

@@ -79,7 +79,7 @@ impl DeviceImpl for CpuDevice {
         Ok(Box::new(unsafe { HostMemory::borrowed(ptr, size) }))
     }
     fn supports_op(&self, op: &Tensor) -> bool {
-        op.op().is_empty() || kernels::select(op).is_ok()
+        op.op().is_empty() || kernels::plan(op).is_ok()
     }
     fn supports_buft(&self, buft: &BufferType) -> bool {
         buft.is_host()

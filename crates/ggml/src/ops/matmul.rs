@@ -1,59 +1,117 @@
 //! MUL_MAT: matrix products over rows of both operands.
 
-use crate::context::{Context, NewTensor};
-use crate::error::{Error, Result};
+use bytemuck::{Pod, Zeroable};
+
+use crate::context::Context;
+use crate::error::Result;
+use crate::ops::spec::{req, OpSpec, Shape, Slot, Srcs};
 use crate::ops::Op;
 use crate::tensor::{Tensor, MAX_DIMS};
 use crate::types::Type;
 
-impl Context {
-    /// `ggml_mul_mat`: `result[i, j, …] = Σₖ a[k, i, …] · b[k, j, …]`, i.e. `C = B·Aᵀ` with
-    /// rows of both along `ne0`. `a` (the weights, `[K, M, A2, A3, A4]`) is broadcast over
-    /// `b`'s batch dimensions (`[K, N, B2, B3, B4]`, each `Bd` a multiple of `Ad`): batch
-    /// `(j2, j3, j4)` of `b` uses batch `(j2 / (B2/A2), …)` of `a`. The result is F32
-    /// `[M, N, B2, B3, B4]`. `a` must not be transposed.
-    pub fn mul_mat(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        let (ae, be) = (a.ne(), b.ne());
-        if ae[0] != be[0] {
-            return Err(Error::invalid(format!(
-                "MUL_MAT: a {:?} has rows of K = {} and b {:?} rows of K = {}; they must be equal",
-                a.name(),
-                ae[0],
-                b.name(),
-                be[0]
-            )));
+/// Precision a product should be computed with (`enum ggml_prec`), op parameter 0 of MUL_MAT
+/// and 3 of FLASH_ATTN_EXT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[repr(i32)]
+pub enum Prec {
+    /// The backend's choice (`GGML_PREC_DEFAULT`).
+    #[default]
+    Default = 0,
+    /// Accumulate in f32 (`GGML_PREC_F32`).
+    F32 = 10,
+}
+
+/// MUL_MAT's parameters.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct MulMatParams {
+    /// The requested precision ([`Prec`] as its GGML value).
+    pub prec: i32,
+    /// A backend hint (`enum ggml_op_hint`; 0 = none).
+    pub hint: i32,
+}
+
+/// MUL_MAT: `a` `[K, M, A2, A3, A4]` (weights: float or quantized, not transposed) times `b`
+/// `[K, N, B2, B3, B4]` (activations: F32, F16 or BF16, each `Bd` a multiple of `Ad`) gives
+/// F32 `[M, N, B2, B3, B4]`.
+pub(crate) struct MulMat;
+
+impl OpSpec for MulMat {
+    type Params = MulMatParams;
+    const SLOTS: &'static [Slot] = &[req("a"), req("b")];
+    fn shape(src: &Srcs<'_>, _: &MulMatParams) -> Result<Shape> {
+        let (a, b) = (src.get(0), src.get(1));
+        if !(a.ty.is_quantized() || matches!(a.ty, Type::F32 | Type::F16 | Type::BF16)) {
+            return Err(src.bad(0, "the weights must be F32, F16, BF16 or a quantized type"));
+        }
+        if !matches!(b.ty, Type::F32 | Type::F16 | Type::BF16) {
+            let hint = if b.ty.is_quantized() {
+                " (quantized weights go in a, the first operand)"
+            } else {
+                ""
+            };
+            return Err(src.bad(1, format!("it must be F32, F16 or BF16{hint}")));
+        }
+        if a.ne[0] != b.ne[0] {
+            return Err(src.bad(
+                1,
+                format!(
+                    "its rows have K = {} elements and a's K = {}; they must be equal",
+                    b.ne[0], a.ne[0]
+                ),
+            ));
         }
         // `ggml_can_mul_mat`: b's batch dimensions are whole multiples of a's (a zero-sized
         // batch dimension of a only fits an empty one of b).
         let broadcasts = (2..MAX_DIMS).all(|d| {
-            if ae[d] == 0 {
-                be[d] == 0
+            if a.ne[d] == 0 {
+                b.ne[d] == 0
             } else {
-                be[d] % ae[d] == 0
+                b.ne[d] % a.ne[d] == 0
             }
         });
         if !broadcasts {
-            return Err(Error::invalid(format!(
-                "MUL_MAT: a's batch dimensions {:?} must divide b's {:?}",
-                &ae[2..],
-                &be[2..]
-            )));
+            return Err(src.bad(
+                1,
+                format!(
+                    "its batch dimensions {:?} must be multiples of a's {:?}",
+                    &b.ne[2..],
+                    &a.ne[2..]
+                ),
+            ));
         }
         // GGML refuses a transposed `a` (nb0 > nb1); an empty `a` (K = 0 gives nb1 = 0) has no
         // layout to speak of and is accepted (the product is zeros).
         if a.is_transposed() && a.nelements() > 0 {
-            return Err(Error::invalid(format!(
-                "MUL_MAT: a {:?} is transposed (nb = {:?}); make it contiguous with cont() first",
-                a.name(),
-                a.nb()
-            )));
+            return Err(src.bad(0, "it is transposed; make it contiguous with cont() first"));
         }
-        let ne = [ae[1], be[1], be[2], be[3], be[4]];
-        self.new_tensor_impl(NewTensor::op(
-            Type::F32,
-            &ne,
+        Ok(Shape::New {
+            ty: Type::F32,
+            ne: [a.ne[1], b.ne[1], b.ne[2], b.ne[3], b.ne[4]],
+        })
+    }
+}
+
+impl Context {
+    /// `ggml_mul_mat`: `result[i, j, …] = Σₖ a[k, i, …] · b[k, j, …]`, i.e. `C = B·Aᵀ` with
+    /// rows of both along `ne0`. `a` (the weights, `[K, M, A2, A3, A4]`: F32, F16, BF16 or
+    /// quantized) is broadcast over `b`'s batch dimensions (`[K, N, B2, B3, B4]`, F32, F16 or
+    /// BF16, each `Bd` a multiple of `Ad`): batch `(j2, j3, j4)` of `b` uses batch
+    /// `(j2 / (B2/A2), …)` of `a`. The result is F32 `[M, N, B2, B3, B4]`. `a` must not be
+    /// transposed.
+    pub fn mul_mat(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.build::<MulMat>(
             Op::MulMat,
-            vec![a.clone(), b.clone()],
-        ))
+            &[Some(a), Some(b)],
+            MulMatParams::default(),
+            false,
+        )
+    }
+}
+
+impl Tensor {
+    /// `ggml_mul_mat_set_prec`: asks for `prec` when this MUL_MAT node is computed.
+    pub fn mul_mat_set_prec(&self, prec: Prec) -> Result<()> {
+        self.set_op_param_i32_for(Op::MulMat, 0, prec as i32)
     }
 }

@@ -7,16 +7,25 @@ mod norm;
 mod reduce;
 mod rows;
 mod softmax;
+pub mod spec;
 mod unary;
 mod view;
 
-pub use unary::UnaryOp;
+pub use matmul::{MulMatParams, Prec};
+pub use norm::NormParams;
+pub use rows::ConcatParams;
+pub use softmax::SoftMaxParams;
+pub use spec::{read_params, write_params, Meta, NoParams, NodeMeta, Shape, Slot};
+pub use unary::{ScaleParams, UnaryOp, UnaryParams};
+pub use view::{PermuteParams, ViewParams};
 
-use crate::context::NewTensor;
-use crate::tensor::Tensor;
+use spec::OpSpec;
 
-macro_rules! ops {
-    ($($name:ident = $v:literal, $s:literal;)*) => {
+use crate::error::Result;
+use crate::tensor::{MAX_DIMS, MAX_OP_PARAMS};
+
+macro_rules! op_table {
+    ($($name:ident = $v:literal, $s:literal, $spec:ty;)*) => {
         /// A tensor operation (`enum ggml_op`), with GGML's numeric values.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[repr(u32)]
@@ -37,43 +46,139 @@ macro_rules! ops {
             pub fn from_u32(id: u32) -> Option<Op> {
                 match id { $($v => Some(Op::$name),)* _ => None }
             }
+
+            /// The op's operand slots in GGML's order, with their names and whether each must
+            /// be given.
+            pub fn slots(self) -> &'static [Slot] {
+                match self { $(Op::$name => <$spec as OpSpec>::SLOTS,)* }
+            }
+
+            /// Whether the op has an `_inplace` form (its result may be a view of operand 0).
+            pub fn has_inplace_form(self) -> bool {
+                match self { $(Op::$name => spec::inplace_of::<$spec>(),)* }
+            }
+
+            /// What the op's shape rule gives for these operands (by slot) and raw parameters;
+            /// `requested` is the result shape for ops whose builder takes it as an argument
+            /// (REPEAT's target, say).
+            pub fn shape(
+                self,
+                src: &[Option<Meta>],
+                op_params: &[i32; MAX_OP_PARAMS / 4],
+                requested: Option<[i64; MAX_DIMS]>,
+            ) -> Result<Shape> {
+                match self {
+                    $(Op::$name => spec::shape_of::<$spec>(self, src, op_params, requested),)*
+                }
+            }
         }
     };
 }
 
-ops! {
-    None = 0, "NONE"; Dup = 1, "DUP"; Add = 2, "ADD"; AddId = 3, "ADD_ID"; Add1 = 4, "ADD1";
-    Acc = 5, "ACC"; Sub = 6, "SUB"; Mul = 7, "MUL"; Div = 8, "DIV"; Sqr = 9, "SQR";
-    Sqrt = 10, "SQRT"; Log = 11, "LOG"; Sin = 12, "SIN"; Cos = 13, "COS"; Sum = 14, "SUM";
-    SumRows = 15, "SUM_ROWS"; Cumsum = 16, "CUMSUM"; Mean = 17, "MEAN"; Argmax = 18, "ARGMAX";
-    CountEqual = 19, "COUNT_EQUAL"; Repeat = 20, "REPEAT"; RepeatBack = 21, "REPEAT_BACK";
-    Concat = 22, "CONCAT"; SiluBack = 23, "SILU_BACK"; Norm = 24, "NORM"; RmsNorm = 25, "RMS_NORM";
-    RmsNormBack = 26, "RMS_NORM_BACK"; GroupNorm = 27, "GROUP_NORM"; L2Norm = 28, "L2_NORM";
-    MulMat = 29, "MUL_MAT"; MulMatId = 30, "MUL_MAT_ID"; OutProd = 31, "OUT_PROD";
-    Scale = 32, "SCALE"; Set = 33, "SET"; Cpy = 34, "CPY"; Cont = 35, "CONT";
-    Reshape = 36, "RESHAPE"; View = 37, "VIEW"; Permute = 38, "PERMUTE";
-    Transpose = 39, "TRANSPOSE"; GetRows = 40, "GET_ROWS"; GetRowsBack = 41, "GET_ROWS_BACK";
-    SetRows = 42, "SET_ROWS"; Diag = 43, "DIAG"; DiagMaskInf = 44, "DIAG_MASK_INF";
-    DiagMaskZero = 45, "DIAG_MASK_ZERO"; SoftMax = 46, "SOFT_MAX"; SoftMaxBack = 47, "SOFT_MAX_BACK";
-    Rope = 48, "ROPE"; RopeBack = 49, "ROPE_BACK"; Clamp = 50, "CLAMP";
-    ConvTranspose1d = 51, "CONV_TRANSPOSE_1D"; Im2col = 52, "IM2COL"; Im2colBack = 53, "IM2COL_BACK";
-    Im2col3d = 54, "IM2COL_3D"; Col2im1d = 55, "COL2IM_1D"; Conv2d = 56, "CONV_2D";
-    Conv3d = 57, "CONV_3D"; Conv2dDw = 58, "CONV_2D_DW"; ConvTranspose2d = 59, "CONV_TRANSPOSE_2D";
-    Pool1d = 60, "POOL_1D"; Pool2d = 61, "POOL_2D"; Pool2dBack = 62, "POOL_2D_BACK";
-    Upscale = 63, "UPSCALE"; Pad = 64, "PAD"; PadReflect1d = 65, "PAD_REFLECT_1D"; Roll = 66, "ROLL";
-    Arange = 67, "ARANGE"; TimestepEmbedding = 68, "TIMESTEP_EMBEDDING"; Argsort = 69, "ARGSORT";
-    TopK = 70, "TOP_K"; LeakyRelu = 71, "LEAKY_RELU"; Tri = 72, "TRI"; Fill = 73, "FILL";
-    FlashAttnExt = 74, "FLASH_ATTN_EXT"; FlashAttnBack = 75, "FLASH_ATTN_BACK";
-    SsmConv = 76, "SSM_CONV"; SsmScan = 77, "SSM_SCAN"; WinPart = 78, "WIN_PART";
-    WinUnpart = 79, "WIN_UNPART"; GetRelPos = 80, "GET_REL_POS"; AddRelPos = 81, "ADD_REL_POS";
-    RwkvWkv6 = 82, "RWKV_WKV6"; GatedLinearAttn = 83, "GATED_LINEAR_ATTN"; RwkvWkv7 = 84, "RWKV_WKV7";
-    SolveTri = 85, "SOLVE_TRI"; GatedDeltaNet = 86, "GATED_DELTA_NET";
-    LightningIndexer = 87, "LIGHTNING_INDEXER"; Dsv4HcComb = 88, "DSV4_HC_COMB";
-    Dsv4HcPre = 89, "DSV4_HC_PRE"; Dsv4HcPost = 90, "DSV4_HC_POST"; Unary = 91, "UNARY";
-    MapCustom1 = 92, "MAP_CUSTOM1"; MapCustom2 = 93, "MAP_CUSTOM2"; MapCustom3 = 94, "MAP_CUSTOM3";
-    Custom = 95, "CUSTOM"; CrossEntropyLoss = 96, "CROSS_ENTROPY_LOSS";
-    CrossEntropyLossBack = 97, "CROSS_ENTROPY_LOSS_BACK"; OptStepAdamw = 98, "OPT_STEP_ADAMW";
-    OptStepSgd = 99, "OPT_STEP_SGD"; Glu = 100, "GLU";
+// Every op of `enum ggml_op` with the spec that describes it (its parameters, operand slots
+// and shape rule). `Unbuilt` marks the ops this version has no builder for.
+op_table! {
+    None = 0, "NONE", spec::Leaf;
+    Dup = 1, "DUP", view::Dup;
+    Add = 2, "ADD", binary::Binary;
+    AddId = 3, "ADD_ID", spec::Unbuilt;
+    Add1 = 4, "ADD1", binary::Add1;
+    Acc = 5, "ACC", spec::Unbuilt;
+    Sub = 6, "SUB", binary::Binary;
+    Mul = 7, "MUL", binary::Binary;
+    Div = 8, "DIV", binary::Binary;
+    Sqr = 9, "SQR", unary::Map;
+    Sqrt = 10, "SQRT", unary::Map;
+    Log = 11, "LOG", unary::Map;
+    Sin = 12, "SIN", unary::Map;
+    Cos = 13, "COS", unary::Map;
+    Sum = 14, "SUM", reduce::Sum;
+    SumRows = 15, "SUM_ROWS", reduce::SumRows;
+    Cumsum = 16, "CUMSUM", spec::Unbuilt;
+    Mean = 17, "MEAN", reduce::Mean;
+    Argmax = 18, "ARGMAX", reduce::Argmax;
+    CountEqual = 19, "COUNT_EQUAL", spec::Unbuilt;
+    Repeat = 20, "REPEAT", rows::Repeat;
+    RepeatBack = 21, "REPEAT_BACK", spec::Unbuilt;
+    Concat = 22, "CONCAT", rows::Concat;
+    SiluBack = 23, "SILU_BACK", spec::Unbuilt;
+    Norm = 24, "NORM", norm::Norm;
+    RmsNorm = 25, "RMS_NORM", norm::Norm;
+    RmsNormBack = 26, "RMS_NORM_BACK", spec::Unbuilt;
+    GroupNorm = 27, "GROUP_NORM", spec::Unbuilt;
+    L2Norm = 28, "L2_NORM", spec::Unbuilt;
+    MulMat = 29, "MUL_MAT", matmul::MulMat;
+    MulMatId = 30, "MUL_MAT_ID", spec::Unbuilt;
+    OutProd = 31, "OUT_PROD", spec::Unbuilt;
+    Scale = 32, "SCALE", unary::Scale;
+    Set = 33, "SET", spec::Unbuilt;
+    Cpy = 34, "CPY", view::Cpy;
+    Cont = 35, "CONT", view::Cont;
+    Reshape = 36, "RESHAPE", view::Reshape;
+    View = 37, "VIEW", view::ViewOp;
+    Permute = 38, "PERMUTE", view::Permute;
+    Transpose = 39, "TRANSPOSE", view::Transpose;
+    GetRows = 40, "GET_ROWS", rows::GetRows;
+    GetRowsBack = 41, "GET_ROWS_BACK", spec::Unbuilt;
+    SetRows = 42, "SET_ROWS", spec::Unbuilt;
+    Diag = 43, "DIAG", spec::Unbuilt;
+    DiagMaskInf = 44, "DIAG_MASK_INF", spec::Unbuilt;
+    DiagMaskZero = 45, "DIAG_MASK_ZERO", spec::Unbuilt;
+    SoftMax = 46, "SOFT_MAX", softmax::SoftMax;
+    SoftMaxBack = 47, "SOFT_MAX_BACK", spec::Unbuilt;
+    Rope = 48, "ROPE", spec::Unbuilt;
+    RopeBack = 49, "ROPE_BACK", spec::Unbuilt;
+    Clamp = 50, "CLAMP", spec::Unbuilt;
+    ConvTranspose1d = 51, "CONV_TRANSPOSE_1D", spec::Unbuilt;
+    Im2col = 52, "IM2COL", spec::Unbuilt;
+    Im2colBack = 53, "IM2COL_BACK", spec::Unbuilt;
+    Im2col3d = 54, "IM2COL_3D", spec::Unbuilt;
+    Col2im1d = 55, "COL2IM_1D", spec::Unbuilt;
+    Conv2d = 56, "CONV_2D", spec::Unbuilt;
+    Conv3d = 57, "CONV_3D", spec::Unbuilt;
+    Conv2dDw = 58, "CONV_2D_DW", spec::Unbuilt;
+    ConvTranspose2d = 59, "CONV_TRANSPOSE_2D", spec::Unbuilt;
+    Pool1d = 60, "POOL_1D", spec::Unbuilt;
+    Pool2d = 61, "POOL_2D", spec::Unbuilt;
+    Pool2dBack = 62, "POOL_2D_BACK", spec::Unbuilt;
+    Upscale = 63, "UPSCALE", spec::Unbuilt;
+    Pad = 64, "PAD", spec::Unbuilt;
+    PadReflect1d = 65, "PAD_REFLECT_1D", spec::Unbuilt;
+    Roll = 66, "ROLL", spec::Unbuilt;
+    Arange = 67, "ARANGE", spec::Unbuilt;
+    TimestepEmbedding = 68, "TIMESTEP_EMBEDDING", spec::Unbuilt;
+    Argsort = 69, "ARGSORT", spec::Unbuilt;
+    TopK = 70, "TOP_K", spec::Unbuilt;
+    LeakyRelu = 71, "LEAKY_RELU", spec::Unbuilt;
+    Tri = 72, "TRI", spec::Unbuilt;
+    Fill = 73, "FILL", spec::Unbuilt;
+    FlashAttnExt = 74, "FLASH_ATTN_EXT", spec::Unbuilt;
+    FlashAttnBack = 75, "FLASH_ATTN_BACK", spec::Unbuilt;
+    SsmConv = 76, "SSM_CONV", spec::Unbuilt;
+    SsmScan = 77, "SSM_SCAN", spec::Unbuilt;
+    WinPart = 78, "WIN_PART", spec::Unbuilt;
+    WinUnpart = 79, "WIN_UNPART", spec::Unbuilt;
+    GetRelPos = 80, "GET_REL_POS", spec::Unbuilt;
+    AddRelPos = 81, "ADD_REL_POS", spec::Unbuilt;
+    RwkvWkv6 = 82, "RWKV_WKV6", spec::Unbuilt;
+    GatedLinearAttn = 83, "GATED_LINEAR_ATTN", spec::Unbuilt;
+    RwkvWkv7 = 84, "RWKV_WKV7", spec::Unbuilt;
+    SolveTri = 85, "SOLVE_TRI", spec::Unbuilt;
+    GatedDeltaNet = 86, "GATED_DELTA_NET", spec::Unbuilt;
+    LightningIndexer = 87, "LIGHTNING_INDEXER", spec::Unbuilt;
+    Dsv4HcComb = 88, "DSV4_HC_COMB", spec::Unbuilt;
+    Dsv4HcPre = 89, "DSV4_HC_PRE", spec::Unbuilt;
+    Dsv4HcPost = 90, "DSV4_HC_POST", spec::Unbuilt;
+    Unary = 91, "UNARY", unary::Unary;
+    MapCustom1 = 92, "MAP_CUSTOM1", spec::Unbuilt;
+    MapCustom2 = 93, "MAP_CUSTOM2", spec::Unbuilt;
+    MapCustom3 = 94, "MAP_CUSTOM3", spec::Unbuilt;
+    Custom = 95, "CUSTOM", spec::Unbuilt;
+    CrossEntropyLoss = 96, "CROSS_ENTROPY_LOSS", spec::Unbuilt;
+    CrossEntropyLossBack = 97, "CROSS_ENTROPY_LOSS_BACK", spec::Unbuilt;
+    OptStepAdamw = 98, "OPT_STEP_ADAMW", spec::Unbuilt;
+    OptStepSgd = 99, "OPT_STEP_SGD", spec::Unbuilt;
+    Glu = 100, "GLU", spec::Unbuilt;
 }
 
 /// Number of ops (`GGML_OP_COUNT`).
@@ -118,29 +223,12 @@ impl Op {
     }
 }
 
-impl crate::Context {
-    /// A result of `a`'s type and shape computed by `op` from `srcs`. In place, the result is a
-    /// view of `a` with `a`'s strides (GGML's `ggml_view_tensor`), so the kernel writes into
-    /// `a`'s memory; otherwise it is a new contiguous tensor (`ggml_dup_tensor`).
-    pub(crate) fn result_like(
-        &self,
-        a: &Tensor,
-        op: Op,
-        params: &[i32],
-        srcs: Vec<Tensor>,
-        inplace: bool,
-    ) -> crate::Result<Tensor> {
-        let ne = a.ne();
-        let n = NewTensor::op(a.ty(), &ne, op, srcs).params(params);
-        if inplace {
-            self.new_tensor_impl(n.view_of(a, 0).strides(a.nb()))
-        } else {
-            self.new_tensor_impl(n)
-        }
+impl Op {
+    /// Checks a node that no builder made (one received over the wire, say): its operands must
+    /// fit the op's slots and shape rule, and its own type, shape and layout must be the ones
+    /// the rule gives. `Err` names the op, the operand and the value that do not fit.
+    pub fn validate(self, node: &NodeMeta<'_>) -> Result<()> {
+        let shape = self.shape(node.src, node.op_params, Some(node.dst.ne))?;
+        spec::check_node(self, node, shape, self.has_inplace_form())
     }
-}
-
-/// Stores an f32 into an op-parameter slot (GGML memcpy's floats into `op_params`).
-pub(crate) fn f32_param(x: f32) -> i32 {
-    x.to_bits() as i32
 }

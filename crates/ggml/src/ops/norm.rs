@@ -1,9 +1,37 @@
 //! Row normalisations: NORM and RMS_NORM, with `eps` in op_params 0.
 
+use bytemuck::{Pod, Zeroable};
+
 use crate::context::Context;
-use crate::error::{Error, Result};
-use crate::ops::{f32_param, Op};
+use crate::error::Result;
+use crate::ops::spec::{req, OpSpec, Shape, Slot, Srcs};
+use crate::ops::Op;
 use crate::tensor::Tensor;
+
+/// The parameters of NORM, RMS_NORM (and L2_NORM): `eps` in slot 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct NormParams {
+    /// Added to the variance (mean square) before the root; finite and >= 0.
+    pub eps: f32,
+}
+
+/// NORM, RMS_NORM: a row normalisation of `a`, its type and shape.
+pub(crate) struct Norm;
+
+impl OpSpec for Norm {
+    type Params = NormParams;
+    const SLOTS: &'static [Slot] = &[req("a")];
+    const INPLACE: bool = true;
+    fn shape(src: &Srcs<'_>, p: &NormParams) -> Result<Shape> {
+        // GGML asserts `eps >= 0` in the kernel; a NaN or infinite eps is refused too.
+        if !(p.eps.is_finite() && p.eps >= 0.0) {
+            return Err(src.err(format!("eps = {}; it must be finite and >= 0", p.eps)));
+        }
+        let a = src.get(0);
+        Ok(Shape::New { ty: a.ty, ne: a.ne })
+    }
+}
 
 impl Context {
     /// `ggml_norm`: each row to zero mean and unit variance, `(x − mean) / √(var + eps)`.
@@ -28,13 +56,6 @@ impl Context {
     }
 
     fn norm_impl(&self, op: Op, a: &Tensor, eps: f32, inplace: bool) -> Result<Tensor> {
-        // GGML asserts `eps >= 0` in the kernel; a NaN or infinite eps is refused too.
-        if !(eps.is_finite() && eps >= 0.0) {
-            return Err(Error::invalid(format!(
-                "{}: eps = {eps}; it must be finite and >= 0",
-                op.name()
-            )));
-        }
-        self.map_op(a, op, &[f32_param(eps)], inplace)
+        self.build::<Norm>(op, &[Some(a)], NormParams { eps }, inplace)
     }
 }

@@ -1,10 +1,57 @@
 //! SOFT_MAX and its extended form with mask, scale and ALiBi bias.
 
+use bytemuck::{Pod, Zeroable};
+
 use crate::context::Context;
-use crate::error::{Error, Result};
-use crate::ops::{f32_param, Op};
+use crate::error::Result;
+use crate::ops::spec::{opt, req, Meta, OpSpec, Shape, Slot, Srcs};
+use crate::ops::Op;
 use crate::tensor::{Tensor, MAX_DIMS};
 use crate::types::Type;
+
+/// SOFT_MAX's parameters.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct SoftMaxParams {
+    /// Factor applied to `a` before the mask is added.
+    pub scale: f32,
+    /// ALiBi's maximum bias; 0 disables ALiBi.
+    pub max_bias: f32,
+}
+
+/// SOFT_MAX: `softmax(a·scale + slope·mask)` per row, `a`'s type and shape.
+pub(crate) struct SoftMax;
+
+impl OpSpec for SoftMax {
+    type Params = SoftMaxParams;
+    const SLOTS: &'static [Slot] = &[req("a"), opt("mask"), opt("sinks")];
+    const INPLACE: bool = true;
+    fn shape(src: &Srcs<'_>, p: &SoftMaxParams) -> Result<Shape> {
+        let a = src.get(0);
+        if let Some(m) = src.opt(1) {
+            check_mask(src, a, m)?;
+        }
+        if src.opt(2).is_some() {
+            return Err(src.bad(2, "attention sinks are not available in this version"));
+        }
+        if !p.scale.is_finite() {
+            return Err(src.err(format!("scale = {}; it must be finite", p.scale)));
+        }
+        if !(p.max_bias.is_finite() && p.max_bias >= 0.0) {
+            return Err(src.err(format!(
+                "max_bias = {}; it must be finite and >= 0",
+                p.max_bias
+            )));
+        }
+        if p.max_bias > 0.0 && src.opt(1).is_none() {
+            return Err(src.err(format!(
+                "max_bias = {} needs a mask (the ALiBi bias scales the mask)",
+                p.max_bias
+            )));
+        }
+        Ok(Shape::New { ty: a.ty, ne: a.ne })
+    }
+}
 
 impl Context {
     /// `ggml_soft_max`: softmax of each row.
@@ -52,45 +99,14 @@ impl Context {
         max_bias: f32,
         inplace: bool,
     ) -> Result<Tensor> {
-        let mut src = vec![a.clone()];
-        if let Some(m) = mask {
-            check_mask(a, m)?;
-            src.push(m.clone());
-        }
-        if !scale.is_finite() {
-            return Err(Error::invalid(format!(
-                "SOFT_MAX: scale = {scale}; it must be finite"
-            )));
-        }
-        if !(max_bias.is_finite() && max_bias >= 0.0) {
-            return Err(Error::invalid(format!(
-                "SOFT_MAX: max_bias = {max_bias}; it must be finite and >= 0"
-            )));
-        }
-        if max_bias > 0.0 && mask.is_none() {
-            return Err(Error::invalid(format!(
-                "SOFT_MAX: max_bias = {max_bias} needs a mask (the ALiBi bias scales the mask)"
-            )));
-        }
-        self.result_like(
-            a,
-            Op::SoftMax,
-            &[f32_param(scale), f32_param(max_bias)],
-            src,
-            inplace,
-        )
+        let p = SoftMaxParams { scale, max_bias };
+        self.build::<SoftMax>(Op::SoftMax, &[Some(a), mask], p, inplace)
     }
 }
 
-fn check_mask(a: &Tensor, m: &Tensor) -> Result<()> {
-    if !matches!(m.ty(), Type::F32 | Type::F16) {
-        return Err(Error::invalid(format!(
-            "SOFT_MAX: mask {:?} has type {}; it must be f32 or f16",
-            m.name(),
-            m.ty()
-        )));
-    }
-    let (me, ae) = (m.ne(), a.ne());
+fn check_mask(src: &Srcs<'_>, a: &Meta, m: &Meta) -> Result<()> {
+    src.want_type(1, &[Type::F32, Type::F16])?;
+    let (me, ae) = (m.ne, a.ne);
     let fits = me[0] == ae[0]
         && me[1] >= ae[1]
         && (2..MAX_DIMS).all(|d| {
@@ -101,10 +117,13 @@ fn check_mask(a: &Tensor, m: &Tensor) -> Result<()> {
             }
         });
     if !fits {
-        return Err(Error::invalid(format!(
-            "SOFT_MAX: mask shape {me:?} does not fit a's shape {ae:?} (ne0 equal, ne1 at least \
-             a's, ne2..ne4 dividing a's)"
-        )));
+        return Err(src.bad(
+            1,
+            format!(
+                "it does not fit a's shape {ae:?} (ne0 equal, ne1 at least a's, ne2..ne4 \
+                 dividing a's)"
+            ),
+        ));
     }
     Ok(())
 }

@@ -1,10 +1,88 @@
 //! Element-wise unary ops: the UNARY family (`ggml_unary` and its named forms), and SQR, SQRT,
 //! LOG, SIN, COS, SCALE.
 
+use bytemuck::{Pod, Zeroable};
+
 use crate::context::Context;
 use crate::error::Result;
-use crate::ops::{f32_param, Op};
+use crate::ops::spec::{req, NoParams, OpSpec, Shape, Slot, Srcs};
+use crate::ops::Op;
 use crate::tensor::Tensor;
+
+/// The result of an element-wise op on `a` alone: `a`'s type and shape.
+fn like_a(src: &Srcs<'_>) -> Result<Shape> {
+    let a = src.get(0);
+    Ok(Shape::New { ty: a.ty, ne: a.ne })
+}
+
+/// SQR, SQRT, LOG, SIN, COS: element-wise on F32, F16 or BF16, `a`'s shape.
+pub(crate) struct Map;
+
+impl OpSpec for Map {
+    type Params = NoParams;
+    const SLOTS: &'static [Slot] = &[req("a")];
+    const INPLACE: bool = true;
+    fn shape(src: &Srcs<'_>, _: &NoParams) -> Result<Shape> {
+        like_a(src)
+    }
+}
+
+/// SCALE's parameters: `x·s + b`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct ScaleParams {
+    /// The factor.
+    pub s: f32,
+    /// The bias added after scaling.
+    pub b: f32,
+}
+
+/// SCALE: `x·s + b` element-wise, `a`'s shape.
+pub(crate) struct Scale;
+
+impl OpSpec for Scale {
+    type Params = ScaleParams;
+    const SLOTS: &'static [Slot] = &[req("a")];
+    const INPLACE: bool = true;
+    fn shape(src: &Srcs<'_>, _: &ScaleParams) -> Result<Shape> {
+        like_a(src)
+    }
+}
+
+/// UNARY's parameters: the sub-op in slot 0; XIELU's constants in slots 1–4 (GGML stores
+/// `beta + softplus(alpha_n)`, `softplus(alpha_p)`, `beta` and `eps`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct UnaryParams {
+    /// The sub-op (`enum ggml_unary_op`).
+    pub op: i32,
+    /// XIELU: `beta + softplus(alpha_n)`.
+    pub alpha_n: f32,
+    /// XIELU: `softplus(alpha_p)`.
+    pub alpha_p: f32,
+    /// XIELU: `beta`.
+    pub beta: f32,
+    /// XIELU: `eps`.
+    pub eps: f32,
+}
+
+/// UNARY: the sub-op element-wise, `a`'s type and shape.
+pub(crate) struct Unary;
+
+impl OpSpec for Unary {
+    type Params = UnaryParams;
+    const SLOTS: &'static [Slot] = &[req("a")];
+    const INPLACE: bool = true;
+    fn shape(src: &Srcs<'_>, p: &UnaryParams) -> Result<Shape> {
+        if UnaryOp::from_i32(p.op).is_none() {
+            return Err(src.err(format!(
+                "op_params[0] = {} is not a unary op (0 to 21)",
+                p.op
+            )));
+        }
+        like_a(src)
+    }
+}
 
 macro_rules! unary_ops {
     ($($name:ident = $v:literal, $s:literal $(, $method:ident, $inplace:ident)?;)*) => {
@@ -177,18 +255,11 @@ impl Context {
                 "unary: XIELU takes parameters (alpha_n, alpha_p, beta, eps); not available here",
             ));
         }
-        self.map_op(a, Op::Unary, &[op as i32], inplace)
-    }
-
-    /// A result of `a`'s type and shape computed by `op` from `a` alone; in place → a view of `a`.
-    pub(crate) fn map_op(
-        &self,
-        a: &Tensor,
-        op: Op,
-        params: &[i32],
-        inplace: bool,
-    ) -> Result<Tensor> {
-        self.result_like(a, op, params, vec![a.clone()], inplace)
+        let p = UnaryParams {
+            op: op as i32,
+            ..UnaryParams::default()
+        };
+        self.build::<Unary>(Op::Unary, &[Some(a)], p, inplace)
     }
 
     /// `ggml_scale`: x·s.
@@ -203,12 +274,12 @@ impl Context {
 
     /// `ggml_scale_bias`: x·s + b.
     pub fn scale_bias(&self, a: &Tensor, s: f32, b: f32) -> Result<Tensor> {
-        self.map_op(a, Op::Scale, &[f32_param(s), f32_param(b)], false)
+        self.build::<Scale>(Op::Scale, &[Some(a)], ScaleParams { s, b }, false)
     }
 
     /// `ggml_scale_bias_inplace`.
     pub fn scale_bias_inplace(&self, a: &Tensor, s: f32, b: f32) -> Result<Tensor> {
-        self.map_op(a, Op::Scale, &[f32_param(s), f32_param(b)], true)
+        self.build::<Scale>(Op::Scale, &[Some(a)], ScaleParams { s, b }, true)
     }
 }
 
@@ -218,13 +289,13 @@ macro_rules! map_ops {
             $(
                 #[doc = concat!("`ggml_", stringify!($method), "`: ", $what, " element-wise.")]
                 pub fn $method(&self, a: &Tensor) -> Result<Tensor> {
-                    self.map_op(a, Op::$op, &[], false)
+                    self.build::<Map>(Op::$op, &[Some(a)], NoParams {}, false)
                 }
 
                 #[doc = concat!("`ggml_", stringify!($inplace), "`: as [`Context::", stringify!($method),
                     "`], writing into `a`'s memory.")]
                 pub fn $inplace(&self, a: &Tensor) -> Result<Tensor> {
-                    self.map_op(a, Op::$op, &[], true)
+                    self.build::<Map>(Op::$op, &[Some(a)], NoParams {}, true)
                 }
             )*
         }

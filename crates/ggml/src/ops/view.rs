@@ -1,11 +1,143 @@
 //! Views and copies: VIEW, RESHAPE, PERMUTE, TRANSPOSE (no computation: the result shares its
 //! source's memory), and CONT, CPY, DUP (which copy).
 
+use bytemuck::{Pod, Zeroable};
+
 use crate::context::{Context, NewTensor};
 use crate::error::{Error, Result};
+use crate::ops::spec::{opt, req, NoParams, OpSpec, Shape, Slot, Srcs};
 use crate::ops::Op;
 use crate::tensor::{Tensor, MAX_DIMS};
 use crate::types::Type;
+
+/// DUP: a copy of `a`, of its type and shape.
+pub(crate) struct Dup;
+
+impl OpSpec for Dup {
+    type Params = NoParams;
+    const SLOTS: &'static [Slot] = &[req("a")];
+    const INPLACE: bool = true;
+    fn shape(src: &Srcs<'_>, _: &NoParams) -> Result<Shape> {
+        let a = src.get(0);
+        Ok(Shape::New { ty: a.ty, ne: a.ne })
+    }
+}
+
+/// CONT: a contiguous copy of `a`, of any shape with `a`'s element count.
+pub(crate) struct Cont;
+
+impl OpSpec for Cont {
+    type Params = NoParams;
+    const SLOTS: &'static [Slot] = &[req("a")];
+    fn shape(src: &Srcs<'_>, _: &NoParams) -> Result<Shape> {
+        let a = src.get(0);
+        Ok(Shape::Reshaped {
+            ty: a.ty,
+            elements: a.nelements(),
+        })
+    }
+}
+
+/// CPY: `a` written into `b` (same element count), the result being `b`'s memory. A cast
+/// (`ggml_cast`) is a CPY whose destination is the result itself: GGML puts the result in slot
+/// 1; here the slot is empty and [`Context::cast`] makes the node.
+pub(crate) struct Cpy;
+
+impl OpSpec for Cpy {
+    type Params = NoParams;
+    const SLOTS: &'static [Slot] = &[req("a"), opt("b")];
+    fn shape(src: &Srcs<'_>, _: &NoParams) -> Result<Shape> {
+        let a = src.get(0);
+        let Some(b) = src.opt(1) else {
+            return Err(src.bad(1, "a CPY node needs its destination"));
+        };
+        if a.nelements() != b.nelements() {
+            return Err(src.bad(1, format!("it must have a's {} elements", a.nelements())));
+        }
+        Ok(Shape::Into { slot: 1 })
+    }
+}
+
+/// RESHAPE: a view of contiguous `a` with a new shape of the same element count.
+pub(crate) struct Reshape;
+
+impl OpSpec for Reshape {
+    type Params = NoParams;
+    const SLOTS: &'static [Slot] = &[req("a")];
+    fn shape(src: &Srcs<'_>, _: &NoParams) -> Result<Shape> {
+        let a = src.get(0);
+        if !a.is_contiguous() {
+            return Err(src.bad(0, "it must be contiguous; use cont() first"));
+        }
+        Ok(Shape::FreeView {
+            elements: Some(a.nelements()),
+        })
+    }
+}
+
+/// VIEW's parameters: the byte offset into the viewed tensor (GGML's `size_t` in slots 0–1).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct ViewParams {
+    /// Byte offset of the view from the start of its source.
+    pub offset: u64,
+}
+
+/// VIEW: a view of `a` whose shape, strides and offset the builder chooses.
+pub(crate) struct ViewOp;
+
+impl OpSpec for ViewOp {
+    type Params = ViewParams;
+    const SLOTS: &'static [Slot] = &[req("a")];
+    fn shape(_: &Srcs<'_>, _: &ViewParams) -> Result<Shape> {
+        Ok(Shape::FreeView { elements: None })
+    }
+}
+
+/// PERMUTE's parameters: where each source dimension goes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct PermuteParams {
+    /// Source dimension `i` moves to position `axes[i]`.
+    pub axes: [i32; 4],
+}
+
+/// PERMUTE: a view of `a` with dimensions reordered (four distinct axes below 4).
+pub(crate) struct Permute;
+
+impl OpSpec for Permute {
+    type Params = PermuteParams;
+    const SLOTS: &'static [Slot] = &[req("a")];
+    fn shape(src: &Srcs<'_>, p: &PermuteParams) -> Result<Shape> {
+        let axes = p.axes;
+        let distinct = (0..4).all(|i| (0..i).all(|j| axes[i] != axes[j]));
+        if !distinct || axes.iter().any(|&x| !(0..4).contains(&x)) {
+            return Err(src.err(format!("axes {axes:?} must be a permutation of 0..4")));
+        }
+        let a = src.get(0);
+        let (mut ne, mut nb) = (a.ne, a.nb);
+        for (i, &ax) in axes.iter().enumerate() {
+            ne[ax as usize] = a.ne[i];
+            nb[ax as usize] = a.nb[i];
+        }
+        Ok(Shape::View { ne, nb })
+    }
+}
+
+/// TRANSPOSE: a view of `a` with dimensions 0 and 1 swapped.
+pub(crate) struct Transpose;
+
+impl OpSpec for Transpose {
+    type Params = NoParams;
+    const SLOTS: &'static [Slot] = &[req("a")];
+    fn shape(src: &Srcs<'_>, _: &NoParams) -> Result<Shape> {
+        let a = src.get(0);
+        let (mut ne, mut nb) = (a.ne, a.nb);
+        ne.swap(0, 1);
+        nb.swap(0, 1);
+        Ok(Shape::View { ne, nb })
+    }
+}
 
 /// Checks a shape given to RESHAPE, VIEW or CONT (1 to 5 dimensions, none negative) and
 /// returns its element count (an error when the count overflows).
@@ -70,10 +202,12 @@ impl Context {
                 a.name()
             )));
         }
-        let offset_param = [offset as u32 as i32, (offset as u64 >> 32) as i32];
+        let params = crate::ops::write_params(&ViewParams {
+            offset: offset as u64,
+        });
         let v = self.new_tensor_impl(
             NewTensor::op(a.ty(), ne, Op::View, vec![a.clone()])
-                .params(&offset_param)
+                .params(&params)
                 .view_of(a, offset)
                 .strides(nb),
         )?;
@@ -187,40 +321,16 @@ impl Context {
         ax2: usize,
         ax3: usize,
     ) -> Result<Tensor> {
-        let axes = [ax0, ax1, ax2, ax3];
-        let distinct = (0..4).all(|i| (0..i).all(|j| axes[i] != axes[j]));
-        if !distinct || axes.iter().any(|&x| x >= 4) {
-            return Err(Error::invalid(format!(
-                "PERMUTE: axes {axes:?} must be a permutation of 0..4"
-            )));
-        }
-        let (sne, snb) = (a.ne(), a.nb());
-        let (mut ne, mut nb) = (sne, snb);
-        for i in 0..4 {
-            ne[axes[i]] = sne[i];
-            nb[axes[i]] = snb[i];
-        }
-        let params = axes.map(|x| x as i32);
-        let v = self.new_tensor_impl(
-            NewTensor::op(a.ty(), &ne, Op::Permute, vec![a.clone()])
-                .params(&params)
-                .view_of(a, 0)
-                .strides(nb),
-        )?;
+        let axes = [ax0, ax1, ax2, ax3].map(|x| i32::try_from(x).unwrap_or(i32::MAX));
+        let p = PermuteParams { axes };
+        let v = self.build::<Permute>(Op::Permute, &[Some(a)], p, false)?;
         v.set_name(&format!("{} (permuted)", a.name()));
         Ok(v)
     }
 
     /// `ggml_transpose`: swaps dimensions 0 and 1 (a view).
     pub fn transpose(&self, a: &Tensor) -> Result<Tensor> {
-        let (mut ne, mut nb) = (a.ne(), a.nb());
-        ne.swap(0, 1);
-        nb.swap(0, 1);
-        let v = self.new_tensor_impl(
-            NewTensor::op(a.ty(), &ne, Op::Transpose, vec![a.clone()])
-                .view_of(a, 0)
-                .strides(nb),
-        )?;
+        let v = self.build::<Transpose>(Op::Transpose, &[Some(a)], NoParams {}, false)?;
         v.set_name(&format!("{} (transposed)", a.name()));
         Ok(v)
     }
@@ -269,21 +379,7 @@ impl Context {
     /// `ggml_cpy`: writes `a` into `b` (converting to `b`'s type, in logical element order);
     /// the result is a view of `b`. Element counts must match.
     pub fn cpy(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        if a.nelements() != b.nelements() {
-            return Err(Error::invalid(format!(
-                "CPY: a {:?} has {} elements, b {:?} has {}",
-                a.name(),
-                a.nelements(),
-                b.name(),
-                b.nelements()
-            )));
-        }
-        let ne = b.ne();
-        let t = self.new_tensor_impl(
-            NewTensor::op(b.ty(), &ne, Op::Cpy, vec![a.clone(), b.clone()])
-                .view_of(b, 0)
-                .strides(b.nb()),
-        )?;
+        let t = self.build::<Cpy>(Op::Cpy, &[Some(a), Some(b)], NoParams {}, false)?;
         t.set_name(&format!("{} (copy of {})", b.name(), a.name()));
         Ok(t)
     }
@@ -298,11 +394,11 @@ impl Context {
 
     /// `ggml_dup`: a new tensor holding a copy of `a`.
     pub fn dup(&self, a: &Tensor) -> Result<Tensor> {
-        self.result_like(a, Op::Dup, &[], vec![a.clone()], false)
+        self.build::<Dup>(Op::Dup, &[Some(a)], NoParams {}, false)
     }
 
     /// `ggml_dup_inplace`: a DUP node that is a view of `a` (copying `a` onto itself).
     pub fn dup_inplace(&self, a: &Tensor) -> Result<Tensor> {
-        self.result_like(a, Op::Dup, &[], vec![a.clone()], true)
+        self.build::<Dup>(Op::Dup, &[Some(a)], NoParams {}, true)
     }
 }

@@ -370,7 +370,9 @@ fn test_supports(op: &Tensor) -> bool {
     if !matches!(op.op(), Op::Add | Op::Mul) {
         return false;
     }
-    let (a, b) = (&op.srcs()[0], &op.srcs()[1]);
+    let (Some(a), Some(b)) = (op.src(0), op.src(1)) else {
+        return false;
+    };
     [op, a, b]
         .iter()
         .all(|t| t.ty() == Type::F32 && t.is_contiguous())
@@ -467,7 +469,7 @@ impl BackendImpl for TestBackend {
                     n.name()
                 )));
             }
-            let (a, b) = (&n.srcs()[0], &n.srcs()[1]);
+            let (a, b) = (n.src(0).expect("ADD/MUL has a"), n.src(1).expect("and b"));
             let (na, nb) = (a.nelements() as usize, b.nelements() as usize);
             let (ane, bne) = (a.ne(), b.ne());
             let f: fn(f32, f32) -> f32 = match n.op() {

@@ -274,7 +274,7 @@ impl State {
                 .iter()
                 .map(|n| NodePlan {
                     dst: planner.placement(n),
-                    srcs: n.srcs().iter().map(|s| planner.placement(s)).collect(),
+                    srcs: n.srcs().map(|s| planner.placement(s)).collect(),
                 })
                 .collect(),
             leafs: leafs.iter().map(|l| planner.placement(l)).collect(),
@@ -332,7 +332,6 @@ impl State {
         let node_ok = nodes.iter().zip(&plan.nodes).all(|(n, np)| {
             self.fits(n, np.dst.as_ref())
                 && n.srcs()
-                    .iter()
                     .enumerate()
                     .all(|(j, s)| self.fits(s, np.srcs.get(j).and_then(Option::as_ref)))
         });
@@ -359,7 +358,7 @@ impl State {
                 self.init_tensor(leaf, p.as_ref(), &mut placed)?;
             }
             for (node, np) in nodes.iter().zip(&plan.nodes) {
-                for (j, src) in node.srcs().iter().enumerate() {
+                for (j, src) in node.srcs().enumerate() {
                     let p = np.srcs.get(j).and_then(Option::as_ref);
                     self.init_tensor(src, p, &mut placed)?;
                 }

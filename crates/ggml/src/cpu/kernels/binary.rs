@@ -1,35 +1,28 @@
 //! Element-wise binary ops with broadcasting of the second operand: ADD, SUB, MUL, DIV, ADD1.
 
-use super::{is_float, ld, st, unsupported, KernelFn, NodePtrs, Params};
+use super::{is_float, ld, operand, st, unsupported, KernelFn, NodePtrs, Params, Planned};
 use crate::error::Result;
-use crate::ops::Op;
 use crate::tensor::Tensor;
 
-pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
-    let (a, b) = (&t.srcs()[0], &t.srcs()[1]);
-    if !is_float(t.ty()) || !is_float(a.ty()) || !is_float(b.ty()) {
+/// `kernel` for a node whose result and operands are all F32, F16 or BF16.
+pub(super) fn plan(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
+    let floats = is_float(t.ty()) && is_float(operand(t, 0)?.ty()) && is_float(operand(t, 1)?.ty());
+    if !floats {
         return Err(unsupported(t));
     }
-    Ok(match t.op() {
-        Op::Add => add,
-        Op::Sub => sub,
-        Op::Mul => mul,
-        Op::Div => div,
-        Op::Add1 => add1,
-        _ => return Err(unsupported(t)),
-    })
+    Ok(Planned::new(kernel, 0))
 }
 
-fn add(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn add(n: &NodePtrs, p: &Params) {
     broadcast(n, p, |x, y| x + y)
 }
-fn sub(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn sub(n: &NodePtrs, p: &Params) {
     broadcast(n, p, |x, y| x - y)
 }
-fn mul(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn mul(n: &NodePtrs, p: &Params) {
     broadcast(n, p, |x, y| x * y)
 }
-fn div(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn div(n: &NodePtrs, p: &Params) {
     broadcast(n, p, |x, y| x / y)
 }
 
@@ -71,7 +64,7 @@ fn broadcast(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
 }
 
 /// `dst = a + b[0]` for a one-element `b`.
-fn add1(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn add1(n: &NodePtrs, p: &Params) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
     // SAFETY: b has one element.
     let y = unsafe { b.get(b.data, 0) };

@@ -5,39 +5,33 @@
 //! (same shape), rows are quantized with GGML's reference quantizer or dequantized.
 
 use super::{
-    copyable, dequantizable, dequantize_into, is_float, unsupported, KernelFn, NodePtrs, Params,
-    TensorPtr,
+    copyable, dequantizable, dequantize_into, is_float, unsupported, NodePtrs, Params, TensorPtr,
 };
+use super::{operand, Planned};
 use crate::error::Result;
 use crate::quants;
 use crate::tensor::{Tensor, MAX_DIMS};
 
-pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
-    let (src, dst) = (t.srcs()[0].ty(), t.ty());
-    let same_shape = t.ne() == t.srcs()[0].ne();
+/// CPY, DUP, CONT: element copies between plain types, or rows quantized/dequantized
+/// through one f32 row of scratch per thread.
+pub(super) fn plan(t: &Tensor) -> Result<Planned> {
+    let a = operand(t, 0)?;
+    let (src, dst) = (a.ty(), t.ty());
+    let same_shape = t.ne() == a.ne();
+    let row = t.ne()[0] as usize * 4;
     if copyable(src, dst) {
-        Ok(copy)
+        Ok(Planned::new(copy, 0))
     } else if same_shape && is_float(src) && dst.is_quantized() && quants::has_from_float_ref(dst) {
-        Ok(quantize_rows)
+        Ok(Planned::new(quantize_rows, row))
     } else if same_shape && dequantizable(src) && is_float(dst) {
-        Ok(dequantize_rows)
+        Ok(Planned::new(dequantize_rows, row))
     } else {
         Err(unsupported(t))
     }
 }
 
-/// Scratch per thread: one f32 row when a side is quantized.
-pub(super) fn work_size(t: &Tensor) -> usize {
-    let quantized = t.ty().is_quantized() || t.srcs()[0].ty().is_quantized();
-    if quantized {
-        t.ne()[0] as usize * 4
-    } else {
-        0
-    }
-}
-
 /// Float rows into quantized rows (GGML's `from_float`), row by row.
-fn quantize_rows(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn quantize_rows(n: &NodePtrs, p: &Params) {
     let (d, a) = (&n.dst, &n.src[0]);
     let ne0 = d.ne[0] as usize;
     let row_bytes = ne0 / d.ty.blck_size() * d.ty.type_size();
@@ -61,7 +55,7 @@ fn quantize_rows(n: &NodePtrs, p: &Params) {
 }
 
 /// Quantized rows into float rows, row by row.
-fn dequantize_rows(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn dequantize_rows(n: &NodePtrs, p: &Params) {
     let (d, a) = (&n.dst, &n.src[0]);
     let ne0 = d.ne[0] as usize;
     // SAFETY: the plan sized each thread's scratch for ne0 f32 values (`work_size`).
@@ -108,7 +102,7 @@ fn element(t: &TensorPtr, idx: &[usize; MAX_DIMS]) -> *mut u8 {
     t.data.wrapping_add(off)
 }
 
-fn copy(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn copy(n: &NodePtrs, p: &Params) {
     let (d, a) = (&n.dst, &n.src[0]);
     if d.ne == a.ne {
         // Same shape: row by row.

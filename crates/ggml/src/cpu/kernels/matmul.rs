@@ -11,9 +11,8 @@
 //! row of `a`; every thread takes the same path, so results do not depend on the thread
 //! count, and a unit test holds both paths to an f64 dot product.
 
-use super::{
-    dequantizable, dequantize_into, is_float, unsupported, KernelFn, NodePtrs, Params, TensorPtr,
-};
+use super::{dequantizable, dequantize_into, is_float, unsupported, NodePtrs, Params, TensorPtr};
+use super::{operand, Planned};
 use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::types::{bf16_to_f32, f16, Type};
@@ -23,32 +22,34 @@ const JB: usize = 8;
 /// Lanes of the partial sums of one dot product.
 const LANES: usize = 8;
 
-pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
-    let (a, b) = (&t.srcs()[0], &t.srcs()[1]);
+/// The kernel, with scratch per thread for one row of `a` and a block of [`JB`] rows of `b`
+/// as f32.
+pub(super) fn plan(t: &Tensor) -> Result<Planned> {
+    let (a, b) = (operand(t, 0)?, operand(t, 1)?);
     let weights_ok = is_float(a.ty()) || dequantizable(a.ty());
     if t.ty() != Type::F32 || !weights_ok || !is_float(b.ty()) {
         return Err(unsupported(t));
     }
-    Ok(mul_mat)
+    Ok(Planned::new(mul_mat, (1 + JB) * a.ne()[0] as usize * 4))
 }
 
-/// Scratch per thread: one row of `a` and a block of [`JB`] rows of `b`, as f32.
-pub(super) fn work_size(t: &Tensor) -> usize {
-    (1 + JB) * t.srcs()[0].ne()[0] as usize * 4
-}
-
-/// Row `row` of `t` as f32: borrowed when it already is packed, aligned f32, else converted
-/// into `out` (with the `half` crate's slice conversion for packed F16, which uses F16C where
-/// the CPU has it).
+/// Row `row` of `t` as f32: borrowed when `may_borrow` and it already is packed, aligned f32,
+/// else converted into `out` (with the `half` crate's slice conversion for packed F16, which
+/// uses F16C where the CPU has it).
 ///
 /// # Safety
-/// `row` must be a row of `t`, `out.len() == t.ne[0]`, and the row must not be written while
-/// the returned slice lives.
-unsafe fn row_f32<'a>(t: &TensorPtr, row: *const u8, out: &'a mut [f32]) -> &'a [f32] {
+/// `row` must be a row of `t` and `out.len() == t.ne[0]`; with `may_borrow`, nothing may
+/// write the row while the returned slice lives.
+unsafe fn row_f32<'a>(
+    t: &TensorPtr,
+    row: *const u8,
+    out: &'a mut [f32],
+    may_borrow: bool,
+) -> &'a [f32] {
     let n = out.len();
     let packed = t.rows_packed();
     match t.ty {
-        Type::F32 if packed && row as usize % std::mem::align_of::<f32>() == 0 => {
+        Type::F32 if may_borrow && packed && row as usize % std::mem::align_of::<f32>() == 0 => {
             // SAFETY: a packed, aligned f32 row of n elements, not written during this node.
             return unsafe { std::slice::from_raw_parts(row as *const f32, n) };
         }
@@ -191,13 +192,16 @@ fn dots_fn() -> DotsFn {
     dots_portable
 }
 
-fn mul_mat(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn mul_mat(n: &NodePtrs, p: &Params) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
     let rows = p.range(a.ne[1] as usize);
     if rows.is_empty() {
         return;
     }
     let dots = dots_fn();
+    // An operand the result overlaps (a result placed over it by hand) is copied row by row
+    // instead of borrowed, so no slice over it lives while the result is written.
+    let (borrow_a, borrow_b) = (!d.overlaps(a), !d.overlaps(b));
     let k = a.ne[0] as usize;
     // SAFETY: the plan sized each thread's scratch for (1 + JB) * ne00 f32 values.
     let scratch = unsafe { p.scratch_f32((1 + JB) * k) };
@@ -224,11 +228,18 @@ fn mul_mat(n: &NodePtrs, p: &Params) {
                 .zip(bbuf.chunks_exact_mut(k.max(1)))
             {
                 // SAFETY: j0 + t < b.ne[1]; bi is within b's batch dimensions; buf holds ne00.
-                *slot = unsafe { row_f32(b, b.row([j0 + t, bi[0], bi[1], bi[2]]), &mut buf[..k]) };
+                *slot = unsafe {
+                    row_f32(
+                        b,
+                        b.row([j0 + t, bi[0], bi[1], bi[2]]),
+                        &mut buf[..k],
+                        borrow_b,
+                    )
+                };
             }
             for i in rows.clone() {
                 // SAFETY: i < a.ne[1]; ai within a's batch dimensions; abuf holds ne00 values.
-                let arow = unsafe { row_f32(a, a.row([i, ai[0], ai[1], ai[2]]), abuf) };
+                let arow = unsafe { row_f32(a, a.row([i, ai[0], ai[1], ai[2]]), abuf, borrow_a) };
                 dots(arow, &block[..nj], &mut out[..nj]);
                 for (t, &v) in out[..nj].iter().enumerate() {
                     // SAFETY: dst is [a.ne1, b.ne1, b.ne2, b.ne3, b.ne4]; (i, j0 + t, bi) is in

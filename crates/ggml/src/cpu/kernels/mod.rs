@@ -1,6 +1,9 @@
-//! CPU kernels, one file per op family. [`select`] picks a node's kernel once, at planning
-//! time, and fails there (not while computing) for combinations of types no kernel handles;
-//! kernels are then infallible functions of resolved addresses.
+//! CPU kernels, one file per op family. [`plan`] picks a node's kernel and its scratch size
+//! once, at planning time, in one exhaustive `match` over [`Op`] (an op added to the op table
+//! without an arm here does not compile), and fails there (not while computing) for
+//! combinations of types no kernel handles. Kernels are then `unsafe fn`s of resolved
+//! addresses whose preconditions — every operand and the result lie in reserved memory with
+//! the shapes the op's shape rule accepted — the planner and the stream establish.
 //!
 //! These are plain loops (correct for any strides, multi-threaded by rows); SIMD paths chosen
 //! at run time come later, each beside the scalar loop it must agree with.
@@ -84,7 +87,7 @@ impl TensorPtr {
     }
 
     /// Whether the bytes of `self` and `other` intersect.
-    fn overlaps(&self, other: &TensorPtr) -> bool {
+    pub(super) fn overlaps(&self, other: &TensorPtr) -> bool {
         let span =
             |t: &TensorPtr| crate::tensor::span_bytes(t.ty, &t.ne, &t.nb).unwrap_or(usize::MAX);
         let (a, sa) = (self.data as usize, span(self));
@@ -349,13 +352,15 @@ unsafe impl Sync for NodePtrs {}
 impl NodePtrs {
     pub(crate) fn resolve(t: &Tensor) -> Result<NodePtrs> {
         let mut src = [TensorPtr::NULL; MAX_SRC];
-        for (slot, s) in src.iter_mut().zip(t.srcs()) {
-            *slot = TensorPtr::resolve(s)?;
+        for (i, slot) in src.iter_mut().enumerate() {
+            if let Some(s) = t.src(i) {
+                *slot = TensorPtr::resolve(s)?;
+            }
         }
         Ok(NodePtrs {
             dst: TensorPtr::resolve(t)?,
             src,
-            op_params: *t.op_params(),
+            op_params: t.op_params(),
         })
     }
 
@@ -373,8 +378,9 @@ impl NodePtrs {
                 .any(|s| s.overlaps(d) && !s.same_elements(d))
     }
 
-    pub fn param_f32(&self, i: usize) -> f32 {
-        f32::from_bits(self.op_params[i] as u32)
+    /// The op's parameters as its typed struct (GGML's `op_params` layout).
+    pub fn params<P: bytemuck::Pod>(&self) -> P {
+        crate::ops::read_params(&self.op_params)
     }
 }
 
@@ -413,14 +419,36 @@ impl Params {
 }
 
 /// A kernel: computes this thread's share of a node.
-pub(crate) type KernelFn = fn(&NodePtrs, &Params);
+///
+/// # Safety
+/// The node's pointers must address reserved memory holding tensors of the recorded types,
+/// shapes and strides, which the op's shape rule accepted and [`plan`] chose this kernel for;
+/// the result may share memory with an operand only as the very same elements (in place) or
+/// when the node runs on one thread ([`NodePtrs::needs_one_thread`]).
+pub(crate) type KernelFn = unsafe fn(&NodePtrs, &Params);
+
+/// A node's kernel and the scratch bytes one thread needs for it.
+#[derive(Clone, Copy)]
+pub(crate) struct Planned {
+    pub kernel: KernelFn,
+    pub work: usize,
+}
+
+impl Planned {
+    pub(crate) fn new(kernel: KernelFn, work: usize) -> Planned {
+        Planned { kernel, work }
+    }
+}
+
+/// The kernel of ops that compute nothing (views, leaves).
+unsafe fn nothing(_: &NodePtrs, _: &Params) {}
 
 pub(crate) fn is_float(t: Type) -> bool {
     matches!(t, Type::F32 | Type::F16 | Type::BF16)
 }
 
 pub(crate) fn unsupported(t: &Tensor) -> Error {
-    let srcs: Vec<String> = t.srcs().iter().map(|s| s.ty().to_string()).collect();
+    let srcs: Vec<String> = t.srcs().map(|s| s.ty().to_string()).collect();
     Error::unsupported(format!(
         "CPU: no kernel for {} with result {} and operands [{}] (node {:?})",
         t.op().name(),
@@ -430,32 +458,128 @@ pub(crate) fn unsupported(t: &Tensor) -> Error {
     ))
 }
 
-/// The kernel for node `t`, or `Err` when no kernel handles its types.
-pub(crate) fn select(t: &Tensor) -> Result<KernelFn> {
-    match t.op() {
-        Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Add1 => binary::select(t),
-        Op::Scale | Op::Sqr | Op::Sqrt | Op::Log | Op::Sin | Op::Cos | Op::Unary => {
-            unary::select(t)
-        }
-        Op::Sum | Op::SumRows | Op::Mean | Op::Argmax => reduce::select(t),
-        Op::Norm | Op::RmsNorm => norm::select(t),
-        Op::SoftMax => softmax::select(t),
-        Op::MulMat => matmul::select(t),
-        Op::GetRows | Op::Repeat | Op::Concat => rows::select(t),
-        Op::Cpy | Op::Dup | Op::Cont => copy::select(t),
-        _ => Err(unsupported(t)),
-    }
+/// The operand in slot `i`, which the op's shape rule requires; `Err` for a node missing it.
+pub(crate) fn operand(t: &Tensor, i: usize) -> Result<&Tensor> {
+    t.src(i).ok_or_else(|| {
+        Error::invalid(format!(
+            "CPU: {} node {:?} has no operand in slot {i}",
+            t.op().name(),
+            t.name()
+        ))
+    })
 }
 
-/// Scratch bytes one thread needs for node `t`.
-pub(crate) fn work_size(t: &Tensor) -> usize {
+/// `Err` for an op that has no CPU kernel in this version, saying why.
+fn no_kernel(t: &Tensor, why: &str) -> Result<Planned> {
+    Err(Error::unsupported(format!(
+        "CPU: {} (node {:?}) has no kernel: {why}",
+        t.op().name(),
+        t.name()
+    )))
+}
+
+/// The kernel and scratch size for node `t`, or `Err` when no kernel handles its types.
+pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
+    const NOT_YET: &str = "not available in this version";
+    const TRAINING: &str = "backward and optimizer ops come with training support";
     match t.op() {
-        Op::MulMat => matmul::work_size(t),
-        Op::GetRows => rows::work_size(t),
-        Op::Cpy | Op::Dup | Op::Cont => copy::work_size(t),
-        Op::SoftMax => softmax::work_size(t),
-        Op::Norm | Op::RmsNorm => norm::work_size(t),
-        _ => 0,
+        Op::None | Op::Reshape | Op::View | Op::Permute | Op::Transpose => {
+            Ok(Planned::new(nothing, 0))
+        }
+        Op::Dup | Op::Cpy | Op::Cont => copy::plan(t),
+        Op::Add => binary::plan(t, binary::add),
+        Op::Sub => binary::plan(t, binary::sub),
+        Op::Mul => binary::plan(t, binary::mul),
+        Op::Div => binary::plan(t, binary::div),
+        Op::Add1 => binary::plan(t, binary::add1),
+        Op::Sqr => unary::plan(t, unary::sqr),
+        Op::Sqrt => unary::plan(t, unary::sqrt),
+        Op::Log => unary::plan(t, unary::log),
+        Op::Sin => unary::plan(t, unary::sin),
+        Op::Cos => unary::plan(t, unary::cos),
+        Op::Scale => unary::plan(t, unary::scale),
+        Op::Unary => unary::plan_unary(t),
+        Op::Sum => reduce::plan(t, reduce::sum, None),
+        Op::SumRows => reduce::plan(t, reduce::sum_rows, None),
+        Op::Mean => reduce::plan(t, reduce::mean, None),
+        Op::Argmax => reduce::plan(t, reduce::argmax, Some(Type::I32)),
+        Op::Norm => norm::plan(t, norm::norm),
+        Op::RmsNorm => norm::plan(t, norm::rms_norm),
+        Op::SoftMax => softmax::plan(t),
+        Op::MulMat => matmul::plan(t),
+        Op::GetRows => rows::plan_get_rows(t),
+        Op::Repeat => rows::plan_copies(t, rows::repeat),
+        Op::Concat => rows::plan_copies(t, rows::concat),
+        Op::AddId
+        | Op::Acc
+        | Op::Cumsum
+        | Op::CountEqual
+        | Op::GroupNorm
+        | Op::L2Norm
+        | Op::MulMatId
+        | Op::OutProd
+        | Op::Set
+        | Op::SetRows
+        | Op::Diag
+        | Op::DiagMaskInf
+        | Op::DiagMaskZero
+        | Op::Rope
+        | Op::Clamp
+        | Op::ConvTranspose1d
+        | Op::Im2col
+        | Op::Im2col3d
+        | Op::Col2im1d
+        | Op::Conv2d
+        | Op::Conv3d
+        | Op::Conv2dDw
+        | Op::ConvTranspose2d
+        | Op::Pool1d
+        | Op::Pool2d
+        | Op::Upscale
+        | Op::Pad
+        | Op::PadReflect1d
+        | Op::Roll
+        | Op::Arange
+        | Op::TimestepEmbedding
+        | Op::Argsort
+        | Op::TopK
+        | Op::LeakyRelu
+        | Op::Tri
+        | Op::Fill
+        | Op::FlashAttnExt
+        | Op::SsmConv
+        | Op::SsmScan
+        | Op::WinPart
+        | Op::WinUnpart
+        | Op::GetRelPos
+        | Op::AddRelPos
+        | Op::RwkvWkv6
+        | Op::GatedLinearAttn
+        | Op::RwkvWkv7
+        | Op::SolveTri
+        | Op::GatedDeltaNet
+        | Op::LightningIndexer
+        | Op::Dsv4HcComb
+        | Op::Dsv4HcPre
+        | Op::Dsv4HcPost
+        | Op::MapCustom1
+        | Op::MapCustom2
+        | Op::MapCustom3
+        | Op::Custom
+        | Op::CrossEntropyLoss
+        | Op::Glu => no_kernel(t, NOT_YET),
+        Op::RepeatBack
+        | Op::SiluBack
+        | Op::RmsNormBack
+        | Op::GetRowsBack
+        | Op::SoftMaxBack
+        | Op::RopeBack
+        | Op::Im2colBack
+        | Op::Pool2dBack
+        | Op::FlashAttnBack
+        | Op::CrossEntropyLossBack
+        | Op::OptStepAdamw
+        | Op::OptStepSgd => no_kernel(t, TRAINING),
     }
 }
 

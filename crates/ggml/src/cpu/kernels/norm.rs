@@ -2,24 +2,17 @@
 //! Statistics accumulate in f64, as GGML's `ggml_float`.
 
 use super::{is_float, sum_f64, unsupported, KernelFn, NodePtrs, Params};
+use super::{operand, Planned};
 use crate::error::Result;
-use crate::ops::Op;
+use crate::ops::NormParams;
 use crate::tensor::Tensor;
 
-pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
-    if !is_float(t.ty()) || !is_float(t.srcs()[0].ty()) {
+/// `kernel` on float rows, with one f32 row of scratch per thread.
+pub(super) fn plan(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
+    if !is_float(t.ty()) || !is_float(operand(t, 0)?.ty()) {
         return Err(unsupported(t));
     }
-    Ok(match t.op() {
-        Op::Norm => norm,
-        Op::RmsNorm => rms_norm,
-        _ => return Err(unsupported(t)),
-    })
-}
-
-/// One f32 row of scratch per thread.
-pub(super) fn work_size(t: &Tensor) -> usize {
-    t.ne()[0] as usize * 4
+    Ok(Planned::new(kernel, t.ne()[0] as usize * 4))
 }
 
 /// Applies `f` to every row of `a` (loaded as f32 into the thread's scratch, so in-place
@@ -39,8 +32,8 @@ fn per_row(n: &NodePtrs, p: &Params, f: impl Fn(&mut [f32])) {
 }
 
 /// `(x − mean)/√(var + eps)`; the statistics accumulate in f64 (GGML's `ggml_float`).
-fn norm(n: &NodePtrs, p: &Params) {
-    let eps = n.param_f32(0) as f64;
+pub(super) unsafe fn norm(n: &NodePtrs, p: &Params) {
+    let eps = n.params::<NormParams>().eps as f64;
     per_row(n, p, |x| {
         let len = x.len() as f64;
         let mean = sum_f64(x, |v| v) / len;
@@ -53,8 +46,8 @@ fn norm(n: &NodePtrs, p: &Params) {
 }
 
 /// `x/√(mean(x²) + eps)` (GGML adds eps to the mean square, inside the root).
-fn rms_norm(n: &NodePtrs, p: &Params) {
-    let eps = n.param_f32(0) as f64;
+pub(super) unsafe fn rms_norm(n: &NodePtrs, p: &Params) {
+    let eps = n.params::<NormParams>().eps as f64;
     per_row(n, p, |x| {
         let ms = sum_f64(x, |v| v * v) / x.len() as f64;
         let scale = (1.0 / (ms + eps).sqrt()) as f32;

@@ -2,23 +2,18 @@
 //! f64, as GGML's `ggml_float`.
 
 use super::{is_float, unsupported, KernelFn, NodePtrs, Params, TensorPtr};
+use super::{operand, Planned};
 use crate::error::Result;
-use crate::ops::Op;
 use crate::tensor::Tensor;
 use crate::types::Type;
 
-pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
-    let a = t.srcs()[0].ty();
-    if !is_float(a) {
+/// `kernel` for a float operand and a result of type `result` (a float type when `None`).
+pub(super) fn plan(t: &Tensor, kernel: KernelFn, result: Option<Type>) -> Result<Planned> {
+    let result_ok = result.map_or(is_float(t.ty()), |r| t.ty() == r);
+    if !is_float(operand(t, 0)?.ty()) || !result_ok {
         return Err(unsupported(t));
     }
-    Ok(match t.op() {
-        Op::Sum if is_float(t.ty()) => sum,
-        Op::SumRows if is_float(t.ty()) => sum_rows,
-        Op::Mean if is_float(t.ty()) => mean,
-        Op::Argmax if t.ty() == Type::I32 => argmax,
-        _ => return Err(unsupported(t)),
-    })
+    Ok(Planned::new(kernel, 0))
 }
 
 fn row_sum(a: &TensorPtr, r: usize) -> f64 {
@@ -29,7 +24,7 @@ fn row_sum(a: &TensorPtr, r: usize) -> f64 {
         .sum()
 }
 
-fn sum(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn sum(n: &NodePtrs, p: &Params) {
     if p.ith != 0 {
         return;
     }
@@ -48,18 +43,18 @@ fn per_row(n: &NodePtrs, p: &Params, f: impl Fn(&TensorPtr, usize) -> f32) {
     }
 }
 
-fn sum_rows(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn sum_rows(n: &NodePtrs, p: &Params) {
     per_row(n, p, |a, r| row_sum(a, r) as f32)
 }
 
-fn mean(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn mean(n: &NodePtrs, p: &Params) {
     per_row(n, p, |a, r| (row_sum(a, r) / a.ne[0] as f64) as f32)
 }
 
 /// Index of the largest element of each row, written as I32. As GGML's
 /// `ggml_vec_argmax_f32`, the running maximum is `max > v ? max : v` and any element equal to
 /// it takes the index, so ties give the *last* position.
-fn argmax(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn argmax(n: &NodePtrs, p: &Params) {
     let (d, a) = (&n.dst, &n.src[0]);
     for r in p.range(a.nrows()) {
         let row = a.row_at(r);

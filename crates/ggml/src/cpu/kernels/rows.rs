@@ -4,25 +4,35 @@
 use super::{
     copyable, dequantizable, dequantize_into, unsupported, KernelFn, NodePtrs, Params, TensorPtr,
 };
+use super::{operand, Planned};
 use crate::error::Result;
-use crate::ops::Op;
+use crate::ops::ConcatParams;
 use crate::tensor::{Tensor, MAX_DIMS};
 use crate::types::Type;
 
-pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
-    let srcs = t.srcs();
-    let io = copyable(srcs[0].ty(), t.ty());
-    Ok(match t.op() {
-        Op::GetRows if io && srcs[1].ty() == Type::I32 => get_rows,
-        Op::GetRows
-            if dequantizable(srcs[0].ty()) && t.ty() == Type::F32 && srcs[1].ty() == Type::I32 =>
-        {
-            get_rows_dequantized
-        }
-        Op::Repeat if io => repeat,
-        Op::Concat if io && copyable(srcs[1].ty(), t.ty()) => concat,
-        _ => return Err(unsupported(t)),
-    })
+/// GET_ROWS: rows copied (plain types) or dequantized through one f32 row of scratch.
+pub(super) fn plan_get_rows(t: &Tensor) -> Result<Planned> {
+    let (a, idx) = (operand(t, 0)?.ty(), operand(t, 1)?.ty());
+    if idx != Type::I32 {
+        return Err(unsupported(t));
+    }
+    if copyable(a, t.ty()) {
+        Ok(Planned::new(get_rows, 0))
+    } else if dequantizable(a) && t.ty() == Type::F32 {
+        Ok(Planned::new(get_rows_dequantized, t.ne()[0] as usize * 4))
+    } else {
+        Err(unsupported(t))
+    }
+}
+
+/// REPEAT (one operand) and CONCAT (two): element copies into the result's type.
+pub(super) fn plan_copies(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
+    let copyable_in = |i| operand(t, i).map(|s| copyable(s.ty(), t.ty()));
+    let ok = copyable_in(0)? && (t.n_src_slots() < 2 || copyable_in(1)?);
+    if !ok {
+        return Err(unsupported(t));
+    }
+    Ok(Planned::new(kernel, 0))
 }
 
 /// Copies `n` elements from `src` (row `srow`, from element `j0`) into `dst` (row `drow`,
@@ -49,7 +59,7 @@ unsafe fn copy_run(
 /// `dst[:, i, j, k] = a[:, idx[i, j, k], j, k]`. An index outside `0..a.ne1` gives a row of
 /// zeros (GGML asserts instead; the builder cannot see index values, and this never reads
 /// outside `a`).
-fn get_rows(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn get_rows(n: &NodePtrs, p: &Params) {
     let (d, a, idx) = (&n.dst, &n.src[0], &n.src[1]);
     let ne0 = d.ne[0] as usize;
     for r in p.range(d.nrows()) {
@@ -67,15 +77,6 @@ fn get_rows(n: &NodePtrs, p: &Params) {
     }
 }
 
-/// Scratch per thread: one dequantized row when the source is quantized.
-pub(super) fn work_size(t: &Tensor) -> usize {
-    if t.srcs()[0].ty().is_quantized() {
-        t.ne()[0] as usize * 4
-    } else {
-        0
-    }
-}
-
 /// The row index `idx[i, j, k]` for dst row `di`, if it lies within `a`.
 ///
 /// # Safety
@@ -90,7 +91,7 @@ unsafe fn source_row(a: &TensorPtr, idx: &TensorPtr, di: [usize; MAX_DIMS - 1]) 
 
 /// GET_ROWS from a quantized `a` into F32: each picked row is dequantized (an index outside
 /// `a` gives zeros, as for the plain kernel).
-fn get_rows_dequantized(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn get_rows_dequantized(n: &NodePtrs, p: &Params) {
     let (d, a, idx) = (&n.dst, &n.src[0], &n.src[1]);
     let ne0 = d.ne[0] as usize;
     // SAFETY: the plan sized each thread's scratch for ne0 f32 values (`work_size`).
@@ -112,7 +113,7 @@ fn get_rows_dequantized(n: &NodePtrs, p: &Params) {
 }
 
 /// `dst[i] = a[i mod a.ne]` in every dimension.
-fn repeat(n: &NodePtrs, p: &Params) {
+pub(super) unsafe fn repeat(n: &NodePtrs, p: &Params) {
     let (d, a) = (&n.dst, &n.src[0]);
     let ne0 = d.ne[0] as usize;
     let a0 = a.ne[0] as usize;
@@ -129,9 +130,9 @@ fn repeat(n: &NodePtrs, p: &Params) {
     }
 }
 
-/// `dst` = `a` followed by `b` along dimension op_params[0].
-fn concat(n: &NodePtrs, p: &Params) {
-    let dim = n.op_params[0] as usize;
+/// `dst` = `a` followed by `b` along the dimension of [`ConcatParams`].
+pub(super) unsafe fn concat(n: &NodePtrs, p: &Params) {
+    let dim = n.params::<ConcatParams>().dim as usize;
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
     let ne0 = d.ne[0] as usize;
     for r in p.range(d.nrows()) {

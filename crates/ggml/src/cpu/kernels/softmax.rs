@@ -2,22 +2,20 @@
 //! optional mask (F32/F16) is broadcast over rows and heads and `slope` is the ALiBi slope of
 //! the head (dimension 2) when `max_bias > 0`. op_params: scale, max_bias.
 
-use super::{is_float, ld, sum_f64, unsupported, KernelFn, NodePtrs, Params};
+use super::{is_float, ld, sum_f64, unsupported, NodePtrs, Params};
+use super::{operand, Planned};
 use crate::error::Result;
+use crate::ops::SoftMaxParams;
 use crate::tensor::Tensor;
 
-pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
-    let srcs = t.srcs();
-    let mask_ok = srcs.get(1).is_none_or(|m| is_float(m.ty()));
-    if !is_float(t.ty()) || !is_float(srcs[0].ty()) || !mask_ok || srcs.len() > 2 {
+/// The kernel for float rows and an optional float mask, with one f32 row of scratch per
+/// thread.
+pub(super) fn plan(t: &Tensor) -> Result<Planned> {
+    let mask_ok = t.src(1).is_none_or(|m| is_float(m.ty()));
+    if !is_float(t.ty()) || !is_float(operand(t, 0)?.ty()) || !mask_ok || t.src(2).is_some() {
         return Err(unsupported(t));
     }
-    Ok(soft_max)
-}
-
-/// One f32 row of scratch per thread.
-pub(super) fn work_size(t: &Tensor) -> usize {
-    t.ne()[0] as usize * 4
+    Ok(Planned::new(soft_max, t.ne()[0] as usize * 4))
 }
 
 /// ALiBi slope of head `h` of `n_head` for `max_bias` (1 when `max_bias <= 0`).
@@ -81,8 +79,8 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     }
 }
 
-fn soft_max(n: &NodePtrs, p: &Params) {
-    let (scale, max_bias) = (n.param_f32(0), n.param_f32(1));
+pub(super) unsafe fn soft_max(n: &NodePtrs, p: &Params) {
+    let SoftMaxParams { scale, max_bias } = n.params();
     let (d, a, m) = (&n.dst, &n.src[0], &n.src[1]);
     let has_mask = !m.data.is_null();
     let ne0 = a.ne[0] as usize;

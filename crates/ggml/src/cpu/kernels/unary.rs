@@ -1,32 +1,41 @@
 //! Element-wise unary ops: SCALE, SQR, SQRT, LOG, SIN, COS and every UNARY sub-op but XIELU.
 
 use super::{is_float, ld, st, unsupported, KernelFn, NodePtrs, Params};
+use super::{operand, Planned};
 use crate::error::Result;
-use crate::ops::{Op, UnaryOp};
+use crate::ops::{ScaleParams, UnaryOp};
 use crate::tensor::Tensor;
 
-pub(super) fn select(t: &Tensor) -> Result<KernelFn> {
-    if !is_float(t.ty()) || !is_float(t.srcs()[0].ty()) {
+/// `kernel` for a float operand and result.
+pub(super) fn plan(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
+    if !is_float(t.ty()) || !is_float(operand(t, 0)?.ty()) {
         return Err(unsupported(t));
     }
-    Ok(match t.op() {
-        Op::Scale => scale,
-        Op::Sqr => |n, p| map(n, p, |x| x * x),
-        Op::Sqrt => |n, p| map(n, p, f32::sqrt),
-        Op::Log => |n, p| map(n, p, f32::ln),
-        Op::Sin => |n, p| map(n, p, f32::sin),
-        Op::Cos => |n, p| map(n, p, f32::cos),
-        Op::Unary => select_unary(t)?,
-        _ => return Err(unsupported(t)),
-    })
+    Ok(Planned::new(kernel, 0))
 }
 
-/// One monomorphised kernel per sub-op, so the per-element function is inlined.
-fn select_unary(t: &Tensor) -> Result<KernelFn> {
+pub(super) unsafe fn sqr(n: &NodePtrs, p: &Params) {
+    map(n, p, |x| x * x)
+}
+pub(super) unsafe fn sqrt(n: &NodePtrs, p: &Params) {
+    map(n, p, f32::sqrt)
+}
+pub(super) unsafe fn log(n: &NodePtrs, p: &Params) {
+    map(n, p, f32::ln)
+}
+pub(super) unsafe fn sin(n: &NodePtrs, p: &Params) {
+    map(n, p, f32::sin)
+}
+pub(super) unsafe fn cos(n: &NodePtrs, p: &Params) {
+    map(n, p, f32::cos)
+}
+
+/// UNARY: one monomorphised kernel per sub-op, so the per-element function is inlined.
+pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
     macro_rules! table {
         ($($op:ident),*) => {
             match UnaryOp::from_i32(t.op_params()[0]) {
-                $(Some(UnaryOp::$op) => Ok(|n, p| map(n, p, |x| UnaryOp::$op.eval(x))),)*
+                $(Some(UnaryOp::$op) => plan(t, |n, p| map(n, p, |x| UnaryOp::$op.eval(x))),)*
                 _ => Err(unsupported(t)),
             }
         };
@@ -56,9 +65,9 @@ fn select_unary(t: &Tensor) -> Result<KernelFn> {
     )
 }
 
-/// `dst = x * s + b` with `s`, `b` in op_params 0 and 1.
-fn scale(n: &NodePtrs, p: &Params) {
-    let (s, b) = (n.param_f32(0), n.param_f32(1));
+/// `dst = x * s + b` ([`ScaleParams`]).
+pub(super) unsafe fn scale(n: &NodePtrs, p: &Params) {
+    let ScaleParams { s, b } = n.params();
     map(n, p, |x| x * s + b)
 }
 

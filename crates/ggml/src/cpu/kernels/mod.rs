@@ -510,22 +510,23 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::GetRows => rows::plan_get_rows(t),
         Op::Repeat => rows::plan_copies(t, rows::repeat),
         Op::Concat => rows::plan_copies(t, rows::concat),
-        Op::AddId
-        | Op::Acc
-        | Op::Cumsum
-        | Op::CountEqual
+        // Attention (rope, flash attention, set_rows).
+        Op::Rope | Op::FlashAttnExt | Op::SetRows => no_kernel(t, NOT_YET),
+
+        // GLU, norms, mixture of experts, outer products, sorting and scans.
+        Op::Glu
         | Op::GroupNorm
         | Op::L2Norm
         | Op::MulMatId
         | Op::OutProd
-        | Op::Set
-        | Op::SetRows
-        | Op::Diag
-        | Op::DiagMaskInf
-        | Op::DiagMaskZero
-        | Op::Rope
-        | Op::Clamp
-        | Op::ConvTranspose1d
+        | Op::Argsort
+        | Op::TopK
+        | Op::Cumsum
+        | Op::CountEqual
+        | Op::SolveTri => no_kernel(t, NOT_YET),
+
+        // Convolution, pooling and image scaling.
+        Op::ConvTranspose1d
         | Op::Im2col
         | Op::Im2col3d
         | Op::Col2im1d
@@ -535,19 +536,28 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         | Op::ConvTranspose2d
         | Op::Pool1d
         | Op::Pool2d
-        | Op::Upscale
+        | Op::Upscale => no_kernel(t, NOT_YET),
+
+        // Arithmetic, masks, padding and generators.
+        Op::AddId
+        | Op::Acc
+        | Op::Set
+        | Op::Diag
+        | Op::DiagMaskInf
+        | Op::DiagMaskZero
+        | Op::Clamp
         | Op::Pad
         | Op::PadReflect1d
         | Op::Roll
         | Op::Arange
         | Op::TimestepEmbedding
-        | Op::Argsort
-        | Op::TopK
         | Op::LeakyRelu
         | Op::Tri
         | Op::Fill
-        | Op::FlashAttnExt
-        | Op::SsmConv
+        | Op::CrossEntropyLoss => no_kernel(t, NOT_YET),
+
+        // Sequence models, windows, relative positions and custom ops.
+        Op::SsmConv
         | Op::SsmScan
         | Op::WinPart
         | Op::WinUnpart
@@ -556,7 +566,6 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         | Op::RwkvWkv6
         | Op::GatedLinearAttn
         | Op::RwkvWkv7
-        | Op::SolveTri
         | Op::GatedDeltaNet
         | Op::LightningIndexer
         | Op::Dsv4HcComb
@@ -565,9 +574,8 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         | Op::MapCustom1
         | Op::MapCustom2
         | Op::MapCustom3
-        | Op::Custom
-        | Op::CrossEntropyLoss
-        | Op::Glu => no_kernel(t, NOT_YET),
+        | Op::Custom => no_kernel(t, NOT_YET),
+
         Op::RepeatBack
         | Op::SiluBack
         | Op::RmsNormBack

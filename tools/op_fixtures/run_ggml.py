@@ -453,7 +453,7 @@ class CaseRunner:
                 if not p:
                     raise DriverError(f"ggml_new_tensor failed for tensor {i}")
                 t = T.from_address(p)
-                self._set_fields(t, spec, i, ptrs)
+                self._set_fields(t, spec, i, ptrs + [p])
                 g.ggml_set_name(p, f"t{i}".encode())
                 nbytes = g.ggml_nbytes(p)
                 self._set_data(t, spec, i, nbytes, specs, ptrs, sizes, memory)
@@ -481,6 +481,7 @@ class CaseRunner:
             g.ggml_free(ctx)
 
     def _set_fields(self, t, spec: dict, i: int, ptrs: list[int]) -> None:
+        """Writes the spec's fields into t; ptrs holds the tensors 0..i (i is t itself)."""
         info = self.info
         t.type = int_field(spec, "type", i, 0, info.type_count)
         if t.type not in self.valid_types:
@@ -499,8 +500,10 @@ class CaseRunner:
         for k, s in enumerate(srcs):
             if s is None:
                 continue
-            if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < i:
-                raise NotExpressible(f"tensor {i}: src[{k}] = {s!r} is not an earlier tensor")
+            # s == i is the self-reference ggml_cast writes into src[1].
+            if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s <= i:
+                raise NotExpressible(f"tensor {i}: src[{k}] = {s!r} is not an earlier tensor "
+                                     f"or the tensor itself")
             t.src[k] = ptrs[s]
 
     def _set_data(self, t, spec, i, nbytes, specs, ptrs, sizes, memory) -> None:
@@ -730,8 +733,8 @@ def run_export(export: Path, out: Path, lib_dir: Path, source_dir: Path, threads
                 index, _, _, ready = worker.record(timeout=120)
                 if index != READY_INDEX:
                     raise WorkerDied()
-            except (WorkerDied, WorkerTimeout):
-                how = worker.stop(grace=0)
+            except (WorkerDied, WorkerTimeout) as err:
+                how = worker.stop(grace=0 if isinstance(err, WorkerTimeout) else 10)
                 raise DriverError(f"the worker did not start ({how}): "
                                   f"{short(worker.stderr_since(None), 2000)}") from None
             meta = json.loads(ready)
@@ -1003,10 +1006,14 @@ class SelfTest:
         ib = self.tensor(ts, "F16", ne, data=[0.0] * math.prod(ne))
         # ggml_cpy's result is a view of its destination with op CPY.
         io = self.tensor(ts, "F16", ne, "CPY", src=[ia, ib], view_src=ib)
+        # ggml_cast's result is a new tensor with op CPY whose src[1] is itself.
+        ic = self.tensor(ts, "F16", ne, "CPY", src=[ia, len(ts)])
         want = pack("e", a)  # Python's half packing rounds to nearest even, as F16C does
-        self.add_case("CPY(f32 -> f16)", ts, [io, ib], STATUS_COMPUTED,
-                      lambda outs: None if outs[0] == want and outs[1] == want else
-                      f"f16 bytes differ: {outs[0].hex()} vs {want.hex()}")
+        self.add_case("CPY(f32 -> f16, as ggml_cpy and as ggml_cast)", ts, [io, ib, ic],
+                      STATUS_COMPUTED,
+                      lambda outs: None if outs == [want] * 3 else
+                      "f16 bytes differ: " + " / ".join(o.hex() for o in outs) +
+                      f" vs {want.hex()}")
 
     def rope_case(self, ts: list, ne: list[int], pos: list[int], n_dims: int, mode: int,
                   freq_base: float, freq_scale: float, attn_factor: float, n_offs: int) -> int:

@@ -30,17 +30,15 @@ JOBS="${GGML_RS_BUILD_JOBS:-2}"
 # Everything the reference work needs; names are the CMake targets of this package.
 # llama-cli of this version is a chat client built on the server library, so plain
 # generation uses llama-completion / llama-simple instead (LLAMA_BUILD_SERVER=OFF).
-TARGETS=(
-    ggml-base ggml-cpu ggml ggml-rpc llama
+LIBRARIES=(ggml-base ggml-cpu ggml ggml-rpc llama)
+EXECUTABLES=(
     llama-tokenize llama-quantize test-backend-ops ggml-rpc-server
     llama-eval-callback llama-bench llama-simple llama-completion llama-embedding
 )
+TARGETS=("${LIBRARIES[@]}" "${EXECUTABLES[@]}")
 # Files that must exist in $BIN for the build to count as complete.
-OUTPUTS=(
-    libggml-base.so libggml-cpu.so libggml.so libggml-rpc.so libllama.so
-    llama-tokenize llama-quantize test-backend-ops ggml-rpc-server
-    llama-eval-callback llama-bench llama-simple llama-completion llama-embedding
-)
+LIBRARY_FILES=("${LIBRARIES[@]/#/lib}")
+OUTPUTS=("${LIBRARY_FILES[@]/%/.so}" "${EXECUTABLES[@]}")
 CMAKE_ARGS=(
     -G Ninja
     -DCMAKE_BUILD_TYPE=Release

@@ -437,7 +437,8 @@ class CaseRunner:
         if not isinstance(specs, list) or not specs:
             raise NotExpressible("'tensors' is not a non-empty list")
         if (not isinstance(outputs, list) or not outputs or
-                not all(isinstance(o, int) and 0 <= o < len(specs) for o in outputs)):
+                not all(isinstance(o, int) and not isinstance(o, bool) and 0 <= o < len(specs)
+                        for o in outputs)):
             raise NotExpressible(f"'outputs' = {outputs!r} is not a list of tensor indices")
         graph_size = max(2048, 2 * len(specs))
         ctx = g.context((len(specs) + 8) * g.ggml_tensor_overhead() +

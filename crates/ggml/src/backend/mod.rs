@@ -13,14 +13,16 @@ mod handle;
 mod buffer;
 mod device;
 mod event;
+pub(crate) mod job;
 mod multi_buffer;
 mod registry;
 mod stream;
 mod traits;
 
-pub use buffer::{Buffer, BufferType, BufferUsage, HostMemory, HOST_ALIGN};
+pub use buffer::{host_buffer_type, Buffer, BufferType, BufferUsage, HostMemory, HOST_ALIGN};
 pub use device::{Device, DeviceCaps, DeviceProps, DeviceType};
 pub use event::Event;
+pub use job::PlacedGraph;
 pub use multi_buffer::multi_buffer_alloc_buffer;
 pub use registry::{
     dev_by_name, dev_by_type, dev_count, dev_get, device_register, devices, init_best,
@@ -28,19 +30,14 @@ pub use registry::{
 };
 pub use stream::{Backend, GraphPlan, Pending};
 pub use traits::{
-    BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, DeviceImplCaps, RegistryImpl,
+    AsAny, BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, EventImpl, Place, RegistryImpl,
 };
 
 pub use crate::alloc::{alloc_ctx_tensors, alloc_ctx_tensors_from_buft, tensor_alloc, view_init};
-pub use crate::cpu::cpu_buffer_type;
+pub use crate::cpu::{cpu_buffer_type, cpu_init};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::tensor::Tensor;
-
-/// Starts a stream on the CPU device (`ggml_backend_cpu_init`).
-pub fn cpu_init() -> Result<Backend> {
-    crate::cpu::device().init(None)
-}
 
 /// Writes `data` into `t` at byte `offset`, after queued work on its buffer
 /// (`ggml_backend_tensor_set`).
@@ -61,20 +58,11 @@ pub fn tensor_memset(t: &Tensor, value: u8, offset: usize, size: usize) -> Resul
     b.buffer.host_fill(b.offset + offset, size, value)
 }
 
-/// Copies `src` into `dst` (same layout) synchronously (`ggml_backend_tensor_copy`).
+/// Copies `src` into `dst` (same layout) synchronously, after the work queued on their buffers
+/// (`ggml_backend_tensor_copy`): directly between the devices when they can
+/// ([`BufferImpl::cpy_tensor`]), else through host memory.
 pub fn tensor_copy(src: &Tensor, dst: &Tensor) -> Result<()> {
-    if !src.are_same_layout(dst) {
-        return Err(Error::invalid(format!(
-            "tensor_copy: src {:?} and dst {:?} differ in type, shape or strides",
-            src.name(),
-            dst.name()
-        )));
-    }
-    if src == dst {
-        return Ok(());
-    }
-    let bytes = src.to_bytes()?;
-    dst.set_bytes(&bytes, 0)
+    stream::tensor_copy(src, dst)
 }
 
 /// Copies `src` (computed on `b_src`) into `dst` (used on `b_dst`): after all work queued on

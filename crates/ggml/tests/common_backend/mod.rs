@@ -14,7 +14,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ggml::backend::{
-    BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, DeviceImplCaps, HostMemory, RegistryImpl,
+    BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, HostMemory, Place, PlacedGraph,
+    RegistryImpl,
 };
 use ggml::{
     Backend, BufferType, Context, Device, DeviceType, Error, Event, Graph, Op, Registry, Result,
@@ -393,9 +394,6 @@ impl DeviceImpl for TestDevice {
     fn device_id(&self) -> Option<String> {
         Some("0000:00:00.0".into())
     }
-    fn caps(&self) -> DeviceImplCaps {
-        DeviceImplCaps::default()
-    }
     fn init_backend(&self, params: Option<&str>) -> Result<Box<dyn BackendImpl>> {
         if let Some(p) = params {
             return Err(Error::invalid(format!(
@@ -433,19 +431,12 @@ struct TestBackend {
     graphs: Arc<AtomicUsize>,
 }
 
-/// The address of `t`'s first element.
-///
-/// # Safety
-/// `t` must be allocated in a live buffer with host-addressable memory, and the caller must be
-/// the job that has that buffer reserved (see `BackendImpl`).
-unsafe fn elements(t: &Tensor) -> *mut f32 {
-    let base = t
-        .buffer()
-        .and_then(|b| b.get_base())
-        .expect("test device tensors are in host-addressable memory");
-    let off = t.data_offset().expect("allocated");
-    // SAFETY: the offset lies within the buffer (checked when the tensor was placed).
-    unsafe { base.as_ptr().add(off) as *mut f32 }
+/// The address of the first element at `place` (a node or operand of the running job).
+fn elements(place: Option<Place<'_>>) -> *mut f32 {
+    place
+        .and_then(|p| p.host_ptr())
+        .expect("test device tensors are in host-addressable memory")
+        .as_ptr() as *mut f32
 }
 
 impl BackendImpl for TestBackend {
@@ -453,10 +444,10 @@ impl BackendImpl for TestBackend {
         self.name.clone()
     }
 
-    fn graph_compute(&mut self, nodes: &[Tensor]) -> Result<()> {
+    fn graph_compute(&mut self, graph: &PlacedGraph<'_>) -> Result<()> {
         self.gate.wait();
         self.graphs.fetch_add(1, Ordering::SeqCst);
-        for n in nodes {
+        for (i, n) in graph.nodes().iter().enumerate() {
             if n.op().is_empty() {
                 continue;
             }
@@ -481,11 +472,15 @@ impl BackendImpl for TestBackend {
                     )))
                 }
             };
+            let (pd, pa, pb) = (
+                elements(graph.place(i)),
+                elements(graph.src_place(i, 0)),
+                elements(graph.src_place(i, 1)),
+            );
             // SAFETY: the stream runs this job with every buffer of the graph reserved for it;
-            // the three tensors are contiguous F32 (supports_op) of `na`, `na` and `nb`
+            // the three places hold contiguous F32 tensors (supports_op) of `na`, `na` and `nb`
             // elements. The result may alias `a` (in-place ops), so only raw pointers are used.
             unsafe {
-                let (pd, pa, pb) = (elements(n), elements(a), elements(b));
                 for i in 0..na {
                     // Index of b tiled over a: each coordinate of a modulo b's extent.
                     let (mut rest, mut j, mut stride) = (i, 0usize, 1usize);

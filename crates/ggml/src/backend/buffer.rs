@@ -11,7 +11,7 @@
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 
 use crate::error::{Error, Result};
 use crate::tensor::{lock, Tensor};
@@ -426,31 +426,43 @@ impl Buffer {
         self.with_idle("init_tensor", |imp| imp.init_tensor(t, offset))
     }
 
-    /// The implementation, read-locked, for a job that holds this buffer (see [`Reservation`]):
-    /// the running reservation is what makes the job's accesses exclusive. `None` for a
-    /// multi-buffer; the inner `None` once freed (never while a reservation is held).
-    pub(crate) fn impl_guard(&self) -> Option<ImplGuard<'_>> {
+    /// A pointer to the implementation, for a job that has reserved this buffer (see
+    /// [`ImplPtr`]); `None` for a multi-buffer and once freed.
+    fn impl_ptr(&self) -> Option<ImplPtr> {
         match &self.0.kind {
-            Kind::Plain(imp) => Some(imp.read().unwrap_or_else(|e| e.into_inner())),
+            Kind::Plain(imp) => {
+                let imp = imp.read().unwrap_or_else(|e| e.into_inner());
+                imp.as_deref().map(|i| ImplPtr(NonNull::from(i)))
+            }
             Kind::Multi(_) => None,
         }
     }
 }
 
-/// A read lock on a plain buffer's implementation.
-pub(crate) type ImplGuard<'a> = RwLockReadGuard<'a, Option<Box<dyn BufferImpl>>>;
+/// A buffer's implementation as a queued job sees it: taken after the job's [`Reservation`]
+/// (which keeps the buffer from being freed until the reservation is dropped), used only while
+/// the job runs (its reservation running makes the accesses exclusive). Taking it when the job
+/// is queued, not when it runs, lets a job run without allocating.
+#[derive(Clone, Copy)]
+pub(crate) struct ImplPtr(NonNull<dyn BufferImpl>);
 
-/// The implementations behind `guards` (one per buffer, in order); `Err` naming `what` when one
-/// is a multi-buffer or freed.
-pub(crate) fn impls<'a>(guards: &'a [Option<ImplGuard<'_>>], what: &str) -> Result<Vec<&'a dyn BufferImpl>> {
-    guards
-        .iter()
-        .map(|g| {
-            g.as_ref()
-                .and_then(|g| g.as_deref())
-                .ok_or_else(|| Error::Freed(format!("{what}: a buffer of the job was freed")))
-        })
-        .collect()
+// SAFETY: the pointee is `Send + Sync` (`BufferImpl`'s bounds); the pointer is only
+// dereferenced under `ImplPtr::get`'s contract.
+unsafe impl Send for ImplPtr {}
+// SAFETY: as above.
+unsafe impl Sync for ImplPtr {}
+
+impl ImplPtr {
+    /// The implementation.
+    ///
+    /// # Safety
+    /// The reservation this pointer was taken under must still be alive, and the reference must
+    /// not outlive it.
+    pub(crate) unsafe fn get<'a>(self) -> &'a dyn BufferImpl {
+        // SAFETY: a live reservation keeps the buffer's implementation from being dropped
+        // (`release` waits for it), so the pointer is valid (the caller's contract).
+        unsafe { self.0.as_ref() }
+    }
 }
 
 /// The host buffer type (aligned host memory in GGML's standard layout, named `"CPU"` as GGML
@@ -545,6 +557,17 @@ impl Reservation {
     /// The buffers, sorted by id.
     pub(crate) fn buffers(&self) -> &Arc<[Buffer]> {
         &self.buffers
+    }
+
+    /// The implementation of reserved buffer `i` (in id order), valid while this reservation
+    /// lives; `Err` naming `what` for a multi-buffer.
+    pub(crate) fn impl_ptr(&self, i: usize, what: &str) -> Result<ImplPtr> {
+        self.buffers[i].impl_ptr().ok_or_else(|| {
+            Error::invalid(format!(
+                "{what}: buffer {} is a multi-buffer; its tensors live in its parts",
+                self.buffers[i].name()
+            ))
+        })
     }
 
     /// A running claim by the host on `buffers` (sorted by id), taken once none has queued or

@@ -7,35 +7,33 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
+use super::buffer::{ImplPtr, Reservation};
 use super::traits::{BufferImpl, Place};
 use super::Buffer;
 
-/// Runs `f` on `nodes` placed at their bindings, with their buffers' implementations locked as
-/// a job would have them (for unit tests of engines).
-#[cfg(test)]
-pub(crate) fn with_placed<R>(nodes: Vec<Tensor>, f: impl FnOnce(&PlacedGraph<'_>) -> R) -> R {
-    let r = Resolved::bound(nodes, "test").expect("allocated nodes");
-    let guards: Vec<_> = r.buffers().iter().map(Buffer::impl_guard).collect();
-    let imps = super::buffer::impls(&guards, "test").expect("live buffers");
-    f(&r.view(&imps))
-}
-
-/// One tensor's bytes: the index of its buffer in the job's buffer list, its offset, its size.
+/// One tensor's bytes: the index of its buffer in the job's buffer list (and that buffer's id,
+/// used while resolving), its offset and its size.
 #[derive(Clone, Copy)]
 struct Slot {
     buf: u32,
+    buf_id: u64,
     offset: usize,
     size: usize,
 }
 
-/// Nodes resolved to their buffers at queue time.
+/// Nodes resolved to their buffers at queue time. Resolving again reuses the storage, so a
+/// plan computed again and again allocates nothing once its tensors stay where they are.
 pub(crate) struct Resolved {
-    nodes: Vec<Tensor>,
+    nodes: Arc<[Tensor]>,
     /// `first[i]`: the slot of node `i`; its operands' slots follow it.
     first: Vec<usize>,
     slots: Vec<Slot>,
     /// Every buffer a slot names, sorted by id (as a reservation takes them).
     buffers: Arc<[Buffer]>,
+    /// The buffers met while resolving (reused storage).
+    scratch: Vec<Buffer>,
+    /// The implementations of `buffers`, taken under the job's reservation ([`Resolved::capture`]).
+    imps: Vec<ImplPtr>,
 }
 
 impl Resolved {
@@ -43,21 +41,50 @@ impl Resolved {
     /// `Err` naming `what` when a tensor has no place, lies in a multi-buffer, or does not fit
     /// in its buffer.
     pub(crate) fn new(
-        nodes: Vec<Tensor>,
+        nodes: Arc<[Tensor]>,
+        what: &str,
+        place: impl FnMut(&Tensor) -> Result<(Buffer, usize)>,
+    ) -> Result<Resolved> {
+        let mut r = Resolved {
+            nodes,
+            first: Vec::new(),
+            slots: Vec::new(),
+            buffers: Arc::from([]),
+            scratch: Vec::new(),
+            imps: Vec::new(),
+        };
+        r.resolve(what, place)?;
+        Ok(r)
+    }
+
+    /// Resolves `nodes` through their own bindings.
+    pub(crate) fn bound(nodes: Arc<[Tensor]>, what: &str) -> Result<Resolved> {
+        Resolved::new(nodes, what, |t| binding(t, what))
+    }
+
+    /// Resolves the same nodes again through their bindings (they may have moved).
+    pub(crate) fn rebind(&mut self, what: &str) -> Result<()> {
+        self.resolve(what, |t| binding(t, what))
+    }
+
+    fn resolve(
+        &mut self,
         what: &str,
         mut place: impl FnMut(&Tensor) -> Result<(Buffer, usize)>,
-    ) -> Result<Resolved> {
-        let mut buffers: Vec<Buffer> = Vec::new();
-        let mut first = Vec::with_capacity(nodes.len());
-        let mut slots = Vec::with_capacity(nodes.len() * 3);
-        for n in &nodes {
-            first.push(slots.len());
+    ) -> Result<()> {
+        self.first.clear();
+        self.slots.clear();
+        self.scratch.clear();
+        self.imps.clear();
+        for n in self.nodes.iter() {
+            self.first.push(self.slots.len());
             for t in std::iter::once(n).chain(n.srcs()) {
                 let (buffer, offset) = place(t)?;
                 let size = t.nbytes();
                 if buffer.is_multi_buffer() {
                     return Err(Error::invalid(format!(
-                        "{what}: tensor {:?} is placed in multi-buffer {}; tensors live in its parts",
+                        "{what}: tensor {:?} is placed in multi-buffer {}; tensors live in its \
+                         parts",
                         t.name(),
                         buffer.name()
                     )));
@@ -74,44 +101,26 @@ impl Resolved {
                         buffer.get_size()
                     )));
                 }
-                let buf = match buffers.iter().position(|b| *b == buffer) {
-                    Some(i) => i,
-                    None => {
-                        buffers.push(buffer);
-                        buffers.len() - 1
-                    }
-                };
-                slots.push(Slot {
-                    buf: buf as u32,
+                self.slots.push(Slot {
+                    buf: 0,
+                    buf_id: buffer.id(),
                     offset,
                     size,
                 });
+                if !self.scratch.contains(&buffer) {
+                    self.scratch.push(buffer);
+                }
             }
         }
-        // Sort the buffers by id and renumber the slots to match.
-        let mut order: Vec<usize> = (0..buffers.len()).collect();
-        order.sort_by_key(|&i| buffers[i].id());
-        let mut new_index = vec![0u32; buffers.len()];
-        for (new, &old) in order.iter().enumerate() {
-            new_index[old] = new as u32;
+        self.scratch.sort_by_key(Buffer::id);
+        for s in &mut self.slots {
+            let i = self.scratch.iter().position(|b| b.id() == s.buf_id);
+            s.buf = i.unwrap_or(0) as u32; // every slot's buffer is in `scratch`
         }
-        for s in &mut slots {
-            s.buf = new_index[s.buf as usize];
+        if *self.buffers != *self.scratch {
+            self.buffers = self.scratch.as_slice().into();
         }
-        let buffers: Arc<[Buffer]> = order.iter().map(|&i| buffers[i].clone()).collect();
-        Ok(Resolved {
-            nodes,
-            first,
-            slots,
-            buffers,
-        })
-    }
-
-    /// Resolves `nodes` through their own bindings.
-    pub(crate) fn bound(nodes: Vec<Tensor>, what: &str) -> Result<Resolved> {
-        Resolved::new(nodes, what, |t| {
-            t.require_binding(what).map(|b| (b.buffer, b.offset))
-        })
+        Ok(())
     }
 
     /// The buffers the job touches, sorted by id.
@@ -120,7 +129,7 @@ impl Resolved {
     }
 
     /// The nodes.
-    pub(crate) fn nodes(&self) -> &[Tensor] {
+    pub(crate) fn nodes(&self) -> &Arc<[Tensor]> {
         &self.nodes
     }
 
@@ -129,15 +138,55 @@ impl Resolved {
         &self.buffers[self.slots[self.first[i]].buf as usize]
     }
 
-    /// The engine's view, with `imps` the implementations of [`Resolved::buffers`] in order.
-    pub(crate) fn view<'a>(&'a self, imps: &'a [&'a dyn BufferImpl]) -> PlacedGraph<'a> {
+    /// Takes the buffers' implementations under `reservation`, which must hold exactly
+    /// [`Resolved::buffers`] (it was made from them).
+    pub(crate) fn capture(&mut self, reservation: &Reservation, what: &str) -> Result<()> {
+        if !Arc::ptr_eq(reservation.buffers(), &self.buffers) {
+            return Err(Error::invalid(format!(
+                "{what}: the reservation is not for this job's buffers"
+            )));
+        }
+        self.imps.clear();
+        for i in 0..self.buffers.len() {
+            self.imps.push(reservation.impl_ptr(i, what)?);
+        }
+        Ok(())
+    }
+
+    /// Whether `reservation` holds exactly the buffers this job was resolved to and captured.
+    pub(crate) fn is_covered_by(&self, reservation: &Reservation) -> bool {
+        Arc::ptr_eq(reservation.buffers(), &self.buffers) && self.imps.len() == self.buffers.len()
+    }
+
+    /// The engine's view.
+    ///
+    /// # Safety
+    /// The reservation the implementations were captured under ([`Resolved::capture`]) must
+    /// be alive and running for as long as the view is used.
+    pub(crate) unsafe fn view(&self) -> PlacedGraph<'_> {
         PlacedGraph {
             nodes: &self.nodes,
             first: &self.first,
             slots: &self.slots,
-            imps,
+            imps: &self.imps,
         }
     }
+}
+
+fn binding(t: &Tensor, what: &str) -> Result<(Buffer, usize)> {
+    t.require_binding(what).map(|b| (b.buffer, b.offset))
+}
+
+/// Runs `f` on `nodes` placed at their bindings, with their buffers reserved as a job would
+/// have them (for unit tests of engines).
+#[cfg(test)]
+pub(crate) fn with_placed<R>(nodes: Vec<Tensor>, f: impl FnOnce(&PlacedGraph<'_>) -> R) -> R {
+    let mut r = Resolved::bound(nodes.into(), "test").expect("allocated nodes");
+    let mut res = Reservation::new(r.buffers().clone(), "test").expect("live buffers");
+    res.start(0);
+    r.capture(&res, "test").expect("plain buffers");
+    // SAFETY: `res` is alive and running until the end of this function.
+    f(&unsafe { r.view() })
 }
 
 /// A graph as an engine computes it ([`super::BackendImpl::graph_compute`]): its nodes in
@@ -149,7 +198,8 @@ pub struct PlacedGraph<'a> {
     nodes: &'a [Tensor],
     first: &'a [usize],
     slots: &'a [Slot],
-    imps: &'a [&'a dyn BufferImpl],
+    /// Made only by [`Resolved::view`], under a running reservation that outlives `'a`.
+    imps: &'a [ImplPtr],
 }
 
 impl std::fmt::Debug for PlacedGraph<'_> {
@@ -177,9 +227,14 @@ impl<'a> PlacedGraph<'a> {
         self.nodes.is_empty()
     }
 
+    fn imp(&self, k: usize) -> &'a dyn BufferImpl {
+        // SAFETY: the view was made under a running reservation that outlives `'a`.
+        unsafe { self.imps[k].get() }
+    }
+
     fn slot(&self, k: usize) -> Place<'a> {
         let s = self.slots[k];
-        Place::new(self.imps[s.buf as usize], s.offset, s.size)
+        Place::new(self.imp(s.buf as usize), s.offset, s.size)
     }
 
     /// Where node `i`'s bytes are; `None` when `i` is out of range.
@@ -193,8 +248,8 @@ impl<'a> PlacedGraph<'a> {
         (j < n.srcs().len()).then(|| self.slot(self.first[i] + 1 + j))
     }
 
-    /// Every buffer the job holds (each once).
-    pub fn buffers(&self) -> &'a [&'a dyn BufferImpl] {
-        self.imps
+    /// Every buffer the job holds, each once.
+    pub fn buffers(&self) -> impl Iterator<Item = &'a dyn BufferImpl> + '_ {
+        (0..self.imps.len()).map(|k| self.imp(k))
     }
 }

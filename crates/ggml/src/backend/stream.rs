@@ -10,10 +10,10 @@ use std::thread::JoinHandle;
 use crate::error::{Error, Result};
 use crate::tensor::{lock, Tensor};
 
-use super::buffer::{impls, ImplGuard, Reservation};
+use super::buffer::{ImplPtr, Reservation};
 use super::event::EventInner;
 use super::job::Resolved;
-use super::traits::{BackendImpl, BufferImpl, Place};
+use super::traits::{BackendImpl, Place};
 use super::{Buffer, Device};
 
 /// What runs after the next synchronization of the engine, with its result: the completion
@@ -21,17 +21,25 @@ use super::{Buffer, Device};
 /// a write was given).
 pub(crate) type After = Vec<Box<dyn FnOnce(&Result<()>) + Send>>;
 
-/// A job's work: the engine, the implementations of the buffers its reservation holds (in the
-/// reservation's order), and the list of what must wait for the engine's next synchronization.
-pub(crate) type Work =
-    Box<dyn FnOnce(&mut dyn BackendImpl, &[&dyn BufferImpl], &mut After) -> Result<()> + Send>;
+/// A job's work: the engine, and the list of what must wait for the engine's next
+/// synchronization. It runs while the job's reservation holds its buffers.
+pub(crate) type Work = Box<dyn FnOnce(&mut dyn BackendImpl, &mut After) -> Result<()> + Send>;
 
-/// A backend's prepared plan, shared by the handle and the jobs that run it.
-pub(crate) type PlanState = Arc<Mutex<Box<dyn std::any::Any + Send>>>;
+/// A backend's prepared plan and its nodes' places, shared by the handle and the jobs that run
+/// it.
+pub(crate) struct PlanInner {
+    engine: Box<dyn std::any::Any + Send>,
+    resolved: Resolved,
+}
+
+pub(crate) type PlanState = Arc<Mutex<PlanInner>>;
 
 pub(crate) enum Job {
     /// Run `work` once the reserved buffers are free of other streams.
     Run(Work, Option<Reservation>),
+    /// Run a plan over the places resolved when it was queued (no boxed closure: computing a
+    /// plan allocates nothing).
+    Plan(PlanState, Reservation),
     /// Signal an event: all work queued before it is done.
     Signal(Arc<EventInner>, u64),
     /// Hold later work until an event reaches a generation.
@@ -140,7 +148,7 @@ impl Backend {
         let slot = Arc::new(Mutex::new(None));
         let out = slot.clone();
         self.enqueue_work(
-            Box::new(move |imp, _, _| {
+            Box::new(move |imp, _| {
                 *lock(&out) = Some(f(imp));
                 Ok(())
             }),
@@ -290,6 +298,7 @@ impl<'s> Worker<'s> {
         while let Some(job) = self.next_job() {
             let result = match job {
                 Job::Run(work, reservation) => self.run_work(work, reservation),
+                Job::Plan(state, reservation) => self.run_plan(&state, reservation),
                 Job::Signal(ev, generation) => self.signal(&ev, generation),
                 Job::Wait(ev, generation) => self.wait(&ev, generation),
             };
@@ -345,25 +354,47 @@ impl<'s> Worker<'s> {
         self.sh.done_cv.notify_all();
     }
 
-    /// Runs `work` once its reservation (if any) holds its buffers for this stream; a panic
-    /// becomes an error.
-    fn run_work(&mut self, work: Work, reservation: Option<Reservation>) -> Result<()> {
-        let Some(mut res) = reservation else {
-            let (imp, after) = (self.imp.as_mut(), &mut self.after);
-            return catch(move || work(imp, &[], after));
-        };
+    /// Holds `res`'s buffers for this stream, giving back what it holds first if it must wait.
+    fn start(&mut self, res: &mut Reservation) {
         if !res.try_start(self.id) {
             // Another stream holds a buffer: give back ours before blocking, so that stream
             // never waits for us while we wait for it.
             self.settle();
             res.start(self.id);
         }
-        let r = {
-            let guards: Vec<Option<ImplGuard<'_>>> =
-                res.buffers().iter().map(Buffer::impl_guard).collect();
-            let (imp, after) = (self.imp.as_mut(), &mut self.after);
-            impls(&guards, "job").and_then(|imps| catch(move || work(imp, &imps, after)))
+    }
+
+    /// Runs `work` once its reservation (if any) holds its buffers for this stream; a panic
+    /// becomes an error.
+    fn run_work(&mut self, work: Work, reservation: Option<Reservation>) -> Result<()> {
+        let mut res = reservation;
+        if let Some(r) = res.as_mut() {
+            self.start(r);
+        }
+        let (imp, after) = (self.imp.as_mut(), &mut self.after);
+        let r = catch(move || work(imp, after));
+        self.inflight.extend(res);
+        r
+    }
+
+    /// Runs a plan once its reservation holds its buffers.
+    fn run_plan(&mut self, state: &Mutex<PlanInner>, mut res: Reservation) -> Result<()> {
+        self.start(&mut res);
+        let mut plan = lock(state);
+        let r = if plan.resolved.is_covered_by(&res) {
+            let PlanInner { engine, resolved } = &mut *plan;
+            let imp = self.imp.as_mut();
+            // SAFETY: `res` (under which the places were captured) is running until it is
+            // pushed to `inflight` below, after the view's last use.
+            catch(|| imp.graph_plan_compute(engine.as_mut(), &unsafe { resolved.view() }))
+        } else {
+            Err(Error::Compute(
+                "graph_plan_compute: the plan was queued again, with its tensors in other \
+                 buffers, before this computation ran; compute it again"
+                    .into(),
+            ))
         };
+        drop(plan);
         self.inflight.push(res);
         r
     }
@@ -497,7 +528,6 @@ impl<T> Drop for Promise<T> {
 pub struct GraphPlan {
     backend: std::sync::Weak<Inner>,
     state: PlanState,
-    nodes: Arc<[Tensor]>,
 }
 
 impl std::fmt::Debug for GraphPlan {
@@ -505,7 +535,7 @@ impl std::fmt::Debug for GraphPlan {
         let backend = self.backend.upgrade().map(|b| b.name.clone());
         f.debug_struct("GraphPlan")
             .field("backend", &backend)
-            .field("n_nodes", &self.nodes.len())
+            .field("n_nodes", &lock(&self.state).resolved.nodes().len())
             .finish()
     }
 }
@@ -542,14 +572,17 @@ impl Backend {
     /// Queues `run` over resolved nodes, holding their buffers.
     fn queue_graph(
         &self,
-        r: Resolved,
+        mut r: Resolved,
         what: &str,
         run: impl FnOnce(&mut dyn BackendImpl, &super::PlacedGraph<'_>) -> Result<()> + Send + 'static,
     ) -> Result<()> {
         self.check_resolved(&r, what)?;
         let reservation = Reservation::new(r.buffers().clone(), what)?;
+        r.capture(&reservation, what)?;
         self.enqueue_work(
-            Box::new(move |imp, imps, _| run(imp, &r.view(imps))),
+            // SAFETY: the work runs while the job's reservation, under which the places were
+            // captured, is running.
+            Box::new(move |imp, _| run(imp, &unsafe { r.view() })),
             Some(reservation),
         );
         Ok(())
@@ -559,7 +592,7 @@ impl Backend {
     /// Errors found before queuing (unallocated tensors, unsupported ops, freed buffers) are
     /// returned here; errors while computing are returned by [`Backend::synchronize`].
     pub fn graph_compute_async(&self, graph: &crate::Graph) -> Result<()> {
-        let r = Resolved::bound(graph.nodes(), "graph_compute")?;
+        let r = Resolved::bound(graph.nodes().into(), "graph_compute")?;
         self.queue_graph(r, "graph_compute", |imp, g| imp.graph_compute(g))
     }
 
@@ -581,7 +614,7 @@ impl Backend {
         mut place: impl FnMut(&Tensor) -> Option<(Buffer, usize)>,
     ) -> Result<()> {
         let what = "graph_compute_at";
-        let r = Resolved::new(nodes.to_vec(), what, |t| {
+        let r = Resolved::new(nodes.into(), what, |t| {
             place(t).ok_or_else(|| {
                 Error::invalid(format!("{what}: no place was given for tensor {:?}", t.name()))
             })
@@ -593,35 +626,39 @@ impl Backend {
     /// Computes once what repeated computations of `graph` need
     /// (`ggml_backend_graph_plan_create`). The graph's tensors must be allocated.
     pub fn graph_plan_create(&self, graph: &crate::Graph) -> Result<GraphPlan> {
-        let r = Resolved::bound(graph.nodes(), "graph_plan_create")?;
-        self.check_resolved(&r, "graph_plan_create")?;
-        let nodes: Arc<[Tensor]> = r.nodes().into();
-        let for_engine = nodes.clone();
-        let state = self.call(move |imp| imp.graph_plan_create(&for_engine))?;
+        let resolved = Resolved::bound(graph.nodes().into(), "graph_plan_create")?;
+        self.check_resolved(&resolved, "graph_plan_create")?;
+        let nodes = resolved.nodes().clone();
+        let engine = self.call(move |imp| imp.graph_plan_create(&nodes))?;
         Ok(GraphPlan {
             backend: Arc::downgrade(&self.0),
-            state: Arc::new(Mutex::new(state)),
-            nodes,
+            state: Arc::new(Mutex::new(PlanInner { engine, resolved })),
         })
     }
 
-    /// Runs a plan and waits for it (`ggml_backend_graph_plan_compute`).
+    /// Runs a plan and waits for it (`ggml_backend_graph_plan_compute`). The plan's nodes are
+    /// resolved to their buffers again, so it follows tensors that moved.
     pub fn graph_plan_compute(&self, plan: &GraphPlan) -> Result<()> {
+        let what = "graph_plan_compute";
         if !plan
             .backend
             .upgrade()
             .is_some_and(|b| Arc::ptr_eq(&b, &self.0))
         {
             return Err(Error::invalid(format!(
-                "graph_plan_compute: the plan was made by another backend than {}",
+                "{what}: the plan was made by another backend than {}",
                 self.name()
             )));
         }
-        let r = Resolved::bound(plan.nodes.to_vec(), "graph_plan_compute")?;
-        let state = plan.state.clone();
-        self.queue_graph(r, "graph_plan_compute", move |imp, g| {
-            imp.graph_plan_compute(lock(&state).as_mut(), g)
-        })?;
+        let reservation = {
+            let mut p = lock(&plan.state);
+            p.resolved.rebind(what)?;
+            self.check_resolved(&p.resolved, what)?;
+            let reservation = Reservation::new(p.resolved.buffers().clone(), what)?;
+            p.resolved.capture(&reservation, what)?;
+            reservation
+        };
+        self.enqueue(Job::Plan(plan.state.clone(), reservation));
         self.synchronize()
     }
 
@@ -647,11 +684,14 @@ impl Backend {
         t.check_range("tensor_set_async", offset, data.len())?;
         let b = t.require_binding("tensor_set_async")?;
         let reservation = Reservation::new(Arc::from([b.buffer]), "tensor_set_async")?;
+        let buf = reservation.impl_ptr(0, "tensor_set_async")?;
         // In bounds: the range lies in the tensor, which lies in the buffer.
         let at = b.offset + offset;
         self.enqueue_work(
-            Box::new(move |imp, imps, after| {
-                let r = imp.set_tensor_async(Place::new(imps[0], at, data.len()), &data);
+            Box::new(move |imp, after| {
+                // SAFETY: the work runs while the reservation `buf` was taken under runs.
+                let place = Place::new(unsafe { buf.get() }, at, data.len());
+                let r = imp.set_tensor_async(place, &data);
                 // The engine may read the bytes until it synchronizes.
                 after.push(Box::new(move |_| drop(data)));
                 r
@@ -671,13 +711,16 @@ impl Backend {
         t.check_range("tensor_get_async", offset, size)?;
         let b = t.require_binding("tensor_get_async")?;
         let reservation = Reservation::new(Arc::from([b.buffer]), "tensor_get_async")?;
+        let buf = reservation.impl_ptr(0, "tensor_get_async")?;
         let (pending, promise) = Pending::new("tensor_get_async");
         // In bounds: the range lies in the tensor, which lies in the buffer.
         let at = b.offset + offset;
         self.enqueue_work(
-            Box::new(move |imp, imps, after| {
+            Box::new(move |imp, after| {
                 let mut out = vec![0u8; size];
-                match imp.get_tensor_async(Place::new(imps[0], at, size), &mut out) {
+                // SAFETY: the work runs while the reservation `buf` was taken under runs.
+                let place = Place::new(unsafe { buf.get() }, at, size);
+                match imp.get_tensor_async(place, &mut out) {
                     Ok(()) => {
                         // The bytes are final once the engine has synchronized.
                         after.push(Box::new(move |r| promise.fulfil(r.clone().map(|_| out))));
@@ -742,12 +785,22 @@ impl CopyPlan {
         }))
     }
 
-    /// Both sides' places among the implementations of [`CopyPlan::buffers`].
-    fn places<'a>(&self, imps: &[&'a dyn BufferImpl]) -> (Place<'a>, Place<'a>) {
+    /// Both sides' buffer implementations, under `res` (made from [`CopyPlan::buffers`]).
+    fn ptrs(&self, res: &Reservation, what: &str) -> Result<(ImplPtr, ImplPtr)> {
+        Ok((res.impl_ptr(self.src.0, what)?, res.impl_ptr(self.dst.0, what)?))
+    }
+
+    /// Both sides' places.
+    ///
+    /// # Safety
+    /// The reservation `ptrs` were taken under must be running while the places are used.
+    unsafe fn places<'a>(&self, (s, d): (ImplPtr, ImplPtr)) -> (Place<'a>, Place<'a>) {
         // In bounds: bound tensors lie in their buffers.
+        // SAFETY: the caller's contract.
+        let (s, d) = unsafe { (s.get(), d.get()) };
         (
-            Place::new(imps[self.src.0], self.src.1, self.size),
-            Place::new(imps[self.dst.0], self.dst.1, self.size),
+            Place::new(s, self.src.1, self.size),
+            Place::new(d, self.dst.1, self.size),
         )
     }
 
@@ -763,10 +816,10 @@ pub(crate) fn tensor_copy(src: &Tensor, dst: &Tensor) -> Result<()> {
     let Some(c) = CopyPlan::new(src, dst, "tensor_copy")? else {
         return Ok(());
     };
-    let _claim = Reservation::claim_idle(c.buffers.clone(), "tensor_copy")?;
-    let guards: Vec<Option<ImplGuard<'_>>> = c.buffers.iter().map(Buffer::impl_guard).collect();
-    let imps = impls(&guards, "tensor_copy")?;
-    let (s, d) = c.places(&imps);
+    let claim = Reservation::claim_idle(c.buffers.clone(), "tensor_copy")?;
+    let ptrs = c.ptrs(&claim, "tensor_copy")?;
+    // SAFETY: `claim` is a running claim on both buffers until the end of this function.
+    let (s, d) = unsafe { c.places(ptrs) };
     copy_places(s, d, c.same_buffer())
 }
 
@@ -785,14 +838,16 @@ pub(crate) fn tensor_copy_async(
     };
     // Claim the buffers first: if one was freed, nothing may have been queued anywhere.
     let reservation = Reservation::new(c.buffers.clone(), "tensor_copy_async")?;
+    let ptrs = c.ptrs(&reservation, "tensor_copy_async")?;
     if b_src != b_dst {
         let ev = super::Event::for_device(b_src.get_device());
         ev.record(b_src)?;
         b_dst.event_wait(&ev)?;
     }
     b_dst.enqueue_work(
-        Box::new(move |imp, imps, _| {
-            let (s, d) = c.places(imps);
+        Box::new(move |imp, _| {
+            // SAFETY: the work runs while the reservation `ptrs` were taken under runs.
+            let (s, d) = unsafe { c.places(ptrs) };
             if !c.same_buffer() && imp.cpy_tensor_async(s, d)? {
                 return Ok(());
             }

@@ -18,8 +18,8 @@ use ggml::backend::{
     RegistryImpl,
 };
 use ggml::{
-    Backend, BufferType, Context, Device, DeviceType, Error, Event, Graph, Op, Registry, Result,
-    Tensor, Type,
+    Backend, BufferType, Context, Device, DeviceCaps, DeviceType, Error, Event, Graph, Op,
+    Registry, Result, Tensor, Type,
 };
 
 // ---- assertions ---------------------------------------------------------------------------
@@ -302,6 +302,7 @@ pub struct TestDevice {
     buft: BufferType,
     gate: Gate,
     graphs: Arc<AtomicUsize>,
+    caps: DeviceCaps,
 }
 
 /// Builds a [`TestDevice`].
@@ -311,6 +312,7 @@ pub struct TestDeviceBuilder {
     buft: Option<BufferType>,
     gate: Gate,
     graphs: Arc<AtomicUsize>,
+    caps: DeviceCaps,
 }
 
 impl TestDeviceBuilder {
@@ -334,6 +336,11 @@ impl TestDeviceBuilder {
         self.graphs = c;
         self
     }
+    /// The capabilities the device reports (default: `DeviceCaps::default()`).
+    pub fn caps(mut self, caps: DeviceCaps) -> Self {
+        self.caps = caps;
+        self
+    }
     /// The device handle.
     pub fn build(self) -> Device {
         let buft = self
@@ -345,6 +352,7 @@ impl TestDeviceBuilder {
             buft,
             gate: self.gate,
             graphs: self.graphs,
+            caps: self.caps,
         })
     }
 }
@@ -358,6 +366,7 @@ impl TestDevice {
             buft: None,
             gate: Gate::open_gate(),
             graphs: Arc::default(),
+            caps: DeviceCaps::default(),
         }
     }
 }
@@ -393,6 +402,9 @@ impl DeviceImpl for TestDevice {
     }
     fn device_id(&self) -> Option<String> {
         Some("0000:00:00.0".into())
+    }
+    fn caps(&self) -> DeviceCaps {
+        self.caps
     }
     fn init_backend(&self, params: Option<&str>) -> Result<Box<dyn BackendImpl>> {
         if let Some(p) = params {

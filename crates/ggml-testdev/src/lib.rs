@@ -43,17 +43,16 @@
 use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use ggml::backend::{
     self, BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, EventImpl, Place, PlacedGraph,
     RegistryImpl,
 };
 use ggml::{
-    Backend, Buffer, BufferType, Context, Device, DeviceType, Error, Registry, Result, Tensor,
-    Type,
+    Backend, Buffer, BufferType, Context, Device, DeviceType, Error, Registry, Result, Tensor, Type,
 };
 
 /// Alignment of tensors in a server's buffers.

@@ -116,7 +116,8 @@ fn remote_memory_has_no_host_address_and_is_reached_through_the_server() {
     let (_ctx, t, tbuf) = vector_on(&stream, 8);
     assert!(tbuf.get_base().is_none());
     let before = server.counts();
-    t.set_f32(&[1.0, -2.0, 3.5, 0.0, 5.0, -6.0, 7.25, 8.0]).unwrap();
+    t.set_f32(&[1.0, -2.0, 3.5, 0.0, 5.0, -6.0, 7.25, 8.0])
+        .unwrap();
     assert_eq!(
         t.get_f32().unwrap(),
         vec![1.0, -2.0, 3.5, 0.0, 5.0, -6.0, 7.25, 8.0]
@@ -133,9 +134,7 @@ fn remote_memory_has_no_host_address_and_is_reached_through_the_server() {
 
     // Asynchronous transfers go through the engine's queue.
     let before = server.counts();
-    stream
-        .tensor_set_async(&t, bytes(&[9.0, 10.0]), 8)
-        .unwrap();
+    stream.tensor_set_async(&t, bytes(&[9.0, 10.0]), 8).unwrap();
     let got = stream.tensor_get_async(&t, 8, 8).unwrap().wait().unwrap();
     assert_eq!(floats(&got), vec![9.0, 10.0]);
     stream.synchronize().unwrap();
@@ -330,7 +329,7 @@ fn host_reads_after_queued_device_work_see_its_results() {
     let _buf = backend::alloc_ctx_tensors(&ctx, &stream).unwrap();
     for i in 0..20 {
         stream
-            .tensor_set_async(&x, bytes(&vec![i as f32; 32]), 0)
+            .tensor_set_async(&x, bytes(&[i as f32; 32]), 0)
             .unwrap();
         stream.graph_compute_async(&g).unwrap();
         // No synchronize: the host read waits for the queued work on the buffer.
@@ -350,7 +349,8 @@ fn a_cpu_buffer_is_refused_by_the_device_and_a_freed_one_is_an_error() {
     let g = ctx.build_forward_expand(&y).unwrap();
     let e = stream.graph_compute(&g).unwrap_err();
     assert!(
-        e.to_string().contains("cannot use tensors in buffer type CPU"),
+        e.to_string()
+            .contains("cannot use tensors in buffer type CPU"),
         "{e}"
     );
     assert!(dev.init(Some("fast")).is_err());

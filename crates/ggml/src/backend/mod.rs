@@ -2,10 +2,20 @@
 //! events and graph plans, and the functions that move data between them.
 //!
 //! Backends are traits ([`BufferTypeImpl`], [`BufferImpl`], [`DeviceImpl`], [`BackendImpl`],
-//! [`RegistryImpl`]) that a crate outside `ggml` can implement; the handles here add what all
-//! backends share. Differences from GGML, on purpose: every backend (the CPU one too) is a real
-//! asynchronous stream with events; errors are `Err` values, never aborts; host access to a
-//! tensor waits for queued work on its buffer, so safe code never sees a data race.
+//! [`EventImpl`], [`RegistryImpl`]) that a crate outside `ggml` can implement; the handles here
+//! add what all backends share. Differences from GGML, on purpose: every backend (the CPU one
+//! too) is a real asynchronous stream with events; errors are `Err` values, never aborts; host
+//! access to a tensor waits for queued work on its buffer, so safe code never sees a data race.
+//!
+//! Memory need not be host memory. Every job is resolved when it is queued: each node and
+//! operand to a [`Place`] (its buffer's implementation, which the backend downcasts to its own
+//! type, and the offset in it), and those buffers are what the job reserves. An engine with a
+//! queue of its own (a GPU stream, a remote server) overrides the asynchronous hooks of
+//! [`BackendImpl`]; the stream then keeps each job's buffers reserved until the engine has
+//! synchronized, and lets device events order streams without blocking. Copies between devices
+//! that can copy directly ([`BufferImpl::cpy_tensor`], [`BackendImpl::cpy_tensor_async`]) do
+//! not go through host memory. The crate `ggml-testdev` is such a device, written only
+//! against these traits.
 
 #[macro_use]
 mod handle;

@@ -616,7 +616,10 @@ impl Backend {
         let what = "graph_compute_at";
         let r = Resolved::new(nodes.into(), what, |t| {
             place(t).ok_or_else(|| {
-                Error::invalid(format!("{what}: no place was given for tensor {:?}", t.name()))
+                Error::invalid(format!(
+                    "{what}: no place was given for tensor {:?}",
+                    t.name()
+                ))
             })
         })?;
         self.queue_graph(r, what, |imp, g| imp.graph_compute(g))?;
@@ -787,7 +790,10 @@ impl CopyPlan {
 
     /// Both sides' buffer implementations, under `res` (made from [`CopyPlan::buffers`]).
     fn ptrs(&self, res: &Reservation, what: &str) -> Result<(ImplPtr, ImplPtr)> {
-        Ok((res.impl_ptr(self.src.0, what)?, res.impl_ptr(self.dst.0, what)?))
+        Ok((
+            res.impl_ptr(self.src.0, what)?,
+            res.impl_ptr(self.dst.0, what)?,
+        ))
     }
 
     /// Both sides' places.
@@ -868,7 +874,10 @@ fn copy_places(s: Place<'_>, d: Place<'_>, same_buffer: bool) -> Result<()> {
     if !same_buffer {
         // SAFETY: both places lie in their buffers, which differ; the caller's running
         // reservation (or claim) excludes every other access to both.
-        if unsafe { d.buffer().cpy_tensor(s.buffer(), s.offset(), d.offset(), size)? } {
+        if unsafe {
+            d.buffer()
+                .cpy_tensor(s.buffer(), s.offset(), d.offset(), size)?
+        } {
             return Ok(());
         }
         if let Some(p) = s.host_ptr() {

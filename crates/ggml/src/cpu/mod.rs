@@ -9,8 +9,8 @@ use std::ptr::NonNull;
 use std::sync::OnceLock;
 
 use crate::backend::{
-    host_buffer_type, Backend, BackendImpl, BufferImpl, BufferType, Device, DeviceCaps,
-    DeviceImpl, DeviceType, HostMemory, Registry, RegistryImpl,
+    host_buffer_type, Backend, BackendImpl, BufferImpl, BufferType, Device, DeviceCaps, DeviceImpl,
+    DeviceType, HostMemory, Registry, RegistryImpl,
 };
 use crate::error::Result;
 use crate::tensor::Tensor;

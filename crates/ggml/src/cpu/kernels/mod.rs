@@ -16,7 +16,7 @@ mod unary;
 
 use std::ops::Range;
 
-use crate::backend::{PlacedGraph, Place};
+use crate::backend::{Place, PlacedGraph};
 use crate::error::{Error, Result};
 use crate::ops::Op;
 use crate::tensor::{Tensor, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC};
@@ -346,7 +346,10 @@ impl NodePtrs {
     /// Node `i` of `graph`'s addresses, from the places the job holds.
     pub(crate) fn resolve(graph: &PlacedGraph<'_>, i: usize) -> Result<NodePtrs> {
         let t = graph.nodes().get(i).ok_or_else(|| {
-            Error::invalid(format!("graph_compute: no node {i} in a graph of {}", graph.len()))
+            Error::invalid(format!(
+                "graph_compute: no node {i} in a graph of {}",
+                graph.len()
+            ))
         })?;
         let mut src = [TensorPtr::NULL; MAX_SRC];
         for (j, (slot, s)) in src.iter_mut().zip(t.srcs()).enumerate() {

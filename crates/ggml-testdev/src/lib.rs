@@ -613,23 +613,16 @@ struct RemoteEngine {
 }
 
 impl RemoteEngine {
-    /// Where `place` is on this engine's server; `Err` naming `what` and `t` otherwise.
-    fn at(&self, place: Option<Place<'_>>, t: &Tensor, what: &str) -> Result<At> {
-        place
-            .and_then(|p| p.downcast::<RemoteBuffer>())
-            .filter(|(b, _)| b.link.id == self.link.id)
-            .map(|(b, offset)| (b.id, offset))
-            .ok_or_else(|| {
-                Error::unsupported(format!(
-                    "{} {what}: tensor {:?} is not in the memory of server {}",
-                    self.name,
-                    t.name(),
-                    self.link.name
-                ))
-            })
+    /// Where node or operand `t`'s place is on this engine's server.
+    fn at(&self, place: Option<Place<'_>>, t: &Tensor) -> Result<At> {
+        let what = format!("graph_compute (tensor {:?})", t.name());
+        match place {
+            Some(p) => self.own(p, &what),
+            None => Err(Error::invalid(format!("{} {what}: no place", self.name))),
+        }
     }
 
-    /// Where a transfer's place is on this engine's server.
+    /// Where `place` is on this engine's server; `Err` naming `what` otherwise.
     fn own(&self, place: Place<'_>, what: &str) -> Result<At> {
         place
             .downcast::<RemoteBuffer>()
@@ -652,9 +645,9 @@ impl BackendImpl for RemoteEngine {
     fn graph_compute(&mut self, graph: &PlacedGraph<'_>) -> Result<()> {
         let mut places = HashMap::new();
         for (i, n) in graph.nodes().iter().enumerate() {
-            places.insert(n.id(), self.at(graph.place(i), n, "graph_compute")?);
+            places.insert(n.id(), self.at(graph.place(i), n)?);
             for (j, s) in n.srcs().iter().enumerate() {
-                places.insert(s.id(), self.at(graph.src_place(i, j), s, "graph_compute")?);
+                places.insert(s.id(), self.at(graph.src_place(i, j), s)?);
             }
         }
         self.link.send(Cmd::Compute {

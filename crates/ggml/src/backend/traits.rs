@@ -261,6 +261,17 @@ impl dyn EventImpl {
     }
 }
 
+/// `Err` naming `what` unless a transfer of `len` bytes matches `place`'s size.
+fn check_len(what: &str, len: usize, place: &Place<'_>) -> Result<()> {
+    if len != place.size() {
+        return Err(crate::Error::invalid(format!(
+            "{what}: {len} bytes for a place of {}",
+            place.size()
+        )));
+    }
+    Ok(())
+}
+
 /// The plan of [`BackendImpl::graph_plan_create`]'s default: nothing prepared.
 struct NoPlan;
 
@@ -331,13 +342,7 @@ pub trait BackendImpl: Send + 'static {
     /// may read them later. The default synchronizes, then writes through the buffer.
     fn set_tensor_async(&mut self, dst: Place<'_>, data: &[u8]) -> Result<()> {
         self.synchronize()?;
-        if data.len() != dst.size() {
-            return Err(crate::Error::invalid(format!(
-                "set_tensor_async: {} bytes for a place of {}",
-                data.len(),
-                dst.size()
-            )));
-        }
+        check_len("set_tensor_async", data.len(), &dst)?;
         // SAFETY: the place lies in its buffer (its invariant) and `data` has its size; the
         // job's reservation excludes other streams and the host, and `synchronize` above
         // finished this stream's own queued work.
@@ -349,13 +354,7 @@ pub trait BackendImpl: Send + 'static {
     /// queue may fill it later. The default synchronizes, then reads through the buffer.
     fn get_tensor_async(&mut self, src: Place<'_>, out: &mut [u8]) -> Result<()> {
         self.synchronize()?;
-        if out.len() != src.size() {
-            return Err(crate::Error::invalid(format!(
-                "get_tensor_async: {} bytes for a place of {}",
-                out.len(),
-                src.size()
-            )));
-        }
+        check_len("get_tensor_async", out.len(), &src)?;
         // SAFETY: as for `set_tensor_async`.
         unsafe { src.buffer().read(src.offset(), out) }
     }

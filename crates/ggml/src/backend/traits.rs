@@ -325,8 +325,9 @@ pub trait BackendImpl: Send + 'static {
 
     /// Whether the hooks hand work to a queue of the device's own and may return before it is
     /// done (a GPU stream, a remote server). The stream then keeps every job's buffers
-    /// reserved until [`BackendImpl::synchronize`] returns, and calls it before it blocks. The
-    /// default: no, every hook finishes its work before it returns.
+    /// reserved until [`BackendImpl::synchronize`] returns, and calls it before it blocks. Read
+    /// once, when the stream starts. The default: no, every hook finishes its work before it
+    /// returns.
     fn has_own_queue(&self) -> bool {
         false
     }

@@ -4,7 +4,7 @@
 //! worker thread, events, and the ordering that keeps asynchronous work sound.
 //!
 //! Memory need not be host memory: every job hands the engine the [`Place`] of each tensor it
-//! touches — the buffer's own implementation (downcast it with [`BufferImpl::downcast_ref`]
+//! touches — the buffer's own implementation (downcast it with `<dyn BufferImpl>::downcast_ref`
 //! to reach the device's handle) and the byte offset in it — resolved when the job was queued.
 //! A device with a queue of its own overrides the asynchronous hooks of [`BackendImpl`]; a
 //! simple device needs none of them.
@@ -19,7 +19,7 @@ use super::{BufferType, DeviceCaps, DeviceType, PlacedGraph};
 
 /// Gives a concrete implementation as [`Any`], so a backend can reach its own type behind a
 /// `dyn` trait object. Implemented for every type; use it through
-/// [`BufferImpl::downcast_ref`] or [`EventImpl::downcast_ref`].
+/// `<dyn BufferImpl>::downcast_ref` or `<dyn EventImpl>::downcast_ref`.
 pub trait AsAny: Any {
     /// `self` as [`Any`].
     fn as_any(&self) -> &dyn Any;
@@ -154,7 +154,7 @@ impl<'a> Place<'a> {
         }
     }
 
-    /// The buffer's implementation (downcast it with [`BufferImpl::downcast_ref`]).
+    /// The buffer's implementation (downcast it with `<dyn BufferImpl>::downcast_ref`).
     pub fn buffer(&self) -> &'a dyn BufferImpl {
         self.buffer
     }

@@ -4,6 +4,9 @@
 //! device (`ggml_testdev::register`).
 
 use ggml::{backend, Context, Tensor, Type, UnaryOp};
+mod common;
+
+use common::input;
 use ggml_testdev::Server;
 
 /// How an input is filled.
@@ -17,15 +20,6 @@ enum Fill {
 
 /// A case: builds its graph in a context, returns the inputs with their fill and the output.
 type Build = fn(&Context) -> ggml::Result<(Vec<(Tensor, Fill)>, Tensor)>;
-
-fn values(n: usize, seed: u32) -> Vec<f32> {
-    (0..n as u32)
-        .map(|i| {
-            let h = (i.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)) % 4000;
-            h as f32 / 1000.0 - 2.0
-        })
-        .collect()
-}
 
 fn f32_input(ctx: &Context, ne: &[i64]) -> ggml::Result<(Tensor, Fill)> {
     Ok((ctx.new_tensor(Type::F32, ne)?, Fill::Values))
@@ -114,7 +108,7 @@ fn fill(inputs: &[(Tensor, Fill)]) {
     for (k, (t, f)) in inputs.iter().enumerate() {
         let n = t.nelements() as usize;
         match f {
-            Fill::Values => t.set_f32(&values(n, 17 + k as u32)).unwrap(),
+            Fill::Values => t.set_f32(&input(n, 17 + k as u32)).unwrap(),
             Fill::Indices(m) => t
                 .set_i32(&(0..n as i32).map(|i| (i * 5 + 3) % m).collect::<Vec<_>>())
                 .unwrap(),
@@ -173,7 +167,7 @@ fn every_unary_op_the_cpu_computes_agrees_bit_for_bit() {
             .unary_inplace(&cctx.scale(&a, 1.0).unwrap(), op)
             .unwrap();
         let cg = cctx.build_forward_expand(&cy).unwrap();
-        a.set_f32(&values(39, op as u32)).unwrap();
+        a.set_f32(&input(39, op as u32)).unwrap();
         cpu.graph_compute(&cg).unwrap();
 
         let dctx = Context::init(1 << 20, true).unwrap();
@@ -183,7 +177,7 @@ fn every_unary_op_the_cpu_computes_agrees_bit_for_bit() {
             .unwrap();
         let dg = dctx.build_forward_expand(&dy).unwrap();
         let _buf = backend::alloc_ctx_tensors(&dctx, &dev).unwrap();
-        da.set_f32(&values(39, op as u32)).unwrap();
+        da.set_f32(&input(39, op as u32)).unwrap();
         dev.graph_compute(&dg).unwrap();
         assert_eq!(
             dy.to_bytes().unwrap(),

@@ -5,17 +5,10 @@
 //! each transfer took.
 
 use ggml::{backend, Backend, Context, Device, DeviceType, Event, Graph, Tensor, Type};
-use ggml_testdev::{Counts, Server};
+mod common;
 
-/// A deterministic input of `n` values in roughly [-2, 2), different for each `seed`.
-fn input(n: usize, seed: u32) -> Vec<f32> {
-    (0..n as u32)
-        .map(|i| {
-            let h = (i.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)) % 4000;
-            h as f32 / 1000.0 - 2.0
-        })
-        .collect()
-}
+use common::input;
+use ggml_testdev::{Counts, Server};
 
 /// A graph mixing op families (matrix product, broadcast add, norm, soft-max, a transposed
 /// view made contiguous, row gathering): its inputs `w` [16, 8], `x` [16, 4], `bias` [8],

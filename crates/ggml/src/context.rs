@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::backend::{cpu_buffer_type, Buffer};
+use crate::backend::{host_buffer_type, Buffer};
 use crate::error::{Error, Result};
 use crate::graph::{graph_nbytes, Graph};
 use crate::ops::Op;
@@ -291,7 +291,7 @@ impl Context {
             (_, false) => None,
             (Some(a), true) => Some(a.clone()),
             (None, true) => {
-                let a = cpu_buffer_type().alloc_buffer(self.0.mem_size)?;
+                let a = host_buffer_type().alloc_buffer(self.0.mem_size)?;
                 s.arena = Some(a.clone());
                 Some(a)
             }

@@ -43,3 +43,9 @@ pub use ops::{Op, UnaryOp};
 pub use quants::{quantize_chunk, quantize_requires_imatrix};
 pub use tensor::{Tensor, MAX_DIMS, MAX_SRC};
 pub use types::{bf16, f16, Type, QK_K};
+
+/// The registries this crate is built with, registered (through [`backend::register`], as any
+/// other) when the registry is first used: the CPU.
+pub(crate) fn builtin_registries() -> Vec<Registry> {
+    vec![cpu::registry()]
+}

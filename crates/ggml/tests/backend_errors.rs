@@ -195,8 +195,8 @@ fn every_use_of_a_freed_buffer_is_an_error() {
         backend::tensor_copy_async(&cpu, &cpu2, &x, &live).unwrap_err(),
         "tensor_copy_async",
     );
-    freed(backend::tensor_copy(&x, &live).unwrap_err(), "tensor_get");
-    freed(backend::tensor_copy(&live, &x).unwrap_err(), "tensor_set");
+    freed(backend::tensor_copy(&x, &live).unwrap_err(), "tensor_copy");
+    freed(backend::tensor_copy(&live, &x).unwrap_err(), "tensor_copy");
     freed(buf.clear(0).unwrap_err(), "clear");
     freed(buf.reset().unwrap_err(), "reset");
     assert_eq!(

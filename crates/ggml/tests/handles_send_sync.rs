@@ -19,6 +19,9 @@ fn handles_are_send_and_sync() {
     send_sync::<ggml::gguf::GgufFile>();
     send_sync::<ggml::gguf::LoadedTensors>();
     send_sync::<ggml::Error>();
+    send_sync::<ggml::backend::Place<'static>>();
+    send_sync::<ggml::backend::PlacedGraph<'static>>();
+    send_sync::<ggml::DeviceCaps>();
 }
 
 #[test]

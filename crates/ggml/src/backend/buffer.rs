@@ -1,14 +1,17 @@
 //! Buffer types and buffers, and the bookkeeping that makes asynchronous work on them sound.
 //!
-//! Every buffer counts the queued jobs that will touch it (`pending`) and marks the one running
-//! now (`busy`). Host reads and writes wait until both are clear and run under the buffer's lock;
-//! jobs take `busy` on all their buffers (in id order, so two streams never deadlock) before
-//! they run. `free` refuses new work and waits for queued work before releasing the memory.
+//! Every buffer counts the queued jobs that will touch it (`pending`) and which stream holds it
+//! now (`holder`, with a count of its holds). Host reads and writes wait until both are clear and
+//! run under the buffer's lock; jobs take a hold on all their buffers (in id order, so two
+//! streams never deadlock) before they run, and give it back when their work is done — when the
+//! engine returns, or, for an engine with its own queue, when it has synchronized. One stream may
+//! hold a buffer several times over (its queue orders its own work). `free` refuses new work and
+//! waits for queued work before releasing the memory.
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 
 use crate::error::{Error, Result};
 use crate::tensor::{lock, Tensor};
@@ -16,6 +19,13 @@ use crate::tensor::{lock, Tensor};
 use super::traits::{BufferImpl, BufferTypeImpl};
 
 static NEXT_BUFFER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Alignment of tensors in host buffers (GGML's `TENSOR_ALIGNMENT`).
+const HOST_TENSOR_ALIGN: usize = 32;
+
+/// The holder id of host-side accesses that claim buffers like a job (synchronous copies);
+/// streams are numbered from 1.
+const HOST_HOLDER: u64 = 0;
 
 /// What a buffer is for (`enum ggml_backend_buffer_usage`); a tag read by the scheduler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -104,8 +114,9 @@ enum Kind {
 struct State {
     /// Jobs queued (not yet finished) that touch this buffer.
     pending: usize,
-    /// A job is running on this buffer now.
-    busy: bool,
+    /// The stream whose jobs hold the buffer now, and how many of them (0: nobody holds it).
+    holder: u64,
+    holds: usize,
     freed: bool,
 }
 
@@ -327,7 +338,7 @@ impl Buffer {
             Kind::Plain(imp) => {
                 let mut s = lock(&self.0.state);
                 s.freed = true;
-                while s.pending > 0 || s.busy {
+                while s.pending > 0 || s.holds > 0 {
                     s = wait(&self.0.cv, s);
                 }
                 drop(s);
@@ -362,7 +373,7 @@ impl Buffer {
             )));
         };
         let mut s = lock(&self.0.state);
-        while !s.freed && (s.pending > 0 || s.busy) {
+        while !s.freed && (s.pending > 0 || s.holds > 0) {
             s = wait(&self.0.cv, s);
         }
         if s.freed {
@@ -415,16 +426,67 @@ impl Buffer {
         self.with_idle("init_tensor", |imp| imp.init_tensor(t, offset))
     }
 
-    /// Runs `f` with the implementation while a job holds this buffer (see [`Reservation`]):
-    /// the caller's running reservation is what makes its accesses exclusive.
-    pub(crate) fn with_reserved<R>(&self, f: impl FnOnce(&dyn BufferImpl) -> R) -> Option<R> {
+    /// A pointer to the implementation, for a job that has reserved this buffer (see
+    /// [`ImplPtr`]); `None` for a multi-buffer and once freed.
+    fn impl_ptr(&self) -> Option<ImplPtr> {
         match &self.0.kind {
             Kind::Plain(imp) => {
                 let imp = imp.read().unwrap_or_else(|e| e.into_inner());
-                imp.as_ref().map(|i| f(i.as_ref()))
+                imp.as_deref().map(|i| ImplPtr(NonNull::from(i)))
             }
             Kind::Multi(_) => None,
         }
+    }
+}
+
+/// A buffer's implementation as a queued job sees it: taken after the job's [`Reservation`]
+/// (which keeps the buffer from being freed until the reservation is dropped), used only while
+/// the job runs (its reservation running makes the accesses exclusive). Taking it when the job
+/// is queued, not when it runs, lets a job run without allocating.
+#[derive(Clone, Copy)]
+pub(crate) struct ImplPtr(NonNull<dyn BufferImpl>);
+
+// SAFETY: the pointee is `Send + Sync` (`BufferImpl`'s bounds); the pointer is only
+// dereferenced under `ImplPtr::get`'s contract.
+unsafe impl Send for ImplPtr {}
+// SAFETY: as above.
+unsafe impl Sync for ImplPtr {}
+
+impl ImplPtr {
+    /// The implementation.
+    ///
+    /// # Safety
+    /// The reservation this pointer was taken under must still be alive, and the reference must
+    /// not outlive it.
+    pub(crate) unsafe fn get<'a>(self) -> &'a dyn BufferImpl {
+        // SAFETY: a live reservation keeps the buffer's implementation from being dropped
+        // (`release` waits for it), so the pointer is valid (the caller's contract).
+        unsafe { self.0.as_ref() }
+    }
+}
+
+/// The host buffer type (aligned host memory in GGML's standard layout, named `"CPU"` as GGML
+/// names host memory): what a context's own memory is made of, and what the CPU device
+/// allocates. Every device that can read host memory can use it.
+pub fn host_buffer_type() -> BufferType {
+    static BUFT: OnceLock<BufferType> = OnceLock::new();
+    BUFT.get_or_init(|| BufferType::new(HostBufferType)).clone()
+}
+
+struct HostBufferType;
+
+impl BufferTypeImpl for HostBufferType {
+    fn name(&self) -> String {
+        "CPU".into()
+    }
+    fn alloc_buffer(&self, size: usize) -> Result<Box<dyn BufferImpl>> {
+        Ok(Box::new(HostMemory::new(size)?))
+    }
+    fn alignment(&self) -> usize {
+        HOST_TENSOR_ALIGN
+    }
+    fn is_host(&self) -> bool {
+        true
     }
 }
 
@@ -462,17 +524,95 @@ impl Reservation {
         })
     }
 
-    /// Waits until no other job runs on these buffers, then marks them busy.
-    pub(crate) fn start(&mut self) {
+    /// Takes a hold on every buffer for stream `holder` if no other stream holds any of them;
+    /// `false` (and nothing held) otherwise.
+    pub(crate) fn try_start(&mut self, holder: u64) -> bool {
+        for (i, b) in self.buffers.iter().enumerate() {
+            let mut s = lock(&b.0.state);
+            if s.holds > 0 && s.holder != holder {
+                drop(s);
+                self.buffers[..i].iter().for_each(unhold);
+                return false;
+            }
+            s.holder = holder;
+            s.holds += 1;
+        }
+        self.running = true;
+        true
+    }
+
+    /// Waits until no other stream holds these buffers, then holds them for `holder`.
+    pub(crate) fn start(&mut self, holder: u64) {
         for b in self.buffers.iter() {
             let mut s = lock(&b.0.state);
-            while s.busy {
+            while s.holds > 0 && s.holder != holder {
                 s = wait(&b.0.cv, s);
             }
-            s.busy = true;
+            s.holder = holder;
+            s.holds += 1;
         }
         self.running = true;
     }
+
+    /// The buffers, sorted by id.
+    pub(crate) fn buffers(&self) -> &Arc<[Buffer]> {
+        &self.buffers
+    }
+
+    /// The implementation of reserved buffer `i` (in id order), valid while this reservation
+    /// lives; `Err` naming `what` for a multi-buffer.
+    pub(crate) fn impl_ptr(&self, i: usize, what: &str) -> Result<ImplPtr> {
+        self.buffers[i].impl_ptr().ok_or_else(|| {
+            Error::invalid(format!(
+                "{what}: buffer {} is a multi-buffer; its tensors live in its parts",
+                self.buffers[i].name()
+            ))
+        })
+    }
+
+    /// A running claim by the host on `buffers` (sorted by id), taken once none has queued or
+    /// running work, all at the same moment: a synchronous operation on several buffers,
+    /// ordered after the work queued on them. Waits without holding anything, so no job can
+    /// wait for it.
+    pub(crate) fn claim_idle(buffers: Arc<[Buffer]>, what: &str) -> Result<Reservation> {
+        loop {
+            let mut guards = Vec::with_capacity(buffers.len());
+            let mut busy = None;
+            for b in buffers.iter() {
+                let s = lock(&b.0.state);
+                if s.freed {
+                    return Err(b.freed_error(what));
+                }
+                if s.pending > 0 || s.holds > 0 {
+                    busy = Some((b, s));
+                    break;
+                }
+                guards.push(s);
+            }
+            let Some((b, s)) = busy else {
+                for s in guards.iter_mut() {
+                    s.pending += 1;
+                    s.holder = HOST_HOLDER;
+                    s.holds = 1;
+                }
+                break;
+            };
+            drop(guards);
+            drop(wait(&b.0.cv, s));
+        }
+        Ok(Reservation {
+            buffers,
+            running: true,
+        })
+    }
+}
+
+/// Gives back one hold on `b` (taken by [`Reservation::try_start`] or [`Reservation::start`]).
+fn unhold(b: &Buffer) {
+    let mut s = lock(&b.0.state);
+    s.holds -= 1;
+    drop(s);
+    b.0.cv.notify_all();
 }
 
 impl Drop for Reservation {
@@ -481,7 +621,7 @@ impl Drop for Reservation {
             let mut s = lock(&b.0.state);
             s.pending -= 1;
             if self.running {
-                s.busy = false;
+                s.holds -= 1;
             }
             drop(s);
             b.0.cv.notify_all();

@@ -26,18 +26,33 @@ pub enum DeviceType {
     Meta = 4,
 }
 
-/// A device's capabilities (`struct ggml_backend_dev_caps`).
+/// A device's capabilities (`struct ggml_backend_dev_caps`), as its implementation reports
+/// them ([`super::DeviceImpl::caps`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceCaps {
-    /// `graph_compute_async` and the async transfers return before the work is done. True for
-    /// every backend of this library: each stream has its own worker.
+    /// `graph_compute_async` and the async transfers return before the work is done. Every
+    /// stream of this library can (it has its own worker), so the default is true.
     pub async_compute: bool,
     /// The device has a pinned host buffer type.
     pub host_buffer: bool,
     /// The device can wrap host memory in a buffer.
     pub buffer_from_host_ptr: bool,
-    /// The device supports events. True for every device of this library.
+    /// The device supports events. Every stream of this library can signal and wait for
+    /// events, so the default is true.
     pub events: bool,
+}
+
+impl Default for DeviceCaps {
+    /// Asynchronous compute and events (what every stream of this library has), no host buffer
+    /// type, no host-pointer buffers.
+    fn default() -> DeviceCaps {
+        DeviceCaps {
+            async_compute: true,
+            host_buffer: false,
+            buffer_from_host_ptr: false,
+            events: true,
+        }
+    }
 }
 
 /// A device's properties (`struct ggml_backend_dev_props`).
@@ -88,7 +103,6 @@ impl Device {
     /// All properties (`ggml_backend_dev_get_props`).
     pub fn get_props(&self) -> DeviceProps {
         let (memory_free, memory_total) = self.memory();
-        let caps = self.0.caps();
         DeviceProps {
             name: self.name(),
             description: self.description(),
@@ -96,12 +110,7 @@ impl Device {
             memory_total,
             dev_type: self.dev_type(),
             device_id: self.0.device_id(),
-            caps: DeviceCaps {
-                async_compute: true,
-                host_buffer: caps.host_buffer,
-                buffer_from_host_ptr: caps.buffer_from_host_ptr,
-                events: true,
-            },
+            caps: self.0.caps(),
         }
     }
 

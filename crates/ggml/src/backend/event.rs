@@ -1,6 +1,9 @@
 //! Events: markers queued on a stream, signalled when everything queued before them is done.
 //! Every backend has them (GGML's CPU backend has none); the host can wait on one, and another
-//! stream can be made to wait on one without blocking the host.
+//! stream can be made to wait on one without blocking the host. A stream whose engine has a
+//! queue of its own may signal with a marker of its device ([`super::EventImpl`]): the event is
+//! then reached when the device passes it, and another stream of a device that understands it
+//! waits for it on the device.
 
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -8,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::tensor::lock;
 
 use super::stream::Job;
+use super::traits::EventImpl;
 use super::{Backend, Device};
 
 #[derive(Default)]
@@ -18,6 +22,8 @@ struct State {
     signalled: u64,
     /// The stream's first error at the time the latest generation was signalled.
     error: Option<Error>,
+    /// The device's own marker for the latest generation signalled, if the stream gave one.
+    native: Option<Arc<dyn EventImpl>>,
 }
 
 pub(crate) struct EventInner {
@@ -31,22 +37,37 @@ impl EventInner {
         lock(&self.state).recorded
     }
 
-    pub(crate) fn signal(&self, generation: u64, error: Option<Error>) {
+    /// Marks `generation` as signalled by its stream: done, or handed to the device as
+    /// `native`.
+    pub(crate) fn signal(
+        &self,
+        generation: u64,
+        error: Option<Error>,
+        native: Option<Arc<dyn EventImpl>>,
+    ) {
         let mut s = lock(&self.state);
         if generation > s.signalled {
             s.signalled = generation;
             s.error = error;
+            s.native = native;
         }
         drop(s);
         self.cv.notify_all();
     }
 
-    pub(crate) fn wait_for(&self, generation: u64) -> Option<Error> {
+    /// Whether the stream has signalled `generation` (its device may not have reached it yet).
+    pub(crate) fn is_signalled(&self, generation: u64) -> bool {
+        lock(&self.state).signalled >= generation
+    }
+
+    /// Blocks until the stream has signalled `generation`; the stream's error by then and the
+    /// device's marker, if any (wait for that to know the device has passed it).
+    pub(crate) fn wait_for(&self, generation: u64) -> (Option<Error>, Option<Arc<dyn EventImpl>>) {
         let mut s = lock(&self.state);
         while s.signalled < generation {
             s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
         }
-        s.error.clone()
+        (s.error.clone(), s.native.clone())
     }
 }
 
@@ -100,16 +121,17 @@ impl Event {
     /// recording stream had raised by then (`ggml_backend_event_synchronize`).
     pub fn synchronize(&self) -> Result<()> {
         let target = self.0.recorded();
-        match self.0.wait_for(target) {
-            Some(e) => Err(e),
-            None => Ok(()),
+        let (error, native) = self.0.wait_for(target);
+        if let Some(e) = error {
+            return Err(e);
         }
+        native.map_or(Ok(()), |n| n.synchronize())
     }
 
     /// Whether the latest record has been signalled (never blocks).
     pub fn is_signalled(&self) -> bool {
         let s = lock(&self.0.state);
-        s.signalled >= s.recorded
+        s.signalled >= s.recorded && s.native.as_ref().is_none_or(|n| n.is_reached())
     }
 
     /// Releases the event (`ggml_backend_event_free`); the same as dropping it.

@@ -2,10 +2,20 @@
 //! events and graph plans, and the functions that move data between them.
 //!
 //! Backends are traits ([`BufferTypeImpl`], [`BufferImpl`], [`DeviceImpl`], [`BackendImpl`],
-//! [`RegistryImpl`]) that a crate outside `ggml` can implement; the handles here add what all
-//! backends share. Differences from GGML, on purpose: every backend (the CPU one too) is a real
-//! asynchronous stream with events; errors are `Err` values, never aborts; host access to a
-//! tensor waits for queued work on its buffer, so safe code never sees a data race.
+//! [`EventImpl`], [`RegistryImpl`]) that a crate outside `ggml` can implement; the handles here
+//! add what all backends share. Differences from GGML, on purpose: every backend (the CPU one
+//! too) is a real asynchronous stream with events; errors are `Err` values, never aborts; host
+//! access to a tensor waits for queued work on its buffer, so safe code never sees a data race.
+//!
+//! Memory need not be host memory. Every job is resolved when it is queued: each node and
+//! operand to a [`Place`] (its buffer's implementation, which the backend downcasts to its own
+//! type, and the offset in it), and those buffers are what the job reserves. An engine with a
+//! queue of its own (a GPU stream, a remote server) overrides the asynchronous hooks of
+//! [`BackendImpl`]; the stream then keeps each job's buffers reserved until the engine has
+//! synchronized, and lets device events order streams without blocking. Copies between devices
+//! that can copy directly ([`BufferImpl::cpy_tensor`], [`BackendImpl::cpy_tensor_async`]) do
+//! not go through host memory. The crate `ggml-testdev` is such a device, written only
+//! against these traits.
 
 #[macro_use]
 mod handle;
@@ -13,14 +23,16 @@ mod handle;
 mod buffer;
 mod device;
 mod event;
+pub(crate) mod job;
 mod multi_buffer;
 mod registry;
 mod stream;
 mod traits;
 
-pub use buffer::{Buffer, BufferType, BufferUsage, HostMemory, HOST_ALIGN};
+pub use buffer::{host_buffer_type, Buffer, BufferType, BufferUsage, HostMemory, HOST_ALIGN};
 pub use device::{Device, DeviceCaps, DeviceProps, DeviceType};
 pub use event::Event;
+pub use job::PlacedGraph;
 pub use multi_buffer::multi_buffer_alloc_buffer;
 pub use registry::{
     dev_by_name, dev_by_type, dev_count, dev_get, device_register, devices, init_best,
@@ -28,19 +40,14 @@ pub use registry::{
 };
 pub use stream::{Backend, GraphPlan, Pending};
 pub use traits::{
-    BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, DeviceImplCaps, RegistryImpl,
+    AsAny, BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, EventImpl, Place, RegistryImpl,
 };
 
 pub use crate::alloc::{alloc_ctx_tensors, alloc_ctx_tensors_from_buft, tensor_alloc, view_init};
-pub use crate::cpu::cpu_buffer_type;
+pub use crate::cpu::{cpu_buffer_type, cpu_init};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::tensor::Tensor;
-
-/// Starts a stream on the CPU device (`ggml_backend_cpu_init`).
-pub fn cpu_init() -> Result<Backend> {
-    crate::cpu::device().init(None)
-}
 
 /// Writes `data` into `t` at byte `offset`, after queued work on its buffer
 /// (`ggml_backend_tensor_set`).
@@ -61,20 +68,11 @@ pub fn tensor_memset(t: &Tensor, value: u8, offset: usize, size: usize) -> Resul
     b.buffer.host_fill(b.offset + offset, size, value)
 }
 
-/// Copies `src` into `dst` (same layout) synchronously (`ggml_backend_tensor_copy`).
+/// Copies `src` into `dst` (same layout) synchronously, after the work queued on their buffers
+/// (`ggml_backend_tensor_copy`): directly between the devices when they can
+/// ([`BufferImpl::cpy_tensor`]), else through host memory.
 pub fn tensor_copy(src: &Tensor, dst: &Tensor) -> Result<()> {
-    if !src.are_same_layout(dst) {
-        return Err(Error::invalid(format!(
-            "tensor_copy: src {:?} and dst {:?} differ in type, shape or strides",
-            src.name(),
-            dst.name()
-        )));
-    }
-    if src == dst {
-        return Ok(());
-    }
-    let bytes = src.to_bytes()?;
-    dst.set_bytes(&bytes, 0)
+    stream::tensor_copy(src, dst)
 }
 
 /// Copies `src` (computed on `b_src`) into `dst` (used on `b_dst`): after all work queued on

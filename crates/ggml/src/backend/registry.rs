@@ -1,6 +1,9 @@
 //! Registries (`ggml_backend_reg_t`) and the process-wide list of registries and devices.
-//! The CPU registry is always there, last, as in GGML, and its devices come after those of every
-//! registry added with [`register`]; devices added with [`device_register`] are appended.
+//! The crate's built-in registries (the CPU's) are registered on first use through
+//! [`register`], the path every registry takes. A registry whose devices are all CPU devices is
+//! a host fallback and stays after the others, as GGML orders the CPU last: a new registry goes
+//! before the first such one, and its new devices before the first CPU device. Devices added
+//! with [`device_register`] are appended.
 
 use std::sync::{Mutex, OnceLock};
 
@@ -51,35 +54,56 @@ struct Global {
 fn global() -> &'static Mutex<Global> {
     static G: OnceLock<Mutex<Global>> = OnceLock::new();
     G.get_or_init(|| {
-        let cpu = crate::cpu::registry();
-        let devs = cpu.devices();
-        Mutex::new(Global {
-            regs: vec![cpu],
-            devs,
-        })
+        let mut g = Global::default();
+        for reg in crate::builtin_registries() {
+            g.add(reg);
+        }
+        Mutex::new(g)
     })
 }
 
-/// Adds a registry and its devices (`ggml_backend_register`). Registering the same registry
-/// twice is a no-op. New registries go before the CPU registry, as GGML orders them.
-pub fn register(reg: Registry) {
-    let mut g = lock(global());
-    if g.regs.contains(&reg) {
-        return;
-    }
-    let at = g.regs.len() - 1;
-    g.regs.insert(at, reg.clone());
-    // New devices go before the first CPU device, in the registry's order; devices already
-    // known (shared with another registry, or registered alone) stay where they are.
-    let mut at = (g.devs.iter())
-        .position(|d| d.dev_type() == DeviceType::Cpu)
-        .unwrap_or(g.devs.len());
-    for d in reg.devices() {
-        if !g.devs.contains(&d) {
-            g.devs.insert(at, d);
-            at += 1;
+/// Whether `reg` is a host fallback: it has devices, and all are CPU devices.
+fn is_host_fallback(reg: &Registry) -> bool {
+    let devs = reg.devices();
+    !devs.is_empty() && devs.iter().all(|d| d.dev_type() == DeviceType::Cpu)
+}
+
+impl Global {
+    fn add(&mut self, reg: Registry) {
+        if self.regs.contains(&reg) {
+            return;
+        }
+        let at = if is_host_fallback(&reg) {
+            self.regs.len()
+        } else {
+            (self.regs.iter())
+                .position(is_host_fallback)
+                .unwrap_or(self.regs.len())
+        };
+        self.regs.insert(at, reg.clone());
+        // New devices go before the first CPU device, in the registry's order; devices already
+        // known (shared with another registry, or registered alone) stay where they are.
+        let mut at = (self.devs.iter())
+            .position(|d| d.dev_type() == DeviceType::Cpu)
+            .unwrap_or(self.devs.len());
+        for d in reg.devices() {
+            if !self.devs.contains(&d) {
+                if d.dev_type() == DeviceType::Cpu {
+                    self.devs.push(d);
+                } else {
+                    self.devs.insert(at, d);
+                    at += 1;
+                }
+            }
         }
     }
+}
+
+/// Adds a registry and its devices (`ggml_backend_register`). Registering the same registry
+/// twice is a no-op. New registries go before the host-fallback (CPU) registries, as GGML
+/// orders them (see the module documentation).
+pub fn register(reg: Registry) {
+    lock(global()).add(reg);
 }
 
 /// Adds a device created outside a registry (`ggml_backend_device_register`); no-op if known.

@@ -3,26 +3,42 @@
 //! transfers return at once on every backend, the CPU included.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
 use crate::tensor::{lock, Tensor};
 
-use super::buffer::Reservation;
+use super::buffer::{ImplPtr, Reservation};
 use super::event::EventInner;
-use super::traits::BackendImpl;
-use super::Device;
+use super::job::Resolved;
+use super::traits::{BackendImpl, Place};
+use super::{Buffer, Device};
 
-pub(crate) type Work = Box<dyn FnOnce(&mut dyn BackendImpl) -> Result<()> + Send>;
+/// What runs after the next synchronization of the engine, with its result: the completion
+/// of work an engine with its own queue may still be doing (a read's reply, freeing the bytes
+/// a write was given).
+pub(crate) type After = Vec<Box<dyn FnOnce(&Result<()>) + Send>>;
 
-/// A backend's prepared plan, shared by the handle and the jobs that run it.
-pub(crate) type PlanState = Arc<Mutex<Box<dyn std::any::Any + Send>>>;
+/// A job's work: the engine, and the list of what must wait for the engine's next
+/// synchronization. It runs while the job's reservation holds its buffers.
+pub(crate) type Work = Box<dyn FnOnce(&mut dyn BackendImpl, &mut After) -> Result<()> + Send>;
+
+/// A backend's prepared plan and its nodes' places, shared by the handle and the jobs that run
+/// it.
+pub(crate) struct PlanInner {
+    engine: Box<dyn std::any::Any + Send>,
+    resolved: Resolved,
+}
+
+pub(crate) type PlanState = Arc<Mutex<PlanInner>>;
 
 pub(crate) enum Job {
-    /// Run `work` once the reserved buffers are free of other jobs.
+    /// Run `work` once the reserved buffers are free of other streams.
     Run(Work, Option<Reservation>),
-    /// Run a plan (no boxed closure: computing a plan allocates nothing).
+    /// Run a plan over the places resolved when it was queued (no boxed closure: computing a
+    /// plan allocates nothing).
     Plan(PlanState, Reservation),
     /// Signal an event: all work queued before it is done.
     Signal(Arc<EventInner>, u64),
@@ -45,6 +61,9 @@ struct Shared {
     work_cv: Condvar,
     done_cv: Condvar,
 }
+
+/// Stream ids, the holders of buffer reservations (0 is the host's).
+static NEXT_STREAM_ID: AtomicU64 = AtomicU64::new(1);
 
 pub(crate) struct Inner {
     shared: Arc<Shared>,
@@ -96,7 +115,7 @@ impl Backend {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name(format!("ggml-{name}-stream"))
-                .spawn(move || run_worker(&shared, imp))
+                .spawn(move || Worker::new(&shared, imp).run())
                 .map_err(|e| Error::AllocFailed(format!("cannot start a stream thread: {e}")))?
         };
         Ok(Backend(Arc::new(Inner {
@@ -129,7 +148,7 @@ impl Backend {
         let slot = Arc::new(Mutex::new(None));
         let out = slot.clone();
         self.enqueue_work(
-            Box::new(move |imp| {
+            Box::new(move |imp, _| {
                 *lock(&out) = Some(f(imp));
                 Ok(())
             }),
@@ -245,58 +264,181 @@ impl Backend {
     }
 }
 
-fn run_worker(sh: &Shared, mut imp: Box<dyn BackendImpl>) {
-    loop {
-        let job = {
-            let mut q = lock(&sh.q);
-            loop {
-                if let Some(j) = q.jobs.pop_front() {
-                    break j;
-                }
-                if q.quit {
-                    return;
-                }
-                q = sh.work_cv.wait(q).unwrap_or_else(|e| e.into_inner());
+/// The stream's worker thread: runs jobs in order and keeps the reservations of work an engine
+/// with its own queue may still be doing until that engine has synchronized.
+struct Worker<'s> {
+    sh: &'s Shared,
+    imp: Box<dyn BackendImpl>,
+    /// This stream's id as a holder of buffers.
+    id: u64,
+    own_queue: bool,
+    /// Reservations of finished calls whose device work may still run.
+    inflight: Vec<Reservation>,
+    /// What waits for the next synchronization.
+    after: After,
+    /// Jobs run but not yet counted as completed (they complete at the next synchronization).
+    unsettled: u64,
+}
+
+impl<'s> Worker<'s> {
+    fn new(sh: &'s Shared, imp: Box<dyn BackendImpl>) -> Worker<'s> {
+        let own_queue = imp.has_own_queue();
+        Worker {
+            sh,
+            imp,
+            id: NEXT_STREAM_ID.fetch_add(1, Ordering::Relaxed),
+            own_queue,
+            inflight: Vec::new(),
+            after: Vec::new(),
+            unsettled: 0,
+        }
+    }
+
+    fn run(mut self) {
+        while let Some(job) = self.next_job() {
+            let result = match job {
+                Job::Run(work, reservation) => self.run_work(work, reservation),
+                Job::Plan(state, reservation) => self.run_plan(&state, reservation),
+                Job::Signal(ev, generation) => self.signal(&ev, generation),
+                Job::Wait(ev, generation) => self.wait(&ev, generation),
+            };
+            self.unsettled += 1;
+            if let Err(e) = result {
+                lock(&self.sh.q).error.get_or_insert(e);
             }
+            if !self.own_queue {
+                self.settle();
+            }
+        }
+    }
+
+    /// The next job; settles first whenever the queue is empty, so idle streams hold nothing.
+    fn next_job(&mut self) -> Option<Job> {
+        loop {
+            let q = lock(&self.sh.q);
+            let mut q = q;
+            if let Some(j) = q.jobs.pop_front() {
+                return Some(j);
+            }
+            if self.unsettled > 0 || !self.inflight.is_empty() || !self.after.is_empty() {
+                drop(q);
+                self.settle();
+                continue;
+            }
+            if q.quit {
+                return None;
+            }
+            q = self.sh.work_cv.wait(q).unwrap_or_else(|e| e.into_inner());
+            drop(q);
+        }
+    }
+
+    /// Synchronizes the engine, completes what waited for it, gives back the reservations of
+    /// work done, and counts the jobs run so far as completed.
+    fn settle(&mut self) {
+        let r = if self.own_queue {
+            catch(|| self.imp.synchronize())
+        } else {
+            Ok(())
         };
-        let imp = imp.as_mut();
-        let result = match job {
-            Job::Run(work, reservation) => run_reserved(reservation, move || work(imp)),
-            Job::Plan(state, reservation) => run_reserved(Some(reservation), move || {
-                imp.graph_plan_compute(lock(&state).as_mut())
-            }),
-            Job::Signal(ev, generation) => {
-                let error = lock(&sh.q).error.clone();
-                ev.signal(generation, error);
-                Ok(())
-            }
-            Job::Wait(ev, generation) => {
-                ev.wait_for(generation);
-                Ok(())
-            }
-        };
-        let mut q = lock(&sh.q);
-        q.completed += 1;
-        if let Err(e) = result {
+        for f in self.after.drain(..) {
+            f(&r);
+        }
+        self.inflight.clear();
+        let mut q = lock(&self.sh.q);
+        q.completed += std::mem::take(&mut self.unsettled);
+        if let Err(e) = r {
             q.error.get_or_insert(e);
         }
         drop(q);
-        sh.done_cv.notify_all();
+        self.sh.done_cv.notify_all();
+    }
+
+    /// Holds `res`'s buffers for this stream, giving back what it holds first if it must wait.
+    fn start(&mut self, res: &mut Reservation) {
+        if !res.try_start(self.id) {
+            // Another stream holds a buffer: give back ours before blocking, so that stream
+            // never waits for us while we wait for it.
+            self.settle();
+            res.start(self.id);
+        }
+    }
+
+    /// Runs `work` once its reservation (if any) holds its buffers for this stream; a panic
+    /// becomes an error.
+    fn run_work(&mut self, work: Work, reservation: Option<Reservation>) -> Result<()> {
+        let mut res = reservation;
+        if let Some(r) = res.as_mut() {
+            self.start(r);
+        }
+        let (imp, after) = (self.imp.as_mut(), &mut self.after);
+        let r = catch(move || work(imp, after));
+        self.inflight.extend(res);
+        r
+    }
+
+    /// Runs a plan once its reservation holds its buffers.
+    fn run_plan(&mut self, state: &Mutex<PlanInner>, mut res: Reservation) -> Result<()> {
+        self.start(&mut res);
+        let mut plan = lock(state);
+        let r = if plan.resolved.is_covered_by(&res) {
+            let PlanInner { engine, resolved } = &mut *plan;
+            let imp = self.imp.as_mut();
+            // SAFETY: `res` (under which the places were captured) is running until it is
+            // pushed to `inflight` below, after the view's last use.
+            catch(|| imp.graph_plan_compute(engine.as_mut(), &unsafe { resolved.view() }))
+        } else {
+            Err(Error::Compute(
+                "graph_plan_compute: the plan was queued again, with its tensors in other \
+                 buffers, before this computation ran; compute it again"
+                    .into(),
+            ))
+        };
+        drop(plan);
+        self.inflight.push(res);
+        r
+    }
+
+    fn signal(&mut self, ev: &EventInner, generation: u64) -> Result<()> {
+        let native = if self.own_queue {
+            catch(|| self.imp.event_record())
+        } else {
+            Ok(None)
+        };
+        let (native, r) = match native {
+            Ok(n) => (n, Ok(())),
+            Err(e) => (None, Err(e)),
+        };
+        if native.is_none() {
+            // The stream signals the event itself: everything before it must be done.
+            self.settle();
+        }
+        let error = lock(&self.sh.q).error.clone().or_else(|| r.clone().err());
+        ev.signal(generation, error, native);
+        r
+    }
+
+    fn wait(&mut self, ev: &EventInner, generation: u64) -> Result<()> {
+        if !ev.is_signalled(generation) {
+            self.settle(); // about to block: hold nothing meanwhile
+        }
+        // The recording stream's errors are its own to report; here only the order matters.
+        let (_, native) = ev.wait_for(generation);
+        if let Some(native) = native {
+            let queued = self.own_queue && catch(|| self.imp.event_wait(native.as_ref()))?;
+            if !queued {
+                self.settle();
+                let _ = native.synchronize();
+            }
+        }
+        Ok(())
     }
 }
 
-/// Runs `f` once `reservation` (if any) holds its buffers exclusively; a panic becomes an error.
-fn run_reserved(
-    mut reservation: Option<Reservation>,
-    f: impl FnOnce() -> Result<()>,
-) -> Result<()> {
-    if let Some(r) = reservation.as_mut() {
-        r.start();
-    }
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-        .unwrap_or_else(|p| Err(Error::Compute(panic_message(p))));
-    drop(reservation);
-    r
+/// Runs `f`, turning a panic into an error.
+fn catch<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|p| Err(Error::Compute(panic_message(p))))
 }
 
 fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
@@ -381,11 +523,11 @@ impl<T> Drop for Promise<T> {
 }
 
 /// A graph prepared for repeated computation on one backend (`ggml_backend_graph_plan_t`).
+/// Each computation resolves the plan's nodes to their buffers again when it is queued.
 #[derive(Clone)]
 pub struct GraphPlan {
     backend: std::sync::Weak<Inner>,
     state: PlanState,
-    buffers: Arc<[super::Buffer]>,
 }
 
 impl std::fmt::Debug for GraphPlan {
@@ -393,25 +535,17 @@ impl std::fmt::Debug for GraphPlan {
         let backend = self.backend.upgrade().map(|b| b.name.clone());
         f.debug_struct("GraphPlan")
             .field("backend", &backend)
-            .field("n_buffers", &self.buffers.len())
+            .field("n_nodes", &lock(&self.state).resolved.nodes().len())
             .finish()
     }
 }
 
 impl Backend {
-    /// Validates a graph for this backend and returns its nodes and the buffers it touches.
-    fn prepare_graph(
-        &self,
-        graph: &crate::Graph,
-        what: &str,
-    ) -> Result<(Vec<Tensor>, Arc<[super::Buffer]>)> {
-        let nodes = graph.nodes();
-        let tensors = nodes
-            .iter()
-            .flat_map(|n| std::iter::once(n).chain(n.srcs()));
-        let buffers = super::buffer::buffer_set(tensors, what)?;
+    /// Checks resolved nodes against this backend: every buffer of a type the device can use,
+    /// every op supported, no node computed into a read-only buffer.
+    fn check_resolved(&self, r: &Resolved, what: &str) -> Result<()> {
         let dev = &self.0.device;
-        for b in buffers.iter() {
+        for b in r.buffers().iter() {
             if !dev.supports_buft(&b.get_type()) {
                 return Err(Error::unsupported(format!(
                     "{what}: backend {} cannot use tensors in buffer type {}",
@@ -420,31 +554,46 @@ impl Backend {
                 )));
             }
         }
-        self.check_supported(&nodes)?;
-        for n in nodes.iter().filter(|n| !n.op().is_empty()) {
-            if n.buffer().is_some_and(|b| b.is_read_only()) {
+        self.check_supported(r.nodes())?;
+        for (i, n) in r.nodes().iter().enumerate() {
+            let b = r.node_buffer(i);
+            if !n.op().is_empty() && b.is_read_only() {
                 return Err(Error::invalid(format!(
                     "{what}: node {:?} ({}) would write into read-only buffer {}",
                     n.name(),
                     n.op().name(),
-                    n.buffer().map(|b| b.name()).unwrap_or_default()
+                    b.name()
                 )));
             }
         }
-        Ok((nodes, buffers))
+        Ok(())
+    }
+
+    /// Queues `run` over resolved nodes, holding their buffers.
+    fn queue_graph(
+        &self,
+        mut r: Resolved,
+        what: &str,
+        run: impl FnOnce(&mut dyn BackendImpl, &super::PlacedGraph<'_>) -> Result<()> + Send + 'static,
+    ) -> Result<()> {
+        self.check_resolved(&r, what)?;
+        let reservation = Reservation::new(r.buffers().clone(), what)?;
+        r.capture(&reservation, what)?;
+        self.enqueue_work(
+            // SAFETY: the work runs while the job's reservation, under which the places were
+            // captured, is running.
+            Box::new(move |imp, _| run(imp, &unsafe { r.view() })),
+            Some(reservation),
+        );
+        Ok(())
     }
 
     /// Queues the computation of `graph` and returns at once (`ggml_backend_graph_compute_async`).
     /// Errors found before queuing (unallocated tensors, unsupported ops, freed buffers) are
     /// returned here; errors while computing are returned by [`Backend::synchronize`].
     pub fn graph_compute_async(&self, graph: &crate::Graph) -> Result<()> {
-        let (nodes, buffers) = self.prepare_graph(graph, "graph_compute")?;
-        let reservation = Reservation::new(buffers, "graph_compute")?;
-        self.enqueue_work(
-            Box::new(move |imp| imp.graph_compute(&nodes)),
-            Some(reservation),
-        );
-        Ok(())
+        let r = Resolved::bound(graph.nodes().into(), "graph_compute")?;
+        self.queue_graph(r, "graph_compute", |imp, g| imp.graph_compute(g))
     }
 
     /// Computes `graph` and waits for it (`ggml_backend_graph_compute`).
@@ -453,31 +602,65 @@ impl Backend {
         self.synchronize()
     }
 
+    /// Computes `nodes` (in order, as a graph's nodes) with their bytes where `place` says —
+    /// a buffer and a byte offset for each node and operand, in place of the tensors' own
+    /// memory — and waits for it. For code that keeps copies of other memory: a device that
+    /// computes on a host mirror of its own memory, a server computing a client's graph.
+    /// `Err` when `place` gives no place for a tensor (`None`), or a place its bytes do not
+    /// fit in, and for everything [`Backend::graph_compute`] refuses.
+    pub fn graph_compute_at(
+        &self,
+        nodes: &[Tensor],
+        mut place: impl FnMut(&Tensor) -> Option<(Buffer, usize)>,
+    ) -> Result<()> {
+        let what = "graph_compute_at";
+        let r = Resolved::new(nodes.into(), what, |t| {
+            place(t).ok_or_else(|| {
+                Error::invalid(format!(
+                    "{what}: no place was given for tensor {:?}",
+                    t.name()
+                ))
+            })
+        })?;
+        self.queue_graph(r, what, |imp, g| imp.graph_compute(g))?;
+        self.synchronize()
+    }
+
     /// Computes once what repeated computations of `graph` need
     /// (`ggml_backend_graph_plan_create`). The graph's tensors must be allocated.
     pub fn graph_plan_create(&self, graph: &crate::Graph) -> Result<GraphPlan> {
-        let (nodes, buffers) = self.prepare_graph(graph, "graph_plan_create")?;
-        let state = self.call(move |imp| imp.graph_plan_create(&nodes))?;
+        let resolved = Resolved::bound(graph.nodes().into(), "graph_plan_create")?;
+        self.check_resolved(&resolved, "graph_plan_create")?;
+        let nodes = resolved.nodes().clone();
+        let engine = self.call(move |imp| imp.graph_plan_create(&nodes))?;
         Ok(GraphPlan {
             backend: Arc::downgrade(&self.0),
-            state: Arc::new(Mutex::new(state)),
-            buffers,
+            state: Arc::new(Mutex::new(PlanInner { engine, resolved })),
         })
     }
 
-    /// Runs a plan and waits for it (`ggml_backend_graph_plan_compute`).
+    /// Runs a plan and waits for it (`ggml_backend_graph_plan_compute`). The plan's nodes are
+    /// resolved to their buffers again, so it follows tensors that moved.
     pub fn graph_plan_compute(&self, plan: &GraphPlan) -> Result<()> {
+        let what = "graph_plan_compute";
         if !plan
             .backend
             .upgrade()
             .is_some_and(|b| Arc::ptr_eq(&b, &self.0))
         {
             return Err(Error::invalid(format!(
-                "graph_plan_compute: the plan was made by another backend than {}",
+                "{what}: the plan was made by another backend than {}",
                 self.name()
             )));
         }
-        let reservation = Reservation::new(plan.buffers.clone(), "graph_plan_compute")?;
+        let reservation = {
+            let mut p = lock(&plan.state);
+            p.resolved.rebind(what)?;
+            self.check_resolved(&p.resolved, what)?;
+            let reservation = Reservation::new(p.resolved.buffers().clone(), what)?;
+            p.resolved.capture(&reservation, what)?;
+            reservation
+        };
         self.enqueue(Job::Plan(plan.state.clone(), reservation));
         self.synchronize()
     }
@@ -503,14 +686,18 @@ impl Backend {
     pub fn tensor_set_async(&self, t: &Tensor, data: Vec<u8>, offset: usize) -> Result<()> {
         t.check_range("tensor_set_async", offset, data.len())?;
         let b = t.require_binding("tensor_set_async")?;
-        let reservation = Reservation::new(Arc::from([b.buffer.clone()]), "tensor_set_async")?;
+        let reservation = Reservation::new(Arc::from([b.buffer]), "tensor_set_async")?;
+        let buf = reservation.impl_ptr(0, "tensor_set_async")?;
+        // In bounds: the range lies in the tensor, which lies in the buffer.
+        let at = b.offset + offset;
         self.enqueue_work(
-            Box::new(move |_| {
-                b.buffer
-                    // SAFETY: in bounds (the range lies in the tensor, which lies in the
-                    // buffer); the running reservation excludes every other access.
-                    .with_reserved(|imp| unsafe { imp.write(b.offset + offset, &data) })
-                    .unwrap_or_else(|| Err(Error::Freed("tensor_set_async: buffer freed".into())))
+            Box::new(move |imp, after| {
+                // SAFETY: the work runs while the reservation `buf` was taken under runs.
+                let place = Place::new(unsafe { buf.get() }, at, data.len());
+                let r = imp.set_tensor_async(place, &data);
+                // The engine may read the bytes until it synchronizes.
+                after.push(Box::new(move |_| drop(data)));
+                r
             }),
             Some(reservation),
         );
@@ -526,20 +713,27 @@ impl Backend {
     ) -> Result<Pending<Vec<u8>>> {
         t.check_range("tensor_get_async", offset, size)?;
         let b = t.require_binding("tensor_get_async")?;
-        let reservation = Reservation::new(Arc::from([b.buffer.clone()]), "tensor_get_async")?;
+        let reservation = Reservation::new(Arc::from([b.buffer]), "tensor_get_async")?;
+        let buf = reservation.impl_ptr(0, "tensor_get_async")?;
         let (pending, promise) = Pending::new("tensor_get_async");
+        // In bounds: the range lies in the tensor, which lies in the buffer.
+        let at = b.offset + offset;
         self.enqueue_work(
-            Box::new(move |_| {
+            Box::new(move |imp, after| {
                 let mut out = vec![0u8; size];
-                let r = b
-                    .buffer
-                    // SAFETY: in bounds (the range lies in the tensor, which lies in the
-                    // buffer); the running reservation excludes every write.
-                    .with_reserved(|imp| unsafe { imp.read(b.offset + offset, &mut out) })
-                    .unwrap_or_else(|| Err(Error::Freed("tensor_get_async: buffer freed".into())));
-                let reply = r.clone().map(|_| out);
-                promise.fulfil(reply);
-                r
+                // SAFETY: the work runs while the reservation `buf` was taken under runs.
+                let place = Place::new(unsafe { buf.get() }, at, size);
+                match imp.get_tensor_async(place, &mut out) {
+                    Ok(()) => {
+                        // The bytes are final once the engine has synchronized.
+                        after.push(Box::new(move |r| promise.fulfil(r.clone().map(|_| out))));
+                        Ok(())
+                    }
+                    Err(e) => {
+                        promise.fulfil(Err(e.clone()));
+                        Err(e)
+                    }
+                }
             }),
             Some(reservation),
         );
@@ -555,81 +749,148 @@ impl Backend {
     }
 }
 
+/// A checked copy between two tensors of one layout: the buffers (sorted by id), and each
+/// side's buffer index and offset.
+struct CopyPlan {
+    buffers: Arc<[Buffer]>,
+    src: (usize, usize),
+    dst: (usize, usize),
+    size: usize,
+}
+
+impl CopyPlan {
+    /// `None` when there is nothing to copy (`src` is `dst`).
+    fn new(src: &Tensor, dst: &Tensor, what: &str) -> Result<Option<CopyPlan>> {
+        if !src.are_same_layout(dst) {
+            return Err(Error::invalid(format!(
+                "{what}: src {:?} ({} {:?}) and dst {:?} ({} {:?}) differ in type, shape or \
+                 strides",
+                src.name(),
+                src.ty(),
+                src.ne(),
+                dst.name(),
+                dst.ty(),
+                dst.ne()
+            )));
+        }
+        if src == dst {
+            return Ok(None);
+        }
+        let s = src.require_binding(&format!("{what} (src)"))?;
+        let d = dst.require_binding(&format!("{what} (dst)"))?;
+        let buffers = super::buffer::buffer_set([src, dst], what)?;
+        let index = |b: &Buffer| buffers.iter().position(|e| e == b).unwrap_or(0);
+        Ok(Some(CopyPlan {
+            src: (index(&s.buffer), s.offset),
+            dst: (index(&d.buffer), d.offset),
+            buffers,
+            size: src.nbytes(),
+        }))
+    }
+
+    /// Both sides' buffer implementations, under `res` (made from [`CopyPlan::buffers`]).
+    fn ptrs(&self, res: &Reservation, what: &str) -> Result<(ImplPtr, ImplPtr)> {
+        Ok((
+            res.impl_ptr(self.src.0, what)?,
+            res.impl_ptr(self.dst.0, what)?,
+        ))
+    }
+
+    /// Both sides' places.
+    ///
+    /// # Safety
+    /// The reservation `ptrs` were taken under must be running while the places are used.
+    unsafe fn places<'a>(&self, (s, d): (ImplPtr, ImplPtr)) -> (Place<'a>, Place<'a>) {
+        // In bounds: bound tensors lie in their buffers.
+        // SAFETY: the caller's contract.
+        let (s, d) = unsafe { (s.get(), d.get()) };
+        (
+            Place::new(s, self.src.1, self.size),
+            Place::new(d, self.dst.1, self.size),
+        )
+    }
+
+    fn same_buffer(&self) -> bool {
+        self.src.0 == self.dst.0
+    }
+}
+
+/// Copies `src` into `dst` synchronously, after the work queued on their buffers
+/// (`ggml_backend_tensor_copy`): directly between the devices when the destination buffer can
+/// ([`BufferImpl::cpy_tensor`]), else through host memory.
+pub(crate) fn tensor_copy(src: &Tensor, dst: &Tensor) -> Result<()> {
+    let Some(c) = CopyPlan::new(src, dst, "tensor_copy")? else {
+        return Ok(());
+    };
+    let claim = Reservation::claim_idle(c.buffers.clone(), "tensor_copy")?;
+    let ptrs = c.ptrs(&claim, "tensor_copy")?;
+    // SAFETY: `claim` is a running claim on both buffers until the end of this function.
+    let (s, d) = unsafe { c.places(ptrs) };
+    copy_places(s, d, c.same_buffer())
+}
+
 /// Copies `src` into `dst` after all work queued so far on `b_src`, and before any work queued
-/// later on `b_dst` (`ggml_backend_tensor_copy_async`). Returns at once.
+/// later on `b_dst` (`ggml_backend_tensor_copy_async`). Returns at once. The copy runs on
+/// `b_dst`: its engine's own copy if it has one ([`BackendImpl::cpy_tensor_async`]), else a
+/// direct copy between the buffers, else through host memory.
 pub(crate) fn tensor_copy_async(
     b_src: &Backend,
     b_dst: &Backend,
     src: &Tensor,
     dst: &Tensor,
 ) -> Result<()> {
-    if !src.are_same_layout(dst) {
-        return Err(Error::invalid(format!(
-            "tensor_copy_async: src {:?} ({} {:?}) and dst {:?} ({} {:?}) differ in layout",
-            src.name(),
-            src.ty(),
-            src.ne(),
-            dst.name(),
-            dst.ty(),
-            dst.ne()
-        )));
-    }
-    if src == dst {
+    let Some(c) = CopyPlan::new(src, dst, "tensor_copy_async")? else {
         return Ok(());
-    }
-    let s = src.require_binding("tensor_copy_async (src)")?;
-    let d = dst.require_binding("tensor_copy_async (dst)")?;
-    let size = src.nbytes();
-    let buffers = super::buffer::buffer_set([src, dst], "tensor_copy_async")?;
+    };
     // Claim the buffers first: if one was freed, nothing may have been queued anywhere.
-    let reservation = Reservation::new(buffers, "tensor_copy_async")?;
+    let reservation = Reservation::new(c.buffers.clone(), "tensor_copy_async")?;
+    let ptrs = c.ptrs(&reservation, "tensor_copy_async")?;
     if b_src != b_dst {
         let ev = super::Event::for_device(b_src.get_device());
         ev.record(b_src)?;
         b_dst.event_wait(&ev)?;
     }
     b_dst.enqueue_work(
-        Box::new(move |_| copy_bytes(&s, &d, size)),
+        Box::new(move |imp, _| {
+            // SAFETY: the work runs while the reservation `ptrs` were taken under runs.
+            let (s, d) = unsafe { c.places(ptrs) };
+            if !c.same_buffer() && imp.cpy_tensor_async(s, d)? {
+                return Ok(());
+            }
+            imp.synchronize()?;
+            copy_places(s, d, c.same_buffer())
+        }),
         Some(reservation),
     );
     Ok(())
 }
 
-/// Copies `size` bytes between two reserved bindings, directly when the source is host memory.
-///
-/// SAFETY (every access below): both ranges lie in their buffers (a bound tensor lies in its
-/// buffer), and the job's running reservation on both buffers excludes every other access.
-fn copy_bytes(s: &crate::tensor::Binding, d: &crate::tensor::Binding, size: usize) -> Result<()> {
-    let freed = || Error::Freed("tensor copy: buffer freed".into());
-    // Straight from the source's host memory when it has some, unless both tensors are in one
-    // buffer: their ranges may overlap, and a slice of the source must not alias the bytes
-    // being written (that copy is staged).
-    if s.buffer != d.buffer {
-        let direct = s
-            .buffer
-            .with_reserved(|src| {
-                src.host_ptr().map(|p| {
-                    // SAFETY: see above.
-                    let bytes =
-                        unsafe { std::slice::from_raw_parts(p.as_ptr().add(s.offset), size) };
-                    d.buffer
-                        // SAFETY: see above; `dst` is another buffer than `bytes` lies in.
-                        .with_reserved(|dst| unsafe { dst.write(d.offset, bytes) })
-                        .unwrap_or_else(|| Err(freed()))
-                })
-            })
-            .ok_or_else(freed)?;
-        if let Some(r) = direct {
-            return r;
+/// Copies between two places the caller holds exclusively: directly when the destination
+/// buffer can copy from the source's, else straight from the source's host memory when it has
+/// some, else staged through a host copy. Within one buffer the ranges may overlap, so that
+/// copy is always staged (a slice of the source must not alias the bytes being written).
+fn copy_places(s: Place<'_>, d: Place<'_>, same_buffer: bool) -> Result<()> {
+    let size = s.size();
+    if !same_buffer {
+        // SAFETY: both places lie in their buffers, which differ; the caller's running
+        // reservation (or claim) excludes every other access to both.
+        if unsafe {
+            d.buffer()
+                .cpy_tensor(s.buffer(), s.offset(), d.offset(), size)?
+        } {
+            return Ok(());
+        }
+        if let Some(p) = s.host_ptr() {
+            // SAFETY: as above: the source's `size` bytes are host memory nobody writes now,
+            // and the destination is another buffer.
+            let bytes = unsafe { std::slice::from_raw_parts(p.as_ptr(), size) };
+            // SAFETY: as above.
+            return unsafe { d.buffer().write(d.offset(), bytes) };
         }
     }
     let mut tmp = vec![0u8; size];
-    s.buffer
-        // SAFETY: see above.
-        .with_reserved(|src| unsafe { src.read(s.offset, &mut tmp) })
-        .ok_or_else(freed)??;
-    d.buffer
-        // SAFETY: see above.
-        .with_reserved(|dst| unsafe { dst.write(d.offset, &tmp) })
-        .ok_or_else(freed)?
+    // SAFETY: as above.
+    unsafe { s.buffer().read(s.offset(), &mut tmp)? };
+    // SAFETY: as above.
+    unsafe { d.buffer().write(d.offset(), &tmp) }
 }

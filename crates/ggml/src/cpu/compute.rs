@@ -5,7 +5,7 @@ use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 
-use crate::backend::BackendImpl;
+use crate::backend::{BackendImpl, PlacedGraph};
 use crate::error::{Error, Result};
 use crate::tensor::{flags, Tensor};
 
@@ -29,6 +29,8 @@ const CACHE_LINE: usize = 64;
 
 struct PlannedNode {
     tensor: Tensor,
+    /// The node's index in the graph (where its places are).
+    index: usize,
     kernel: KernelFn,
 }
 
@@ -70,7 +72,7 @@ impl CpuPlan {
         self.nodes.clear();
         self.resolved.clear();
         let mut work_per_thread = 0;
-        for t in graph {
+        for (index, t) in graph.iter().enumerate() {
             if t.op().is_empty() || t.flags() & flags::COMPUTE == 0 || t.is_empty() {
                 continue;
             }
@@ -78,6 +80,7 @@ impl CpuPlan {
             work_per_thread = work_per_thread.max(planned.work);
             self.nodes.push(PlannedNode {
                 tensor: t.clone(),
+                index,
                 kernel: planned.kernel,
             });
         }
@@ -91,11 +94,18 @@ impl CpuPlan {
         Ok(())
     }
 
-    /// Runs the plan; allocates nothing.
-    fn execute(&mut self, pool: &mut ThreadPool) -> Result<()> {
+    /// Runs the plan over `graph` (the planned graph, placed); allocates nothing.
+    fn execute(&mut self, pool: &mut ThreadPool, graph: &PlacedGraph<'_>) -> Result<()> {
         self.resolved.clear();
         for n in &self.nodes {
-            let ptrs = NodePtrs::resolve(&n.tensor)?;
+            if graph.nodes().get(n.index) != Some(&n.tensor) {
+                return Err(Error::invalid(format!(
+                    "graph_plan_compute: the graph's node {} is not the planned node {:?}",
+                    n.index,
+                    n.tensor.name()
+                )));
+            }
+            let ptrs = NodePtrs::resolve(graph, n.index)?;
             let one_thread = ptrs.needs_one_thread();
             self.resolved.push((ptrs, one_thread));
         }
@@ -165,9 +175,9 @@ impl BackendImpl for CpuBackend {
         "CPU".into()
     }
 
-    fn graph_compute(&mut self, nodes: &[Tensor]) -> Result<()> {
-        let result = self.scratch.rebuild(nodes, self.n_threads);
-        let result = result.and_then(|()| self.scratch.execute(&mut self.pool));
+    fn graph_compute(&mut self, graph: &PlacedGraph<'_>) -> Result<()> {
+        let result = self.scratch.rebuild(graph.nodes(), self.n_threads);
+        let result = result.and_then(|()| self.scratch.execute(&mut self.pool, graph));
         // Keep the storage, not the graph: the plan must not hold its tensors alive.
         self.scratch.nodes.clear();
         self.scratch.resolved.clear();
@@ -193,20 +203,25 @@ impl BackendImpl for CpuBackend {
         Ok(Box::new(CpuPlan::new(nodes, self.n_threads)?))
     }
 
-    fn graph_plan_compute(&mut self, plan: &mut (dyn Any + Send)) -> Result<()> {
+    fn graph_plan_compute(
+        &mut self,
+        plan: &mut (dyn Any + Send),
+        graph: &PlacedGraph<'_>,
+    ) -> Result<()> {
         let plan = plan.downcast_mut::<CpuPlan>().ok_or_else(|| {
             Error::invalid("graph_plan_compute: the plan was not made by a CPU backend")
         })?;
         if plan.n_threads > self.pool.n_threads() {
             plan.n_threads = self.pool.n_threads();
         }
-        plan.execute(&mut self.pool)
+        plan.execute(&mut self.pool, graph)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::job::with_placed;
     use crate::{Context, Type};
     use std::sync::mpsc;
     use std::time::Duration;
@@ -237,6 +252,7 @@ mod tests {
             let mut pool = ThreadPool::new(2);
             let planned = |kernel: KernelFn| PlannedNode {
                 tensor: b.clone(),
+                index: 0,
                 kernel,
             };
             let mut plan = CpuPlan {
@@ -246,13 +262,16 @@ mod tests {
                 work: Vec::new(),
                 resolved: Vec::new(),
             };
-            let failed = plan.execute(&mut pool);
+            let run = |plan: &mut CpuPlan, pool: &mut ThreadPool| {
+                with_placed(vec![b.clone()], |g| plan.execute(pool, g))
+            };
+            let failed = run(&mut plan, &mut pool);
             // the pool still works afterwards
             let mut ok_plan = CpuPlan {
                 nodes: vec![planned(writes_seven)],
                 ..plan
             };
-            let ok = ok_plan.execute(&mut pool);
+            let ok = run(&mut ok_plan, &mut pool);
             tx.send((failed, ok, b.get_f32().unwrap())).unwrap();
         });
         let (failed, ok, values) = rx

@@ -9,37 +9,22 @@ use std::ptr::NonNull;
 use std::sync::OnceLock;
 
 use crate::backend::{
-    BackendImpl, BufferImpl, BufferType, BufferTypeImpl, Device, DeviceImpl, DeviceImplCaps,
+    host_buffer_type, Backend, BackendImpl, BufferImpl, BufferType, Device, DeviceCaps, DeviceImpl,
     DeviceType, HostMemory, Registry, RegistryImpl,
 };
 use crate::error::Result;
 use crate::tensor::Tensor;
 
-/// Alignment of tensors in CPU buffers (`TENSOR_ALIGNMENT`).
-pub const CPU_ALIGNMENT: usize = 32;
-
-struct CpuBufferType;
-
-impl BufferTypeImpl for CpuBufferType {
-    fn name(&self) -> String {
-        "CPU".into()
-    }
-    fn alloc_buffer(&self, size: usize) -> Result<Box<dyn BufferImpl>> {
-        Ok(Box::new(HostMemory::new(size)?))
-    }
-    fn alignment(&self) -> usize {
-        CPU_ALIGNMENT
-    }
-    fn is_host(&self) -> bool {
-        true
-    }
+/// The CPU buffer type (`ggml_backend_cpu_buffer_type`): the host buffer type
+/// ([`host_buffer_type`]), aligned host memory usable by every backend that can read host
+/// memory.
+pub fn cpu_buffer_type() -> BufferType {
+    host_buffer_type()
 }
 
-/// The CPU buffer type (`ggml_backend_cpu_buffer_type`): aligned host memory, usable by every
-/// backend that can read host memory.
-pub fn cpu_buffer_type() -> BufferType {
-    static BUFT: OnceLock<BufferType> = OnceLock::new();
-    BUFT.get_or_init(|| BufferType::new(CpuBufferType)).clone()
+/// Starts a stream on the CPU device (`ggml_backend_cpu_init`).
+pub fn cpu_init() -> Result<Backend> {
+    device().init(None)
 }
 
 struct CpuDevice;
@@ -57,10 +42,10 @@ impl DeviceImpl for CpuDevice {
     fn dev_type(&self) -> DeviceType {
         DeviceType::Cpu
     }
-    fn caps(&self) -> DeviceImplCaps {
-        DeviceImplCaps {
-            host_buffer: false,
+    fn caps(&self) -> DeviceCaps {
+        DeviceCaps {
             buffer_from_host_ptr: true,
+            ..DeviceCaps::default()
         }
     }
     fn init_backend(&self, _params: Option<&str>) -> Result<Box<dyn BackendImpl>> {
@@ -90,7 +75,7 @@ impl DeviceImpl for CpuDevice {
 }
 
 /// The CPU device.
-pub(crate) fn device() -> Device {
+fn device() -> Device {
     static DEV: OnceLock<Device> = OnceLock::new();
     DEV.get_or_init(|| Device::new(CpuDevice)).clone()
 }
@@ -109,7 +94,7 @@ impl RegistryImpl for CpuRegistry {
     }
 }
 
-/// The CPU registry.
+/// The CPU registry, which the crate registers among its built-in registries.
 pub(crate) fn registry() -> Registry {
     static REG: OnceLock<Registry> = OnceLock::new();
     REG.get_or_init(|| Registry::new(CpuRegistry)).clone()

@@ -14,11 +14,12 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ggml::backend::{
-    BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, DeviceImplCaps, HostMemory, RegistryImpl,
+    BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, HostMemory, Place, PlacedGraph,
+    RegistryImpl,
 };
 use ggml::{
-    Backend, BufferType, Context, Device, DeviceType, Error, Event, Graph, Op, Registry, Result,
-    Tensor, Type,
+    Backend, BufferType, Context, Device, DeviceCaps, DeviceType, Error, Event, Graph, Op,
+    Registry, Result, Tensor, Type,
 };
 
 // ---- assertions ---------------------------------------------------------------------------
@@ -301,6 +302,7 @@ pub struct TestDevice {
     buft: BufferType,
     gate: Gate,
     graphs: Arc<AtomicUsize>,
+    caps: DeviceCaps,
 }
 
 /// Builds a [`TestDevice`].
@@ -310,6 +312,7 @@ pub struct TestDeviceBuilder {
     buft: Option<BufferType>,
     gate: Gate,
     graphs: Arc<AtomicUsize>,
+    caps: DeviceCaps,
 }
 
 impl TestDeviceBuilder {
@@ -333,6 +336,11 @@ impl TestDeviceBuilder {
         self.graphs = c;
         self
     }
+    /// The capabilities the device reports (default: `DeviceCaps::default()`).
+    pub fn caps(mut self, caps: DeviceCaps) -> Self {
+        self.caps = caps;
+        self
+    }
     /// The device handle.
     pub fn build(self) -> Device {
         let buft = self
@@ -344,6 +352,7 @@ impl TestDeviceBuilder {
             buft,
             gate: self.gate,
             graphs: self.graphs,
+            caps: self.caps,
         })
     }
 }
@@ -357,6 +366,7 @@ impl TestDevice {
             buft: None,
             gate: Gate::open_gate(),
             graphs: Arc::default(),
+            caps: DeviceCaps::default(),
         }
     }
 }
@@ -395,8 +405,8 @@ impl DeviceImpl for TestDevice {
     fn device_id(&self) -> Option<String> {
         Some("0000:00:00.0".into())
     }
-    fn caps(&self) -> DeviceImplCaps {
-        DeviceImplCaps::default()
+    fn caps(&self) -> DeviceCaps {
+        self.caps
     }
     fn init_backend(&self, params: Option<&str>) -> Result<Box<dyn BackendImpl>> {
         if let Some(p) = params {
@@ -435,19 +445,12 @@ struct TestBackend {
     graphs: Arc<AtomicUsize>,
 }
 
-/// The address of `t`'s first element.
-///
-/// # Safety
-/// `t` must be allocated in a live buffer with host-addressable memory, and the caller must be
-/// the job that has that buffer reserved (see `BackendImpl`).
-unsafe fn elements(t: &Tensor) -> *mut f32 {
-    let base = t
-        .buffer()
-        .and_then(|b| b.get_base())
-        .expect("test device tensors are in host-addressable memory");
-    let off = t.data_offset().expect("allocated");
-    // SAFETY: the offset lies within the buffer (checked when the tensor was placed).
-    unsafe { base.as_ptr().add(off) as *mut f32 }
+/// The address of the first element at `place` (a node or operand of the running job).
+fn elements(place: Option<Place<'_>>) -> *mut f32 {
+    place
+        .and_then(|p| p.host_ptr())
+        .expect("test device tensors are in host-addressable memory")
+        .as_ptr() as *mut f32
 }
 
 impl BackendImpl for TestBackend {
@@ -455,10 +458,10 @@ impl BackendImpl for TestBackend {
         self.name.clone()
     }
 
-    fn graph_compute(&mut self, nodes: &[Tensor]) -> Result<()> {
+    fn graph_compute(&mut self, graph: &PlacedGraph<'_>) -> Result<()> {
         self.gate.wait();
         self.graphs.fetch_add(1, Ordering::SeqCst);
-        for n in nodes {
+        for (i, n) in graph.nodes().iter().enumerate() {
             if n.op().is_empty() {
                 continue;
             }
@@ -483,11 +486,15 @@ impl BackendImpl for TestBackend {
                     )))
                 }
             };
+            let (pd, pa, pb) = (
+                elements(graph.place(i)),
+                elements(graph.src_place(i, 0)),
+                elements(graph.src_place(i, 1)),
+            );
             // SAFETY: the stream runs this job with every buffer of the graph reserved for it;
-            // the three tensors are contiguous F32 (supports_op) of `na`, `na` and `nb`
+            // the three places hold contiguous F32 tensors (supports_op) of `na`, `na` and `nb`
             // elements. The result may alias `a` (in-place ops), so only raw pointers are used.
             unsafe {
-                let (pd, pa, pb) = (elements(n), elements(a), elements(b));
                 for i in 0..na {
                     // Index of b tiled over a: each coordinate of a modulo b's extent.
                     let (mut rest, mut j, mut stride) = (i, 0usize, 1usize);

@@ -1,7 +1,7 @@
 //! Unit tests of the graph allocator that look at exact placements (buffer and offset).
 
 use super::Gallocr;
-use crate::backend::{cpu_buffer_type, Buffer};
+use crate::backend::{host_buffer_type, Buffer};
 use crate::context::Context;
 use crate::tensor::Tensor;
 use crate::types::Type;
@@ -27,7 +27,7 @@ fn offset(t: &Tensor) -> usize {
 fn alloc(out: &Tensor) -> (Gallocr, crate::Graph) {
     let meta = Context::init(crate::graph_overhead() + 1024, true).unwrap();
     let g = meta.build_forward_expand(out).unwrap();
-    let galloc = Gallocr::new(&cpu_buffer_type()).unwrap();
+    let galloc = Gallocr::new(&host_buffer_type()).unwrap();
     galloc.alloc_graph(&g).unwrap();
     (galloc, g)
 }

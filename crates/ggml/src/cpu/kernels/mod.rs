@@ -19,6 +19,7 @@ mod unary;
 
 use std::ops::Range;
 
+use crate::backend::{Place, PlacedGraph};
 use crate::error::{Error, Result};
 use crate::ops::Op;
 use crate::tensor::{Tensor, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC};
@@ -41,22 +42,17 @@ impl TensorPtr {
         nb: [0; MAX_DIMS],
     };
 
-    fn resolve(t: &Tensor) -> Result<TensorPtr> {
-        let b = t.require_binding("graph_compute")?;
-        let base = b
-            .buffer
-            .with_reserved(|imp| imp.host_ptr())
-            .flatten()
-            .ok_or_else(|| {
-                Error::unsupported(format!(
-                    "graph_compute: tensor {:?} is in buffer {}, which is not host memory",
-                    t.name(),
-                    b.buffer.name()
-                ))
-            })?;
+    /// `t`'s address from its place in the job (`None`: no such operand).
+    fn resolve(t: &Tensor, place: Option<Place<'_>>) -> Result<TensorPtr> {
+        let data = place.and_then(|p| p.host_ptr()).ok_or_else(|| {
+            Error::unsupported(format!(
+                "graph_compute: tensor {:?} is not in host memory",
+                t.name()
+            ))
+        })?;
         Ok(TensorPtr {
-            // SAFETY: the binding's offset lies within the buffer (checked when it was bound).
-            data: unsafe { base.as_ptr().add(b.offset) },
+            // The place holds the tensor's `nbytes` (checked when the job was queued).
+            data: data.as_ptr(),
             ty: t.ty(),
             ne: t.ne(),
             nb: t.nb(),
@@ -350,15 +346,22 @@ unsafe impl Send for NodePtrs {}
 unsafe impl Sync for NodePtrs {}
 
 impl NodePtrs {
-    pub(crate) fn resolve(t: &Tensor) -> Result<NodePtrs> {
+    /// Node `i` of `graph`'s addresses, from the places the job holds.
+    pub(crate) fn resolve(graph: &PlacedGraph<'_>, i: usize) -> Result<NodePtrs> {
+        let t = graph.nodes().get(i).ok_or_else(|| {
+            Error::invalid(format!(
+                "graph_compute: no node {i} in a graph of {}",
+                graph.len()
+            ))
+        })?;
         let mut src = [TensorPtr::NULL; MAX_SRC];
-        for (i, slot) in src.iter_mut().enumerate() {
-            if let Some(s) = t.src(i) {
-                *slot = TensorPtr::resolve(s)?;
+        for (j, slot) in src.iter_mut().enumerate() {
+            if let Some(s) = t.src(j) {
+                *slot = TensorPtr::resolve(s, graph.src_place(i, j))?;
             }
         }
         Ok(NodePtrs {
-            dst: TensorPtr::resolve(t)?,
+            dst: TensorPtr::resolve(t, graph.place(i))?,
             src,
             op_params: t.op_params(),
         })

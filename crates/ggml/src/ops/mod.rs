@@ -1,6 +1,7 @@
 //! Operators: the [`Op`] enum with GGML's numbering, and the builders (methods on
 //! [`crate::Context`]) that check operand shapes and create result tensors, one file per family.
 
+mod arith;
 mod binary;
 mod matmul;
 mod norm;
@@ -11,6 +12,10 @@ pub mod spec;
 mod unary;
 mod view;
 
+pub use arith::{
+    ArangeParams, ClampParams, DiagMaskParams, FillParams, LeakyReluParams, PadParams,
+    PadReflectParams, RollParams, TimestepParams, TriParams, TriType, WindowParams,
+};
 pub use matmul::{MulMatParams, Prec};
 pub use norm::NormParams;
 pub use rows::ConcatParams;
@@ -81,9 +86,9 @@ op_table! {
     None = 0, "NONE", spec::Leaf;
     Dup = 1, "DUP", view::Dup;
     Add = 2, "ADD", binary::Binary;
-    AddId = 3, "ADD_ID", spec::Unbuilt;
+    AddId = 3, "ADD_ID", arith::AddId;
     Add1 = 4, "ADD1", binary::Add1;
-    Acc = 5, "ACC", spec::Unbuilt;
+    Acc = 5, "ACC", arith::Acc;
     Sub = 6, "SUB", binary::Binary;
     Mul = 7, "MUL", binary::Binary;
     Div = 8, "DIV", binary::Binary;
@@ -111,7 +116,7 @@ op_table! {
     MulMatId = 30, "MUL_MAT_ID", spec::Unbuilt;
     OutProd = 31, "OUT_PROD", spec::Unbuilt;
     Scale = 32, "SCALE", unary::Scale;
-    Set = 33, "SET", spec::Unbuilt;
+    Set = 33, "SET", arith::Set;
     Cpy = 34, "CPY", view::Cpy;
     Cont = 35, "CONT", view::Cont;
     Reshape = 36, "RESHAPE", view::Reshape;
@@ -121,14 +126,14 @@ op_table! {
     GetRows = 40, "GET_ROWS", rows::GetRows;
     GetRowsBack = 41, "GET_ROWS_BACK", spec::Unbuilt;
     SetRows = 42, "SET_ROWS", spec::Unbuilt;
-    Diag = 43, "DIAG", spec::Unbuilt;
-    DiagMaskInf = 44, "DIAG_MASK_INF", spec::Unbuilt;
-    DiagMaskZero = 45, "DIAG_MASK_ZERO", spec::Unbuilt;
+    Diag = 43, "DIAG", arith::Diag;
+    DiagMaskInf = 44, "DIAG_MASK_INF", arith::DiagMask;
+    DiagMaskZero = 45, "DIAG_MASK_ZERO", arith::DiagMask;
     SoftMax = 46, "SOFT_MAX", softmax::SoftMax;
     SoftMaxBack = 47, "SOFT_MAX_BACK", spec::Unbuilt;
     Rope = 48, "ROPE", spec::Unbuilt;
     RopeBack = 49, "ROPE_BACK", spec::Unbuilt;
-    Clamp = 50, "CLAMP", spec::Unbuilt;
+    Clamp = 50, "CLAMP", arith::Clamp;
     ConvTranspose1d = 51, "CONV_TRANSPOSE_1D", spec::Unbuilt;
     Im2col = 52, "IM2COL", spec::Unbuilt;
     Im2colBack = 53, "IM2COL_BACK", spec::Unbuilt;
@@ -142,16 +147,16 @@ op_table! {
     Pool2d = 61, "POOL_2D", spec::Unbuilt;
     Pool2dBack = 62, "POOL_2D_BACK", spec::Unbuilt;
     Upscale = 63, "UPSCALE", spec::Unbuilt;
-    Pad = 64, "PAD", spec::Unbuilt;
-    PadReflect1d = 65, "PAD_REFLECT_1D", spec::Unbuilt;
-    Roll = 66, "ROLL", spec::Unbuilt;
-    Arange = 67, "ARANGE", spec::Unbuilt;
-    TimestepEmbedding = 68, "TIMESTEP_EMBEDDING", spec::Unbuilt;
+    Pad = 64, "PAD", arith::Pad;
+    PadReflect1d = 65, "PAD_REFLECT_1D", arith::PadReflect1d;
+    Roll = 66, "ROLL", arith::Roll;
+    Arange = 67, "ARANGE", arith::Arange;
+    TimestepEmbedding = 68, "TIMESTEP_EMBEDDING", arith::TimestepEmbedding;
     Argsort = 69, "ARGSORT", spec::Unbuilt;
     TopK = 70, "TOP_K", spec::Unbuilt;
-    LeakyRelu = 71, "LEAKY_RELU", spec::Unbuilt;
-    Tri = 72, "TRI", spec::Unbuilt;
-    Fill = 73, "FILL", spec::Unbuilt;
+    LeakyRelu = 71, "LEAKY_RELU", arith::LeakyRelu;
+    Tri = 72, "TRI", arith::Tri;
+    Fill = 73, "FILL", arith::Fill;
     FlashAttnExt = 74, "FLASH_ATTN_EXT", spec::Unbuilt;
     FlashAttnBack = 75, "FLASH_ATTN_BACK", spec::Unbuilt;
     SsmConv = 76, "SSM_CONV", spec::Unbuilt;
@@ -174,7 +179,7 @@ op_table! {
     MapCustom2 = 93, "MAP_CUSTOM2", spec::Unbuilt;
     MapCustom3 = 94, "MAP_CUSTOM3", spec::Unbuilt;
     Custom = 95, "CUSTOM", spec::Unbuilt;
-    CrossEntropyLoss = 96, "CROSS_ENTROPY_LOSS", spec::Unbuilt;
+    CrossEntropyLoss = 96, "CROSS_ENTROPY_LOSS", arith::CrossEntropyLoss;
     CrossEntropyLossBack = 97, "CROSS_ENTROPY_LOSS_BACK", spec::Unbuilt;
     OptStepAdamw = 98, "OPT_STEP_ADAMW", spec::Unbuilt;
     OptStepSgd = 99, "OPT_STEP_SGD", spec::Unbuilt;

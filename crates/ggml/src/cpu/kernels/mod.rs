@@ -8,6 +8,7 @@
 //! These are plain loops (correct for any strides, multi-threaded by rows); SIMD paths chosen
 //! at run time come later, each beside the scalar loop it must agree with.
 
+mod arith;
 mod binary;
 mod copy;
 mod matmul;
@@ -485,6 +486,7 @@ fn no_kernel(t: &Tensor, why: &str) -> Result<Planned> {
 pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
     const NOT_YET: &str = "not available in this version";
     const TRAINING: &str = "backward and optimizer ops come with training support";
+    const F32_F16: &[Type] = &[Type::F32, Type::F16];
     match t.op() {
         Op::None | Op::Reshape | Op::View | Op::Permute | Op::Transpose => {
             Ok(Planned::new(nothing, 0))
@@ -542,22 +544,25 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         | Op::Upscale => no_kernel(t, NOT_YET),
 
         // Arithmetic, masks, padding and generators.
-        Op::AddId
-        | Op::Acc
-        | Op::Set
-        | Op::Diag
-        | Op::DiagMaskInf
-        | Op::DiagMaskZero
-        | Op::Clamp
-        | Op::Pad
-        | Op::PadReflect1d
-        | Op::Roll
-        | Op::Arange
-        | Op::TimestepEmbedding
-        | Op::LeakyRelu
-        | Op::Tri
-        | Op::Fill
-        | Op::CrossEntropyLoss => no_kernel(t, NOT_YET),
+        Op::AddId => arith::plan(t, arith::add_id, 2, &[Type::F32], 0),
+        Op::Acc => arith::plan(t, arith::acc, 2, &[Type::F32], 0),
+        Op::Set => arith::plan_set(t),
+        Op::Diag => arith::plan(t, arith::diag, 1, &[Type::F32], 0),
+        Op::DiagMaskInf => arith::plan(t, arith::diag_mask_inf, 1, &[Type::F32], 0),
+        Op::DiagMaskZero => arith::plan(t, arith::diag_mask_zero, 1, &[Type::F32], 0),
+        Op::Clamp => arith::plan(t, arith::clamp, 1, F32_F16, 0),
+        Op::LeakyRelu => arith::plan(t, arith::leaky_relu, 1, F32_F16, 0),
+        Op::Fill => arith::plan(t, arith::fill, 1, F32_F16, 0),
+        Op::Tri => arith::plan(t, arith::tri, 1, &[Type::F32], 0),
+        Op::Pad => arith::plan(t, arith::pad, 1, &[Type::F32], 0),
+        Op::PadReflect1d => arith::plan(t, arith::pad_reflect_1d, 1, &[Type::F32], 0),
+        Op::Roll => arith::plan(t, arith::roll, 1, &[Type::F32], 0),
+        Op::Arange => arith::plan(t, arith::arange, 0, &[], 0),
+        Op::TimestepEmbedding => arith::plan(t, arith::timestep_embedding, 1, &[Type::F32], 0),
+        Op::CrossEntropyLoss => {
+            let row = t.src(0).map_or(0, |a| a.ne()[0] as usize * 4);
+            arith::plan(t, arith::cross_entropy_loss, 2, &[Type::F32], row)
+        }
 
         // Sequence models, windows, relative positions and custom ops.
         Op::SsmConv

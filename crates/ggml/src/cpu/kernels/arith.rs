@@ -345,7 +345,7 @@ pub(super) unsafe fn roll(n: &NodePtrs, p: &Params) {
     let (d, a) = (&n.dst, &n.src[0]);
     let s = n.params::<RollParams>().shift;
     let wrap =
-        |i: usize, shift: i32, len: i64| (i as i64 + shift as i64).rem_euclid(len.max(1)) as usize;
+        |i: usize, shift: i32, len: i64| (i as i64 - shift as i64).rem_euclid(len.max(1)) as usize;
     for r in p.range(d.nrows()) {
         let idx = d.unravel_row(r);
         let mut sidx = [0usize; MAX_DIMS - 1];

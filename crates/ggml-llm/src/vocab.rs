@@ -489,7 +489,8 @@ impl Vocab {
         if self.pre == PreType::Gemma4 {
             self.add_bos = true;
         }
-        self.lowercase = flag(file, "tokenizer.ggml.normalizer.lowercase")?.unwrap_or(false);
+        // BERT's normalizer lowercases and strips accents unless the metadata says otherwise.
+        self.lowercase = flag(file, "tokenizer.ggml.normalizer.lowercase")?.unwrap_or(true);
         self.strip_accents =
             flag(file, "tokenizer.ggml.normalizer.strip_accents")?.unwrap_or(self.lowercase);
 

@@ -12,7 +12,8 @@ use ggml_llm::Vocab;
 
 use crate::CliError;
 
-const USAGE: &str = "usage: ggml tokenize MODEL.gguf -p TEXT [--pieces] [--no-bos] [--no-parse-special]
+const USAGE: &str =
+    "usage: ggml tokenize MODEL.gguf -p TEXT [--pieces] [--no-bos] [--no-parse-special]
 
   -p, --prompt TEXT    the text to tokenize
   --pieces             one line per token: `ID -> 'PIECE'` (default: the ids as [1, 2, 3])
@@ -52,7 +53,10 @@ fn parse(args: &[OsString]) -> Result<Option<Args>, CliError> {
                 return Err(usage(format!("unknown option {flag}")))
             }
             _ if model.is_some() => {
-                return Err(usage(format!("more than one MODEL given ({})", a.to_string_lossy())))
+                return Err(usage(format!(
+                    "more than one MODEL given ({})",
+                    a.to_string_lossy()
+                )))
             }
             _ => model = Some(PathBuf::from(a)),
         }
@@ -75,12 +79,18 @@ fn render(vocab: &Vocab, ids: &[u32], pieces: bool) -> Result<String, CliError> 
         return Ok(format!("[{}]\n", list.join(", ")));
     }
     for &id in ids {
-        let piece = vocab.token_to_piece(id, true).map_err(|e| CliError::Failed(e.to_string()))?;
+        let piece = vocab
+            .token_to_piece(id, true)
+            .map_err(|e| CliError::Failed(e.to_string()))?;
         match std::str::from_utf8(piece) {
             Ok(s) => writeln!(out, "{id:6} -> '{s}'"),
             Err(_) => {
                 let hex: Vec<String> = piece.iter().map(|b| format!("{b:02x}")).collect();
-                writeln!(out, "{id:6} -> '<{}>' (utf-8 decode failure)", hex.join(" "))
+                writeln!(
+                    out,
+                    "{id:6} -> '<{}>' (utf-8 decode failure)",
+                    hex.join(" ")
+                )
             }
         }
         .expect("writing to a String");
@@ -95,10 +105,15 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
     let file = GgufFile::open(&a.model).map_err(|e| fail(&e))?;
     let vocab = Vocab::from_gguf(&file).map_err(|e| fail(&e))?;
     let add_special = a.add_special && vocab.add_bos();
-    let ids = vocab.tokenize(&a.prompt, add_special, a.parse_special).map_err(|e| fail(&e))?;
+    let ids = vocab
+        .tokenize(&a.prompt, add_special, a.parse_special)
+        .map_err(|e| fail(&e))?;
     let out = render(&vocab, &ids, a.pieces)?;
     let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(CliError::Failed(format!("writing to stdout: {e}")))
         }

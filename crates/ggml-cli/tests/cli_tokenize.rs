@@ -7,7 +7,10 @@ use std::process::Command;
 use ggml::gguf::{Array, GgufWriter, Value};
 
 fn ggml(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ggml")).args(args).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ggml"))
+        .args(args)
+        .output()
+        .unwrap();
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -21,11 +24,20 @@ fn vocab_file(name: &str) -> PathBuf {
     let strings = |v: &[&str]| Value::Array(Array::from(v.to_vec()));
     w.set("tokenizer.ggml.model", "gpt2").unwrap();
     w.set("tokenizer.ggml.pre", "llama-bpe").unwrap();
-    w.set("tokenizer.ggml.tokens", strings(&["<|bos|>", "h", "i", "Ġ", "hi", "Ġhi", "!"])).unwrap();
-    w.set("tokenizer.ggml.token_type", vec![3i32, 1, 1, 1, 1, 1, 1]).unwrap();
-    w.set("tokenizer.ggml.merges", strings(&["h i", "Ġ hi"])).unwrap();
+    w.set(
+        "tokenizer.ggml.tokens",
+        strings(&["<|bos|>", "h", "i", "Ġ", "hi", "Ġhi", "!"]),
+    )
+    .unwrap();
+    w.set("tokenizer.ggml.token_type", vec![3i32, 1, 1, 1, 1, 1, 1])
+        .unwrap();
+    w.set("tokenizer.ggml.merges", strings(&["h i", "Ġ hi"]))
+        .unwrap();
     w.set("tokenizer.ggml.bos_token_id", 0u32).unwrap();
-    let path = std::env::temp_dir().join(format!("ggml-cli-tokenize-{}-{name}.gguf", std::process::id()));
+    let path = std::env::temp_dir().join(format!(
+        "ggml-cli-tokenize-{}-{name}.gguf",
+        std::process::id()
+    ));
     w.write_to_file(&path).unwrap();
     path
 }
@@ -64,7 +76,10 @@ fn bad_input_gets_clear_errors() {
     // A GGUF file without a vocabulary.
     let mut w = GgufWriter::new();
     w.set("general.architecture", "llama").unwrap();
-    let path = std::env::temp_dir().join(format!("ggml-cli-tokenize-{}-novocab.gguf", std::process::id()));
+    let path = std::env::temp_dir().join(format!(
+        "ggml-cli-tokenize-{}-novocab.gguf",
+        std::process::id()
+    ));
     w.write_to_file(&path).unwrap();
     let (code, _, err) = ggml(&["tokenize", path.to_str().unwrap(), "-p", "a"]);
     assert_eq!(code, Some(1));

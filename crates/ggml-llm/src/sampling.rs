@@ -35,9 +35,16 @@ impl Candidates {
         let data = logits
             .iter()
             .enumerate()
-            .map(|(i, &logit)| Candidate { id: i as Token, logit, p: 0.0 })
+            .map(|(i, &logit)| Candidate {
+                id: i as Token,
+                logit,
+                p: 0.0,
+            })
             .collect();
-        Candidates { data, sorted: false }
+        Candidates {
+            data,
+            sorted: false,
+        }
     }
 
     fn sort(&mut self) {
@@ -49,7 +56,10 @@ impl Candidates {
     }
 
     fn max_logit(&self) -> f32 {
-        self.data.iter().map(|c| c.logit).fold(f32::NEG_INFINITY, f32::max)
+        self.data
+            .iter()
+            .map(|c| c.logit)
+            .fold(f32::NEG_INFINITY, f32::max)
     }
 
     /// Sets each `p` to the softmax of the logits (`llama_sampler_softmax_impl`).
@@ -107,10 +117,17 @@ pub enum Stage {
 impl Stage {
     fn check(&self) -> Result<()> {
         let bad = |what: &str, v: f32| {
-            Err(Error::InvalidArgument(format!("{what} = {v} is out of range")))
+            Err(Error::InvalidArgument(format!(
+                "{what} = {v} is out of range"
+            )))
         };
         match *self {
-            Stage::Penalties { repeat, freq, present, .. } => {
+            Stage::Penalties {
+                repeat,
+                freq,
+                present,
+                ..
+            } => {
                 if !(repeat.is_finite() && repeat > 0.0) {
                     return bad("repeat penalty", repeat);
                 }
@@ -132,12 +149,19 @@ impl Stage {
     /// Applies the stage; `counts` are the occurrences of each token in the penalty window.
     fn apply(&self, c: &mut Candidates, counts: &HashMap<Token, usize>) {
         match *self {
-            Stage::Penalties { last_n, repeat, freq, present } => {
+            Stage::Penalties {
+                last_n,
+                repeat,
+                freq,
+                present,
+            } => {
                 if last_n == 0 || (repeat == 1.0 && freq == 0.0 && present == 0.0) {
                     return;
                 }
                 for cand in &mut c.data {
-                    let Some(&n) = counts.get(&cand.id) else { continue };
+                    let Some(&n) = counts.get(&cand.id) else {
+                        continue;
+                    };
                     if cand.logit <= 0.0 {
                         cand.logit *= repeat;
                     } else {
@@ -325,8 +349,14 @@ impl Chain {
             vec![
                 penalties,
                 Stage::TopK(params.top_k),
-                Stage::TopP { p: params.top_p, min_keep: 1 },
-                Stage::MinP { p: params.min_p, min_keep: 1 },
+                Stage::TopP {
+                    p: params.top_p,
+                    min_keep: 1,
+                },
+                Stage::MinP {
+                    p: params.min_p,
+                    min_keep: 1,
+                },
                 Stage::Temperature(params.temp),
             ],
             params.seed,
@@ -345,7 +375,13 @@ impl Chain {
             })
             .max()
             .unwrap_or(0);
-        Ok(Chain { stages, pick, history: VecDeque::new(), counts: HashMap::new(), window })
+        Ok(Chain {
+            stages,
+            pick,
+            history: VecDeque::new(),
+            counts: HashMap::new(),
+            window,
+        })
     }
 
     /// Runs the stages on `candidates` without picking (for inspection and tests).
@@ -452,25 +488,70 @@ mod tests {
 
     #[test]
     fn top_p_keeps_the_smallest_set_reaching_p() {
-        let c = run(Stage::TopP { p: 0.5, min_keep: 1 }, &tenths());
+        let c = run(
+            Stage::TopP {
+                p: 0.5,
+                min_keep: 1,
+            },
+            &tenths(),
+        );
         assert_eq!(ids(&c), [3, 2]);
         assert!((c.data[0].p - 0.4).abs() < 1e-6 && (c.data[1].p - 0.3).abs() < 1e-6);
-        assert_eq!(ids(&run(Stage::TopP { p: 0.1, min_keep: 3 }, &tenths())), [3, 2, 1]);
-        assert_eq!(ids(&run(Stage::TopP { p: 1.0, min_keep: 1 }, &tenths())), [0, 1, 2, 3]);
+        assert_eq!(
+            ids(&run(
+                Stage::TopP {
+                    p: 0.1,
+                    min_keep: 3
+                },
+                &tenths()
+            )),
+            [3, 2, 1]
+        );
+        assert_eq!(
+            ids(&run(
+                Stage::TopP {
+                    p: 1.0,
+                    min_keep: 1
+                },
+                &tenths()
+            )),
+            [0, 1, 2, 3]
+        );
     }
 
     #[test]
     fn min_p_keeps_tokens_above_a_fraction_of_the_best() {
         // 0.6 × 0.4 = 0.24: tokens with p 0.3 and 0.4 stay, in their original order.
-        assert_eq!(ids(&run(Stage::MinP { p: 0.6, min_keep: 1 }, &tenths())), [2, 3]);
+        assert_eq!(
+            ids(&run(
+                Stage::MinP {
+                    p: 0.6,
+                    min_keep: 1
+                },
+                &tenths()
+            )),
+            [2, 3]
+        );
         // Too few kept for min_keep: the sorted fallback keeps min_keep.
-        assert_eq!(ids(&run(Stage::MinP { p: 0.99, min_keep: 3 }, &tenths())), [3, 2, 1]);
+        assert_eq!(
+            ids(&run(
+                Stage::MinP {
+                    p: 0.99,
+                    min_keep: 3
+                },
+                &tenths()
+            )),
+            [3, 2, 1]
+        );
     }
 
     #[test]
     fn temperature_scales_or_keeps_only_the_best() {
         let c = run(Stage::Temperature(0.5), &[1.0, -2.0]);
-        assert_eq!(c.data.iter().map(|x| x.logit).collect::<Vec<_>>(), [2.0, -4.0]);
+        assert_eq!(
+            c.data.iter().map(|x| x.logit).collect::<Vec<_>>(),
+            [2.0, -4.0]
+        );
         let c = run(Stage::Temperature(0.0), &[1.0, 3.0, 2.0]);
         let l: Vec<f32> = c.data.iter().map(|x| x.logit).collect();
         assert_eq!(l, [f32::NEG_INFINITY, 3.0, f32::NEG_INFINITY]);
@@ -518,7 +599,9 @@ mod tests {
         // Same seed, same tokens; the sequence is not constant.
         let draws = |seed| {
             let mut ch = Chain::new(vec![Stage::Temperature(1.0)], seed).unwrap();
-            (0..32).map(|_| ch.sample(&tenths()).unwrap()).collect::<Vec<_>>()
+            (0..32)
+                .map(|_| ch.sample(&tenths()).unwrap())
+                .collect::<Vec<_>>()
         };
         assert_eq!(draws(42), draws(42));
         assert_ne!(draws(42), draws(43));
@@ -529,27 +612,63 @@ mod tests {
     #[test]
     fn default_chain_and_greedy() {
         let logits = [0.1f32, 5.0, 4.9, -3.0];
-        let mut g = Chain::from_params(&Params { temp: 0.0, ..Params::default() }).unwrap();
+        let mut g = Chain::from_params(&Params {
+            temp: 0.0,
+            ..Params::default()
+        })
+        .unwrap();
         assert_eq!(g.sample(&logits).unwrap(), 1);
         // Repetition penalty 2 halves token 1's logit once it was generated: 2.5 < 4.9.
-        let mut g = Chain::from_params(&Params { temp: 0.0, repeat_penalty: 2.0, ..Params::default() })
-            .unwrap();
+        let mut g = Chain::from_params(&Params {
+            temp: 0.0,
+            repeat_penalty: 2.0,
+            ..Params::default()
+        })
+        .unwrap();
         assert_eq!(g.sample(&logits).unwrap(), 1);
         assert_eq!(g.sample(&logits).unwrap(), 2);
         // Top-k 1 leaves only the best whatever the seed.
-        let mut c = Chain::from_params(&Params { top_k: 1, seed: 9, ..Params::default() }).unwrap();
+        let mut c = Chain::from_params(&Params {
+            top_k: 1,
+            seed: 9,
+            ..Params::default()
+        })
+        .unwrap();
         assert!((0..10).all(|_| c.sample(&logits).unwrap() == 1));
     }
 
     #[test]
     fn bad_parameters_are_errors() {
-        assert!(Chain::new(vec![Stage::TopP { p: 0.0, min_keep: 1 }], 0).is_err());
-        assert!(Chain::new(vec![Stage::MinP { p: 1.5, min_keep: 1 }], 0).is_err());
+        assert!(Chain::new(
+            vec![Stage::TopP {
+                p: 0.0,
+                min_keep: 1
+            }],
+            0
+        )
+        .is_err());
+        assert!(Chain::new(
+            vec![Stage::MinP {
+                p: 1.5,
+                min_keep: 1
+            }],
+            0
+        )
+        .is_err());
         assert!(Chain::new(vec![Stage::Temperature(f32::NAN)], 0).is_err());
-        let e = Chain::greedy(vec![Stage::Penalties { last_n: 4, repeat: 0.0, freq: 0.0, present: 0.0 }]);
+        let e = Chain::greedy(vec![Stage::Penalties {
+            last_n: 4,
+            repeat: 0.0,
+            freq: 0.0,
+            present: 0.0,
+        }]);
         assert!(e.unwrap_err().to_string().contains("repeat penalty"));
         let mut g = Chain::greedy(vec![]).unwrap();
         assert!(g.sample(&[]).is_err());
-        assert!(g.sample(&[0.0, f32::NAN]).unwrap_err().to_string().contains("logits[1]"));
+        assert!(g
+            .sample(&[0.0, f32::NAN])
+            .unwrap_err()
+            .to_string()
+            .contains("logits[1]"));
     }
 }

@@ -162,7 +162,10 @@ fn array<'f>(file: &'f GgufFile, key: &str) -> Result<Option<&'f Array>> {
     match file.get(key) {
         None => Ok(None),
         Some(Value::Array(a)) => Ok(Some(a)),
-        Some(v) => Err(vocab_err(format!("{key} is a {}, not an array", v.value_type()))),
+        Some(v) => Err(vocab_err(format!(
+            "{key} is a {}, not an array",
+            v.value_type()
+        ))),
     }
 }
 
@@ -171,7 +174,10 @@ fn flag(file: &GgufFile, key: &str) -> Result<Option<bool>> {
     match file.get(key) {
         None => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(v) => Err(vocab_err(format!("{key} is a {}, not a bool", v.value_type()))),
+        Some(v) => Err(vocab_err(format!(
+            "{key} is a {}, not a bool",
+            v.value_type()
+        ))),
     }
 }
 
@@ -183,7 +189,10 @@ fn string<'f>(file: &'f GgufFile, key: &str) -> Result<Option<&'f str>> {
             .as_str()
             .map(Some)
             .map_err(|_| vocab_err(format!("{key} is not valid UTF-8"))),
-        Some(v) => Err(vocab_err(format!("{key} is a {}, not a string", v.value_type()))),
+        Some(v) => Err(vocab_err(format!(
+            "{key} is a {}, not a string",
+            v.value_type()
+        ))),
     }
 }
 
@@ -237,31 +246,81 @@ fn pre_type(name: &str) -> Result<(PreType, bool, bool, bool, bool)> {
 
 /// The token texts llama.cpp recognizes as special when the metadata does not name them.
 const EOT_TEXTS: &[&str] = &[
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>",
 ];
 const EOM_TEXTS: &[&str] = &["<|eom_id|>"];
 const FIM_PRE_TEXTS: &[&str] = &[
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
-    "<|code_prefix|>", "<|prefix|>",
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<｜fim▁begin｜>",
+    "<PRE>",
+    "▁<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
 ];
 const FIM_SUF_TEXTS: &[&str] = &[
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
-    "<|code_suffix|>", "<|suffix|>",
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<｜fim▁hole｜>",
+    "<SUF>",
+    "▁<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
 ];
 const FIM_MID_TEXTS: &[&str] = &[
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>",
-    "<|code_middle|>", "<|middle|>",
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<｜fim▁end｜>",
+    "<MID>",
+    "▁<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
 ];
 const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
-const FIM_REP_TEXTS: &[&str] =
-    &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
+const FIM_REP_TEXTS: &[&str] = &[
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+];
 const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
 const EOG_TEXTS: &[&str] = &[
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<｜end▁of▁sentence｜>", "[e~[",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<｜end▁of▁sentence｜>",
+    "[e~[",
 ];
 
 /// Access to one special-token slot.
@@ -339,10 +398,19 @@ impl Vocab {
                     special.bos = Some(11);
                     special.eos = Some(11);
                 }
-                let name = if model == "gemma4" { "gemma4" } else { pre_name };
+                let name = if model == "gemma4" {
+                    "gemma4"
+                } else {
+                    pre_name
+                };
                 let (p, ignore, bos, clean, escape) = pre_type(name)?;
-                (pre, ignore_merges, add_bos, clean_spaces, escape_whitespaces) =
-                    (p, ignore, bos, clean, escape);
+                (
+                    pre,
+                    ignore_merges,
+                    add_bos,
+                    clean_spaces,
+                    escape_whitespaces,
+                ) = (p, ignore, bos, clean, escape);
                 VocabKind::Bpe
             }
             other => {
@@ -435,7 +503,9 @@ impl Vocab {
         let mut vocab = Vocab {
             kind,
             pre,
-            pre_tokenizer: (kind == VocabKind::Bpe).then(|| PreTokenizer::for_type(pre)).flatten(),
+            pre_tokenizer: (kind == VocabKind::Bpe)
+                .then(|| PreTokenizer::for_type(pre))
+                .flatten(),
             tokens,
             token_to_id,
             bpe_ranks,
@@ -517,7 +587,10 @@ impl Vocab {
         }
 
         let s = self.special;
-        let mut eog: HashSet<Token> = [s.fim_pad, s.fim_rep, s.fim_sep].into_iter().flatten().collect();
+        let mut eog: HashSet<Token> = [s.fim_pad, s.fim_rep, s.fim_sep]
+            .into_iter()
+            .flatten()
+            .collect();
         for text in EOG_TEXTS {
             if let Some(&id) = self.token_to_id.get(text.as_bytes()) {
                 eog.insert(id);
@@ -530,10 +603,15 @@ impl Vocab {
             }
         }
         eog.extend([s.eos, s.eot, s.eom].into_iter().flatten());
-        let in_eog: Vec<&[u8]> = eog.iter().map(|&id| self.tokens[id as usize].text.as_slice()).collect();
+        let in_eog: Vec<&[u8]> = eog
+            .iter()
+            .map(|&id| self.tokens[id as usize].text.as_slice())
+            .collect();
         let has = |t: &str| in_eog.contains(&t.as_bytes());
-        let (return_or_flush, call) =
-            (has("<|return|>") || has("<|flush|>"), has("<|call|>") || has("<|calls|>"));
+        let (return_or_flush, call) = (
+            has("<|return|>") || has("<|flush|>"),
+            has("<|call|>") || has("<|calls|>"),
+        );
         let tool_or_plamo = has("<|tool_response>") || has("<|plamo:eos|>");
         let end = self.token_to_id.get(b"<|end|>".as_slice()).copied();
         if let Some(end) = end.filter(|e| eog.contains(e)) {
@@ -561,12 +639,16 @@ impl Vocab {
             .collect();
         ids.sort_by_key(|&id| std::cmp::Reverse(self.tokens[id as usize].text.len()));
         self.special_by_len = ids;
-        self.pieces = (0..self.tokens.len()).map(|id| self.render_piece(id)).collect();
+        self.pieces = (0..self.tokens.len())
+            .map(|id| self.render_piece(id))
+            .collect();
     }
 
     /// Per-model attributes llama.cpp sets by name (`<mask>` lstrip, Phi-3's rstrip).
     fn set_model_attrs(&mut self, file: &GgufFile) -> Result<()> {
-        let name = string(file, "general.name")?.unwrap_or("").to_ascii_lowercase();
+        let name = string(file, "general.name")?
+            .unwrap_or("")
+            .to_ascii_lowercase();
         let arch = string(file, "general.architecture")?.unwrap_or("");
         let pre = string(file, "tokenizer.ggml.pre")?.unwrap_or("");
         let any = |s: &str, subs: &[&str]| subs.iter().any(|x| s.contains(x));
@@ -587,7 +669,11 @@ impl Vocab {
             let mut set = |text: &str, on: bool| {
                 if let Some(&id) = self.token_to_id.get(text.as_bytes()) {
                     let a = &mut self.tokens[id as usize].attr;
-                    *a = if on { *a | attr::RSTRIP } else { *a & !attr::RSTRIP };
+                    *a = if on {
+                        *a | attr::RSTRIP
+                    } else {
+                        *a & !attr::RSTRIP
+                    };
                 }
             };
             set("</s>", true);
@@ -694,10 +780,14 @@ impl Vocab {
         self.ignore_merges
     }
     pub(crate) fn pre_tokenizer(&self) -> &PreTokenizer {
-        self.pre_tokenizer.as_ref().expect("a BPE vocabulary always has a pre-tokenizer")
+        self.pre_tokenizer
+            .as_ref()
+            .expect("a BPE vocabulary always has a pre-tokenizer")
     }
     pub(crate) fn bpe_rank(&self, left: &[u8], right: &[u8]) -> Option<u32> {
-        self.bpe_ranks.get(&(left.to_vec(), right.to_vec())).copied()
+        self.bpe_ranks
+            .get(&(left.to_vec(), right.to_vec()))
+            .copied()
     }
     /// The token of byte `b` for SentencePiece byte fallback (`<0xAB>`, else the byte itself).
     pub(crate) fn byte_to_token(&self, b: u8) -> Result<Token> {
@@ -711,7 +801,12 @@ impl Vocab {
     /// Tokenizes `text` (`llama_tokenize`). With `add_special`, BOS/EOS/SEP are added as the
     /// metadata says; with `parse_special`, the texts of control tokens in `text` become those
     /// tokens (user-defined tokens are always matched).
-    pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<Token>> {
+    pub fn tokenize(
+        &self,
+        text: &str,
+        add_special: bool,
+        parse_special: bool,
+    ) -> Result<Vec<Token>> {
         let mut out = Vec::new();
         let fragments = self.partition(text.as_bytes(), parse_special);
         let need = |id: Option<Token>, what: &str| {
@@ -735,7 +830,11 @@ impl Vocab {
                                 s.push(b' ');
                             }
                             s.extend_from_slice(t);
-                            spm::tokenize(self, &replace(&s, b" ", "\u{2581}".as_bytes()), &mut out)?;
+                            spm::tokenize(
+                                self,
+                                &replace(&s, b" ", "\u{2581}".as_bytes()),
+                                &mut out,
+                            )?;
                         }
                         VocabKind::Bpe if self.escape_whitespaces => {
                             bpe::tokenize(self, &replace(t, b" ", "\u{2581}".as_bytes()), &mut out)
@@ -760,7 +859,11 @@ impl Vocab {
     /// Splits `text` at the special tokens in it (`tokenizer_st_partition`): longest token
     /// text first, each one's occurrences left to right in the fragments not yet matched.
     fn partition<'t>(&self, text: &'t [u8], parse_special: bool) -> Vec<Fragment<'t>> {
-        let mut frags = if text.is_empty() { Vec::new() } else { vec![Fragment::Text(text)] };
+        let mut frags = if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![Fragment::Text(text)]
+        };
         for &id in &self.special_by_len {
             let t = &self.tokens[id as usize];
             if !parse_special && t.attr & (attr::CONTROL | attr::UNKNOWN) != 0 {
@@ -828,11 +931,13 @@ impl Vocab {
     ) -> Result<Vec<u8>> {
         let mut ids = ids;
         let mut remove_space = self.add_space_prefix;
-        if remove_special && self.add_bos && ids.first().is_some() && ids.first() == self.special.bos.as_ref() {
+        let is =
+            |id: Option<&Token>, special: Option<Token>| special.is_some_and(|s| id == Some(&s));
+        if remove_special && self.add_bos && is(ids.first(), self.special.bos) {
             remove_space = false;
             ids = &ids[1..];
         }
-        if remove_special && self.add_eos && ids.last().is_some() && ids.last() == self.special.eos.as_ref() {
+        if remove_special && self.add_eos && is(ids.last(), self.special.eos) {
             ids = &ids[..ids.len() - 1];
         }
         let mut text = Vec::new();
@@ -851,7 +956,12 @@ impl Vocab {
     }
 
     /// [`Vocab::detokenize_bytes`] as a string (malformed UTF-8 becomes U+FFFD).
-    pub fn detokenize(&self, ids: &[Token], remove_special: bool, unparse_special: bool) -> Result<String> {
+    pub fn detokenize(
+        &self,
+        ids: &[Token],
+        remove_special: bool,
+        unparse_special: bool,
+    ) -> Result<String> {
         let bytes = self.detokenize_bytes(ids, remove_special, unparse_special)?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
@@ -977,12 +1087,18 @@ mod tests {
     fn clean_spaces_follows_llama_cpp() {
         assert_eq!(clean_spaces(b"Hello , world !"), b"Hello, world!");
         assert_eq!(clean_spaces(b"a ' b"), b"a'b");
-        assert_eq!(clean_spaces(b"it 's I 'm we 're you 've don 't"), b"it's I'm we're you've don 't");
+        assert_eq!(
+            clean_spaces(b"it 's I 'm we 're you 've don 't"),
+            b"it's I'm we're you've don 't"
+        );
     }
 
     #[test]
     fn replace_and_hex() {
-        assert_eq!(replace(b" a b", b" ", "\u{2581}".as_bytes()), "\u{2581}a\u{2581}b".as_bytes());
+        assert_eq!(
+            replace(b" a b", b" ", "\u{2581}".as_bytes()),
+            "\u{2581}a\u{2581}b".as_bytes()
+        );
         assert_eq!(hex_byte(b"<0x0A>"), Some(10));
         assert_eq!(decode_byte_level("Ġhi".as_bytes()), b" hi");
     }

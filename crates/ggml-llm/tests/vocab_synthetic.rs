@@ -46,34 +46,77 @@ const FIRST: u32 = 3 + 256;
 #[test]
 fn spm_merges_the_best_scoring_pair_first() {
     // "▁a" scores below "ab": ▁ a b → ▁ ab → ▁ab.
-    let v = spm(&[("▁", -5.0), ("a", -5.0), ("b", -5.0), ("▁a", -2.0), ("ab", -1.0), ("▁ab", -3.0)]);
+    let v = spm(&[
+        ("▁", -5.0),
+        ("a", -5.0),
+        ("b", -5.0),
+        ("▁a", -2.0),
+        ("ab", -1.0),
+        ("▁ab", -3.0),
+    ]);
     assert_eq!(v.kind(), VocabKind::Spm);
     assert_eq!(v.tokenize("ab", false, false).unwrap(), [FIRST + 5]);
     // Without "▁ab" the merge stops at ▁ + ab; with "▁a" preferred it would be ▁a + b.
-    let v = spm(&[("▁", -5.0), ("a", -5.0), ("b", -5.0), ("▁a", -2.0), ("ab", -1.0)]);
+    let v = spm(&[
+        ("▁", -5.0),
+        ("a", -5.0),
+        ("b", -5.0),
+        ("▁a", -2.0),
+        ("ab", -1.0),
+    ]);
     assert_eq!(v.tokenize("ab", false, false).unwrap(), [FIRST, FIRST + 4]);
-    let v = spm(&[("▁", -5.0), ("a", -5.0), ("b", -5.0), ("▁a", -1.0), ("ab", -2.0)]);
-    assert_eq!(v.tokenize("ab", false, false).unwrap(), [FIRST + 3, FIRST + 2]);
+    let v = spm(&[
+        ("▁", -5.0),
+        ("a", -5.0),
+        ("b", -5.0),
+        ("▁a", -1.0),
+        ("ab", -2.0),
+    ]);
+    assert_eq!(
+        v.tokenize("ab", false, false).unwrap(),
+        [FIRST + 3, FIRST + 2]
+    );
 }
 
 #[test]
 fn spm_falls_back_to_bytes_and_adds_bos() {
     let v = spm(&[("▁", -5.0), ("a", -5.0)]);
     // "ć" is not a token: its two UTF-8 bytes are.
-    assert_eq!(v.tokenize("ać", true, false).unwrap(), [1, FIRST, FIRST + 1, 3 + 0xC4, 3 + 0x87]);
+    assert_eq!(
+        v.tokenize("ać", true, false).unwrap(),
+        [1, FIRST, FIRST + 1, 3 + 0xC4, 3 + 0x87]
+    );
     // The space prefix is removed from the first piece, except after a removed BOS (as
     // llama.cpp's detokenize does).
-    assert_eq!(v.detokenize(&[FIRST, FIRST + 1, 3 + 0xC4, 3 + 0x87], true, false).unwrap(), "ać");
-    assert_eq!(v.detokenize(&[1, FIRST, FIRST + 1, 3 + 0xC4, 3 + 0x87], true, false).unwrap(), " ać");
+    assert_eq!(
+        v.detokenize(&[FIRST, FIRST + 1, 3 + 0xC4, 3 + 0x87], true, false)
+            .unwrap(),
+        "ać"
+    );
+    assert_eq!(
+        v.detokenize(&[1, FIRST, FIRST + 1, 3 + 0xC4, 3 + 0x87], true, false)
+            .unwrap(),
+        " ać"
+    );
     assert_eq!(v.token_to_piece(3 + 0xC4, false).unwrap(), [0xC4]);
     assert_eq!(v.token_to_piece(FIRST, false).unwrap(), b" ");
 }
 
 #[test]
 fn special_token_text_is_parsed_only_when_asked() {
-    let v = spm(&[("▁", -5.0), ("a", -5.0), ("<", -9.0), ("/", -9.0), ("s", -9.0), (">", -9.0)]);
+    let v = spm(&[
+        ("▁", -5.0),
+        ("a", -5.0),
+        ("<", -9.0),
+        ("/", -9.0),
+        ("s", -9.0),
+        (">", -9.0),
+    ]);
     // Parsed: the text after a special token gets the space prefix again.
-    assert_eq!(v.tokenize("a</s>a", false, true).unwrap(), [FIRST, FIRST + 1, 2, FIRST, FIRST + 1]);
+    assert_eq!(
+        v.tokenize("a</s>a", false, true).unwrap(),
+        [FIRST, FIRST + 1, 2, FIRST, FIRST + 1]
+    );
     let plain = v.tokenize("a</s>a", false, false).unwrap();
     assert_eq!(plain.len(), 7);
     assert!(!plain.contains(&2));
@@ -89,7 +132,10 @@ fn bpe_merges_by_rank_on_gpt2_byte_characters() {
     let v = Vocab::from_gguf(&file(&[
         ("tokenizer.ggml.model", "gpt2".into()),
         ("tokenizer.ggml.pre", "gpt-2".into()),
-        ("tokenizer.ggml.tokens", strings(&["h", "i", "Ġ", "hi", "Ġhi", "!", "Ġh"])),
+        (
+            "tokenizer.ggml.tokens",
+            strings(&["h", "i", "Ġ", "hi", "Ġhi", "!", "Ġh"]),
+        ),
         ("tokenizer.ggml.merges", strings(&["h i", "Ġ hi", "Ġ h"])),
     ]))
     .unwrap();
@@ -103,17 +149,31 @@ fn bpe_merges_by_rank_on_gpt2_byte_characters() {
 fn wordpiece_takes_the_longest_tokens_and_marks_unknown_words() {
     let v = Vocab::from_gguf(&file(&[
         ("tokenizer.ggml.model", "bert".into()),
-        ("tokenizer.ggml.tokens", strings(&["[PAD]", "[UNK]", "[CLS]", "[SEP]", "▁play", "ing", "▁hello", "▁p", "▁,"])),
-        ("tokenizer.ggml.token_type", vec![3i32, 2, 3, 3, 1, 1, 1, 1, 1].into()),
+        (
+            "tokenizer.ggml.tokens",
+            strings(&[
+                "[PAD]", "[UNK]", "[CLS]", "[SEP]", "▁play", "ing", "▁hello", "▁p", "▁,",
+            ]),
+        ),
+        (
+            "tokenizer.ggml.token_type",
+            vec![3i32, 2, 3, 3, 1, 1, 1, 1, 1].into(),
+        ),
         ("tokenizer.ggml.unknown_token_id", 1u32.into()),
         ("tokenizer.ggml.bos_token_id", 2u32.into()),
         ("tokenizer.ggml.seperator_token_id", 3u32.into()),
         ("tokenizer.ggml.padding_token_id", 0u32.into()),
     ]))
     .unwrap();
-    assert_eq!(v.tokenize("Playing, HELLO xyz", true, false).unwrap(), [2, 4, 5, 8, 6, 1, 3]);
+    assert_eq!(
+        v.tokenize("Playing, HELLO xyz", true, false).unwrap(),
+        [2, 4, 5, 8, 6, 1, 3]
+    );
     // Word-start markers become spaces; the space before the comma is cleaned away.
-    assert_eq!(v.detokenize(&[4, 5, 8, 6], false, false).unwrap(), " playing, hello");
+    assert_eq!(
+        v.detokenize(&[4, 5, 8, 6], false, false).unwrap(),
+        " playing, hello"
+    );
 }
 
 #[test]
@@ -121,7 +181,10 @@ fn missing_or_malformed_vocabularies_are_errors_naming_the_key() {
     let err = |kv: &[(&str, Value)]| Vocab::from_gguf(&file(kv)).unwrap_err().to_string();
     assert!(err(&[]).contains("tokenizer.ggml.model"));
     let e = Vocab::from_gguf(&file(&[("tokenizer.ggml.model", "nope".into())])).unwrap_err();
-    assert!(matches!(e, Error::Unsupported(ref m) if m.contains("\"nope\"")), "{e}");
+    assert!(
+        matches!(e, Error::Unsupported(ref m) if m.contains("\"nope\"")),
+        "{e}"
+    );
     assert!(err(&[("tokenizer.ggml.model", "llama".into())]).contains("tokenizer.ggml.tokens"));
     assert!(err(&[
         ("tokenizer.ggml.model", "llama".into()),

@@ -50,13 +50,23 @@ fn add_bigram(
     };
     let (l, r) = (bytes(word, &symbols[left]), bytes(word, &symbols[right]));
     if let Some(rank) = vocab.bpe_rank(l, r) {
-        queue.push(Bigram { left, right, rank, text: [l, r].concat() });
+        queue.push(Bigram {
+            left,
+            right,
+            rank,
+            text: [l, r].concat(),
+        });
     }
 }
 
 /// The symbols of one word after all merges.
 fn merge_word(vocab: &Vocab, word: &[u8]) -> Vec<Symbol> {
-    let whole = Symbol { start: 0, len: word.len(), prev: None, next: None };
+    let whole = Symbol {
+        start: 0,
+        len: word.len(),
+        prev: None,
+        next: None,
+    };
     if vocab.ignore_merges() && vocab.text_to_token(word).is_some() {
         return vec![whole];
     }

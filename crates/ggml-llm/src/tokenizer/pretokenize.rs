@@ -48,11 +48,24 @@ impl PreTokenizer {
                 Pass::ThreeDigits,
             ],
             P::Gpt2 => vec![Pass::Gpt2],
-            P::Llama3 => vec![Pass::Llama3 { digits: 3, marks: false }],
-            P::Qwen2 => vec![Pass::Llama3 { digits: 1, marks: false }],
-            P::Qwen35 => vec![Pass::Llama3 { digits: 1, marks: true }],
+            P::Llama3 => vec![Pass::Llama3 {
+                digits: 3,
+                marks: false,
+            }],
+            P::Qwen2 => vec![Pass::Llama3 {
+                digits: 1,
+                marks: false,
+            }],
+            P::Qwen35 => vec![Pass::Llama3 {
+                digits: 1,
+                marks: true,
+            }],
             P::Starcoder => vec![Pass::EachNumber, Pass::Gpt2],
-            P::Falcon => vec![Pass::PunctRuns { backtick: true }, Pass::Gpt2, Pass::ThreeDigits],
+            P::Falcon => vec![
+                Pass::PunctRuns { backtick: true },
+                Pass::Gpt2,
+                Pass::ThreeDigits,
+            ],
             P::Gemma4 => vec![Pass::Newlines],
         };
         Some(PreTokenizer { passes })
@@ -73,14 +86,21 @@ impl PreTokenizer {
                         usize::from(Flags::of(t[i]).is_number())
                     }),
                     Pass::NumberRuns => split_matches(piece, &mut next, |t, i| {
-                        t[i..].iter().take_while(|&&c| Flags::of(c).is_number()).count()
+                        t[i..]
+                            .iter()
+                            .take_while(|&&c| Flags::of(c).is_number())
+                            .count()
                     }),
                     Pass::PunctRuns { backtick } => split_matches(piece, &mut next, |t, i| {
-                        t[i..].iter().take_while(|&&c| is_punct_run(c, backtick)).count()
+                        t[i..]
+                            .iter()
+                            .take_while(|&&c| is_punct_run(c, backtick))
+                            .count()
                     }),
                     Pass::ThreeDigits => split_matches(piece, &mut next, |t, i| {
                         let three = t.get(i..i + 3).is_some_and(|d| {
-                            d.iter().all(|&c| (u32::from(b'0')..=u32::from(b'9')).contains(&c))
+                            d.iter()
+                                .all(|&c| (u32::from(b'0')..=u32::from(b'9')).contains(&c))
                         });
                         if three {
                             3
@@ -90,7 +110,10 @@ impl PreTokenizer {
                     }),
                     Pass::Newlines => split_matches(piece, &mut next, |t, i| {
                         let nl = t[i] == u32::from(b'\n');
-                        t[i..].iter().take_while(|&&c| (c == u32::from(b'\n')) == nl).count()
+                        t[i..]
+                            .iter()
+                            .take_while(|&&c| (c == u32::from(b'\n')) == nl)
+                            .count()
                     }),
                 }
                 start += len;
@@ -103,7 +126,10 @@ impl PreTokenizer {
 
 fn is_punct_run(c: u32, backtick: bool) -> bool {
     Flags::of(c).is_punctuation()
-        || matches!(char::from_u32(c), Some('$' | '+' | '<' | '=' | '>' | '^' | '~' | '|'))
+        || matches!(
+            char::from_u32(c),
+            Some('$' | '+' | '<' | '=' | '>' | '^' | '~' | '|')
+        )
         || (backtick && c == u32::from(b'`'))
 }
 
@@ -191,7 +217,11 @@ impl Cursor<'_> {
 }
 
 fn split_gpt2(text: &[u32], out: &mut Vec<usize>) {
-    let mut c = Cursor { text, prev_end: 0, out };
+    let mut c = Cursor {
+        text,
+        prev_end: 0,
+        out,
+    };
     let mut pos = 0;
     while pos < text.len() {
         let n = c.contraction(pos, |x| x);
@@ -201,7 +231,11 @@ fn split_gpt2(text: &[u32], out: &mut Vec<usize>) {
         }
         let cpt = c.cpt(pos);
         let space = cpt == u32::from(b' ');
-        let mut f = if space { c.flags(pos + 1) } else { c.flags(pos) };
+        let mut f = if space {
+            c.flags(pos + 1)
+        } else {
+            c.flags(pos)
+        };
         let class: Option<fn(Flags) -> bool> = if f.is_letter() {
             Some(Flags::is_letter)
         } else if f.is_number() {
@@ -228,7 +262,11 @@ fn split_gpt2(text: &[u32], out: &mut Vec<usize>) {
 fn split_llama3(text: &[u32], digits: usize, marks: bool, out: &mut Vec<usize>) {
     let word = |f: Flags| f.is_letter() || (marks && f.is_mark());
     let is_nl = |c: u32| c == u32::from(b'\r') || c == u32::from(b'\n');
-    let mut c = Cursor { text, prev_end: 0, out };
+    let mut c = Cursor {
+        text,
+        prev_end: 0,
+        out,
+    };
     let mut pos = 0;
     while pos < text.len() {
         let n = c.contraction(pos, crate::unicode::to_lower);
@@ -261,7 +299,11 @@ fn split_llama3(text: &[u32], digits: usize, marks: bool, out: &mut Vec<usize>) 
             continue;
         }
         // <space>?[^\s\p{L}\p{N}]+[\r\n]*
-        let mut f2 = if cpt == u32::from(b' ') { c.flags(pos + 1) } else { flags };
+        let mut f2 = if cpt == u32::from(b' ') {
+            c.flags(pos + 1)
+        } else {
+            flags
+        };
         let other = |f: Flags| !(f.is_whitespace() || word(f) || f.is_number());
         if other(f2) && flags.is_some() {
             pos += usize::from(cpt == u32::from(b' '));
@@ -302,7 +344,9 @@ mod tests {
         let cpts: Vec<u32> = text.chars().map(u32::from).collect();
         let lens = PreTokenizer::for_type(pre).unwrap().split(&cpts);
         let mut chars = text.chars();
-        lens.iter().map(|&n| chars.by_ref().take(n).collect()).collect()
+        lens.iter()
+            .map(|&n| chars.by_ref().take(n).collect())
+            .collect()
     }
 
     #[test]
@@ -324,7 +368,10 @@ mod tests {
 
     #[test]
     fn default_pipeline_isolates_punctuation_runs_and_digit_triples() {
-        assert_eq!(split(PreType::Default, "a+=b 12345"), ["a", "+=", "b", " ", "123", "45"]);
+        assert_eq!(
+            split(PreType::Default, "a+=b 12345"),
+            ["a", "+=", "b", " ", "123", "45"]
+        );
         assert_eq!(split(PreType::Gemma4, "a b\n\nc"), ["a b", "\n\n", "c"]);
     }
 }

@@ -20,7 +20,9 @@ struct Bigram {
 impl Ord for Bigram {
     fn cmp(&self, other: &Self) -> Ordering {
         // Highest score first; on a tie, the leftmost pair first.
-        self.score.total_cmp(&other.score).then(other.left.cmp(&self.left))
+        self.score
+            .total_cmp(&other.score)
+            .then(other.left.cmp(&self.left))
     }
 }
 impl PartialOrd for Bigram {
@@ -54,7 +56,12 @@ impl<'a> Session<'a> {
         let Some(id) = self.vocab.text_to_token(text) else {
             return;
         };
-        self.queue.push(Bigram { left, right, score: self.vocab.score(id), size: text.len() });
+        self.queue.push(Bigram {
+            left,
+            right,
+            score: self.vocab.score(id),
+            size: text.len(),
+        });
         self.rev_merge.insert(text, (left, right));
     }
 

@@ -19,7 +19,11 @@ fn is_chinese_char(cp: u32) -> bool {
 fn words(text: &[u8], lowercase: bool, strip_accents: bool) -> Vec<Vec<u8>> {
     let mut words = vec![Vec::new()];
     for cp in unicode::decode_utf8(text) {
-        let cp = if strip_accents { unicode::nfd_first(cp) } else { cp };
+        let cp = if strip_accents {
+            unicode::nfd_first(cp)
+        } else {
+            cp
+        };
         let f = Flags::of(cp);
         if f.is_whitespace() {
             if !words.last().is_some_and(Vec::is_empty) {
@@ -88,7 +92,10 @@ mod tests {
     #[test]
     fn bert_normalization_splits_punctuation_and_strips_accents() {
         let w = words("Héllo, WORLD! 中文 a\u{0301}b".as_bytes(), true, true);
-        let w: Vec<String> = w.into_iter().map(|b| String::from_utf8(b).unwrap()).collect();
+        let w: Vec<String> = w
+            .into_iter()
+            .map(|b| String::from_utf8(b).unwrap())
+            .collect();
         assert_eq!(w, ["hello", ",", "world", "!", "中", "文", "ab"]);
         let w = words("Héllo".as_bytes(), false, false);
         assert_eq!(w, [b"H\xc3\xa9llo".to_vec()]);

@@ -27,7 +27,14 @@ impl Flags {
         }
         let i = tables::CLASS_RANGES.partition_point(|&(start, _)| start <= cp) - 1;
         let class = u16::from(tables::CLASS_RANGES[i].1);
-        Flags(class | if is_whitespace(cp) { Flags::WHITESPACE } else { 0 })
+        Flags(
+            class
+                | if is_whitespace(cp) {
+                    Flags::WHITESPACE
+                } else {
+                    0
+                },
+        )
     }
 
     /// `\p{N}`.
@@ -118,7 +125,9 @@ fn decode_one(bytes: &[u8], pos: &mut usize) -> Option<u32> {
         return None;
     }
     let lead = u32::from(b0) & [0x7F, 0x1F, 0x0F, 0x07][n - 1];
-    let cp = tail.iter().fold(lead, |acc, &b| (acc << 6) | u32::from(b & 0x3F));
+    let cp = tail
+        .iter()
+        .fold(lead, |acc, &b| (acc << 6) | u32::from(b & 0x3F));
     *pos += n;
     Some(cp)
 }
@@ -207,7 +216,10 @@ mod tests {
 
     #[test]
     fn utf8_decoding_replaces_each_bad_byte() {
-        assert_eq!(decode_utf8("aä€😀".as_bytes()), vec![0x61, 0xE4, 0x20AC, 0x1F600]);
+        assert_eq!(
+            decode_utf8("aä€😀".as_bytes()),
+            vec![0x61, 0xE4, 0x20AC, 0x1F600]
+        );
         assert_eq!(decode_utf8(&[0x61, 0xE2, 0x82]), vec![0x61, 0xFFFD, 0xFFFD]);
         assert_eq!(decode_utf8(&[0x80, 0x41]), vec![0xFFFD, 0x41]);
         let mut out = Vec::new();

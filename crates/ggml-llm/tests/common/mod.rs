@@ -11,9 +11,12 @@ pub const SEP: &str = "\n__ggml_vocab_test__\n";
 /// `$HOME/.cache/ggml-rs/llama-vocab`, which `tools/tokenizer_check/fetch_vocabs.sh` fills), or
 /// `None` when it is absent. With `GGML_LLM_REQUIRE_VOCABS=1` (CI) an absent directory fails.
 pub fn vocab_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("GGML_LLM_VOCAB_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/ggml-rs/llama-vocab")
-    });
+    let dir = std::env::var_os("GGML_LLM_VOCAB_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/ggml-rs/llama-vocab")
+        });
     if dir.is_dir() {
         return Some(dir);
     }
@@ -22,7 +25,10 @@ pub fn vocab_dir() -> Option<PathBuf> {
         "{} is missing; run tools/tokenizer_check/fetch_vocabs.sh",
         dir.display()
     );
-    eprintln!("skipped: {} is missing (tools/tokenizer_check/fetch_vocabs.sh fills it)", dir.display());
+    eprintln!(
+        "skipped: {} is missing (tools/tokenizer_check/fetch_vocabs.sh fills it)",
+        dir.display()
+    );
     None
 }
 
@@ -45,9 +51,14 @@ pub fn split_texts(raw: &str) -> Vec<String> {
     out
 }
 
-/// The id lists of an `.out` file.
-pub fn parse_ids(raw: &str) -> Vec<Vec<u32>> {
+/// The id lists of an `.out` file; `None` for a line `ERROR` (the tool failed on that text).
+pub fn parse_ids(raw: &str) -> Vec<Option<Vec<u32>>> {
+    let ids = |l: &str| {
+        l.split_whitespace()
+            .map(|t| t.parse().expect("a token id"))
+            .collect()
+    };
     raw.lines()
-        .map(|l| l.split_whitespace().map(|t| t.parse().expect("a token id")).collect())
+        .map(|l| (l != "ERROR").then(|| ids(l)))
         .collect()
 }

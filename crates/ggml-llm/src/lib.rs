@@ -3,8 +3,10 @@
 //!
 //! Only `ggml`'s public API is used (GGUF metadata through [`ggml::gguf`]).
 
+#![warn(missing_docs)]
+
 pub mod sampling;
-pub mod tokenizer;
+mod tokenizer;
 mod unicode;
 pub mod vocab;
 
@@ -29,3 +31,15 @@ pub enum Error {
 
 /// This crate's result type.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    /// The public handles can be shared across threads.
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<crate::Vocab>();
+        check::<crate::sampling::Chain>();
+        check::<crate::Error>();
+    }
+}

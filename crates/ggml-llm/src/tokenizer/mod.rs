@@ -4,7 +4,7 @@
 //! [`wpm`] (WordPiece longest match, `bert` vocabularies).
 
 pub(crate) mod bpe;
-pub mod pretokenize;
+pub(crate) mod pretokenize;
 pub(crate) mod spm;
 pub(crate) mod wpm;
 

@@ -31,7 +31,7 @@ enum Pass {
 
 /// A vocabulary's pre-tokenizer: the passes llama.cpp runs for its `tokenizer.ggml.pre`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PreTokenizer {
+pub(crate) struct PreTokenizer {
     passes: Vec<Pass>,
 }
 

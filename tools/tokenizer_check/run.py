@@ -13,7 +13,7 @@ llama.cpp's own tokenizer tests; `ERROR` where llama-tokenize failed):
                              text parsed (our tokenize(text, add_bos(), true))
   expected/NAME.plain.out    --no-bos --no-parse-special (our tokenize(text, false, false))
 
-usage: run.py [LLAMA_BIN_DIR]   (default: the path in ~/.cache/ggml-rs/llama-cpp-READY)
+usage: run.py [LLAMA_BIN_DIR]   (default: `bin=` of ~/.cache/ggml-rs/llama-cpp-READY)
 """
 import os
 import subprocess
@@ -31,7 +31,11 @@ MODES = {"special": [], "plain": ["--no-bos", "--no-parse-special"]}
 
 
 def find_tokenize(arg):
-    path = arg or open(os.path.join(HOME, ".cache/ggml-rs/llama-cpp-READY")).read().strip()
+    path = arg
+    if not path:
+        # The build script's marker: lines `bin=DIR` and `lib=DIR`.
+        ready = open(os.path.join(HOME, ".cache/ggml-rs/llama-cpp-READY")).read().splitlines()
+        path = dict(l.split("=", 1) for l in ready if "=" in l)["bin"]
     for cand in (path, os.path.join(path, "llama-tokenize"), os.path.join(path, "bin", "llama-tokenize")):
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand

@@ -978,11 +978,17 @@ fn is_c_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
 }
 
+/// The first position of `needle` in `hay` (candidates are found by the first byte, which is
+/// rare in text for special tokens such as `<…>`).
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() || needle.len() > hay.len() {
-        return None;
-    }
-    hay.windows(needle.len()).position(|w| w == needle)
+    let (&first, rest) = needle.split_first()?;
+    let last_start = hay.len().checked_sub(needle.len())?;
+    hay[..=last_start]
+        .iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == first)
+        .map(|(i, _)| i)
+        .find(|&i| &hay[i + 1..i + needle.len()] == rest)
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -1091,6 +1097,16 @@ mod tests {
             clean_spaces(b"it 's I 'm we 're you 've don 't"),
             b"it's I'm we're you've don 't"
         );
+    }
+
+    #[test]
+    fn find_locates_the_first_occurrence() {
+        assert_eq!(find(b"abcabd", b"abd"), Some(3));
+        assert_eq!(find(b"<s><s>", b"<s>"), Some(0));
+        assert_eq!(find(b"x<s", b"<s>"), None);
+        assert_eq!(find(b"ab", b"abc"), None);
+        assert_eq!(find(b"", b"a"), None);
+        assert_eq!(find(b"a", b""), None);
     }
 
     #[test]

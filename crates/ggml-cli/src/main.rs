@@ -27,6 +27,22 @@ pub fn is_help(arg: &OsString) -> bool {
     matches!(arg.to_str(), Some("-h" | "--help"))
 }
 
+/// Writes a command's output to stdout; a closed pipe (`| head`) is not an error worth
+/// reporting.
+pub fn write_stdout(out: &str) -> Result<(), CliError> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::Failed(format!("writing to stdout: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Why a command failed; decides the exit status.
 pub enum CliError {
     /// Bad command line (exit status 2); the message includes the usage.

@@ -4,7 +4,6 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use ggml::gguf::GgufFile;
@@ -108,15 +107,5 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
     let ids = vocab
         .tokenize(&a.prompt, add_special, a.parse_special)
         .map_err(|e| fail(&e))?;
-    let out = render(&vocab, &ids, a.pieces)?;
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(CliError::Failed(format!("writing to stdout: {e}")))
-        }
-        _ => Ok(()),
-    }
+    crate::write_stdout(&render(&vocab, &ids, a.pieces)?)
 }

@@ -25,17 +25,7 @@ impl Ord for Bigram {
         other.rank.cmp(&self.rank).then(other.left.cmp(&self.left))
     }
 }
-impl PartialOrd for Bigram {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl PartialEq for Bigram {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Bigram {}
+order_from_cmp!(Bigram);
 
 fn add_bigram(
     vocab: &Vocab,

@@ -3,6 +3,24 @@
 //! (byte-level BPE by merge rank after a [`pretokenize`] split, `gpt2`/`gemma4` vocabularies),
 //! [`wpm`] (WordPiece longest match, `bert` vocabularies).
 
+/// `PartialOrd`, `PartialEq` and `Eq` for a queue entry from its `Ord`, so that the heap order
+/// is exactly the one `Ord::cmp` defines.
+macro_rules! order_from_cmp {
+    ($t:ty) => {
+        impl PartialOrd for $t {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+        impl PartialEq for $t {
+            fn eq(&self, other: &Self) -> bool {
+                self.cmp(other) == std::cmp::Ordering::Equal
+            }
+        }
+        impl Eq for $t {}
+    };
+}
+
 pub(crate) mod bpe;
 pub(crate) mod pretokenize;
 pub(crate) mod spm;

@@ -166,7 +166,14 @@ struct Cursor<'a> {
 /// The code point llama.cpp's splitters see past the end of the piece.
 const OUT_OF_RANGE: u32 = u32::MAX;
 
-impl Cursor<'_> {
+impl<'a> Cursor<'a> {
+    fn new(text: &'a [u32], out: &'a mut Vec<usize>) -> Self {
+        Cursor {
+            text,
+            prev_end: 0,
+            out,
+        }
+    }
     fn cpt(&self, i: usize) -> u32 {
         self.text.get(i).copied().unwrap_or(OUT_OF_RANGE)
     }
@@ -181,6 +188,11 @@ impl Cursor<'_> {
         }
         self.prev_end = end;
         len
+    }
+    /// Ends a piece after the contraction at `pos`, if there is one; returns the new position.
+    fn take_contraction(&mut self, pos: usize, lower: fn(u32) -> u32) -> Option<usize> {
+        let n = self.contraction(pos, lower);
+        (n > 0).then(|| pos + self.add(pos + n))
     }
     /// The length of the contraction (`'s`, `'t`, `'re`, `'ve`, `'m`, `'ll`, `'d`) at `pos`,
     /// comparing letters after `lower` (identity for GPT-2, lowercase for Llama 3).
@@ -217,16 +229,11 @@ impl Cursor<'_> {
 }
 
 fn split_gpt2(text: &[u32], out: &mut Vec<usize>) {
-    let mut c = Cursor {
-        text,
-        prev_end: 0,
-        out,
-    };
+    let mut c = Cursor::new(text, out);
     let mut pos = 0;
     while pos < text.len() {
-        let n = c.contraction(pos, |x| x);
-        if n > 0 {
-            pos += c.add(pos + n);
+        if let Some(next) = c.take_contraction(pos, |x| x) {
+            pos = next;
             continue;
         }
         let cpt = c.cpt(pos);
@@ -262,16 +269,11 @@ fn split_gpt2(text: &[u32], out: &mut Vec<usize>) {
 fn split_llama3(text: &[u32], digits: usize, marks: bool, out: &mut Vec<usize>) {
     let word = |f: Flags| f.is_letter() || (marks && f.is_mark());
     let is_nl = |c: u32| c == u32::from(b'\r') || c == u32::from(b'\n');
-    let mut c = Cursor {
-        text,
-        prev_end: 0,
-        out,
-    };
+    let mut c = Cursor::new(text, out);
     let mut pos = 0;
     while pos < text.len() {
-        let n = c.contraction(pos, crate::unicode::to_lower);
-        if n > 0 {
-            pos += c.add(pos + n);
+        if let Some(next) = c.take_contraction(pos, crate::unicode::to_lower) {
+            pos = next;
             continue;
         }
         let cpt = c.cpt(pos);

@@ -53,6 +53,9 @@ pub enum PreType {
     Falcon,
     /// Gemma 4's newline split on `▁`-escaped text (`gemma4`).
     Gemma4,
+    /// DeepSeek Coder's: newlines, letter runs, punctuation runs, CJK runs, single digits
+    /// (`deepseek-coder`).
+    DeepseekCoder,
 }
 
 /// Token attribute bits (`llama_token_attr`).
@@ -236,6 +239,7 @@ fn pre_type(name: &str) -> Result<(PreType, bool, bool, bool, bool)> {
         "command-r" | "smollm" => (P::Starcoder, false, false, false, false),
         "falcon" => (P::Falcon, false, false, true, false),
         "gemma4" => (P::Gemma4, false, false, true, true),
+        "deepseek-coder" => (P::DeepseekCoder, false, false, false, false),
         other => {
             return Err(Error::Unsupported(format!(
                 "pre-tokenizer type {other:?} (tokenizer.ggml.pre) is not implemented"

@@ -60,4 +60,5 @@ vocab_tests! {
     falcon => "falcon",
     gemma_4 => "gemma-4",
     bert_bge => "bert-bge",
+    deepseek_coder => "deepseek-coder",
 }

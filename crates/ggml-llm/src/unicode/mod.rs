@@ -163,21 +163,39 @@ pub(crate) fn push_utf8(cp: u32, out: &mut Vec<u8>) {
     }
 }
 
+/// Whether GPT-2's byte map keeps byte `x` as the character of the same value.
+const fn printable(x: u8) -> bool {
+    matches!(x, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF)
+}
+
+/// GPT-2's stand-in characters for the 68 other bytes, in byte order: U+0100, U+0101, …
+const SHIFTED: [u8; 68] = {
+    let mut out = [0u8; 68];
+    let (mut b, mut n) = (0usize, 0usize);
+    while b < 256 {
+        if !printable(b as u8) {
+            out[n] = b as u8;
+            n += 1;
+        }
+        b += 1;
+    }
+    out
+};
+
 /// GPT-2's printable stand-in for byte `b`: the printable Latin-1 bytes stand for themselves,
 /// the other 68 take U+0100, U+0101, … in byte order (`unicode_byte_to_utf8`).
 pub(crate) fn byte_to_char(b: u8) -> u32 {
-    let printable = |x: u8| matches!(x, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF);
     if printable(b) {
         return u32::from(b);
     }
-    256 + (0..b).filter(|&x| !printable(x)).count() as u32
+    256 + SHIFTED.iter().position(|&x| x == b).unwrap_or(0) as u32
 }
 
 /// The byte whose GPT-2 stand-in is `cp` (`unicode_utf8_to_byte`), if any.
 pub(crate) fn char_to_byte(cp: u32) -> Option<u8> {
     match cp {
-        0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF => Some(cp as u8),
-        256..=323 => (0..=255u8).find(|&b| byte_to_char(b) == cp),
+        0..=255 if printable(cp as u8) => Some(cp as u8),
+        256..=323 => Some(SHIFTED[(cp - 256) as usize]),
         _ => None,
     }
 }

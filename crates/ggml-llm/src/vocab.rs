@@ -134,7 +134,8 @@ pub struct SpecialTokens {
 pub struct Vocab {
     kind: VocabKind,
     pre: PreType,
-    pre_tokenizer: Option<PreTokenizer>,
+    /// The pre-tokenizer (used by BPE vocabularies only).
+    pre_tokenizer: PreTokenizer,
     tokens: Vec<TokenData>,
     token_to_id: HashMap<Vec<u8>, Token>,
     bpe_ranks: HashMap<(Vec<u8>, Vec<u8>), u32>,
@@ -507,9 +508,7 @@ impl Vocab {
         let mut vocab = Vocab {
             kind,
             pre,
-            pre_tokenizer: (kind == VocabKind::Bpe)
-                .then(|| PreTokenizer::for_type(pre))
-                .flatten(),
+            pre_tokenizer: PreTokenizer::for_type(pre),
             tokens,
             token_to_id,
             bpe_ranks,
@@ -784,9 +783,7 @@ impl Vocab {
         self.ignore_merges
     }
     pub(crate) fn pre_tokenizer(&self) -> &PreTokenizer {
-        self.pre_tokenizer
-            .as_ref()
-            .expect("a BPE vocabulary always has a pre-tokenizer")
+        &self.pre_tokenizer
     }
     pub(crate) fn bpe_rank(&self, left: &[u8], right: &[u8]) -> Option<u32> {
         self.bpe_ranks

@@ -43,9 +43,8 @@ pub(crate) struct PreTokenizer {
 }
 
 impl PreTokenizer {
-    /// The pre-tokenizer for the pre-tokenizer type `name` of a `gpt2`/`gemma4` vocabulary, or
-    /// `None` when this crate does not implement it.
-    pub(crate) fn for_type(pre: crate::vocab::PreType) -> Option<PreTokenizer> {
+    /// The passes llama.cpp runs for a BPE vocabulary of pre-tokenizer type `pre`.
+    pub(crate) fn for_type(pre: crate::vocab::PreType) -> PreTokenizer {
         use crate::vocab::PreType as P;
         let passes = match pre {
             P::Default => vec![
@@ -82,7 +81,7 @@ impl PreTokenizer {
                 Pass::EachNumber,
             ],
         };
-        Some(PreTokenizer { passes })
+        PreTokenizer { passes }
     }
 
     /// Splits `cpts` into pieces, returned as lengths in code points that sum to `cpts.len()`.
@@ -384,7 +383,7 @@ mod tests {
 
     fn split(pre: PreType, text: &str) -> Vec<String> {
         let cpts: Vec<u32> = text.chars().map(u32::from).collect();
-        let lens = PreTokenizer::for_type(pre).unwrap().split(&cpts);
+        let lens = PreTokenizer::for_type(pre).split(&cpts);
         let mut chars = text.chars();
         lens.iter()
             .map(|&n| chars.by_ref().take(n).collect())

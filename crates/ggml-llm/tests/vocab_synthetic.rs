@@ -45,33 +45,26 @@ const FIRST: u32 = 3 + 256;
 
 #[test]
 fn spm_merges_the_best_scoring_pair_first() {
+    // `▁`, `a`, `b`, then `▁a` and `ab` scored `pair`, then `more`.
+    let with = |pair: [f32; 2], more: &[(&'static str, f32)]| {
+        let mut t = vec![
+            ("▁", -5.0),
+            ("a", -5.0),
+            ("b", -5.0),
+            ("▁a", pair[0]),
+            ("ab", pair[1]),
+        ];
+        t.extend_from_slice(more);
+        spm(&t)
+    };
     // "▁a" scores below "ab": ▁ a b → ▁ ab → ▁ab.
-    let v = spm(&[
-        ("▁", -5.0),
-        ("a", -5.0),
-        ("b", -5.0),
-        ("▁a", -2.0),
-        ("ab", -1.0),
-        ("▁ab", -3.0),
-    ]);
+    let v = with([-2.0, -1.0], &[("▁ab", -3.0)]);
     assert_eq!(v.kind(), VocabKind::Spm);
     assert_eq!(v.tokenize("ab", false, false).unwrap(), [FIRST + 5]);
-    // Without "▁ab" the merge stops at ▁ + ab; with "▁a" preferred it would be ▁a + b.
-    let v = spm(&[
-        ("▁", -5.0),
-        ("a", -5.0),
-        ("b", -5.0),
-        ("▁a", -2.0),
-        ("ab", -1.0),
-    ]);
+    // Without "▁ab" the merge stops at ▁ + ab; with "▁a" preferred it is ▁a + b.
+    let v = with([-2.0, -1.0], &[]);
     assert_eq!(v.tokenize("ab", false, false).unwrap(), [FIRST, FIRST + 4]);
-    let v = spm(&[
-        ("▁", -5.0),
-        ("a", -5.0),
-        ("b", -5.0),
-        ("▁a", -1.0),
-        ("ab", -2.0),
-    ]);
+    let v = with([-1.0, -2.0], &[]);
     assert_eq!(
         v.tokenize("ab", false, false).unwrap(),
         [FIRST + 3, FIRST + 2]

@@ -3,7 +3,6 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use ggml::gguf::{Array, GgufFile, GgufString, Value};
@@ -70,17 +69,7 @@ fn inspect(args: &[OsString]) -> Result<(), CliError> {
     } else {
         render_text(&f, &name)
     };
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        // A closed pipe (`| head`) is not an error worth reporting.
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(CliError::Failed(format!("writing to stdout: {e}")))
-        }
-        _ => Ok(()),
-    }
+    crate::write_stdout(&out)
 }
 
 // ---- text ----

@@ -6,6 +6,7 @@ mod imatrix;
 mod info;
 mod json;
 mod quantize;
+mod tokenize;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -17,12 +18,29 @@ commands:
   bench [-o OPS] [-b BACKEND] [-t N] [--quick]   time ops as test-backend-ops perf does
   gguf inspect FILE [--json]   header, metadata and tensors of a GGUF file
   gguf quantize IN OUT TYPE    a copy of a GGUF file with its weights quantized to TYPE
-       [--imatrix FILE] [--threads N]";
+       [--imatrix FILE] [--threads N]
+  tokenize MODEL.gguf -p TEXT  the token ids of TEXT [--pieces] [--no-bos] [--no-parse-special]";
 
 /// Whether `arg` asks for help (`-h` or `--help`); every command then prints its usage and
 /// succeeds.
 pub fn is_help(arg: &OsString) -> bool {
     matches!(arg.to_str(), Some("-h" | "--help"))
+}
+
+/// Writes a command's output to stdout; a closed pipe (`| head`) is not an error worth
+/// reporting.
+pub fn write_stdout(out: &str) -> Result<(), CliError> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::Failed(format!("writing to stdout: {e}")))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Why a command failed; decides the exit status.
@@ -40,6 +58,7 @@ fn main() -> ExitCode {
         Some("info") => info::run(&args[1..]),
         Some("gguf") => gguf_cmd::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
+        Some("tokenize") => tokenize::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

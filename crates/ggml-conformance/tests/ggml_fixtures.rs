@@ -1,0 +1,1 @@
+//! Our results against the real GGML's, for every case of the committed fixture.

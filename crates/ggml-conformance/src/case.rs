@@ -256,6 +256,12 @@ impl Vars {
         s
     }
 
+    /// `k=x` for a float, spelled as GGML's `std::to_string` spells it (six decimals:
+    /// `0.100000`, `0.000001`).
+    pub fn float(self, k: &str, x: f32) -> Vars {
+        self.val(k, format_args!("{x:.6}"))
+    }
+
     /// `k=type` with GGML's type name (`f32`, `q4_K`).
     pub fn ty(self, k: &str, ty: Type) -> Vars {
         self.val(k, ty.name())
@@ -291,7 +297,7 @@ mod tests {
             .ty("type", Type::Q4_K)
             .list("ne", &[10, 5, 4, 3])
             .flag("v", true)
-            .val("eps", 1e-6f32);
+            .float("eps", 1e-6);
         let c = Case::new(
             "NORM",
             v,

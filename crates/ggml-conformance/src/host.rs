@@ -94,6 +94,32 @@ pub fn round_to(ty: Type, v: f64) -> f64 {
     }
 }
 
+/// `h` as a tensor of `ty` would store it: each value rounded as [`round_to`] does, or, for a
+/// quantized type, each row quantized with GGML's reference quantizer and dequantized (what a
+/// conversion into that type keeps); a quantized type without a reference quantizer, or rows
+/// that are not whole blocks, stay unrounded.
+pub fn round_host(ty: Type, h: &mut Host) {
+    if is_plain(ty) {
+        h.v.iter_mut().for_each(|v| *v = round_to(ty, *v));
+        return;
+    }
+    let n0 = h.ne[0];
+    let Ok(row_bytes) = ty.row_size(n0 as i64) else {
+        return;
+    };
+    let mut q = vec![0u8; row_bytes];
+    let mut f = vec![0f32; n0];
+    for row in h.v.chunks_exact_mut(n0.max(1)) {
+        let src: Vec<f32> = row.iter().map(|&v| v as f32).collect();
+        let ok = ggml::quants::quantize_row_ref(ty, &src, &mut q).is_ok()
+            && ggml::quants::dequantize_row(ty, &q, &mut f).is_ok();
+        if !ok {
+            return;
+        }
+        row.iter_mut().zip(&f).for_each(|(v, &x)| *v = x as f64);
+    }
+}
+
 /// Whether values of `ty` are encoded one by one (not in quantized blocks).
 pub fn is_plain(ty: Type) -> bool {
     ty.blck_size() == 1

@@ -5,7 +5,7 @@ use ggml::{backend, Backend, Buffer, Device, Tensor, Type};
 
 use crate::case::{Case, Metric};
 use crate::compare::{compare, Comparison};
-use crate::host::{read_strided, round_to, shape, Host};
+use crate::host::{read_strided, round_host, shape, Host};
 use crate::instance::{instantiate, Instance};
 
 /// Elements of each guard tensor (GGML's sentinels are F32[1024]).
@@ -167,7 +167,7 @@ impl Target {
             .into_iter()
             .zip(&computed.layouts)
             .map(|(mut h, &(ty, _, _))| {
-                h.v.iter_mut().for_each(|v| *v = round_to(ty, *v));
+                round_host(ty, &mut h);
                 h
             })
             .collect();

@@ -4,9 +4,25 @@
 use crate::case::Case;
 
 pub mod binary;
+pub mod copy;
+pub mod matmul;
+pub mod norm;
+pub mod reduce;
+pub mod rows;
+pub mod softmax;
+pub mod unary;
 
 /// Every family: its name and its case list.
-pub const FAMILIES: &[(&str, fn() -> Vec<Case>)] = &[("binary", binary::cases)];
+pub const FAMILIES: &[(&str, fn() -> Vec<Case>)] = &[
+    ("binary", binary::cases),
+    ("unary", unary::cases),
+    ("reduce", reduce::cases),
+    ("norm", norm::cases),
+    ("softmax", softmax::cases),
+    ("matmul", matmul::cases),
+    ("rows", rows::cases),
+    ("copy", copy::cases),
+];
 
 /// Every case of every family, in family order.
 pub fn all() -> Vec<Case> {

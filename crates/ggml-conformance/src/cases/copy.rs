@@ -1,0 +1,126 @@
+//! CPY (type conversions, permuted sources), DUP and CONT (GGML's `test_cpy`, `test_dup`,
+//! `test_cont`).
+
+use ggml::Type;
+
+use crate::case::{Case, Input, Layout, Metric, Vars};
+
+/// GGML's threshold for a copy from `src` to `dst` over `n` elements: exact between equal
+/// types; for the 4/5/8-bit block types, the NMSE of one quantized value off by one step for
+/// values in [-150, 150]; 1e-6 otherwise.
+fn cpy_metric(src: Type, dst: Type, n: i64) -> Metric {
+    if src == dst {
+        return Metric::Exact;
+    }
+    let step = match dst {
+        Type::Q4_0 | Type::Q4_1 => 150.0 / 8.0,
+        Type::IQ4_NL => 150.0 / 4.0,
+        Type::Q5_0 | Type::Q5_1 => 150.0 / 16.0,
+        Type::Q8_0 => 150.0 / 64.0,
+        _ => return Metric::Nmse(1e-6),
+    };
+    Metric::Nmse(step * step / (150.0 * 150.0 * 0.25 * n as f64))
+}
+
+/// The copy cases.
+pub fn cases() -> Vec<Case> {
+    let mut out = Vec::new();
+    let floats = [Type::F32, Type::F16, Type::BF16];
+    let dsts = [
+        Type::F32,
+        Type::F16,
+        Type::BF16,
+        Type::Q4_0,
+        Type::Q4_1,
+        Type::Q5_0,
+        Type::Q5_1,
+        Type::Q8_0,
+        Type::IQ4_NL,
+        Type::Q4_K,
+        Type::Q6_K,
+    ];
+    for src in floats {
+        for dst in dsts {
+            for permute in [[0usize, 1, 2, 3], [0, 2, 1, 3]] {
+                let ne = if dst.blck_size() == 256 { [256i64, 2, 3, 1] } else { [64, 3, 2, 2] };
+                let layout = if permute == [0, 1, 2, 3] {
+                    Layout::Contiguous
+                } else {
+                    Layout::Permuted(permute)
+                };
+                let n: i64 = ne.iter().product();
+                out.push(
+                    Case::new(
+                        "CPY",
+                        Vars::new()
+                            .ty("type_src", src)
+                            .ty("type_dst", dst)
+                            .list("ne_src", &ne)
+                            .list("permute_src", &permute),
+                        vec![Input::new(src, &ne).uniform(-150.0, 150.0).layout(layout)],
+                        move |ctx, x| ctx.cpy(&x[0], &ctx.new_tensor(dst, &ne)?),
+                        |x| x[0].clone(),
+                    )
+                    .metric(cpy_metric(src, dst, n)),
+                );
+            }
+        }
+    }
+    // Quantized to F32 (dequantization).
+    for src in crate::cases::matmul::quantized_types() {
+        let ne = [256i64, 3, 1, 1];
+        out.push(
+            Case::new(
+                "CPY",
+                Vars::new()
+                    .ty("type_src", src)
+                    .ty("type_dst", Type::F32)
+                    .list("ne_src", &ne),
+                vec![Input::new(src, &ne)],
+                move |ctx, x| ctx.cpy(&x[0], &ctx.new_tensor(Type::F32, &ne)?),
+                |x| x[0].clone(),
+            )
+            .metric(cpy_metric(src, Type::F32, 768)),
+        );
+    }
+    for ty in [Type::F32, Type::F16, Type::BF16, Type::I32] {
+        for (lname, layout) in [
+            ("contiguous", Layout::Contiguous),
+            ("permuted", Layout::Permuted([0, 2, 1, 3])),
+            ("transposed", Layout::Transposed),
+        ] {
+            let ne = [10i64, 10, 5, 1];
+            out.push(
+                Case::new(
+                    "DUP",
+                    Vars::new().ty("type", ty).list("ne", &ne).val("layout", lname),
+                    vec![Input::new(ty, &ne).layout(layout)],
+                    |ctx, x| ctx.dup(&x[0]),
+                    |x| x[0].clone(),
+                )
+                .metric(Metric::Exact),
+            );
+        }
+    }
+    for ty in [Type::F32, Type::F16, Type::BF16] {
+        for (lname, layout) in [
+            ("permuted", Layout::Permuted([0, 2, 1, 3])),
+            ("permuted2", Layout::Permuted([2, 0, 3, 1])),
+            ("transposed", Layout::Transposed),
+            ("padded", Layout::Padded),
+        ] {
+            let ne = [7i64, 5, 3, 2];
+            out.push(
+                Case::new(
+                    "CONT",
+                    Vars::new().ty("type", ty).list("ne", &ne).val("permute", lname),
+                    vec![Input::new(ty, &ne).layout(layout)],
+                    |ctx, x| ctx.cont(&x[0]),
+                    |x| x[0].clone(),
+                )
+                .metric(Metric::Exact),
+            );
+        }
+    }
+    out
+}

@@ -6,6 +6,7 @@ mod imatrix;
 mod info;
 mod json;
 mod quantize;
+mod test_ops;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -17,7 +18,9 @@ commands:
   bench [-o OPS] [-b BACKEND] [-t N] [--quick]   time ops as test-backend-ops perf does
   gguf inspect FILE [--json]   header, metadata and tensors of a GGUF file
   gguf quantize IN OUT TYPE    a copy of a GGUF file with its weights quantized to TYPE
-       [--imatrix FILE] [--threads N]";
+       [--imatrix FILE] [--threads N]
+  test-ops [-o OPS] [-d DEVICE] [-p PATTERN] [-v]   the op conformance suite on every device
+       [--seed N] [--export FILE] [--fixtures FILE]";
 
 /// Whether `arg` asks for help (`-h` or `--help`); every command then prints its usage and
 /// succeeds.
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
         Some("info") => info::run(&args[1..]),
         Some("gguf") => gguf_cmd::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
+        Some("test-ops") => test_ops::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

@@ -92,3 +92,21 @@ fn exact_metric_and_summary() {
     s.add(&t.run(&neg_case(|x| x), DEFAULT_SEED));
     assert_eq!(s.to_string(), "1 passed, 1 failed, 0 skipped");
 }
+
+#[test]
+fn refused_ops_are_not_supported_not_failed() {
+    let c = Case::new(
+        "NEG",
+        Vars::new().ty("type", Type::Q4_0),
+        vec![Input::new(Type::Q4_0, &[32, 2])],
+        |ctx, x| ctx.neg(&x[0]),
+        |x| x[0].clone(),
+    );
+    let r = cpu().run(&c, DEFAULT_SEED);
+    assert_eq!(r.status, Status::NotSupported, "{r}");
+    assert_eq!(r.to_string(), "NEG(type=q4_0): not supported");
+    assert_eq!(r.message, "UNARY of q4_0 from [q4_0]");
+    let mut s = Summary::default();
+    s.add(&r);
+    assert_eq!(s.to_string(), "0 passed, 0 failed, 1 skipped");
+}

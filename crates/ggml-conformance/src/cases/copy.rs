@@ -26,23 +26,20 @@ fn cpy_metric(src: Type, dst: Type, n: i64) -> Metric {
 pub fn cases() -> Vec<Case> {
     let mut out = Vec::new();
     let floats = [Type::F32, Type::F16, Type::BF16];
-    let dsts = [
-        Type::F32,
-        Type::F16,
-        Type::BF16,
-        Type::Q4_0,
-        Type::Q4_1,
-        Type::Q5_0,
-        Type::Q5_1,
-        Type::Q8_0,
-        Type::IQ4_NL,
-        Type::Q4_K,
-        Type::Q6_K,
-    ];
+    // Every destination type that can be read back, as GGML's grid (the types without a
+    // quantizer from f32 are reported not supported).
+    let dsts: Vec<Type> = floats
+        .into_iter()
+        .chain(
+            Type::ALL
+                .into_iter()
+                .filter(|&t| t.is_quantized() && ggml::quants::has_to_float(t)),
+        )
+        .collect();
     for src in floats {
-        for dst in dsts {
+        for &dst in &dsts {
             for permute in [[0usize, 1, 2, 3], [0, 2, 1, 3]] {
-                let ne = if dst.blck_size() == 256 { [256i64, 2, 3, 1] } else { [64, 3, 2, 2] };
+                let ne = if dst.blck_size() > 64 { [256i64, 2, 3, 1] } else { [64, 3, 2, 2] };
                 let layout = if permute == [0, 1, 2, 3] {
                     Layout::Contiguous
                 } else {

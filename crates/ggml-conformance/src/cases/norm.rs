@@ -29,7 +29,7 @@ pub fn cases() -> Vec<Case> {
         for eps in [0.0f32, 1e-6, 1e-4, 1e-1] {
             for n in [64i64, 1025, 33] {
                 for v in [false, true] {
-                    let ne = [n, 5, 4, 3];
+                    let ne = [n, 5, 2, 1];
                     out.push(Case::new(
                         name,
                         Vars::new()

@@ -255,4 +255,62 @@ mod tests {
         bad[0] = b'X';
         assert!(Fixture::parse(&bad).unwrap_err().contains("magic"));
     }
+
+    fn scale_case() -> Case {
+        use crate::case::{Input, Vars};
+        Case::new(
+            "SCALE",
+            Vars::new().ty("type", ggml::Type::F32),
+            vec![Input::new(ggml::Type::F32, &[5, 3])],
+            |ctx, x| ctx.scale(&x[0], 2.0),
+            |x| crate::reference::map(&x[0], |v| 2.0 * v),
+        )
+    }
+
+    /// A fixture holding `outputs` for `case` under `hash`.
+    fn fixture_of(case: &Case, hash: u64, outputs: Vec<Vec<u8>>) -> Fixture {
+        Fixture {
+            meta: Vec::new(),
+            cases: vec![FixtureCase {
+                name: case.name().to_string(),
+                hash,
+                status: GgmlStatus::Computed,
+                outputs,
+                note: String::new(),
+            }],
+        }
+    }
+
+    #[test]
+    fn comparison_passes_fails_and_spots_stale_cases() {
+        let cpu = ggml::backend::dev_by_type(ggml::DeviceType::Cpu).unwrap();
+        let target = Target::new(cpu).unwrap();
+        let case = scale_case();
+        let seed = 3;
+        let hash = export_case(&case, seed).unwrap().unwrap().hash;
+        // GGML's bytes: the reference's values as f32.
+        let inst = crate::instance::instantiate(&case, seed).unwrap();
+        let want = case.reference(&inst.hosts);
+        let bytes: Vec<u8> = want[0].v.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect();
+        let r = compare_with_fixture(&target, &case, seed, &fixture_of(&case, hash, vec![bytes.clone()]));
+        assert_eq!(r.status, Status::Pass, "{r}");
+        let mut off = bytes.clone();
+        off[4..8].copy_from_slice(&1000f32.to_le_bytes());
+        let r = compare_with_fixture(&target, &case, seed, &fixture_of(&case, hash, vec![off]));
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.message.contains("nmse=") && r.message.contains("at [1,0,0,0]") && r.message.contains("ggml 1000"), "{}", r.message);
+        let r = compare_with_fixture(&target, &case, seed, &fixture_of(&case, hash ^ 1, vec![bytes.clone()]));
+        assert_eq!(r.status, Status::Skipped);
+        assert!(r.message.starts_with("stale:"), "{}", r.message);
+        // Another seed means other inputs: stale too, never compared.
+        let r = compare_with_fixture(&target, &case, seed + 1, &fixture_of(&case, hash, vec![bytes]));
+        assert!(r.message.starts_with("stale:"), "{}", r.message);
+        let mut refused = fixture_of(&case, hash, Vec::new());
+        refused.cases[0].status = GgmlStatus::Refused;
+        refused.cases[0].note = "no kernel".into();
+        let r = compare_with_fixture(&target, &case, seed, &refused);
+        assert_eq!((r.status, r.message.as_str()), (Status::Skipped, "GGML refused it: no kernel"));
+        let r = compare_with_fixture(&target, &case, seed, &Fixture::default());
+        assert_eq!((r.status, r.message.as_str()), (Status::Skipped, "not in the fixture"));
+    }
 }

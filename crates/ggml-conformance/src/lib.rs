@@ -21,7 +21,9 @@
 //!    tensors are filled with `0xff` bytes (NaN), so that an element left unwritten fails;
 //! 4. inputs are written with the tensor set API, the graph is computed by the backend, outputs
 //!    are read back with the get API, and the guards must be byte-identical;
-//! 5. each output is compared with the reference rounded to the output's type ([`compare`]):
+//! 5. each output is compared with the reference rounded to the output's type (for a quantized
+//!    output: each row through GGML's reference quantizer and back, what the type can hold;
+//!    [`host::round_host`]) by [`compare`]:
 //!    a NaN on either side fails, infinities must agree in position and sign, then NMSE within
 //!    the case's threshold — GGML's 1e-7 by default, 5e-4 for mul_mat/out_prod/convolutions/
 //!    attention, 1e-6 for soft_max — or an exact match (argmax, argsort, top_k, count_equal,
@@ -69,6 +71,8 @@
 //! - the reference gets the inputs' logical values ([`Host`], f64, dimension 0 fastest) and
 //!   returns the expected outputs in f64 — plain loops over indices, no cleverness, nothing from
 //!   the library; the runner rounds them to the output type;
+//! - the name must be unique in the suite (the fixtures find cases by name), and inputs depend
+//!   only on the base seed and the name, so renaming a case changes its inputs;
 //! - set the metric with [`Case::metric`] when GGML's test sets another threshold;
 //! - keep the family fast (a few seconds on 2 cores in release) and check
 //!   `ggml test-ops -o NAME` passes on the CPU.

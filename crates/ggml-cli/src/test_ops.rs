@@ -18,7 +18,8 @@ use ggml_conformance::{
 
 use crate::CliError;
 
-pub const USAGE: &str = "usage: ggml test-ops [-o OP[,OP…]] [-d DEVICE] [-p PATTERN] [-v] [--seed N]
+pub const USAGE: &str =
+    "usage: ggml test-ops [-o OP[,OP…]] [-d DEVICE] [-p PATTERN] [-v] [--seed N]
                      [--export FILE] [--fixtures FILE]
 
   Runs the op conformance suite on every registered device (or one) and compares each case
@@ -69,7 +70,9 @@ fn parse(args: &[OsString]) -> Result<Options, CliError> {
             "--seed" => {
                 let v = value()?;
                 o.seed = Some(parse_seed(&v).ok_or_else(|| {
-                    usage(format!("--seed needs an unsigned integer (decimal or 0x…), got {v:?}"))
+                    usage(format!(
+                        "--seed needs an unsigned integer (decimal or 0x…), got {v:?}"
+                    ))
                 })?);
             }
             "--export" => o.export = Some(PathBuf::from(value()?)),
@@ -124,7 +127,10 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
     let _ = writeln!(out, "{total}");
     if total.failed > 0 {
         // The lines above say which; the status is what scripts read.
-        return Err(CliError::Failed(format!("{} of the cases failed", total.failed)));
+        return Err(CliError::Failed(format!(
+            "{} of the cases failed",
+            total.failed
+        )));
     }
     Ok(())
 }

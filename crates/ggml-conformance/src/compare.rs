@@ -113,11 +113,21 @@ mod tests {
     #[test]
     fn nan_and_infinities() {
         let m = Metric::Nmse(1e-7);
-        assert!(compare(&h(&[f64::NAN]), &h(&[1.0]), m).failure.unwrap().contains("NaN"));
-        assert!(compare(&h(&[1.0]), &h(&[f64::NAN]), m).failure.unwrap().contains("NaN"));
+        assert!(compare(&h(&[f64::NAN]), &h(&[1.0]), m)
+            .failure
+            .unwrap()
+            .contains("NaN"));
+        assert!(compare(&h(&[1.0]), &h(&[f64::NAN]), m)
+            .failure
+            .unwrap()
+            .contains("NaN"));
         let inf = f64::INFINITY;
-        assert!(compare(&h(&[inf, 1.0]), &h(&[inf, 1.0]), m).failure.is_none());
-        assert!(compare(&h(&[f32::MAX as f64]), &h(&[inf]), m).failure.is_none());
+        assert!(compare(&h(&[inf, 1.0]), &h(&[inf, 1.0]), m)
+            .failure
+            .is_none());
+        assert!(compare(&h(&[f32::MAX as f64]), &h(&[inf]), m)
+            .failure
+            .is_none());
         assert!(compare(&h(&[-inf]), &h(&[inf]), m).failure.is_some());
         assert!(compare(&h(&[1.0]), &h(&[inf]), m).failure.is_some());
     }
@@ -130,12 +140,19 @@ mod tests {
         assert!(c.failure.unwrap().starts_with("nmse=1.848e-3 > 1e-3"));
         let m = c.max.unwrap();
         assert_eq!((m.at[0], m.got, m.want), (1, 2.0, 2.1));
-        assert!(compare(&h(&[1.0, 2.0]), &h(&[1.0, 2.0]), Metric::Exact).failure.is_none());
-        assert!(compare(&h(&[1.0, 2.0]), &h(&[1.0, 2.0 + 1e-15]), Metric::Exact)
+        assert!(compare(&h(&[1.0, 2.0]), &h(&[1.0, 2.0]), Metric::Exact)
             .failure
-            .is_some());
+            .is_none());
+        assert!(
+            compare(&h(&[1.0, 2.0]), &h(&[1.0, 2.0 + 1e-15]), Metric::Exact)
+                .failure
+                .is_some()
+        );
         // An all-zero reference: the plain squared error.
-        assert_eq!(compare(&h(&[0.5]), &h(&[0.0]), Metric::Nmse(1.0)).nmse, 0.25);
+        assert_eq!(
+            compare(&h(&[0.5]), &h(&[0.0]), Metric::Nmse(1.0)).nmse,
+            0.25
+        );
         assert!(compare(&h(&[0.0]), &h(&[1.0, 2.0]), Metric::Exact)
             .failure
             .unwrap()

@@ -55,9 +55,14 @@ pub fn export_case(case: &Case, seed: u64) -> Result<Option<Exported>, String> {
         let params: Vec<String> = t.op_params().iter().map(i32::to_string).collect();
         body.push_str(&params.join(","));
         let _ = write!(body, "],\"flags\":{},\"src\":[", t.flags());
-        let used = (0..ggml::tensor::MAX_SRC).rev().find(|&s| t.src(s).is_some());
+        let used = (0..ggml::tensor::MAX_SRC)
+            .rev()
+            .find(|&s| t.src(s).is_some());
         let srcs: Vec<String> = (0..used.map_or(0, |u| u + 1))
-            .map(|s| t.src(s).map_or("null".to_string(), |x| index[&x.id()].to_string()))
+            .map(|s| {
+                t.src(s)
+                    .map_or("null".to_string(), |x| index[&x.id()].to_string())
+            })
             .collect();
         body.push_str(&srcs.join(","));
         body.push_str("],\"view_src\":");
@@ -87,7 +92,11 @@ pub fn export_case(case: &Case, seed: u64) -> Result<Option<Exported>, String> {
         body.push('}');
     }
     body.push_str("],\"outputs\":[");
-    let outs: Vec<String> = inst.outputs.iter().map(|t| index[&t.id()].to_string()).collect();
+    let outs: Vec<String> = inst
+        .outputs
+        .iter()
+        .map(|t| index[&t.id()].to_string())
+        .collect();
     body.push_str(&outs.join(","));
     body.push(']');
     let mut name = String::new();
@@ -131,7 +140,11 @@ const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 /// Appends `bytes` in standard base64 with padding.
 fn base64(out: &mut String, bytes: &[u8]) {
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for k in 0..4 {
             if k <= chunk.len() {
@@ -204,7 +217,10 @@ mod tests {
         assert_eq!(e, again);
         assert_ne!(export_case(&case, 2).unwrap().unwrap().hash, e.hash);
         let l = &e.line;
-        assert!(l.starts_with("{\"name\":\"ADD(type=f32)\",\"hash\":\""), "{l}");
+        assert!(
+            l.starts_with("{\"name\":\"ADD(type=f32)\",\"hash\":\""),
+            "{l}"
+        );
         // The transposed input's base (a leaf with data), its view, b, then the sum.
         let tensors: Vec<&str> = l.split("{\"type\":").skip(1).collect();
         assert_eq!(tensors.len(), 4, "{l}");

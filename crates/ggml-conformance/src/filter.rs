@@ -14,7 +14,10 @@ use crate::case::Case;
 enum Atom {
     Char(char),
     Any,
-    Class { negated: bool, ranges: Vec<(char, char)> },
+    Class {
+        negated: bool,
+        ranges: Vec<(char, char)>,
+    },
 }
 
 impl Atom {
@@ -86,8 +89,12 @@ impl Pattern {
                         continue;
                     }
                     '.' => Atom::Any,
-                    '(' | ')' => return err("groups are not supported; write \\( or \\) for a parenthesis"),
-                    '*' | '+' | '?' => return err(&format!("'{c}' follows nothing it could repeat")),
+                    '(' | ')' => {
+                        return err("groups are not supported; write \\( or \\) for a parenthesis")
+                    }
+                    '*' | '+' | '?' => {
+                        return err(&format!("'{c}' follows nothing it could repeat"))
+                    }
                     '\\' => {
                         let Some(&e) = chars.get(i) else {
                             return err("a trailing '\\' escapes nothing");
@@ -124,7 +131,9 @@ impl Pattern {
                                 }
                                 lo = e;
                             }
-                            if chars.get(i) == Some(&'-') && chars.get(i + 1).is_some_and(|&c| c != ']') {
+                            if chars.get(i) == Some(&'-')
+                                && chars.get(i + 1).is_some_and(|&c| c != ']')
+                            {
                                 let hi = chars[i + 1];
                                 i += 2;
                                 if hi < lo {
@@ -207,9 +216,15 @@ fn match_here(items: &[(Atom, Repeat)], text: &[char], end: bool) -> bool {
         Repeat::Star => (0, usize::MAX),
         Repeat::Plus => (1, usize::MAX),
     };
-    let run = text.iter().take_while(|&&c| atom.matches(c)).count().min(max);
+    let run = text
+        .iter()
+        .take_while(|&&c| atom.matches(c))
+        .count()
+        .min(max);
     // Greedy, backing off one character at a time.
-    (min..=run).rev().any(|n| n <= text.len() && match_here(rest, &text[n..], end))
+    (min..=run)
+        .rev()
+        .any(|n| n <= text.len() && match_here(rest, &text[n..], end))
 }
 
 /// The case selection of a run.
@@ -226,7 +241,10 @@ impl Filter {
         let ops = match ops {
             None => Vec::new(),
             Some(list) => {
-                let names: Vec<String> = list.split(',').map(|s| s.trim().to_ascii_uppercase()).collect();
+                let names: Vec<String> = list
+                    .split(',')
+                    .map(|s| s.trim().to_ascii_uppercase())
+                    .collect();
                 if names.iter().any(String::is_empty) {
                     return Err(format!("-o {list:?}: an op name in the list is empty"));
                 }
@@ -240,7 +258,10 @@ impl Filter {
     /// Whether `case` is selected.
     pub fn selects(&self, case: &Case) -> bool {
         (self.ops.is_empty() || self.ops.iter().any(|o| o.eq_ignore_ascii_case(case.op())))
-            && self.pattern.as_ref().is_none_or(|p| p.is_match(case.name()))
+            && self
+                .pattern
+                .as_ref()
+                .is_none_or(|p| p.is_match(case.name()))
     }
 
     /// The selected cases of `cases`; `Err` when the filter selects none of them, naming it.

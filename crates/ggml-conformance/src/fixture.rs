@@ -65,11 +65,15 @@ impl<'a> Reader<'a> {
     }
 
     fn u32(&mut self, what: &str) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take(4, what)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4, what)?.try_into().expect("4 bytes"),
+        ))
     }
 
     fn u64(&mut self, what: &str) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.take(8, what)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8, what)?.try_into().expect("8 bytes"),
+        ))
     }
 
     fn string(&mut self, what: &str) -> Result<String, String> {
@@ -88,7 +92,9 @@ impl Fixture {
         }
         let version = r.u32("the version")?;
         if version != VERSION {
-            return Err(format!("fixture version {version}; this suite reads {VERSION}"));
+            return Err(format!(
+                "fixture version {version}; this suite reads {VERSION}"
+            ));
         }
         let n_meta = r.u32("the metadata count")?;
         let mut meta = Vec::new();
@@ -244,13 +250,21 @@ mod tests {
         assert_eq!((add.hash, add.status), (0x1234, GgmlStatus::Computed));
         assert_eq!(add.outputs, vec![1.5f32.to_le_bytes().to_vec()]);
         let rope = fx.get("ROPE(y)").unwrap();
-        assert_eq!((rope.status, rope.note.as_str()), (GgmlStatus::Refused, "unsupported type"));
+        assert_eq!(
+            (rope.status, rope.note.as_str()),
+            (GgmlStatus::Refused, "unsupported type")
+        );
         for cut in [3, 12, 20, f.len() - 1] {
-            assert!(Fixture::parse(&f[..cut]).unwrap_err().contains("truncated"), "{cut}");
+            assert!(
+                Fixture::parse(&f[..cut]).unwrap_err().contains("truncated"),
+                "{cut}"
+            );
         }
         let mut extra = f.clone();
         extra.push(0);
-        assert!(Fixture::parse(&extra).unwrap_err().contains("after the last case"));
+        assert!(Fixture::parse(&extra)
+            .unwrap_err()
+            .contains("after the last case"));
         let mut bad = f.clone();
         bad[0] = b'X';
         assert!(Fixture::parse(&bad).unwrap_err().contains("magic"));
@@ -291,26 +305,57 @@ mod tests {
         // GGML's bytes: the reference's values as f32.
         let inst = crate::instance::instantiate(&case, seed).unwrap();
         let want = case.reference(&inst.hosts);
-        let bytes: Vec<u8> = want[0].v.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect();
-        let r = compare_with_fixture(&target, &case, seed, &fixture_of(&case, hash, vec![bytes.clone()]));
+        let bytes: Vec<u8> = want[0]
+            .v
+            .iter()
+            .flat_map(|&v| (v as f32).to_le_bytes())
+            .collect();
+        let r = compare_with_fixture(
+            &target,
+            &case,
+            seed,
+            &fixture_of(&case, hash, vec![bytes.clone()]),
+        );
         assert_eq!(r.status, Status::Pass, "{r}");
         let mut off = bytes.clone();
         off[4..8].copy_from_slice(&1000f32.to_le_bytes());
         let r = compare_with_fixture(&target, &case, seed, &fixture_of(&case, hash, vec![off]));
         assert_eq!(r.status, Status::Fail);
-        assert!(r.message.contains("nmse=") && r.message.contains("at [1,0,0,0]") && r.message.contains("ggml 1000"), "{}", r.message);
-        let r = compare_with_fixture(&target, &case, seed, &fixture_of(&case, hash ^ 1, vec![bytes.clone()]));
+        assert!(
+            r.message.contains("nmse=")
+                && r.message.contains("at [1,0,0,0]")
+                && r.message.contains("ggml 1000"),
+            "{}",
+            r.message
+        );
+        let r = compare_with_fixture(
+            &target,
+            &case,
+            seed,
+            &fixture_of(&case, hash ^ 1, vec![bytes.clone()]),
+        );
         assert_eq!(r.status, Status::Skipped);
         assert!(r.message.starts_with("stale:"), "{}", r.message);
         // Another seed means other inputs: stale too, never compared.
-        let r = compare_with_fixture(&target, &case, seed + 1, &fixture_of(&case, hash, vec![bytes]));
+        let r = compare_with_fixture(
+            &target,
+            &case,
+            seed + 1,
+            &fixture_of(&case, hash, vec![bytes]),
+        );
         assert!(r.message.starts_with("stale:"), "{}", r.message);
         let mut refused = fixture_of(&case, hash, Vec::new());
         refused.cases[0].status = GgmlStatus::Refused;
         refused.cases[0].note = "no kernel".into();
         let r = compare_with_fixture(&target, &case, seed, &refused);
-        assert_eq!((r.status, r.message.as_str()), (Status::Skipped, "GGML refused it: no kernel"));
+        assert_eq!(
+            (r.status, r.message.as_str()),
+            (Status::Skipped, "GGML refused it: no kernel")
+        );
         let r = compare_with_fixture(&target, &case, seed, &Fixture::default());
-        assert_eq!((r.status, r.message.as_str()), (Status::Skipped, "not in the fixture"));
+        assert_eq!(
+            (r.status, r.message.as_str()),
+            (Status::Skipped, "not in the fixture")
+        );
     }
 }

@@ -72,7 +72,12 @@ impl Host {
         let mut v = Vec::with_capacity(ne.iter().product());
         for i in indices(rows) {
             let out = f(i, self.row(i));
-            assert_eq!(out.len(), n0, "map_rows: a row of {} values, not {n0}", out.len());
+            assert_eq!(
+                out.len(),
+                n0,
+                "map_rows: a row of {} values, not {n0}",
+                out.len()
+            );
             v.extend(out);
         }
         Host { ne, v }
@@ -236,7 +241,15 @@ mod tests {
 
     #[test]
     fn plain_types_round_trip() {
-        for ty in [Type::F32, Type::F16, Type::BF16, Type::I8, Type::I16, Type::I32, Type::I64] {
+        for ty in [
+            Type::F32,
+            Type::F16,
+            Type::BF16,
+            Type::I8,
+            Type::I16,
+            Type::I32,
+            Type::I64,
+        ] {
             let mut b = vec![0u8; ty.type_size()];
             encode(ty, -3.0, &mut b);
             assert_eq!(decode(ty, &b), -3.0, "{ty}");

@@ -118,7 +118,14 @@ fn make_input(
         Layout::Padded => {
             let nb = base.nb();
             let offs = nb[1] + spec.ty.type_size() * if is_plain(spec.ty) { 2 } else { 1 };
-            e(ctx.view_4d(&base, [ne[0], ne[1], ne[2], ne[3]], nb[1], nb[2], nb[3], offs))?
+            e(ctx.view_4d(
+                &base,
+                [ne[0], ne[1], ne[2], ne[3]],
+                nb[1],
+                nb[2],
+                nb[3],
+                offs,
+            ))?
         }
     };
     if t.ne() != ne {
@@ -200,13 +207,18 @@ mod tests {
             let init = Init::Custom(std::sync::Arc::new(|_: &mut Rng, i: [usize; DIMS]| {
                 (i[0] + 100 * i[1] + 10_000 * i[2] + 1_000_000 * i[3]) as f64
             }));
-            let c = one_input(Input::new(Type::F32, &[4, 3, 2, 2]).layout(layout).init(init));
+            let c = one_input(
+                Input::new(Type::F32, &[4, 3, 2, 2])
+                    .layout(layout)
+                    .init(init),
+            );
             let inst = instantiate(&c, 1).unwrap();
             assert_eq!(inst.outputs[0].ne(), [4, 3, 2, 2, 1], "{layout:?}");
             assert_eq!(inst.hosts[0].ne, [4, 3, 2, 2, 1]);
             // The logical value at i is the base's value at the index the layout maps i to.
             let h = &inst.hosts[0];
-            let base = |j: [usize; 4]| (j[0] + 100 * j[1] + 10_000 * j[2] + 1_000_000 * j[3]) as f64;
+            let base =
+                |j: [usize; 4]| (j[0] + 100 * j[1] + 10_000 * j[2] + 1_000_000 * j[3]) as f64;
             for i in indices(h.ne) {
                 let want = match layout {
                     Layout::Contiguous => base([i[0], i[1], i[2], i[3]]),
@@ -246,7 +258,10 @@ mod tests {
         // Q8_0 keeps uniform [-1, 1) values to within half a step of 1/127 of the block maximum.
         assert!(h.v.iter().all(|v| v.abs() <= 1.0));
         assert!(h.v.iter().any(|v| v.abs() > 0.5));
-        let e = instantiate(&one_input(Input::new(Type::F32, &[2, 2, 1, 1, 2]).layout(Layout::Padded)), 1);
+        let e = instantiate(
+            &one_input(Input::new(Type::F32, &[2, 2, 1, 1, 2]).layout(Layout::Padded)),
+            1,
+        );
         assert!(e.err().unwrap().contains("at most 4-D"));
     }
 }

@@ -73,7 +73,8 @@ pub fn alibi_slope(max_bias: f64, h: usize, n_head: usize) -> f64 {
     if h < n {
         2f64.powf(-max_bias / n as f64).powi(h as i32 + 1)
     } else {
-        2f64.powf(-max_bias / (2 * n) as f64).powi(2 * (h - n) as i32 + 1)
+        2f64.powf(-max_bias / (2 * n) as f64)
+            .powi(2 * (h - n) as i32 + 1)
     }
 }
 
@@ -87,9 +88,7 @@ pub fn soft_max(a: &Host, mask: Option<&Host>, scale: f64, max_bias: f64) -> Hos
             .map(|c| {
                 let m = match mask {
                     None => 0.0,
-                    Some(m) => {
-                        m.at([c, r[1], r[2] % m.ne[2], r[3] % m.ne[3], r[4] % m.ne[4]])
-                    }
+                    Some(m) => m.at([c, r[1], r[2] % m.ne[2], r[3] % m.ne[3], r[4] % m.ne[4]]),
                 };
                 row[c] * scale + slope * m
             })
@@ -113,7 +112,10 @@ mod tests {
     fn small_known_values() {
         let a = h([2, 2, 1, 1, 1], &[1.0, 2.0, 3.0, 4.0]);
         let b = h([2, 1, 1, 1, 1], &[10.0, 20.0]);
-        assert_eq!(broadcast(&a, &b, |x, y| x + y).v, vec![11.0, 22.0, 13.0, 24.0]);
+        assert_eq!(
+            broadcast(&a, &b, |x, y| x + y).v,
+            vec![11.0, 22.0, 13.0, 24.0]
+        );
         assert_eq!(repeat(&b, [4, 1, 1, 1, 1]).v, vec![10.0, 20.0, 10.0, 20.0]);
         assert_eq!(concat(&a, &b, 1).v, vec![1.0, 2.0, 3.0, 4.0, 10.0, 20.0]);
         // Rows of a (as weights) dotted with rows of a.

@@ -111,7 +111,9 @@ impl std::fmt::Display for Summary {
 /// The registered devices, or the one named `name` (case-insensitive); `Err` naming `name` when
 /// no device has it.
 pub fn devices(name: Option<&str>) -> Result<Vec<Device>, String> {
-    let all: Vec<Device> = (0..backend::dev_count()).filter_map(backend::dev_get).collect();
+    let all: Vec<Device> = (0..backend::dev_count())
+        .filter_map(backend::dev_get)
+        .collect();
     match name {
         None => Ok(all),
         Some(n) => {
@@ -122,7 +124,10 @@ pub fn devices(name: Option<&str>) -> Result<Vec<Device>, String> {
                 .collect();
             if found.is_empty() {
                 let names: Vec<String> = all.iter().map(Device::name).collect();
-                Err(format!("device {n:?} is not registered (devices: {})", names.join(", ")))
+                Err(format!(
+                    "device {n:?} is not registered (devices: {})",
+                    names.join(", ")
+                ))
             } else {
                 Ok(found)
             }
@@ -211,7 +216,11 @@ impl Target {
         }
         check_guards(&guards).map_err(fail)?;
         Ok(Computed {
-            layouts: inst.outputs.iter().map(|t| (t.ty(), t.ne(), t.nb())).collect(),
+            layouts: inst
+                .outputs
+                .iter()
+                .map(|t| (t.ty(), t.ne(), t.nb()))
+                .collect(),
             inputs: inst.hosts,
             outputs,
         })
@@ -220,7 +229,7 @@ impl Target {
     /// Places every tensor that owns memory in one buffer of the device's type, in creation
     /// order, with a guard tensor before the first and after each; fills computed tensors with
     /// [`POISON`] and guards with their pattern.
-    fn allocate(&self, inst: &Instance) -> Result<(Buffer, Vec<(Tensor, Vec<u8>)>), String> {
+    fn allocate(&self, inst: &Instance) -> Result<(Buffer, Vec<Guard>), String> {
         let owners: Vec<Tensor> = inst
             .ctx
             .tensors()
@@ -241,12 +250,8 @@ impl Target {
         }
         let buft = self.device.buffer_type();
         let align = buft.get_alignment().max(1);
-        let sequence = std::iter::once(&guards[0].0).chain(
-            owners
-                .iter()
-                .zip(&guards[1..])
-                .flat_map(|(t, g)| [t, &g.0]),
-        );
+        let sequence = std::iter::once(&guards[0].0)
+            .chain(owners.iter().zip(&guards[1..]).flat_map(|(t, g)| [t, &g.0]));
         let mut order: Vec<(Tensor, usize)> = Vec::new();
         let mut end = 0usize;
         for t in sequence {
@@ -270,6 +275,9 @@ impl Target {
     }
 }
 
+/// A guard tensor and the bytes it must keep.
+type Guard = (Tensor, Vec<u8>);
+
 /// A computed case: its inputs' and outputs' logical values.
 pub(crate) struct Computed {
     /// The inputs as the reference reads them.
@@ -290,7 +298,7 @@ pub(crate) fn read_tensor(t: &Tensor) -> Result<Host, String> {
     read_strided(t.ty(), shape(&t.ne()), t.nb(), &bytes, offs)
 }
 
-fn check_guards(guards: &[(Tensor, Vec<u8>)]) -> Result<(), String> {
+fn check_guards(guards: &[Guard]) -> Result<(), String> {
     for (k, (g, pattern)) in guards.iter().enumerate() {
         let got = g.to_bytes().map_err(|e| e.to_string())?;
         if let Some(i) = got.iter().zip(pattern).position(|(a, b)| a != b) {
@@ -319,7 +327,11 @@ pub(crate) fn judge(
     let mut worst = 0f64;
     for (k, (got, want)) in computed.outputs.iter().zip(want).enumerate() {
         let c: Comparison = compare(got, want, case.metric);
-        worst = worst.max(if c.nmse.is_nan() { f64::INFINITY } else { c.nmse });
+        worst = worst.max(if c.nmse.is_nan() {
+            f64::INFINITY
+        } else {
+            c.nmse
+        });
         let max = c.max.as_ref().map_or(String::new(), |m| {
             format!(", {}", m.to_string().replace("expected", what))
         });

@@ -32,9 +32,19 @@ fn right_and_wrong_references() {
     let bad = t.run(&neg_case(|x| -x * 1.01), DEFAULT_SEED);
     assert_eq!(bad.status, Status::Fail);
     let line = bad.to_string();
-    assert!(line.starts_with("NEG(type=f32): FAIL (nmse=9.803e-5 > 1e-7, max |diff| "), "{line}");
-    assert!(line.contains("max |diff|") && line.contains("at ["), "{line}");
-    assert!(bad.detail[0].starts_with("output 0 (f32 [8, 3, 1, 1, 1]): nmse="), "{:?}", bad.detail);
+    assert!(
+        line.starts_with("NEG(type=f32): FAIL (nmse=9.803e-5 > 1e-7, max |diff| "),
+        "{line}"
+    );
+    assert!(
+        line.contains("max |diff|") && line.contains("at ["),
+        "{line}"
+    );
+    assert!(
+        bad.detail[0].starts_with("output 0 (f32 [8, 3, 1, 1, 1]): nmse="),
+        "{:?}",
+        bad.detail
+    );
 }
 
 #[test]
@@ -56,7 +66,10 @@ fn nan_and_unwritten_outputs_fail() {
         Vars::new(),
         vec![Input::new(Type::F32, &[4])],
         |ctx, _| ctx.new_tensor_1d(Type::F32, 4),
-        |_| Host { ne: [4, 1, 1, 1, 1], v: vec![0.0; 4] },
+        |_| Host {
+            ne: [4, 1, 1, 1, 1],
+            v: vec![0.0; 4],
+        },
     );
     let r = t.run(&unwritten, DEFAULT_SEED);
     assert!(r.status == Status::Fail && r.message.contains("NaN"), "{r}");
@@ -68,7 +81,10 @@ fn nan_and_unwritten_outputs_fail() {
         |x| x[0].clone(),
     );
     let r = t.run(&broken, DEFAULT_SEED);
-    assert!(r.status == Status::Fail && r.message.contains("building the graph failed"), "{r}");
+    assert!(
+        r.status == Status::Fail && r.message.contains("building the graph failed"),
+        "{r}"
+    );
 }
 
 #[test]
@@ -79,10 +95,12 @@ fn exact_metric_and_summary() {
         Vars::new(),
         vec![Input::new(Type::F32, &[6, 2]).init(Init::Distinct(0.0, 6.0))],
         |ctx, x| ctx.argmax(&x[0]),
-        |x| Host::from_fn([2, 1, 1, 1, 1], |i| {
-            let row = x[0].row([0, i[0], 0, 0, 0]);
-            row.iter().position(|&v| v == 5.0).unwrap() as f64
-        }),
+        |x| {
+            Host::from_fn([2, 1, 1, 1, 1], |i| {
+                let row = x[0].row([0, i[0], 0, 0, 0]);
+                row.iter().position(|&v| v == 5.0).unwrap() as f64
+            })
+        },
     )
     .metric(Metric::Exact);
     let r = t.run(&c, DEFAULT_SEED);

@@ -10,7 +10,9 @@ use crate::reference::broadcast;
 type Builder = fn(&Context, &Tensor, &Tensor) -> ggml::Result<Tensor>;
 
 /// (name, out-of-place builder, in-place builder, f64 op)
-const OPS: [(&str, Builder, Builder, fn(f64, f64) -> f64); 4] = [
+type BinaryOp = (&'static str, Builder, Builder, fn(f64, f64) -> f64);
+
+const OPS: [BinaryOp; 4] = [
     ("ADD", Context::add, Context::add_inplace, |a, b| a + b),
     ("SUB", Context::sub, Context::sub_inplace, |a, b| a - b),
     ("MUL", Context::mul, Context::mul_inplace, |a, b| a * b),
@@ -101,7 +103,11 @@ pub fn cases() -> Vec<Case> {
         }
     }
     for ty in [Type::F32, Type::F16, Type::BF16] {
-        for (ne, v) in [([10, 5, 4, 3], false), ([33, 1, 1, 1], false), ([7, 3, 5, 2], true)] {
+        for (ne, v) in [
+            ([10, 5, 4, 3], false),
+            ([33, 1, 1, 1], false),
+            ([7, 3, 5, 2], true),
+        ] {
             out.push(Case::new(
                 "ADD1",
                 Vars::new().ty("type", ty).list("ne", &ne).flag("v", v),

@@ -39,7 +39,11 @@ pub fn cases() -> Vec<Case> {
     for src in floats {
         for &dst in &dsts {
             for permute in [[0usize, 1, 2, 3], [0, 2, 1, 3]] {
-                let ne = if dst.blck_size() > 64 { [256i64, 2, 3, 1] } else { [64, 3, 2, 2] };
+                let ne = if dst.blck_size() > 64 {
+                    [256i64, 2, 3, 1]
+                } else {
+                    [64, 3, 2, 2]
+                };
                 let layout = if permute == [0, 1, 2, 3] {
                     Layout::Contiguous
                 } else {
@@ -90,7 +94,10 @@ pub fn cases() -> Vec<Case> {
             out.push(
                 Case::new(
                     "DUP",
-                    Vars::new().ty("type", ty).list("ne", &ne).val("layout", lname),
+                    Vars::new()
+                        .ty("type", ty)
+                        .list("ne", &ne)
+                        .val("layout", lname),
                     vec![Input::new(ty, &ne).layout(layout)],
                     |ctx, x| ctx.dup(&x[0]),
                     |x| x[0].clone(),
@@ -110,7 +117,10 @@ pub fn cases() -> Vec<Case> {
             out.push(
                 Case::new(
                     "CONT",
-                    Vars::new().ty("type", ty).list("ne", &ne).val("permute", lname),
+                    Vars::new()
+                        .ty("type", ty)
+                        .list("ne", &ne)
+                        .val("permute", lname),
                     vec![Input::new(ty, &ne).layout(layout)],
                     |ctx, x| ctx.cont(&x[0]),
                     |x| x[0].clone(),

@@ -19,7 +19,16 @@ pub fn quantized_types() -> Vec<Type> {
 /// One mul_mat case: `a` `[k, m, bs0, bs1]` (weights), `b` `[k, n, bs0·nr0, bs1·nr1]`, both
 /// laid out through permutation `per` of their dimensions (GGML's `per`).
 #[allow(clippy::too_many_arguments)]
-fn case(type_a: Type, type_b: Type, m: i64, n: i64, k: i64, bs: [i64; 2], nr: [i64; 2], per: [usize; 4]) -> Case {
+fn case(
+    type_a: Type,
+    type_b: Type,
+    m: i64,
+    n: i64,
+    k: i64,
+    bs: [i64; 2],
+    nr: [i64; 2],
+    per: [usize; 4],
+) -> Case {
     let a_ne = [k, m, bs[0], bs[1]];
     let b_ne = [k, n, bs[0] * nr[0], bs[1] * nr[1]];
     let layout = if per == [0, 1, 2, 3] {

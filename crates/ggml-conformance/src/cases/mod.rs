@@ -12,8 +12,11 @@ pub mod rows;
 pub mod softmax;
 pub mod unary;
 
-/// Every family: its name and its case list.
-pub const FAMILIES: &[(&str, fn() -> Vec<Case>)] = &[
+/// A family: its name and the function listing its cases.
+pub type Family = (&'static str, fn() -> Vec<Case>);
+
+/// Every family.
+pub const FAMILIES: &[Family] = &[
     ("binary", binary::cases),
     ("unary", unary::cases),
     ("reduce", reduce::cases),

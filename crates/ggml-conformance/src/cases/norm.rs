@@ -21,7 +21,8 @@ fn rms_norm_row(r: &[f64], eps: f64) -> Vec<f64> {
 pub fn cases() -> Vec<Case> {
     let mut out = Vec::new();
     type Norm = fn(&ggml::Context, &ggml::Tensor, f32) -> ggml::Result<ggml::Tensor>;
-    let ops: [(&str, Norm, fn(&[f64], f64) -> Vec<f64>); 2] = [
+    type RowRef = fn(&[f64], f64) -> Vec<f64>;
+    let ops: [(&str, Norm, RowRef); 2] = [
         ("NORM", ggml::Context::norm, norm_row),
         ("RMS_NORM", ggml::Context::rms_norm, rms_norm_row),
     ];
@@ -45,7 +46,7 @@ pub fn cases() -> Vec<Case> {
             }
         }
     }
-    for (name, f) in [("NORM", norm_row as fn(&[f64], f64) -> Vec<f64>), ("RMS_NORM", rms_norm_row)] {
+    for (name, f) in [("NORM", norm_row as RowRef), ("RMS_NORM", rms_norm_row)] {
         let ne = [17i64, 3, 2, 1];
         let eps = 1e-5f32;
         out.push(Case::new(

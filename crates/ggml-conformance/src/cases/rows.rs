@@ -22,7 +22,11 @@ pub fn cases() -> Vec<Case> {
     let plain = [Type::F32, Type::F16, Type::BF16, Type::I32];
     let quant = crate::cases::matmul::quantized_types();
     for ty in plain.into_iter().chain(quant) {
-        let n = if ty.is_quantized() { ty.blck_size() as i64 } else { 10 };
+        let n = if ty.is_quantized() {
+            ty.blck_size() as i64
+        } else {
+            10
+        };
         for (be1, be2) in [(1i64, 1i64), (3, 2)] {
             for v in [false, true] {
                 if v && ty.is_quantized() {
@@ -58,7 +62,14 @@ pub fn cases() -> Vec<Case> {
         }
     }
     for ty in [Type::F32, Type::F16, Type::I32] {
-        for nr in [[2i64, 1, 1, 1], [1, 2, 1, 1], [1, 1, 2, 1], [1, 1, 1, 2], [2, 2, 2, 2], [3, 1, 2, 3]] {
+        for nr in [
+            [2i64, 1, 1, 1],
+            [1, 2, 1, 1],
+            [1, 1, 2, 1],
+            [1, 1, 1, 2],
+            [2, 2, 2, 2],
+            [3, 1, 2, 3],
+        ] {
             let ne = [10i64, 5, 4, 1];
             let target: Vec<i64> = (0..4).map(|d| ne[d] * nr[d]).collect();
             out.push(Case::new(
@@ -66,7 +77,12 @@ pub fn cases() -> Vec<Case> {
                 Vars::new().ty("type", ty).list("ne", &ne).list("nr", &nr),
                 vec![values(ty, &ne)],
                 move |ctx, x| ctx.repeat(&x[0], &ctx.new_tensor(ty, &target)?),
-                move |x| repeat(&x[0], shape(&[ne[0] * nr[0], ne[1] * nr[1], ne[2] * nr[2], ne[3] * nr[3]])),
+                move |x| {
+                    repeat(
+                        &x[0],
+                        shape(&[ne[0] * nr[0], ne[1] * nr[1], ne[2] * nr[2], ne[3] * nr[3]]),
+                    )
+                },
             ));
         }
     }

@@ -5,14 +5,19 @@ use std::sync::Arc;
 
 use ggml::Type;
 
-use crate::case::{Case, Init, Input, Vars, Metric, NMSE_SOFT_MAX};
+use crate::case::{Case, Init, Input, Metric, Vars, NMSE_SOFT_MAX};
 use crate::reference::soft_max;
 
 /// The soft_max cases.
 pub fn cases() -> Vec<Case> {
     let mut out = Vec::new();
     let metric = Metric::Nmse(NMSE_SOFT_MAX);
-    for ne in [[16i64, 2, 3, 1], [33, 5, 4, 2], [1025, 3, 1, 1], [7, 1, 8, 1]] {
+    for ne in [
+        [16i64, 2, 3, 1],
+        [33, 5, 4, 2],
+        [1025, 3, 1, 1],
+        [7, 1, 8, 1],
+    ] {
         for m_prec in [None, Some(Type::F32), Some(Type::F16)] {
             for nr23 in [[1i64, 1], [2, 1]] {
                 if ne[2] % nr23[0] != 0 || (m_prec.is_none() && nr23 != [1, 1]) {
@@ -26,7 +31,10 @@ pub fn cases() -> Vec<Case> {
                         let mut inputs = vec![Input::new(Type::F32, &ne)];
                         if let Some(mt) = m_prec {
                             // One mask row per row of a; broadcast over heads by nr23.
-                            inputs.push(Input::new(mt, &[ne[0], ne[1], ne[2] / nr23[0], ne[3] / nr23[1]]));
+                            inputs.push(Input::new(
+                                mt,
+                                &[ne[0], ne[1], ne[2] / nr23[0], ne[3] / nr23[1]],
+                            ));
                         }
                         out.push(
                             Case::new(
@@ -53,7 +61,9 @@ pub fn cases() -> Vec<Case> {
     // A causal mask with -inf above the diagonal, in F16 and F32.
     for mt in [Type::F32, Type::F16] {
         let ne = [9i64, 9, 2, 1];
-        let causal = Init::Custom(Arc::new(|_, i| if i[0] > i[1] { f64::NEG_INFINITY } else { 0.0 }));
+        let causal = Init::Custom(Arc::new(
+            |_, i| if i[0] > i[1] { f64::NEG_INFINITY } else { 0.0 },
+        ));
         out.push(
             Case::new(
                 "SOFT_MAX",
@@ -62,7 +72,10 @@ pub fn cases() -> Vec<Case> {
                     .list("ne", &ne)
                     .ty("m_prec", mt)
                     .val("mask", "causal"),
-                vec![Input::new(Type::F32, &ne).uniform(-5.0, 5.0), Input::new(mt, &[9, 9]).init(causal)],
+                vec![
+                    Input::new(Type::F32, &ne).uniform(-5.0, 5.0),
+                    Input::new(mt, &[9, 9]).init(causal),
+                ],
                 |ctx, x| ctx.soft_max_ext(&x[0], Some(&x[1]), 0.125, 0.0),
                 |x| soft_max(&x[0], Some(&x[1]), 0.125, 0.0),
             )

@@ -102,8 +102,10 @@ const UNARY_OPS: [UnaryOp; 21] = [
 
 type MapBuilder = fn(&ggml::Context, &ggml::Tensor) -> ggml::Result<ggml::Tensor>;
 
-/// SQR, SQRT, LOG, SIN, COS: builder, f64 definition, input range (GGML's test ranges).
-const MAP_OPS: [(&str, MapBuilder, fn(f64) -> f64, f64, f64); 5] = [
+/// SQR, SQRT, LOG, SIN, COS: name, builder, f64 definition, input range (GGML's ranges).
+type MapOp = (&'static str, MapBuilder, fn(f64) -> f64, f64, f64);
+
+const MAP_OPS: [MapOp; 5] = [
     ("SQR", ggml::Context::sqr, |x| x * x, -10.0, 10.0),
     ("SQRT", ggml::Context::sqrt, f64::sqrt, 0.0, 10.0),
     ("LOG", ggml::Context::log, f64::ln, 0.1, 10.0),

@@ -11,25 +11,13 @@ fn unary_ref(op: UnaryOp, x: f64) -> f64 {
     let sigmoid = |z: f64| 1.0 / (1.0 + (-z).exp());
     match op {
         UnaryOp::Abs => x.abs(),
-        UnaryOp::Sgn => {
-            if x > 0.0 {
-                1.0
-            } else if x < 0.0 {
-                -1.0
-            } else {
-                0.0
-            }
-        }
+        // +1, −1, or 0 for zero (Rust's `signum` gives ±1 at ±0).
+        UnaryOp::Sgn => f64::from(u8::from(x > 0.0)) - f64::from(u8::from(x < 0.0)),
         UnaryOp::Neg => -x,
         UnaryOp::Step => f64::from(u8::from(x > 0.0)),
         UnaryOp::Tanh => x.tanh(),
-        UnaryOp::Elu => {
-            if x > 0.0 {
-                x
-            } else {
-                x.exp() - 1.0
-            }
-        }
+        // x for x > 0, eˣ − 1 otherwise: both branches at once, one of them always 0.
+        UnaryOp::Elu => x.max(0.0) + (x.min(0.0).exp() - 1.0),
         UnaryOp::Relu => x.max(0.0),
         UnaryOp::Sigmoid => sigmoid(x),
         UnaryOp::Gelu => {

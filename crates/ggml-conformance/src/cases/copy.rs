@@ -67,6 +67,57 @@ pub fn cases() -> Vec<Case> {
             }
         }
     }
+    // Into a permuted destination (strided writes), as GGML's permute_dst.
+    for (src, dst) in [
+        (Type::F32, Type::F32),
+        (Type::F32, Type::F16),
+        (Type::F16, Type::F32),
+        (Type::BF16, Type::F32),
+    ] {
+        let ne = [5i64, 4, 3, 2];
+        let p = [0usize, 2, 1, 3];
+        // The destination's own shape, so that its permutation has shape `ne`.
+        let dst_ne = [ne[p[0]], ne[p[1]], ne[p[2]], ne[p[3]]];
+        out.push(
+            Case::new(
+                "CPY",
+                Vars::new()
+                    .ty("type_src", src)
+                    .ty("type_dst", dst)
+                    .list("ne_src", &ne)
+                    .list("permute_dst", &p),
+                vec![Input::new(src, &ne).uniform(-150.0, 150.0)],
+                move |ctx, x| {
+                    let d = ctx.new_tensor(dst, &dst_ne)?;
+                    ctx.cpy(&x[0], &ctx.permute(&d, p[0], p[1], p[2], p[3])?)
+                },
+                |x| x[0].clone(),
+            )
+            .metric(cpy_metric(src, dst, ne.iter().product())),
+        );
+    }
+    // Cast: a new tensor of another type.
+    for (src, dst) in [
+        (Type::F32, Type::F16),
+        (Type::F16, Type::BF16),
+        (Type::BF16, Type::F32),
+    ] {
+        let ne = [33i64, 3, 2, 1];
+        out.push(
+            Case::new(
+                "CPY",
+                Vars::new()
+                    .ty("type_src", src)
+                    .ty("type_dst", dst)
+                    .list("ne_src", &ne)
+                    .val("cast", 1),
+                vec![Input::new(src, &ne).layout(Layout::Transposed)],
+                move |ctx, x| ctx.cast(&x[0], dst),
+                |x| x[0].clone(),
+            )
+            .metric(cpy_metric(src, dst, ne.iter().product())),
+        );
+    }
     // Quantized to F32 (dequantization).
     for src in crate::cases::matmul::quantized_types() {
         let ne = [256i64, 3, 1, 1];
@@ -128,6 +179,26 @@ pub fn cases() -> Vec<Case> {
                 .metric(Metric::Exact),
             );
         }
+    }
+    // Contiguous copy with a new shape (cont_2d of a transposed matrix).
+    for ty in [Type::F32, Type::F16] {
+        let ne = [6i64, 4, 1, 1];
+        out.push(
+            Case::new(
+                "CONT",
+                Vars::new()
+                    .ty("type", ty)
+                    .list("ne", &ne)
+                    .list("ne_out", &[12, 2]),
+                vec![Input::new(ty, &ne).layout(Layout::Transposed)],
+                |ctx, x| ctx.cont_2d(&x[0], 12, 2),
+                |x| crate::host::Host {
+                    ne: [12, 2, 1, 1, 1],
+                    v: x[0].v.clone(),
+                },
+            )
+            .metric(Metric::Exact),
+        );
     }
     out
 }

@@ -87,7 +87,7 @@
 //!
 //! ```text
 //! cargo run --release -p ggml-cli -- test-ops --export /tmp/ops.jsonl
-//! python3 tools/op_fixtures/run_ggml.py /tmp/ops.jsonl crates/ggml/tests/fixtures/ops/ggml_ops.bin
+//! python3 tools/op_fixtures/run_ggml.py /tmp/ops.jsonl --out crates/ggml/tests/fixtures/ops/ggml_ops.bin
 //! ```
 //!
 //! (the runner needs the llama.cpp build whose readiness marker is

@@ -357,3 +357,61 @@ pub(crate) fn judge(
     r.error = Some(worst);
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::{Input, Layout, Vars};
+
+    #[test]
+    fn every_tensor_is_fenced_by_guards_that_catch_writes() {
+        let cpu = backend::dev_by_type(ggml::DeviceType::Cpu).unwrap();
+        let target = Target::new(cpu).unwrap();
+        let case = Case::new(
+            "ADD",
+            Vars::new(),
+            vec![
+                Input::new(Type::F32, &[5, 3]).layout(Layout::Padded),
+                Input::new(Type::F32, &[5, 1]),
+            ],
+            |ctx, x| ctx.add(&x[0], &x[1]),
+            |x| x[0].clone(),
+        );
+        let inst = instantiate(&case, 1).unwrap();
+        let (buffer, guards) = target.allocate(&inst).unwrap();
+        // Two inputs that own memory and the sum: four guards around three tensors.
+        assert_eq!(guards.len(), 4);
+        let mut spans: Vec<(usize, usize, String)> = inst
+            .ctx
+            .tensors()
+            .iter()
+            .filter(|t| t.view_src().is_none())
+            .map(|t| {
+                let at = t.data_offset().unwrap();
+                (at, at + t.nbytes(), t.name())
+            })
+            .collect();
+        spans.sort();
+        let names: Vec<&str> = spans.iter().map(|s| s.2.as_str()).collect();
+        assert_eq!(names[0], "guard_0");
+        assert!(names[1].starts_with("leaf_") && names[2] == "guard_1", "{names:?}");
+        assert!(names[3].starts_with("leaf_") && names[4] == "guard_2", "{names:?}");
+        assert!(
+            names[5].starts_with("node_") && names[6] == "guard_3",
+            "{names:?}"
+        );
+        assert!(
+            spans.windows(2).all(|w| w[0].1 <= w[1].0),
+            "overlap: {spans:?}"
+        );
+        assert!(spans.last().unwrap().1 <= buffer.get_size());
+        check_guards(&guards).unwrap();
+        // A byte written past the end of the first input lands in guard_1.
+        guards[1].0.set_bytes(&[0], 7).unwrap();
+        let e = check_guards(&guards).unwrap_err();
+        assert_eq!(
+            e,
+            "out-of-bounds write: guard after tensor 0 changed at byte 7"
+        );
+    }
+}

@@ -50,9 +50,9 @@ fn unary_ref(op: UnaryOp, x: f64) -> f64 {
 /// `erf(x) = 2/√π ∫₀ˣ e^(−t²) dt` by composite Simpson's rule (1024 panels per unit of x,
 /// accurate to about 1e-13), 1 beyond |x| = 6 where it is 1 to 17 digits.
 pub fn erf(x: f64) -> f64 {
-    let a = x.abs().min(6.0);
-    if a == 0.0 {
-        return 0.0;
+    let a = x.abs();
+    if a == 0.0 || a >= 6.0 {
+        return if a == 0.0 { x } else { 1f64.copysign(x) };
     }
     let n = ((a * 1024.0).ceil() as usize).max(2) & !1;
     let h = a / n as f64;

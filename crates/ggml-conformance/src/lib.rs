@@ -17,13 +17,13 @@
 //! 2. the builder makes the graph; if the device's `supports_op` refuses any tensor of the case,
 //!    the case is "not supported" (reported, not failed);
 //! 3. every tensor that owns memory is placed in one buffer of the device's buffer type with an
-//!    F32[1024] guard tensor before the first and after each, filled with a pattern; computed
+//!    `F32[1024]` guard tensor before the first and after each, filled with a pattern; computed
 //!    tensors are filled with `0xff` bytes (NaN), so that an element left unwritten fails;
 //! 4. inputs are written with the tensor set API, the graph is computed by the backend, outputs
 //!    are read back with the get API, and the guards must be byte-identical;
 //! 5. each output is compared with the reference rounded to the output's type (for a quantized
 //!    output: each row through GGML's reference quantizer and back, what the type can hold;
-//!    [`host::round_host`]) by [`compare`]:
+//!    [`host::round_host`]) by [`compare()`]:
 //!    a NaN on either side fails, infinities must agree in position and sign, then NMSE within
 //!    the case's threshold — GGML's 1e-7 by default, 5e-4 for mul_mat/out_prod/convolutions/
 //!    attention, 1e-6 for soft_max — or an exact match (argmax, argsort, top_k, count_equal,

@@ -8,7 +8,7 @@ use crate::compare::{compare, Comparison};
 use crate::host::{read_strided, round_host, shape, Host};
 use crate::instance::{instantiate, Instance};
 
-/// Elements of each guard tensor (GGML's sentinels are F32[1024]).
+/// Elements of each guard tensor (GGML's sentinels are `F32[1024]`).
 const GUARD_ELEMENTS: i64 = 1024;
 /// Byte that fills every computed tensor before the run, so that an element a kernel forgets
 /// to write reads as NaN (or -1 for integers) and fails.

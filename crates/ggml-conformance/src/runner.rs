@@ -394,8 +394,14 @@ mod tests {
         spans.sort();
         let names: Vec<&str> = spans.iter().map(|s| s.2.as_str()).collect();
         assert_eq!(names[0], "guard_0");
-        assert!(names[1].starts_with("leaf_") && names[2] == "guard_1", "{names:?}");
-        assert!(names[3].starts_with("leaf_") && names[4] == "guard_2", "{names:?}");
+        assert!(
+            names[1].starts_with("leaf_") && names[2] == "guard_1",
+            "{names:?}"
+        );
+        assert!(
+            names[3].starts_with("leaf_") && names[4] == "guard_2",
+            "{names:?}"
+        );
         assert!(
             names[5].starts_with("node_") && names[6] == "guard_3",
             "{names:?}"

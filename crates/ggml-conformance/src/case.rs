@@ -209,14 +209,18 @@ impl Case {
         &self.op
     }
 
-    /// Runs the builder.
-    pub fn build(&self, ctx: &Context, inputs: &[Tensor]) -> ggml::Result<Vec<Tensor>> {
-        (self.build)(ctx, inputs)
+    /// Runs the builder. `Err` with the builder's error, or with its panic message if it
+    /// panicked (a broken case fails alone instead of ending the run).
+    pub fn build(&self, ctx: &Context, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+        match catch(|| (self.build)(ctx, inputs))? {
+            Ok(t) => Ok(t),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
-    /// Runs the reference.
-    pub fn reference(&self, inputs: &[Host]) -> Vec<Host> {
-        (self.reference)(inputs)
+    /// Runs the reference; `Err` with its panic message if it panicked.
+    pub fn reference(&self, inputs: &[Host]) -> Result<Vec<Host>, String> {
+        catch(|| (self.reference)(inputs))
     }
 }
 
@@ -228,6 +232,19 @@ impl std::fmt::Debug for Case {
             .field("metric", &self.metric)
             .finish()
     }
+}
+
+/// Runs `f`, turning a panic into `Err` with its message.
+fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    // The closures only read their arguments; nothing is left half-updated by a panic.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        format!("panicked: {msg}")
+    })
 }
 
 /// A case's parameter string as GGML prints it: `type=f32,ne=[10,5,4,3],v=0`.

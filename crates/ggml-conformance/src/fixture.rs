@@ -304,7 +304,7 @@ mod tests {
         let hash = export_case(&case, seed).unwrap().unwrap().hash;
         // GGML's bytes: the reference's values as f32.
         let inst = crate::instance::instantiate(&case, seed).unwrap();
-        let want = case.reference(&inst.hosts);
+        let want = case.reference(&inst.hosts).unwrap();
         let bytes: Vec<u8> = want[0]
             .v
             .iter()

@@ -106,6 +106,7 @@ fn make_input(
     }
     let mut ne = [1i64; DIMS];
     ne[..spec.ne.len()].copy_from_slice(&spec.ne);
+    check_init(&spec.init)?;
     let bne = base_shape(spec, ne)?;
     let base = ctx.new_tensor(spec.ty, &bne).map_err(|e| e.to_string())?;
     let values = generate(&spec.init, shape(&bne), rng);
@@ -132,6 +133,22 @@ fn make_input(
         return Err(format!("layout {:?} gave shape {:?}", spec.layout, t.ne()));
     }
     Ok((t, base, bytes))
+}
+
+/// `Err` for a range that is empty, backwards or not finite.
+fn check_init(init: &Init) -> Result<(), String> {
+    let ok = match *init {
+        Init::Uniform(lo, hi) | Init::Distinct(lo, hi) => {
+            lo.is_finite() && hi.is_finite() && lo <= hi
+        }
+        Init::Ints(lo, hi) => lo <= hi && hi.checked_sub(lo).is_some_and(|s| s < i64::MAX),
+        Init::Custom(_) => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("initialisation {init:?} is not a usable range"))
+    }
 }
 
 /// Values for a tensor of shape `ne`, in memory (logical) order.
@@ -263,5 +280,19 @@ mod tests {
             1,
         );
         assert!(e.err().unwrap().contains("at most 4-D"));
+    }
+
+    #[test]
+    fn unusable_ranges_are_refused() {
+        for init in [
+            Init::Ints(3, 2),
+            Init::Ints(i64::MIN, i64::MAX),
+            Init::Uniform(1.0, 0.0),
+            Init::Distinct(0.0, f64::INFINITY),
+        ] {
+            let c = one_input(Input::new(Type::I32, &[2]).init(init));
+            let e = instantiate(&c, 1).err().unwrap();
+            assert!(e.contains("is not a usable range"), "{e}");
+        }
     }
 }

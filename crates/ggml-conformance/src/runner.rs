@@ -159,7 +159,12 @@ impl Target {
             Ok(c) => c,
             Err(r) => return *r,
         };
-        let want = case.reference(&computed.inputs);
+        let want = match case.reference(&computed.inputs) {
+            Ok(w) => w,
+            Err(e) => {
+                return CaseResult::new(case, &dev, Status::Fail, format!("the reference {e}"))
+            }
+        };
         if want.len() != computed.outputs.len() {
             let msg = format!(
                 "the reference gave {} outputs, the graph has {}",

@@ -128,3 +128,39 @@ fn refused_ops_are_not_supported_not_failed() {
     s.add(&r);
     assert_eq!(s.to_string(), "0 passed, 0 failed, 1 skipped");
 }
+
+#[test]
+fn a_panicking_case_fails_alone() {
+    let c = Case::new(
+        "NEG",
+        Vars::new(),
+        vec![Input::new(Type::F32, &[4])],
+        |ctx, x| ctx.neg(&x[0]),
+        |x| {
+            let _ = x[7].at([0; 5]);
+            unreachable!()
+        },
+    );
+    let r = cpu().run(&c, DEFAULT_SEED);
+    assert_eq!(r.status, Status::Fail);
+    assert!(
+        r.message
+            .starts_with("the reference panicked: index out of bounds"),
+        "{}",
+        r.message
+    );
+    let c = Case::new(
+        "NEG",
+        Vars::new(),
+        vec![],
+        |_, x| Ok(x[0].clone()),
+        |x| x[0].clone(),
+    );
+    let r = cpu().run(&c, DEFAULT_SEED);
+    assert!(
+        r.message
+            .starts_with("building the graph failed: panicked: index out of bounds"),
+        "{}",
+        r.message
+    );
+}

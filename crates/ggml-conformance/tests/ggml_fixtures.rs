@@ -20,6 +20,7 @@ fn our_results_agree_with_ggml() {
     let target = Target::new(cpu).unwrap();
     let mut summary = Summary::default();
     let (mut failures, mut stale, mut refused) = (Vec::new(), Vec::new(), Vec::new());
+    let mut missing = 0usize;
     let all = cases::all();
     for case in &all {
         let r = compare_with_fixture(&target, case, DEFAULT_SEED, &fixture);
@@ -28,6 +29,7 @@ fn our_results_agree_with_ggml() {
             Status::Fail => failures.push(r.to_string()),
             Status::Skipped if r.message.starts_with("stale") => stale.push(r.case.clone()),
             Status::Skipped if r.message.starts_with("GGML") => refused.push(r.to_string()),
+            Status::Skipped if r.message == "not in the fixture" => missing += 1,
             _ => {}
         }
     }
@@ -38,6 +40,9 @@ fn our_results_agree_with_ggml() {
     );
     for r in &refused {
         eprintln!("  {r}");
+    }
+    if missing > 0 {
+        eprintln!("{missing} cases are newer than the fixture (regenerate it to compare them)");
     }
     if !stale.is_empty() {
         eprintln!(

@@ -168,13 +168,13 @@ pub fn compare_with_fixture(
 ) -> CaseResult {
     let device = target.device.name();
     let skip = |why: String| CaseResult::new(case, &device, Status::Skipped, why);
-    let Some(fc) = fixture.get(case.name()) else {
-        return skip("not in the fixture".into());
-    };
     let exported = match export_case(case, seed) {
         Ok(Some(e)) => e,
         Ok(None) => return skip("has a 5th dimension; not exported".into()),
         Err(e) => return CaseResult::new(case, &device, Status::Fail, e),
+    };
+    let Some(fc) = fixture.get(case.name()) else {
+        return skip("not in the fixture".into());
     };
     if exported.hash != fc.hash {
         return skip(format!(

@@ -164,3 +164,12 @@ fn a_panicking_case_fails_alone() {
         r.message
     );
 }
+
+#[test]
+fn cases_and_targets_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Case>();
+    check::<Target>();
+    check::<ggml_conformance::CaseResult>();
+    check::<ggml_conformance::fixture::Fixture>();
+}

@@ -61,6 +61,33 @@ pub fn cases() -> Vec<Case> {
             }
         }
     }
+    // An index outside a gives a row of zeros here (GGML asserts: a deliberate difference).
+    out.push(Case::new(
+        "GET_ROWS",
+        Vars::new()
+            .ty("type", Type::F32)
+            .val("n", 10)
+            .val("m", 5)
+            .val("r", 4)
+            .val("oob", 1),
+        vec![
+            Input::new(Type::F32, &[10, 5]),
+            Input::new(Type::I32, &[4]).init(Init::Custom(std::sync::Arc::new(|_, i| {
+                [2.0, -1.0, 5.0, 0.0][i[0]]
+            }))),
+        ],
+        |ctx, x| ctx.get_rows(&x[0], &x[1]),
+        |x| {
+            Host::from_fn([10, 4, 1, 1, 1], |i| {
+                let row = x[1].v[i[1]];
+                if (0.0..5.0).contains(&row) {
+                    x[0].at([i[0], row as usize, 0, 0, 0])
+                } else {
+                    0.0
+                }
+            })
+        },
+    ));
     for ty in [Type::F32, Type::F16, Type::I32] {
         for nr in [
             [2i64, 1, 1, 1],

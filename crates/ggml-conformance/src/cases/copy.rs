@@ -22,6 +22,34 @@ fn cpy_metric(src: Type, dst: Type, n: i64) -> Metric {
     Metric::Nmse(step * step / (150.0 * 150.0 * 0.25 * n as f64))
 }
 
+type CopyBuilder = fn(&ggml::Context, &ggml::Tensor) -> ggml::Result<ggml::Tensor>;
+
+/// Exact copies (`op`'s builder) of inputs of every type and named layout; the layout is the
+/// case's `var`.
+fn layout_copies(
+    (op, var, build): (&str, &str, CopyBuilder),
+    types: &[Type],
+    layouts: &[(&str, Layout)],
+    ne: [i64; 4],
+) -> Vec<Case> {
+    let mut out = Vec::new();
+    for &ty in types {
+        for &(lname, layout) in layouts {
+            out.push(
+                Case::new(
+                    op,
+                    Vars::new().ty("type", ty).list("ne", &ne).val(var, lname),
+                    vec![Input::new(ty, &ne).layout(layout)],
+                    move |ctx, x| build(ctx, &x[0]),
+                    |x| x[0].clone(),
+                )
+                .metric(Metric::Exact),
+            );
+        }
+    }
+    out
+}
+
 /// The copy cases.
 pub fn cases() -> Vec<Case> {
     let mut out = Vec::new();
@@ -135,51 +163,27 @@ pub fn cases() -> Vec<Case> {
             .metric(cpy_metric(src, Type::F32, 768)),
         );
     }
-    for ty in [Type::F32, Type::F16, Type::BF16, Type::I32] {
-        for (lname, layout) in [
-            ("contiguous", Layout::Contiguous),
-            ("permuted", Layout::Permuted([0, 2, 1, 3])),
-            ("transposed", Layout::Transposed),
-        ] {
-            let ne = [10i64, 10, 5, 1];
-            out.push(
-                Case::new(
-                    "DUP",
-                    Vars::new()
-                        .ty("type", ty)
-                        .list("ne", &ne)
-                        .val("layout", lname),
-                    vec![Input::new(ty, &ne).layout(layout)],
-                    |ctx, x| ctx.dup(&x[0]),
-                    |x| x[0].clone(),
-                )
-                .metric(Metric::Exact),
-            );
-        }
-    }
-    for ty in [Type::F32, Type::F16, Type::BF16] {
-        for (lname, layout) in [
-            ("permuted", Layout::Permuted([0, 2, 1, 3])),
+    let dup: CopyBuilder = ggml::Context::dup;
+    let cont: CopyBuilder = ggml::Context::cont;
+    let p0213 = ("permuted", Layout::Permuted([0, 2, 1, 3]));
+    let transposed = ("transposed", Layout::Transposed);
+    out.extend(layout_copies(
+        ("DUP", "layout", dup),
+        &[Type::F32, Type::F16, Type::BF16, Type::I32],
+        &[("contiguous", Layout::Contiguous), p0213, transposed],
+        [10, 10, 5, 1],
+    ));
+    out.extend(layout_copies(
+        ("CONT", "permute", cont),
+        &[Type::F32, Type::F16, Type::BF16],
+        &[
+            p0213,
             ("permuted2", Layout::Permuted([2, 0, 3, 1])),
-            ("transposed", Layout::Transposed),
+            transposed,
             ("padded", Layout::Padded),
-        ] {
-            let ne = [7i64, 5, 3, 2];
-            out.push(
-                Case::new(
-                    "CONT",
-                    Vars::new()
-                        .ty("type", ty)
-                        .list("ne", &ne)
-                        .val("permute", lname),
-                    vec![Input::new(ty, &ne).layout(layout)],
-                    |ctx, x| ctx.cont(&x[0]),
-                    |x| x[0].clone(),
-                )
-                .metric(Metric::Exact),
-            );
-        }
-    }
+        ],
+        [7, 5, 3, 2],
+    ));
     // Contiguous copy with a new shape (cont_2d of a transposed matrix).
     for ty in [Type::F32, Type::F16] {
         let ne = [6i64, 4, 1, 1];

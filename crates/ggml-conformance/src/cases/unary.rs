@@ -9,6 +9,8 @@ use crate::reference::map;
 /// The f64 definition of each unary op (GGML's formulas, evaluated without shortcuts).
 fn unary_ref(op: UnaryOp, x: f64) -> f64 {
     let sigmoid = |z: f64| 1.0 / (1.0 + (-z).exp());
+    // The piecewise-linear sigmoid: 0 below −3, 1 above 3, x/6 + 1/2 between.
+    let hard_sigmoid = |z: f64| (z / 6.0 + 0.5).clamp(0.0, 1.0);
     match op {
         UnaryOp::Abs => x.abs(),
         // +1, −1, or 0 for zero (Rust's `signum` gives ±1 at ±0).
@@ -26,8 +28,8 @@ fn unary_ref(op: UnaryOp, x: f64) -> f64 {
         }
         UnaryOp::GeluQuick => x * sigmoid(1.702 * x),
         UnaryOp::Silu => x * sigmoid(x),
-        UnaryOp::Hardswish => x * ((x + 3.0) / 6.0).clamp(0.0, 1.0),
-        UnaryOp::Hardsigmoid => ((x + 3.0) / 6.0).clamp(0.0, 1.0),
+        UnaryOp::Hardswish => x * hard_sigmoid(x),
+        UnaryOp::Hardsigmoid => hard_sigmoid(x),
         UnaryOp::Exp => x.exp(),
         UnaryOp::Expm1 => x.exp_m1(),
         UnaryOp::Softplus => {

@@ -20,7 +20,7 @@ commands:
   gguf quantize IN OUT TYPE    a copy of a GGUF file with its weights quantized to TYPE
        [--imatrix FILE] [--threads N]
   test-ops [-o OPS] [-d DEVICE] [-p PATTERN] [-v]   the op conformance suite on every device
-       [--seed N] [--export FILE] [--fixtures FILE]";
+       [--seed N] [--export FILE] [--fixtures FILE] [--list]";
 
 /// Whether `arg` asks for help (`-h` or `--help`); every command then prints its usage and
 /// succeeds.

@@ -20,7 +20,7 @@ use crate::CliError;
 
 pub const USAGE: &str =
     "usage: ggml test-ops [-o OP[,OP…]] [-d DEVICE] [-p PATTERN] [-v] [--seed N]
-                     [--export FILE] [--fixtures FILE]
+                     [--export FILE] [--fixtures FILE] [--list]
 
   Runs the op conformance suite on every registered device (or one) and compares each case
   with its f64 reference; prints one line per case and `N passed, M failed, K skipped`.
@@ -31,7 +31,8 @@ pub const USAGE: &str =
     -v               per output: NMSE, threshold and the largest difference
     --seed N         base seed of the inputs (default: the fixtures' seed)
     --export FILE    write the selected cases for GGML (JSON Lines) instead of running them
-    --fixtures FILE  compare with GGML's results in FILE instead of the f64 references";
+    --fixtures FILE  compare with GGML's results in FILE instead of the f64 references
+    --list           print the selected cases' names instead of running them";
 
 #[derive(Debug, Default)]
 struct Options {
@@ -42,6 +43,7 @@ struct Options {
     seed: Option<u64>,
     export: Option<PathBuf>,
     fixtures: Option<PathBuf>,
+    list: bool,
 }
 
 fn parse_seed(v: &str) -> Option<u64> {
@@ -67,6 +69,7 @@ fn parse(args: &[OsString]) -> Result<Options, CliError> {
             "-p" => o.pattern = Some(value()?),
             "-d" => o.device = Some(value()?),
             "-v" => o.verbose = true,
+            "--list" => o.list = true,
             "--seed" => {
                 let v = value()?;
                 o.seed = Some(parse_seed(&v).ok_or_else(|| {
@@ -97,6 +100,14 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
         .map_err(|m| CliError::Usage(format!("{m}\n\n{USAGE}")))?;
     let selected = filter.apply(cases::all()).map_err(CliError::Failed)?;
     let seed = o.seed.unwrap_or(DEFAULT_SEED);
+    if o.list {
+        let mut out = std::io::stdout().lock();
+        for c in &selected {
+            let _ = writeln!(out, "{}", c.name());
+        }
+        let _ = writeln!(out, "{} cases", selected.len());
+        return Ok(());
+    }
     if let Some(path) = &o.export {
         return export(&selected, seed, path);
     }

@@ -90,6 +90,12 @@ fn filters_that_match_nothing_and_bad_arguments() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("/nonexistent/ops.bin"));
     assert_eq!(test_ops(&["--help"]).status.code(), Some(0));
+    let list = test_ops(&["-o", "argmax", "-p", "f32", "--list"]);
+    assert_eq!(
+        text(&list.stdout),
+        "ARGMAX(type=f32,ne=[32,1,1,1])\nARGMAX(type=f32,ne=[100,10,1,1])\n\
+         ARGMAX(type=f32,ne=[1024,12,1,1])\nARGMAX(type=f32,ne=[5,7,1,1])\n4 cases\n"
+    );
 }
 
 #[test]

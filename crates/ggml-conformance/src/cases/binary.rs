@@ -102,6 +102,21 @@ pub fn cases() -> Vec<Case> {
             ));
         }
     }
+    // Five dimensions (ggmlR's): b broadcast along the fifth too.
+    for (name, build, _, f) in OPS {
+        let (ne, nr) = ([3i64, 2, 1, 2, 3], [2i64, 1, 3, 1, 2]);
+        let a_ne: Vec<i64> = (0..5).map(|d| ne[d] * nr[d]).collect();
+        out.push(Case::new(
+            name,
+            Vars::new()
+                .ty("type", Type::F32)
+                .list("ne", &ne)
+                .list("nr", &nr),
+            vec![Input::new(Type::F32, &a_ne), b_input(name, Type::F32, &ne)],
+            move |ctx, x| build(ctx, &x[0], &x[1]),
+            move |x| broadcast(&x[0], &x[1], f),
+        ));
+    }
     for ty in [Type::F32, Type::F16, Type::BF16] {
         for (ne, v) in [
             ([10, 5, 4, 3], false),

@@ -94,5 +94,46 @@ pub fn cases() -> Vec<Case> {
             out.push(case(ta, Type::F32, 16, 8, 64, [2, 3], [1, 1], per));
         }
     }
+    // Padded views (rows longer than K, planes longer than M, at an offset: GGML's k_v).
+    for ta in [Type::F32, Type::F16, Type::Q8_0] {
+        let (m, n, k) = (9i64, 5i64, 64i64);
+        out.push(
+            Case::new(
+                "MUL_MAT",
+                Vars::new()
+                    .ty("type_a", ta)
+                    .ty("type_b", Type::F32)
+                    .val("m", m)
+                    .val("n", n)
+                    .val("k", k)
+                    .flag("v", true),
+                vec![
+                    Input::new(ta, &[k, m, 2, 1]).layout(Layout::Padded),
+                    Input::new(Type::F32, &[k, n, 2, 3]).layout(Layout::Padded),
+                ],
+                |ctx, x| ctx.mul_mat(&x[0], &x[1]),
+                |x| mul_mat(&x[0], &x[1]),
+            )
+            .metric(Metric::Nmse(NMSE_MATMUL)),
+        );
+    }
+    // Five dimensions (ggmlR's): the weights broadcast over b's fifth dimension too.
+    out.push(
+        Case::new(
+            "MUL_MAT",
+            Vars::new()
+                .ty("type_a", Type::F32)
+                .ty("type_b", Type::F32)
+                .list("ne_a", &[8, 3, 2, 1, 2])
+                .list("ne_b", &[8, 4, 2, 3, 4]),
+            vec![
+                Input::new(Type::F32, &[8, 3, 2, 1, 2]),
+                Input::new(Type::F32, &[8, 4, 2, 3, 4]),
+            ],
+            |ctx, x| ctx.mul_mat(&x[0], &x[1]),
+            |x| mul_mat(&x[0], &x[1]),
+        )
+        .metric(Metric::Nmse(NMSE_MATMUL)),
+    );
     out
 }

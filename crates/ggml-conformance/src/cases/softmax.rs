@@ -82,6 +82,25 @@ pub fn cases() -> Vec<Case> {
             .metric(metric),
         );
     }
+    // Five dimensions: the mask broadcast over dimensions 2 to 4, ALiBi over dimension 2.
+    let ne = [6i64, 3, 4, 2, 3];
+    out.push(
+        Case::new(
+            "SOFT_MAX",
+            Vars::new()
+                .ty("type", Type::F32)
+                .list("ne", &ne)
+                .list("ne_mask", &[6, 3, 2, 1, 3])
+                .float("max_bias", 8.0),
+            vec![
+                Input::new(Type::F32, &ne),
+                Input::new(Type::F32, &[6, 3, 2, 1, 3]),
+            ],
+            |ctx, x| ctx.soft_max_ext(&x[0], Some(&x[1]), 0.5, 8.0),
+            |x| soft_max(&x[0], Some(&x[1]), 0.5, 8.0),
+        )
+        .metric(metric),
+    );
     // Plain, on a padded view, and in place.
     for (v, inplace) in [(false, false), (true, false), (false, true)] {
         let ne = [31i64, 4, 3, 1];

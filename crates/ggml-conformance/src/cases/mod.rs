@@ -11,6 +11,7 @@ pub mod reduce;
 pub mod rows;
 pub mod softmax;
 pub mod unary;
+pub mod view;
 
 /// A family: its name and the function listing its cases.
 pub type Family = (&'static str, fn() -> Vec<Case>);
@@ -25,6 +26,7 @@ pub const FAMILIES: &[Family] = &[
     ("matmul", matmul::cases),
     ("rows", rows::cases),
     ("copy", copy::cases),
+    ("view", view::cases),
 ];
 
 /// Every case of every family, in family order.

@@ -220,6 +220,7 @@ impl Target {
             outputs.push(read_tensor(t).map_err(|e| fail(format!("reading output {k}: {e}")))?);
         }
         check_guards(&guards).map_err(fail)?;
+        check_inputs(&inst).map_err(fail)?;
         Ok(Computed {
             layouts: inst
                 .outputs
@@ -315,6 +316,25 @@ fn check_guards(guards: &[Guard]) -> Result<(), String> {
             return Err(format!(
                 "out-of-bounds write: guard {after} changed at byte {i}"
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks that the graph left every input it does not compute into (in place, or through a
+/// copy into a view of it) byte for byte as it was written.
+fn check_inputs(inst: &Instance) -> Result<(), String> {
+    let tensors = inst.ctx.tensors();
+    for (k, (base, bytes)) in inst.bases.iter().enumerate() {
+        let written = tensors
+            .iter()
+            .any(|t| !t.op().is_empty() && t.view_src().is_some_and(|v| v.id() == base.id()));
+        if written {
+            continue;
+        }
+        let now = base.to_bytes().map_err(|e| e.to_string())?;
+        if let Some(i) = now.iter().zip(bytes).position(|(a, b)| a != b) {
+            return Err(format!("input {k} was changed by the graph (byte {i})"));
         }
     }
     Ok(())

@@ -173,3 +173,25 @@ fn cases_and_targets_are_send_and_sync() {
     check::<ggml_conformance::CaseResult>();
     check::<ggml_conformance::fixture::Fixture>();
 }
+
+#[test]
+fn inputs_the_graph_computes_into_are_not_flagged() {
+    // CPY into input 1 and NEG in place change an input, as the graph says they do.
+    let into_input = Case::new(
+        "CPY",
+        Vars::new(),
+        vec![Input::new(Type::F32, &[4]), Input::new(Type::F32, &[4])],
+        |ctx, x| ctx.cpy(&x[0], &x[1]),
+        |x| x[0].clone(),
+    );
+    let r = cpu().run(&into_input, DEFAULT_SEED);
+    assert_eq!(r.status, Status::Pass, "{r}");
+    let inplace = Case::new(
+        "NEG",
+        Vars::new(),
+        vec![Input::new(Type::F32, &[4])],
+        |ctx, x| ctx.neg_inplace(&x[0]),
+        |x| Host::from_fn(x[0].ne, |i| -x[0].at(i)),
+    );
+    assert_eq!(cpu().run(&inplace, DEFAULT_SEED).status, Status::Pass);
+}

@@ -445,4 +445,27 @@ mod tests {
             "out-of-bounds write: guard after tensor 0 changed at byte 7"
         );
     }
+
+    #[test]
+    fn an_input_changed_behind_the_graph_is_caught() {
+        let cpu = backend::dev_by_type(ggml::DeviceType::Cpu).unwrap();
+        let target = Target::new(cpu).unwrap();
+        let case = Case::new(
+            "NEG",
+            Vars::new(),
+            vec![Input::new(Type::F32, &[4])],
+            |ctx, x| ctx.neg(&x[0]),
+            |x| x[0].clone(),
+        );
+        let inst = instantiate(&case, 1).unwrap();
+        let _buffers = target.allocate(&inst).unwrap();
+        let (base, bytes) = &inst.bases[0];
+        base.set_bytes(bytes, 0).unwrap();
+        check_inputs(&inst).unwrap();
+        base.set_bytes(&[bytes[5] ^ 1], 5).unwrap();
+        assert_eq!(
+            check_inputs(&inst).unwrap_err(),
+            "input 0 was changed by the graph (byte 5)"
+        );
+    }
 }

@@ -50,6 +50,14 @@ fn layout_copies(
     out
 }
 
+/// GGML's first three CPY vars: `type_src=…,type_dst=…,ne_src=[…]`.
+fn cpy_vars(src: Type, dst: Type, ne: &[i64]) -> Vars {
+    Vars::new()
+        .ty("type_src", src)
+        .ty("type_dst", dst)
+        .list("ne_src", ne)
+}
+
 /// The copy cases.
 pub fn cases() -> Vec<Case> {
     let mut out = Vec::new();
@@ -81,11 +89,7 @@ pub fn cases() -> Vec<Case> {
                 out.push(
                     Case::new(
                         "CPY",
-                        Vars::new()
-                            .ty("type_src", src)
-                            .ty("type_dst", dst)
-                            .list("ne_src", &ne)
-                            .list("permute_src", &permute),
+                        cpy_vars(src, dst, &ne).list("permute_src", &permute),
                         vec![Input::new(src, &ne).uniform(-150.0, 150.0).layout(layout)],
                         move |ctx, x| ctx.cpy(&x[0], &ctx.new_tensor(dst, &ne)?),
                         |x| x[0].clone(),
@@ -109,11 +113,7 @@ pub fn cases() -> Vec<Case> {
         out.push(
             Case::new(
                 "CPY",
-                Vars::new()
-                    .ty("type_src", src)
-                    .ty("type_dst", dst)
-                    .list("ne_src", &ne)
-                    .list("permute_dst", &p),
+                cpy_vars(src, dst, &ne).list("permute_dst", &p),
                 vec![Input::new(src, &ne).uniform(-150.0, 150.0)],
                 move |ctx, x| {
                     let d = ctx.new_tensor(dst, &dst_ne)?;
@@ -134,11 +134,7 @@ pub fn cases() -> Vec<Case> {
         out.push(
             Case::new(
                 "CPY",
-                Vars::new()
-                    .ty("type_src", src)
-                    .ty("type_dst", dst)
-                    .list("ne_src", &ne)
-                    .val("cast", 1),
+                cpy_vars(src, dst, &ne).val("cast", 1),
                 vec![Input::new(src, &ne).layout(Layout::Transposed)],
                 move |ctx, x| ctx.cast(&x[0], dst),
                 |x| x[0].clone(),
@@ -152,10 +148,7 @@ pub fn cases() -> Vec<Case> {
         out.push(
             Case::new(
                 "CPY",
-                Vars::new()
-                    .ty("type_src", src)
-                    .ty("type_dst", Type::F32)
-                    .list("ne_src", &ne),
+                cpy_vars(src, Type::F32, &ne),
                 vec![Input::new(src, &ne)],
                 move |ctx, x| ctx.cpy(&x[0], &ctx.new_tensor(Type::F32, &ne)?),
                 |x| x[0].clone(),

@@ -72,7 +72,8 @@
 //!   returns the expected outputs in f64 — plain loops over indices, no cleverness, nothing from
 //!   the library; the runner rounds them to the output type;
 //! - the name must be unique in the suite (the fixtures find cases by name), and inputs depend
-//!   only on the base seed and the name, so renaming a case changes its inputs;
+//!   only on the base seed and the name, so renaming a case changes its inputs; a unit test
+//!   (`cases::tests`) checks uniqueness and that each graph computes the op its case names;
 //! - set the metric with [`Case::metric`] when GGML's test sets another threshold;
 //! - keep the family fast (a few seconds on 2 cores in release) and check
 //!   `ggml test-ops -o NAME` passes on the CPU.

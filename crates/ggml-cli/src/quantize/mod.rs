@@ -376,10 +376,10 @@ fn log_line(i: usize, n: usize, p: &Planned) -> String {
     let shape: Vec<String> = info.shape().iter().map(i64::to_string).collect();
     let width = n.to_string().len();
     let mut line = format!(
-        "[{:>width$}/{n}] {:<36} [{}] {:>7}",
+        "[{:>width$}/{n}] {:<36} {:<16} {:>7}",
         i + 1,
         info.name(),
-        shape.join(", "),
+        format!("[{}]", shape.join(", ")),
         info.ty().name()
     );
     if p.converts() {

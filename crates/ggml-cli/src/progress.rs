@@ -57,16 +57,21 @@ impl Progress {
     pub fn println(&mut self, line: &str) {
         self.clear();
         eprintln!("{line}");
-        // Redraw at the next advance.
-        self.last_draw = None;
     }
 
-    /// Erases the report; call before the command's last output.
+    /// Erases the report (the next [`Progress::advance`] draws it again); call before
+    /// printing to a stdout that may share the terminal, and before the command's last output.
     pub fn clear(&mut self) {
         if self.shown {
             eprint!("\r\x1b[2K");
             self.shown = false;
         }
+        self.last_draw = None;
+    }
+
+    /// Whether the report is drawn at all (stderr is a terminal).
+    pub fn is_live(&self) -> bool {
+        self.tty
     }
 }
 

@@ -151,6 +151,15 @@ fn bad_options_are_usage_errors() {
         (&["bench", "-t", "x"][..], "got \"x\""),
         (&["bench", "-o"][..], "-o needs a value"),
         (&["bench", "--slow"][..], "unknown argument \"--slow\""),
+        (
+            &["bench", "-o", "MUL_MAT(type_a=q4_K)"][..],
+            "-o/-p select no case",
+        ),
+        (
+            &["bench", "--quick", "-o", "ADD", "-p", "type_a=q4_K"][..],
+            "select no case of --quick",
+        ),
+        (&["bench", "-p", ""][..], "-p needs a non-empty pattern"),
     ] {
         let (code, out, err) = ggml(args);
         assert_eq!(code, Some(2), "{args:?}: {err}");
@@ -165,4 +174,31 @@ fn device_names_are_accepted() {
     let (code, out, err) = ggml(&["bench", "--quick", "-b", "CPU", "-o", "SUM_ROWS"]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.lines().any(|l| l.starts_with("  SUM_ROWS(")), "{out}");
+}
+
+#[test]
+fn op_names_ignore_case_and_params_select_cases() {
+    let (code, out, err) = ggml(&[
+        "bench",
+        "--quick",
+        "--ops",
+        "mul_mat",
+        "--params",
+        "TYPE_A=Q4_0",
+        "--threads",
+        "1",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let names: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("  ")?.split_once("): ").map(|(n, _)| n))
+        .collect();
+    assert!(!names.is_empty(), "{out}");
+    assert!(
+        names.iter().all(|n| n.starts_with("MUL_MAT(type_a=q4_0,")),
+        "{out}"
+    );
+    assert!(out.contains(", 1 threads"), "{out}");
+    // Not a terminal: no progress line on stderr.
+    assert!(err.is_empty(), "{err}");
 }

@@ -141,7 +141,11 @@ fn inspect_decodes_llama_cpp_enums() {
     let path = dir.join("enums.gguf");
     w.write_to_file(&path).unwrap();
 
-    let text = stdout(&ggml(&["gguf".as_ref(), "inspect".as_ref(), path.as_os_str()]));
+    let text = stdout(&ggml(&[
+        "gguf".as_ref(),
+        "inspect".as_ref(),
+        path.as_os_str(),
+    ]));
     for needle in [
         "= 15  (Q4_K - Medium)",
         "= 1  (mean)",
@@ -174,7 +178,10 @@ fn inspect_decodes_llama_cpp_enums() {
     let o = ggml(&["gguf".as_ref(), "inspect".as_ref(), dir.as_os_str()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1));
-    assert!(err.contains("is a directory; give the path of a .gguf file"), "{err}");
+    assert!(
+        err.contains("is a directory; give the path of a .gguf file"),
+        "{err}"
+    );
     let missing = dir.join("missing.gguf");
     let o = ggml(&["gguf".as_ref(), "inspect".as_ref(), missing.as_os_str()]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("missing.gguf: no such file"));

@@ -28,6 +28,7 @@ pub mod gguf;
 pub mod graph;
 pub mod ops;
 pub mod quants;
+pub mod sizing;
 pub mod tensor;
 pub mod types;
 
@@ -37,9 +38,10 @@ pub use backend::{
     GraphPlan, Pending, Registry,
 };
 pub use context::{tensor_overhead, Context};
-pub use error::{Error, Result, Status};
+pub use error::{Error, ErrorKind, Result, Status};
 pub use graph::{graph_overhead, graph_overhead_custom, Graph};
 pub use ops::{Op, UnaryOp};
 pub use quants::{quantize_chunk, quantize_requires_imatrix};
+pub use sizing::ContextSize;
 pub use tensor::{Tensor, MAX_DIMS};
 pub use types::{bf16, f16, Type, QK_K};

@@ -34,12 +34,15 @@ THREADS = "2"
 
 
 def llama_quantize_path():
+    """The llama-quantize binary named by the READY file (`bin=DIR` and `lib=DIR` lines)."""
     ready = os.path.expanduser("~/.cache/ggml-rs/llama-cpp-READY")
     with open(ready) as f:
-        bin_dir = f.read().strip()
-    path = os.path.join(bin_dir, "llama-quantize")
+        dirs = dict(line.strip().split("=", 1) for line in f if "=" in line)
+    path = os.path.join(dirs["bin"], "llama-quantize")
     if not os.path.exists(path):
         sys.exit(f"{path} does not exist (from {ready})")
+    if "lib" in dirs:
+        os.environ["LD_LIBRARY_PATH"] = dirs["lib"] + os.pathsep + os.environ.get("LD_LIBRARY_PATH", "")
     return path
 
 

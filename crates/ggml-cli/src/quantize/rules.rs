@@ -792,7 +792,7 @@ mod tests {
         let names = names(32, false);
         let p = plan(&m, &options(Ftype::Q4_K_M), false, &names, 4096);
         // use_more_bits(i, 32): i < 4, i >= 28, or (i - 4) % 3 == 2.
-        let more = |i: i64| i < 4 || i >= 28 || (i - 4) % 3 == 2;
+        let more = |i: i64| !(4..28).contains(&i) || (i - 4) % 3 == 2;
         for l in 0..32 {
             let want = if more(l) { T::Q6_K } else { T::Q4_K };
             assert_eq!(

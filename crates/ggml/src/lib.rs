@@ -19,22 +19,18 @@
 //! ```
 #![warn(missing_docs)]
 
-#[doc = include_str!("doc/alloc.md")]
 pub mod alloc;
-#[doc = include_str!("doc/backend.md")]
 pub mod backend;
 #[doc = include_str!("doc/context.md")]
 pub mod context;
 mod cpu;
 #[doc = include_str!("doc/error.md")]
 pub mod error;
-#[doc = include_str!("doc/gguf.md")]
 pub mod gguf;
 #[doc = include_str!("doc/graph.md")]
 pub mod graph;
 #[doc = include_str!("doc/ops.md")]
 pub mod ops;
-#[doc = include_str!("doc/quants.md")]
 pub mod quants;
 pub mod sizing;
 #[doc = include_str!("doc/tensor.md")]

@@ -1,3 +1,4 @@
+#![doc = include_str!("../doc/alloc.md")]
 //! Placing tensors in buffers: one tensor at an offset ([`tensor_alloc`]), all of a context
 //! ([`alloc_ctx_tensors`]), and a graph's intermediate results with memory reuse
 //! ([`Gallocr`]).

@@ -3,7 +3,8 @@
 
 For the Gemma 3 270M model (Q4_K_M, from PyPI) and an F32 model made from it (every
 quantizable tensor dequantized by `ggml gguf quantize … F32`), both tools quantize to each mix
-below, with the same options and importance matrix, and the outputs are compared: the whole
+of MIXES, and the Q4_K_M model to each mix and options of MORE, with the same options and
+importance matrix, and the outputs are compared: the whole
 files, the metadata (keys, types, values, order) and every tensor (name, type, shape, offset,
 bytes). The Q4_K_M source needs `--allow-requantize` in both tools. IQ4_XS uses an importance
 matrix; a deterministic one is written here (GGUF format with llama.cpp's metadata, one entry
@@ -30,6 +31,21 @@ import gguf
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GGML = os.path.join(ROOT, "target", "release", "ggml")
 MIXES = [("Q4_K_M", False), ("Q5_K_M", False), ("Q3_K_S", False), ("Q6_K", False), ("IQ4_XS", True)]
+# More mixes and options, from the Q4_K_M source only: (mix, imatrix, extra options).
+MORE = [
+    ("Q3_K_M", False, []),
+    ("Q3_K_L", False, []),
+    ("Q4_K_S", False, []),
+    ("Q5_K_S", False, []),
+    ("Q2_K", False, []),
+    ("Q8_0", False, []),
+    ("F16", False, []),
+    ("COPY", False, []),
+    ("IQ3_M", True, []),
+    ("IQ2_M", True, []),
+    ("Q4_K_M", False, ["--pure"]),
+    ("Q4_K_M", False, ["--output-tensor-type", "q8_0", "--token-embedding-type", "q4_0"]),
+]
 THREADS = "2"
 
 
@@ -130,10 +146,12 @@ def run(cmd):
 
 
 def type_counts(path):
+    """The tensor types of a file, counted, and the number of tensors."""
     counts = {}
-    for t in gguf.GGUFReader(path).tensors:
+    tensors = gguf.GGUFReader(path).tensors
+    for t in tensors:
         counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
-    return ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    return ", ".join(f"{v} {k}" for k, v in sorted(counts.items())), len(tensors)
 
 
 def main():
@@ -159,23 +177,27 @@ def main():
     lines.append(f"F32 from Q4_K_M: {'identical' if not diffs else 'DIFFERENT: ' + '; '.join(diffs[:5])}")
 
     failures = 0 if not diffs else 1
-    for source_name, source, flags in [("Q4_K_M", model, ["--allow-requantize"]), ("F32", f32, [])]:
-        for mix, needs_imatrix in MIXES:
-            extra = flags + (["--imatrix", imatrix] if needs_imatrix else [])
-            ours = os.path.join(work, f"ours-{source_name}-{mix}.gguf")
-            theirs = os.path.join(work, f"llama-{source_name}-{mix}.gguf")
-            t_ours, _ = run([GGML, "gguf", "quantize", "-t", THREADS, *extra, source, ours, mix])
-            t_theirs, _ = run([llama_quantize, *extra, source, theirs, mix, THREADS])
-            diffs = compare(ours, theirs)
-            failures += bool(diffs)
-            n = len(gguf.GGUFReader(ours).tensors)
-            verdict = "file byte-identical" if not diffs else "DIFFERENT: " + "; ".join(diffs[:8])
-            lines.append(
-                f"{source_name} -> {mix}{' (imatrix)' if needs_imatrix else ''}: {verdict}; "
-                f"{n} tensors [{type_counts(ours)}]; ggml {t_ours:.1f}s, llama-quantize {t_theirs:.1f}s"
-            )
-            os.remove(ours)
-            os.remove(theirs)
+    runs = [("Q4_K_M", model, ["--allow-requantize"], mix, im, []) for mix, im in MIXES]
+    runs += [("F32", f32, [], mix, im, []) for mix, im in MIXES]
+    runs += [("Q4_K_M", model, ["--allow-requantize"], mix, im, more) for mix, im, more in MORE]
+    for source_name, source, flags, mix, needs_imatrix, more in runs:
+        extra = flags + more + (["--imatrix", imatrix] if needs_imatrix else [])
+        ours = os.path.join(work, f"ours-{source_name}-{mix}.gguf")
+        theirs = os.path.join(work, f"llama-{source_name}-{mix}.gguf")
+        t_ours, _ = run([GGML, "gguf", "quantize", "-t", THREADS, *extra, source, ours, mix])
+        t_theirs, _ = run([llama_quantize, *extra, source, theirs, mix, THREADS])
+        diffs = compare(ours, theirs)
+        failures += bool(diffs)
+        counts, n = type_counts(ours)
+        verdict = "file byte-identical" if not diffs else "DIFFERENT: " + "; ".join(diffs[:8])
+        options = " ".join(more + (["imatrix"] if needs_imatrix else []))
+        lines.append(
+            f"{source_name} -> {mix}{f' ({options})' if options else ''}: {verdict}; "
+            f"{n} tensors [{counts}]; ggml {t_ours:.1f}s, llama-quantize {t_theirs:.1f}s"
+        )
+        print(lines[-1], flush=True)
+        os.remove(ours)
+        os.remove(theirs)
     text = "\n".join(lines) + "\n"
     print(text, end="")
     with open(os.path.join(ROOT, "tools", "llama_quantize", "results.txt"), "w") as f:

@@ -42,7 +42,8 @@ pub fn tensor_alloc(buffer: &Buffer, t: &Tensor, offset: usize) -> Result<()> {
     {
         return Err(Error::AllocFailed(format!(
             "tensor_alloc: tensor {:?} needs {size} bytes at offset {offset}, past the end of \
-             buffer {} of {} bytes",
+             buffer {} of {} bytes (size a buffer with its type's get_alloc_size per tensor, or \
+             let alloc_ctx_tensors size it)",
             t.name(),
             buffer.name(),
             buffer.get_size()

@@ -12,11 +12,11 @@ use crate::json;
 use crate::CliError;
 
 const USAGE: &str = "usage: ggml gguf inspect FILE [--json]
-       ggml gguf quantize IN OUT TYPE [--imatrix FILE] [--threads N]
+       ggml gguf quantize [OPTIONS] IN OUT TYPE
 
-  inspect FILE     print the header, metadata and tensors of a GGUF file
+  inspect FILE     print the header, metadata (llama.cpp's enums decoded) and tensors
     --json         print everything as one JSON object, arrays complete
-  quantize         write OUT, a copy of IN with its weight matrices quantized to TYPE";
+  quantize         write OUT, IN quantized as llama-quantize does (ggml gguf quantize --help)";
 
 /// Array elements shown in text output before eliding the rest.
 const TEXT_ARRAY_ITEMS: usize = 8;

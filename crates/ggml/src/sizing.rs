@@ -190,7 +190,7 @@ mod tests {
         assert_eq!(e.kind(), crate::ErrorKind::AllocFailed);
 
         let meta = Context::for_metadata(2, 16).unwrap();
-        assert_eq!(meta.get_no_alloc(), true);
+        assert!(meta.get_no_alloc());
         let x = meta.new_tensor_1d(Type::F32, 1 << 20).unwrap();
         let y = meta.relu(&x).unwrap();
         meta.new_graph_custom(16, false)

@@ -19,6 +19,7 @@ The summary goes to stdout and to tools/llama_quantize/results.txt.
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -202,6 +203,7 @@ def main():
     print(text, end="")
     with open(os.path.join(ROOT, "tools", "llama_quantize", "results.txt"), "w") as f:
         f.write(text)
+    shutil.rmtree(work)
     sys.exit(1 if failures else 0)
 
 

@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ggml::gguf::{Array, GgufFile, GgufString, Value};
 
@@ -11,11 +11,11 @@ use crate::json;
 use crate::CliError;
 
 const USAGE: &str = "usage: ggml gguf inspect FILE [--json]
-       ggml gguf quantize IN OUT TYPE [--imatrix FILE] [--threads N]
+       ggml gguf quantize [OPTIONS] IN OUT TYPE
 
-  inspect FILE     print the header, metadata and tensors of a GGUF file
+  inspect FILE     print the header, metadata (llama.cpp's enums decoded) and tensors
     --json         print everything as one JSON object, arrays complete
-  quantize         write OUT, a copy of IN with its weight matrices quantized to TYPE";
+  quantize         write OUT, IN quantized as llama-quantize does (ggml gguf quantize --help)";
 
 /// Array elements shown in text output before eliding the rest.
 const TEXT_ARRAY_ITEMS: usize = 8;
@@ -62,7 +62,7 @@ fn inspect(args: &[OsString]) -> Result<(), CliError> {
         }
     }
     let file = file.ok_or_else(|| CliError::Usage(format!("inspect needs a FILE\n\n{USAGE}")))?;
-    let f = GgufFile::open(&file).map_err(|e| CliError::Failed(e.to_string()))?;
+    let f = open(&file)?;
     let name = file.to_string_lossy();
     let out = if json {
         render_json(&f, &name)
@@ -70,6 +70,98 @@ fn inspect(args: &[OsString]) -> Result<(), CliError> {
         render_text(&f, &name)
     };
     crate::write_stdout(&out)
+}
+
+/// Opens a GGUF file; a path that is a directory, missing or unreadable gets an error that
+/// says which, rather than the system's bare message.
+pub fn open(path: &Path) -> Result<GgufFile, CliError> {
+    let failed = |m: String| Err(CliError::Failed(m));
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {
+            return failed(format!(
+                "{} is a directory; give the path of a .gguf file in it",
+                path.display()
+            ))
+        }
+        Ok(m) if !m.is_file() => {
+            return failed(format!(
+                "{} is not a regular file (a device, socket or pipe)",
+                path.display()
+            ))
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return failed(format!("{}: no such file", path.display()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return failed(format!("{}: permission denied", path.display()))
+        }
+        Err(e) => return failed(format!("{}: {e}", path.display())),
+    }
+    // The library's errors name the path.
+    GgufFile::open(path).map_err(|e| CliError::Failed(e.to_string()))
+}
+
+// ---- enums ----
+
+/// llama.cpp's names for the values of `{arch}.pooling_type` (from -1).
+const POOLING: [&str; 6] = ["unspecified", "none", "mean", "cls", "last", "rank"];
+/// llama.cpp's names for the values of `{arch}.expert_gating_func`.
+const GATING: [&str; 5] = [
+    "none",
+    "softmax",
+    "sigmoid",
+    "softmax_weight",
+    "sqrt_softplus",
+];
+/// llama.cpp's names for the values of `tokenizer.ggml.token_type`.
+const TOKEN_TYPES: [&str; 7] = [
+    "undefined",
+    "normal",
+    "unknown",
+    "control",
+    "user_defined",
+    "unused",
+    "byte",
+];
+
+/// What a metadata value means, for the keys whose values are llama.cpp enums: the file type,
+/// the pooling and expert gating kinds, and the token types (counted by kind).
+fn decode(key: &str, v: &Value) -> Option<String> {
+    let name = |names: &[&str], offset: i128| {
+        let i = v.as_integer()?;
+        let n = usize::try_from(i + offset).ok().and_then(|i| names.get(i));
+        Some(n.map_or_else(|| "unknown".to_string(), |n| n.to_string()))
+    };
+    if key == "general.file_type" {
+        return v.as_integer().map(crate::quantize::describe_file_type);
+    }
+    if key.ends_with(".pooling_type") {
+        return name(&POOLING, 1);
+    }
+    if key.ends_with(".expert_gating_func") {
+        return name(&GATING, 0);
+    }
+    if key == "tokenizer.ggml.token_type" {
+        let Value::Array(a) = v else { return None };
+        let mut counts = [0usize; TOKEN_TYPES.len() + 1];
+        for i in 0..a.len() {
+            let t = a.get(i).and_then(|t| t.as_integer());
+            let slot = t
+                .and_then(|t| usize::try_from(t).ok())
+                .filter(|&t| t < TOKEN_TYPES.len())
+                .unwrap_or(TOKEN_TYPES.len());
+            counts[slot] += 1;
+        }
+        let parts: Vec<String> = counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, c)| format!("{c} {}", TOKEN_TYPES.get(i).unwrap_or(&"unknown type")))
+            .collect();
+        return Some(parts.join(", "));
+    }
+    None
 }
 
 // ---- text ----
@@ -95,7 +187,8 @@ fn render_text(f: &GgufFile, name: &str) -> String {
             Value::Array(a) => format!("arr[{}; {}]", a.elem_type(), a.len()),
             v => v.value_type().name().to_string(),
         };
-        let _ = writeln!(s, "  {k:<width$}  {ty:<14} = {}", text_value(v));
+        let decoded = decode(k, v).map_or(String::new(), |d| format!("  ({d})"));
+        let _ = writeln!(s, "  {k:<width$}  {ty:<14} = {}{decoded}", text_value(v));
     }
 
     let _ = writeln!(s, "\ntensors:");
@@ -213,6 +306,10 @@ fn render_json(f: &GgufFile, name: &str) -> String {
         json::string(s, v.value_type().name());
         json::key(s, "value", false);
         json_value(s, v);
+        if let Some(d) = decode(k, v) {
+            json::key(s, "decoded", false);
+            json::string(s, &d);
+        }
         s.push('}');
     });
     json::key(&mut s, "tensors", false);

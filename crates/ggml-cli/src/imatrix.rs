@@ -11,10 +11,28 @@ use std::path::Path;
 
 use ggml::gguf::GgufFile;
 
-/// Importance weights by weight-tensor name.
-pub type Imatrix = HashMap<String, Vec<f32>>;
+/// An importance matrix: per-tensor f32 weights over a row (one row per expert for MoE
+/// tensors), and the facts about its making that llama-quantize records in its output.
+#[derive(Debug, Default, PartialEq)]
+pub struct Imatrix {
+    /// Importance weights by weight-tensor name.
+    pub entries: HashMap<String, Vec<f32>>,
+    /// The datasets it was computed on (`imatrix.datasets`; the legacy format has at most one).
+    pub datasets: Vec<String>,
+    /// How many chunks of text it was computed on (`imatrix.chunk_count`); 0 when unknown.
+    pub chunk_count: u32,
+}
 
-/// Reads an imatrix file in either format.
+impl Imatrix {
+    /// The entry for the tensor named `name`.
+    pub fn get(&self, name: &str) -> Option<&[f32]> {
+        self.entries.get(name).map(Vec::as_slice)
+    }
+}
+
+/// Reads an imatrix file in either format. As llama-quantize, a GGUF one must carry its
+/// metadata (`imatrix.datasets`, `imatrix.chunk_count`, `imatrix.chunk_size`), and no value may
+/// be infinite or NaN.
 pub fn load(path: &Path) -> Result<Imatrix, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("imatrix {}: {e}", path.display()))?;
     let imatrix = if bytes.starts_with(b"GGUF") {
@@ -22,39 +40,79 @@ pub fn load(path: &Path) -> Result<Imatrix, String> {
     } else {
         from_legacy(&bytes)
     };
-    imatrix.map_err(|e| format!("imatrix {}: {e}", path.display()))
+    let imatrix = imatrix.map_err(|e| format!("imatrix {}: {e}", path.display()))?;
+    for (name, values) in &imatrix.entries {
+        if let Some(bad) = values.iter().find(|v| !v.is_finite()) {
+            return Err(format!(
+                "imatrix {}: entry {name} holds the non-finite value {bad}",
+                path.display()
+            ));
+        }
+    }
+    Ok(imatrix)
 }
 
 fn from_gguf(bytes: Vec<u8>) -> Result<Imatrix, String> {
     let f = GgufFile::from_vec(bytes).map_err(|e| e.to_string())?;
-    let mut out = Imatrix::new();
+    for key in [
+        "imatrix.datasets",
+        "imatrix.chunk_count",
+        "imatrix.chunk_size",
+    ] {
+        if f.get(key).is_none() {
+            return Err(format!(
+                "gguf key {key:?} is missing (llama.cpp's imatrix files have it)"
+            ));
+        }
+    }
+    let datasets = f
+        .get("imatrix.datasets")
+        .and_then(|v| v.as_array())
+        .and_then(|a| a.as_string_slice())
+        .map(|s| s.iter().map(|g| g.to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    let chunk_count = f
+        .get_val_u32("imatrix.chunk_count")
+        .map_err(|e| e.to_string())?;
+    let mut entries = HashMap::new();
     for name in f.tensor_names() {
         let Some(weight) = name.strip_suffix(".in_sum2") else {
             continue;
         };
-        let sums = f.tensor_data_f32(name).map_err(|e| e.to_string())?;
         let counts_name = format!("{weight}.counts");
+        let sums = f.tensor_data_f32(name).map_err(|e| e.to_string())?;
         let counts = f
             .tensor_data_f32(&counts_name)
             .map_err(|e| format!("{counts_name}: {e}"))?;
-        let count = counts.first().copied().unwrap_or(0.0);
-        if count <= 0.0 {
-            return Err(format!("{counts_name}: count {count} is not positive"));
+        // One count per row of sums (per expert); counts are whole numbers stored as f32.
+        if counts.is_empty() || sums.len() % counts.len() != 0 {
+            return Err(format!(
+                "{counts_name} has {} values, which do not divide the {} sums of {name}",
+                counts.len(),
+                sums.len()
+            ));
         }
-        // Sums may cover several experts (rows of in_sum2); keep the first row's width when
-        // counts has one value, else divide row by row.
-        let width = sums.len() / counts.len().max(1);
+        let width = sums.len() / counts.len();
         let values = sums
-            .iter()
-            .enumerate()
-            .map(|(i, s)| s / counts.get(i / width.max(1)).copied().unwrap_or(count))
+            .chunks(width.max(1))
+            .zip(&counts)
+            .flat_map(|(row, &count)| {
+                let count = count.round();
+                // A row no activation reached gets weight 1 everywhere, as in llama-quantize.
+                row.iter()
+                    .map(move |s| if count > 0.0 { s / count } else { 1.0 })
+            })
             .collect();
-        out.insert(weight.to_string(), values);
+        entries.insert(weight.to_string(), values);
     }
-    if out.is_empty() {
+    if entries.is_empty() {
         return Err("no `*.in_sum2` tensors: not an imatrix file".into());
     }
-    Ok(out)
+    Ok(Imatrix {
+        entries,
+        datasets,
+        chunk_count,
+    })
 }
 
 /// A little-endian reader over the legacy format that names the byte offset of any failure.
@@ -74,9 +132,15 @@ impl Reader<'_> {
         Ok(b)
     }
 
+    fn i32(&mut self, what: &str) -> Result<i32, String> {
+        Ok(i32::from_le_bytes(
+            self.take(4, what)?.try_into().expect("4 bytes"),
+        ))
+    }
+
     fn count(&mut self, what: &str) -> Result<usize, String> {
         let at = self.pos;
-        let v = i32::from_le_bytes(self.take(4, what)?.try_into().expect("4 bytes"));
+        let v = self.i32(what)?;
         usize::try_from(v).map_err(|_| format!("{what} at byte {at} is negative ({v})"))
     }
 }
@@ -84,7 +148,7 @@ impl Reader<'_> {
 fn from_legacy(bytes: &[u8]) -> Result<Imatrix, String> {
     let mut r = Reader { bytes, pos: 0 };
     let n = r.count("the entry count")?;
-    let mut out = Imatrix::new();
+    let mut entries = HashMap::new();
     for e in 0..n {
         let len = r.count("a name length")?;
         let at = r.pos;
@@ -98,12 +162,27 @@ fn from_legacy(bytes: &[u8]) -> Result<Imatrix, String> {
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")) / div)
             .collect();
-        out.insert(name, values);
+        entries.insert(name, values);
     }
-    if out.is_empty() {
+    if entries.is_empty() {
         return Err("the file holds no entries".into());
     }
-    Ok(out)
+    // Optionally, the chunk count and the dataset's name.
+    let mut imatrix = Imatrix {
+        entries,
+        ..Imatrix::default()
+    };
+    if let Ok(chunks) = r.i32("the chunk count") {
+        imatrix.chunk_count = chunks.max(0) as u32;
+        if let Ok(len) = r.count("the dataset name length") {
+            if let Ok(name) = r.take(len, "the dataset name") {
+                imatrix
+                    .datasets
+                    .push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
+    }
+    Ok(imatrix)
 }
 
 #[cfg(test)]
@@ -127,8 +206,19 @@ mod tests {
     #[test]
     fn legacy_values_are_sums_over_calls() {
         let m = from_legacy(&legacy(&[("a", 4, &[8.0, 2.0]), ("b", 0, &[3.0])])).unwrap();
-        assert_eq!(m["a"], [2.0, 0.5]);
-        assert_eq!(m["b"], [3.0], "zero calls divide by one");
+        assert_eq!(m.get("a").unwrap(), [2.0, 0.5]);
+        assert_eq!(m.get("b").unwrap(), [3.0], "zero calls divide by one");
+        assert_eq!((m.chunk_count, m.datasets.len()), (0, 0));
+        // The optional tail: chunk count and dataset name.
+        let mut b = legacy(&[("a", 1, &[1.0])]);
+        b.extend(7i32.to_le_bytes());
+        b.extend(4i32.to_le_bytes());
+        b.extend(b"wiki");
+        let m = from_legacy(&b).unwrap();
+        assert_eq!(
+            (m.chunk_count, m.datasets.as_slice()),
+            (7, &["wiki".to_string()][..])
+        );
     }
 
     #[test]
@@ -149,27 +239,63 @@ mod tests {
         }
     }
 
+    fn gguf_imatrix(sums: &[f32], counts: &[f32], metadata: bool) -> Vec<u8> {
+        let le = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let mut w = GgufWriter::new();
+        if metadata {
+            w.set(
+                "imatrix.datasets",
+                ggml::gguf::Array::String(vec!["d.txt".into()]),
+            )
+            .unwrap();
+            w.set("imatrix.chunk_count", 3u32).unwrap();
+            w.set("imatrix.chunk_size", 512u32).unwrap();
+        }
+        w.add_tensor("w.in_sum2", Type::F32, &[sums.len() as i64], le(sums))
+            .unwrap();
+        w.add_tensor("w.counts", Type::F32, &[counts.len() as i64], le(counts))
+            .unwrap();
+        w.to_bytes().unwrap()
+    }
+
     #[test]
-    fn gguf_values_are_sums_over_counts_and_need_a_positive_count() {
-        let file = |count: f32| {
-            let mut w = GgufWriter::new();
-            let sums: Vec<u8> = [6.0f32, 3.0].iter().flat_map(|v| v.to_le_bytes()).collect();
-            w.add_tensor("w.in_sum2", Type::F32, &[2], sums).unwrap();
-            w.add_tensor("w.counts", Type::F32, &[1], count.to_le_bytes().to_vec())
-                .unwrap();
-            w.to_bytes().unwrap()
-        };
-        assert_eq!(from_gguf(file(3.0)).unwrap()["w"], [2.0, 1.0]);
-        assert!(from_gguf(file(0.0)).unwrap_err().contains("not positive"));
+    fn gguf_values_are_sums_over_rounded_counts_per_expert() {
+        let m = from_gguf(gguf_imatrix(&[6.0, 3.0], &[2.9], true)).unwrap();
+        assert_eq!(m.get("w").unwrap(), [2.0, 1.0], "counts are rounded to 3");
+        assert_eq!(
+            (m.chunk_count, m.datasets.as_slice()),
+            (3, &["d.txt".to_string()][..])
+        );
+        // Two experts; the second was never reached and gets weight 1.
+        let m = from_gguf(gguf_imatrix(&[4.0, 8.0, 5.0, 7.0], &[4.0, 0.0], true)).unwrap();
+        assert_eq!(m.get("w").unwrap(), [1.0, 2.0, 1.0, 1.0]);
+        assert!(from_gguf(gguf_imatrix(&[1.0, 2.0, 3.0], &[1.0, 1.0], true))
+            .unwrap_err()
+            .contains("do not divide"));
+        assert!(from_gguf(gguf_imatrix(&[1.0], &[1.0], false))
+            .unwrap_err()
+            .contains("imatrix.datasets"));
         let mut no_counts = GgufWriter::new();
+        no_counts
+            .set("imatrix.datasets", ggml::gguf::Array::String(vec![]))
+            .unwrap();
+        no_counts.set("imatrix.chunk_count", 0u32).unwrap();
+        no_counts.set("imatrix.chunk_size", 0u32).unwrap();
         no_counts
             .add_tensor("w.in_sum2", Type::F32, &[1], 1f32.to_le_bytes().to_vec())
             .unwrap();
         assert!(from_gguf(no_counts.to_bytes().unwrap())
             .unwrap_err()
             .contains("w.counts"));
-        assert!(from_gguf(GgufWriter::new().to_bytes().unwrap())
-            .unwrap_err()
-            .contains("in_sum2"));
+    }
+
+    #[test]
+    fn non_finite_values_are_refused() {
+        let dir = std::env::temp_dir().join(format!("ggml-imatrix-nan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("nan.gguf");
+        std::fs::write(&path, gguf_imatrix(&[f32::NAN], &[1.0], true)).unwrap();
+        assert!(load(&path).unwrap_err().contains("non-finite value NaN"));
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -1,10 +1,12 @@
 //! The `ggml` command-line tool: `ggml <command> …`, one module per command.
 
+mod args;
 mod bench;
 mod gguf_cmd;
 mod imatrix;
 mod info;
 mod json;
+mod progress;
 mod quantize;
 mod test_ops;
 mod tokenize;
@@ -16,13 +18,17 @@ const USAGE: &str = "usage: ggml <command> [args]
 
 commands:
   info                         registries and devices: properties, capabilities, features
-  bench [-o OPS] [-b BACKEND] [-t N] [--quick]   time ops as test-backend-ops perf does
+  bench [-o OPS] [-p PATTERN] [-b BACKEND] [-t N] [--quick]
+                               time ops as test-backend-ops perf does
   gguf inspect FILE [--json]   header, metadata and tensors of a GGUF file
-  gguf quantize IN OUT TYPE    a copy of a GGUF file with its weights quantized to TYPE
-       [--imatrix FILE] [--threads N]
+  gguf quantize [OPTIONS] IN OUT TYPE
+                               quantize a model as llama-quantize does (TYPE: Q4_K_M, IQ4_XS, …)
   tokenize MODEL.gguf -p TEXT  the token ids of TEXT [--pieces] [--no-bos] [--no-parse-special]
   test-ops [-o OPS] [-d DEVICE] [-p PATTERN] [-v]   the op conformance suite on every device
-       [--seed N] [--export FILE] [--fixtures FILE] [--list]";
+       [--seed N] [--export FILE] [--fixtures FILE] [--list]
+
+  -V, --version                the version
+  -h, --help                   this text; `ggml COMMAND --help` for a command's";
 
 /// Whether `arg` asks for help (`-h` or `--help`); every command then prints its usage and
 /// succeeds.
@@ -65,6 +71,10 @@ fn main() -> ExitCode {
         Some("test-ops") => test_ops::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
+            Ok(())
+        }
+        Some("-V" | "--version" | "version") => {
+            println!("ggml {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
         Some(other) => Err(CliError::Usage(format!(

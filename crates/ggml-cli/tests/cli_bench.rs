@@ -102,6 +102,13 @@ fn quick_run_prints_one_line_per_case_in_ggml_format() {
         .all(|l| l.contains(",n=") && l.contains(",k=") && l.contains("per=[0,1,2,3]")));
 }
 
+/// The case names of the measured or unsupported lines of `out`.
+fn case_names(out: &str) -> Vec<&str> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("  ")?.split_once("): ").map(|(n, _)| n))
+        .collect()
+}
+
 #[test]
 fn full_case_names_select_one_case() {
     let (code, out, err) = ggml(&[
@@ -111,10 +118,7 @@ fn full_case_names_select_one_case() {
         "ADD(type=f32,ne=[256,1,1,1],nr=[1,1,1,1]),SILU",
     ]);
     assert_eq!(code, Some(0), "{err}");
-    let names: Vec<&str> = out
-        .lines()
-        .filter_map(|l| l.strip_prefix("  ")?.split_once("): ").map(|(n, _)| n))
-        .collect();
+    let names = case_names(&out);
     assert_eq!(
         names.iter().filter(|n| n.starts_with("ADD(")).count(),
         1,
@@ -151,6 +155,15 @@ fn bad_options_are_usage_errors() {
         (&["bench", "-t", "x"][..], "got \"x\""),
         (&["bench", "-o"][..], "-o needs a value"),
         (&["bench", "--slow"][..], "unknown argument \"--slow\""),
+        (
+            &["bench", "-o", "MUL_MAT(type_a=q4_K)"][..],
+            "-o/-p select no case",
+        ),
+        (
+            &["bench", "--quick", "-o", "ADD", "-p", "type_a=q4_K"][..],
+            "select no case of --quick",
+        ),
+        (&["bench", "-p", ""][..], "-p needs a non-empty pattern"),
     ] {
         let (code, out, err) = ggml(args);
         assert_eq!(code, Some(2), "{args:?}: {err}");
@@ -165,4 +178,28 @@ fn device_names_are_accepted() {
     let (code, out, err) = ggml(&["bench", "--quick", "-b", "CPU", "-o", "SUM_ROWS"]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.lines().any(|l| l.starts_with("  SUM_ROWS(")), "{out}");
+}
+
+#[test]
+fn op_names_ignore_case_and_params_select_cases() {
+    let (code, out, err) = ggml(&[
+        "bench",
+        "--quick",
+        "--ops",
+        "mul_mat",
+        "--params",
+        "TYPE_A=Q4_0",
+        "--threads",
+        "1",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let names = case_names(&out);
+    assert!(!names.is_empty(), "{out}");
+    assert!(
+        names.iter().all(|n| n.starts_with("MUL_MAT(type_a=q4_0,")),
+        "{out}"
+    );
+    assert!(out.contains(", 1 threads"), "{out}");
+    // Not a terminal: no progress line on stderr.
+    assert!(err.is_empty(), "{err}");
 }

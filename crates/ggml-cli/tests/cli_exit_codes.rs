@@ -64,3 +64,16 @@ fn failures_exit_1_naming_the_file_once() {
         assert_eq!(err.matches(missing).count(), 1, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn version_is_printed() {
+    for flag in ["--version", "-V", "version"] {
+        let (code, out, err) = ggml(&[flag]);
+        assert_eq!(code, Some(0), "{flag}: {err}");
+        assert_eq!(
+            out,
+            format!("ggml {}\n", env!("CARGO_PKG_VERSION")),
+            "{flag}"
+        );
+    }
+}

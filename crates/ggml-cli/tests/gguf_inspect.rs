@@ -125,3 +125,65 @@ fn errors_and_usage() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn inspect_decodes_llama_cpp_enums() {
+    use ggml::gguf::GgufWriter;
+    let dir = std::env::temp_dir().join(format!("ggml-cli-inspect-enums-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut w = GgufWriter::new();
+    w.set("general.architecture", "bert").unwrap();
+    w.set("general.file_type", 15u32).unwrap();
+    w.set("bert.pooling_type", 1i32).unwrap();
+    w.set("bert.expert_gating_func", 2u32).unwrap();
+    w.set("tokenizer.ggml.token_type", vec![1i32, 1, 3, 6, 6, 6, 9])
+        .unwrap();
+    let path = dir.join("enums.gguf");
+    w.write_to_file(&path).unwrap();
+
+    let text = stdout(&ggml(&[
+        "gguf".as_ref(),
+        "inspect".as_ref(),
+        path.as_os_str(),
+    ]));
+    for needle in [
+        "= 15  (Q4_K - Medium)",
+        "= 1  (mean)",
+        "= 2  (sigmoid)",
+        "(2 normal, 1 control, 3 byte, 1 unknown type)",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    let json = stdout(&ggml(&[
+        "gguf".as_ref(),
+        "inspect".as_ref(),
+        "--json".as_ref(),
+        path.as_os_str(),
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let decoded = |key: &str| {
+        v["metadata"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["key"] == key)
+            .map(|e| e["decoded"].clone())
+            .unwrap()
+    };
+    assert_eq!(decoded("general.file_type"), "Q4_K - Medium");
+    assert_eq!(decoded("bert.pooling_type"), "mean");
+    assert_eq!(decoded("general.architecture"), serde_json::Value::Null);
+
+    // A directory, or a path that is not there, is explained.
+    let o = ggml(&["gguf".as_ref(), "inspect".as_ref(), dir.as_os_str()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("is a directory; give the path of a .gguf file"),
+        "{err}"
+    );
+    let missing = dir.join("missing.gguf");
+    let o = ggml(&["gguf".as_ref(), "inspect".as_ref(), missing.as_os_str()]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("missing.gguf: no such file"));
+    std::fs::remove_dir_all(&dir).ok();
+}

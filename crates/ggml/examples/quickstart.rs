@@ -3,7 +3,7 @@
 //!
 //! Run with `cargo run --release --example quickstart`.
 
-use ggml::{backend, BufferUsage, Context, Gallocr, Type};
+use ggml::{backend, BufferUsage, Context, ContextSize, Gallocr, Type};
 
 /// A tiny deterministic generator for the demo's weights.
 fn values(n: usize, seed: u32) -> Vec<f32> {
@@ -37,7 +37,7 @@ fn main() -> ggml::Result<()> {
 
     // Weights: a 2-layer MLP, 16 → 32 → 4, in a backend buffer tagged as weights.
     let (n_in, n_hidden, n_out, batch) = (16i64, 32i64, 4i64, 3i64);
-    let weights = Context::init(8 * ggml::tensor_overhead(), true)?;
+    let weights = Context::for_metadata(4, 0)?;
     let w1 = weights.new_tensor_2d(Type::F32, n_in, n_hidden)?;
     let b1 = weights.new_tensor_1d(Type::F32, n_hidden)?;
     let w2 = weights.new_tensor_2d(Type::F16, n_hidden, n_out)?;
@@ -52,7 +52,7 @@ fn main() -> ggml::Result<()> {
     // The forward pass, softmax(W2 · relu(W1 · x + b1) + b2), built in a metadata-only
     // context; the graph allocator places the input and intermediates in one compute buffer,
     // reusing memory.
-    let ctx = Context::init(16 * ggml::tensor_overhead() + ggml::graph_overhead(), true)?;
+    let ctx = ContextSize::new().tensors(16).graph().init(true)?;
     let x = ctx.new_tensor_2d(Type::F32, n_in, batch)?;
     x.set_input();
     let h = ctx.relu(&ctx.add(&ctx.mul_mat(&w1, &x)?, &b1)?)?;

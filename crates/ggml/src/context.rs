@@ -184,7 +184,8 @@ impl Context {
     }
 
     /// Reserves `payload` bytes (after a 32-byte object header) and returns the payload offset.
-    fn reserve(&self, s: &mut State, payload: usize, what: &str) -> Result<usize> {
+    /// `hint` says how to size the context for what did not fit.
+    fn reserve(&self, s: &mut State, payload: usize, what: &str, hint: &str) -> Result<usize> {
         // `None` (more than the address space) is "does not fit" like any other excess.
         let needed = payload
             .checked_next_multiple_of(MEM_ALIGN)
@@ -195,7 +196,7 @@ impl Context {
                 needed.map_or_else(|| format!("more than {}", usize::MAX), |n| n.to_string());
             return Err(Error::AllocFailed(format!(
                 "context of {} bytes is full: {what} needs {needed} bytes, {} are left \
-                 (size the context with tensor_overhead() per tensor plus data)",
+                 ({hint}; ContextSize counts a budget for you)",
                 self.0.mem_size,
                 self.0.mem_size - s.used
             )));
@@ -209,7 +210,11 @@ impl Context {
         let mut s = lock(&self.0.state);
         // A size whose byte count overflows cannot fit in any context.
         let bytes = graph_nbytes(size, grads).unwrap_or(usize::MAX);
-        self.reserve(&mut s, bytes, &format!("a graph of size {size}"))
+        let hint = format!(
+            "size the context with graph_overhead_custom({size}, {grads}) per graph of this \
+             size, graph_overhead() per default graph"
+        );
+        self.reserve(&mut s, bytes, &format!("a graph of size {size}"), &hint)
             .map(|_| ())
     }
 
@@ -297,7 +302,13 @@ impl Context {
             }
         };
         let payload = TENSOR_SIZE + if owns_data { data_size } else { 0 };
-        let offset = self.reserve(&mut s, payload, "a tensor")?;
+        let hint = if owns_data {
+            "size the context with tensor_overhead() per tensor plus each tensor's data \
+             padded to 16 bytes"
+        } else {
+            "size the context with tensor_overhead() per tensor"
+        };
+        let offset = self.reserve(&mut s, payload, "a tensor", hint)?;
         let tensor = Tensor::from_desc(TensorDesc {
             ty: n.ty,
             ne,

@@ -42,7 +42,67 @@ pub enum Error {
     Format(String),
 }
 
+/// What kind of failure an [`Error`] is, without its message: for callers that handle bad
+/// arguments, unsupported operations, allocation failures and I/O differently.
+///
+/// ```
+/// use ggml::{Context, ErrorKind, Type};
+/// let ctx = Context::init(1024, true).unwrap();
+/// let e = ctx.new_tensor_1d(Type::Q4_0, 33).unwrap_err();
+/// assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+/// let e = (0..10).map(|_| ctx.new_tensor_1d(Type::F32, 4)).find_map(Result::err).unwrap();
+/// assert_eq!(e.kind(), ErrorKind::AllocFailed);
+/// assert_eq!(e.status(), ggml::Status::AllocFailed);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// [`Error::InvalidArgument`]: the caller passed something unusable.
+    InvalidArgument,
+    /// [`Error::AllocFailed`]: memory (a context, a buffer) could not be had.
+    AllocFailed,
+    /// [`Error::Unsupported`]: no kernel, device or type for the request.
+    Unsupported,
+    /// [`Error::Freed`]: a handle was used after it was freed.
+    Freed,
+    /// [`Error::Compute`]: queued work failed.
+    Compute,
+    /// [`Error::Aborted`]: a computation was stopped on request.
+    Aborted,
+    /// [`Error::Io`]: reading or writing a file or stream failed.
+    Io,
+    /// [`Error::Format`]: a file's content is malformed.
+    Format,
+}
+
 impl Error {
+    /// The kind of failure.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::AllocFailed(_) => ErrorKind::AllocFailed,
+            Error::Unsupported(_) => ErrorKind::Unsupported,
+            Error::Freed(_) => ErrorKind::Freed,
+            Error::Compute(_) => ErrorKind::Compute,
+            Error::Aborted(_) => ErrorKind::Aborted,
+            Error::Io(_) => ErrorKind::Io,
+            Error::Format(_) => ErrorKind::Format,
+        }
+    }
+
+    /// The message, without the kind's prefix.
+    pub fn message(&self) -> &str {
+        match self {
+            Error::InvalidArgument(m)
+            | Error::AllocFailed(m)
+            | Error::Unsupported(m)
+            | Error::Freed(m)
+            | Error::Compute(m)
+            | Error::Aborted(m)
+            | Error::Io(m)
+            | Error::Format(m) => m,
+        }
+    }
+
     /// Shorthand for [`Error::InvalidArgument`].
     pub fn invalid(msg: impl Into<String>) -> Error {
         Error::InvalidArgument(msg.into())
@@ -53,7 +113,8 @@ impl Error {
         Error::Unsupported(msg.into())
     }
 
-    /// The GGML status this error corresponds to.
+    /// The GGML status this error corresponds to (`enum ggml_status` has only success, failure,
+    /// allocation failure and abort: see [`Error::kind`] for the finer kinds).
     pub fn status(&self) -> Status {
         match self {
             Error::AllocFailed(_) => Status::AllocFailed,

@@ -130,7 +130,8 @@ impl Graph {
         if g.nodes.len() + new_nodes.len() > g.size || g.leafs.len() + new_leafs.len() > g.size {
             return Err(Error::invalid(format!(
                 "build_forward_expand: graph of size {} is full ({} nodes, {} leafs; {} and {} \
-                 more needed); make it with new_graph_custom(larger size)",
+                 more needed); make it with new_graph_custom(larger size), and count the size \
+                 in the context with graph_overhead_custom",
                 g.size,
                 g.nodes.len(),
                 g.leafs.len(),
@@ -163,7 +164,8 @@ impl Graph {
         let mut g = lock(&self.0);
         if g.nodes.len() >= g.size {
             return Err(Error::invalid(format!(
-                "add_node: graph of size {} is full",
+                "add_node: graph of size {} is full; make it with new_graph_custom(larger \
+                 size), and count the size in the context with graph_overhead_custom",
                 g.size
             )));
         }

@@ -21,14 +21,21 @@
 
 pub mod alloc;
 pub mod backend;
+#[doc = include_str!("doc/context.md")]
 pub mod context;
 mod cpu;
+#[doc = include_str!("doc/error.md")]
 pub mod error;
 pub mod gguf;
+#[doc = include_str!("doc/graph.md")]
 pub mod graph;
+#[doc = include_str!("doc/ops.md")]
 pub mod ops;
 pub mod quants;
+pub mod sizing;
+#[doc = include_str!("doc/tensor.md")]
 pub mod tensor;
+#[doc = include_str!("doc/types.md")]
 pub mod types;
 
 pub use alloc::Gallocr;
@@ -37,10 +44,11 @@ pub use backend::{
     GraphPlan, Pending, Registry,
 };
 pub use context::{tensor_overhead, Context};
-pub use error::{Error, Result, Status};
+pub use error::{Error, ErrorKind, Result, Status};
 pub use graph::{graph_overhead, graph_overhead_custom, Graph};
 pub use ops::{Op, UnaryOp};
 pub use quants::{quantize_chunk, quantize_requires_imatrix};
+pub use sizing::ContextSize;
 pub use tensor::{Tensor, MAX_DIMS, MAX_SRC};
 pub use types::{bf16, f16, Type, QK_K};
 

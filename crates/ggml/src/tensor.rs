@@ -23,6 +23,15 @@ pub const MAX_OP_PARAMS: usize = 64;
 pub const MAX_NAME: usize = 63;
 
 /// Tensor flags (`enum ggml_tensor_flag`), combinable as a bit set.
+///
+/// ```
+/// use ggml::{tensor::flags, Context, Type};
+/// let ctx = Context::for_metadata(1, 0).unwrap();
+/// let x = ctx.new_tensor_1d(Type::F32, 4).unwrap();
+/// x.set_input();
+/// assert_eq!(x.flags() & flags::INPUT, flags::INPUT);
+/// assert_eq!(x.flags() & flags::OUTPUT, 0);
+/// ```
 pub mod flags {
     /// A graph input: allocated up front by the graph allocator, never overlapped.
     pub const INPUT: u32 = 1;

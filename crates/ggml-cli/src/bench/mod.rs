@@ -1,5 +1,7 @@
-//! `ggml bench [-o OPS] [-b BACKEND] [-t THREADS] [--quick]`: times ops on a device, as
-//! `test-backend-ops perf` does, and prints one line per case in its format.
+//! `ggml bench [-o OPS] [-p PATTERN] [-b BACKEND] [-t THREADS] [--quick]`: times ops on a device,
+//! as `test-backend-ops perf` does, and prints one line per case in its format. A selection that
+//! matches no case is an error; when stderr is a terminal a progress line estimates the time
+//! left.
 //!
 //! Each case builds one op (MUL_MAT over GGML's weight types, ADD/MUL with broadcasting, the
 //! norms, SOFT_MAX with and without a mask, SCALE, SILU/GELU, GET_ROWS, CPY, CONT of a
@@ -41,24 +43,31 @@ use std::io::{IsTerminal, Write as _};
 
 use ggml::{backend, Device, DeviceType};
 
+use crate::args::{self, Args};
+use crate::progress::Progress;
 use crate::CliError;
 use cases::Case;
-use filter::OpFilter;
+use filter::{OpFilter, Pattern};
 use measure::{Outcome, Targets};
 
-pub const USAGE: &str = "usage: ggml bench [-o OPS] [-b BACKEND] [-t THREADS] [--quick]
+pub const USAGE: &str =
+    "usage: ggml bench [-o OPS] [-p PATTERN] [-b BACKEND] [-t THREADS] [--quick]
 
   Times ops as test-backend-ops perf does and prints, per case, the runs, the time per run and
   GFLOPS (matrix products) or GB/s (the other ops).
-    -o OPS      comma-separated op names (ADD,MUL_MAT,SILU,…) or full case names NAME(vars)
-    -b BACKEND  the device to run on, by name (default: the best device)
-    -t THREADS  threads to compute with (default: all cores)
-    --quick     small sizes and targets: a quick check that everything runs";
+    -o, --ops OPS           comma-separated op names (add,MUL_MAT,silu,…; any case) or full
+                            case names NAME(vars)
+    -p, --params PATTERN    only cases whose parameters hold PATTERN (type_a=q4_K; * matches
+                            anything; any case)
+    -b, --backend BACKEND   the device to run on, by name (default: the best device)
+    -t, --threads N         threads to compute with (default: all cores)
+    --quick                 small sizes and targets: a quick check that everything runs";
 
 /// The parsed command line.
 #[derive(Debug)]
 struct Options {
     filter: Option<OpFilter>,
+    params: Option<Pattern>,
     device: Option<String>,
     threads: Option<usize>,
     quick: bool,
@@ -68,30 +77,26 @@ fn parse(args: &[OsString]) -> Result<Options, CliError> {
     let usage = |m: String| CliError::Usage(format!("{m}\n\n{USAGE}"));
     let mut opts = Options {
         filter: None,
+        params: None,
         device: None,
         threads: None,
         quick: false,
     };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let flag = a.to_string_lossy();
-        let mut value = || {
-            it.next()
-                .map(|v| v.to_string_lossy().into_owned())
-                .ok_or_else(|| usage(format!("{flag} needs a value")))
-        };
-        match flag.as_ref() {
-            "-o" => {
-                let spec = value()?;
+    let mut a = Args::new(args);
+    while let Some(flag) = a.next() {
+        match flag.as_str() {
+            "-o" | "--ops" => {
+                let spec = a.value(&flag).map_err(usage)?;
                 opts.filter = Some(OpFilter::parse(&spec).map_err(usage)?);
             }
-            "-b" => opts.device = Some(value()?),
-            "-t" => {
-                let v = value()?;
-                let n = v.parse().ok().filter(|&n: &usize| n > 0).ok_or_else(|| {
-                    usage(format!("-t needs a positive number of threads, got {v:?}"))
-                })?;
-                opts.threads = Some(n);
+            "-p" | "--params" => {
+                let spec = a.value(&flag).map_err(usage)?;
+                opts.params = Some(Pattern::parse(&spec).map_err(usage)?);
+            }
+            "-b" | "--backend" => opts.device = Some(a.value(&flag).map_err(usage)?),
+            "-t" | "--threads" => {
+                let v = a.value(&flag).map_err(usage)?;
+                opts.threads = Some(args::threads(&flag, &v).map_err(usage)?);
             }
             "--quick" => opts.quick = true,
             other => return Err(usage(format!("unknown argument {other:?}"))),
@@ -103,6 +108,28 @@ fn parse(args: &[OsString]) -> Result<Options, CliError> {
 /// Every op name some case has, sorted.
 fn known_ops() -> BTreeSet<&'static str> {
     cases::all(true).iter().map(Case::op_name).collect()
+}
+
+/// The cases `-o` and `-p` select; `Err` when they select none.
+fn select(opts: &Options) -> Result<Vec<Case>, CliError> {
+    let selected: Vec<Case> = cases::all(opts.quick)
+        .into_iter()
+        .filter(|c| {
+            let vars = c.vars();
+            opts.filter
+                .as_ref()
+                .is_none_or(|f| f.matches(c.op_name(), &vars))
+                && opts.params.as_ref().is_none_or(|p| p.matches(&vars))
+        })
+        .collect();
+    if selected.is_empty() {
+        return Err(CliError::Usage(format!(
+            "-o/-p select no case{}; list the cases with `ggml bench --quick` and select by op \
+             name with -o and by parameters with -p (e.g. -o MUL_MAT -p type_a=q4_K)\n\n{USAGE}",
+            if opts.quick { " of --quick" } else { "" }
+        )));
+    }
+    Ok(selected)
 }
 
 /// The device named `name`, or the best one: the first GPU, else integrated GPU, else CPU (the
@@ -132,7 +159,8 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
     let opts = parse(args)?;
     if let Some(filter) = &opts.filter {
         let known = known_ops();
-        if let Some(bad) = filter.op_names().find(|op| !known.contains(op)) {
+        let is_known = |op: &str| known.iter().any(|k| k.eq_ignore_ascii_case(op));
+        if let Some(bad) = filter.op_names().find(|op| !is_known(op)) {
             let list: Vec<&str> = known.into_iter().collect();
             return Err(CliError::Usage(format!(
                 "unknown op {bad:?} for -o; ops: {}\n\n{USAGE}",
@@ -140,6 +168,7 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
             )));
         }
     }
+    let selected = select(&opts)?;
     let dev = pick_device(opts.device.as_deref())?;
     let failed = |m: String| CliError::Failed(m);
     let backend = dev
@@ -172,17 +201,24 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
     let targets = Targets::new(dev.dev_type() == DeviceType::Cpu, opts.quick);
     let color = std::io::stdout().is_terminal();
     let mut errors = 0usize;
-    let selected = cases::all(opts.quick).into_iter().filter(|c| {
-        opts.filter
-            .as_ref()
-            .is_none_or(|f| f.matches(c.op_name(), &c.vars()))
-    });
-    for case in selected {
+    let mut progress = Progress::new(selected.len() as f64);
+    // With a live progress line on the terminal, a case's line is printed whole when it is
+    // measured; otherwise its name shows while it runs.
+    let name_first = !progress.is_live();
+    for case in &selected {
         let prefix = report::prefix(&case.full_name());
-        print!("{prefix}");
-        // The name shows while the case runs; a closed stdout only loses output.
-        let _ = std::io::stdout().flush();
-        match measure::run_case(&case, &dev, &backend, targets) {
+        progress.advance(0.0, &case.full_name());
+        if name_first {
+            print!("{prefix}");
+            // A closed stdout only loses output.
+            let _ = std::io::stdout().flush();
+        }
+        let result = measure::run_case(case, &dev, &backend, targets);
+        progress.clear();
+        if !name_first {
+            print!("{prefix}");
+        }
+        match result {
             Ok(Outcome::NotSupported) => println!("not supported"),
             Ok(Outcome::Measured(m)) => println!(
                 "{}{}",
@@ -194,7 +230,10 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
                 errors += 1;
             }
         }
+        let _ = std::io::stdout().flush();
+        progress.advance(1.0, &case.full_name());
     }
+    progress.clear();
     if errors > 0 {
         return Err(failed(format!("{errors} case(s) failed to run")));
     }

@@ -1,3 +1,4 @@
+#![doc = include_str!("../doc/alloc.md")]
 //! Placing tensors in buffers: one tensor at an offset ([`tensor_alloc`]), all of a context
 //! ([`alloc_ctx_tensors`]), and a graph's intermediate results with memory reuse
 //! ([`Gallocr`]).
@@ -41,7 +42,8 @@ pub fn tensor_alloc(buffer: &Buffer, t: &Tensor, offset: usize) -> Result<()> {
     {
         return Err(Error::AllocFailed(format!(
             "tensor_alloc: tensor {:?} needs {size} bytes at offset {offset}, past the end of \
-             buffer {} of {} bytes",
+             buffer {} of {} bytes (size a buffer with its type's get_alloc_size per tensor, or \
+             let alloc_ctx_tensors size it)",
             t.name(),
             buffer.name(),
             buffer.get_size()

@@ -1,3 +1,4 @@
+#![doc = include_str!("../doc/backend.md")]
 //! The backend system: buffer types, buffers, devices, registries, streams ([`Backend`]),
 //! events and graph plans, and the functions that move data between them.
 //!

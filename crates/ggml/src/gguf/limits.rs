@@ -1,3 +1,12 @@
+//! ```
+//! use ggml::gguf::{limits, GgufWriter};
+//! let mut w = GgufWriter::new();
+//! let deep = (0..=limits::MAX_ARRAY_DEPTH).fold(ggml::gguf::Array::from(vec![1u8]), |a, _| {
+//!     ggml::gguf::Array::Array(vec![a])
+//! });
+//! assert!(w.set("too.deep", deep).is_err(), "arrays nest at most MAX_ARRAY_DEPTH deep");
+//! ```
+//!
 //! Limits the reader enforces on untrusted files, on top of "nothing may claim more bytes than
 //! the file has left".
 //!

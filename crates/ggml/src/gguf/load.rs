@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::{FileBytes, GgufFile};
 use crate::alloc::{alloc_ctx_tensors_from_buft, tensor_alloc};
 use crate::backend::{Backend, Buffer, BufferType, Device};
-use crate::context::{tensor_overhead, Context};
+use crate::context::Context;
 use crate::error::Result;
 use crate::tensor::Tensor;
 
@@ -37,7 +37,7 @@ impl GgufFile {
     /// A `no_alloc` context with one tensor per tensor info, named and shaped as in the file.
     fn tensor_context(&self) -> Result<(Context, Vec<Tensor>)> {
         let infos = self.tensors();
-        let ctx = Context::init((infos.len() + 1) * tensor_overhead(), true)?;
+        let ctx = Context::for_metadata(infos.len(), 0)?;
         let tensors = infos
             .iter()
             .map(|info| {

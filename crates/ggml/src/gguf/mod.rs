@@ -1,3 +1,4 @@
+#![doc = include_str!("../doc/gguf.md")]
 //! GGUF files: reading ([`GgufFile`]), writing ([`GgufWriter`]), metadata values ([`Value`]).
 //!
 //! GGUF is GGML's container for model weights. Layout (all little-endian):

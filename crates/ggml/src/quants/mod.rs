@@ -1,3 +1,4 @@
+#![doc = include_str!("../doc/quants.md")]
 //! GGML's quantization formats: block layouts, reference quantizers, imatrix-aware quantizers and
 //! dequantizers, byte-identical with GGML's `ggml-quants.c`.
 //!

@@ -3,6 +3,7 @@
 
 use crate::case::Case;
 
+pub mod arith;
 pub mod binary;
 pub mod copy;
 pub mod matmul;
@@ -27,6 +28,7 @@ pub const FAMILIES: &[Family] = &[
     ("rows", rows::cases),
     ("copy", copy::cases),
     ("view", view::cases),
+    ("arith", arith::cases),
 ];
 
 /// Every case of every family, in family order.

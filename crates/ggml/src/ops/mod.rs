@@ -1,18 +1,26 @@
 //! Operators: the [`Op`] enum with GGML's numbering, and the builders (methods on
 //! [`crate::Context`]) that check operand shapes and create result tensors, one file per family.
 
+mod attention;
 mod binary;
 mod matmul;
 mod norm;
 mod reduce;
+mod rope;
 mod rows;
+mod set_rows;
 mod softmax;
 pub mod spec;
 mod unary;
 mod view;
 
+pub use attention::FlashAttnExtParams;
 pub use matmul::{MulMatParams, Prec};
 pub use norm::NormParams;
+pub use rope::{
+    rope_yarn_corr_dims, RopeParams, MROPE_SECTIONS, ROPE_TYPE_IMROPE, ROPE_TYPE_MROPE,
+    ROPE_TYPE_NEOX, ROPE_TYPE_NORMAL, ROPE_TYPE_VISION,
+};
 pub use rows::ConcatParams;
 pub use softmax::SoftMaxParams;
 pub use spec::{read_params, write_params, Meta, NoParams, NodeMeta, Shape, Slot};
@@ -120,13 +128,13 @@ op_table! {
     Transpose = 39, "TRANSPOSE", view::Transpose;
     GetRows = 40, "GET_ROWS", rows::GetRows;
     GetRowsBack = 41, "GET_ROWS_BACK", spec::Unbuilt;
-    SetRows = 42, "SET_ROWS", spec::Unbuilt;
+    SetRows = 42, "SET_ROWS", set_rows::SetRows;
     Diag = 43, "DIAG", spec::Unbuilt;
     DiagMaskInf = 44, "DIAG_MASK_INF", spec::Unbuilt;
     DiagMaskZero = 45, "DIAG_MASK_ZERO", spec::Unbuilt;
     SoftMax = 46, "SOFT_MAX", softmax::SoftMax;
     SoftMaxBack = 47, "SOFT_MAX_BACK", spec::Unbuilt;
-    Rope = 48, "ROPE", spec::Unbuilt;
+    Rope = 48, "ROPE", rope::Rope;
     RopeBack = 49, "ROPE_BACK", spec::Unbuilt;
     Clamp = 50, "CLAMP", spec::Unbuilt;
     ConvTranspose1d = 51, "CONV_TRANSPOSE_1D", spec::Unbuilt;
@@ -152,7 +160,7 @@ op_table! {
     LeakyRelu = 71, "LEAKY_RELU", spec::Unbuilt;
     Tri = 72, "TRI", spec::Unbuilt;
     Fill = 73, "FILL", spec::Unbuilt;
-    FlashAttnExt = 74, "FLASH_ATTN_EXT", spec::Unbuilt;
+    FlashAttnExt = 74, "FLASH_ATTN_EXT", attention::FlashAttnExt;
     FlashAttnBack = 75, "FLASH_ATTN_BACK", spec::Unbuilt;
     SsmConv = 76, "SSM_CONV", spec::Unbuilt;
     SsmScan = 77, "SSM_SCAN", spec::Unbuilt;

@@ -19,7 +19,8 @@ pub struct SoftMaxParams {
     pub max_bias: f32,
 }
 
-/// SOFT_MAX: `softmax(a·scale + slope·mask)` per row, `a`'s type and shape.
+/// SOFT_MAX: `softmax(a·scale + slope·mask)` per row (with an extra logit per head when
+/// `sinks` is given), `a`'s type and shape.
 pub(crate) struct SoftMax;
 
 impl OpSpec for SoftMax {
@@ -31,8 +32,14 @@ impl OpSpec for SoftMax {
         if let Some(m) = src.opt(1) {
             check_mask(src, a, m)?;
         }
-        if src.opt(2).is_some() {
-            return Err(src.bad(2, "attention sinks are not available in this version"));
+        if let Some(s) = src.opt(2) {
+            src.want_type(2, &[Type::F32])?;
+            if s.ne[0] != a.ne[2] || s.nrows() != 1 {
+                return Err(src.bad(
+                    2,
+                    format!("it must be a vector of a.ne2 = {} values (one per head)", a.ne[2]),
+                ));
+            }
         }
         if !p.scale.is_finite() {
             return Err(src.err(format!("scale = {}; it must be finite", p.scale)));
@@ -89,6 +96,19 @@ impl Context {
         max_bias: f32,
     ) -> Result<Tensor> {
         self.soft_max_impl(a, mask, scale, max_bias, true)
+    }
+
+    /// `ggml_soft_max_add_sinks`: the SOFT_MAX node `a` with attention sinks: `sinks` (F32,
+    /// one value per head, `[a.ne2]` of `a`'s operand) joins each row's softmax as one more
+    /// logit that takes no output, `y_i = e^(x_i − m) / (Σ_j e^(x_j − m) + e^(sinks[h] − m))`
+    /// with `m` the maximum of the row and the sink, `h` the row's head (dimension 2).
+    ///
+    /// GGML sets the operand on `a` itself; here nodes do not change once built, so this
+    /// returns a new node (in place when `a` was) with `a`'s operands and parameters plus the
+    /// sinks, to use instead of `a`. `None` gives the node without sinks. `Err` when `a` is
+    /// not a SOFT_MAX node, already has sinks, or `sinks` does not fit.
+    pub fn soft_max_add_sinks(&self, a: &Tensor, sinks: Option<&Tensor>) -> Result<Tensor> {
+        self.with_operand::<SoftMax>(a, Op::SoftMax, 2, sinks)
     }
 
     fn soft_max_impl(

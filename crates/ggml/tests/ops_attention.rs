@@ -79,7 +79,8 @@ fn flash_attn_ref(
 // ---- inputs ----------------------------------------------------------------------------------
 
 /// A K or V tensor of `ty` and shape `ne`: float types through [`input`] with `layout`,
-/// quantized ones (contiguous) quantized from random values and read back dequantized.
+/// quantized ones (always contiguous: `layout` is ignored) quantized from random values and
+/// read back dequantized.
 fn kv_input(
     ctx: &Context,
     ty: Type,
@@ -208,28 +209,18 @@ impl Fa {
             -1.0,
             1.0,
         )?;
-        let kv_layout = if self.k_ty.is_quantized() {
-            Layout::Contiguous
-        } else {
-            layout
-        };
         let (k, hk) = kv_input(
             ctx,
             self.k_ty,
             &[self.dk, self.n_kv, self.n_head_kv, self.n_seq],
-            kv_layout,
+            layout,
             rng,
         )?;
-        let v_layout = if self.v_ty.is_quantized() {
-            Layout::Contiguous
-        } else {
-            layout
-        };
         let (v, hv) = kv_input(
             ctx,
             self.v_ty,
             &[self.dv, self.n_kv, self.n_head_kv, self.n_seq],
-            v_layout,
+            layout,
             rng,
         )?;
         let mask = match self.mask {
@@ -255,7 +246,15 @@ impl Fa {
         )?;
         out.flash_attn_ext_set_prec(self.prec)?;
         let sinks = if self.sinks {
-            let (s, hs) = input(ctx, Type::F32, &[self.n_head], Layout::Contiguous, rng, -2.0, 2.0)?;
+            let (s, hs) = input(
+                ctx,
+                Type::F32,
+                &[self.n_head],
+                Layout::Contiguous,
+                rng,
+                -2.0,
+                2.0,
+            )?;
             out = ctx.flash_attn_ext_add_sinks(&out, Some(&s))?;
             Some(hs.v)
         } else {
@@ -389,7 +388,9 @@ fn flash_attn_node_validates() {
     let v = ctx.new_tensor_4d(Type::F16, 8, 9, 2, 1).unwrap();
     let m = ctx.new_tensor_4d(Type::F16, 9, 4, 1, 1).unwrap();
     let s = ctx.new_tensor_1d(Type::F32, 4).unwrap();
-    let fa = ctx.flash_attn_ext(&q, &k, &v, Some(&m), 0.25, 0.0, 0.0).unwrap();
+    let fa = ctx
+        .flash_attn_ext(&q, &k, &v, Some(&m), 0.25, 0.0, 0.0)
+        .unwrap();
     assert_eq!(fa.ne(), [8, 4, 3, 1, 1]);
     let fa = ctx.flash_attn_ext_add_sinks(&fa, Some(&s)).unwrap();
     assert_eq!(fa.src(4), Some(&s));
@@ -397,7 +398,9 @@ fn flash_attn_node_validates() {
     let p = fa.op_params();
     assert_eq!(f32::from_bits(p[0] as u32), 0.25);
     assert_eq!(p[3], 10);
-    let src: Vec<Option<Meta>> = (0..fa.n_src_slots()).map(|i| fa.src(i).map(Meta::of)).collect();
+    let src: Vec<Option<Meta>> = (0..fa.n_src_slots())
+        .map(|i| fa.src(i).map(Meta::of))
+        .collect();
     let node = NodeMeta {
         dst: Meta::of(&fa),
         view_offs: None,
@@ -435,19 +438,52 @@ fn flash_attn_bad_arguments_are_refused() {
         ctx.flash_attn_ext(q, k, v, m, 1.0, mb, 0.0)
     };
     fa(&q, &k, &v, None, 0.0).unwrap();
-    assert_err(fa(&t(Type::F16, &[16, 3, 4, 2]), &k, &v, None, 0.0), &["q", "f32"]);
-    assert_err(fa(&q, &t(Type::I32, &[16, 9, 2, 2]), &v, None, 0.0), &["k", "type"]);
-    assert_err(fa(&q, &t(Type::F16, &[15, 9, 2, 2]), &v, None, 0.0), &["k", "k.ne0"]);
-    assert_err(fa(&q, &t(Type::F16, &[16, 9, 3, 2]), &v, None, 0.0), &["k", "divide"]);
-    assert_err(fa(&q, &t(Type::F16, &[16, 9, 2, 1]), &v, None, 0.0), &["k", "k.ne3"]);
-    assert_err(fa(&q, &k, &t(Type::F16, &[8, 8, 2, 2]), None, 0.0), &["v", "v.ne1"]);
-    assert_err(fa(&q, &k, &t(Type::F16, &[8, 9, 3, 2]), None, 0.0), &["v", "v.ne2"]);
+    assert_err(
+        fa(&t(Type::F16, &[16, 3, 4, 2]), &k, &v, None, 0.0),
+        &["q", "f32"],
+    );
+    assert_err(
+        fa(&q, &t(Type::I32, &[16, 9, 2, 2]), &v, None, 0.0),
+        &["k", "type"],
+    );
+    assert_err(
+        fa(&q, &t(Type::F16, &[15, 9, 2, 2]), &v, None, 0.0),
+        &["k", "k.ne0"],
+    );
+    assert_err(
+        fa(&q, &t(Type::F16, &[16, 9, 3, 2]), &v, None, 0.0),
+        &["k", "divide"],
+    );
+    assert_err(
+        fa(&q, &t(Type::F16, &[16, 9, 2, 1]), &v, None, 0.0),
+        &["k", "k.ne3"],
+    );
+    assert_err(
+        fa(&q, &k, &t(Type::F16, &[8, 8, 2, 2]), None, 0.0),
+        &["v", "v.ne1"],
+    );
+    assert_err(
+        fa(&q, &k, &t(Type::F16, &[8, 9, 3, 2]), None, 0.0),
+        &["v", "v.ne2"],
+    );
     let kt = ctx.transpose(&t(Type::F16, &[9, 16, 2, 2])).unwrap();
     assert_err(fa(&q, &kt, &v, None, 0.0), &["k", "packed"]);
-    assert_err(fa(&q, &k, &v, Some(&t(Type::F32, &[9, 3])), 0.0), &["mask", "f16"]);
-    assert_err(fa(&q, &k, &v, Some(&t(Type::F16, &[8, 3])), 0.0), &["mask", "n_kv = 9"]);
-    assert_err(fa(&q, &k, &v, Some(&t(Type::F16, &[9, 2])), 0.0), &["mask", "n_q = 3"]);
-    assert_err(fa(&q, &k, &v, Some(&t(Type::F16, &[9, 3, 3])), 0.0), &["mask", "divide"]);
+    assert_err(
+        fa(&q, &k, &v, Some(&t(Type::F32, &[9, 3])), 0.0),
+        &["mask", "f16"],
+    );
+    assert_err(
+        fa(&q, &k, &v, Some(&t(Type::F16, &[8, 3])), 0.0),
+        &["mask", "n_kv = 9"],
+    );
+    assert_err(
+        fa(&q, &k, &v, Some(&t(Type::F16, &[9, 2])), 0.0),
+        &["mask", "n_q = 3"],
+    );
+    assert_err(
+        fa(&q, &k, &v, Some(&t(Type::F16, &[9, 3, 3])), 0.0),
+        &["mask", "divide"],
+    );
     assert_err(fa(&q, &k, &v, None, 8.0), &["max_bias = 8", "mask"]);
     assert_err(fa(&q, &k, &v, None, -1.0), &["max_bias = -1"]);
     assert_err(
@@ -492,7 +528,8 @@ fn soft_max_with_sinks() {
                              max_bias={max_bias},sinks=1,inplace={inplace})"
                         );
                         check(&name, TOL_SOFTMAX, |ctx, rng| {
-                            let (a, ha) = input(ctx, a_ty, &a_ne, Layout::Contiguous, rng, -3.0, 3.0)?;
+                            let (a, ha) =
+                                input(ctx, a_ty, &a_ne, Layout::Contiguous, rng, -3.0, 3.0)?;
                             let mask = match m_ne {
                                 Some(ne) => Some(mask_input(ctx, ne, true, None, rng).and_then(
                                     |(m, hm)| {
@@ -507,8 +544,15 @@ fn soft_max_with_sinks() {
                                 )?),
                                 None => None,
                             };
-                            let (s, hs) =
-                                input(ctx, Type::F32, &[a_ne[2]], Layout::Contiguous, rng, -2.0, 4.0)?;
+                            let (s, hs) = input(
+                                ctx,
+                                Type::F32,
+                                &[a_ne[2]],
+                                Layout::Contiguous,
+                                rng,
+                                -2.0,
+                                4.0,
+                            )?;
                             let mt = mask.as_ref().map(|m| &m.0);
                             let sm = if inplace {
                                 ctx.soft_max_ext_inplace(&a, mt, 0.7, max_bias)?

@@ -527,11 +527,27 @@ fn builder_nodes_validate() {
         ctx.rope_inplace(&a, &b, 8, ROPE_TYPE_NEOX).unwrap(),
         ctx.rope_ext(&a, &b, Some(&f), 16, 2, 0, 1e4, 1.0, 0.0, 1.0, 0.0, 0.0)
             .unwrap(),
-        ctx.rope_multi(&a, &b4, Some(&f), 8, [4, 4, 0, 0], 24, 0, 1e4, 1.0, 0.0, 1.0, 0.0, 0.0)
-            .unwrap(),
+        ctx.rope_multi(
+            &a,
+            &b4,
+            Some(&f),
+            8,
+            [4, 4, 0, 0],
+            24,
+            0,
+            1e4,
+            1.0,
+            0.0,
+            1.0,
+            0.0,
+            0.0,
+        )
+        .unwrap(),
     ];
     for n in &nodes {
-        let src: Vec<Option<Meta>> = (0..n.n_src_slots()).map(|i| n.src(i).map(Meta::of)).collect();
+        let src: Vec<Option<Meta>> = (0..n.n_src_slots())
+            .map(|i| n.src(i).map(Meta::of))
+            .collect();
         let params = n.op_params();
         let node = NodeMeta {
             dst: Meta::of(n),
@@ -581,15 +597,37 @@ fn bad_arguments_are_refused() {
     assert_err(ext(&at, &bt, None, 2, 0), &["a", "packed"]);
     let multi = |sections, mode, n_dims| {
         let b4 = ctx.new_tensor_1d(Type::I32, 12).unwrap();
-        ctx.rope_multi(&a, &b4, None, n_dims, sections, mode, 0, 1e4, 1.0, 0.0, 1.0, 0.0, 0.0)
+        ctx.rope_multi(
+            &a, &b4, None, n_dims, sections, mode, 0, 1e4, 1.0, 0.0, 1.0, 0.0, 0.0,
+        )
     };
     assert_err(multi([0, 0, 0, 4], ROPE_TYPE_MROPE, 8), &["sections"]);
     assert_err(multi([-1, 4, 0, 0], ROPE_TYPE_MROPE, 8), &["sections"]);
-    assert_err(multi([8, 4, 0, 0], ROPE_TYPE_MROPE, 8), &["sections", "a.ne0 = 10"]);
-    assert_err(multi([2, 2, 0, 0], ROPE_TYPE_VISION, 4), &["VISION", "n_dims = 4"]);
+    assert_err(
+        multi([8, 4, 0, 0], ROPE_TYPE_MROPE, 8),
+        &["sections", "a.ne0 = 10"],
+    );
+    assert_err(
+        multi([2, 2, 0, 0], ROPE_TYPE_VISION, 4),
+        &["VISION", "n_dims = 4"],
+    );
     // mrope wants four positions per token
     assert_err(
-        ctx.rope_multi(&a, &b, None, 8, [2, 2, 0, 0], ROPE_TYPE_MROPE, 0, 1e4, 1.0, 0.0, 1.0, 0.0, 0.0),
+        ctx.rope_multi(
+            &a,
+            &b,
+            None,
+            8,
+            [2, 2, 0, 0],
+            ROPE_TYPE_MROPE,
+            0,
+            1e4,
+            1.0,
+            0.0,
+            1.0,
+            0.0,
+            0.0,
+        ),
         &["b", "12 positions"],
     );
     // offsets: checked when set, the node keeps its old value
@@ -604,7 +642,21 @@ fn bad_arguments_are_refused() {
     let v = ctx.new_tensor_3d(Type::F32, 8, 2, 3).unwrap();
     let b4 = ctx.new_tensor_1d(Type::I32, 12).unwrap();
     let rv = ctx
-        .rope_multi(&v, &b4, None, 4, [2, 2, 0, 0], ROPE_TYPE_VISION, 0, 1e4, 1.0, 0.0, 1.0, 0.0, 0.0)
+        .rope_multi(
+            &v,
+            &b4,
+            None,
+            4,
+            [2, 2, 0, 0],
+            ROPE_TYPE_VISION,
+            0,
+            1e4,
+            1.0,
+            0.0,
+            1.0,
+            0.0,
+            0.0,
+        )
         .unwrap();
     assert_err(rv.rope_set_offset(2), &["VISION"]);
 }

@@ -35,7 +35,10 @@ fn indices_tensor(ctx: &Context, ty: Type, ne: &[i64], values: &[i64]) -> ggml::
     let bytes: Vec<u8> = if ty == Type::I64 {
         values.iter().flat_map(|v| v.to_le_bytes()).collect()
     } else {
-        values.iter().flat_map(|&v| (v as i32).to_le_bytes()).collect()
+        values
+            .iter()
+            .flat_map(|&v| (v as i32).to_le_bytes())
+            .collect()
     };
     t.set_bytes(&bytes, 0)?;
     Ok(t)
@@ -65,9 +68,7 @@ impl Case {
     /// Random indices covering duplicates and out-of-range values (−1 and a.ne1).
     fn index_values(&self, rng: &mut Rng) -> Vec<i64> {
         let count = self.n * self.c_planes[0] * self.c_planes[1];
-        (0..count)
-            .map(|_| rng.range(-1, self.a_ne[1]))
-            .collect()
+        (0..count).map(|_| rng.range(-1, self.a_ne[1])).collect()
     }
 
     fn build(&self, ctx: &Context, rng: &mut Rng) -> ggml::Result<(Tensor, Host)> {
@@ -77,13 +78,19 @@ impl Case {
             Layout::Padded => Layout::Padded,
             _ => Layout::Permuted([0, 2, 1, 3]),
         };
-        let (b, hb) = input(ctx, self.b_ty, &[ne0, self.n, ne2, ne3], b_layout, rng, -2.0, 2.0)?;
+        let (b, hb) = input(
+            ctx,
+            self.b_ty,
+            &[ne0, self.n, ne2, ne3],
+            b_layout,
+            rng,
+            -2.0,
+            2.0,
+        )?;
         let idx = self.index_values(rng);
         let c_ne = [self.n, self.c_planes[0], self.c_planes[1]];
         let c = indices_tensor(ctx, self.c_ty, &c_ne, &idx)?;
-        let hc = Host::from_fn(shape(&c_ne), |i| {
-            idx[flat(&shape(&c_ne), &i)] as f64
-        });
+        let hc = Host::from_fn(shape(&c_ne), |i| idx[flat(&shape(&c_ne), &i)] as f64);
         let out = ctx.set_rows(&a, &b, &c)?;
         assert_aliases(&out, &a);
         Ok((out, set_rows_ref(&ha, &hb, &hc)))
@@ -149,7 +156,9 @@ fn quantized_destinations() {
             .collect();
         a.set_bytes(&before, 0).unwrap();
         let b = ctx.new_tensor_2d(Type::F32, k as i64, n as i64).unwrap();
-        let vals: Vec<f32> = (0..k * n).map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0).collect();
+        let vals: Vec<f32> = (0..k * n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect();
         b.set_f32(&vals).unwrap();
         // Row 3 twice (the later wins), one index out of range.
         let idx = [3i64, 0, 3, 99];
@@ -195,7 +204,10 @@ fn builder_node_validates_and_slots_are_ggml_order() {
         view_offs: None,
         ..node
     };
-    assert_err(Op::SetRows.validate(&fresh), &["SET_ROWS", "view of operand 2"]);
+    assert_err(
+        Op::SetRows.validate(&fresh),
+        &["SET_ROWS", "view of operand 2"],
+    );
 }
 
 #[test]
@@ -208,7 +220,10 @@ fn bad_arguments_are_refused() {
     let b_i32 = ctx.new_tensor_3d(Type::I32, 8, 3, 4).unwrap();
     assert_err(ctx.set_rows(&a, &b_i32, &c), &["SET_ROWS", "b", "i32"]);
     let c_f32 = ctx.new_tensor_2d(Type::F32, 3, 2).unwrap();
-    assert_err(ctx.set_rows(&a, &b, &c_f32), &["SET_ROWS", "c", "i32 or i64"]);
+    assert_err(
+        ctx.set_rows(&a, &b, &c_f32),
+        &["SET_ROWS", "c", "i32 or i64"],
+    );
     let b_wide = ctx.new_tensor_3d(Type::F32, 9, 3, 4).unwrap();
     assert_err(ctx.set_rows(&a, &b_wide, &c), &["b", "ne0"]);
     let b_planes = ctx.new_tensor_3d(Type::F32, 8, 3, 2).unwrap();
@@ -224,8 +239,13 @@ fn bad_arguments_are_refused() {
     let c2 = ctx.new_tensor_1d(Type::I32, 3).unwrap();
     let at = ctx.transpose(&a2).unwrap();
     assert_err(ctx.set_rows(&at, &b2, &c2), &["a", "packed"]);
-    let bt = ctx.transpose(&ctx.new_tensor_2d(Type::F32, 3, 8).unwrap()).unwrap();
-    assert_err(ctx.set_rows(&ctx.new_tensor_2d(Type::F32, 8, 10).unwrap(), &bt, &c2), &["b", "packed"]);
+    let bt = ctx
+        .transpose(&ctx.new_tensor_2d(Type::F32, 3, 8).unwrap())
+        .unwrap();
+    assert_err(
+        ctx.set_rows(&ctx.new_tensor_2d(Type::F32, 8, 10).unwrap(), &bt, &c2),
+        &["b", "packed"],
+    );
     // A destination type with no conversion builds but the CPU refuses it.
     let ai = ctx.new_tensor_2d(Type::I32, 8, 10).unwrap();
     let node = ctx.set_rows(&ai, &b2, &c2).unwrap();

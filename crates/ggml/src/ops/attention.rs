@@ -5,6 +5,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::context::Context;
 use crate::error::Result;
+use crate::ops::softmax::{check_scale_and_bias, check_sinks};
 use crate::ops::spec::{opt, req, Meta, OpSpec, Shape, Slot, Srcs};
 use crate::ops::{Op, Prec};
 use crate::tensor::Tensor;
@@ -78,32 +79,16 @@ impl OpSpec for FlashAttnExt {
         if let Some(m) = src.opt(3) {
             check_mask(src, q, k, m)?;
         }
-        if let Some(s) = src.opt(4) {
-            src.want_type(4, &[Type::F32])?;
-            if s.ne[0] != q.ne[2] || s.nrows() != 1 {
-                return Err(src.bad(
-                    4,
-                    format!("it must be a vector of q.ne2 = {} values (one per head)", q.ne[2]),
-                ));
-            }
+        if src.opt(4).is_some() {
+            check_sinks(src, 4, q.ne[2], "q.ne2")?;
         }
-        for (name, x) in [("scale", p.scale), ("logit_softcap", p.logit_softcap)] {
-            if !x.is_finite() {
-                return Err(src.err(format!("{name} = {x}; it must be finite")));
-            }
-        }
-        if !(p.max_bias.is_finite() && p.max_bias >= 0.0) {
+        if !p.logit_softcap.is_finite() {
             return Err(src.err(format!(
-                "max_bias = {}; it must be finite and >= 0",
-                p.max_bias
+                "logit_softcap = {}; it must be finite",
+                p.logit_softcap
             )));
         }
-        if p.max_bias > 0.0 && src.opt(3).is_none() {
-            return Err(src.err(format!(
-                "max_bias = {} needs a mask (the ALiBi bias scales the mask)",
-                p.max_bias
-            )));
-        }
+        check_scale_and_bias(src, p.scale, p.max_bias, src.opt(3).is_some())?;
         if p.prec != Prec::Default as i32 && p.prec != Prec::F32 as i32 {
             return Err(src.err(format!(
                 "prec = {}; it must be {} (default) or {} (F32)",

@@ -171,31 +171,13 @@ pub fn rope_yarn_corr_dims(
     ]
 }
 
-/// The YaRN arguments shared by every ROPE builder.
-struct Yarn {
-    n_ctx_orig: i32,
-    freq_base: f32,
-    freq_scale: f32,
-    ext_factor: f32,
-    attn_factor: f32,
-    beta_fast: f32,
-    beta_slow: f32,
-}
-
-impl Yarn {
-    /// GGML's defaults of `ggml_rope`: base 10000, no scaling, no YaRN.
-    const PLAIN: Yarn = Yarn {
-        n_ctx_orig: 0,
-        freq_base: 10000.0,
-        freq_scale: 1.0,
-        ext_factor: 0.0,
-        attn_factor: 1.0,
-        beta_fast: 0.0,
-        beta_slow: 0.0,
-    };
-}
+/// GGML's defaults of `ggml_rope`: base 10000, no scaling, no YaRN (freq_base, freq_scale,
+/// ext_factor, attn_factor, beta_fast, beta_slow).
+const PLAIN: [f32; 6] = [10000.0, 1.0, 0.0, 1.0, 0.0, 0.0];
 
 impl Context {
+    /// The node of every ROPE builder; `yarn` is freq_base, freq_scale, ext_factor,
+    /// attn_factor, beta_fast, beta_slow.
     #[allow(clippy::too_many_arguments)]
     fn rope_impl(
         &self,
@@ -205,7 +187,8 @@ impl Context {
         n_dims: i32,
         sections: Option<[i32; MROPE_SECTIONS]>,
         mode: i32,
-        y: Yarn,
+        n_ctx_orig: i32,
+        yarn: [f32; 6],
         inplace: bool,
     ) -> Result<Tensor> {
         if mode & 1 != 0 {
@@ -218,18 +201,19 @@ impl Context {
             Some(s) if mode & ROPE_TYPE_MROPE != 0 => s,
             _ => [0; MROPE_SECTIONS],
         };
+        let [freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow] = yarn;
         let p = RopeParams {
             n_past: 0,
             n_dims,
             mode,
             n_ctx: 0,
-            n_ctx_orig: y.n_ctx_orig,
-            freq_base: y.freq_base,
-            freq_scale: y.freq_scale,
-            ext_factor: y.ext_factor,
-            attn_factor: y.attn_factor,
-            beta_fast: y.beta_fast,
-            beta_slow: y.beta_slow,
+            n_ctx_orig,
+            freq_base,
+            freq_scale,
+            ext_factor,
+            attn_factor,
+            beta_fast,
+            beta_slow,
             sections,
             n_offs: 0,
         };
@@ -241,12 +225,12 @@ impl Context {
     /// rotated, with base 10000 and no scaling. `mode` is [`ROPE_TYPE_NORMAL`] or
     /// [`ROPE_TYPE_NEOX`] (see [`Context::rope_ext`]). The result has `a`'s type and shape.
     pub fn rope(&self, a: &Tensor, b: &Tensor, n_dims: i32, mode: i32) -> Result<Tensor> {
-        self.rope_impl(a, b, None, n_dims, None, mode, Yarn::PLAIN, false)
+        self.rope_impl(a, b, None, n_dims, None, mode, 0, PLAIN, false)
     }
 
     /// `ggml_rope_inplace`: as [`Context::rope`], writing into `a`'s memory.
     pub fn rope_inplace(&self, a: &Tensor, b: &Tensor, n_dims: i32, mode: i32) -> Result<Tensor> {
-        self.rope_impl(a, b, None, n_dims, None, mode, Yarn::PLAIN, true)
+        self.rope_impl(a, b, None, n_dims, None, mode, 0, PLAIN, true)
     }
 
     /// `ggml_rope_ext`: rotary position embedding with YaRN scaling and frequency factors.
@@ -277,16 +261,15 @@ impl Context {
         beta_fast: f32,
         beta_slow: f32,
     ) -> Result<Tensor> {
-        let y = Yarn {
-            n_ctx_orig,
+        let yarn = [
             freq_base,
             freq_scale,
             ext_factor,
             attn_factor,
             beta_fast,
             beta_slow,
-        };
-        self.rope_impl(a, b, c, n_dims, None, mode, y, false)
+        ];
+        self.rope_impl(a, b, c, n_dims, None, mode, n_ctx_orig, yarn, false)
     }
 
     /// `ggml_rope_ext_inplace`: as [`Context::rope_ext`], writing into `a`'s memory.
@@ -306,16 +289,15 @@ impl Context {
         beta_fast: f32,
         beta_slow: f32,
     ) -> Result<Tensor> {
-        let y = Yarn {
-            n_ctx_orig,
+        let yarn = [
             freq_base,
             freq_scale,
             ext_factor,
             attn_factor,
             beta_fast,
             beta_slow,
-        };
-        self.rope_impl(a, b, c, n_dims, None, mode, y, true)
+        ];
+        self.rope_impl(a, b, c, n_dims, None, mode, n_ctx_orig, yarn, true)
     }
 
     /// `ggml_rope_multi`: multi-section rotary embedding (Qwen-VL) with the options of
@@ -346,16 +328,25 @@ impl Context {
         beta_fast: f32,
         beta_slow: f32,
     ) -> Result<Tensor> {
-        let y = Yarn {
-            n_ctx_orig,
+        let yarn = [
             freq_base,
             freq_scale,
             ext_factor,
             attn_factor,
             beta_fast,
             beta_slow,
-        };
-        self.rope_impl(a, b, c, n_dims, Some(sections), mode, y, false)
+        ];
+        self.rope_impl(
+            a,
+            b,
+            c,
+            n_dims,
+            Some(sections),
+            mode,
+            n_ctx_orig,
+            yarn,
+            false,
+        )
     }
 
     /// `ggml_rope_multi_inplace`: as [`Context::rope_multi`], writing into `a`'s memory.
@@ -376,16 +367,25 @@ impl Context {
         beta_fast: f32,
         beta_slow: f32,
     ) -> Result<Tensor> {
-        let y = Yarn {
-            n_ctx_orig,
+        let yarn = [
             freq_base,
             freq_scale,
             ext_factor,
             attn_factor,
             beta_fast,
             beta_slow,
-        };
-        self.rope_impl(a, b, c, n_dims, Some(sections), mode, y, true)
+        ];
+        self.rope_impl(
+            a,
+            b,
+            c,
+            n_dims,
+            Some(sections),
+            mode,
+            n_ctx_orig,
+            yarn,
+            true,
+        )
     }
 
     /// `ggml_rope_custom` (deprecated in GGML): [`Context::rope_ext`] without frequency
@@ -406,20 +406,15 @@ impl Context {
         beta_fast: f32,
         beta_slow: f32,
     ) -> Result<Tensor> {
-        self.rope_ext(
-            a,
-            b,
-            None,
-            n_dims,
-            mode,
-            n_ctx_orig,
+        let yarn = [
             freq_base,
             freq_scale,
             ext_factor,
             attn_factor,
             beta_fast,
             beta_slow,
-        )
+        ];
+        self.rope_impl(a, b, None, n_dims, None, mode, n_ctx_orig, yarn, false)
     }
 
     /// `ggml_rope_custom_inplace` (deprecated in GGML): [`Context::rope_ext_inplace`] without
@@ -440,20 +435,15 @@ impl Context {
         beta_fast: f32,
         beta_slow: f32,
     ) -> Result<Tensor> {
-        self.rope_ext_inplace(
-            a,
-            b,
-            None,
-            n_dims,
-            mode,
-            n_ctx_orig,
+        let yarn = [
             freq_base,
             freq_scale,
             ext_factor,
             attn_factor,
             beta_fast,
             beta_slow,
-        )
+        ];
+        self.rope_impl(a, b, None, n_dims, None, mode, n_ctx_orig, yarn, true)
     }
 }
 

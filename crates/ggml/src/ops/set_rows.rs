@@ -63,6 +63,11 @@ impl Context {
     /// row; GGML asserts). When two rows go to the same place, the later one (in `b`'s row
     /// order) wins.
     pub fn set_rows(&self, a: &Tensor, b: &Tensor, c: &Tensor) -> Result<Tensor> {
-        self.build::<SetRows>(Op::SetRows, &[Some(b), Some(c), Some(a)], NoParams {}, false)
+        self.build::<SetRows>(
+            Op::SetRows,
+            &[Some(b), Some(c), Some(a)],
+            NoParams {},
+            false,
+        )
     }
 }

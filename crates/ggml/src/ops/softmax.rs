@@ -32,30 +32,10 @@ impl OpSpec for SoftMax {
         if let Some(m) = src.opt(1) {
             check_mask(src, a, m)?;
         }
-        if let Some(s) = src.opt(2) {
-            src.want_type(2, &[Type::F32])?;
-            if s.ne[0] != a.ne[2] || s.nrows() != 1 {
-                return Err(src.bad(
-                    2,
-                    format!("it must be a vector of a.ne2 = {} values (one per head)", a.ne[2]),
-                ));
-            }
+        if src.opt(2).is_some() {
+            check_sinks(src, 2, a.ne[2], "a.ne2")?;
         }
-        if !p.scale.is_finite() {
-            return Err(src.err(format!("scale = {}; it must be finite", p.scale)));
-        }
-        if !(p.max_bias.is_finite() && p.max_bias >= 0.0) {
-            return Err(src.err(format!(
-                "max_bias = {}; it must be finite and >= 0",
-                p.max_bias
-            )));
-        }
-        if p.max_bias > 0.0 && src.opt(1).is_none() {
-            return Err(src.err(format!(
-                "max_bias = {} needs a mask (the ALiBi bias scales the mask)",
-                p.max_bias
-            )));
-        }
+        check_scale_and_bias(src, p.scale, p.max_bias, src.opt(1).is_some())?;
         Ok(Shape::New { ty: a.ty, ne: a.ne })
     }
 }
@@ -144,6 +124,42 @@ fn check_mask(src: &Srcs<'_>, a: &Meta, m: &Meta) -> Result<()> {
                  dividing a's)"
             ),
         ));
+    }
+    Ok(())
+}
+
+/// `Err` unless the sinks in slot `i` are an F32 vector of `n_head` values (`what` names where
+/// the head count comes from).
+pub(crate) fn check_sinks(src: &Srcs<'_>, i: usize, n_head: i64, what: &str) -> Result<()> {
+    src.want_type(i, &[Type::F32])?;
+    let s = src.get(i);
+    if s.ne[0] != n_head || s.nrows() != 1 {
+        return Err(src.bad(
+            i,
+            format!("it must be a vector of {what} = {n_head} values (one per head)"),
+        ));
+    }
+    Ok(())
+}
+
+/// `Err` unless `scale` is finite and `max_bias` finite and >= 0, and a positive `max_bias`
+/// comes with a mask (the ALiBi bias scales the mask).
+pub(crate) fn check_scale_and_bias(
+    src: &Srcs<'_>,
+    scale: f32,
+    max_bias: f32,
+    has_mask: bool,
+) -> Result<()> {
+    if !scale.is_finite() {
+        return Err(src.err(format!("scale = {scale}; it must be finite")));
+    }
+    if !(max_bias.is_finite() && max_bias >= 0.0) {
+        return Err(src.err(format!("max_bias = {max_bias}; it must be finite and >= 0")));
+    }
+    if max_bias > 0.0 && !has_mask {
+        return Err(src.err(format!(
+            "max_bias = {max_bias} needs a mask (the ALiBi bias scales the mask)"
+        )));
     }
     Ok(())
 }

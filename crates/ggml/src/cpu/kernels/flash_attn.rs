@@ -44,7 +44,9 @@ unsafe fn load_row(t: &TensorPtr, row: *const u8, out: &mut [f32]) {
 
 pub(super) unsafe fn flash_attn_ext(n: &NodePtrs, p: &Params) {
     let prm: FlashAttnExtParams = n.params();
-    let (d, q, k, v, m, sk) = (&n.dst, &n.src[0], &n.src[1], &n.src[2], &n.src[3], &n.src[4]);
+    let (d, q, k, v, m, sk) = (
+        &n.dst, &n.src[0], &n.src[1], &n.src[2], &n.src[3], &n.src[4],
+    );
     let (dk, dv) = (k.ne[0] as usize, v.ne[0] as usize);
     let (n_q, n_head) = (q.ne[1] as usize, q.ne[2] as usize);
     let (rk, rv) = (n_head / k.ne[2] as usize, n_head / v.ne[2] as usize);
@@ -66,14 +68,8 @@ pub(super) unsafe fn flash_attn_ext(n: &NodePtrs, p: &Params) {
         unsafe { q.read_row(q.row([iq1, iq2, iq3, 0]), qbuf) };
         acc.fill(0.0);
         let (mut big_m, mut big_s) = (f32::NEG_INFINITY, 0f32);
-        let mrow = (!m.data.is_null()).then(|| {
-            m.row([
-                iq1,
-                iq2 % m.ne[2] as usize,
-                iq3 % m.ne[3] as usize,
-                0,
-            ])
-        });
+        let mrow = (!m.data.is_null())
+            .then(|| m.row([iq1, iq2 % m.ne[2] as usize, iq3 % m.ne[3] as usize, 0]));
         for ic in 0..k.ne[1] as usize {
             // SAFETY: the mask has at least n_kv elements per row and n_q rows.
             let mv = mrow.map_or(0.0, |row| slope * unsafe { m.get(row, ic) });

@@ -46,7 +46,10 @@ pub use backend::{
 pub use context::{tensor_overhead, Context};
 pub use error::{Error, ErrorKind, Result, Status};
 pub use graph::{graph_overhead, graph_overhead_custom, Graph};
-pub use ops::{Op, UnaryOp};
+pub use ops::{
+    rope_yarn_corr_dims, Op, UnaryOp, MROPE_SECTIONS, ROPE_TYPE_IMROPE, ROPE_TYPE_MROPE,
+    ROPE_TYPE_NEOX, ROPE_TYPE_NORMAL, ROPE_TYPE_VISION,
+};
 pub use quants::{quantize_chunk, quantize_requires_imatrix};
 pub use sizing::ContextSize;
 pub use tensor::{Tensor, MAX_DIMS, MAX_SRC};

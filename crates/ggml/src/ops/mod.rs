@@ -2,11 +2,14 @@
 //! [`crate::Context`]) that check operand shapes and create result tensors, one file per family.
 
 mod arith;
+mod attention;
 mod binary;
 mod matmul;
 mod norm;
 mod reduce;
+mod rope;
 mod rows;
+mod set_rows;
 mod softmax;
 pub mod spec;
 mod unary;
@@ -16,8 +19,13 @@ pub use arith::{
     ArangeParams, ClampParams, DiagMaskParams, FillParams, LeakyReluParams, PadParams,
     PadReflectParams, RollParams, TimestepParams, TriParams, TriType, WindowParams,
 };
+pub use attention::FlashAttnExtParams;
 pub use matmul::{MulMatParams, Prec};
 pub use norm::NormParams;
+pub use rope::{
+    rope_yarn_corr_dims, RopeParams, MROPE_SECTIONS, ROPE_TYPE_IMROPE, ROPE_TYPE_MROPE,
+    ROPE_TYPE_NEOX, ROPE_TYPE_NORMAL, ROPE_TYPE_VISION,
+};
 pub use rows::ConcatParams;
 pub use softmax::SoftMaxParams;
 pub use spec::{read_params, write_params, Meta, NoParams, NodeMeta, Shape, Slot};
@@ -125,13 +133,13 @@ op_table! {
     Transpose = 39, "TRANSPOSE", view::Transpose;
     GetRows = 40, "GET_ROWS", rows::GetRows;
     GetRowsBack = 41, "GET_ROWS_BACK", spec::Unbuilt;
-    SetRows = 42, "SET_ROWS", spec::Unbuilt;
+    SetRows = 42, "SET_ROWS", set_rows::SetRows;
     Diag = 43, "DIAG", arith::Diag;
     DiagMaskInf = 44, "DIAG_MASK_INF", arith::DiagMask;
     DiagMaskZero = 45, "DIAG_MASK_ZERO", arith::DiagMask;
     SoftMax = 46, "SOFT_MAX", softmax::SoftMax;
     SoftMaxBack = 47, "SOFT_MAX_BACK", spec::Unbuilt;
-    Rope = 48, "ROPE", spec::Unbuilt;
+    Rope = 48, "ROPE", rope::Rope;
     RopeBack = 49, "ROPE_BACK", spec::Unbuilt;
     Clamp = 50, "CLAMP", arith::Clamp;
     ConvTranspose1d = 51, "CONV_TRANSPOSE_1D", spec::Unbuilt;
@@ -157,7 +165,7 @@ op_table! {
     LeakyRelu = 71, "LEAKY_RELU", arith::LeakyRelu;
     Tri = 72, "TRI", arith::Tri;
     Fill = 73, "FILL", arith::Fill;
-    FlashAttnExt = 74, "FLASH_ATTN_EXT", spec::Unbuilt;
+    FlashAttnExt = 74, "FLASH_ATTN_EXT", attention::FlashAttnExt;
     FlashAttnBack = 75, "FLASH_ATTN_BACK", spec::Unbuilt;
     SsmConv = 76, "SSM_CONV", spec::Unbuilt;
     SsmScan = 77, "SSM_SCAN", spec::Unbuilt;

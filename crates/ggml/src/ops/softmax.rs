@@ -19,7 +19,8 @@ pub struct SoftMaxParams {
     pub max_bias: f32,
 }
 
-/// SOFT_MAX: `softmax(a·scale + slope·mask)` per row, `a`'s type and shape.
+/// SOFT_MAX: `softmax(a·scale + slope·mask)` per row (with an extra logit per head when
+/// `sinks` is given), `a`'s type and shape.
 pub(crate) struct SoftMax;
 
 impl OpSpec for SoftMax {
@@ -32,23 +33,9 @@ impl OpSpec for SoftMax {
             check_mask(src, a, m)?;
         }
         if src.opt(2).is_some() {
-            return Err(src.bad(2, "attention sinks are not available in this version"));
+            check_sinks(src, 2, a.ne[2], "a.ne2")?;
         }
-        if !p.scale.is_finite() {
-            return Err(src.err(format!("scale = {}; it must be finite", p.scale)));
-        }
-        if !(p.max_bias.is_finite() && p.max_bias >= 0.0) {
-            return Err(src.err(format!(
-                "max_bias = {}; it must be finite and >= 0",
-                p.max_bias
-            )));
-        }
-        if p.max_bias > 0.0 && src.opt(1).is_none() {
-            return Err(src.err(format!(
-                "max_bias = {} needs a mask (the ALiBi bias scales the mask)",
-                p.max_bias
-            )));
-        }
+        check_scale_and_bias(src, p.scale, p.max_bias, src.opt(1).is_some())?;
         Ok(Shape::New { ty: a.ty, ne: a.ne })
     }
 }
@@ -91,6 +78,19 @@ impl Context {
         self.soft_max_impl(a, mask, scale, max_bias, true)
     }
 
+    /// `ggml_soft_max_add_sinks`: the SOFT_MAX node `a` with attention sinks: `sinks` (F32,
+    /// one value per head, `[a.ne2]` of `a`'s operand) joins each row's softmax as one more
+    /// logit that takes no output, `y_i = e^(x_i − m) / (Σ_j e^(x_j − m) + e^(sinks[h] − m))`
+    /// with `m` the maximum of the row and the sink, `h` the row's head (dimension 2).
+    ///
+    /// GGML sets the operand on `a` itself; here nodes do not change once built, so this
+    /// returns a new node (in place when `a` was) with `a`'s operands and parameters plus the
+    /// sinks, to use instead of `a`. `None` gives the node without sinks. `Err` when `a` is
+    /// not a SOFT_MAX node, already has sinks, or `sinks` does not fit.
+    pub fn soft_max_add_sinks(&self, a: &Tensor, sinks: Option<&Tensor>) -> Result<Tensor> {
+        self.with_operand::<SoftMax>(a, Op::SoftMax, 2, sinks)
+    }
+
     fn soft_max_impl(
         &self,
         a: &Tensor,
@@ -124,6 +124,42 @@ fn check_mask(src: &Srcs<'_>, a: &Meta, m: &Meta) -> Result<()> {
                  dividing a's)"
             ),
         ));
+    }
+    Ok(())
+}
+
+/// `Err` unless the sinks in slot `i` are an F32 vector of `n_head` values (`what` names where
+/// the head count comes from).
+pub(crate) fn check_sinks(src: &Srcs<'_>, i: usize, n_head: i64, what: &str) -> Result<()> {
+    src.want_type(i, &[Type::F32])?;
+    let s = src.get(i);
+    if s.ne[0] != n_head || s.nrows() != 1 {
+        return Err(src.bad(
+            i,
+            format!("it must be a vector of {what} = {n_head} values (one per head)"),
+        ));
+    }
+    Ok(())
+}
+
+/// `Err` unless `scale` is finite and `max_bias` finite and >= 0, and a positive `max_bias`
+/// comes with a mask (the ALiBi bias scales the mask).
+pub(crate) fn check_scale_and_bias(
+    src: &Srcs<'_>,
+    scale: f32,
+    max_bias: f32,
+    has_mask: bool,
+) -> Result<()> {
+    if !scale.is_finite() {
+        return Err(src.err(format!("scale = {scale}; it must be finite")));
+    }
+    if !(max_bias.is_finite() && max_bias >= 0.0) {
+        return Err(src.err(format!("max_bias = {max_bias}; it must be finite and >= 0")));
+    }
+    if max_bias > 0.0 && !has_mask {
+        return Err(src.err(format!(
+            "max_bias = {max_bias} needs a mask (the ALiBi bias scales the mask)"
+        )));
     }
     Ok(())
 }

@@ -458,6 +458,40 @@ impl Context {
         self.build_impl::<S>(op, srcs, p, false, Some(ne))
     }
 
+    /// A node like `node` (computed by `op`, described by `S`) with operand slot `slot` set to
+    /// `t` (`None` empties it): GGML's `*_add_sinks` setters change the node itself; nodes here
+    /// are fixed once built, so the result is a new node with `node`'s other operands and
+    /// parameters, in place when `node` is. `Err` when `node` is computed by another op, when
+    /// the slot is already filled and `t` is given, or when the shape rule refuses `t`.
+    pub(crate) fn with_operand<S: OpSpec>(
+        &self,
+        node: &Tensor,
+        op: Op,
+        slot: usize,
+        t: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let setter = format!("{}_add_{}", op.name().to_lowercase(), S::SLOTS[slot].name);
+        if node.op() != op {
+            return Err(Error::invalid(format!(
+                "{setter}: tensor {:?} is computed by {}, not {}",
+                node.name(),
+                node.op().name(),
+                op.name()
+            )));
+        }
+        if t.is_some() && node.src(slot).is_some() {
+            return Err(Error::invalid(format!(
+                "{setter}: tensor {:?} already has its {} operand",
+                node.name(),
+                S::SLOTS[slot].name
+            )));
+        }
+        let mut srcs: Vec<Option<&Tensor>> = (0..S::SLOTS.len()).map(|i| node.src(i)).collect();
+        srcs[slot] = t;
+        let p = read_params::<S::Params>(&node.op_params());
+        self.build::<S>(op, &srcs, p, node.view_src().is_some())
+    }
+
     fn build_impl<S: OpSpec>(
         &self,
         op: Op,

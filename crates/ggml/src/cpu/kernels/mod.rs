@@ -11,10 +11,13 @@
 mod arith;
 mod binary;
 mod copy;
+mod flash_attn;
 mod matmul;
 mod norm;
 mod reduce;
+mod rope;
 mod rows;
+mod set_rows;
 mod softmax;
 mod unary;
 
@@ -515,8 +518,9 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::GetRows => rows::plan_get_rows(t),
         Op::Repeat => rows::plan_copies(t, rows::repeat),
         Op::Concat => rows::plan_copies(t, rows::concat),
-        // Attention (rope, flash attention, set_rows).
-        Op::Rope | Op::FlashAttnExt | Op::SetRows => no_kernel(t, NOT_YET),
+        Op::Rope => rope::plan(t),
+        Op::FlashAttnExt => flash_attn::plan(t),
+        Op::SetRows => set_rows::plan(t),
 
         // GLU, norms, mixture of experts, outer products, sorting and scans.
         Op::Glu

@@ -1,18 +1,21 @@
 //! SOFT_MAX with GGML's extensions: `softmax(x * scale + slope * mask)` per row, where the
 //! optional mask (F32/F16) is broadcast over rows and heads and `slope` is the ALiBi slope of
-//! the head (dimension 2) when `max_bias > 0`. op_params: scale, max_bias.
+//! the head (dimension 2) when `max_bias > 0`. op_params: scale, max_bias. Optional F32
+//! sinks (one per head) join each row's normalisation as one more logit.
 
 use super::{is_float, ld, sum_f64, unsupported, NodePtrs, Params};
 use super::{operand, Planned};
 use crate::error::Result;
 use crate::ops::SoftMaxParams;
 use crate::tensor::Tensor;
+use crate::types::Type;
 
 /// The kernel for float rows and an optional float mask, with one f32 row of scratch per
 /// thread.
 pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     let mask_ok = t.src(1).is_none_or(|m| is_float(m.ty()));
-    if !is_float(t.ty()) || !is_float(operand(t, 0)?.ty()) || !mask_ok || t.src(2).is_some() {
+    let sinks_ok = t.src(2).is_none_or(|s| s.ty() == Type::F32);
+    if !is_float(t.ty()) || !is_float(operand(t, 0)?.ty()) || !mask_ok || !sinks_ok {
         return Err(unsupported(t));
     }
     Ok(Planned::new(soft_max, t.ne()[0] as usize * 4))
@@ -81,7 +84,7 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
 
 pub(super) unsafe fn soft_max(n: &NodePtrs, p: &Params) {
     let SoftMaxParams { scale, max_bias } = n.params();
-    let (d, a, m) = (&n.dst, &n.src[0], &n.src[1]);
+    let (d, a, m, sk) = (&n.dst, &n.src[0], &n.src[1], &n.src[2]);
     let has_mask = !m.data.is_null();
     let ne0 = a.ne[0] as usize;
     // SAFETY: the plan sized each thread's scratch for ne0 f32 values.
@@ -91,7 +94,7 @@ pub(super) unsafe fn soft_max(n: &NodePtrs, p: &Params) {
         let slope = alibi_slope(max_bias, idx[1], a.ne[2] as usize);
         let arow = a.row(idx);
         // SAFETY: rows of their tensors, indices below ne[0]; the mask row index is reduced
-        // modulo the mask's dimensions.
+        // modulo the mask's dimensions; the sinks hold one value per head.
         unsafe {
             a.read_row(arow, buf);
             for v in buf.iter_mut() {
@@ -113,12 +116,21 @@ pub(super) unsafe fn soft_max(n: &NodePtrs, p: &Params) {
                     }
                 }
             }
-            let max = buf.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut max = buf.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            // The head's sink (F32 vector, element idx[1] < a.ne2) counts as one more logit.
+            let sink = (!sk.data.is_null())
+                .then(|| (sk.data.add(idx[1] * sk.nb[0]) as *const f32).read_unaligned());
+            if let Some(s) = sink {
+                max = if max > s { max } else { s };
+            }
             // exp(-inf - max) is 0; a row of only -inf has max = -inf and gives NaN, as GGML.
             for v in buf.iter_mut() {
                 *v = exp_f32(*v - max);
             }
-            let sum = sum_f64(buf, |v| v);
+            let mut sum = sum_f64(buf, |v| v);
+            if let Some(s) = sink {
+                sum += f64::from((s - max).exp());
+            }
             let inv = (1.0 / sum) as f32;
             for v in buf.iter_mut() {
                 *v *= inv;

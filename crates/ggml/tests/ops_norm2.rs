@@ -59,9 +59,8 @@ fn group_norm_groups_types_layouts() {
     for ty in FLOATS {
         for layout in LAYOUTS {
             for inplace in [false, true] {
-                let name = format!(
-                    "GROUP_NORM(type={ty},layout={layout:?},inplace={inplace},n_groups=3)"
-                );
+                let name =
+                    format!("GROUP_NORM(type={ty},layout={layout:?},inplace={inplace},n_groups=3)");
                 check(&name, TOL, |ctx, rng| {
                     let (a, ha) = input(ctx, ty, &[6, 5, 6, 2], layout, rng, -2.0, 2.0)?;
                     let out = if inplace {
@@ -128,5 +127,8 @@ fn shape_rules() {
     assert_eq!(l.op_params()[0], 1e-5f32.to_bits() as i32);
     assert_valid(&g);
     assert_valid(&l);
-    assert_err(validate_with(&g, |p| p[0] = 0), &["GROUP_NORM", "n_groups = 0"]);
+    assert_err(
+        validate_with(&g, |p| p[0] = 0),
+        &["GROUP_NORM", "n_groups = 0"],
+    );
 }

@@ -113,7 +113,7 @@ op_table! {
     RmsNorm = 25, "RMS_NORM", norm::Norm;
     RmsNormBack = 26, "RMS_NORM_BACK", spec::Unbuilt;
     GroupNorm = 27, "GROUP_NORM", norm::GroupNorm;
-    L2Norm = 28, "L2_NORM", norm::L2Norm;
+    L2Norm = 28, "L2_NORM", norm::Norm;
     MulMat = 29, "MUL_MAT", matmul::MulMat;
     MulMatId = 30, "MUL_MAT_ID", moe::MulMatId;
     OutProd = 31, "OUT_PROD", out_prod::OutProd;

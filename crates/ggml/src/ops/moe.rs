@@ -3,6 +3,7 @@
 
 use crate::context::Context;
 use crate::error::Result;
+use crate::ops::matmul::want_weights;
 use crate::ops::spec::{req, NoParams, OpSpec, Shape, Slot, Srcs};
 use crate::ops::Op;
 use crate::tensor::Tensor;
@@ -18,12 +19,7 @@ impl OpSpec for MulMatId {
     const SLOTS: &'static [Slot] = &[req("as"), req("b"), req("ids")];
     fn shape(src: &Srcs<'_>, _: &NoParams) -> Result<Shape> {
         let (w, b, ids) = (src.get(0), src.get(1), src.get(2));
-        if !(w.ty.is_quantized() || matches!(w.ty, Type::F32 | Type::F16 | Type::BF16)) {
-            return Err(src.bad(0, "the experts must be F32, F16, BF16 or a quantized type"));
-        }
-        if w.is_transposed() && w.nelements() > 0 {
-            return Err(src.bad(0, "it is transposed; make it contiguous with cont() first"));
-        }
+        want_weights(src, 0)?;
         if w.ne[3] != 1 || w.ne[4] != 1 {
             return Err(src.bad(0, "it must be 3-D: one [K, M] matrix per expert"));
         }

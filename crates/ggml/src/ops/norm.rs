@@ -17,7 +17,7 @@ pub struct NormParams {
     pub eps: f32,
 }
 
-/// NORM, RMS_NORM: a row normalisation of `a`, its type and shape.
+/// NORM, RMS_NORM, L2_NORM: a row normalisation of `a`, its type and shape.
 pub(crate) struct Norm;
 
 impl OpSpec for Norm {
@@ -38,20 +38,6 @@ fn check_eps(src: &Srcs<'_>, eps: f32) -> Result<()> {
         return Ok(());
     }
     Err(src.err(format!("eps = {eps}; it must be finite and >= 0")))
-}
-
-/// L2_NORM: each row divided by `max(‖row‖₂, eps)`, `a`'s type and shape.
-pub(crate) struct L2Norm;
-
-impl OpSpec for L2Norm {
-    type Params = NormParams;
-    const SLOTS: &'static [Slot] = &[req("a")];
-    const INPLACE: bool = true;
-    fn shape(src: &Srcs<'_>, p: &NormParams) -> Result<Shape> {
-        check_eps(src, p.eps)?;
-        let a = src.get(0);
-        Ok(Shape::New { ty: a.ty, ne: a.ne })
-    }
 }
 
 /// GROUP_NORM's parameters.
@@ -87,12 +73,12 @@ impl Context {
     /// `ggml_l2_norm`: each row divided by its Euclidean norm, `x / max(‖x‖₂, eps)`; `a`'s
     /// type and shape.
     pub fn l2_norm(&self, a: &Tensor, eps: f32) -> Result<Tensor> {
-        self.build::<L2Norm>(Op::L2Norm, &[Some(a)], NormParams { eps }, false)
+        self.build::<Norm>(Op::L2Norm, &[Some(a)], NormParams { eps }, false)
     }
 
     /// `ggml_l2_norm_inplace`: as [`Context::l2_norm`], writing into `a`'s memory.
     pub fn l2_norm_inplace(&self, a: &Tensor, eps: f32) -> Result<Tensor> {
-        self.build::<L2Norm>(Op::L2Norm, &[Some(a)], NormParams { eps }, true)
+        self.build::<Norm>(Op::L2Norm, &[Some(a)], NormParams { eps }, true)
     }
 
     /// `ggml_group_norm`: the channels (dimension 2) are split into groups of

@@ -2,9 +2,10 @@
 
 use crate::context::Context;
 use crate::error::Result;
+use crate::ops::matmul::{want_batch_broadcast, want_weights};
 use crate::ops::spec::{req, NoParams, OpSpec, Shape, Slot, Srcs};
 use crate::ops::Op;
-use crate::tensor::{Tensor, MAX_DIMS};
+use crate::tensor::Tensor;
 use crate::types::Type;
 
 /// OUT_PROD: `a` `[M, K, A2, A3, A4]` (F32, F16, BF16 or quantized, not transposed) and `b`
@@ -17,9 +18,7 @@ impl OpSpec for OutProd {
     const SLOTS: &'static [Slot] = &[req("a"), req("b")];
     fn shape(src: &Srcs<'_>, _: &NoParams) -> Result<Shape> {
         let (a, b) = (src.get(0), src.get(1));
-        if !(a.ty.is_quantized() || matches!(a.ty, Type::F32 | Type::F16 | Type::BF16)) {
-            return Err(src.bad(0, "it must be F32, F16, BF16 or a quantized type"));
-        }
+        want_weights(src, 0)?;
         src.want_float(1)?;
         if a.ne[1] != b.ne[1] {
             return Err(src.bad(
@@ -27,26 +26,7 @@ impl OpSpec for OutProd {
                 format!("its ne1 = {} must be a's ne1 = {}", b.ne[1], a.ne[1]),
             ));
         }
-        let broadcasts = (2..MAX_DIMS).all(|d| {
-            if a.ne[d] == 0 {
-                b.ne[d] == 0
-            } else {
-                b.ne[d] % a.ne[d] == 0
-            }
-        });
-        if !broadcasts {
-            return Err(src.bad(
-                1,
-                format!(
-                    "its batch dimensions {:?} must be multiples of a's {:?}",
-                    &b.ne[2..],
-                    &a.ne[2..]
-                ),
-            ));
-        }
-        if a.is_transposed() && a.nelements() > 0 {
-            return Err(src.bad(0, "it is transposed; make it contiguous with cont() first"));
-        }
+        want_batch_broadcast(src, 0, 1)?;
         Ok(Shape::New {
             ty: Type::F32,
             ne: [a.ne[0], b.ne[0], b.ne[2], b.ne[3], b.ne[4]],

@@ -132,3 +132,27 @@ fn shape_rules() {
         &["GROUP_NORM", "n_groups = 0"],
     );
 }
+
+#[test]
+fn group_norm_with_far_more_groups_than_channels() {
+    // Every group past the channels is empty; the kernel must not walk them all.
+    check(
+        "GROUP_NORM(ne=[4,3,5],n_groups=2147483647)",
+        TOL,
+        |ctx, rng| {
+            let (a, ha) = input(
+                ctx,
+                Type::F32,
+                &[4, 3, 5],
+                Layout::Contiguous,
+                rng,
+                -1.0,
+                1.0,
+            )?;
+            Ok((
+                ctx.group_norm(&a, i32::MAX, 1e-6)?,
+                group_norm_ref(&ha, 5, 1e-6),
+            ))
+        },
+    );
+}

@@ -85,7 +85,9 @@ unsafe fn group_norm(n: &NodePtrs, p: &Params) {
     let GroupNormParams { n_groups, eps } = n.params();
     let groups = n_groups.max(1) as usize;
     let [ne0, ne1, channels, ne3, ne4] = a.ne.map(|v| v as usize);
-    let per_group = channels.div_ceil(groups);
+    let per_group = channels.div_ceil(groups).max(1);
+    // Groups past the channels are empty: only the first `filled` have elements.
+    let filled = channels.div_ceil(per_group);
     // Calls `f(dst row, a row)` for every row of channels `c0..c1` at (i3, i4).
     let rows = |c0: usize, c1: usize, i3: usize, i4: usize, f: &mut dyn FnMut(*mut u8, *mut u8)| {
         for c in c0..c1 {
@@ -95,8 +97,8 @@ unsafe fn group_norm(n: &NodePtrs, p: &Params) {
             }
         }
     };
-    for u in p.range(groups * ne3 * ne4) {
-        let (g, i3, i4) = (u % groups, u / groups % ne3, u / groups / ne3);
+    for u in p.range(filled * ne3 * ne4) {
+        let (g, i3, i4) = (u % filled, u / filled % ne3, u / filled / ne3);
         let c0 = (g * per_group).min(channels);
         let c1 = (c0 + per_group).min(channels);
         let count = (ne0 * ne1 * (c1 - c0)) as f64;

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::reference::erf;
 use common::*;
 use ggml::{Context, Tensor, Type, UnaryOp};
 
@@ -27,23 +28,6 @@ enum Domain {
 
 fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
-}
-
-/// erf by Simpson's rule on 2/√π·e^(−t²) over [0, |x|] (1024 intervals, error below 1e-9);
-/// ±1 beyond |x| = 6 where erf differs from ±1 by less than 1e-17.
-fn erf(x: f64) -> f64 {
-    let a = x.abs();
-    if a > 6.0 {
-        return x.signum();
-    }
-    let n = 1024;
-    let h = a / n as f64;
-    let f = |t: f64| (-t * t).exp();
-    let mut s = f(0.0) + f(a);
-    for k in 1..n {
-        s += f(k as f64 * h) * if k % 2 == 1 { 4.0 } else { 2.0 };
-    }
-    (s * h / 3.0 * 2.0 / std::f64::consts::PI.sqrt()).copysign(x)
 }
 
 fn ops() -> Vec<Op> {

@@ -41,9 +41,7 @@ impl OpSpec for MulMat {
     const SLOTS: &'static [Slot] = &[req("a"), req("b")];
     fn shape(src: &Srcs<'_>, _: &MulMatParams) -> Result<Shape> {
         let (a, b) = (src.get(0), src.get(1));
-        if !(a.ty.is_quantized() || matches!(a.ty, Type::F32 | Type::F16 | Type::BF16)) {
-            return Err(src.bad(0, "the weights must be F32, F16, BF16 or a quantized type"));
-        }
+        want_weights(src, 0)?;
         if !matches!(b.ty, Type::F32 | Type::F16 | Type::BF16) {
             let hint = if b.ty.is_quantized() {
                 " (quantized weights go in a, the first operand)"
@@ -61,35 +59,52 @@ impl OpSpec for MulMat {
                 ),
             ));
         }
-        // `ggml_can_mul_mat`: b's batch dimensions are whole multiples of a's (a zero-sized
-        // batch dimension of a only fits an empty one of b).
-        let broadcasts = (2..MAX_DIMS).all(|d| {
-            if a.ne[d] == 0 {
-                b.ne[d] == 0
-            } else {
-                b.ne[d] % a.ne[d] == 0
-            }
-        });
-        if !broadcasts {
-            return Err(src.bad(
-                1,
-                format!(
-                    "its batch dimensions {:?} must be multiples of a's {:?}",
-                    &b.ne[2..],
-                    &a.ne[2..]
-                ),
-            ));
-        }
-        // GGML refuses a transposed `a` (nb0 > nb1); an empty `a` (K = 0 gives nb1 = 0) has no
-        // layout to speak of and is accepted (the product is zeros).
-        if a.is_transposed() && a.nelements() > 0 {
-            return Err(src.bad(0, "it is transposed; make it contiguous with cont() first"));
-        }
+        want_batch_broadcast(src, 0, 1)?;
         Ok(Shape::New {
             ty: Type::F32,
             ne: [a.ne[1], b.ne[1], b.ne[2], b.ne[3], b.ne[4]],
         })
     }
+}
+
+/// `Err` unless operand `i` can be the weights of a product (MUL_MAT, MUL_MAT_ID, OUT_PROD):
+/// F32, F16, BF16 or quantized, and not transposed (GGML refuses `nb0 > nb1`; an empty operand
+/// — K = 0 gives nb1 = 0 — has no layout to speak of and is accepted).
+pub(crate) fn want_weights(src: &Srcs<'_>, i: usize) -> Result<()> {
+    let w = src.get(i);
+    if !(w.ty.is_quantized() || matches!(w.ty, Type::F32 | Type::F16 | Type::BF16)) {
+        return Err(src.bad(i, "the weights must be F32, F16, BF16 or a quantized type"));
+    }
+    if w.is_transposed() && w.nelements() > 0 {
+        return Err(src.bad(i, "it is transposed; make it contiguous with cont() first"));
+    }
+    Ok(())
+}
+
+/// `Err` unless the batch dimensions (2..) of operand `j` are whole multiples of operand
+/// `i`'s (`ggml_can_mul_mat`, `ggml_can_out_prod`; a zero-sized batch dimension of `i` only
+/// fits an empty one of `j`).
+pub(crate) fn want_batch_broadcast(src: &Srcs<'_>, i: usize, j: usize) -> Result<()> {
+    let (a, b) = (src.get(i), src.get(j));
+    let broadcasts = (2..MAX_DIMS).all(|d| {
+        if a.ne[d] == 0 {
+            b.ne[d] == 0
+        } else {
+            b.ne[d] % a.ne[d] == 0
+        }
+    });
+    if broadcasts {
+        return Ok(());
+    }
+    Err(src.bad(
+        j,
+        format!(
+            "its batch dimensions {:?} must be multiples of {}'s {:?}",
+            &b.ne[2..],
+            src.slot_name(i),
+            &a.ne[2..]
+        ),
+    ))
 }
 
 impl Context {

@@ -4,13 +4,18 @@
 mod arith;
 mod attention;
 mod binary;
+mod glu;
 mod matmul;
+mod moe;
 mod norm;
+mod out_prod;
 mod reduce;
 mod rope;
 mod rows;
+mod scan;
 mod set_rows;
 mod softmax;
+mod sort;
 pub mod spec;
 mod unary;
 mod view;
@@ -20,14 +25,16 @@ pub use arith::{
     PadReflectParams, RollParams, TimestepParams, TriParams, TriType, WindowParams,
 };
 pub use attention::FlashAttnExtParams;
+pub use glu::{GluOp, GluParams};
 pub use matmul::{MulMatParams, Prec};
-pub use norm::NormParams;
+pub use norm::{GroupNormParams, NormParams};
 pub use rope::{
     rope_yarn_corr_dims, RopeParams, MROPE_SECTIONS, ROPE_TYPE_IMROPE, ROPE_TYPE_MROPE,
     ROPE_TYPE_NEOX, ROPE_TYPE_NORMAL, ROPE_TYPE_VISION,
 };
 pub use rows::ConcatParams;
 pub use softmax::SoftMaxParams;
+pub use sort::{ArgsortParams, SortOrder};
 pub use spec::{read_params, write_params, Meta, NoParams, NodeMeta, Shape, Slot};
 pub use unary::{ScaleParams, UnaryOp, UnaryParams};
 pub use view::{PermuteParams, ViewParams};
@@ -107,10 +114,10 @@ op_table! {
     Cos = 13, "COS", unary::Map;
     Sum = 14, "SUM", reduce::Sum;
     SumRows = 15, "SUM_ROWS", reduce::SumRows;
-    Cumsum = 16, "CUMSUM", spec::Unbuilt;
+    Cumsum = 16, "CUMSUM", scan::Cumsum;
     Mean = 17, "MEAN", reduce::Mean;
     Argmax = 18, "ARGMAX", reduce::Argmax;
-    CountEqual = 19, "COUNT_EQUAL", spec::Unbuilt;
+    CountEqual = 19, "COUNT_EQUAL", scan::CountEqual;
     Repeat = 20, "REPEAT", rows::Repeat;
     RepeatBack = 21, "REPEAT_BACK", spec::Unbuilt;
     Concat = 22, "CONCAT", rows::Concat;
@@ -118,11 +125,11 @@ op_table! {
     Norm = 24, "NORM", norm::Norm;
     RmsNorm = 25, "RMS_NORM", norm::Norm;
     RmsNormBack = 26, "RMS_NORM_BACK", spec::Unbuilt;
-    GroupNorm = 27, "GROUP_NORM", spec::Unbuilt;
-    L2Norm = 28, "L2_NORM", spec::Unbuilt;
+    GroupNorm = 27, "GROUP_NORM", norm::GroupNorm;
+    L2Norm = 28, "L2_NORM", norm::Norm;
     MulMat = 29, "MUL_MAT", matmul::MulMat;
-    MulMatId = 30, "MUL_MAT_ID", spec::Unbuilt;
-    OutProd = 31, "OUT_PROD", spec::Unbuilt;
+    MulMatId = 30, "MUL_MAT_ID", moe::MulMatId;
+    OutProd = 31, "OUT_PROD", out_prod::OutProd;
     Scale = 32, "SCALE", unary::Scale;
     Set = 33, "SET", arith::Set;
     Cpy = 34, "CPY", view::Cpy;
@@ -160,8 +167,8 @@ op_table! {
     Roll = 66, "ROLL", arith::Roll;
     Arange = 67, "ARANGE", arith::Arange;
     TimestepEmbedding = 68, "TIMESTEP_EMBEDDING", arith::TimestepEmbedding;
-    Argsort = 69, "ARGSORT", spec::Unbuilt;
-    TopK = 70, "TOP_K", spec::Unbuilt;
+    Argsort = 69, "ARGSORT", sort::Argsort;
+    TopK = 70, "TOP_K", sort::TopK;
     LeakyRelu = 71, "LEAKY_RELU", arith::LeakyRelu;
     Tri = 72, "TRI", arith::Tri;
     Fill = 73, "FILL", arith::Fill;
@@ -176,7 +183,7 @@ op_table! {
     RwkvWkv6 = 82, "RWKV_WKV6", spec::Unbuilt;
     GatedLinearAttn = 83, "GATED_LINEAR_ATTN", spec::Unbuilt;
     RwkvWkv7 = 84, "RWKV_WKV7", spec::Unbuilt;
-    SolveTri = 85, "SOLVE_TRI", spec::Unbuilt;
+    SolveTri = 85, "SOLVE_TRI", scan::SolveTri;
     GatedDeltaNet = 86, "GATED_DELTA_NET", spec::Unbuilt;
     LightningIndexer = 87, "LIGHTNING_INDEXER", spec::Unbuilt;
     Dsv4HcComb = 88, "DSV4_HC_COMB", spec::Unbuilt;
@@ -191,7 +198,7 @@ op_table! {
     CrossEntropyLossBack = 97, "CROSS_ENTROPY_LOSS_BACK", spec::Unbuilt;
     OptStepAdamw = 98, "OPT_STEP_ADAMW", spec::Unbuilt;
     OptStepSgd = 99, "OPT_STEP_SGD", spec::Unbuilt;
-    Glu = 100, "GLU", spec::Unbuilt;
+    Glu = 100, "GLU", glu::Glu;
 }
 
 /// Number of ops (`GGML_OP_COUNT`).

@@ -216,6 +216,11 @@ impl Srcs<'_> {
         format!("{}{name} ({what})", self.slots[i].name)
     }
 
+    /// GGML's name for operand slot `i` (`a`, `b`, `mask`, …).
+    pub fn slot_name(&self, i: usize) -> &'static str {
+        self.slots[i].name
+    }
+
     /// An `Err` naming the op and operand `i`: "OP: a "name" (f32 [..]): WHY".
     pub fn bad(&self, i: usize, why: impl std::fmt::Display) -> Error {
         Error::invalid(format!("{}: {}: {why}", self.op.name(), self.describe(i)))

@@ -144,7 +144,8 @@ const GELU_COEF_A: f32 = 0.044_715;
 const GELU_QUICK_COEF: f32 = -1.702;
 
 impl UnaryOp {
-    /// The op applied to one value, in f32 (XIELU, which needs parameters, gives NaN).
+    /// The op applied to one value, in f32 (XIELU, which needs parameters, gives NaN; its
+    /// kernel reads them from the node).
     #[inline(always)]
     pub fn eval(self, x: f32) -> f32 {
         match self {
@@ -237,7 +238,8 @@ pub(crate) fn erf(x: f64) -> f64 {
 }
 
 impl Context {
-    /// `ggml_unary`: applies `op` element-wise. XIELU needs parameters and is refused here.
+    /// `ggml_unary`: applies `op` element-wise. XIELU needs parameters and is refused here
+    /// (use [`Context::xielu`]).
     /// Inputs of any layout are accepted (GGML asks for contiguous rows; the CPU kernels
     /// follow arbitrary strides).
     pub fn unary(&self, a: &Tensor, op: UnaryOp) -> Result<Tensor> {
@@ -251,8 +253,9 @@ impl Context {
 
     fn unary_impl(&self, a: &Tensor, op: UnaryOp, inplace: bool) -> Result<Tensor> {
         if op == UnaryOp::Xielu {
-            return Err(crate::Error::unsupported(
-                "unary: XIELU takes parameters (alpha_n, alpha_p, beta, eps); not available here",
+            return Err(crate::Error::invalid(
+                "unary: XIELU takes parameters (alpha_n, alpha_p, beta, eps); build it with \
+                 Context::xielu",
             ));
         }
         let p = UnaryParams {
@@ -260,6 +263,28 @@ impl Context {
             ..UnaryParams::default()
         };
         self.build::<Unary>(Op::Unary, &[Some(a)], p, inplace)
+    }
+
+    /// `ggml_xielu`: the xIELU activation element-wise, `a`'s type and shape. With
+    /// `αₙ = beta + softplus(alpha_n)` and `αₚ = softplus(alpha_p)` (stored so in op_params
+    /// 1–2, `beta` and `eps` in 3–4): `αₚ·x² + beta·x` for `x > 0`, else
+    /// `(expm1(min(x, eps)) − x)·αₙ + beta·x`.
+    pub fn xielu(
+        &self,
+        a: &Tensor,
+        alpha_n: f32,
+        alpha_p: f32,
+        beta: f32,
+        eps: f32,
+    ) -> Result<Tensor> {
+        let p = UnaryParams {
+            op: UnaryOp::Xielu as i32,
+            alpha_n: beta + UnaryOp::Softplus.eval(alpha_n),
+            alpha_p: UnaryOp::Softplus.eval(alpha_p),
+            beta,
+            eps,
+        };
+        self.build::<Unary>(Op::Unary, &[Some(a)], p, false)
     }
 
     /// `ggml_scale`: x·s.

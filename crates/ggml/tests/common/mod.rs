@@ -5,6 +5,7 @@
 //! (`test-backend-ops`: NaN fails, infinities must match, then NMSE).
 #![allow(dead_code)]
 
+pub mod nodes;
 pub mod reference;
 
 use std::sync::OnceLock;
@@ -185,7 +186,7 @@ pub fn round_to(ty: Type, v: f64) -> f64 {
         Type::F32 => v as f32 as f64,
         Type::F16 => ggml::f16::from_f64(v).to_f64(),
         Type::BF16 => f32::from_bits((bf16_bits(v as f32) as u32) << 16) as f64,
-        Type::I32 => v,
+        Type::I32 | Type::I64 => v,
         _ => panic!("round_to: type {ty} not handled"),
     }
 }
@@ -196,6 +197,7 @@ fn encode(ty: Type, v: f64, out: &mut [u8]) {
         Type::F16 => out.copy_from_slice(&ggml::f16::from_f64(v).to_bits().to_le_bytes()),
         Type::BF16 => out.copy_from_slice(&bf16_bits(v as f32).to_le_bytes()),
         Type::I32 => out.copy_from_slice(&(v as i32).to_le_bytes()),
+        Type::I64 => out.copy_from_slice(&(v as i64).to_le_bytes()),
         _ => panic!("encode: type {ty} not handled"),
     }
 }
@@ -206,6 +208,7 @@ fn decode(ty: Type, b: &[u8]) -> f64 {
         Type::F16 => ggml::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64(),
         Type::BF16 => f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16) as f64,
         Type::I32 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+        Type::I64 => i64::from_le_bytes(b[..8].try_into().unwrap()) as f64,
         _ => panic!("decode: type {ty} not handled"),
     }
 }

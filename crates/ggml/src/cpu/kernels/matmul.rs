@@ -192,6 +192,26 @@ fn dots_fn() -> DotsFn {
     dots_portable
 }
 
+/// `out[t] = dot(row arow of a, bs[t])` for a block `bs` of f32 rows of `a.ne0` elements: the
+/// row converted (or borrowed) as MUL_MAT does, dotted with the fastest routine this CPU runs
+/// (MUL_MAT_ID's entry into these routines).
+///
+/// # Safety
+/// `arow` must be a row of `a`, `abuf.len() == a.ne[0]` and `out.len() == bs.len()`; with
+/// `may_borrow`, nothing may write the row while this runs.
+pub(super) unsafe fn row_dots(
+    a: &TensorPtr,
+    arow: *const u8,
+    abuf: &mut [f32],
+    may_borrow: bool,
+    bs: &[&[f32]],
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded from the caller.
+    let x = unsafe { row_f32(a, arow, abuf, may_borrow) };
+    dots_fn()(x, bs, out);
+}
+
 pub(super) unsafe fn mul_mat(n: &NodePtrs, p: &Params) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
     let rows = p.range(a.ne[1] as usize);

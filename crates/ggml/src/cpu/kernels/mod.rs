@@ -12,13 +12,18 @@ mod arith;
 mod binary;
 mod copy;
 mod flash_attn;
+mod glu;
 mod matmul;
+mod mul_mat_id;
 mod norm;
+mod out_prod;
 mod reduce;
 mod rope;
 mod rows;
+mod scan;
 mod set_rows;
 mod softmax;
+mod sort;
 mod unary;
 
 use std::ops::Range;
@@ -522,17 +527,16 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::FlashAttnExt => flash_attn::plan(t),
         Op::SetRows => set_rows::plan(t),
 
-        // GLU, norms, mixture of experts, outer products, sorting and scans.
-        Op::Glu
-        | Op::GroupNorm
-        | Op::L2Norm
-        | Op::MulMatId
-        | Op::OutProd
-        | Op::Argsort
-        | Op::TopK
-        | Op::Cumsum
-        | Op::CountEqual
-        | Op::SolveTri => no_kernel(t, NOT_YET),
+        Op::Glu => glu::plan(t),
+        Op::GroupNorm => norm::plan_group_norm(t),
+        Op::L2Norm => norm::plan(t, norm::l2_norm),
+        Op::MulMatId => mul_mat_id::plan(t),
+        Op::OutProd => out_prod::plan(t),
+        Op::Argsort => sort::plan(t, sort::argsort),
+        Op::TopK => sort::plan(t, sort::top_k),
+        Op::Cumsum => scan::plan(t, scan::cumsum, Type::F32, &[Type::F32]),
+        Op::CountEqual => scan::plan(t, scan::count_equal, Type::I64, &[Type::I32, Type::I32]),
+        Op::SolveTri => scan::plan(t, scan::solve_tri, Type::F32, &[Type::F32, Type::F32]),
 
         // Convolution, pooling and image scaling.
         Op::ConvTranspose1d

@@ -1,9 +1,9 @@
-//! Element-wise unary ops: SCALE, SQR, SQRT, LOG, SIN, COS and every UNARY sub-op but XIELU.
+//! Element-wise unary ops: SCALE, SQR, SQRT, LOG, SIN, COS and every UNARY sub-op.
 
 use super::{is_float, ld, st, unsupported, KernelFn, NodePtrs, Params};
 use super::{operand, Planned};
 use crate::error::Result;
-use crate::ops::{ScaleParams, UnaryOp};
+use crate::ops::{ScaleParams, UnaryOp, UnaryParams};
 use crate::tensor::Tensor;
 
 /// `kernel` for a float operand and result.
@@ -36,7 +36,8 @@ pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
         ($($op:ident),*) => {
             match UnaryOp::from_i32(t.op_params()[0]) {
                 $(Some(UnaryOp::$op) => plan(t, |n, p| map(n, p, |x| UnaryOp::$op.eval(x))),)*
-                _ => Err(unsupported(t)),
+                Some(UnaryOp::Xielu) => plan(t, xielu),
+                None => Err(unsupported(t)),
             }
         };
     }
@@ -63,6 +64,25 @@ pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
         Round,
         Trunc
     )
+}
+
+/// XIELU with the constants of [`UnaryParams`] (as GGML stores them): `αₚ·x² + β·x` for
+/// `x > 0`, else `(expm1(min(x, eps)) − x)·αₙ + β·x`.
+unsafe fn xielu(n: &NodePtrs, p: &Params) {
+    let UnaryParams {
+        alpha_n,
+        alpha_p,
+        beta,
+        eps,
+        ..
+    } = n.params();
+    map(n, p, |x| {
+        if x > 0.0 {
+            alpha_p * x * x + beta * x
+        } else {
+            (x.min(eps).exp_m1() - x) * alpha_n + beta * x
+        }
+    })
 }
 
 /// `dst = x * s + b` ([`ScaleParams`]).

@@ -1,0 +1,62 @@
+//! GLU: `dst = act(x)·g` per element, `x` and `g` from the halves of each row of `a` (fused)
+//! or from `a` and `b` (split). Computed in f32 for every float type, as GGML's F16 kernels.
+
+use super::{is_float, operand, unsupported, NodePtrs, Params, Planned};
+use crate::error::Result;
+use crate::ops::{GluOp, GluParams, UnaryOp};
+use crate::tensor::Tensor;
+
+/// One kernel per op, so the activation is inlined.
+pub(super) fn plan(t: &Tensor) -> Result<Planned> {
+    let a = operand(t, 0)?;
+    let b_ok = t.src(1).is_none_or(|b| b.ty() == a.ty());
+    if !is_float(t.ty()) || !is_float(a.ty()) || !b_ok {
+        return Err(unsupported(t));
+    }
+    let kernel: super::KernelFn = match GluOp::from_i32(t.op_params()[0]) {
+        Some(GluOp::Reglu) => |n, p| gated(n, p, |x, g| if x > 0.0 { x * g } else { 0.0 }),
+        Some(GluOp::Geglu) => |n, p| gated(n, p, |x, g| UnaryOp::Gelu.eval(x) * g),
+        Some(GluOp::Swiglu) => |n, p| gated(n, p, |x, g| UnaryOp::Silu.eval(x) * g),
+        Some(GluOp::GegluErf) => |n, p| gated(n, p, |x, g| UnaryOp::GeluErf.eval(x) * g),
+        Some(GluOp::GegluQuick) => |n, p| gated(n, p, |x, g| UnaryOp::GeluQuick.eval(x) * g),
+        Some(GluOp::SwigluOai) => swiglu_oai,
+        None => return Err(unsupported(t)),
+    };
+    Ok(Planned::new(kernel, 0))
+}
+
+/// SWIGLU_OAI: `min(x, limit)·σ(alpha·min(x, limit))·(clamp(g, −limit, limit) + 1)`.
+unsafe fn swiglu_oai(n: &NodePtrs, p: &Params) {
+    let GluParams { alpha, limit, .. } = n.params();
+    gated(n, p, |x, g| {
+        let x = x.min(limit);
+        // GGML's std::clamp; written as max/min so a NaN limit cannot panic.
+        let g = g.max(-limit).min(limit);
+        x / (1.0 + (alpha * -x).exp()) * (g + 1.0)
+    })
+}
+
+/// `dst[j] = f(x[j], g[j])` over every row; threads split the rows.
+#[inline(always)]
+fn gated(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
+    let d = &n.dst;
+    let a = &n.src[0];
+    let split = !n.src[1].data.is_null();
+    let nc = d.ne[0] as usize;
+    let swapped = n.params::<GluParams>().swapped != 0;
+    // Where x and g start within their rows, and which tensor g comes from.
+    let (xo, go, gt) = match (split, swapped) {
+        (true, _) => (0, 0, &n.src[1]),
+        (false, false) => (0, nc, a),
+        (false, true) => (nc, 0, a),
+    };
+    for r in p.range(d.nrows()) {
+        let idx = d.unravel_row(r);
+        let (drow, arow, grow) = (d.row(idx), a.row(idx), gt.row(idx));
+        for j in 0..nc {
+            // SAFETY: the shape rule gives dst a's rows (halved in the fused form, where
+            // xo + j and go + j stay below a.ne0); in the split form b has a's shape.
+            unsafe { d.set(drow, j, f(a.get(arow, xo + j), gt.get(grow, go + j))) }
+        }
+    }
+}

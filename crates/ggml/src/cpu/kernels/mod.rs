@@ -9,13 +9,16 @@
 //! at run time come later, each beside the scalar loop it must agree with.
 
 mod binary;
+mod conv;
 mod copy;
 mod matmul;
 mod norm;
+mod pool;
 mod reduce;
 mod rows;
 mod softmax;
 mod unary;
+mod upscale;
 
 use std::ops::Range;
 
@@ -525,18 +528,17 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         | Op::CountEqual
         | Op::SolveTri => no_kernel(t, NOT_YET),
 
-        // Convolution, pooling and image scaling.
-        Op::ConvTranspose1d
-        | Op::Im2col
-        | Op::Im2col3d
-        | Op::Col2im1d
-        | Op::Conv2d
-        | Op::Conv3d
-        | Op::Conv2dDw
-        | Op::ConvTranspose2d
-        | Op::Pool1d
-        | Op::Pool2d
-        | Op::Upscale => no_kernel(t, NOT_YET),
+        Op::Im2col => conv::plan_im2col(t, false),
+        Op::Im2col3d => conv::plan_im2col(t, true),
+        Op::Col2im1d => conv::plan_col2im_1d(t),
+        Op::Conv2d => conv::plan_conv(t, false),
+        Op::Conv3d => conv::plan_conv(t, true),
+        Op::Conv2dDw => conv::plan_conv_2d_dw(t),
+        Op::ConvTranspose1d => conv::plan_conv_transpose(t, false),
+        Op::ConvTranspose2d => conv::plan_conv_transpose(t, true),
+        Op::Pool1d => pool::plan(t, false),
+        Op::Pool2d => pool::plan(t, true),
+        Op::Upscale => upscale::plan(t),
 
         // Arithmetic, masks, padding and generators.
         Op::AddId

@@ -64,7 +64,7 @@ impl OpSpec for Upscale {
                 "the result shape {ne:?} must have at most 4 non-negative dimensions"
             )));
         }
-        let empty_result = ne.iter().any(|&n| n == 0);
+        let empty_result = ne.contains(&0);
         if a.nelements() == 0 && !empty_result {
             return Err(src.bad(0, "it is empty; only an empty result can come from it"));
         }

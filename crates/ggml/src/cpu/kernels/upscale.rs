@@ -62,9 +62,9 @@ unsafe fn upscale(n: &NodePtrs, p: &Params) {
     let mut offset = 0.5f32;
     if flags & SCALE_FLAG_ALIGN_CORNERS != 0 {
         offset = 0.0;
-        for i in 0..2 {
+        for (i, f) in sf.iter_mut().enumerate().take(2) {
             if d.ne[i] > 1 && a.ne[i] > 1 {
-                sf[i] = (d.ne[i] - 1) as f32 / (a.ne[i] - 1) as f32;
+                *f = (d.ne[i] - 1) as f32 / (a.ne[i] - 1) as f32;
             }
         }
     }

@@ -136,33 +136,82 @@ impl Patches {
     }
 }
 
-/// The patches of an IM2COL node (1-D or 2-D).
-fn im2col_patches(n: &NodePtrs) -> Patches {
-    let p: Im2colParams = n.params();
-    let (a, b, d) = (&n.src[0], &n.src[1], &n.dst);
-    let x = Axis::new(b.ne[0], a.ne[0], p.s0, p.p0, p.d0);
-    if p.is_2d == 1 {
+impl Patches {
+    /// The patches of a 2-D convolution of `b [W, H, IC, N]` under a kernel of `a`'s first
+    /// two dimensions, with strides `s`, paddings `p`, dilations `d`.
+    #[allow(clippy::too_many_arguments)]
+    fn two_d(
+        a: &TensorPtr,
+        b: &TensorPtr,
+        s: [i32; 2],
+        p: [i32; 2],
+        d: [i32; 2],
+        out: [usize; 2],
+        round: Type,
+    ) -> Patches {
         Patches {
             src: *b,
-            ax: [x, Axis::new(b.ne[1], a.ne[1], p.s1, p.p1, p.d1), Axis::UNIT],
+            ax: [
+                Axis::new(b.ne[0], a.ne[0], s[0], p[0], d[0]),
+                Axis::new(b.ne[1], a.ne[1], s[1], p[1], d[1]),
+                Axis::UNIT,
+            ],
             nb: [b.nb[0], b.nb[1], 0],
             nb_c: b.nb[2],
             nb_n: b.nb[3],
             ic: b.ne[2] as usize,
-            out: [d.ne[1] as usize, d.ne[2] as usize, 1],
-            round: Type::F32,
+            out: [out[0], out[1], 1],
+            round,
         }
-    } else {
+    }
+
+    /// The patches of a 3-D convolution of `b [W, H, D, N·IC]` under a kernel of `a`'s
+    /// first three dimensions.
+    #[allow(clippy::too_many_arguments)]
+    fn three_d(
+        a: &TensorPtr,
+        b: &TensorPtr,
+        s: [i32; 3],
+        p: [i32; 3],
+        d: [i32; 3],
+        ic: usize,
+        out: [usize; 3],
+        round: Type,
+    ) -> Patches {
         Patches {
             src: *b,
-            ax: [x, Axis::UNIT, Axis::UNIT],
-            nb: [b.nb[0], 0, 0],
-            nb_c: b.nb[1],
-            nb_n: b.nb[2],
-            ic: b.ne[1] as usize,
-            out: [d.ne[1] as usize, 1, 1],
-            round: Type::F32,
+            ax: std::array::from_fn(|i| Axis::new(b.ne[i], a.ne[i], s[i], p[i], d[i])),
+            nb: [b.nb[0], b.nb[1], b.nb[2]],
+            nb_c: b.nb[3],
+            nb_n: ic * b.nb[3],
+            ic,
+            out,
+            round,
         }
+    }
+}
+
+/// The patches of an IM2COL node (1-D or 2-D).
+fn im2col_patches(n: &NodePtrs) -> Patches {
+    let p: Im2colParams = n.params();
+    let (a, b, d) = (&n.src[0], &n.src[1], &n.dst);
+    let out = [d.ne[1] as usize, d.ne[2] as usize];
+    if p.is_2d == 1 {
+        return Patches::two_d(a, b, [p.s0, p.s1], [p.p0, p.p1], [p.d0, p.d1], out, Type::F32);
+    }
+    Patches {
+        src: *b,
+        ax: [
+            Axis::new(b.ne[0], a.ne[0], p.s0, p.p0, p.d0),
+            Axis::UNIT,
+            Axis::UNIT,
+        ],
+        nb: [b.nb[0], 0, 0],
+        nb_c: b.nb[1],
+        nb_n: b.nb[2],
+        ic: b.ne[1] as usize,
+        out: [out[0], 1, 1],
+        round: Type::F32,
     }
 }
 
@@ -171,25 +220,10 @@ fn im2col_3d_patches(n: &NodePtrs) -> Patches {
     let p: Im2col3dParams = n.params();
     let (a, b, d) = (&n.src[0], &n.src[1], &n.dst);
     let ic = p.ic as usize;
-    let batches = b.ne[3] as usize / ic;
-    Patches {
-        src: *b,
-        ax: [
-            Axis::new(b.ne[0], a.ne[0], p.s0, p.p0, p.d0),
-            Axis::new(b.ne[1], a.ne[1], p.s1, p.p1, p.d1),
-            Axis::new(b.ne[2], a.ne[2], p.s2, p.p2, p.d2),
-        ],
-        nb: [b.nb[0], b.nb[1], b.nb[2]],
-        nb_c: b.nb[3],
-        nb_n: ic * b.nb[3],
-        ic,
-        out: [
-            d.ne[1] as usize,
-            d.ne[2] as usize,
-            d.ne[3] as usize / batches.max(1),
-        ],
-        round: Type::F32,
-    }
+    let batches = (b.ne[3] as usize / ic).max(1);
+    let out = [d.ne[1] as usize, d.ne[2] as usize, d.ne[3] as usize / batches];
+    let (s, pad, dil) = ([p.s0, p.s1, p.s2], [p.p0, p.p1, p.p2], [p.d0, p.d1, p.d2]);
+    Patches::three_d(a, b, s, pad, dil, ic, out, Type::F32)
 }
 
 /// How a node's patches are described.
@@ -248,20 +282,8 @@ struct Outputs {
 fn conv_2d_geometry(n: &NodePtrs) -> (Patches, Outputs) {
     let p: Conv2dParams = n.params();
     let (a, b, d) = (&n.src[0], &n.src[1], &n.dst);
-    let patches = Patches {
-        src: *b,
-        ax: [
-            Axis::new(b.ne[0], a.ne[0], p.s0, p.p0, p.d0),
-            Axis::new(b.ne[1], a.ne[1], p.s1, p.p1, p.d1),
-            Axis::UNIT,
-        ],
-        nb: [b.nb[0], b.nb[1], 0],
-        nb_c: b.nb[2],
-        nb_n: b.nb[3],
-        ic: b.ne[2] as usize,
-        out: [d.ne[0] as usize, d.ne[1] as usize, 1],
-        round: a.ty,
-    };
+    let out = [d.ne[0] as usize, d.ne[1] as usize];
+    let patches = Patches::two_d(a, b, [p.s0, p.s1], [p.p0, p.p1], [p.d0, p.d1], out, a.ty);
     let outputs = Outputs {
         nb: [d.nb[0], d.nb[1], 0],
         nb_oc: d.nb[2],
@@ -276,20 +298,9 @@ fn conv_3d_geometry(n: &NodePtrs) -> (Patches, Outputs) {
     let p: Conv3dParams = n.params();
     let (a, b, d) = (&n.src[0], &n.src[1], &n.dst);
     let (c, oc) = (p.c as usize, p.oc as usize);
-    let patches = Patches {
-        src: *b,
-        ax: [
-            Axis::new(b.ne[0], a.ne[0], p.s0, p.p0, p.d0),
-            Axis::new(b.ne[1], a.ne[1], p.s1, p.p1, p.d1),
-            Axis::new(b.ne[2], a.ne[2], p.s2, p.p2, p.d2),
-        ],
-        nb: [b.nb[0], b.nb[1], b.nb[2]],
-        nb_c: b.nb[3],
-        nb_n: c * b.nb[3],
-        ic: c,
-        out: [d.ne[0] as usize, d.ne[1] as usize, d.ne[2] as usize],
-        round: a.ty,
-    };
+    let out = [d.ne[0] as usize, d.ne[1] as usize, d.ne[2] as usize];
+    let (s, pad, dil) = ([p.s0, p.s1, p.s2], [p.p0, p.p1, p.p2], [p.d0, p.d1, p.d2]);
+    let patches = Patches::three_d(a, b, s, pad, dil, c, out, a.ty);
     let outputs = Outputs {
         nb: [d.nb[0], d.nb[1], d.nb[2]],
         nb_oc: d.nb[3],

@@ -64,8 +64,8 @@ impl Geo {
 
     /// The input index tap `k` of output `o` reads along `axis`, if inside `0..len`.
     fn tap(&self, axis: usize, o: usize, k: usize, len: usize) -> Option<usize> {
-        let i = o as i64 * self.s[axis] as i64 + k as i64 * self.d[axis] as i64
-            - self.p[axis] as i64;
+        let i =
+            o as i64 * self.s[axis] as i64 + k as i64 * self.d[axis] as i64 - self.p[axis] as i64;
         (0..len as i64).contains(&i).then_some(i as usize)
     }
 }
@@ -91,7 +91,8 @@ mod reference {
         let [w, ic, n, _, _] = b.ne;
         Host::from_fn([k * ic, g.out(0, w, k), n, 1, 1], |i| {
             let (kx, c) = (i[0] % k, i[0] / k);
-            g.tap(0, i[1], kx, w).map_or(0.0, |x| b.at([x, c, i[2], 0, 0]))
+            g.tap(0, i[1], kx, w)
+                .map_or(0.0, |x| b.at([x, c, i[2], 0, 0]))
         })
     }
 
@@ -196,7 +197,13 @@ mod reference {
         let [kw, kh, kd, ocic, _] = a.ne;
         let [w, h, dd, nic, _] = b.ne;
         let (oc, n) = (ocic / ic, nic / ic);
-        let ne = [g.out(0, w, kw), g.out(1, h, kh), g.out(2, dd, kd), oc * n, 1];
+        let ne = [
+            g.out(0, w, kw),
+            g.out(1, h, kh),
+            g.out(2, dd, kd),
+            oc * n,
+            1,
+        ];
         Host::from_fn(ne, |i| {
             let (o, bn) = (i[3] % oc, i[3] / oc);
             let mut sum = 0.0;
@@ -328,8 +335,7 @@ fn im2col_2d_and_1d() {
                 cases.push(case(name, EXACT, move |ctx, rng| {
                     let a = ctx.new_tensor_3d(Type::F32, 4, 3, 5)?;
                     let (b, hb) = input(ctx, bt, &[9, 3, 2], Layout::Padded, rng, -1.0, 1.0)?;
-                    let out =
-                        ctx.im2col(&a, &b, g.s[0], 0, g.p[0], 0, g.d[0], 0, false, dst)?;
+                    let out = ctx.im2col(&a, &b, g.s[0], 0, g.p[0], 0, g.d[0], 0, false, dst)?;
                     Ok((out, reference::im2col_1d(4, &hb, g)))
                 }));
             }
@@ -363,8 +369,8 @@ fn im2col_3d_cases() {
                     let a = ctx.new_tensor_4d(Type::F32, 3, 2, 2, 6)?;
                     let (b, hb) = input(ctx, Type::F32, &[6, 5, 4, 6], lb, rng, -1.0, 1.0)?;
                     let out = ctx.im2col_3d(
-                        &a, &b, 3, g.s[0], g.s[1], g.s[2], g.p[0], g.p[1], g.p[2], g.d[0],
-                        g.d[1], g.d[2], dst,
+                        &a, &b, 3, g.s[0], g.s[1], g.s[2], g.p[0], g.p[1], g.p[2], g.d[0], g.d[1],
+                        g.d[2], dst,
                     )?;
                     Ok((out, reference::im2col_3d([3, 2, 2], 3, &hb, g)))
                 }));
@@ -390,7 +396,8 @@ fn conv_2d_composite_and_direct() {
                         "{op}(type_kernel={kt},ne_input=[9,8,3,2],ne_kernel=[3,3,3,5],geo={gi},layout={lb:?})"
                     );
                     cases.push(case(name, TOL_CONV, move |ctx, rng| {
-                        let (a, ha) = input(ctx, kt, &[3, 3, 3, 5], Layout::Contiguous, rng, -1.0, 1.0)?;
+                        let (a, ha) =
+                            input(ctx, kt, &[3, 3, 3, 5], Layout::Contiguous, rng, -1.0, 1.0)?;
                         let (b, hb) = input(ctx, Type::F32, &[9, 8, 3, 2], lb, rng, -1.0, 1.0)?;
                         let (s, p, d) = (g.s, g.p, g.d);
                         let out = if direct {
@@ -405,13 +412,20 @@ fn conv_2d_composite_and_direct() {
         }
     }
     // A 1x1 kernel, a kernel as large as the input, and more channels than one block.
-    for (kne, bne) in [([1, 1, 4, 3], [5, 4, 4, 1]), ([4, 3, 2, 2], [4, 3, 2, 3]), ([2, 2, 20, 9], [5, 5, 20, 1])] {
+    for (kne, bne) in [
+        ([1, 1, 4, 3], [5, 4, 4, 1]),
+        ([4, 3, 2, 2], [4, 3, 2, 3]),
+        ([2, 2, 20, 9], [5, 5, 20, 1]),
+    ] {
         let name = format!("CONV_2D(ne_input={bne:?},ne_kernel={kne:?})");
         cases.push(case(name, TOL_CONV, move |ctx, rng| {
             let (a, ha) = input(ctx, Type::F32, &kne, Layout::Contiguous, rng, -1.0, 1.0)?;
             let (b, hb) = input(ctx, Type::F32, &bne, Layout::Contiguous, rng, -1.0, 1.0)?;
             let g = geos_2d()[0];
-            Ok((ctx.conv_2d_direct(&a, &b, 1, 1, 0, 0, 1, 1)?, reference::conv_2d(&ha, &hb, g)))
+            Ok((
+                ctx.conv_2d_direct(&a, &b, 1, 1, 0, 0, 1, 1)?,
+                reference::conv_2d(&ha, &hb, g),
+            ))
         }));
     }
     run(cases);
@@ -420,18 +434,66 @@ fn conv_2d_composite_and_direct() {
 #[test]
 fn conv_2d_shorthands() {
     let cases = vec![
-        case("conv_2d_sk_p0(ne_input=[8,6,2,1],ne_kernel=[2,3,2,3])".into(), TOL_CONV, |ctx, rng| {
-            let (a, ha) = input(ctx, Type::F16, &[2, 3, 2, 3], Layout::Contiguous, rng, -1.0, 1.0)?;
-            let (b, hb) = input(ctx, Type::F32, &[8, 6, 2, 1], Layout::Contiguous, rng, -1.0, 1.0)?;
-            let g = Geo { s: [2, 3, 1], p: [0; 3], d: [1; 3] };
-            Ok((ctx.conv_2d_sk_p0(&a, &b)?, reference::conv_2d(&ha, &hb, g)))
-        }),
-        case("conv_2d_s1_ph(ne_input=[7,5,2,2],ne_kernel=[3,5,2,2])".into(), TOL_CONV, |ctx, rng| {
-            let (a, ha) = input(ctx, Type::F32, &[3, 5, 2, 2], Layout::Contiguous, rng, -1.0, 1.0)?;
-            let (b, hb) = input(ctx, Type::F32, &[7, 5, 2, 2], Layout::Contiguous, rng, -1.0, 1.0)?;
-            let g = Geo { s: [1; 3], p: [1, 2, 0], d: [1; 3] };
-            Ok((ctx.conv_2d_s1_ph(&a, &b)?, reference::conv_2d(&ha, &hb, g)))
-        }),
+        case(
+            "conv_2d_sk_p0(ne_input=[8,6,2,1],ne_kernel=[2,3,2,3])".into(),
+            TOL_CONV,
+            |ctx, rng| {
+                let (a, ha) = input(
+                    ctx,
+                    Type::F16,
+                    &[2, 3, 2, 3],
+                    Layout::Contiguous,
+                    rng,
+                    -1.0,
+                    1.0,
+                )?;
+                let (b, hb) = input(
+                    ctx,
+                    Type::F32,
+                    &[8, 6, 2, 1],
+                    Layout::Contiguous,
+                    rng,
+                    -1.0,
+                    1.0,
+                )?;
+                let g = Geo {
+                    s: [2, 3, 1],
+                    p: [0; 3],
+                    d: [1; 3],
+                };
+                Ok((ctx.conv_2d_sk_p0(&a, &b)?, reference::conv_2d(&ha, &hb, g)))
+            },
+        ),
+        case(
+            "conv_2d_s1_ph(ne_input=[7,5,2,2],ne_kernel=[3,5,2,2])".into(),
+            TOL_CONV,
+            |ctx, rng| {
+                let (a, ha) = input(
+                    ctx,
+                    Type::F32,
+                    &[3, 5, 2, 2],
+                    Layout::Contiguous,
+                    rng,
+                    -1.0,
+                    1.0,
+                )?;
+                let (b, hb) = input(
+                    ctx,
+                    Type::F32,
+                    &[7, 5, 2, 2],
+                    Layout::Contiguous,
+                    rng,
+                    -1.0,
+                    1.0,
+                )?;
+                let g = Geo {
+                    s: [1; 3],
+                    p: [1, 2, 0],
+                    d: [1; 3],
+                };
+                Ok((ctx.conv_2d_s1_ph(&a, &b)?, reference::conv_2d(&ha, &hb, g)))
+            },
+        ),
     ];
     run(cases);
 }
@@ -442,16 +504,27 @@ fn conv_1d_cases() {
     for kt in [Type::F32, Type::F16, Type::BF16] {
         for (gi, g) in geos_2d().into_iter().enumerate() {
             for n in [1usize, 2] {
-                let name = format!("conv_1d(type_kernel={kt},ne_input=[11,3,{n}],ne_kernel=[3,3,4],geo={gi})");
+                let name = format!(
+                    "conv_1d(type_kernel={kt},ne_input=[11,3,{n}],ne_kernel=[3,3,4],geo={gi})"
+                );
                 cases.push(case(name, TOL_CONV, move |ctx, rng| {
                     let (a, ha) = input(ctx, kt, &[3, 3, 4], Layout::Contiguous, rng, -1.0, 1.0)?;
-                    let (b, hb) = input(ctx, Type::F32, &[11, 3, n as i64], Layout::Contiguous, rng, -1.0, 1.0)?;
+                    let (b, hb) = input(
+                        ctx,
+                        Type::F32,
+                        &[11, 3, n as i64],
+                        Layout::Contiguous,
+                        rng,
+                        -1.0,
+                        1.0,
+                    )?;
                     let out = ctx.conv_1d(&a, &b, g.s[0], g.p[0], g.d[0])?;
                     let conv = reference::conv_1d(&ha, &hb, g);
                     Ok((out, reference::conv_1d_as_ggml(&conv)))
                 }));
             }
-            let name = format!("conv_1d_dw(type_kernel={kt},ne_input=[10,4],ne_kernel=[3,1,4],geo={gi})");
+            let name =
+                format!("conv_1d_dw(type_kernel={kt},ne_input=[10,4],ne_kernel=[3,1,4],geo={gi})");
             cases.push(case(name, TOL_CONV, move |ctx, rng| {
                 let (a, ha) = input(ctx, kt, &[3, 1, 4], Layout::Contiguous, rng, -1.0, 1.0)?;
                 let (b, hb) = input(ctx, Type::F32, &[10, 4], Layout::Contiguous, rng, -1.0, 1.0)?;
@@ -460,18 +533,64 @@ fn conv_1d_cases() {
             }));
         }
     }
-    cases.push(case("conv_1d_ph(ne_input=[8,2,1],ne_kernel=[5,2,3])".into(), TOL_CONV, |ctx, rng| {
-        let (a, ha) = input(ctx, Type::F32, &[5, 2, 3], Layout::Contiguous, rng, -1.0, 1.0)?;
-        let (b, hb) = input(ctx, Type::F32, &[8, 2, 1], Layout::Contiguous, rng, -1.0, 1.0)?;
-        let g = Geo { s: [2, 1, 1], p: [2, 0, 0], d: [1; 3] };
-        Ok((ctx.conv_1d_ph(&a, &b, 2, 1)?, reference::conv_1d(&ha, &hb, g)))
-    }));
-    cases.push(case("conv_1d_dw_ph(ne_input=[9,3],ne_kernel=[3,1,3])".into(), TOL_CONV, |ctx, rng| {
-        let (a, ha) = input(ctx, Type::F32, &[3, 1, 3], Layout::Contiguous, rng, -1.0, 1.0)?;
-        let (b, hb) = input(ctx, Type::F32, &[9, 3], Layout::Contiguous, rng, -1.0, 1.0)?;
-        let g = Geo { s: [1; 3], p: [1, 0, 0], d: [2, 1, 1] };
-        Ok((ctx.conv_1d_dw_ph(&a, &b, 1, 2)?, reference::conv_1d_dw(&ha, &hb, g)))
-    }));
+    cases.push(case(
+        "conv_1d_ph(ne_input=[8,2,1],ne_kernel=[5,2,3])".into(),
+        TOL_CONV,
+        |ctx, rng| {
+            let (a, ha) = input(
+                ctx,
+                Type::F32,
+                &[5, 2, 3],
+                Layout::Contiguous,
+                rng,
+                -1.0,
+                1.0,
+            )?;
+            let (b, hb) = input(
+                ctx,
+                Type::F32,
+                &[8, 2, 1],
+                Layout::Contiguous,
+                rng,
+                -1.0,
+                1.0,
+            )?;
+            let g = Geo {
+                s: [2, 1, 1],
+                p: [2, 0, 0],
+                d: [1; 3],
+            };
+            Ok((
+                ctx.conv_1d_ph(&a, &b, 2, 1)?,
+                reference::conv_1d(&ha, &hb, g),
+            ))
+        },
+    ));
+    cases.push(case(
+        "conv_1d_dw_ph(ne_input=[9,3],ne_kernel=[3,1,3])".into(),
+        TOL_CONV,
+        |ctx, rng| {
+            let (a, ha) = input(
+                ctx,
+                Type::F32,
+                &[3, 1, 3],
+                Layout::Contiguous,
+                rng,
+                -1.0,
+                1.0,
+            )?;
+            let (b, hb) = input(ctx, Type::F32, &[9, 3], Layout::Contiguous, rng, -1.0, 1.0)?;
+            let g = Geo {
+                s: [1; 3],
+                p: [1, 0, 0],
+                d: [2, 1, 1],
+            };
+            Ok((
+                ctx.conv_1d_dw_ph(&a, &b, 1, 2)?,
+                reference::conv_1d_dw(&ha, &hb, g),
+            ))
+        },
+    ));
     run(cases);
 }
 
@@ -493,7 +612,8 @@ fn conv_2d_dw_composite_and_direct() {
                     "{op}(type_kernel={kt},ne_input=[8,7,5,2],ne_kernel=[3,2,1,5],geo={gi},layout={lb:?})"
                 );
                 cases.push(case(name, TOL_CONV, move |ctx, rng| {
-                    let (a, ha) = input(ctx, kt, &[3, 2, 1, 5], Layout::Contiguous, rng, -1.0, 1.0)?;
+                    let (a, ha) =
+                        input(ctx, kt, &[3, 2, 1, 5], Layout::Contiguous, rng, -1.0, 1.0)?;
                     let (b, hb) = input(ctx, Type::F32, &[8, 7, 5, 2], lb, rng, -1.0, 1.0)?;
                     let (s, p, d) = (g.s, g.p, g.d);
                     let out = if direct {
@@ -517,23 +637,46 @@ fn conv_2d_dw_composite_and_direct() {
 fn conv_3d_composite_and_direct() {
     let mut cases = Vec::new();
     let geos = [
-        Geo { s: [1; 3], p: [0; 3], d: [1; 3] },
-        Geo { s: [2, 1, 1], p: [1, 1, 0], d: [1, 1, 2] },
+        Geo {
+            s: [1; 3],
+            p: [0; 3],
+            d: [1; 3],
+        },
+        Geo {
+            s: [2, 1, 1],
+            p: [1, 1, 0],
+            d: [1, 1, 2],
+        },
     ];
     for kt in [Type::F32, Type::F16] {
         for (gi, g) in geos.into_iter().enumerate() {
             for direct in [false, true] {
                 let op = if direct { "CONV_3D" } else { "conv_3d" };
                 // IC = 2, OC = 3, N = 2.
-                let name = format!("{op}(type_kernel={kt},ne_input=[6,5,5,4],ne_kernel=[3,2,2,6],IC=2,geo={gi})");
+                let name = format!(
+                    "{op}(type_kernel={kt},ne_input=[6,5,5,4],ne_kernel=[3,2,2,6],IC=2,geo={gi})"
+                );
                 cases.push(case(name, TOL_CONV, move |ctx, rng| {
-                    let (a, ha) = input(ctx, kt, &[3, 2, 2, 6], Layout::Contiguous, rng, -1.0, 1.0)?;
-                    let (b, hb) = input(ctx, Type::F32, &[6, 5, 5, 4], Layout::Padded, rng, -1.0, 1.0)?;
+                    let (a, ha) =
+                        input(ctx, kt, &[3, 2, 2, 6], Layout::Contiguous, rng, -1.0, 1.0)?;
+                    let (b, hb) = input(
+                        ctx,
+                        Type::F32,
+                        &[6, 5, 5, 4],
+                        Layout::Padded,
+                        rng,
+                        -1.0,
+                        1.0,
+                    )?;
                     let (s, p, d) = (g.s, g.p, g.d);
                     let out = if direct {
-                        ctx.conv_3d_direct(&a, &b, s[0], s[1], s[2], p[0], p[1], p[2], d[0], d[1], d[2], 2, 2, 3)?
+                        ctx.conv_3d_direct(
+                            &a, &b, s[0], s[1], s[2], p[0], p[1], p[2], d[0], d[1], d[2], 2, 2, 3,
+                        )?
                     } else {
-                        ctx.conv_3d(&a, &b, 2, s[0], s[1], s[2], p[0], p[1], p[2], d[0], d[1], d[2])?
+                        ctx.conv_3d(
+                            &a, &b, 2, s[0], s[1], s[2], p[0], p[1], p[2], d[0], d[1], d[2],
+                        )?
                     };
                     Ok((out, reference::conv_3d(&ha, &hb, 2, g)))
                 }));
@@ -548,19 +691,43 @@ fn conv_transpose_cases() {
     let mut cases = Vec::new();
     for kt in [Type::F32, Type::F16] {
         for s in [1usize, 2, 3] {
-            for (k, oc, ic, l) in [(3usize, 2usize, 3usize, 7usize), (1, 1, 1, 1), (5, 3, 10, 4)] {
+            for (k, oc, ic, l) in [
+                (3usize, 2usize, 3usize, 7usize),
+                (1, 1, 1, 1),
+                (5, 3, 10, 4),
+            ] {
                 let name = format!("CONV_TRANSPOSE_1D(type_kernel={kt},ne_input=[{l},{ic}],ne_kernel=[{k},{oc},{ic}],s0={s})");
                 cases.push(case(name, TOL_CONV, move |ctx, rng| {
-                    let (a, ha) = input(ctx, kt, &[k as i64, oc as i64, ic as i64], Layout::Contiguous, rng, -1.0, 1.0)?;
-                    let (b, hb) = input(ctx, Type::F32, &[l as i64, ic as i64], Layout::Padded, rng, -1.0, 1.0)?;
+                    let (a, ha) = input(
+                        ctx,
+                        kt,
+                        &[k as i64, oc as i64, ic as i64],
+                        Layout::Contiguous,
+                        rng,
+                        -1.0,
+                        1.0,
+                    )?;
+                    let (b, hb) = input(
+                        ctx,
+                        Type::F32,
+                        &[l as i64, ic as i64],
+                        Layout::Padded,
+                        rng,
+                        -1.0,
+                        1.0,
+                    )?;
                     let out = ctx.conv_transpose_1d(&a, &b, s as i32, 0, 1)?;
                     Ok((out, reference::conv_transpose_1d(&ha, &hb, s)))
                 }));
             }
-            for (lb, n) in [(Layout::Contiguous, 1i64), (Layout::Permuted([1, 0, 2, 3]), 2)] {
+            for (lb, n) in [
+                (Layout::Contiguous, 1i64),
+                (Layout::Permuted([1, 0, 2, 3]), 2),
+            ] {
                 let name = format!("CONV_TRANSPOSE_2D(type_kernel={kt},ne_input=[5,4,3,{n}],ne_kernel=[3,2,2,3],stride={s},layout={lb:?})");
                 cases.push(case(name, TOL_CONV, move |ctx, rng| {
-                    let (a, ha) = input(ctx, kt, &[3, 2, 2, 3], Layout::Contiguous, rng, -1.0, 1.0)?;
+                    let (a, ha) =
+                        input(ctx, kt, &[3, 2, 2, 3], Layout::Contiguous, rng, -1.0, 1.0)?;
                     let (b, hb) = input(ctx, Type::F32, &[5, 4, 3, n], lb, rng, -1.0, 1.0)?;
                     let out = ctx.conv_transpose_2d_p0(&a, &b, s as i32)?;
                     Ok((out, reference::conv_transpose_2d(&ha, &hb, s)))
@@ -575,11 +742,24 @@ fn conv_transpose_cases() {
 fn col2im_1d_cases() {
     let mut cases = Vec::new();
     for ty in [Type::F32, Type::F16, Type::BF16] {
-        for (k, oc, t, s, p) in [(4usize, 3usize, 5usize, 2usize, 1usize), (3, 1, 6, 1, 0), (5, 2, 4, 3, 2), (2, 2, 1, 4, 0)] {
+        for (k, oc, t, s, p) in [
+            (4usize, 3usize, 5usize, 2usize, 1usize),
+            (3, 1, 6, 1, 0),
+            (5, 2, 4, 3, 2),
+            (2, 2, 1, 4, 0),
+        ] {
             let name = format!("COL2IM_1D(type={ty},K={k},OC={oc},T={t},s0={s},p0={p})");
             let tol = if ty == Type::F32 { TOL } else { 1e-5 };
             cases.push(case(name, tol, move |ctx, rng| {
-                let (a, ha) = input(ctx, ty, &[(k * oc) as i64, t as i64], Layout::Contiguous, rng, -1.0, 1.0)?;
+                let (a, ha) = input(
+                    ctx,
+                    ty,
+                    &[(k * oc) as i64, t as i64],
+                    Layout::Contiguous,
+                    rng,
+                    -1.0,
+                    1.0,
+                )?;
                 let out = ctx.col2im_1d(&a, s as i32, oc as i32, p as i32)?;
                 assert_eq!(out.ty(), ty);
                 Ok((out, reference::col2im_1d(&ha, s, oc, p)))
@@ -599,54 +779,208 @@ fn shape_errors() {
     let img = t(&[8, 8, 2, 1]);
     let img3 = t(&[8, 8, 3, 1]);
     // IM2COL
-    assert_err(ctx.im2col(&k, &img3, 1, 1, 0, 0, 1, 1, true, Type::F32), &["IM2COL", "channels", "2"]);
-    assert_err(ctx.im2col(&k, &img, 1, 1, 0, 0, 1, 1, true, Type::BF16), &["IM2COL", "bf16", "f16 or f32"]);
-    assert_err(ctx.im2col(&k, &img, 0, 1, 0, 0, 1, 1, true, Type::F32), &["IM2COL", "s0 = 0"]);
-    assert_err(ctx.im2col(&k, &img, 1, 1, 0, 0, 1, -1, true, Type::F32), &["IM2COL", "d1 = -1"]);
-    assert_err(ctx.im2col(&k, &t(&[2, 8, 2]), 1, 1, 0, 0, 1, 1, true, Type::F32), &["IM2COL", "too small", "axis 0"]);
+    assert_err(
+        ctx.im2col(&k, &img3, 1, 1, 0, 0, 1, 1, true, Type::F32),
+        &["IM2COL", "channels", "2"],
+    );
+    assert_err(
+        ctx.im2col(&k, &img, 1, 1, 0, 0, 1, 1, true, Type::BF16),
+        &["IM2COL", "bf16", "f16 or f32"],
+    );
+    assert_err(
+        ctx.im2col(&k, &img, 0, 1, 0, 0, 1, 1, true, Type::F32),
+        &["IM2COL", "s0 = 0"],
+    );
+    assert_err(
+        ctx.im2col(&k, &img, 1, 1, 0, 0, 1, -1, true, Type::F32),
+        &["IM2COL", "d1 = -1"],
+    );
+    assert_err(
+        ctx.im2col(&k, &t(&[2, 8, 2]), 1, 1, 0, 0, 1, 1, true, Type::F32),
+        &["IM2COL", "too small", "axis 0"],
+    );
     let k1 = t(&[3, 2, 4]);
-    assert_err(ctx.im2col(&k1, &t(&[8, 3]), 1, 0, 0, 0, 1, 0, false, Type::F32), &["IM2COL", "1-D", "2"]);
+    assert_err(
+        ctx.im2col(&k1, &t(&[8, 3]), 1, 0, 0, 0, 1, 0, false, Type::F32),
+        &["IM2COL", "1-D", "2"],
+    );
     let i32_img = ctx.new_tensor_4d(Type::I32, 8, 8, 2, 1).unwrap();
-    assert_err(ctx.im2col(&k, &i32_img, 1, 1, 0, 0, 1, 1, true, Type::F32), &["IM2COL", "i32"]);
+    assert_err(
+        ctx.im2col(&k, &i32_img, 1, 1, 0, 0, 1, 1, true, Type::F32),
+        &["IM2COL", "i32"],
+    );
     let five = t(&[8, 8, 2, 1, 2]);
-    assert_err(ctx.im2col(&k, &five, 1, 1, 0, 0, 1, 1, true, Type::F32), &["IM2COL", "ne4"]);
+    assert_err(
+        ctx.im2col(&k, &five, 1, 1, 0, 0, 1, 1, true, Type::F32),
+        &["IM2COL", "ne4"],
+    );
     // IM2COL_3D
     let k3 = t(&[2, 2, 2, 6]);
-    assert_err(ctx.im2col_3d(&k3, &t(&[5, 5, 5, 4]), 3, 1, 1, 1, 0, 0, 0, 1, 1, 1, Type::F32), &["IM2COL_3D", "IC = 3"]);
-    assert_err(ctx.im2col_3d(&k3, &t(&[5, 5, 5, 4]), 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, Type::F32), &["IM2COL_3D", "IC = 0"]);
-    assert_err(ctx.im2col_3d(&k3, &t(&[5, 5, 5, 4]), 1 << 40, 1, 1, 1, 0, 0, 0, 1, 1, 1, Type::F32), &["IM2COL_3D", "i32"]);
-    assert_err(ctx.im2col_3d(&k3, &t(&[5, 5, 1, 4]), 2, 1, 1, 1, 0, 0, 0, 1, 1, 1, Type::F32), &["IM2COL_3D", "axis 2"]);
+    assert_err(
+        ctx.im2col_3d(
+            &k3,
+            &t(&[5, 5, 5, 4]),
+            3,
+            1,
+            1,
+            1,
+            0,
+            0,
+            0,
+            1,
+            1,
+            1,
+            Type::F32,
+        ),
+        &["IM2COL_3D", "IC = 3"],
+    );
+    assert_err(
+        ctx.im2col_3d(
+            &k3,
+            &t(&[5, 5, 5, 4]),
+            0,
+            1,
+            1,
+            1,
+            0,
+            0,
+            0,
+            1,
+            1,
+            1,
+            Type::F32,
+        ),
+        &["IM2COL_3D", "IC = 0"],
+    );
+    assert_err(
+        ctx.im2col_3d(
+            &k3,
+            &t(&[5, 5, 5, 4]),
+            1 << 40,
+            1,
+            1,
+            1,
+            0,
+            0,
+            0,
+            1,
+            1,
+            1,
+            Type::F32,
+        ),
+        &["IM2COL_3D", "i32"],
+    );
+    assert_err(
+        ctx.im2col_3d(
+            &k3,
+            &t(&[5, 5, 1, 4]),
+            2,
+            1,
+            1,
+            1,
+            0,
+            0,
+            0,
+            1,
+            1,
+            1,
+            Type::F32,
+        ),
+        &["IM2COL_3D", "axis 2"],
+    );
     // COL2IM_1D
-    assert_err(ctx.col2im_1d(&t(&[7, 3]), 1, 2, 0), &["COL2IM_1D", "oc = 2"]);
-    assert_err(ctx.col2im_1d(&t(&[6, 3, 2]), 1, 2, 0), &["COL2IM_1D", "matrix"]);
-    assert_err(ctx.col2im_1d(&t(&[6, 3]), 0, 2, 0), &["COL2IM_1D", "s0 = 0"]);
-    assert_err(ctx.col2im_1d(&t(&[6, 3]), 1, 2, -1), &["COL2IM_1D", "p0 = -1"]);
-    assert_err(ctx.col2im_1d(&t(&[4, 1]), 1, 2, 1), &["COL2IM_1D", "output samples"]);
-    assert_err(ctx.col2im_1d(&ctx.transpose(&t(&[3, 6])).unwrap(), 1, 2, 0), &["COL2IM_1D", "contiguous"]);
+    assert_err(
+        ctx.col2im_1d(&t(&[7, 3]), 1, 2, 0),
+        &["COL2IM_1D", "oc = 2"],
+    );
+    assert_err(
+        ctx.col2im_1d(&t(&[6, 3, 2]), 1, 2, 0),
+        &["COL2IM_1D", "matrix"],
+    );
+    assert_err(
+        ctx.col2im_1d(&t(&[6, 3]), 0, 2, 0),
+        &["COL2IM_1D", "s0 = 0"],
+    );
+    assert_err(
+        ctx.col2im_1d(&t(&[6, 3]), 1, 2, -1),
+        &["COL2IM_1D", "p0 = -1"],
+    );
+    assert_err(
+        ctx.col2im_1d(&t(&[4, 1]), 1, 2, 1),
+        &["COL2IM_1D", "output samples"],
+    );
+    assert_err(
+        ctx.col2im_1d(&ctx.transpose(&t(&[3, 6])).unwrap(), 1, 2, 0),
+        &["COL2IM_1D", "contiguous"],
+    );
     // CONV_TRANSPOSE_1D
     let kt1 = t(&[3, 2, 4]);
-    assert_err(ctx.conv_transpose_1d(&kt1, &t(&[5, 3]), 1, 0, 1), &["CONV_TRANSPOSE_1D", "channels"]);
-    assert_err(ctx.conv_transpose_1d(&kt1, &t(&[5, 4, 2]), 1, 0, 1), &["CONV_TRANSPOSE_1D", "matrix"]);
-    assert_err(ctx.conv_transpose_1d(&kt1, &t(&[5, 4]), 1, 1, 1), &["CONV_TRANSPOSE_1D", "p0 = 1"]);
-    assert_err(ctx.conv_transpose_1d(&kt1, &t(&[5, 4]), 1, 0, 2), &["CONV_TRANSPOSE_1D", "d0 = 2"]);
-    assert_err(ctx.conv_transpose_1d(&kt1, &t(&[5, 4]), 0, 0, 1), &["CONV_TRANSPOSE_1D", "s0 = 0"]);
+    assert_err(
+        ctx.conv_transpose_1d(&kt1, &t(&[5, 3]), 1, 0, 1),
+        &["CONV_TRANSPOSE_1D", "channels"],
+    );
+    assert_err(
+        ctx.conv_transpose_1d(&kt1, &t(&[5, 4, 2]), 1, 0, 1),
+        &["CONV_TRANSPOSE_1D", "matrix"],
+    );
+    assert_err(
+        ctx.conv_transpose_1d(&kt1, &t(&[5, 4]), 1, 1, 1),
+        &["CONV_TRANSPOSE_1D", "p0 = 1"],
+    );
+    assert_err(
+        ctx.conv_transpose_1d(&kt1, &t(&[5, 4]), 1, 0, 2),
+        &["CONV_TRANSPOSE_1D", "d0 = 2"],
+    );
+    assert_err(
+        ctx.conv_transpose_1d(&kt1, &t(&[5, 4]), 0, 0, 1),
+        &["CONV_TRANSPOSE_1D", "s0 = 0"],
+    );
     // CONV_2D, CONV_2D_DW, CONV_3D, CONV_TRANSPOSE_2D
-    assert_err(ctx.conv_2d_direct(&k, &img3, 1, 1, 0, 0, 1, 1), &["CONV_2D", "channels"]);
-    assert_err(ctx.conv_2d_direct(&k, &img, 1, 1, 0, 0, 0, 1), &["CONV_2D", "d0 = 0"]);
-    assert_err(ctx.conv_2d_dw_direct(&k, &img, 1, 1, 0, 0, 1, 1), &["CONV_2D_DW", "[KW, KH, 1, C]"]);
-    assert_err(ctx.conv_3d_direct(&k3, &t(&[5, 5, 5, 4]), 1, 1, 1, 0, 0, 0, 1, 1, 1, 2, 2, 2), &["CONV_3D", "c·oc = 4"]);
-    assert_err(ctx.conv_3d_direct(&k3, &t(&[5, 5, 5, 5]), 1, 1, 1, 0, 0, 0, 1, 1, 1, 2, 2, 3), &["CONV_3D", "c·n = 4"]);
-    assert_err(ctx.conv_3d_direct(&k3, &t(&[5, 5, 5, 4]), 1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 2, 3), &["CONV_3D", "c = 0"]);
-    assert_err(ctx.conv_3d(&k3, &t(&[5, 5, 5, 4]), 4, 1, 1, 1, 0, 0, 0, 1, 1, 1), &["CONV_3D", "IC = 4"]);
-    assert_err(ctx.conv_transpose_2d_p0(&k, &img3, 1), &["CONV_TRANSPOSE_2D", "channels"]);
-    assert_err(ctx.conv_transpose_2d_p0(&t(&[3, 3, 4, 2]), &img, 0), &["CONV_TRANSPOSE_2D", "stride = 0"]);
+    assert_err(
+        ctx.conv_2d_direct(&k, &img3, 1, 1, 0, 0, 1, 1),
+        &["CONV_2D", "channels"],
+    );
+    assert_err(
+        ctx.conv_2d_direct(&k, &img, 1, 1, 0, 0, 0, 1),
+        &["CONV_2D", "d0 = 0"],
+    );
+    assert_err(
+        ctx.conv_2d_dw_direct(&k, &img, 1, 1, 0, 0, 1, 1),
+        &["CONV_2D_DW", "[KW, KH, 1, C]"],
+    );
+    assert_err(
+        ctx.conv_3d_direct(&k3, &t(&[5, 5, 5, 4]), 1, 1, 1, 0, 0, 0, 1, 1, 1, 2, 2, 2),
+        &["CONV_3D", "c·oc = 4"],
+    );
+    assert_err(
+        ctx.conv_3d_direct(&k3, &t(&[5, 5, 5, 5]), 1, 1, 1, 0, 0, 0, 1, 1, 1, 2, 2, 3),
+        &["CONV_3D", "c·n = 4"],
+    );
+    assert_err(
+        ctx.conv_3d_direct(&k3, &t(&[5, 5, 5, 4]), 1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 2, 3),
+        &["CONV_3D", "c = 0"],
+    );
+    assert_err(
+        ctx.conv_3d(&k3, &t(&[5, 5, 5, 4]), 4, 1, 1, 1, 0, 0, 0, 1, 1, 1),
+        &["CONV_3D", "IC = 4"],
+    );
+    assert_err(
+        ctx.conv_transpose_2d_p0(&k, &img3, 1),
+        &["CONV_TRANSPOSE_2D", "channels"],
+    );
+    assert_err(
+        ctx.conv_transpose_2d_p0(&t(&[3, 3, 4, 2]), &img, 0),
+        &["CONV_TRANSPOSE_2D", "stride = 0"],
+    );
 }
 
 // ---- validate --------------------------------------------------------------------------------
 
 fn node_meta_check(t: &Tensor, edit: impl FnOnce(&mut Meta, &mut [i32; 16])) -> ggml::Result<()> {
     let mut dst = Meta::of(t);
-    let src: Vec<Option<Meta>> = (0..t.n_src_slots()).map(|i| t.src(i).map(Meta::of)).collect();
+    let src: Vec<Option<Meta>> = (0..t.n_src_slots())
+        .map(|i| t.src(i).map(Meta::of))
+        .collect();
     let mut params = t.op_params();
     edit(&mut dst, &mut params);
     let node = NodeMeta {
@@ -666,27 +1000,87 @@ fn nodes_validate() {
     let t = |ty: Type, ne: &[i64]| ctx.new_tensor(ty, ne).unwrap();
     let k = t(Type::F16, &[3, 3, 2, 4]);
     let img = t(Type::F32, &[8, 8, 2, 1]);
-    let cwhn = ctx.permute(&t(Type::F32, &[4, 8, 8, 2]), 2, 0, 1, 3).unwrap();
+    let cwhn = ctx
+        .permute(&t(Type::F32, &[4, 8, 8, 2]), 2, 0, 1, 3)
+        .unwrap();
     let kdw = t(Type::F32, &[3, 3, 1, 4]);
     let nodes = vec![
-        ctx.im2col(&k, &img, 2, 1, 1, 0, 1, 2, true, Type::F32).unwrap(),
-        ctx.im2col(&t(Type::F32, &[3, 2, 4]), &t(Type::F32, &[9, 2]), 1, 0, 0, 0, 1, 0, false, Type::F16).unwrap(),
-        ctx.im2col_3d(&t(Type::F32, &[2, 2, 2, 6]), &t(Type::F32, &[5, 5, 5, 4]), 2, 1, 1, 1, 0, 0, 0, 1, 1, 1, Type::F16).unwrap(),
+        ctx.im2col(&k, &img, 2, 1, 1, 0, 1, 2, true, Type::F32)
+            .unwrap(),
+        ctx.im2col(
+            &t(Type::F32, &[3, 2, 4]),
+            &t(Type::F32, &[9, 2]),
+            1,
+            0,
+            0,
+            0,
+            1,
+            0,
+            false,
+            Type::F16,
+        )
+        .unwrap(),
+        ctx.im2col_3d(
+            &t(Type::F32, &[2, 2, 2, 6]),
+            &t(Type::F32, &[5, 5, 5, 4]),
+            2,
+            1,
+            1,
+            1,
+            0,
+            0,
+            0,
+            1,
+            1,
+            1,
+            Type::F16,
+        )
+        .unwrap(),
         ctx.col2im_1d(&t(Type::F32, &[6, 3]), 2, 3, 0).unwrap(),
-        ctx.conv_transpose_1d(&t(Type::F16, &[3, 2, 4]), &t(Type::F32, &[5, 4]), 2, 0, 1).unwrap(),
+        ctx.conv_transpose_1d(&t(Type::F16, &[3, 2, 4]), &t(Type::F32, &[5, 4]), 2, 0, 1)
+            .unwrap(),
         ctx.conv_2d(&k, &img, 1, 1, 1, 1, 1, 1).unwrap(),
         ctx.conv_2d_direct(&k, &img, 1, 1, 1, 1, 1, 1).unwrap(),
-        ctx.conv_2d_dw(&kdw, &t(Type::F32, &[8, 8, 4, 2]), 1, 1, 1, 1, 1, 1).unwrap(),
-        ctx.conv_2d_dw_direct(&kdw, &cwhn, 1, 1, 1, 1, 1, 1).unwrap(),
-        ctx.conv_2d_dw_direct(&kdw, &t(Type::F32, &[8, 8, 4, 2]), 2, 2, 0, 0, 1, 1).unwrap(),
-        ctx.conv_3d(&t(Type::F32, &[2, 2, 2, 6]), &t(Type::F32, &[5, 5, 5, 4]), 2, 1, 1, 1, 0, 0, 0, 1, 1, 1).unwrap(),
-        ctx.conv_1d(&t(Type::F32, &[3, 2, 4]), &t(Type::F32, &[9, 2]), 1, 1, 1).unwrap(),
-        ctx.conv_1d_dw(&t(Type::F32, &[3, 1, 4]), &t(Type::F32, &[9, 4]), 1, 1, 1).unwrap(),
-        ctx.conv_transpose_2d_p0(&t(Type::F32, &[3, 3, 4, 2]), &img, 2).unwrap(),
+        ctx.conv_2d_dw(&kdw, &t(Type::F32, &[8, 8, 4, 2]), 1, 1, 1, 1, 1, 1)
+            .unwrap(),
+        ctx.conv_2d_dw_direct(&kdw, &cwhn, 1, 1, 1, 1, 1, 1)
+            .unwrap(),
+        ctx.conv_2d_dw_direct(&kdw, &t(Type::F32, &[8, 8, 4, 2]), 2, 2, 0, 0, 1, 1)
+            .unwrap(),
+        ctx.conv_3d(
+            &t(Type::F32, &[2, 2, 2, 6]),
+            &t(Type::F32, &[5, 5, 5, 4]),
+            2,
+            1,
+            1,
+            1,
+            0,
+            0,
+            0,
+            1,
+            1,
+            1,
+        )
+        .unwrap(),
+        ctx.conv_1d(&t(Type::F32, &[3, 2, 4]), &t(Type::F32, &[9, 2]), 1, 1, 1)
+            .unwrap(),
+        ctx.conv_1d_dw(&t(Type::F32, &[3, 1, 4]), &t(Type::F32, &[9, 4]), 1, 1, 1)
+            .unwrap(),
+        ctx.conv_transpose_2d_p0(&t(Type::F32, &[3, 3, 4, 2]), &img, 2)
+            .unwrap(),
         ctx.pool_1d(&img, PoolOp::Avg, 3, 2, 1).unwrap(),
-        ctx.pool_2d(&img, PoolOp::Max, 3, 2, 2, 1, 1.0, 0.0).unwrap(),
+        ctx.pool_2d(&img, PoolOp::Max, 3, 2, 2, 1, 1.0, 0.0)
+            .unwrap(),
         ctx.upscale(&img, 2, ScaleMode::Bilinear).unwrap(),
-        ctx.interpolate(&img, 5, 11, 2, 1, ScaleMode::Bicubic as u32 | ggml::ops::SCALE_FLAG_ALIGN_CORNERS).unwrap(),
+        ctx.interpolate(
+            &img,
+            5,
+            11,
+            2,
+            1,
+            ScaleMode::Bicubic as u32 | ggml::ops::SCALE_FLAG_ALIGN_CORNERS,
+        )
+        .unwrap(),
     ];
     // Walk each composite down to its sources, validating every node on the way.
     let mut seen = 0;
@@ -703,14 +1097,35 @@ fn nodes_validate() {
     // The CONV_2D_DW node over a channels-innermost input has that layout; as contiguous it
     // is refused.
     let dw = &nodes[8];
-    assert_err(node_meta_check(dw, |d, _| d.nb = Meta::contiguous(d.ty, d.ne).nb), &["CONV_2D_DW", "strides"]);
+    assert_err(
+        node_meta_check(dw, |d, _| d.nb = Meta::contiguous(d.ty, d.ne).nb),
+        &["CONV_2D_DW", "strides"],
+    );
     // IM2COL: another result type, or one the op cannot give.
     assert!(node_meta_check(&nodes[0], |d, _| *d = Meta::contiguous(Type::F16, d.ne)).is_ok());
-    assert_err(node_meta_check(&nodes[0], |d, _| *d = Meta::contiguous(Type::BF16, d.ne)), &["IM2COL", "f16 or f32"]);
-    assert_err(node_meta_check(&nodes[0], |_, p| p[6] = 2), &["IM2COL", "is_2D = 2"]);
+    assert_err(
+        node_meta_check(&nodes[0], |d, _| *d = Meta::contiguous(Type::BF16, d.ne)),
+        &["IM2COL", "f16 or f32"],
+    );
+    assert_err(
+        node_meta_check(&nodes[0], |_, p| p[6] = 2),
+        &["IM2COL", "is_2D = 2"],
+    );
     assert_err(node_meta_check(&nodes[0], |_, p| p[0] = 5), &["IM2COL"]);
-    assert_err(node_meta_check(&nodes[6], |_, p| p[4] = 0), &["CONV_2D", "d0 = 0"]);
-    assert_err(node_meta_check(&nodes[14], |_, p| p[0] = 2), &["POOL_1D", "op = 2"]);
-    assert_err(node_meta_check(&nodes[16], |_, p| p[0] = 3), &["UPSCALE", "mode"]);
-    assert_err(node_meta_check(&nodes[16], |_, p| p[0] = 0x200), &["UPSCALE", "ANTIALIAS"]);
+    assert_err(
+        node_meta_check(&nodes[6], |_, p| p[4] = 0),
+        &["CONV_2D", "d0 = 0"],
+    );
+    assert_err(
+        node_meta_check(&nodes[14], |_, p| p[0] = 2),
+        &["POOL_1D", "op = 2"],
+    );
+    assert_err(
+        node_meta_check(&nodes[16], |_, p| p[0] = 3),
+        &["UPSCALE", "mode"],
+    );
+    assert_err(
+        node_meta_check(&nodes[16], |_, p| p[0] = 0x200),
+        &["UPSCALE", "ANTIALIAS"],
+    );
 }

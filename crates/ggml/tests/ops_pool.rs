@@ -15,7 +15,9 @@ fn pooled(ins: usize, k: i32, s: i32, p: i32) -> usize {
 /// The window starting at `o·s − p` of length `k`, limited to `0..len`.
 fn window(o: usize, k: i32, s: i32, p: i32, len: usize) -> impl Iterator<Item = usize> {
     let start = o as i64 * s as i64 - p as i64;
-    (start..start + k as i64).filter(move |&j| (0..len as i64).contains(&j)).map(|j| j as usize)
+    (start..start + k as i64)
+        .filter(move |&j| (0..len as i64).contains(&j))
+        .map(|j| j as usize)
 }
 
 mod reference {
@@ -67,7 +69,14 @@ const LAYOUTS_4D: [Layout; 3] = [
 fn pool_1d_cases() {
     for ty in FLOATS {
         for op in [PoolOp::Max, PoolOp::Avg] {
-            for (k, s, p) in [(2, 2, 0), (3, 1, 1), (3, 2, 1), (5, 3, 2), (1, 1, 0), (4, 4, 3)] {
+            for (k, s, p) in [
+                (2, 2, 0),
+                (3, 1, 1),
+                (3, 2, 1),
+                (5, 3, 2),
+                (1, 1, 0),
+                (4, 4, 3),
+            ] {
                 for layout in LAYOUTS_4D {
                     let name = format!(
                         "POOL_1D(type={ty},op={op:?},k0={k},s0={s},p0={p},layout={layout:?})"
@@ -100,16 +109,8 @@ fn pool_2d_cases() {
                     );
                     check(&name, TOL, |ctx, rng| {
                         let (a, ha) = input(ctx, ty, &[9, 7, 3, 2], layout, rng, -1.0, 1.0)?;
-                        let out = ctx.pool_2d(
-                            &a,
-                            op,
-                            k[0],
-                            k[1],
-                            s[0],
-                            s[1],
-                            p[0] as f32,
-                            p[1] as f32,
-                        )?;
+                        let out =
+                            ctx.pool_2d(&a, op, k[0], k[1], s[0], s[1], p[0] as f32, p[1] as f32)?;
                         Ok((out, reference::pool_2d(&ha, op, k, s, p)))
                     });
                 }
@@ -122,9 +123,18 @@ fn pool_2d_cases() {
 fn shape_errors() {
     let ctx = Context::init(1 << 20, true).unwrap();
     let a = ctx.new_tensor_3d(Type::F32, 6, 5, 2).unwrap();
-    assert_err(ctx.pool_1d(&a, PoolOp::Max, 0, 1, 0), &["POOL_1D", "k0 = 0"]);
-    assert_err(ctx.pool_1d(&a, PoolOp::Max, 2, 0, 0), &["POOL_1D", "s0 = 0"]);
-    assert_err(ctx.pool_1d(&a, PoolOp::Avg, 9, 1, 1), &["POOL_1D", "too small", "window 9"]);
+    assert_err(
+        ctx.pool_1d(&a, PoolOp::Max, 0, 1, 0),
+        &["POOL_1D", "k0 = 0"],
+    );
+    assert_err(
+        ctx.pool_1d(&a, PoolOp::Max, 2, 0, 0),
+        &["POOL_1D", "s0 = 0"],
+    );
+    assert_err(
+        ctx.pool_1d(&a, PoolOp::Avg, 9, 1, 1),
+        &["POOL_1D", "too small", "window 9"],
+    );
     assert_err(
         ctx.pool_2d(&a, PoolOp::Max, 2, 7, 1, 1, 0.0, 0.0),
         &["POOL_2D", "axis 1", "window 7"],
@@ -140,5 +150,8 @@ fn shape_errors() {
     let i = ctx.new_tensor_2d(Type::I32, 6, 5).unwrap();
     assert_err(ctx.pool_1d(&i, PoolOp::Max, 2, 1, 0), &["POOL_1D", "i32"]);
     let five = ctx.new_tensor(Type::F32, &[6, 5, 1, 1, 2]).unwrap();
-    assert_err(ctx.pool_1d(&five, PoolOp::Max, 2, 1, 0), &["POOL_1D", "ne4"]);
+    assert_err(
+        ctx.pool_1d(&five, PoolOp::Max, 2, 1, 0),
+        &["POOL_1D", "ne4"],
+    );
 }

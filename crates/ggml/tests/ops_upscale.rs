@@ -116,10 +116,22 @@ const MODES: [(&str, u32); 7] = [
     ("nearest", ScaleMode::Nearest as u32),
     ("bilinear", ScaleMode::Bilinear as u32),
     ("bicubic", ScaleMode::Bicubic as u32),
-    ("nearest|align", ScaleMode::Nearest as u32 | SCALE_FLAG_ALIGN_CORNERS),
-    ("bilinear|align", ScaleMode::Bilinear as u32 | SCALE_FLAG_ALIGN_CORNERS),
-    ("bicubic|align", ScaleMode::Bicubic as u32 | SCALE_FLAG_ALIGN_CORNERS),
-    ("bilinear|antialias", ScaleMode::Bilinear as u32 | SCALE_FLAG_ANTIALIAS),
+    (
+        "nearest|align",
+        ScaleMode::Nearest as u32 | SCALE_FLAG_ALIGN_CORNERS,
+    ),
+    (
+        "bilinear|align",
+        ScaleMode::Bilinear as u32 | SCALE_FLAG_ALIGN_CORNERS,
+    ),
+    (
+        "bicubic|align",
+        ScaleMode::Bicubic as u32 | SCALE_FLAG_ALIGN_CORNERS,
+    ),
+    (
+        "bilinear|antialias",
+        ScaleMode::Bilinear as u32 | SCALE_FLAG_ANTIALIAS,
+    ),
 ];
 
 #[test]
@@ -132,8 +144,13 @@ fn interpolate_every_mode_and_size() {
             ([1, 3, 1, 1], [4, 1, 2, 1]),
             ([9, 8, 1, 1], [4, 3, 1, 1]),
         ] {
-            for layout in [Layout::Contiguous, Layout::Permuted([1, 0, 3, 2]), Layout::Padded] {
-                let name = format!("UPSCALE(mode={mname},ne={from:?},ne_tgt={to:?},layout={layout:?})");
+            for layout in [
+                Layout::Contiguous,
+                Layout::Permuted([1, 0, 3, 2]),
+                Layout::Padded,
+            ] {
+                let name =
+                    format!("UPSCALE(mode={mname},ne={from:?},ne_tgt={to:?},layout={layout:?})");
                 check(&name, TOL, |ctx, rng| {
                     let (a, ha) = input(ctx, Type::F32, &from, layout, rng, -1.0, 1.0)?;
                     let out = ctx.interpolate(&a, to[0], to[1], to[2], to[3], mode)?;
@@ -148,12 +165,28 @@ fn interpolate_every_mode_and_size() {
 fn upscale_and_upscale_ext() {
     for mode in [ScaleMode::Nearest, ScaleMode::Bilinear, ScaleMode::Bicubic] {
         check(&format!("upscale(mode={mode:?},sf=3)"), TOL, |ctx, rng| {
-            let (a, ha) = input(ctx, Type::F32, &[4, 3, 2], Layout::Contiguous, rng, -1.0, 1.0)?;
+            let (a, ha) = input(
+                ctx,
+                Type::F32,
+                &[4, 3, 2],
+                Layout::Contiguous,
+                rng,
+                -1.0,
+                1.0,
+            )?;
             let out = ctx.upscale(&a, 3, mode)?;
             Ok((out, reference::upscale(&ha, [12, 9, 2, 1, 1], mode as u32)))
         });
         check(&format!("upscale_ext(mode={mode:?})"), TOL, |ctx, rng| {
-            let (a, ha) = input(ctx, Type::F32, &[4, 3, 2], Layout::Contiguous, rng, -1.0, 1.0)?;
+            let (a, ha) = input(
+                ctx,
+                Type::F32,
+                &[4, 3, 2],
+                Layout::Contiguous,
+                rng,
+                -1.0,
+                1.0,
+            )?;
             let out = ctx.upscale_ext(&a, 7, 5, 3, 2, mode)?;
             Ok((out, reference::upscale(&ha, [7, 5, 3, 2, 1], mode as u32)))
         });
@@ -164,17 +197,42 @@ fn upscale_and_upscale_ext() {
 fn shape_errors() {
     let ctx = Context::init(1 << 20, true).unwrap();
     let a = ctx.new_tensor_2d(Type::F32, 4, 3).unwrap();
-    assert_err(ctx.upscale(&a, 1, ScaleMode::Nearest), &["UPSCALE", "scale_factor = 1"]);
-    assert_err(ctx.interpolate(&a, 8, 6, 1, 1, 3), &["UPSCALE", "mode = 0x3"]);
-    assert_err(ctx.interpolate(&a, 8, 6, 1, 1, 1 << 12), &["UPSCALE", "mode = 0x1000"]);
     assert_err(
-        ctx.interpolate(&a, 8, 6, 1, 1, ScaleMode::Bicubic as u32 | SCALE_FLAG_ANTIALIAS),
+        ctx.upscale(&a, 1, ScaleMode::Nearest),
+        &["UPSCALE", "scale_factor = 1"],
+    );
+    assert_err(
+        ctx.interpolate(&a, 8, 6, 1, 1, 3),
+        &["UPSCALE", "mode = 0x3"],
+    );
+    assert_err(
+        ctx.interpolate(&a, 8, 6, 1, 1, 1 << 12),
+        &["UPSCALE", "mode = 0x1000"],
+    );
+    assert_err(
+        ctx.interpolate(
+            &a,
+            8,
+            6,
+            1,
+            1,
+            ScaleMode::Bicubic as u32 | SCALE_FLAG_ANTIALIAS,
+        ),
         &["UPSCALE", "ANTIALIAS"],
     );
-    assert_err(ctx.interpolate(&a, -1, 6, 1, 1, 0), &["UPSCALE", "non-negative"]);
+    assert_err(
+        ctx.interpolate(&a, -1, 6, 1, 1, 0),
+        &["UPSCALE", "non-negative"],
+    );
     let h = ctx.new_tensor_2d(Type::F16, 4, 3).unwrap();
-    assert_err(ctx.interpolate(&h, 8, 6, 1, 1, 0), &["UPSCALE", "f16", "f32"]);
+    assert_err(
+        ctx.interpolate(&h, 8, 6, 1, 1, 0),
+        &["UPSCALE", "f16", "f32"],
+    );
     let empty = ctx.new_tensor_2d(Type::F32, 0, 3).unwrap();
-    assert_err(ctx.interpolate(&empty, 8, 6, 1, 1, 0), &["UPSCALE", "empty"]);
+    assert_err(
+        ctx.interpolate(&empty, 8, 6, 1, 1, 0),
+        &["UPSCALE", "empty"],
+    );
     assert!(ctx.interpolate(&empty, 0, 6, 1, 1, 0).is_ok());
 }

@@ -288,7 +288,10 @@ impl OpSpec for Col2im1d {
         let k = a.ne[0] / oc;
         let t_out = (a.ne[1] as i128 - 1) * p.s0 as i128 + k as i128 - 2 * p.p0 as i128;
         if a.ne[0] % oc != 0 || k == 0 {
-            return Err(src.bad(0, format!("its ne0 must be a positive multiple of oc = {oc}")));
+            return Err(src.bad(
+                0,
+                format!("its ne0 must be a positive multiple of oc = {oc}"),
+            ));
         }
         let Some(t_out) = i64::try_from(t_out).ok().filter(|&t| t > 0) else {
             return Err(src.bad(0, format!("it gives {t_out} output samples")));
@@ -786,21 +789,7 @@ impl Context {
                 an[3]
             )));
         }
-        let cols = self.im2col_3d(
-            a,
-            b,
-            ic,
-            s0,
-            s1,
-            s2,
-            p0,
-            p1,
-            p2,
-            d0,
-            d1,
-            d2,
-            im2col_type(a),
-        )?;
+        let cols = self.im2col_3d(a, b, ic, s0, s1, s2, p0, p1, p2, d0, d1, d2, im2col_type(a))?;
         let c = cols.ne();
         let (oc, n) = (an[3] / ic, bn[3] / ic);
         let cols2 = self.reshape_2d(&cols, c[0], c[3] * c[2] * c[1])?;

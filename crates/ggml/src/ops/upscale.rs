@@ -83,9 +83,8 @@ impl Context {
         }
         let ne = a.ne();
         let grow = |n: i64| {
-            n.checked_mul(scale_factor as i64).ok_or_else(|| {
-                Error::invalid(format!("UPSCALE: {n} × {scale_factor} overflows"))
-            })
+            n.checked_mul(scale_factor as i64)
+                .ok_or_else(|| Error::invalid(format!("UPSCALE: {n} × {scale_factor} overflows")))
         };
         self.interpolate(a, grow(ne[0])?, grow(ne[1])?, ne[2], ne[3], mode as u32)
     }

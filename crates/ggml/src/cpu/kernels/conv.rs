@@ -14,8 +14,8 @@ use super::matmul::{dot_portable, dots_fn, row_f32, JB};
 use super::{is_float, load, operand, store, unsupported, NodePtrs, Params, Planned, TensorPtr};
 use crate::error::Result;
 use crate::ops::{
-    Col2im1dParams, Conv2dParams, Conv3dParams, ConvTranspose1dParams, ConvTranspose2dParams, Im2col3dParams,
-    Im2colParams,
+    Col2im1dParams, Conv2dParams, Conv3dParams, ConvTranspose1dParams, ConvTranspose2dParams,
+    Im2col3dParams, Im2colParams,
 };
 use crate::tensor::Tensor;
 use crate::types::{bf16_to_f32, f16, f32_to_bf16, Type};
@@ -197,7 +197,15 @@ fn im2col_patches(n: &NodePtrs) -> Patches {
     let (a, b, d) = (&n.src[0], &n.src[1], &n.dst);
     let out = [d.ne[1] as usize, d.ne[2] as usize];
     if p.is_2d == 1 {
-        return Patches::two_d(a, b, [p.s0, p.s1], [p.p0, p.p1], [p.d0, p.d1], out, Type::F32);
+        return Patches::two_d(
+            a,
+            b,
+            [p.s0, p.s1],
+            [p.p0, p.p1],
+            [p.d0, p.d1],
+            out,
+            Type::F32,
+        );
     }
     Patches {
         src: *b,
@@ -221,7 +229,11 @@ fn im2col_3d_patches(n: &NodePtrs) -> Patches {
     let (a, b, d) = (&n.src[0], &n.src[1], &n.dst);
     let ic = p.ic as usize;
     let batches = (b.ne[3] as usize / ic).max(1);
-    let out = [d.ne[1] as usize, d.ne[2] as usize, d.ne[3] as usize / batches];
+    let out = [
+        d.ne[1] as usize,
+        d.ne[2] as usize,
+        d.ne[3] as usize / batches,
+    ];
     let (s, pad, dil) = ([p.s0, p.s1, p.s2], [p.p0, p.p1, p.p2], [p.d0, p.d1, p.d2]);
     Patches::three_d(a, b, s, pad, dil, ic, out, Type::F32)
 }
@@ -617,7 +629,8 @@ mod tests {
             for s in 1..5i64 {
                 for n in 0..6i64 {
                     for t in 0..20i64 {
-                        let want: Vec<i64> = (0..n).filter(|i| (0..k).contains(&(t - i * s))).collect();
+                        let want: Vec<i64> =
+                            (0..n).filter(|i| (0..k).contains(&(t - i * s))).collect();
                         let got: Vec<i64> = taps(t, k, s, n).collect();
                         assert_eq!(got, want, "t {t} k {k} s {s} n {n}");
                     }

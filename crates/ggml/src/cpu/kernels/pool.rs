@@ -31,7 +31,11 @@ impl Window {
 
     #[inline(always)]
     fn push(&mut self, v: f32) {
-        self.acc = if self.max { v.max(self.acc) } else { self.acc + v };
+        self.acc = if self.max {
+            v.max(self.acc)
+        } else {
+            self.acc + v
+        };
         self.count += 1;
     }
 

@@ -409,13 +409,17 @@ unsafe fn conv_direct(n: &NodePtrs, p: &Params, of: GeometryOf) {
     }
 }
 
-/// CONV_2D_DW: float kernel, input and result, no scratch.
+/// CONV_2D_DW: float kernel, input and result; scratch for one kernel and one input plane.
 pub(super) fn plan_conv_2d_dw(t: &Tensor) -> Result<Planned> {
     let (a, b) = (operand(t, 0)?, operand(t, 1)?);
     if !is_float(a.ty()) || !is_float(b.ty()) || !is_float(t.ty()) {
         return Err(unsupported(t));
     }
-    Ok(Planned::new(conv_2d_dw, 0))
+    let (an, bn) = (a.ne(), b.ne());
+    Ok(Planned::new(
+        conv_2d_dw,
+        (an[0] * an[1] + bn[0] * bn[1]) as usize * 4,
+    ))
 }
 
 /// Element `i` (all five indices) of `t`.
@@ -428,31 +432,46 @@ unsafe fn at(t: &TensorPtr, i: [usize; 4]) -> *mut u8 {
     t.data.wrapping_add(off)
 }
 
-/// `dst[ox, oy, c, n] = Σ a[kx, ky, 0, c]·b[x, y, c, n]`, planes `(c, n)` split over threads.
+/// `dst[ox, oy, c, n] = Σ a[kx, ky, 0, c]·b[x, y, c, n]`, planes `(c, n)` split over threads;
+/// each plane's kernel and input are first read into the scratch as f32.
 unsafe fn conv_2d_dw(n: &NodePtrs, p: &Params) {
     let pr: Conv2dParams = n.params();
     let (a, b, d) = (&n.src[0], &n.src[1], &n.dst);
     let ax = Axis::new(b.ne[0], a.ne[0], pr.s0, pr.p0, pr.d0);
     let ay = Axis::new(b.ne[1], a.ne[1], pr.s1, pr.p1, pr.d1);
+    let (kw, kh) = (a.ne[0] as usize, a.ne[1] as usize);
+    let (w, h) = (b.ne[0] as usize, b.ne[1] as usize);
+    let planes = p.range(d.ne[2] as usize * d.ne[3] as usize);
+    if planes.is_empty() {
+        return;
+    }
+    // SAFETY: the plan sized the scratch for KW·KH + W·H values.
+    let scratch = unsafe { p.scratch_f32(kw * kh + w * h) };
+    let (kbuf, ibuf) = scratch.split_at_mut(kw * kh);
     let channels = d.ne[2] as usize;
-    for plane in p.range(d.ne[2] as usize * d.ne[3] as usize) {
+    for plane in planes {
         let (c, bn) = (plane % channels, plane / channels);
+        for (j, v) in kbuf.iter_mut().enumerate() {
+            // SAFETY: (kx, ky, 0, c) indexes the kernel.
+            *v = unsafe { load(at(a, [j % kw, j / kw, 0, c]), a.ty) };
+        }
+        for y in 0..h {
+            // SAFETY: row (y, c, bn) of b holds W elements; ibuf's row y holds W values.
+            unsafe { b.read_row(b.row([y, c, bn, 0]), &mut ibuf[y * w..][..w]) };
+        }
         for oy in 0..d.ne[1] as usize {
+            let drow = d.row([oy, c, bn, 0]);
             for ox in 0..d.ne[0] as usize {
                 let mut sum = 0f32;
-                for ky in 0..ay.k {
-                    let Some(y) = ay.at(oy, ky) else { continue };
-                    for kx in 0..ax.k {
-                        let Some(x) = ax.at(ox, kx) else { continue };
-                        // SAFETY: the taps index elements of a and b (checked by `at`).
-                        sum += unsafe {
-                            load(at(a, [kx as usize, ky as usize, 0, c]), a.ty)
-                                * load(at(b, [x, y, c, bn]), b.ty)
-                        };
+                for ky in 0..kh {
+                    let Some(y) = ay.at(oy, ky as i64) else { continue };
+                    for kx in 0..kw {
+                        let Some(x) = ax.at(ox, kx as i64) else { continue };
+                        sum += kbuf[ky * kw + kx] * ibuf[y * w + x];
                     }
                 }
                 // SAFETY: (ox, oy, c, bn) is an element of this thread's plane.
-                unsafe { store(at(d, [ox, oy, c, bn]), d.ty, sum) };
+                unsafe { d.set(drow, ox, sum) };
             }
         }
     }

@@ -7,12 +7,19 @@ use crate::ops::{Pool1dParams, Pool2dParams, PoolOp};
 use crate::tensor::Tensor;
 use crate::types::Type;
 
-/// The kernel for float inputs and an F32 result.
+/// The kernel for float inputs and an F32 result, with scratch for one row (plane) of the
+/// input.
 pub(super) fn plan(t: &Tensor, two_d: bool) -> Result<Planned> {
     if !is_float(operand(t, 0)?.ty()) || t.ty() != Type::F32 {
         return Err(unsupported(t));
     }
-    Ok(Planned::new(if two_d { pool_2d } else { pool_1d }, 0))
+    let ne = operand(t, 0)?.ne();
+    let (kernel, scratch): (super::KernelFn, i64) = if two_d {
+        (pool_2d, ne[0] * ne[1])
+    } else {
+        (pool_1d, ne[0])
+    };
+    Ok(Planned::new(kernel, scratch as usize * 4))
 }
 
 /// A running max or sum over a window.
@@ -31,10 +38,13 @@ impl Window {
 
     #[inline(always)]
     fn push(&mut self, v: f32) {
-        self.acc = if self.max {
-            v.max(self.acc)
-        } else {
+        // GGML's std::max(v, acc): v unless v < acc, so a NaN stays until a later value.
+        self.acc = if !self.max {
             self.acc + v
+        } else if v < self.acc {
+            self.acc
+        } else {
+            v
         };
         self.count += 1;
     }
@@ -51,22 +61,32 @@ impl Window {
     }
 }
 
-/// Each row's windows; Avg divides by the elements inside the row.
+/// The inputs `o·s − p .. o·s − p + k` that lie in `0..len`.
+#[inline(always)]
+fn window(o: usize, k: i32, s: i32, p: i32, len: usize) -> std::ops::Range<usize> {
+    let start = o as i64 * s as i64 - p as i64;
+    let lo = start.clamp(0, len as i64) as usize;
+    let hi = (start + k as i64).clamp(0, len as i64) as usize;
+    lo..hi.max(lo)
+}
+
+/// Each row's windows (the row read into the scratch as f32 first); Avg divides by the
+/// elements inside the row.
 unsafe fn pool_1d(n: &NodePtrs, p: &Params) {
     let Pool1dParams { op, k0, s0, p0 } = n.params();
     let (a, d) = (&n.src[0], &n.dst);
-    let iw = a.ne[0];
+    let iw = a.ne[0] as usize;
+    // SAFETY: the plan sized the scratch for one row of a.
+    let buf = unsafe { p.scratch_f32(iw) };
     for r in p.range(d.nrows()) {
         let idx = d.unravel_row(r);
-        let (arow, drow) = (a.row(idx), d.row(idx));
+        // SAFETY: a has d's rows, each of iw elements.
+        unsafe { a.read_row(a.row(idx), buf) };
+        let drow = d.row(idx);
         for ow in 0..d.ne[0] as usize {
             let mut w = Window::new(op);
-            let base = ow as i64 * s0 as i64 - p0 as i64;
-            for j in base..base + k0 as i64 {
-                if (0..iw).contains(&j) {
-                    // SAFETY: j < ne0 of a row of a (a has d's rows).
-                    w.push(unsafe { a.get(arow, j as usize) });
-                }
+            for &v in &buf[window(ow, k0, s0, p0, iw)] {
+                w.push(v);
             }
             // SAFETY: ow < ne0 of a row of the result owned by this thread.
             unsafe { d.set(drow, ow, w.finish(None)) };
@@ -74,7 +94,8 @@ unsafe fn pool_1d(n: &NodePtrs, p: &Params) {
     }
 }
 
-/// Each plane's windows; Avg divides by `k0·k1` whatever the padding.
+/// Each plane's windows (the plane read into the scratch as f32 first); Avg divides by
+/// `k0·k1` whatever the padding.
 unsafe fn pool_2d(n: &NodePtrs, p: &Params) {
     let Pool2dParams {
         op,
@@ -86,21 +107,26 @@ unsafe fn pool_2d(n: &NodePtrs, p: &Params) {
         p1,
     } = n.params();
     let (a, d) = (&n.src[0], &n.dst);
+    let (iw, ih) = (a.ne[0] as usize, a.ne[1] as usize);
     let planes = d.ne[2] as usize * d.ne[3] as usize;
     let area = (k0 as i64 * k1 as i64) as f32;
+    // SAFETY: the plan sized the scratch for one plane of a.
+    let buf = unsafe { p.scratch_f32(iw * ih) };
     for plane in p.range(planes) {
         let (i2, i3) = (plane % d.ne[2] as usize, plane / d.ne[2] as usize);
+        for y in 0..ih {
+            // SAFETY: row (y, i2, i3) of a holds iw elements.
+            unsafe { a.read_row(a.row([y, i2, i3, 0]), &mut buf[y * iw..][..iw]) };
+        }
         for oy in 0..d.ne[1] as usize {
             let drow = d.row([oy, i2, i3, 0]);
-            let iy = oy as i64 * s1 as i64 - p1 as i64;
+            let rows = window(oy, k1, s1, p1, ih);
             for ox in 0..d.ne[0] as usize {
-                let ix = ox as i64 * s0 as i64 - p0 as i64;
+                let cols = window(ox, k0, s0, p0, iw);
                 let mut w = Window::new(op);
-                for y in (iy..iy + k1 as i64).filter(|y| (0..a.ne[1]).contains(y)) {
-                    let arow = a.row([y as usize, i2, i3, 0]);
-                    for x in (ix..ix + k0 as i64).filter(|x| (0..a.ne[0]).contains(x)) {
-                        // SAFETY: (x, y, i2, i3) is an element of a.
-                        w.push(unsafe { a.get(arow, x as usize) });
+                for y in rows.clone() {
+                    for &v in &buf[y * iw..][cols.clone()] {
+                        w.push(v);
                     }
                 }
                 // SAFETY: ox < ne0 of a row of this thread's plane.

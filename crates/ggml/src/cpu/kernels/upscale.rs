@@ -2,18 +2,19 @@
 //! sampling positions computed in f32 exactly as GGML's CPU does. Source indices are clamped
 //! into the source (GGML's nearest mode relies on float rounding for that).
 
-use super::{operand, unsupported, NodePtrs, Params, Planned, TensorPtr};
+use super::{operand, unsupported, NodePtrs, Params, Planned};
 use crate::error::Result;
 use crate::ops::{ScaleMode, UpscaleParams, SCALE_FLAG_ALIGN_CORNERS, SCALE_FLAG_ANTIALIAS};
 use crate::tensor::Tensor;
 use crate::types::Type;
 
-/// The kernel for an F32 source.
+/// The kernel for an F32 source, with scratch for one plane of it.
 pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     if operand(t, 0)?.ty() != Type::F32 || t.ty() != Type::F32 {
         return Err(unsupported(t));
     }
-    Ok(Planned::new(upscale, 0))
+    let ne = operand(t, 0)?.ne();
+    Ok(Planned::new(upscale, (ne[0] * ne[1]) as usize * 4))
 }
 
 /// The source index `i / sf` truncated and clamped into `0..n`.
@@ -22,21 +23,20 @@ fn nearest(i: usize, sf: f32, n: i64) -> usize {
     ((i as f32 / sf) as i64).clamp(0, n - 1) as usize
 }
 
-/// A plane of the source: its tensor and the indices of dimensions 2 and 3.
+/// A plane of the source as f32, `w` elements per row.
 struct Plane<'a> {
-    a: &'a TensorPtr,
-    i2: usize,
-    i3: usize,
+    v: &'a [f32],
+    w: i64,
+    h: i64,
 }
 
 impl Plane<'_> {
     /// Element `(x, y)` with both clamped into the plane.
     #[inline(always)]
     fn at(&self, x: i64, y: i64) -> f32 {
-        let x = x.clamp(0, self.a.ne[0] - 1) as usize;
-        let y = y.clamp(0, self.a.ne[1] - 1) as usize;
-        // SAFETY: the clamped indices address an element of the source.
-        unsafe { self.a.get(self.a.row([y, self.i2, self.i3, 0]), x) }
+        let x = x.clamp(0, self.w - 1);
+        let y = y.clamp(0, self.h - 1);
+        self.v[(y * self.w + x) as usize]
     }
 }
 
@@ -70,13 +70,29 @@ unsafe fn upscale(n: &NodePtrs, p: &Params) {
     }
     let low = flags & 0xFF;
     let antialias = flags & SCALE_FLAG_ANTIALIAS != 0;
-    for r in p.range(d.nrows()) {
+    let rows = p.range(d.nrows());
+    if rows.is_empty() {
+        return;
+    }
+    let w = ne00 as usize;
+    // SAFETY: the plan sized the scratch for one plane of the source.
+    let buf = unsafe { p.scratch_f32(w * ne01 as usize) };
+    let mut loaded = None;
+    for r in rows {
         let idx = d.unravel_row(r);
-        let (i1, i2, i3) = (idx[0], idx[1], idx[2]);
+        let i1 = idx[0];
+        let src = (nearest(idx[1], sf[2], a.ne[2]), nearest(idx[2], sf[3], a.ne[3]));
+        if loaded != Some(src) {
+            loaded = Some(src);
+            for (y, row) in buf.chunks_exact_mut(w.max(1)).enumerate() {
+                // SAFETY: row (y, i2, i3) of the source holds ne00 elements.
+                unsafe { a.read_row(a.row([y, src.0, src.1, 0]), &mut row[..w]) };
+            }
+        }
         let plane = Plane {
-            a,
-            i2: nearest(i2, sf[2], a.ne[2]),
-            i3: nearest(i3, sf[3], a.ne[3]),
+            v: buf,
+            w: ne00,
+            h: ne01,
         };
         let drow = d.row(idx);
         for i0 in 0..d.ne[0] as usize {

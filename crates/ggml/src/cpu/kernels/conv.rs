@@ -464,9 +464,13 @@ unsafe fn conv_2d_dw(n: &NodePtrs, p: &Params) {
             for ox in 0..d.ne[0] as usize {
                 let mut sum = 0f32;
                 for ky in 0..kh {
-                    let Some(y) = ay.at(oy, ky as i64) else { continue };
+                    let Some(y) = ay.at(oy, ky as i64) else {
+                        continue;
+                    };
                     for kx in 0..kw {
-                        let Some(x) = ax.at(ox, kx as i64) else { continue };
+                        let Some(x) = ax.at(ox, kx as i64) else {
+                            continue;
+                        };
                         sum += kbuf[ky * kw + kx] * ibuf[y * w + x];
                     }
                 }

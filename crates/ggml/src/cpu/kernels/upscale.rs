@@ -81,7 +81,10 @@ unsafe fn upscale(n: &NodePtrs, p: &Params) {
     for r in rows {
         let idx = d.unravel_row(r);
         let i1 = idx[0];
-        let src = (nearest(idx[1], sf[2], a.ne[2]), nearest(idx[2], sf[3], a.ne[3]));
+        let src = (
+            nearest(idx[1], sf[2], a.ne[2]),
+            nearest(idx[2], sf[3], a.ne[3]),
+        );
         if loaded != Some(src) {
             loaded = Some(src);
             for (y, row) in buf.chunks_exact_mut(w.max(1)).enumerate() {

@@ -35,6 +35,17 @@ fn case(
     }
 }
 
+/// A tensor of `ty`, shape `ne` and `layout` holding uniform values in [−1, 1).
+fn uni(
+    ctx: &Context,
+    ty: Type,
+    ne: &[i64],
+    layout: Layout,
+    rng: &mut Rng,
+) -> ggml::Result<(Tensor, Host)> {
+    input(ctx, ty, ne, layout, rng, -1.0, 1.0)
+}
+
 fn run(cases: Vec<Case>) {
     assert!(!cases.is_empty());
     for c in cases {
@@ -321,7 +332,7 @@ fn im2col_2d_and_1d() {
                     );
                     cases.push(case(name, EXACT, move |ctx, rng| {
                         let a = ctx.new_tensor_4d(Type::F16, 3, 2, 3, 4)?;
-                        let (b, hb) = input(ctx, bt, &[7, 6, 3, 2], lb, rng, -1.0, 1.0)?;
+                        let (b, hb) = uni(ctx, bt, &[7, 6, 3, 2], lb, rng)?;
                         let out = ctx.im2col(
                             &a, &b, g.s[0], g.s[1], g.p[0], g.p[1], g.d[0], g.d[1], true, dst,
                         )?;
@@ -334,7 +345,7 @@ fn im2col_2d_and_1d() {
                 );
                 cases.push(case(name, EXACT, move |ctx, rng| {
                     let a = ctx.new_tensor_3d(Type::F32, 4, 3, 5)?;
-                    let (b, hb) = input(ctx, bt, &[9, 3, 2], Layout::Padded, rng, -1.0, 1.0)?;
+                    let (b, hb) = uni(ctx, bt, &[9, 3, 2], Layout::Padded, rng)?;
                     let out = ctx.im2col(&a, &b, g.s[0], 0, g.p[0], 0, g.d[0], 0, false, dst)?;
                     Ok((out, reference::im2col_1d(4, &hb, g)))
                 }));
@@ -367,7 +378,7 @@ fn im2col_3d_cases() {
                 );
                 cases.push(case(name, EXACT, move |ctx, rng| {
                     let a = ctx.new_tensor_4d(Type::F32, 3, 2, 2, 6)?;
-                    let (b, hb) = input(ctx, Type::F32, &[6, 5, 4, 6], lb, rng, -1.0, 1.0)?;
+                    let (b, hb) = uni(ctx, Type::F32, &[6, 5, 4, 6], lb, rng)?;
                     let out = ctx.im2col_3d(
                         &a, &b, 3, g.s[0], g.s[1], g.s[2], g.p[0], g.p[1], g.p[2], g.d[0], g.d[1],
                         g.d[2], dst,
@@ -396,9 +407,8 @@ fn conv_2d_composite_and_direct() {
                         "{op}(type_kernel={kt},ne_input=[9,8,3,2],ne_kernel=[3,3,3,5],geo={gi},layout={lb:?})"
                     );
                     cases.push(case(name, TOL_CONV, move |ctx, rng| {
-                        let (a, ha) =
-                            input(ctx, kt, &[3, 3, 3, 5], Layout::Contiguous, rng, -1.0, 1.0)?;
-                        let (b, hb) = input(ctx, Type::F32, &[9, 8, 3, 2], lb, rng, -1.0, 1.0)?;
+                        let (a, ha) = uni(ctx, kt, &[3, 3, 3, 5], Layout::Contiguous, rng)?;
+                        let (b, hb) = uni(ctx, Type::F32, &[9, 8, 3, 2], lb, rng)?;
                         let (s, p, d) = (g.s, g.p, g.d);
                         let out = if direct {
                             ctx.conv_2d_direct(&a, &b, s[0], s[1], p[0], p[1], d[0], d[1])?
@@ -419,8 +429,8 @@ fn conv_2d_composite_and_direct() {
     ] {
         let name = format!("CONV_2D(ne_input={bne:?},ne_kernel={kne:?})");
         cases.push(case(name, TOL_CONV, move |ctx, rng| {
-            let (a, ha) = input(ctx, Type::F32, &kne, Layout::Contiguous, rng, -1.0, 1.0)?;
-            let (b, hb) = input(ctx, Type::F32, &bne, Layout::Contiguous, rng, -1.0, 1.0)?;
+            let (a, ha) = uni(ctx, Type::F32, &kne, Layout::Contiguous, rng)?;
+            let (b, hb) = uni(ctx, Type::F32, &bne, Layout::Contiguous, rng)?;
             let g = geos_2d()[0];
             Ok((
                 ctx.conv_2d_direct(&a, &b, 1, 1, 0, 0, 1, 1)?,
@@ -438,24 +448,8 @@ fn conv_2d_shorthands() {
             "conv_2d_sk_p0(ne_input=[8,6,2,1],ne_kernel=[2,3,2,3])".into(),
             TOL_CONV,
             |ctx, rng| {
-                let (a, ha) = input(
-                    ctx,
-                    Type::F16,
-                    &[2, 3, 2, 3],
-                    Layout::Contiguous,
-                    rng,
-                    -1.0,
-                    1.0,
-                )?;
-                let (b, hb) = input(
-                    ctx,
-                    Type::F32,
-                    &[8, 6, 2, 1],
-                    Layout::Contiguous,
-                    rng,
-                    -1.0,
-                    1.0,
-                )?;
+                let (a, ha) = uni(ctx, Type::F16, &[2, 3, 2, 3], Layout::Contiguous, rng)?;
+                let (b, hb) = uni(ctx, Type::F32, &[8, 6, 2, 1], Layout::Contiguous, rng)?;
                 let g = Geo {
                     s: [2, 3, 1],
                     p: [0; 3],
@@ -468,24 +462,8 @@ fn conv_2d_shorthands() {
             "conv_2d_s1_ph(ne_input=[7,5,2,2],ne_kernel=[3,5,2,2])".into(),
             TOL_CONV,
             |ctx, rng| {
-                let (a, ha) = input(
-                    ctx,
-                    Type::F32,
-                    &[3, 5, 2, 2],
-                    Layout::Contiguous,
-                    rng,
-                    -1.0,
-                    1.0,
-                )?;
-                let (b, hb) = input(
-                    ctx,
-                    Type::F32,
-                    &[7, 5, 2, 2],
-                    Layout::Contiguous,
-                    rng,
-                    -1.0,
-                    1.0,
-                )?;
+                let (a, ha) = uni(ctx, Type::F32, &[3, 5, 2, 2], Layout::Contiguous, rng)?;
+                let (b, hb) = uni(ctx, Type::F32, &[7, 5, 2, 2], Layout::Contiguous, rng)?;
                 let g = Geo {
                     s: [1; 3],
                     p: [1, 2, 0],
@@ -508,16 +486,8 @@ fn conv_1d_cases() {
                     "conv_1d(type_kernel={kt},ne_input=[11,3,{n}],ne_kernel=[3,3,4],geo={gi})"
                 );
                 cases.push(case(name, TOL_CONV, move |ctx, rng| {
-                    let (a, ha) = input(ctx, kt, &[3, 3, 4], Layout::Contiguous, rng, -1.0, 1.0)?;
-                    let (b, hb) = input(
-                        ctx,
-                        Type::F32,
-                        &[11, 3, n as i64],
-                        Layout::Contiguous,
-                        rng,
-                        -1.0,
-                        1.0,
-                    )?;
+                    let (a, ha) = uni(ctx, kt, &[3, 3, 4], Layout::Contiguous, rng)?;
+                    let (b, hb) = uni(ctx, Type::F32, &[11, 3, n as i64], Layout::Contiguous, rng)?;
                     let out = ctx.conv_1d(&a, &b, g.s[0], g.p[0], g.d[0])?;
                     let conv = reference::conv_1d(&ha, &hb, g);
                     Ok((out, reference::conv_1d_as_ggml(&conv)))
@@ -526,8 +496,8 @@ fn conv_1d_cases() {
             let name =
                 format!("conv_1d_dw(type_kernel={kt},ne_input=[10,4],ne_kernel=[3,1,4],geo={gi})");
             cases.push(case(name, TOL_CONV, move |ctx, rng| {
-                let (a, ha) = input(ctx, kt, &[3, 1, 4], Layout::Contiguous, rng, -1.0, 1.0)?;
-                let (b, hb) = input(ctx, Type::F32, &[10, 4], Layout::Contiguous, rng, -1.0, 1.0)?;
+                let (a, ha) = uni(ctx, kt, &[3, 1, 4], Layout::Contiguous, rng)?;
+                let (b, hb) = uni(ctx, Type::F32, &[10, 4], Layout::Contiguous, rng)?;
                 let out = ctx.conv_1d_dw(&a, &b, g.s[0], g.p[0], g.d[0])?;
                 Ok((out, reference::conv_1d_dw(&ha, &hb, g)))
             }));
@@ -537,24 +507,8 @@ fn conv_1d_cases() {
         "conv_1d_ph(ne_input=[8,2,1],ne_kernel=[5,2,3])".into(),
         TOL_CONV,
         |ctx, rng| {
-            let (a, ha) = input(
-                ctx,
-                Type::F32,
-                &[5, 2, 3],
-                Layout::Contiguous,
-                rng,
-                -1.0,
-                1.0,
-            )?;
-            let (b, hb) = input(
-                ctx,
-                Type::F32,
-                &[8, 2, 1],
-                Layout::Contiguous,
-                rng,
-                -1.0,
-                1.0,
-            )?;
+            let (a, ha) = uni(ctx, Type::F32, &[5, 2, 3], Layout::Contiguous, rng)?;
+            let (b, hb) = uni(ctx, Type::F32, &[8, 2, 1], Layout::Contiguous, rng)?;
             let g = Geo {
                 s: [2, 1, 1],
                 p: [2, 0, 0],
@@ -570,16 +524,8 @@ fn conv_1d_cases() {
         "conv_1d_dw_ph(ne_input=[9,3],ne_kernel=[3,1,3])".into(),
         TOL_CONV,
         |ctx, rng| {
-            let (a, ha) = input(
-                ctx,
-                Type::F32,
-                &[3, 1, 3],
-                Layout::Contiguous,
-                rng,
-                -1.0,
-                1.0,
-            )?;
-            let (b, hb) = input(ctx, Type::F32, &[9, 3], Layout::Contiguous, rng, -1.0, 1.0)?;
+            let (a, ha) = uni(ctx, Type::F32, &[3, 1, 3], Layout::Contiguous, rng)?;
+            let (b, hb) = uni(ctx, Type::F32, &[9, 3], Layout::Contiguous, rng)?;
             let g = Geo {
                 s: [1; 3],
                 p: [1, 0, 0],
@@ -612,9 +558,8 @@ fn conv_2d_dw_composite_and_direct() {
                     "{op}(type_kernel={kt},ne_input=[8,7,5,2],ne_kernel=[3,2,1,5],geo={gi},layout={lb:?})"
                 );
                 cases.push(case(name, TOL_CONV, move |ctx, rng| {
-                    let (a, ha) =
-                        input(ctx, kt, &[3, 2, 1, 5], Layout::Contiguous, rng, -1.0, 1.0)?;
-                    let (b, hb) = input(ctx, Type::F32, &[8, 7, 5, 2], lb, rng, -1.0, 1.0)?;
+                    let (a, ha) = uni(ctx, kt, &[3, 2, 1, 5], Layout::Contiguous, rng)?;
+                    let (b, hb) = uni(ctx, Type::F32, &[8, 7, 5, 2], lb, rng)?;
                     let (s, p, d) = (g.s, g.p, g.d);
                     let out = if direct {
                         ctx.conv_2d_dw_direct(&a, &b, s[0], s[1], p[0], p[1], d[0], d[1])?
@@ -657,17 +602,8 @@ fn conv_3d_composite_and_direct() {
                     "{op}(type_kernel={kt},ne_input=[6,5,5,4],ne_kernel=[3,2,2,6],IC=2,geo={gi})"
                 );
                 cases.push(case(name, TOL_CONV, move |ctx, rng| {
-                    let (a, ha) =
-                        input(ctx, kt, &[3, 2, 2, 6], Layout::Contiguous, rng, -1.0, 1.0)?;
-                    let (b, hb) = input(
-                        ctx,
-                        Type::F32,
-                        &[6, 5, 5, 4],
-                        Layout::Padded,
-                        rng,
-                        -1.0,
-                        1.0,
-                    )?;
+                    let (a, ha) = uni(ctx, kt, &[3, 2, 2, 6], Layout::Contiguous, rng)?;
+                    let (b, hb) = uni(ctx, Type::F32, &[6, 5, 5, 4], Layout::Padded, rng)?;
                     let (s, p, d) = (g.s, g.p, g.d);
                     let out = if direct {
                         ctx.conv_3d_direct(
@@ -698,24 +634,14 @@ fn conv_transpose_cases() {
             ] {
                 let name = format!("CONV_TRANSPOSE_1D(type_kernel={kt},ne_input=[{l},{ic}],ne_kernel=[{k},{oc},{ic}],s0={s})");
                 cases.push(case(name, TOL_CONV, move |ctx, rng| {
-                    let (a, ha) = input(
+                    let (a, ha) = uni(
                         ctx,
                         kt,
                         &[k as i64, oc as i64, ic as i64],
                         Layout::Contiguous,
                         rng,
-                        -1.0,
-                        1.0,
                     )?;
-                    let (b, hb) = input(
-                        ctx,
-                        Type::F32,
-                        &[l as i64, ic as i64],
-                        Layout::Padded,
-                        rng,
-                        -1.0,
-                        1.0,
-                    )?;
+                    let (b, hb) = uni(ctx, Type::F32, &[l as i64, ic as i64], Layout::Padded, rng)?;
                     let out = ctx.conv_transpose_1d(&a, &b, s as i32, 0, 1)?;
                     Ok((out, reference::conv_transpose_1d(&ha, &hb, s)))
                 }));
@@ -726,9 +652,8 @@ fn conv_transpose_cases() {
             ] {
                 let name = format!("CONV_TRANSPOSE_2D(type_kernel={kt},ne_input=[5,4,3,{n}],ne_kernel=[3,2,2,3],stride={s},layout={lb:?})");
                 cases.push(case(name, TOL_CONV, move |ctx, rng| {
-                    let (a, ha) =
-                        input(ctx, kt, &[3, 2, 2, 3], Layout::Contiguous, rng, -1.0, 1.0)?;
-                    let (b, hb) = input(ctx, Type::F32, &[5, 4, 3, n], lb, rng, -1.0, 1.0)?;
+                    let (a, ha) = uni(ctx, kt, &[3, 2, 2, 3], Layout::Contiguous, rng)?;
+                    let (b, hb) = uni(ctx, Type::F32, &[5, 4, 3, n], lb, rng)?;
                     let out = ctx.conv_transpose_2d_p0(&a, &b, s as i32)?;
                     Ok((out, reference::conv_transpose_2d(&ha, &hb, s)))
                 }));
@@ -751,14 +676,12 @@ fn col2im_1d_cases() {
             let name = format!("COL2IM_1D(type={ty},K={k},OC={oc},T={t},s0={s},p0={p})");
             let tol = if ty == Type::F32 { TOL } else { 1e-5 };
             cases.push(case(name, tol, move |ctx, rng| {
-                let (a, ha) = input(
+                let (a, ha) = uni(
                     ctx,
                     ty,
                     &[(k * oc) as i64, t as i64],
                     Layout::Contiguous,
                     rng,
-                    -1.0,
-                    1.0,
                 )?;
                 let out = ctx.col2im_1d(&a, s as i32, oc as i32, p as i32)?;
                 assert_eq!(out.ty(), ty);

@@ -4,11 +4,13 @@
 mod arith;
 mod attention;
 mod binary;
+mod conv;
 mod glu;
 mod matmul;
 mod moe;
 mod norm;
 mod out_prod;
+mod pool;
 mod reduce;
 mod rope;
 mod rows;
@@ -18,6 +20,7 @@ mod softmax;
 mod sort;
 pub mod spec;
 mod unary;
+mod upscale;
 mod view;
 
 pub use arith::{
@@ -25,9 +28,14 @@ pub use arith::{
     PadReflectParams, RollParams, TimestepParams, TriParams, TriType, WindowParams,
 };
 pub use attention::FlashAttnExtParams;
+pub use conv::{
+    Col2im1dParams, Conv2dParams, Conv3dParams, ConvTranspose1dParams, ConvTranspose2dParams,
+    Im2col3dParams, Im2colParams,
+};
 pub use glu::{GluOp, GluParams};
 pub use matmul::{MulMatParams, Prec};
 pub use norm::{GroupNormParams, NormParams};
+pub use pool::{Pool1dParams, Pool2dParams, PoolOp};
 pub use rope::{
     rope_yarn_corr_dims, RopeParams, MROPE_SECTIONS, ROPE_TYPE_IMROPE, ROPE_TYPE_MROPE,
     ROPE_TYPE_NEOX, ROPE_TYPE_NORMAL, ROPE_TYPE_VISION,
@@ -37,6 +45,7 @@ pub use softmax::SoftMaxParams;
 pub use sort::{ArgsortParams, SortOrder};
 pub use spec::{read_params, write_params, Meta, NoParams, NodeMeta, Shape, Slot};
 pub use unary::{ScaleParams, UnaryOp, UnaryParams};
+pub use upscale::{ScaleMode, UpscaleParams, SCALE_FLAG_ALIGN_CORNERS, SCALE_FLAG_ANTIALIAS};
 pub use view::{PermuteParams, ViewParams};
 
 use spec::OpSpec;
@@ -149,19 +158,19 @@ op_table! {
     Rope = 48, "ROPE", rope::Rope;
     RopeBack = 49, "ROPE_BACK", spec::Unbuilt;
     Clamp = 50, "CLAMP", arith::Clamp;
-    ConvTranspose1d = 51, "CONV_TRANSPOSE_1D", spec::Unbuilt;
-    Im2col = 52, "IM2COL", spec::Unbuilt;
+    ConvTranspose1d = 51, "CONV_TRANSPOSE_1D", conv::ConvTranspose1d;
+    Im2col = 52, "IM2COL", conv::Im2col;
     Im2colBack = 53, "IM2COL_BACK", spec::Unbuilt;
-    Im2col3d = 54, "IM2COL_3D", spec::Unbuilt;
-    Col2im1d = 55, "COL2IM_1D", spec::Unbuilt;
-    Conv2d = 56, "CONV_2D", spec::Unbuilt;
-    Conv3d = 57, "CONV_3D", spec::Unbuilt;
-    Conv2dDw = 58, "CONV_2D_DW", spec::Unbuilt;
-    ConvTranspose2d = 59, "CONV_TRANSPOSE_2D", spec::Unbuilt;
-    Pool1d = 60, "POOL_1D", spec::Unbuilt;
-    Pool2d = 61, "POOL_2D", spec::Unbuilt;
+    Im2col3d = 54, "IM2COL_3D", conv::Im2col3d;
+    Col2im1d = 55, "COL2IM_1D", conv::Col2im1d;
+    Conv2d = 56, "CONV_2D", conv::Conv2d;
+    Conv3d = 57, "CONV_3D", conv::Conv3d;
+    Conv2dDw = 58, "CONV_2D_DW", conv::Conv2dDw;
+    ConvTranspose2d = 59, "CONV_TRANSPOSE_2D", conv::ConvTranspose2d;
+    Pool1d = 60, "POOL_1D", pool::Pool1d;
+    Pool2d = 61, "POOL_2D", pool::Pool2d;
     Pool2dBack = 62, "POOL_2D_BACK", spec::Unbuilt;
-    Upscale = 63, "UPSCALE", spec::Unbuilt;
+    Upscale = 63, "UPSCALE", upscale::Upscale;
     Pad = 64, "PAD", arith::Pad;
     PadReflect1d = 65, "PAD_REFLECT_1D", arith::PadReflect1d;
     Roll = 66, "ROLL", arith::Roll;

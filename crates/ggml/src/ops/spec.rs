@@ -142,6 +142,24 @@ pub enum Shape {
         /// The element count the view must have, if the op fixes it.
         elements: Option<i64>,
     },
+    /// A new contiguous tensor of this shape whose type the builder chooses among `types`
+    /// (IM2COL's result type is an argument of the builder, not an op parameter).
+    Typed {
+        /// The types the result may have.
+        types: &'static [Type],
+        /// Elements per dimension.
+        ne: [i64; MAX_DIMS],
+    },
+    /// A new tensor (not a view) of this type and shape laid out with these strides
+    /// (CONV_2D_DW keeps the channels-innermost layout of its input).
+    Strided {
+        /// Element type.
+        ty: Type,
+        /// Elements per dimension.
+        ne: [i64; MAX_DIMS],
+        /// Byte strides.
+        nb: [usize; MAX_DIMS],
+    },
     /// A leaf: no operands, no rule.
     Leaf,
 }
@@ -404,6 +422,24 @@ pub(crate) fn check_node(op: Op, node: &NodeMeta<'_>, shape: Shape, inplace: boo
             }
             Ok(())
         }
+        Shape::Typed { types, ne } => {
+            if !types.contains(&d.ty) || d.ne != ne {
+                let names: Vec<&str> = types.iter().map(|t| t.name()).collect();
+                return mismatch(format!("the operands give {} {ne:?}", names.join(" or ")));
+            }
+            if d.nb != contiguous_strides(d.ty, &ne) || node.view_offs.is_some() {
+                return mismatch("a result must be contiguous".into());
+            }
+            Ok(())
+        }
+        Shape::Strided { ty, ne, nb } => {
+            if d.ty != ty || d.ne != ne || d.nb != nb || node.view_offs.is_some() {
+                return mismatch(format!(
+                    "the operands give {ty} {ne:?} with strides {nb:?}, not a view"
+                ));
+            }
+            Ok(())
+        }
         Shape::Into { slot } => {
             let target = node.src.get(slot).copied().flatten();
             if target != Some(*d) || node.view_offs.is_none() {
@@ -448,7 +484,19 @@ impl Context {
         p: S::Params,
         inplace: bool,
     ) -> Result<Tensor> {
-        self.build_impl::<S>(op, srcs, p, inplace, None)
+        self.build_impl::<S>(op, srcs, p, inplace, None, None)
+    }
+
+    /// As [`Context::build`], for ops whose result type the caller chooses among those the
+    /// rule allows ([`Shape::Typed`]).
+    pub(crate) fn build_typed<S: OpSpec>(
+        &self,
+        op: Op,
+        srcs: &[Option<&Tensor>],
+        p: S::Params,
+        ty: Type,
+    ) -> Result<Tensor> {
+        self.build_impl::<S>(op, srcs, p, false, None, Some(ty))
     }
 
     /// As [`Context::build`], for ops whose result shape the caller chooses (see
@@ -460,7 +508,7 @@ impl Context {
         p: S::Params,
         ne: [i64; MAX_DIMS],
     ) -> Result<Tensor> {
-        self.build_impl::<S>(op, srcs, p, false, Some(ne))
+        self.build_impl::<S>(op, srcs, p, false, Some(ne), None)
     }
 
     /// A node like `node` (computed by `op`, described by `S`) with operand slot `slot` set to
@@ -504,6 +552,7 @@ impl Context {
         p: S::Params,
         inplace: bool,
         requested: Option<[i64; MAX_DIMS]>,
+        ty: Option<Type>,
     ) -> Result<Tensor> {
         debug_assert!(srcs.len() <= MAX_SRC);
         let metas: Vec<Option<Meta>> = srcs.iter().map(|s| s.map(Meta::of)).collect();
@@ -541,6 +590,25 @@ impl Context {
                     ))),
                 }
             }
+            Shape::Typed { types, ne } => match ty {
+                Some(ty) if types.contains(&ty) => {
+                    self.new_tensor_impl(NewTensor::op_slots(ty, &ne, op, slots).params(&params))
+                }
+                _ => {
+                    let names: Vec<&str> = types.iter().map(|t| t.name()).collect();
+                    Err(Error::invalid(format!(
+                        "{}: the result type {} must be {}",
+                        op.name(),
+                        ty.map_or("(none given)", Type::name),
+                        names.join(" or ")
+                    )))
+                }
+            },
+            Shape::Strided { ty, ne, nb } => self.new_tensor_impl(
+                NewTensor::op_slots(ty, &ne, op, slots)
+                    .params(&params)
+                    .strides(nb),
+            ),
             Shape::Into { slot } => {
                 let target = srcs[slot].expect("the rule names a present slot");
                 self.new_tensor_impl(

@@ -18,7 +18,7 @@ use crate::tensor::Tensor;
 use crate::types::{bf16_to_f32, f16, Type};
 
 /// Rows of `b` per block.
-const JB: usize = 8;
+pub(super) const JB: usize = 8;
 /// Lanes of the partial sums of one dot product.
 const LANES: usize = 8;
 
@@ -40,7 +40,7 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
 /// # Safety
 /// `row` must be a row of `t` and `out.len() == t.ne[0]`; with `may_borrow`, nothing may
 /// write the row while the returned slice lives.
-unsafe fn row_f32<'a>(
+pub(super) unsafe fn row_f32<'a>(
     t: &TensorPtr,
     row: *const u8,
     out: &'a mut [f32],
@@ -95,7 +95,7 @@ fn tail_dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// Dot product with [`LANES`] partial sums (auto-vectorised).
-fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
+pub(super) fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; LANES];
     for (x, y) in a.chunks_exact(LANES).zip(b.chunks_exact(LANES)) {
         for l in 0..LANES {
@@ -181,10 +181,10 @@ fn dots_avx2_fma(a: &[f32], bs: &[&[f32]], out: &mut [f32]) {
     unsafe { avx2::dots(a, bs, out) }
 }
 
-type DotsFn = fn(&[f32], &[&[f32]], &mut [f32]);
+pub(super) type DotsFn = fn(&[f32], &[&[f32]], &mut [f32]);
 
 /// The fastest block-dot routine this CPU runs.
-fn dots_fn() -> DotsFn {
+pub(super) fn dots_fn() -> DotsFn {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
         return dots_avx2_fma;

@@ -10,6 +10,7 @@
 
 mod arith;
 mod binary;
+mod conv;
 mod copy;
 mod flash_attn;
 mod glu;
@@ -17,6 +18,7 @@ mod matmul;
 mod mul_mat_id;
 mod norm;
 mod out_prod;
+mod pool;
 mod reduce;
 mod rope;
 mod rows;
@@ -25,6 +27,7 @@ mod set_rows;
 mod softmax;
 mod sort;
 mod unary;
+mod upscale;
 
 use std::ops::Range;
 
@@ -538,18 +541,17 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::CountEqual => scan::plan(t, scan::count_equal, Type::I64, &[Type::I32, Type::I32]),
         Op::SolveTri => scan::plan(t, scan::solve_tri, Type::F32, &[Type::F32, Type::F32]),
 
-        // Convolution, pooling and image scaling.
-        Op::ConvTranspose1d
-        | Op::Im2col
-        | Op::Im2col3d
-        | Op::Col2im1d
-        | Op::Conv2d
-        | Op::Conv3d
-        | Op::Conv2dDw
-        | Op::ConvTranspose2d
-        | Op::Pool1d
-        | Op::Pool2d
-        | Op::Upscale => no_kernel(t, NOT_YET),
+        Op::Im2col => conv::plan_im2col(t, false),
+        Op::Im2col3d => conv::plan_im2col(t, true),
+        Op::Col2im1d => conv::plan_col2im_1d(t),
+        Op::Conv2d => conv::plan_conv(t, false),
+        Op::Conv3d => conv::plan_conv(t, true),
+        Op::Conv2dDw => conv::plan_conv_2d_dw(t),
+        Op::ConvTranspose1d => conv::plan_conv_transpose(t, false),
+        Op::ConvTranspose2d => conv::plan_conv_transpose(t, true),
+        Op::Pool1d => pool::plan(t, false),
+        Op::Pool2d => pool::plan(t, true),
+        Op::Upscale => upscale::plan(t),
 
         // Arithmetic, masks, padding and generators.
         Op::AddId => arith::plan(t, arith::add_id, 2, &[Type::F32], 0),

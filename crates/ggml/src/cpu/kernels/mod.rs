@@ -14,8 +14,11 @@ mod matmul;
 mod norm;
 mod reduce;
 mod rows;
+mod rwkv;
 mod softmax;
+mod ssm;
 mod unary;
+mod window;
 
 use std::ops::Range;
 
@@ -557,17 +560,11 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         | Op::CrossEntropyLoss => no_kernel(t, NOT_YET),
 
         // Sequence models, windows, relative positions and custom ops.
-        Op::SsmConv
-        | Op::SsmScan
-        | Op::WinPart
-        | Op::WinUnpart
-        | Op::GetRelPos
-        | Op::AddRelPos
-        | Op::RwkvWkv6
-        | Op::GatedLinearAttn
-        | Op::RwkvWkv7
-        | Op::GatedDeltaNet
-        | Op::LightningIndexer
+        Op::SsmConv | Op::SsmScan => ssm::plan(t),
+        Op::WinPart | Op::WinUnpart | Op::GetRelPos => window::plan(t),
+        Op::AddRelPos => window::plan_add_rel_pos(t),
+        Op::RwkvWkv6 | Op::GatedLinearAttn | Op::RwkvWkv7 | Op::GatedDeltaNet => rwkv::plan(t),
+        Op::LightningIndexer
         | Op::Dsv4HcComb
         | Op::Dsv4HcPre
         | Op::Dsv4HcPost

@@ -2,6 +2,7 @@
 //! [`crate::Context`]) that check operand shapes and create result tensors, one file per family.
 
 mod binary;
+mod dsv4;
 mod matmul;
 mod norm;
 mod reduce;
@@ -14,6 +15,7 @@ mod unary;
 mod view;
 mod window;
 
+pub use dsv4::{HcCombParams, HcPreParams, HC_STREAMS};
 pub use matmul::{MulMatParams, Prec};
 pub use norm::NormParams;
 pub use rows::ConcatParams;
@@ -171,10 +173,10 @@ op_table! {
     RwkvWkv7 = 84, "RWKV_WKV7", rwkv::Wkv7;
     SolveTri = 85, "SOLVE_TRI", spec::Unbuilt;
     GatedDeltaNet = 86, "GATED_DELTA_NET", rwkv::GatedDeltaNet;
-    LightningIndexer = 87, "LIGHTNING_INDEXER", spec::Unbuilt;
-    Dsv4HcComb = 88, "DSV4_HC_COMB", spec::Unbuilt;
-    Dsv4HcPre = 89, "DSV4_HC_PRE", spec::Unbuilt;
-    Dsv4HcPost = 90, "DSV4_HC_POST", spec::Unbuilt;
+    LightningIndexer = 87, "LIGHTNING_INDEXER", dsv4::LightningIndexer;
+    Dsv4HcComb = 88, "DSV4_HC_COMB", dsv4::HcComb;
+    Dsv4HcPre = 89, "DSV4_HC_PRE", dsv4::HcPre;
+    Dsv4HcPost = 90, "DSV4_HC_POST", dsv4::HcPost;
     Unary = 91, "UNARY", unary::Unary;
     MapCustom1 = 92, "MAP_CUSTOM1", spec::Unbuilt;
     MapCustom2 = 93, "MAP_CUSTOM2", spec::Unbuilt;

@@ -10,6 +10,7 @@
 
 mod binary;
 mod copy;
+mod dsv4;
 mod matmul;
 mod norm;
 mod reduce;
@@ -154,6 +155,26 @@ impl TensorPtr {
     pub unsafe fn set(&self, row: *mut u8, i: usize, v: f32) {
         // SAFETY: forwarded from the caller.
         unsafe { store(row.add(i * self.nb[0]), self.ty, v) }
+    }
+
+    /// Reads element `[i0, i1, i2, i3]` (dimension 4 at index 0) as f32 (float types only).
+    ///
+    /// # Safety
+    /// The index must be inside the tensor's shape.
+    #[inline]
+    pub unsafe fn get4(&self, i: [usize; 4]) -> f32 {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.get(self.row([i[1], i[2], i[3], 0]), i[0]) }
+    }
+
+    /// Writes element `[i0, i1, i2, i3]` (dimension 4 at index 0) from f32 (float types only).
+    ///
+    /// # Safety
+    /// The index must be inside the tensor's shape.
+    #[inline]
+    pub unsafe fn set4(&self, i: [usize; 4], v: f32) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.set(self.row([i[1], i[2], i[3], 0]), i[0], v) }
     }
 
     /// Whether elements of a row are packed (`nb[0]` is the type size).
@@ -564,14 +585,8 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::WinPart | Op::WinUnpart | Op::GetRelPos => window::plan(t),
         Op::AddRelPos => window::plan_add_rel_pos(t),
         Op::RwkvWkv6 | Op::GatedLinearAttn | Op::RwkvWkv7 | Op::GatedDeltaNet => rwkv::plan(t),
-        Op::LightningIndexer
-        | Op::Dsv4HcComb
-        | Op::Dsv4HcPre
-        | Op::Dsv4HcPost
-        | Op::MapCustom1
-        | Op::MapCustom2
-        | Op::MapCustom3
-        | Op::Custom => no_kernel(t, NOT_YET),
+        Op::LightningIndexer | Op::Dsv4HcComb | Op::Dsv4HcPre | Op::Dsv4HcPost => dsv4::plan(t),
+        Op::MapCustom1 | Op::MapCustom2 | Op::MapCustom3 | Op::Custom => no_kernel(t, NOT_YET),
 
         Op::RepeatBack
         | Op::SiluBack

@@ -1,7 +1,7 @@
 //! SSM_CONV and SSM_SCAN on F32, following GGML's loops (f32 accumulation in the same order),
 //! split over channels (conv) and heads (scan).
 
-use super::{unsupported, NodePtrs, Params, Planned, TensorPtr};
+use super::{ld, st, unsupported, NodePtrs, Params, Planned};
 use crate::error::Result;
 use crate::ops::SsmScanParams;
 use crate::tensor::Tensor;
@@ -18,33 +18,6 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     Ok(Planned::new(kernel, 0))
 }
 
-/// Address of element `[i0, i1, i2, i3]` of `t`.
-#[inline]
-fn at(t: &TensorPtr, i: [usize; 4]) -> *mut u8 {
-    let off = i[0] * t.nb[0] + i[1] * t.nb[1] + i[2] * t.nb[2] + i[3] * t.nb[3];
-    t.data.wrapping_add(off)
-}
-
-/// Reads the F32 at `p`.
-///
-/// # Safety
-/// `p` must address a readable f32.
-#[inline]
-unsafe fn rd(p: *const u8) -> f32 {
-    // SAFETY: forwarded from the caller.
-    unsafe { (p as *const f32).read_unaligned() }
-}
-
-/// Writes the F32 at `p`.
-///
-/// # Safety
-/// `p` must address a writable f32.
-#[inline]
-unsafe fn wr(p: *mut u8, v: f32) {
-    // SAFETY: forwarded from the caller.
-    unsafe { (p as *mut f32).write_unaligned(v) }
-}
-
 /// `result[i, t, s] = Σ_j sx[t + j, i, s]·c[j, i]`.
 unsafe fn ssm_conv(n: &NodePtrs, p: &Params) {
     let (d, sx, c) = (&n.dst, &n.src[0], &n.src[1]);
@@ -57,10 +30,10 @@ unsafe fn ssm_conv(n: &NodePtrs, p: &Params) {
                 for j in 0..d_conv {
                     // SAFETY: t + j < d_conv − 1 + n_t = sx.ne0, ch < d_inner, s < n_s, j <
                     // d_conv: inside the operands the rule checked.
-                    sum += unsafe { rd(at(sx, [t + j, ch, s, 0])) * rd(at(c, [j, ch, 0, 0])) };
+                    sum += unsafe { sx.get4([t + j, ch, s, 0]) * c.get4([j, ch, 0, 0]) };
                 }
                 // SAFETY: [ch, t, s] is inside the result.
-                unsafe { wr(at(d, [ch, t, s, 0]), sum) };
+                unsafe { d.set4([ch, t, s, 0], sum) };
             }
         }
     }
@@ -95,50 +68,50 @@ unsafe fn ssm_scan(n: &NodePtrs, p: &Params) {
     let heads = p.range(nh);
     for q in 0..ns {
         // SAFETY: q < ids.ne0 = n_seqs.
-        let id = unsafe { (at(&ids, [q, 0, 0, 0]) as *const i32).read_unaligned() };
+        let id = unsafe { (ids.data.add(q * ids.nb[0]) as *const i32).read_unaligned() };
         let start = usize::try_from(id)
             .ok()
             .filter(|&i| i < s0.ne[3] as usize)
             .map(|i| s0.data.wrapping_add(i * seq * 4) as *const u8);
-        let st = states.wrapping_add(q * seq * 4);
+        let stp = states.wrapping_add(q * seq * 4);
         for t in 0..nt {
             for h in heads.clone() {
                 // SAFETY: h < n_head, t < n_t, q < n_seqs index dt; A has n_head rows.
-                let dt_sp = softplus(unsafe { rd(at(&dt, [h, t, q, 0])) });
+                let dt_sp = softplus(unsafe { dt.get4([h, t, q, 0]) });
                 let da2 = if mamba1 {
                     0.0
                 } else {
                     // SAFETY: as above, A is [1, n_head].
-                    (dt_sp * unsafe { rd(at(&a, [0, h, 0, 0])) }).exp()
+                    (dt_sp * unsafe { a.get4([0, h, 0, 0]) }).exp()
                 };
                 let g = h / (nh / ng);
                 for i in 0..nr {
                     // SAFETY: i < head_dim, h < n_head, t, q in range: an element of x.
-                    let x_dt = unsafe { rd(at(&x, [i, h, t, q])) } * dt_sp;
+                    let x_dt = unsafe { x.get4([i, h, t, q]) } * dt_sp;
                     let mut sum = 0f32;
-                    let off = (h * head + i * nc) * 4;
+                    let off = h * head + i * nc;
                     for j in 0..nc {
-                        // SAFETY: `off + j·4` is inside one sequence's state block of the
+                        // SAFETY: float `off + j` is inside one sequence's state block of the
                         // result (and of s for the start state); j < d_state indexes A, B, C.
                         unsafe {
                             let prev = match (t, start) {
-                                (0, Some(s)) => rd(s.add(off + j * 4)),
+                                (0, Some(s)) => ld(s, off + j),
                                 (0, None) => 0.0,
-                                _ => rd(st.add(off + j * 4)),
+                                _ => ld(stp, off + j),
                             };
                             let decay = if mamba1 {
-                                (dt_sp * rd(at(&a, [j, h, 0, 0]))).exp()
+                                (dt_sp * a.get4([j, h, 0, 0])).exp()
                             } else {
                                 da2
                             };
-                            let state = prev * decay + rd(at(&b, [j, g, t, q])) * x_dt;
-                            sum += state * rd(at(&c, [j, g, t, q]));
-                            wr(st.add(off + j * 4), state);
+                            let state = prev * decay + b.get4([j, g, t, q]) * x_dt;
+                            sum += state * c.get4([j, g, t, q]);
+                            st(stp, off + j, state);
                         }
                     }
                     let y = ((q * nt + t) * nh + h) * nr + i;
                     // SAFETY: y indexes the packed y part of the result.
-                    unsafe { wr(d.data.wrapping_add(y * 4), sum) };
+                    unsafe { st(d.data, y, sum) };
                 }
             }
             // Snapshots: the state `slot` tokens before the end goes to block `slot`.
@@ -150,7 +123,7 @@ unsafe fn ssm_scan(n: &NodePtrs, p: &Params) {
                     // result; distinct blocks never overlap.
                     unsafe {
                         std::ptr::copy_nonoverlapping(
-                            st.add(h * head * 4),
+                            stp.add(h * head * 4),
                             snap.add(h * head * 4),
                             head * 4,
                         )

@@ -2,6 +2,7 @@
 //! [`crate::Context`]) that check operand shapes and create result tensors, one file per family.
 
 mod binary;
+pub mod custom;
 mod dsv4;
 mod matmul;
 mod norm;
@@ -15,6 +16,7 @@ mod unary;
 mod view;
 mod window;
 
+pub use custom::{CustomDst, CustomParams, CustomSrc, N_TASKS_MAX};
 pub use dsv4::{HcCombParams, HcPreParams, HC_STREAMS};
 pub use matmul::{MulMatParams, Prec};
 pub use norm::NormParams;
@@ -178,10 +180,10 @@ op_table! {
     Dsv4HcPre = 89, "DSV4_HC_PRE", dsv4::HcPre;
     Dsv4HcPost = 90, "DSV4_HC_POST", dsv4::HcPost;
     Unary = 91, "UNARY", unary::Unary;
-    MapCustom1 = 92, "MAP_CUSTOM1", spec::Unbuilt;
-    MapCustom2 = 93, "MAP_CUSTOM2", spec::Unbuilt;
-    MapCustom3 = 94, "MAP_CUSTOM3", spec::Unbuilt;
-    Custom = 95, "CUSTOM", spec::Unbuilt;
+    MapCustom1 = 92, "MAP_CUSTOM1", custom::Custom;
+    MapCustom2 = 93, "MAP_CUSTOM2", custom::Custom;
+    MapCustom3 = 94, "MAP_CUSTOM3", custom::Custom;
+    Custom = 95, "CUSTOM", custom::Custom;
     CrossEntropyLoss = 96, "CROSS_ENTROPY_LOSS", spec::Unbuilt;
     CrossEntropyLossBack = 97, "CROSS_ENTROPY_LOSS_BACK", spec::Unbuilt;
     OptStepAdamw = 98, "OPT_STEP_ADAMW", spec::Unbuilt;

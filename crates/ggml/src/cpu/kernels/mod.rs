@@ -10,6 +10,7 @@
 
 mod binary;
 mod copy;
+mod custom;
 mod dsv4;
 mod matmul;
 mod norm;
@@ -365,6 +366,8 @@ pub(crate) struct NodePtrs {
     pub dst: TensorPtr,
     pub src: [TensorPtr; MAX_SRC],
     pub op_params: [i32; MAX_OP_PARAMS / 4],
+    /// The closure of a custom op node.
+    pub custom: Option<crate::ops::custom::CustomFn>,
 }
 
 // SAFETY: the pointers refer to buffers the running job has reserved; threads write disjoint
@@ -385,6 +388,7 @@ impl NodePtrs {
             dst: TensorPtr::resolve(t)?,
             src,
             op_params: t.op_params(),
+            custom: t.custom_fn().cloned(),
         })
     }
 
@@ -586,7 +590,7 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::AddRelPos => window::plan_add_rel_pos(t),
         Op::RwkvWkv6 | Op::GatedLinearAttn | Op::RwkvWkv7 | Op::GatedDeltaNet => rwkv::plan(t),
         Op::LightningIndexer | Op::Dsv4HcComb | Op::Dsv4HcPre | Op::Dsv4HcPost => dsv4::plan(t),
-        Op::MapCustom1 | Op::MapCustom2 | Op::MapCustom3 | Op::Custom => no_kernel(t, NOT_YET),
+        Op::MapCustom1 | Op::MapCustom2 | Op::MapCustom3 | Op::Custom => custom::plan(t),
 
         Op::RepeatBack
         | Op::SiluBack
@@ -626,6 +630,7 @@ mod tests {
             dst,
             src,
             op_params: [0; MAX_OP_PARAMS / 4],
+            custom: None,
         }
     }
 

@@ -9,8 +9,8 @@
 //!   share of the result's rows, [`CustomDst::rows`] (GGML's usual split, `ceil(nrows/nth)`
 //!   rows per task), and may read and write only those: element access ([`CustomDst::get`],
 //!   [`CustomDst::set`], any float type or I32, converted through f32) and, for F32 results
-//!   with packed, 4-byte-aligned rows, a `&mut [f32]` of one owned row at a time
-//!   ([`CustomDst::row_mut`]). Since no two tasks own the same row, tasks never race.
+//!   with packed, 4-byte-aligned rows that no operand shares, a `&mut [f32]` of one owned
+//!   row at a time ([`CustomDst::row_mut`]; the in-place forms use element access). Since no two tasks own the same row, tasks never race.
 //! * each operand as [`CustomSrc`]: index-checked reads of any element ([`CustomSrc::get`],
 //!   [`CustomSrc::read_row`]) and, for F32 operands with packed aligned rows whose memory the
 //!   result does not share, a borrowed `&[f32]` row ([`CustomSrc::row`]). An operand that *is*
@@ -166,6 +166,8 @@ fn share(nrows: usize, ith: usize, nth: usize) -> Range<usize> {
 pub struct CustomDst<'a> {
     raw: Raw,
     rows: Range<usize>,
+    /// Whether an operand shares the result's memory (no slices then).
+    shared: bool,
     _life: PhantomData<&'a mut [u8]>,
 }
 
@@ -175,18 +177,19 @@ impl CustomDst<'_> {
     /// # Safety
     /// `data`, `ty`, `ne`, `nb` must describe the node's result in reserved memory, whose rows
     /// are pairwise disjoint when `nth > 1`, and no other task may be given the same rows
-    /// while this view lives.
+    /// while this view lives; `shared` must be true when an operand overlaps the result.
     pub(crate) unsafe fn new(
         data: *mut u8,
         ty: Type,
         ne: [i64; MAX_DIMS],
         nb: [usize; MAX_DIMS],
-        ith: usize,
-        nth: usize,
+        (ith, nth): (usize, usize),
+        shared: bool,
     ) -> CustomDst<'static> {
         let raw = Raw { data, ty, ne, nb };
         CustomDst {
             rows: share(raw.nrows(), ith, nth),
+            shared,
             raw,
             _life: PhantomData,
         }
@@ -241,8 +244,14 @@ impl CustomDst<'_> {
         Ok(())
     }
 
-    /// Owned row `r` of an F32 result with packed, aligned rows, as a slice.
+    /// Owned row `r` of an F32 result with packed, aligned rows, as a slice; `Err` when an
+    /// operand shares the result's memory (the in-place forms: use [`CustomDst::set`]).
     pub fn row_mut(&mut self, r: usize) -> Result<&mut [f32]> {
+        if self.shared {
+            return Err(Error::unsupported(format!(
+                "CustomDst::row_mut: row {r}; an operand shares the result's memory, use set"
+            )));
+        }
         let p = self.raw.f32_row("CustomDst::row_mut", r)?;
         if !self.rows.contains(&r) {
             return Err(Error::invalid(format!(
@@ -251,7 +260,8 @@ impl CustomDst<'_> {
             )));
         }
         // SAFETY: a packed, aligned F32 row of ne0 elements inside the result, owned by this
-        // task alone; the `&mut self` borrow keeps it the only slice of the result.
+        // task alone and read through no operand; the `&mut self` borrow keeps it the only
+        // slice of the result.
         Ok(unsafe { std::slice::from_raw_parts_mut(p as *mut f32, self.raw.ne[0] as usize) })
     }
 }

@@ -41,10 +41,12 @@ unsafe fn run(n: &NodePtrs, p: &Params) {
         return;
     }
     let d = &n.dst;
-    // SAFETY: the result's memory is reserved; its rows are disjoint unless the node runs on
-    // one thread (the engine's `needs_one_thread`), and each task owns its own share.
-    let mut dst = unsafe { CustomDst::new(d.data, d.ty, d.ne, d.nb, p.ith, tasks) };
     let count = n.src.iter().take_while(|s| !s.data.is_null()).count();
+    let shared = n.src[..count].iter().any(|s| s.overlaps(d));
+    // SAFETY: the result's memory is reserved; its rows are disjoint unless the node runs on
+    // one thread (the engine's `needs_one_thread`), each task owns its own share, and
+    // `shared` says whether an operand overlaps it.
+    let mut dst = unsafe { CustomDst::new(d.data, d.ty, d.ne, d.nb, (p.ith, tasks), shared) };
     let own = dst.rows();
     let srcs: [CustomSrc<'_>; MAX_SRC] = std::array::from_fn(|i| {
         let s = &n.src[i.min(count.saturating_sub(1))];

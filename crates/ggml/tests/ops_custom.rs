@@ -21,16 +21,23 @@ fn at(ne: [i64; 5], r: usize, i0: usize) -> [usize; 5] {
     idx
 }
 
-/// `f(a, b, c)` elementwise through the views' element access, over the owned rows.
-fn elementwise(d: &mut CustomDst<'_>, s: &[&CustomSrc<'_>], f: impl Fn(&[f32]) -> f32) {
+/// Sets every element of the owned rows to `f(index)`.
+fn fill_owned(d: &mut CustomDst<'_>, f: impl Fn([usize; 5]) -> f32) {
     let ne = d.ne();
     for r in d.rows() {
         for i0 in 0..ne[0] as usize {
             let idx = at(ne, r, i0);
-            let args: Vec<f32> = s.iter().map(|x| x.get(idx).unwrap()).collect();
-            d.set(idx, f(&args)).unwrap();
+            d.set(idx, f(idx)).unwrap();
         }
     }
+}
+
+/// `f(a, b, c)` elementwise through the views' element access, over the owned rows.
+fn elementwise(d: &mut CustomDst<'_>, s: &[&CustomSrc<'_>], f: impl Fn(&[f32]) -> f32) {
+    fill_owned(d, |idx| {
+        let args: Vec<f32> = s.iter().map(|x| x.get(idx).unwrap()).collect();
+        f(&args)
+    })
 }
 
 #[test]
@@ -173,14 +180,9 @@ fn inplace_forms() {
             &a,
             &[&b],
             |d, s, _, _| {
-                let ne = d.ne();
-                for r in d.rows() {
-                    for i0 in 0..ne[0] as usize {
-                        let idx = at(ne, r, i0);
-                        let v = s[0].get(idx).unwrap() + s[1].get([i0, 0, 0, 0, 0]).unwrap();
-                        d.set(idx, v).unwrap();
-                    }
-                }
+                fill_owned(d, |i| {
+                    s[0].get(i).unwrap() + s[1].get([i[0], 0, 0, 0, 0]).unwrap()
+                })
             },
             N_TASKS_MAX,
         )?;
@@ -219,14 +221,9 @@ fn custom_4d_reduces_its_args() {
                 1,
                 &refs,
                 |d, s, _, _| {
-                    let ne = d.ne();
-                    for r in d.rows() {
-                        for i0 in 0..ne[0] as usize {
-                            let idx = at(ne, r, i0);
-                            let sum: f32 = s.iter().map(|x| x.get(idx).unwrap()).sum();
-                            d.set(idx, sum + idx[1] as f32).unwrap();
-                        }
-                    }
+                    fill_owned(d, |i| {
+                        s.iter().map(|x| x.get(i).unwrap()).sum::<f32>() + i[1] as f32
+                    })
                 },
                 N_TASKS_MAX,
             )?;

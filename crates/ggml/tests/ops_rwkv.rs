@@ -4,8 +4,7 @@
 mod common;
 
 use common::*;
-use ggml::ops::{Meta, NodeMeta};
-use ggml::{Context, Tensor, Type};
+use ggml::{Context, Type};
 
 /// The WKV-style layout: per sequence (of `T / n_seqs` tokens) and head, the state `st[i·S +
 /// j]` starts from `state` and `step(t, h, st, out)` advances it and fills the token's `S`
@@ -239,19 +238,6 @@ fn gated_delta_net() {
     }
 }
 
-fn validate(t: &Tensor) -> ggml::Result<()> {
-    let src: Vec<Option<Meta>> = (0..t.n_src_slots())
-        .map(|i| t.src(i).map(Meta::of))
-        .collect();
-    let params = t.op_params();
-    t.op().validate(&NodeMeta {
-        dst: Meta::of(t),
-        view_offs: t.view_src().map(|_| t.view_offs()),
-        src: &src,
-        op_params: &params,
-    })
-}
-
 #[test]
 fn shape_rules() {
     let ctx = Context::init(1 << 20, true).unwrap();
@@ -323,6 +309,6 @@ fn shape_rules() {
         &["GATED_DELTA_NET", "state"],
     );
     for n in [&wkv6, &gla, &wkv7, &gdn] {
-        validate(n).unwrap_or_else(|e| panic!("{} refused: {e}", n.op().name()));
+        validate_node(n).unwrap_or_else(|e| panic!("{} refused: {e}", n.op().name()));
     }
 }

@@ -4,8 +4,7 @@
 mod common;
 
 use common::*;
-use ggml::ops::{Meta, NodeMeta};
-use ggml::{Context, Tensor, Type};
+use ggml::{Context, Type};
 
 /// `result[i, t, s] = Σ_j sx[t + j, i, s]·c[j, i]`.
 fn ref_ssm_conv(sx: &Host, c: &Host) -> Host {
@@ -228,19 +227,6 @@ fn ssm_scan_out_of_range_ids_start_from_zero() {
     });
 }
 
-fn validate(t: &Tensor) -> ggml::Result<()> {
-    let src: Vec<Option<Meta>> = (0..t.n_src_slots())
-        .map(|i| t.src(i).map(Meta::of))
-        .collect();
-    let params = t.op_params();
-    t.op().validate(&NodeMeta {
-        dst: Meta::of(t),
-        view_offs: t.view_src().map(|_| t.view_offs()),
-        src: &src,
-        op_params: &params,
-    })
-}
-
 #[test]
 fn shape_rules() {
     let ctx = Context::init(1 << 20, true).unwrap();
@@ -314,6 +300,6 @@ fn shape_rules() {
         &["SSM_SCAN", "C", "shape of B"],
     );
     for n in [&conv, &ok] {
-        validate(n).unwrap_or_else(|e| panic!("{} refused: {e}", n.op().name()));
+        validate_node(n).unwrap_or_else(|e| panic!("{} refused: {e}", n.op().name()));
     }
 }

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use ggml::ops::{Meta, NodeMeta};
-use ggml::{Context, Tensor, Type};
+use ggml::{Context, Type};
 
 /// Windows of `w` over `n` positions, padded.
 fn nwin(n: usize, w: usize) -> usize {
@@ -137,19 +137,6 @@ fn add_rel_pos() {
     }
 }
 
-fn validate(t: &Tensor) -> ggml::Result<()> {
-    let src: Vec<Option<Meta>> = (0..t.n_src_slots())
-        .map(|i| t.src(i).map(Meta::of))
-        .collect();
-    let params = t.op_params();
-    t.op().validate(&NodeMeta {
-        dst: Meta::of(t),
-        view_offs: t.view_src().map(|_| t.view_offs()),
-        src: &src,
-        op_params: &params,
-    })
-}
-
 #[test]
 fn shape_rules() {
     let ctx = Context::init(1 << 20, true).unwrap();
@@ -198,7 +185,7 @@ fn shape_rules() {
         ctx.add_rel_pos_inplace(&a, &pw, &pw).unwrap(),
     ];
     for n in &nodes {
-        validate(n).unwrap_or_else(|e| panic!("{} refused: {e}", n.op().name()));
+        validate_node(n).unwrap_or_else(|e| panic!("{} refused: {e}", n.op().name()));
     }
     // A WIN_PART node whose window counts disagree with its operand is refused.
     let p = nodes[0].clone();

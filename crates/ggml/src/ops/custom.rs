@@ -422,8 +422,13 @@ impl Context {
     where
         F: Fn(&mut CustomDst<'_>, &CustomSrc<'_>, usize, usize) + Send + Sync + 'static,
     {
-        let g: CustomFn = Arc::new(move |d, s, ith, nth| f(d, &s[0], ith, nth));
-        self.map_custom(Op::MapCustom1, &[a], g, n_tasks, false)
+        self.map_custom(
+            Op::MapCustom1,
+            &[a],
+            Arc::new(move |d, s, i, n| f(d, &s[0], i, n)),
+            n_tasks,
+            false,
+        )
     }
 
     /// `ggml_map_custom1_inplace`: as [`Context::map_custom1`], the result a view of `a`
@@ -432,8 +437,13 @@ impl Context {
     where
         F: Fn(&mut CustomDst<'_>, &CustomSrc<'_>, usize, usize) + Send + Sync + 'static,
     {
-        let g: CustomFn = Arc::new(move |d, s, ith, nth| f(d, &s[0], ith, nth));
-        self.map_custom(Op::MapCustom1, &[a], g, n_tasks, true)
+        self.map_custom(
+            Op::MapCustom1,
+            &[a],
+            Arc::new(move |d, s, i, n| f(d, &s[0], i, n)),
+            n_tasks,
+            true,
+        )
     }
 
     /// `ggml_map_custom2`: a result of `a`'s type and shape computed by
@@ -445,8 +455,13 @@ impl Context {
             + Sync
             + 'static,
     {
-        let g: CustomFn = Arc::new(move |d, s, ith, nth| f(d, &s[0], &s[1], ith, nth));
-        self.map_custom(Op::MapCustom2, &[a, b], g, n_tasks, false)
+        self.map_custom(
+            Op::MapCustom2,
+            &[a, b],
+            Arc::new(move |d, s, i, n| f(d, &s[0], &s[1], i, n)),
+            n_tasks,
+            false,
+        )
     }
 
     /// `ggml_map_custom2_inplace`: as [`Context::map_custom2`], the result a view of `a`.
@@ -463,8 +478,13 @@ impl Context {
             + Sync
             + 'static,
     {
-        let g: CustomFn = Arc::new(move |d, s, ith, nth| f(d, &s[0], &s[1], ith, nth));
-        self.map_custom(Op::MapCustom2, &[a, b], g, n_tasks, true)
+        self.map_custom(
+            Op::MapCustom2,
+            &[a, b],
+            Arc::new(move |d, s, i, n| f(d, &s[0], &s[1], i, n)),
+            n_tasks,
+            true,
+        )
     }
 
     /// `ggml_map_custom3`: a result of `a`'s type and shape computed by
@@ -483,8 +503,13 @@ impl Context {
             + Sync
             + 'static,
     {
-        let g: CustomFn = Arc::new(move |d, s, ith, nth| f(d, &s[0], &s[1], &s[2], ith, nth));
-        self.map_custom(Op::MapCustom3, &[a, b, c], g, n_tasks, false)
+        self.map_custom(
+            Op::MapCustom3,
+            &[a, b, c],
+            Arc::new(move |d, s, i, n| f(d, &s[0], &s[1], &s[2], i, n)),
+            n_tasks,
+            false,
+        )
     }
 
     /// `ggml_map_custom3_inplace`: as [`Context::map_custom3`], the result a view of `a`.
@@ -502,8 +527,13 @@ impl Context {
             + Sync
             + 'static,
     {
-        let g: CustomFn = Arc::new(move |d, s, ith, nth| f(d, &s[0], &s[1], &s[2], ith, nth));
-        self.map_custom(Op::MapCustom3, &[a, b, c], g, n_tasks, true)
+        self.map_custom(
+            Op::MapCustom3,
+            &[a, b, c],
+            Arc::new(move |d, s, i, n| f(d, &s[0], &s[1], &s[2], i, n)),
+            n_tasks,
+            true,
+        )
     }
 
     /// `ggml_custom_4d`: a new `ty` tensor `[ne0, ne1, ne2, ne3]` computed by

@@ -1,5 +1,7 @@
 //! LIGHTNING_INDEXER and the DSV4 hyper-connection ops against plain f64 references, plus
 //! their shape rules.
+// The references are plain index loops over logical indices, on purpose.
+#![allow(clippy::needless_range_loop)]
 
 mod common;
 

@@ -1,5 +1,7 @@
 //! RWKV_WKV6, GATED_LINEAR_ATTN, RWKV_WKV7 and GATED_DELTA_NET against plain f64 references,
 //! plus their shape rules.
+// The references are plain index loops over logical indices, on purpose.
+#![allow(clippy::needless_range_loop)]
 
 mod common;
 

@@ -130,9 +130,9 @@ impl Raw {
         }
         let mut idx = [0usize; MAX_DIMS];
         let mut rest = r;
-        for d in 1..MAX_DIMS {
-            idx[d] = rest % self.ne[d] as usize;
-            rest /= self.ne[d] as usize;
+        for (slot, &n) in idx.iter_mut().zip(&self.ne).skip(1) {
+            *slot = rest % n as usize;
+            rest /= n as usize;
         }
         Ok(idx)
     }
@@ -384,8 +384,7 @@ impl Context {
     fn custom_node(
         &self,
         op: Op,
-        ty: Type,
-        ne: &[i64],
+        (ty, ne): (Type, &[i64]),
         srcs: &[&Tensor],
         f: CustomFn,
         n_tasks: i32,
@@ -411,7 +410,7 @@ impl Context {
         inplace: bool,
     ) -> Result<Tensor> {
         let a = srcs[0];
-        self.custom_node(op, a.ty(), &a.ne(), srcs, f, n_tasks, inplace)
+        self.custom_node(op, (a.ty(), &a.ne()), srcs, f, n_tasks, inplace)
     }
 
     /// `ggml_map_custom1`: a result of `a`'s type and shape computed by `f(dst, a, ith, nth)`
@@ -562,7 +561,7 @@ impl Context {
             )));
         }
         let ne = [ne0, ne1, ne2, ne3];
-        self.custom_node(Op::Custom, ty, &ne, args, Arc::new(f), n_tasks, false)
+        self.custom_node(Op::Custom, (ty, &ne), args, Arc::new(f), n_tasks, false)
     }
 
     /// `ggml_custom_inplace`: `f(dst, [a, args…], ith, nth)` with the result a view of `a`
@@ -588,8 +587,7 @@ impl Context {
         srcs.extend_from_slice(args);
         self.custom_node(
             Op::Custom,
-            a.ty(),
-            &a.ne(),
+            (a.ty(), &a.ne()),
             &srcs,
             Arc::new(f),
             n_tasks,

@@ -243,6 +243,11 @@ impl Context {
     /// `sa = Σ_j a[j]·S[i][j]`, `S[i][j] = S[i][j]·w[j] + v[i]·k[j] + sa·b[j]`,
     /// `out[i] = Σ_j S[i][j]·r[j]`. `r`, `w`, `k`, `v`, `a`, `b` are `[S, H, T]`, `state`
     /// `[S·S·H, n_seqs]` (F32, contiguous); the result is F32 `[S·H, T + S·n_seqs]`.
+    ///
+    /// Deliberate difference: GGML's x86 SIMD kernel steps through a head `GGML_F32_STEP`
+    /// (32 with AVX2) floats at a time with no tail, so for head sizes that are not a multiple
+    /// of it GGML reads past the head and gives garbage; this kernel is exact for every head
+    /// size and agrees with GGML where GGML is correct (checked at S = 64).
     #[allow(clippy::too_many_arguments)]
     pub fn rwkv_wkv7(
         &self,

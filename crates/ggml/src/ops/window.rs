@@ -201,6 +201,9 @@ impl Context {
     /// F32 are converted) expanded to F16 `[C, kh, qh]` with `kh == qh == n`:
     /// `result[:, k, q] = a[:, (n − 1 − k) + q]`. `Err` unless `qh == kh` and
     /// `a.ne1 == 2·qh − 1`.
+    ///
+    /// Deliberate difference: GGML's CPU kernel copies a BF16 table's bits into the F16 result
+    /// unconverted (and aborts on F32); here every table type is converted by value.
     pub fn get_rel_pos(&self, a: &Tensor, qh: i64, kh: i64) -> Result<Tensor> {
         if qh != kh || 2 * qh.max(kh) - 1 != a.ne()[1] {
             return Err(crate::error::Error::invalid(format!(

@@ -64,6 +64,8 @@ pub(crate) struct NewTensor<'a> {
     pub view: Option<(&'a Tensor, usize)>,
     /// Explicit strides for views that are not contiguous; `None` = contiguous.
     pub nb: Option<[usize; MAX_DIMS]>,
+    /// The closure of a custom op.
+    pub custom: Option<crate::ops::custom::CustomFn>,
 }
 
 impl<'a> NewTensor<'a> {
@@ -82,6 +84,7 @@ impl<'a> NewTensor<'a> {
             src,
             view: None,
             nb: None,
+            custom: None,
         }
     }
 
@@ -94,6 +97,12 @@ impl<'a> NewTensor<'a> {
     /// Makes the result a view of `of` at byte offset `offs`.
     pub fn view_of(mut self, of: &'a Tensor, offs: usize) -> NewTensor<'a> {
         self.view = Some((of, offs));
+        self
+    }
+
+    /// Attaches the closure of a custom op.
+    pub fn custom(mut self, f: crate::ops::custom::CustomFn) -> NewTensor<'a> {
+        self.custom = Some(f);
         self
     }
 
@@ -319,6 +328,7 @@ impl Context {
             view_src,
             view_offs,
             name: String::new(),
+            custom: n.custom,
         });
         if let Some(arena) = arena {
             *tensor.binding_slot() = Some(Binding {

@@ -67,6 +67,8 @@ pub(crate) struct TensorDesc {
     pub(crate) view_src: Option<Tensor>,
     pub(crate) view_offs: usize,
     pub(crate) name: String,
+    /// The closure of a custom op (MAP_CUSTOM1/2/3, CUSTOM); `None` for every other node.
+    pub(crate) custom: Option<crate::ops::custom::CustomFn>,
 }
 
 pub(crate) struct TensorInner {
@@ -244,6 +246,11 @@ impl Tensor {
                 MAX_OP_PARAMS / 4
             ))
         })
+    }
+
+    /// The closure of a custom op node.
+    pub(crate) fn custom_fn(&self) -> Option<&crate::ops::custom::CustomFn> {
+        self.0.desc.custom.as_ref()
     }
 
     /// The operand in slot `i` of the op (GGML's `src[i]`), if that slot is used.

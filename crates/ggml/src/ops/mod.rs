@@ -5,6 +5,8 @@ mod arith;
 mod attention;
 mod binary;
 mod conv;
+pub mod custom;
+mod dsv4;
 mod glu;
 mod matmul;
 mod moe;
@@ -14,14 +16,17 @@ mod pool;
 mod reduce;
 mod rope;
 mod rows;
+mod rwkv;
 mod scan;
 mod set_rows;
 mod softmax;
 mod sort;
 pub mod spec;
+mod ssm;
 mod unary;
 mod upscale;
 mod view;
+mod window;
 
 pub use arith::{
     ArangeParams, ClampParams, DiagMaskParams, FillParams, LeakyReluParams, PadParams,
@@ -32,6 +37,8 @@ pub use conv::{
     Col2im1dParams, Conv2dParams, Conv3dParams, ConvTranspose1dParams, ConvTranspose2dParams,
     Im2col3dParams, Im2colParams,
 };
+pub use custom::{CustomDst, CustomParams, CustomSrc, N_TASKS_MAX};
+pub use dsv4::{HcCombParams, HcPreParams, HC_STREAMS};
 pub use glu::{GluOp, GluParams};
 pub use matmul::{MulMatParams, Prec};
 pub use norm::{GroupNormParams, NormParams};
@@ -41,12 +48,15 @@ pub use rope::{
     ROPE_TYPE_NEOX, ROPE_TYPE_NORMAL, ROPE_TYPE_VISION,
 };
 pub use rows::ConcatParams;
+pub use rwkv::{GatedDeltaNetParams, GlaParams};
 pub use softmax::SoftMaxParams;
 pub use sort::{ArgsortParams, SortOrder};
 pub use spec::{read_params, write_params, Meta, NoParams, NodeMeta, Shape, Slot};
+pub use ssm::SsmScanParams;
 pub use unary::{ScaleParams, UnaryOp, UnaryParams};
 pub use upscale::{ScaleMode, UpscaleParams, SCALE_FLAG_ALIGN_CORNERS, SCALE_FLAG_ANTIALIAS};
 pub use view::{PermuteParams, ViewParams};
+pub use window::{AddRelPosParams, WinPartParams, WinUnpartParams};
 
 use spec::OpSpec;
 
@@ -183,26 +193,26 @@ op_table! {
     Fill = 73, "FILL", arith::Fill;
     FlashAttnExt = 74, "FLASH_ATTN_EXT", attention::FlashAttnExt;
     FlashAttnBack = 75, "FLASH_ATTN_BACK", spec::Unbuilt;
-    SsmConv = 76, "SSM_CONV", spec::Unbuilt;
-    SsmScan = 77, "SSM_SCAN", spec::Unbuilt;
-    WinPart = 78, "WIN_PART", spec::Unbuilt;
-    WinUnpart = 79, "WIN_UNPART", spec::Unbuilt;
-    GetRelPos = 80, "GET_REL_POS", spec::Unbuilt;
-    AddRelPos = 81, "ADD_REL_POS", spec::Unbuilt;
-    RwkvWkv6 = 82, "RWKV_WKV6", spec::Unbuilt;
-    GatedLinearAttn = 83, "GATED_LINEAR_ATTN", spec::Unbuilt;
-    RwkvWkv7 = 84, "RWKV_WKV7", spec::Unbuilt;
+    SsmConv = 76, "SSM_CONV", ssm::SsmConv;
+    SsmScan = 77, "SSM_SCAN", ssm::SsmScan;
+    WinPart = 78, "WIN_PART", window::WinPart;
+    WinUnpart = 79, "WIN_UNPART", window::WinUnpart;
+    GetRelPos = 80, "GET_REL_POS", window::GetRelPos;
+    AddRelPos = 81, "ADD_REL_POS", window::AddRelPos;
+    RwkvWkv6 = 82, "RWKV_WKV6", rwkv::Wkv6;
+    GatedLinearAttn = 83, "GATED_LINEAR_ATTN", rwkv::Gla;
+    RwkvWkv7 = 84, "RWKV_WKV7", rwkv::Wkv7;
     SolveTri = 85, "SOLVE_TRI", scan::SolveTri;
-    GatedDeltaNet = 86, "GATED_DELTA_NET", spec::Unbuilt;
-    LightningIndexer = 87, "LIGHTNING_INDEXER", spec::Unbuilt;
-    Dsv4HcComb = 88, "DSV4_HC_COMB", spec::Unbuilt;
-    Dsv4HcPre = 89, "DSV4_HC_PRE", spec::Unbuilt;
-    Dsv4HcPost = 90, "DSV4_HC_POST", spec::Unbuilt;
+    GatedDeltaNet = 86, "GATED_DELTA_NET", rwkv::GatedDeltaNet;
+    LightningIndexer = 87, "LIGHTNING_INDEXER", dsv4::LightningIndexer;
+    Dsv4HcComb = 88, "DSV4_HC_COMB", dsv4::HcComb;
+    Dsv4HcPre = 89, "DSV4_HC_PRE", dsv4::HcPre;
+    Dsv4HcPost = 90, "DSV4_HC_POST", dsv4::HcPost;
     Unary = 91, "UNARY", unary::Unary;
-    MapCustom1 = 92, "MAP_CUSTOM1", spec::Unbuilt;
-    MapCustom2 = 93, "MAP_CUSTOM2", spec::Unbuilt;
-    MapCustom3 = 94, "MAP_CUSTOM3", spec::Unbuilt;
-    Custom = 95, "CUSTOM", spec::Unbuilt;
+    MapCustom1 = 92, "MAP_CUSTOM1", custom::Custom;
+    MapCustom2 = 93, "MAP_CUSTOM2", custom::Custom;
+    MapCustom3 = 94, "MAP_CUSTOM3", custom::Custom;
+    Custom = 95, "CUSTOM", custom::Custom;
     CrossEntropyLoss = 96, "CROSS_ENTROPY_LOSS", arith::CrossEntropyLoss;
     CrossEntropyLossBack = 97, "CROSS_ENTROPY_LOSS_BACK", spec::Unbuilt;
     OptStepAdamw = 98, "OPT_STEP_ADAMW", spec::Unbuilt;

@@ -481,3 +481,18 @@ pub fn assert_err<T: std::fmt::Debug>(r: ggml::Result<T>, needles: &[&str]) {
         }
     }
 }
+
+/// Runs [`ggml::Op::validate`] on node `t` as if it had come from outside: its own
+/// description, its operands' and its parameters.
+pub fn validate_node(t: &Tensor) -> ggml::Result<()> {
+    let src: Vec<Option<ggml::ops::Meta>> = (0..t.n_src_slots())
+        .map(|i| t.src(i).map(ggml::ops::Meta::of))
+        .collect();
+    let params = t.op_params();
+    t.op().validate(&ggml::ops::NodeMeta {
+        dst: ggml::ops::Meta::of(t),
+        view_offs: t.view_src().map(|_| t.view_offs()),
+        src: &src,
+        op_params: &params,
+    })
+}

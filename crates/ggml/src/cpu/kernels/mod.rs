@@ -12,6 +12,8 @@ mod arith;
 mod binary;
 mod conv;
 mod copy;
+mod custom;
+mod dsv4;
 mod flash_attn;
 mod glu;
 mod matmul;
@@ -22,12 +24,15 @@ mod pool;
 mod reduce;
 mod rope;
 mod rows;
+mod rwkv;
 mod scan;
 mod set_rows;
 mod softmax;
 mod sort;
+mod ssm;
 mod unary;
 mod upscale;
+mod window;
 
 use std::ops::Range;
 
@@ -159,6 +164,26 @@ impl TensorPtr {
     pub unsafe fn set(&self, row: *mut u8, i: usize, v: f32) {
         // SAFETY: forwarded from the caller.
         unsafe { store(row.add(i * self.nb[0]), self.ty, v) }
+    }
+
+    /// Reads element `[i0, i1, i2, i3]` (dimension 4 at index 0) as f32 (float types only).
+    ///
+    /// # Safety
+    /// The index must be inside the tensor's shape.
+    #[inline]
+    pub unsafe fn get4(&self, i: [usize; 4]) -> f32 {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.get(self.row([i[1], i[2], i[3], 0]), i[0]) }
+    }
+
+    /// Writes element `[i0, i1, i2, i3]` (dimension 4 at index 0) from f32 (float types only).
+    ///
+    /// # Safety
+    /// The index must be inside the tensor's shape.
+    #[inline]
+    pub unsafe fn set4(&self, i: [usize; 4], v: f32) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.set(self.row([i[1], i[2], i[3], 0]), i[0], v) }
     }
 
     /// Whether elements of a row are packed (`nb[0]` is the type size).
@@ -349,6 +374,8 @@ pub(crate) struct NodePtrs {
     pub dst: TensorPtr,
     pub src: [TensorPtr; MAX_SRC],
     pub op_params: [i32; MAX_OP_PARAMS / 4],
+    /// The closure of a custom op node.
+    pub custom: Option<crate::ops::custom::CustomFn>,
 }
 
 // SAFETY: the pointers refer to buffers the running job has reserved; threads write disjoint
@@ -376,6 +403,7 @@ impl NodePtrs {
             dst: TensorPtr::resolve(t, graph.place(i))?,
             src,
             op_params: t.op_params(),
+            custom: t.custom_fn().cloned(),
         })
     }
 
@@ -495,7 +523,6 @@ fn no_kernel(t: &Tensor, why: &str) -> Result<Planned> {
 
 /// The kernel and scratch size for node `t`, or `Err` when no kernel handles its types.
 pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
-    const NOT_YET: &str = "not available in this version";
     const TRAINING: &str = "backward and optimizer ops come with training support";
     const F32_F16: &[Type] = &[Type::F32, Type::F16];
     match t.op() {
@@ -575,24 +602,12 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         }
 
         // Sequence models, windows, relative positions and custom ops.
-        Op::SsmConv
-        | Op::SsmScan
-        | Op::WinPart
-        | Op::WinUnpart
-        | Op::GetRelPos
-        | Op::AddRelPos
-        | Op::RwkvWkv6
-        | Op::GatedLinearAttn
-        | Op::RwkvWkv7
-        | Op::GatedDeltaNet
-        | Op::LightningIndexer
-        | Op::Dsv4HcComb
-        | Op::Dsv4HcPre
-        | Op::Dsv4HcPost
-        | Op::MapCustom1
-        | Op::MapCustom2
-        | Op::MapCustom3
-        | Op::Custom => no_kernel(t, NOT_YET),
+        Op::SsmConv | Op::SsmScan => ssm::plan(t),
+        Op::WinPart | Op::WinUnpart | Op::GetRelPos => window::plan(t),
+        Op::AddRelPos => window::plan_add_rel_pos(t),
+        Op::RwkvWkv6 | Op::GatedLinearAttn | Op::RwkvWkv7 | Op::GatedDeltaNet => rwkv::plan(t),
+        Op::LightningIndexer | Op::Dsv4HcComb | Op::Dsv4HcPre | Op::Dsv4HcPost => dsv4::plan(t),
+        Op::MapCustom1 | Op::MapCustom2 | Op::MapCustom3 | Op::Custom => custom::plan(t),
 
         Op::RepeatBack
         | Op::SiluBack
@@ -632,6 +647,7 @@ mod tests {
             dst,
             src,
             op_params: [0; MAX_OP_PARAMS / 4],
+            custom: None,
         }
     }
 

@@ -62,6 +62,8 @@ fn built_nodes_validate() {
     let sq = ctx.new_tensor_2d(Type::F32, 6, 6).unwrap();
     let nb = a.nb();
     for t in [
+        ctx.repeat_back(&a, &ctx.new_tensor_3d(Type::F32, 4, 3, 1).unwrap())
+            .unwrap(),
         ctx.add_id(&a, &b, &ids).unwrap(),
         ctx.acc(&a, &w, nb[1], nb[2], nb[3], 16).unwrap(),
         ctx.set_inplace(&a, &w, nb[1], nb[2], nb[3], 0).unwrap(),
@@ -95,6 +97,10 @@ fn shape_rules_refuse_bad_input() {
     let w = ctx.new_tensor_2d(Type::F32, 4, 2).unwrap();
     let nb = a.nb();
     assert_err(ctx.add_id(&a, &b, &fids), &["ADD_ID", "ids", "i32"]);
+    assert_err(
+        ctx.repeat_back(&a, &ctx.new_tensor_1d(Type::F32, 3).unwrap()),
+        &["REPEAT_BACK", "tiling"],
+    );
     assert_err(
         ctx.add_id(&a, &ctx.new_tensor_2d(Type::F32, 7, 3).unwrap(), &ids),
         &["ADD_ID", "8 elements"],

@@ -1,4 +1,4 @@
-//! ADD_ID, ACC, SET, DIAG, DIAG_MASK_INF/ZERO, CLAMP, LEAKY_RELU, FILL, PAD (zero and
+//! REPEAT_BACK, ADD_ID, ACC, SET, DIAG, DIAG_MASK_INF/ZERO, CLAMP, LEAKY_RELU, FILL, PAD (zero and
 //! circular), PAD_REFLECT_1D, ROLL, ARANGE, TIMESTEP_EMBEDDING, TRI, CROSS_ENTROPY_LOSS.
 
 use ggml::ops::TriType;
@@ -16,6 +16,45 @@ fn window(a: &Host, b: &Host, nb: [usize; 3], offset: usize, f: fn(f64, f64) -> 
         out.v[k] = f(a.v[k], b.at(i));
     }
     out
+}
+
+fn repeat_back(out: &mut Vec<Case>) {
+    let pairs: [([i64; 4], [i64; 4]); 4] = [
+        ([8, 6, 4, 2], [4, 3, 2, 1]),
+        ([10, 5, 4, 3], [10, 5, 4, 3]),
+        ([6, 4, 1, 1], [1, 1, 1, 1]),
+        ([9, 2, 3, 2], [3, 2, 1, 2]),
+    ];
+    for (ane, bne) in pairs {
+        for (layout, lname) in [
+            (Layout::Contiguous, "contiguous"),
+            (Layout::Padded, "padded"),
+        ] {
+            out.push(Case::new(
+                "REPEAT_BACK",
+                Vars::new()
+                    .ty("type", Type::F32)
+                    .list("ne", &ane)
+                    .list("ne_b", &bne)
+                    .val("layout", lname),
+                vec![
+                    Input::new(Type::F32, &ane).layout(layout),
+                    Input::new(Type::F32, &bne),
+                ],
+                |ctx, x| ctx.repeat_back(&x[0], &x[1]),
+                |x| {
+                    let (a, b) = (&x[0], &x[1]);
+                    let mut out = Host::from_fn(b.ne, |_| 0.0);
+                    for i in indices(a.ne) {
+                        let j: [usize; 5] = std::array::from_fn(|d| i[d] % b.ne[d]);
+                        let k = out.offset(j);
+                        out.v[k] += a.at(i);
+                    }
+                    out
+                },
+            ));
+        }
+    }
 }
 
 fn add_id(out: &mut Vec<Case>) {
@@ -524,6 +563,7 @@ fn losses(out: &mut Vec<Case>) {
 /// The cases of this family.
 pub fn cases() -> Vec<Case> {
     let mut out = Vec::new();
+    repeat_back(&mut out);
     add_id(&mut out);
     acc_set(&mut out);
     masks(&mut out);

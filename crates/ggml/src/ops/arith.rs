@@ -154,6 +154,35 @@ impl OpSpec for Set {
     }
 }
 
+/// REPEAT_BACK: `a` (F32, packed rows, at most 4-D) summed over the tiles of the requested shape
+/// (every dimension of `a` a multiple of it): the inverse of REPEAT's broadcast.
+pub(crate) struct RepeatBack;
+
+impl OpSpec for RepeatBack {
+    type Params = NoParams;
+    const SLOTS: &'static [Slot] = &[req("a")];
+    fn shape(src: &Srcs<'_>, _: &NoParams) -> Result<Shape> {
+        src.want_type(0, &[Type::F32])?;
+        four_dims(src, 0)?;
+        let a = src.get(0);
+        let ne = src.requested()?;
+        let tiles = (0..5).all(|d| {
+            if ne[d] == 0 {
+                a.ne[d] == 0
+            } else {
+                a.ne[d] % ne[d] == 0
+            }
+        });
+        if !tiles || ne[4] != 1 {
+            return Err(src.bad(0, format!("it is not a whole tiling of the shape {ne:?}")));
+        }
+        if !a.rows_packed() {
+            return Err(src.bad(0, "its rows must be packed"));
+        }
+        Ok(Shape::New { ty: a.ty, ne })
+    }
+}
+
 /// DIAG: a row vector `a` `[n, 1, ne2, ne3]` (F32) as diagonal matrices `[n, n, ne2, ne3]`.
 pub(crate) struct Diag;
 
@@ -707,6 +736,12 @@ impl Context {
     ) -> Result<Tensor> {
         let nb = a.nb();
         self.set_inplace(a, b, nb1, nb[2], nb[3], offset)
+    }
+
+    /// `ggml_repeat_back`: `a` summed back onto `b`'s shape — `result[k] = Σ a[k + t·b.ne]`
+    /// over every tile `t` (each dimension of `a` a multiple of `b`'s); F32, at most 4-D.
+    pub fn repeat_back(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.build_shaped::<RepeatBack>(Op::RepeatBack, &[Some(a)], NoParams {}, b.ne())
     }
 
     /// `ggml_diag`: each row vector of `a` (F32 `[n, 1, ne2, ne3]`) as a diagonal matrix:

@@ -138,7 +138,7 @@ op_table! {
     Argmax = 18, "ARGMAX", reduce::Argmax;
     CountEqual = 19, "COUNT_EQUAL", scan::CountEqual;
     Repeat = 20, "REPEAT", rows::Repeat;
-    RepeatBack = 21, "REPEAT_BACK", spec::Unbuilt;
+    RepeatBack = 21, "REPEAT_BACK", arith::RepeatBack;
     Concat = 22, "CONCAT", rows::Concat;
     SiluBack = 23, "SILU_BACK", spec::Unbuilt;
     Norm = 24, "NORM", norm::Norm;

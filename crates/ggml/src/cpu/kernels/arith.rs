@@ -156,6 +156,39 @@ pub(super) unsafe fn add_id(n: &NodePtrs, p: &Params) {
     }
 }
 
+/// REPEAT_BACK: each result element the f32 sum of its copies in `a`, tiles taken in GGML's
+/// order (dimension 3 outermost), so the sums round as GGML's do.
+pub(super) unsafe fn repeat_back(n: &NodePtrs, p: &Params) {
+    let (d, a) = (&n.dst, &n.src[0]);
+    let nr: [usize; 4] = std::array::from_fn(|k| (a.ne[k] / d.ne[k].max(1)) as usize);
+    let ne: [usize; 4] = std::array::from_fn(|k| d.ne[k] as usize);
+    for r in p.range(d.nrows()) {
+        let idx = d.unravel_row(r);
+        let drow = d.row(idx);
+        for i in 0..ne[0] {
+            let mut sum = 0f32;
+            for t3 in 0..nr[3] {
+                for t2 in 0..nr[2] {
+                    for t1 in 0..nr[1] {
+                        let arow = a.row([
+                            t1 * ne[1] + idx[0],
+                            t2 * ne[2] + idx[1],
+                            t3 * ne[3] + idx[2],
+                            0,
+                        ]);
+                        for t0 in 0..nr[0] {
+                            // SAFETY: every tile index is below a's dimension (a tiles dst).
+                            sum += unsafe { a.get(arow, t0 * ne[0] + i) };
+                        }
+                    }
+                }
+            }
+            // SAFETY: a row of dst, i < its ne0.
+            unsafe { d.set(drow, i, sum) };
+        }
+    }
+}
+
 /// DIAG: `dst[i0, i1, …] = a[i0, 0, …]` where `i0 == i1`, else 0.
 pub(super) unsafe fn diag(n: &NodePtrs, p: &Params) {
     let (d, a) = (&n.dst, &n.src[0]);

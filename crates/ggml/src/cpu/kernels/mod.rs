@@ -581,6 +581,7 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::Upscale => upscale::plan(t),
 
         // Arithmetic, masks, padding and generators.
+        Op::RepeatBack => arith::plan(t, arith::repeat_back, 1, &[Type::F32], 0),
         Op::AddId => arith::plan(t, arith::add_id, 2, &[Type::F32], 0),
         Op::Acc => arith::plan(t, arith::acc, 2, &[Type::F32], 0),
         Op::Set => arith::plan_set(t),
@@ -608,9 +609,7 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::RwkvWkv6 | Op::GatedLinearAttn | Op::RwkvWkv7 | Op::GatedDeltaNet => rwkv::plan(t),
         Op::LightningIndexer | Op::Dsv4HcComb | Op::Dsv4HcPre | Op::Dsv4HcPost => dsv4::plan(t),
         Op::MapCustom1 | Op::MapCustom2 | Op::MapCustom3 | Op::Custom => custom::plan(t),
-
-        Op::RepeatBack
-        | Op::SiluBack
+        Op::SiluBack
         | Op::RmsNormBack
         | Op::GetRowsBack
         | Op::SoftMaxBack

@@ -26,6 +26,7 @@ mod event;
 pub(crate) mod job;
 mod multi_buffer;
 mod registry;
+mod sched;
 mod stream;
 mod traits;
 
@@ -38,6 +39,7 @@ pub use registry::{
     dev_by_name, dev_by_type, dev_count, dev_get, device_register, devices, init_best,
     init_by_name, init_by_type, reg_by_name, reg_count, reg_get, register, Registry,
 };
+pub use sched::{sched_new, EvalCallback, Sched, SCHED_MAX_BACKENDS, SCHED_MAX_COPIES};
 pub use stream::{Backend, GraphPlan, Pending};
 pub use traits::{
     AsAny, BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, EventImpl, Place, RegistryImpl,

@@ -7,14 +7,18 @@ use ggml::{backend, BufferUsage, Context, Type};
 fn main() -> ggml::Result<()> {
     backend::load_all(); // libggml-<name>.so next to the executable or in the working directory
     let best = backend::init_best()?;
-    let sched = backend::sched_new(&[best.clone()], 256, false)?; // the CPU is appended
+    let sched = backend::sched_new(std::slice::from_ref(&best), 256, false)?; // CPU appended
 
     // Weights in a buffer of the best device, tagged as weights: their ops run there.
     let wctx = Context::init(1 << 20, true)?;
     let w = wctx.new_tensor_2d(Type::F32, 64, 32)?;
     let weights = backend::alloc_ctx_tensors(&wctx, &best)?;
     weights.set_usage(BufferUsage::Weights);
-    w.set_f32(&(0..64 * 32).map(|i| (i % 7) as f32 * 0.1).collect::<Vec<_>>())?;
+    w.set_f32(
+        &(0..64 * 32)
+            .map(|i| (i % 7) as f32 * 0.1)
+            .collect::<Vec<_>>(),
+    )?;
 
     // The graph in a context without memory: the scheduler places it.
     let ctx = Context::init(1 << 20, true)?;

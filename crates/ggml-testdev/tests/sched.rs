@@ -83,6 +83,16 @@ fn only_mul_mat(t: &Tensor) -> bool {
     matches!(t.op(), Op::None | Op::MulMat)
 }
 
+/// A server and a stream of a device on it that computes only matrix products.
+fn mul_mat_stream(name: &str) -> (Server, Backend) {
+    let server = Server::start(name).unwrap();
+    let stream = server
+        .device_with_ops(&format!("{name}0"), only_mul_mat)
+        .init(None)
+        .unwrap();
+    (server, stream)
+}
+
 #[test]
 fn weights_on_a_mul_mat_device_split_the_graph_and_match_the_cpu() {
     let server = Server::start("sched-mm").unwrap();
@@ -126,11 +136,7 @@ fn weights_on_a_mul_mat_device_split_the_graph_and_match_the_cpu() {
 
 #[test]
 fn the_same_graph_computes_again_and_a_new_one_after_reset() {
-    let server = Server::start("sched-again").unwrap();
-    let gpu = server
-        .device_with_ops("SchedAgain0", only_mul_mat)
-        .init(None)
-        .unwrap();
+    let (_server, gpu) = mul_mat_stream("SchedAgain");
     let sched = backend::sched_new(std::slice::from_ref(&gpu), 64, false).unwrap();
     let m = mlp_on(&gpu);
     sched.alloc_graph(&m.graph).unwrap();
@@ -192,11 +198,7 @@ fn pinned_nodes_and_two_devices_of_different_servers() {
 
 #[test]
 fn parallel_keeps_four_copies_and_pipelines_graphs() {
-    let server = Server::start("sched-par").unwrap();
-    let gpu = server
-        .device_with_ops("SchedPar0", only_mul_mat)
-        .init(None)
-        .unwrap();
+    let (_server, gpu) = mul_mat_stream("SchedPar");
     let sched = backend::sched_new(std::slice::from_ref(&gpu), 64, true).unwrap();
     assert_eq!(sched.get_n_copies(), 4);
     sched.reserve(&mlp_on(&gpu).graph).unwrap();
@@ -220,11 +222,7 @@ fn parallel_keeps_four_copies_and_pipelines_graphs() {
 
 #[test]
 fn the_eval_callback_observes_chosen_nodes_and_can_stop_a_split() {
-    let server = Server::start("sched-cb").unwrap();
-    let gpu = server
-        .device_with_ops("SchedCb0", only_mul_mat)
-        .init(None)
-        .unwrap();
+    let (_server, gpu) = mul_mat_stream("SchedCb");
     let m = mlp_on(&gpu);
     let sched = backend::sched_new(std::slice::from_ref(&gpu), 64, false).unwrap();
     type Seen = Vec<(String, Vec<f32>)>;
@@ -287,4 +285,14 @@ fn bad_arguments_are_errors() {
     let m = mlp(true);
     let e = sched.alloc_graph(&m.graph).unwrap_err();
     assert!(e.to_string().contains("graph_size 4"), "{e}");
+}
+
+#[test]
+fn the_scheduler_is_send_and_sync() {
+    fn check<T: Send + Sync + Clone>(_: &T) {}
+    let sched = backend::sched_new(&[backend::cpu_init().unwrap()], 8, false).unwrap();
+    check(&sched);
+    let other = sched.clone();
+    assert_eq!(other.get_n_backends(), 1, "a CPU stream alone gets no second CPU");
+    assert_eq!(other.get_n_copies(), 1);
 }

@@ -293,6 +293,10 @@ fn the_scheduler_is_send_and_sync() {
     let sched = backend::sched_new(&[backend::cpu_init().unwrap()], 8, false).unwrap();
     check(&sched);
     let other = sched.clone();
-    assert_eq!(other.get_n_backends(), 1, "a CPU stream alone gets no second CPU");
+    assert_eq!(
+        other.get_n_backends(),
+        1,
+        "a CPU stream alone gets no second CPU"
+    );
     assert_eq!(other.get_n_copies(), 1);
 }

@@ -170,13 +170,7 @@ pub fn load(path: impl AsRef<Path>) -> Result<Registry> {
     }
     // SAFETY: a non-null entry starts with its interface version (a u32) in every version.
     let version = unsafe { std::ptr::read(entry.cast::<u32>()) };
-    if version != BACKEND_API_VERSION {
-        return Err(Error::invalid(format!(
-            "load: {} implements backend interface version {version}; this library implements \
-             version {BACKEND_API_VERSION}",
-            path.display()
-        )));
-    }
+    check_version(path, version)?;
     // SAFETY: version 1 entries are `BackendEntry`s whose `build` is a NUL-terminated string.
     let (build, reg) = unsafe {
         let e = &*entry;
@@ -185,14 +179,7 @@ pub fn load(path: impl AsRef<Path>) -> Result<Registry> {
             e.registry,
         )
     };
-    if build != build_id() {
-        return Err(Error::invalid(format!(
-            "load: {} was built as \"{build}\"; this library is \"{}\" (rebuild the backend \
-             with the same ggml version, compiler and target)",
-            path.display(),
-            build_id()
-        )));
-    }
+    check_build(path, &build)?;
     if reg.is_null() {
         return Err(Error::invalid(format!(
             "load: ggml_backend_init of {} returned a null registry",
@@ -213,6 +200,31 @@ pub fn load(path: impl AsRef<Path>) -> Result<Registry> {
         alive,
     });
     Ok(registry)
+}
+
+/// `Err` naming `path` unless a library's interface version is this library's.
+fn check_version(path: &Path, version: u32) -> Result<()> {
+    if version != BACKEND_API_VERSION {
+        return Err(Error::invalid(format!(
+            "load: {} implements backend interface version {version}; this library implements \
+             version {BACKEND_API_VERSION}",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `Err` naming `path` unless a library's build id is this library's.
+fn check_build(path: &Path, build: &str) -> Result<()> {
+    if build != build_id() {
+        return Err(Error::invalid(format!(
+            "load: {} was built as \"{build}\"; this library is \"{}\" (rebuild the backend \
+             with the same ggml version, compiler and target)",
+            path.display(),
+            build_id()
+        )));
+    }
+    Ok(())
 }
 
 /// Unloads a registry returned by [`load`] (`ggml_backend_unload`): it and its devices leave
@@ -438,5 +450,43 @@ impl DeviceImpl for LoadedDevice {
     }
     fn features(&self) -> Vec<(String, String)> {
         self.inner.features()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mismatched_versions_and_builds_are_refused_by_name() {
+        let p = Path::new("/x/libggml-foo.so");
+        assert!(check_version(p, BACKEND_API_VERSION).is_ok());
+        let e = check_version(p, BACKEND_API_VERSION + 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/x/libggml-foo.so"), "{e}");
+        assert!(
+            e.contains(&format!("version {}", BACKEND_API_VERSION + 1)),
+            "{e}"
+        );
+        assert!(check_build(p, build_id()).is_ok());
+        let e = check_build(p, "ggml-rs 0.0.1; rustc 1.0.0; x86_64-unknown-linux-gnu")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"ggml-rs 0.0.1; rustc 1.0.0"), "{e}");
+        assert!(e.contains(build_id()), "{e}");
+    }
+
+    #[test]
+    fn the_build_id_names_version_compiler_and_target() {
+        let id = build_id();
+        assert!(
+            id.starts_with(concat!("ggml-rs ", env!("CARGO_PKG_VERSION"), "; rustc ")),
+            "{id}"
+        );
+        assert!(!id.contains('\0'));
+        // SAFETY: `build_id_c` points at a static NUL-terminated string.
+        let c = unsafe { CStr::from_ptr(build_id_c()) };
+        assert_eq!(c.to_str().unwrap(), id);
     }
 }

@@ -6,21 +6,40 @@ use ggml::backend;
 
 use crate::CliError;
 
-const USAGE: &str = "usage: ggml info
+const USAGE: &str = "usage: ggml info [--load LIBRARY]...
 
-  Prints every registry with its features, and every device with its properties.";
+  Loads the backend libraries found as GGML finds them (libggml-<name>[-variant].so in the
+  executable's directory and the working directory, then GGML_BACKEND_PATH) and each LIBRARY
+  given, then prints the loaded libraries, every registry with its features, and every device
+  with its properties.";
 
-/// Prints every registry with its features, and every device with its properties.
+/// Loads backend libraries, then prints them, every registry with its features, and every
+/// device with its properties.
 pub fn run(args: &[OsString]) -> Result<(), CliError> {
-    if let Some(a) = args.first() {
+    let mut libs = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
         if crate::is_help(a) {
             println!("{USAGE}");
             return Ok(());
         }
+        if a == "--load" {
+            let Some(p) = it.next() else {
+                return Err(CliError::Usage(format!(
+                    "info: --load needs a library path\n\n{USAGE}"
+                )));
+            };
+            libs.push(std::path::PathBuf::from(p));
+            continue;
+        }
         return Err(CliError::Usage(format!(
-            "info takes no arguments (got {:?})\n\n{USAGE}",
+            "info: unknown argument {:?}\n\n{USAGE}",
             a.to_string_lossy()
         )));
+    }
+    backend::load_all();
+    for p in &libs {
+        backend::load(p).map_err(|e| CliError::Failed(e.to_string()))?;
     }
     println!(
         "ggml {} — {} registries, {} devices",
@@ -28,6 +47,15 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
         backend::reg_count(),
         backend::dev_count()
     );
+    let loaded = backend::loaded_libraries();
+    if loaded.is_empty() {
+        println!("\nloaded libraries: none");
+    } else {
+        println!("\nloaded libraries:");
+        for (path, reg) in &loaded {
+            println!("  {} (registry {})", path.display(), reg.name());
+        }
+    }
     for i in 0..backend::reg_count() {
         let Some(reg) = backend::reg_get(i) else {
             continue;

@@ -30,3 +30,48 @@ fn unknown_command_fails_with_usage() {
     assert!(err.contains("unknown command \"frobnicate\""), "{err}");
     assert!(err.contains("usage: ggml"), "{err}");
 }
+
+/// The example backend library (`crates/ggml-backend-example`), built with cargo into the
+/// workspace's target directory (where this test's ggml crate is already built: quick).
+fn example_library() -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // The test binary is target/<profile>/deps/cli_info-*.
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(&root)
+        .args(["build", "-q", "-p", "ggml-backend-example", "--lib"]);
+    if profile_dir.ends_with("release") {
+        cmd.arg("--release");
+    }
+    assert!(cmd.status().expect("cargo runs").success());
+    profile_dir.join(format!(
+        "{}ggml_backend_example{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    ))
+}
+
+#[test]
+fn info_lists_loaded_libraries() {
+    let (ok, out, _) = ggml(&["info"]);
+    assert!(ok);
+    assert!(out.contains("loaded libraries: none"), "{out}");
+
+    let lib = example_library();
+    let (ok, out, err) = ggml(&["info", "--load", lib.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("(registry Example)"), "{out}");
+    assert!(out.contains("registry 0: Example (1 device(s))"), "{out}");
+    assert!(out.contains("device 0: Example0"), "{out}");
+
+    let (ok, _, err) = ggml(&["info", "--load", "/nonexistent/libggml-x.so"]);
+    assert!(!ok);
+    assert!(
+        err.contains("cannot open /nonexistent/libggml-x.so"),
+        "{err}"
+    );
+}

@@ -417,6 +417,16 @@ impl Server {
     /// A new device named `name` whose memory lives on this server. Devices of one server can
     /// copy between their buffers on the server.
     pub fn device(&self, name: &str) -> Device {
+        self.device_with_ops(name, |_| true)
+    }
+
+    /// A device as [`Server::device`] that computes only the ops `only` accepts (of those the
+    /// CPU computes): for tests of code that spreads a graph over several devices.
+    pub fn device_with_ops(
+        &self,
+        name: &str,
+        only: impl Fn(&Tensor) -> bool + Send + Sync + 'static,
+    ) -> Device {
         let buft = BufferType::new(RemoteBufferType {
             name: name.to_string(),
             link: self.link.clone(),
@@ -425,6 +435,7 @@ impl Server {
             name: name.to_string(),
             link: self.link.clone(),
             buft,
+            only: Box::new(only),
         })
     }
 
@@ -560,6 +571,8 @@ struct RemoteDevice {
     name: String,
     link: Arc<Link>,
     buft: BufferType,
+    /// Which ops the device computes (of those the CPU computes).
+    only: Box<dyn Fn(&Tensor) -> bool + Send + Sync>,
 }
 
 /// The CPU device, whose kernels the server computes with.
@@ -599,7 +612,7 @@ impl DeviceImpl for RemoteDevice {
         self.buft.clone()
     }
     fn supports_op(&self, op: &Tensor) -> bool {
-        cpu_device().is_some_and(|cpu| cpu.supports_op(op))
+        (self.only)(op) && cpu_device().is_some_and(|cpu| cpu.supports_op(op))
     }
     fn supports_buft(&self, buft: &BufferType) -> bool {
         *buft == self.buft

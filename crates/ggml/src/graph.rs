@@ -95,6 +95,18 @@ impl Graph {
         Graph(Arc::new(Mutex::new(d)))
     }
 
+    /// A graph of exactly these nodes and leafs, in this order (the scheduler's private graphs).
+    /// It cannot grow.
+    pub(crate) fn from_parts(nodes: Vec<Tensor>, leafs: Vec<Tensor>) -> Graph {
+        Graph::from_data(GraphData {
+            size: 0,
+            grads: false,
+            visited: nodes.iter().chain(leafs.iter()).map(Tensor::id).collect(),
+            nodes,
+            leafs,
+        })
+    }
+
     /// Adds `t` and everything it depends on that the graph does not yet hold, in post-order
     /// (operands before the node), as `ggml_build_forward_expand`. Computed tensors become
     /// nodes (flagged [`flags::COMPUTE`]); leaves (op NONE, not parameters) become leafs.

@@ -41,7 +41,7 @@ pub mod types;
 pub use alloc::Gallocr;
 pub use backend::{
     Backend, Buffer, BufferType, BufferUsage, Device, DeviceCaps, DeviceProps, DeviceType, Event,
-    GraphPlan, Pending, Registry,
+    GraphPlan, Pending, Registry, Sched,
 };
 pub use context::{tensor_overhead, Context};
 pub use error::{Error, ErrorKind, Result, Status};

@@ -154,6 +154,73 @@ impl Tensor {
         }))
     }
 
+    /// A new tensor with this one's type, shape and strides and the rest given; no memory.
+    fn shaped_like(
+        &self,
+        op: Op,
+        op_params: [i32; MAX_OP_PARAMS / 4],
+        src: Vec<Option<Tensor>>,
+        view: Option<(Tensor, usize)>,
+        name: String,
+    ) -> Tensor {
+        let d = &self.0.desc;
+        let (view_src, view_offs) = match view {
+            Some((v, offs)) => (Some(v), offs),
+            None => (None, 0),
+        };
+        Tensor::from_desc(TensorDesc {
+            ty: d.ty,
+            ne: d.ne,
+            nb: d.nb,
+            op,
+            op_params,
+            src,
+            view_src,
+            view_offs,
+            name,
+        })
+    }
+
+    /// A new tensor like this one (type, shape, strides, op, op parameters, name, flags) with
+    /// other operands and view source (the scheduler's private copy of a graph node). It has
+    /// no memory.
+    pub(crate) fn twin(&self, src: Vec<Option<Tensor>>, view_src: Option<Tensor>) -> Tensor {
+        let view = view_src.map(|v| (v, self.view_offs()));
+        let t = self.shaped_like(self.op(), self.op_params(), src, view, self.name());
+        t.add_flags(self.flags());
+        t
+    }
+
+    /// A new tensor with this one's type, shape and strides, op NONE and no operands, named
+    /// `name` (`ggml_dup_tensor_layout`). It has no memory.
+    pub(crate) fn dup_layout(&self, name: &str) -> Tensor {
+        self.shaped_like(
+            Op::None,
+            [0; MAX_OP_PARAMS / 4],
+            Vec::new(),
+            None,
+            name.to_string(),
+        )
+    }
+
+    /// A view of all of this tensor with op NONE whose operand is the tensor itself
+    /// (`ggml_view_tensor` with `src[0]` set): in a graph it keeps the tensor's memory alive
+    /// until that point. It has no memory of its own.
+    pub(crate) fn keep_alive_view(&self) -> Tensor {
+        let root = match self.view_src() {
+            Some(r) => (r.clone(), self.view_offs()),
+            None => (self.clone(), 0),
+        };
+        let name = format!("{} (view)", self.name());
+        self.shaped_like(
+            Op::None,
+            [0; MAX_OP_PARAMS / 4],
+            vec![Some(self.clone())],
+            Some(root),
+            name,
+        )
+    }
+
     /// A process-unique id for this tensor (stable for its lifetime).
     pub fn id(&self) -> u64 {
         self.0.id

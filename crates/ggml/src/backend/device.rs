@@ -80,6 +80,11 @@ handle!(
 );
 
 impl Device {
+    /// The implementation (for wrappers such as a loaded library's devices).
+    pub(crate) fn imp(&self) -> &dyn DeviceImpl {
+        &*self.0
+    }
+
     /// Short id (`ggml_backend_dev_name`).
     pub fn name(&self) -> String {
         self.0.name()

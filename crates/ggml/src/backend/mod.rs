@@ -25,8 +25,10 @@ mod buffer;
 mod device;
 mod event;
 pub(crate) mod job;
+mod load;
 mod multi_buffer;
 mod registry;
+mod sched;
 mod stream;
 mod traits;
 
@@ -34,11 +36,16 @@ pub use buffer::{host_buffer_type, Buffer, BufferType, BufferUsage, HostMemory, 
 pub use device::{Device, DeviceCaps, DeviceProps, DeviceType};
 pub use event::Event;
 pub use job::PlacedGraph;
+pub use load::{
+    build_id, build_id_c, load, load_all, load_all_from_path, loaded_libraries, unload,
+    BackendEntry, BACKEND_API_VERSION,
+};
 pub use multi_buffer::multi_buffer_alloc_buffer;
 pub use registry::{
     dev_by_name, dev_by_type, dev_count, dev_get, device_register, devices, init_best,
     init_by_name, init_by_type, reg_by_name, reg_count, reg_get, register, Registry,
 };
+pub use sched::{sched_new, EvalCallback, Sched, SCHED_MAX_BACKENDS, SCHED_MAX_COPIES};
 pub use stream::{Backend, GraphPlan, Pending};
 pub use traits::{
     AsAny, BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, EventImpl, Place, RegistryImpl,

@@ -106,6 +106,18 @@ pub fn register(reg: Registry) {
     lock(global()).add(reg);
 }
 
+/// Removes `reg` and its devices from the lists (for `unload`); `false` if it was not there.
+pub(crate) fn deregister(reg: &Registry) -> bool {
+    let mut g = lock(global());
+    let Some(i) = g.regs.iter().position(|r| r == reg) else {
+        return false;
+    };
+    g.regs.remove(i);
+    let devs = reg.devices();
+    g.devs.retain(|d| !devs.contains(d));
+    true
+}
+
 /// Adds a device created outside a registry (`ggml_backend_device_register`); no-op if known.
 pub fn device_register(dev: Device) {
     let mut g = lock(global());

@@ -168,6 +168,8 @@ impl Tensor {
             Some((v, offs)) => (Some(v), offs),
             None => (None, 0),
         };
+        // A copy of a custom-op node keeps its closure.
+        let custom = if op == d.op { d.custom.clone() } else { None };
         Tensor::from_desc(TensorDesc {
             ty: d.ty,
             ne: d.ne,
@@ -178,6 +180,7 @@ impl Tensor {
             view_src,
             view_offs,
             name,
+            custom,
         })
     }
 

@@ -10,7 +10,9 @@ pub mod matmul;
 pub mod norm;
 pub mod reduce;
 pub mod rows;
+pub mod scan;
 pub mod softmax;
+pub mod sort;
 pub mod unary;
 pub mod view;
 
@@ -29,6 +31,8 @@ pub const FAMILIES: &[Family] = &[
     ("copy", copy::cases),
     ("view", view::cases),
     ("arith", arith::cases),
+    ("sort", sort::cases),
+    ("scan", scan::cases),
 ];
 
 /// Every case of every family, in family order.

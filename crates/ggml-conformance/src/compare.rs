@@ -151,13 +151,17 @@ mod tests {
             v: v.to_vec(),
         };
         let want = two(&[1.0, 2.0, 3.0, 4.0]);
-        assert!(compare(&two(&[2.0, 1.0, 4.0, 3.0]), &want, Metric::IndexSet)
-            .failure
-            .is_none());
+        assert!(
+            compare(&two(&[2.0, 1.0, 4.0, 3.0]), &want, Metric::IndexSet)
+                .failure
+                .is_none()
+        );
         // The same values in other rows are a different result.
-        assert!(compare(&two(&[3.0, 1.0, 4.0, 2.0]), &want, Metric::IndexSet)
-            .failure
-            .is_some());
+        assert!(
+            compare(&two(&[3.0, 1.0, 4.0, 2.0]), &want, Metric::IndexSet)
+                .failure
+                .is_some()
+        );
     }
 
     #[test]

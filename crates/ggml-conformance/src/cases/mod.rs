@@ -6,6 +6,7 @@ use crate::case::Case;
 pub mod arith;
 pub mod binary;
 pub mod copy;
+pub mod glu;
 pub mod matmul;
 pub mod norm;
 pub mod reduce;
@@ -31,6 +32,7 @@ pub const FAMILIES: &[Family] = &[
     ("copy", copy::cases),
     ("view", view::cases),
     ("arith", arith::cases),
+    ("glu", glu::cases),
     ("sort", sort::cases),
     ("scan", scan::cases),
 ];
@@ -44,13 +46,15 @@ pub fn all() -> Vec<Case> {
 mod tests {
     use std::collections::HashSet;
 
+    use ggml::ops::GluOp;
     use ggml::{Op, Tensor, UnaryOp};
 
-    /// GGML's `ggml_op_desc`: the unary op's own name for UNARY nodes, else the op's name.
-    /// (Extend it when a family's op is described another way, e.g. GLU by its GLU op.)
+    /// GGML's `ggml_op_desc`: the unary or GLU op's own name for UNARY and GLU nodes, else
+    /// the op's name.
     fn op_desc(t: &Tensor) -> &'static str {
         match t.op() {
             Op::Unary => UnaryOp::from_i32(t.op_params()[0]).map_or("UNARY", UnaryOp::name),
+            Op::Glu => GluOp::from_i32(t.op_params()[0]).map_or("GLU", GluOp::name),
             op => op.name(),
         }
     }

@@ -49,7 +49,12 @@ fn count_equal(out: &mut Vec<Case>) {
         (&[1], Layout::Contiguous, "contiguous", 2),
         (&[4, 500, 1, 1], Layout::Contiguous, "contiguous", 3),
         (&[10, 7], Layout::Contiguous, "contiguous", 1),
-        (&[33, 5, 3, 2], Layout::Permuted([2, 0, 3, 1]), "permuted", 2),
+        (
+            &[33, 5, 3, 2],
+            Layout::Permuted([2, 0, 3, 1]),
+            "permuted",
+            2,
+        ),
         (&[6, 5, 3, 2], Layout::Transposed, "transposed", 2),
         (&[6, 5, 3, 2], Layout::Padded, "padded", 2),
         (&[3, 2, 2, 2, 3], Layout::Contiguous, "contiguous", 2),

@@ -35,7 +35,12 @@ fn argsort(out: &mut Vec<Case>) {
         (Type::F32, [16, 3, 2, 2], Layout::Contiguous, "contiguous"),
         (Type::F32, [60, 3, 2, 1], Layout::Padded, "padded"),
         (Type::F32, [1025, 2, 1, 3], Layout::Contiguous, "contiguous"),
-        (Type::F32, [12, 5, 3, 2], Layout::Permuted([1, 0, 2, 3]), "permuted"),
+        (
+            Type::F32,
+            [12, 5, 3, 2],
+            Layout::Permuted([1, 0, 2, 3]),
+            "permuted",
+        ),
         (Type::F32, [7, 5, 3, 2], Layout::Transposed, "transposed"),
         (Type::F16, [33, 4, 2, 1], Layout::Padded, "padded"),
         (Type::BF16, [12, 5, 3, 2], Layout::Contiguous, "contiguous"),

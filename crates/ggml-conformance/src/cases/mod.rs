@@ -8,6 +8,7 @@ pub mod binary;
 pub mod copy;
 pub mod glu;
 pub mod matmul;
+pub mod moe;
 pub mod norm;
 pub mod reduce;
 pub mod rows;
@@ -33,6 +34,7 @@ pub const FAMILIES: &[Family] = &[
     ("view", view::cases),
     ("arith", arith::cases),
     ("glu", glu::cases),
+    ("moe", moe::cases),
     ("sort", sort::cases),
     ("scan", scan::cases),
 ];

@@ -13,6 +13,7 @@ pub mod norm;
 pub mod reduce;
 pub mod rows;
 pub mod scan;
+pub mod set_rows;
 pub mod softmax;
 pub mod sort;
 pub mod unary;
@@ -35,6 +36,7 @@ pub const FAMILIES: &[Family] = &[
     ("arith", arith::cases),
     ("glu", glu::cases),
     ("moe", moe::cases),
+    ("set_rows", set_rows::cases),
     ("sort", sort::cases),
     ("scan", scan::cases),
 ];

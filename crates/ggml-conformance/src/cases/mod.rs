@@ -11,6 +11,7 @@ pub mod matmul;
 pub mod moe;
 pub mod norm;
 pub mod reduce;
+pub mod rope;
 pub mod rows;
 pub mod scan;
 pub mod set_rows;
@@ -37,6 +38,7 @@ pub const FAMILIES: &[Family] = &[
     ("glu", glu::cases),
     ("moe", moe::cases),
     ("set_rows", set_rows::cases),
+    ("rope", rope::cases),
     ("sort", sort::cases),
     ("scan", scan::cases),
 ];

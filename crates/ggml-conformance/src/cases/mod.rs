@@ -4,6 +4,7 @@
 use crate::case::Case;
 
 pub mod arith;
+pub mod attention;
 pub mod binary;
 pub mod copy;
 pub mod glu;
@@ -39,6 +40,7 @@ pub const FAMILIES: &[Family] = &[
     ("moe", moe::cases),
     ("set_rows", set_rows::cases),
     ("rope", rope::cases),
+    ("attention", attention::cases),
     ("sort", sort::cases),
     ("scan", scan::cases),
 ];

@@ -250,9 +250,9 @@ fn flash_attn(out: &mut Vec<Case>) {
         Type::IQ4_NL,
     ];
     for k_ty in types {
-        // V of F16 and of K's own type (once for F16).
-        let v_types = if k_ty == Type::F16 {
-            vec![k_ty]
+        // V of F16 and of K's own type (F32 with F32 is in the grid above).
+        let v_types = if matches!(k_ty, Type::F16 | Type::F32) {
+            vec![Type::F16]
         } else {
             vec![Type::F16, k_ty]
         };

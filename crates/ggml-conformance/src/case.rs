@@ -26,14 +26,17 @@ pub enum Metric {
     Nmse(f64),
     /// Every value equal (index-producing ops, copies between equal types).
     Exact,
+    /// Each row (along dimension 0) holds the same set of values, in any order: TOP_K, whose
+    /// result GGML does not order.
+    IndexSet,
 }
 
 impl Metric {
-    /// The threshold as a number (0 for [`Metric::Exact`]).
+    /// The threshold as a number (0 for [`Metric::Exact`] and [`Metric::IndexSet`]).
     pub fn threshold(self) -> f64 {
         match self {
             Metric::Nmse(t) => t,
-            Metric::Exact => 0.0,
+            Metric::Exact | Metric::IndexSet => 0.0,
         }
     }
 }

@@ -157,6 +157,41 @@ impl Fixture {
     }
 }
 
+/// Cases whose GGML result is wrong (GGML bugs, listed in the crate docs): an op name, text
+/// the case name must contain, and why. They are reported skipped, not compared.
+pub const GGML_BUGS: &[(&str, &str, &str)] = &[
+    ("CLAMP", "layout=padded", ROWS_BY_NB1),
+    ("LEAKY_RELU", "layout=padded", ROWS_BY_NB1),
+    ("ARGSORT", "layout=padded", ROWS_BY_NB1),
+    ("ARGSORT", "layout=permuted", ROWS_BY_NB1),
+    ("ARGSORT", "layout=transposed", ROWS_BY_NB1),
+    ("TOP_K", "layout=padded", ROWS_BY_NB1),
+    ("COUNT_EQUAL", "layout=padded", COUNT_EQUAL_ROWS),
+    ("COUNT_EQUAL", "layout=permuted", COUNT_EQUAL_ROWS),
+    ("COUNT_EQUAL", "layout=transposed", COUNT_EQUAL_ROWS),
+    ("SOLVE_TRI", "layout_rhs=padded", SOLVE_TRI_PACKED),
+    ("SOLVE_TRI", "layout_rhs=transposed", SOLVE_TRI_PACKED),
+    ("GROUP_NORM", "num_groups=2147483647", GROUP_NORM_OVERFLOW),
+];
+
+const ROWS_BY_NB1: &str = "GGML's CPU kernel steps through the rows as i·nb1 (and reads each \
+     row as contiguous), wrong for a view with padded planes or strided rows";
+const COUNT_EQUAL_ROWS: &str = "GGML's CPU kernel splits the row index into (i1, i2, i3) with \
+     `ir − i3·ne3` where `ir − i3·ne2·ne1` is meant, so it reads the wrong rows of a strided \
+     3-D/4-D input";
+const SOLVE_TRI_PACKED: &str = "GGML's CPU kernel indexes b and x as packed matrices \
+     (`i·k + j`), ignoring b's row stride";
+const GROUP_NORM_OVERFLOW: &str = "GGML computes the channels per group as the int \
+     `(ne2 + n_groups − 1) / n_groups`, which overflows for n_groups near i32::MAX";
+
+/// The GGML bug that makes GGML's result for `case` wrong, if it is one of [`GGML_BUGS`].
+pub fn ggml_bug(case: &Case) -> Option<&'static str> {
+    GGML_BUGS
+        .iter()
+        .find(|(op, text, _)| case.op() == *op && case.name().contains(text))
+        .map(|(_, _, why)| *why)
+}
+
 /// Runs `case` on `target` and compares its outputs with GGML's in `fixture`, with the case's
 /// metric. A case missing from the fixture, refused by GGML, or whose fingerprint changed since
 /// the fixture was made (stale) is skipped, saying which.
@@ -182,6 +217,9 @@ pub fn compare_with_fixture(
              the fixture",
             fc.hash, exported.hash
         ));
+    }
+    if let Some(why) = ggml_bug(case) {
+        return skip(format!("a GGML bug: {why}"));
     }
     match fc.status {
         GgmlStatus::Computed => {}

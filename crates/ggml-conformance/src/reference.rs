@@ -82,6 +82,18 @@ pub fn alibi_slope(max_bias: f64, h: usize, n_head: usize) -> f64 {
 /// `(i1, i2 mod m2, i3 mod m3, i4 mod m4)`, and the slope is that of head `i2` of `a.ne[2]`
 /// (SOFT_MAX with its extensions).
 pub fn soft_max(a: &Host, mask: Option<&Host>, scale: f64, max_bias: f64) -> Host {
+    soft_max_sinks(a, mask, scale, max_bias, None)
+}
+
+/// [`soft_max`] with attention sinks: head `i2`'s sink `s` joins each row's normalisation as
+/// one more logit `s` that has no output.
+pub fn soft_max_sinks(
+    a: &Host,
+    mask: Option<&Host>,
+    scale: f64,
+    max_bias: f64,
+    sinks: Option<&Host>,
+) -> Host {
     a.map_rows(a.ne[0], |r, row| {
         let slope = alibi_slope(max_bias, r[2], a.ne[2]);
         let logits: Vec<f64> = (0..row.len())
@@ -93,9 +105,14 @@ pub fn soft_max(a: &Host, mask: Option<&Host>, scale: f64, max_bias: f64) -> Hos
                 row[c] * scale + slope * m
             })
             .collect();
-        let top = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let sink = sinks.map(|s| s.v[r[2]]);
+        let top = logits
+            .iter()
+            .chain(sink.as_ref())
+            .cloned()
+            .fold(f64::NEG_INFINITY, f64::max);
         let exps: Vec<f64> = logits.iter().map(|&l| (l - top).exp()).collect();
-        let total: f64 = exps.iter().sum();
+        let total: f64 = exps.iter().sum::<f64>() + sink.map_or(0.0, |s| (s - top).exp());
         exps.into_iter().map(|e| e / total).collect()
     })
 }

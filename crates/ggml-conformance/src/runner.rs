@@ -362,6 +362,7 @@ pub(crate) fn judge(
         });
         let limit = match case.metric {
             Metric::Exact => "exact".to_string(),
+            Metric::IndexSet => "exact index sets".to_string(),
             Metric::Nmse(t) => format!("threshold {t:.0e}"),
         };
         r.detail.push(format!(

@@ -1,6 +1,6 @@
-//! ARGSORT and TOP_K, exact: the reference sorts `(value, index)` pairs of each row (so ties
-//! keep index order, NaN above every number), over float types, strided inputs, ties,
-//! infinities and NaN.
+//! ARGSORT and TOP_K where the conformance suite does not look: the reference sorts
+//! `(value, index)` pairs of each row (so ties keep index order, NaN above every number), over
+//! float types and strided inputs with ties, infinities and NaN; and the shape rules.
 
 mod common;
 
@@ -45,8 +45,6 @@ fn top_k_ref(h: &Host, k: usize) -> Host {
 /// How a case fills its input.
 #[derive(Clone, Copy, Debug)]
 enum Fill {
-    /// Uniform values (distinct in practice for F32).
-    Random,
     /// Values from {−1, 0, 1, 2}: many ties.
     Ties,
     /// Random values with infinities and NaN among them.
@@ -55,7 +53,6 @@ enum Fill {
 
 fn value(fill: Fill, rng: &mut Rng) -> f64 {
     match fill {
-        Fill::Random => rng.uniform(-100.0, 100.0),
         Fill::Ties => rng.range(-1, 2) as f64,
         Fill::Special => match rng.below(8) {
             0 => f64::NAN,
@@ -66,27 +63,16 @@ fn value(fill: Fill, rng: &mut Rng) -> f64 {
     }
 }
 
+// Rows of distinct values are the conformance suite's (`ggml-conformance`, family `sort`);
+// here the orders GGML's metric leaves open: ties keep index order, NaN sorts above every
+// number, infinities at the ends.
+
 #[test]
-fn argsort_orders_sizes_types_layouts() {
+fn argsort_ties_and_special_values() {
     for order in [SortOrder::Asc, SortOrder::Desc] {
-        for ne0 in [1i64, 2, 7, 16, 33, 1000] {
-            let name = format!("ARGSORT(order={order:?},ne=[{ne0},3,2])");
-            check(&name, EXACT, |ctx, rng| {
-                let (a, ha) = input(
-                    ctx,
-                    Type::F32,
-                    &[ne0, 3, 2],
-                    Layout::Contiguous,
-                    rng,
-                    -1.0,
-                    1.0,
-                )?;
-                Ok((ctx.argsort(&a, order)?, argsort_ref(&ha, order)))
-            });
-        }
         for ty in FLOATS {
             for layout in LAYOUTS {
-                for fill in [Fill::Random, Fill::Ties, Fill::Special] {
+                for fill in [Fill::Ties, Fill::Special] {
                     let name = format!(
                         "ARGSORT(order={order:?},type={ty},layout={layout:?},fill={fill:?})"
                     );
@@ -99,52 +85,13 @@ fn argsort_orders_sizes_types_layouts() {
             }
         }
     }
-    // Five dimensions.
-    check("ARGSORT(order=Desc,ne=[5,2,3,2,2])", EXACT, |ctx, rng| {
-        let (a, ha) = input(
-            ctx,
-            Type::F32,
-            &[5, 2, 3, 2, 2],
-            Layout::Contiguous,
-            rng,
-            -1.0,
-            1.0,
-        )?;
-        Ok((
-            ctx.argsort(&a, SortOrder::Desc)?,
-            argsort_ref(&ha, SortOrder::Desc),
-        ))
-    });
 }
 
 #[test]
-fn top_k_sizes_types_layouts() {
-    for (ne0, k) in [
-        (1i64, 1i32),
-        (2, 2),
-        (7, 3),
-        (33, 1),
-        (100, 20),
-        (1000, 40),
-        (16, 16),
-    ] {
-        let name = format!("TOP_K(ne=[{ne0},4,2],k={k})");
-        check(&name, EXACT, |ctx, rng| {
-            let (a, ha) = input(
-                ctx,
-                Type::F32,
-                &[ne0, 4, 2],
-                Layout::Contiguous,
-                rng,
-                -1.0,
-                1.0,
-            )?;
-            Ok((ctx.top_k(&a, k)?, top_k_ref(&ha, k as usize)))
-        });
-    }
+fn top_k_ties_and_special_values() {
     for ty in FLOATS {
         for layout in LAYOUTS {
-            for fill in [Fill::Random, Fill::Ties, Fill::Special] {
+            for fill in [Fill::Ties, Fill::Special] {
                 let name = format!("TOP_K(type={ty},layout={layout:?},fill={fill:?},k=5)");
                 check(&name, EXACT, |ctx, rng| {
                     let (a, ha) =

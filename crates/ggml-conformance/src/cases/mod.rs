@@ -4,13 +4,20 @@
 use crate::case::Case;
 
 pub mod arith;
+pub mod attention;
 pub mod binary;
 pub mod copy;
+pub mod glu;
 pub mod matmul;
+pub mod moe;
 pub mod norm;
 pub mod reduce;
+pub mod rope;
 pub mod rows;
+pub mod scan;
+pub mod set_rows;
 pub mod softmax;
+pub mod sort;
 pub mod unary;
 pub mod view;
 
@@ -29,6 +36,13 @@ pub const FAMILIES: &[Family] = &[
     ("copy", copy::cases),
     ("view", view::cases),
     ("arith", arith::cases),
+    ("glu", glu::cases),
+    ("moe", moe::cases),
+    ("set_rows", set_rows::cases),
+    ("rope", rope::cases),
+    ("attention", attention::cases),
+    ("sort", sort::cases),
+    ("scan", scan::cases),
 ];
 
 /// Every case of every family, in family order.
@@ -40,13 +54,15 @@ pub fn all() -> Vec<Case> {
 mod tests {
     use std::collections::HashSet;
 
+    use ggml::ops::GluOp;
     use ggml::{Op, Tensor, UnaryOp};
 
-    /// GGML's `ggml_op_desc`: the unary op's own name for UNARY nodes, else the op's name.
-    /// (Extend it when a family's op is described another way, e.g. GLU by its GLU op.)
+    /// GGML's `ggml_op_desc`: the unary or GLU op's own name for UNARY and GLU nodes, else
+    /// the op's name.
     fn op_desc(t: &Tensor) -> &'static str {
         match t.op() {
             Op::Unary => UnaryOp::from_i32(t.op_params()[0]).map_or("UNARY", UnaryOp::name),
+            Op::Glu => GluOp::from_i32(t.op_params()[0]).map_or("GLU", GluOp::name),
             op => op.name(),
         }
     }

@@ -78,20 +78,8 @@ pub fn alibi_slope(max_bias: f64, h: usize, n_head: usize) -> f64 {
 }
 
 /// softmax(x·scale + slope·mask) per row, mask row `i` for row `i`, broadcast over dims 2..5
-/// (SOFT_MAX, SOFT_MAX_EXT).
+/// (SOFT_MAX, SOFT_MAX_EXT; with sinks it is the conformance suite's).
 pub fn soft_max(a: &Host, mask: Option<&Host>, scale: f64, max_bias: f64) -> Host {
-    soft_max_sinks(a, mask, scale, max_bias, None)
-}
-
-/// [`soft_max`] with an extra logit `sinks[h]` per head `h` (dimension 2) in each row's
-/// normalisation, taking no output (`ggml_soft_max_add_sinks`).
-pub fn soft_max_sinks(
-    a: &Host,
-    mask: Option<&Host>,
-    scale: f64,
-    max_bias: f64,
-    sinks: Option<&[f64]>,
-) -> Host {
     a.map_rows(a.ne[0], |r, row| {
         let slope = alibi_slope(max_bias, r[1], a.ne[2]);
         let w: Vec<f64> = row
@@ -104,14 +92,9 @@ pub fn soft_max_sinks(
                 x * scale + slope * m
             })
             .collect();
-        let sink = sinks.map(|s| s[r[1]]);
-        let max = w
-            .iter()
-            .chain(sink.as_ref())
-            .copied()
-            .fold(f64::NEG_INFINITY, f64::max);
+        let max = w.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let e: Vec<f64> = w.iter().map(|&x| (x - max).exp()).collect();
-        let s: f64 = e.iter().sum::<f64>() + sink.map_or(0.0, |k| (k - max).exp());
+        let s: f64 = e.iter().sum();
         e.iter().map(|x| x / s).collect()
     })
 }

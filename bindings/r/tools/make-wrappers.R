@@ -1,9 +1,11 @@
 # Regenerates R/extendr-wrappers.R from the Rust crate's own metadata (its
-# make_ggmlrs_wrappers entry point), after the package was installed:
-#   R CMD INSTALL bindings/r && Rscript bindings/r/tools/make-wrappers.R bindings/r
+# make_ggmlrs_wrappers entry point). It loads the shared library that R CMD INSTALL left in
+# src/, so it works even when the old wrappers keep the package from loading:
+#   R CMD INSTALL bindings/r; Rscript bindings/r/tools/make-wrappers.R bindings/r
+#   R CMD INSTALL bindings/r
 args <- commandArgs(trailingOnly = TRUE)
 pkg_dir <- if (length(args) >= 1) args[[1]] else "."
-invisible(loadNamespace("ggmlrs"))
+dll <- dyn.load(file.path(pkg_dir, "src", paste0("ggmlrs", .Platform$dynlib.ext)))
 code <- .Call("wrap__make_ggmlrs_wrappers", use_symbols = TRUE,
               package_name = "ggmlrs", PACKAGE = "ggmlrs")
 out <- file.path(pkg_dir, "R", "extendr-wrappers.R")

@@ -419,8 +419,17 @@ fn ggml_backend_synchronize(backend: Robj) -> Result<()> {
     )
 }
 
+/// Called by `.onLoad`. extendr turns an `Err` into an R error by way of a caught panic, so
+/// Rust's default panic hook would print every R error a second time on stderr, with a
+/// backtrace; the R error carries the message, so the hook prints nothing.
+#[extendr(invisible)]
+fn rs_quiet_panics() {
+    std::panic::set_hook(Box::new(|_| {}));
+}
+
 extendr_module! {
     mod ggmlrs;
+    fn rs_quiet_panics;
     fn ggml_init;
     fn ggml_free;
     fn ggml_reset;

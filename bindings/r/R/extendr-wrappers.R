@@ -202,4 +202,101 @@ ggml_backend_graph_compute_async <- function(backend, graph) .Call(wrap__ggml_ba
 #' @export
 ggml_backend_synchronize <- function(backend) invisible(.Call(wrap__ggml_backend_synchronize, backend))
 
+#' Allocates every tensor of a `no_alloc = TRUE` context in one buffer of the backend (or a
+#' multi-buffer past the buffer type's maximum size) (`ggml_backend_alloc_ctx_tensors`).
+#' @param ctx A context made with `no_alloc = TRUE`.
+#' @param backend A backend.
+#' @return A buffer (external pointer, freed by the garbage collector or
+#'   `ggml_backend_buffer_free`).
+#' @export
+ggml_backend_alloc_ctx_tensors <- function(ctx, backend) .Call(wrap__ggml_backend_alloc_ctx_tensors, ctx, backend)
+
+#' Frees a buffer's memory now, after its queued work (`ggml_backend_buffer_free`); its
+#' tensors can no longer be used (an R error). Freeing it again is harmless.
+#' @param buffer A buffer.
+#' @return `NULL`, invisibly.
+#' @export
+ggml_backend_buffer_free <- function(buffer) invisible(.Call(wrap__ggml_backend_buffer_free, buffer))
+
+#' Size of the buffer in bytes (`ggml_backend_buffer_get_size`).
+#' @param buffer A buffer.
+#' @return A number of bytes.
+#' @export
+ggml_backend_buffer_get_size <- function(buffer) .Call(wrap__ggml_backend_buffer_get_size, buffer)
+
+#' Name of the buffer's type (`ggml_backend_buffer_name`), e.g. `"CPU"`.
+#' @param buffer A buffer.
+#' @return A string.
+#' @export
+ggml_backend_buffer_name <- function(buffer) .Call(wrap__ggml_backend_buffer_name, buffer)
+
+#' Fills every byte of the buffer with `value` (`ggml_backend_buffer_clear`).
+#' @param buffer A buffer.
+#' @param value A byte, 0 to 255.
+#' @return `NULL`, invisibly.
+#' @export
+ggml_backend_buffer_clear <- function(buffer, value = 0L) invisible(.Call(wrap__ggml_backend_buffer_clear, buffer, value))
+
+#' Whether the buffer is in host memory (`ggml_backend_buffer_is_host`).
+#' @param buffer A buffer.
+#' @return `TRUE` or `FALSE`.
+#' @export
+ggml_backend_buffer_is_host <- function(buffer) .Call(wrap__ggml_backend_buffer_is_host, buffer)
+
+#' Whether the buffer is a multi-buffer (`ggml_backend_buffer_is_multi_buffer`).
+#' @param buffer A buffer.
+#' @return `TRUE` or `FALSE`.
+#' @export
+ggml_backend_buffer_is_multi_buffer <- function(buffer) .Call(wrap__ggml_backend_buffer_is_multi_buffer, buffer)
+
+#' Resets the buffer's tensors' extra state (`ggml_backend_buffer_reset`).
+#' @param buffer A buffer.
+#' @return `NULL`, invisibly.
+#' @export
+ggml_backend_buffer_reset <- function(buffer) invisible(.Call(wrap__ggml_backend_buffer_reset, buffer))
+
+#' Sets the buffer's usage (`ggml_backend_buffer_set_usage`); a multi-buffer passes it to
+#' every part.
+#' @param buffer A buffer.
+#' @param usage A `ggml_backend_buffer_usage_*()` value.
+#' @return `NULL`, invisibly.
+#' @export
+ggml_backend_buffer_set_usage <- function(buffer, usage) invisible(.Call(wrap__ggml_backend_buffer_set_usage, buffer, usage))
+
+#' The buffer's usage (`ggml_backend_buffer_get_usage`).
+#' @param buffer A buffer.
+#' @return An integer: 0 any, 1 weights, 2 compute.
+#' @export
+ggml_backend_buffer_get_usage <- function(buffer) .Call(wrap__ggml_backend_buffer_get_usage, buffer)
+
+#' Usage "any" (`GGML_BACKEND_BUFFER_USAGE_ANY`).
+#' @return `0L`.
+#' @export
+ggml_backend_buffer_usage_any <- function() .Call(wrap__ggml_backend_buffer_usage_any)
+
+#' Usage "weights" (`GGML_BACKEND_BUFFER_USAGE_WEIGHTS`).
+#' @return `1L`.
+#' @export
+ggml_backend_buffer_usage_weights <- function() .Call(wrap__ggml_backend_buffer_usage_weights)
+
+#' Usage "compute" (`GGML_BACKEND_BUFFER_USAGE_COMPUTE`).
+#' @return `2L`.
+#' @export
+ggml_backend_buffer_usage_compute <- function() .Call(wrap__ggml_backend_buffer_usage_compute)
+
+#' One buffer made of several (`ggml_backend_multi_buffer_alloc_buffer`). It takes the parts
+#' over: the buffers given read as freed afterwards. A single buffer may be given bare.
+#' @param buffers A list of buffers.
+#' @return A multi-buffer (external pointer).
+#' @export
+ggml_backend_multi_buffer_alloc_buffer <- function(buffers) .Call(wrap__ggml_backend_multi_buffer_alloc_buffer, buffers)
+
+#' Sets the usage of every part of a multi-buffer (`ggml_backend_multi_buffer_set_usage`);
+#' an R error for a plain buffer.
+#' @param buffer A multi-buffer.
+#' @param usage A `ggml_backend_buffer_usage_*()` value.
+#' @return `NULL`, invisibly.
+#' @export
+ggml_backend_multi_buffer_set_usage <- function(buffer, usage) invisible(.Call(wrap__ggml_backend_multi_buffer_set_usage, buffer, usage))
+
 

@@ -25,11 +25,9 @@ impl<T: Clone + 'static> Slot<T> {
         self.handle.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Drops the handle now; later uses of the pointer are errors.
-    pub fn free(&self) {
-        // Take first, drop after the lock is released: dropping may wait for queued work.
-        let taken = self.lock().take();
-        drop(taken);
+    /// Takes the handle out; later uses of the pointer are errors.
+    fn take(&self) -> Option<T> {
+        self.lock().take()
     }
 }
 
@@ -60,11 +58,22 @@ pub fn handle<T: Clone + 'static>(obj: &Robj, arg: &str, what: &str) -> Result<T
         .ok_or_else(|| Error::Other(format!("argument `{arg}`: the {what} was freed")))
 }
 
-/// Frees the handle behind `obj` (harmless when already freed); an error naming `arg` when
-/// `obj` is not a `what` handle.
-pub fn free<T: Clone + 'static>(obj: &Robj, arg: &str, what: &str) -> Result<()> {
-    slot::<T>(obj, arg, what)?.free();
+/// Takes the handle out of `obj` and gives it to `release` (harmless when already freed: then
+/// `release` is not called); an error naming `arg` when `obj` is not a `what` handle.
+/// The lock is released before `release` runs, which may wait for queued work.
+pub fn free<T: Clone + 'static>(obj: &Robj, arg: &str, what: &str, release: fn(T)) -> Result<()> {
+    if let Some(h) = slot::<T>(obj, arg, what)?.take() {
+        release(h);
+    }
     Ok(())
+}
+
+/// Takes the live handle out of `obj`, which then reads as freed (ownership passes to the
+/// caller); an error naming `arg` when it is not a `what` handle or was freed.
+pub fn take<T: Clone + 'static>(obj: &Robj, arg: &str, what: &str) -> Result<T> {
+    slot::<T>(obj, arg, what)?
+        .take()
+        .ok_or_else(|| Error::Other(format!("argument `{arg}`: the {what} was freed")))
 }
 
 /// One number given as an R integer or double of length 1, not NA, and whole.

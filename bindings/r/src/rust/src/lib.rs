@@ -10,13 +10,14 @@ mod args;
 
 use args::{bytes, dim, flag, ggml_type, handle, lib, Slot};
 use extendr_api::prelude::*;
-use extendr_api::Result;
-use ggml::{Backend, Context, ErrorKind, Graph, Tensor};
+use extendr_api::{Error, Result};
+use ggml::{Backend, Buffer, BufferUsage, Context, ErrorKind, Graph, Tensor};
 
 const CTX: &str = "ggml context";
 const TENSOR: &str = "ggml tensor";
 const GRAPH: &str = "ggml graph";
 const BACKEND: &str = "ggml backend";
+const BUFFER: &str = "ggml backend buffer";
 
 fn ctx_arg(obj: &Robj) -> Result<Context> {
     handle(obj, "ctx", CTX)
@@ -32,6 +33,10 @@ fn backend_arg(obj: &Robj) -> Result<Backend> {
 
 fn graph_arg(obj: &Robj) -> Result<Graph> {
     handle(obj, "graph", GRAPH)
+}
+
+fn buffer_arg(obj: &Robj) -> Result<Buffer> {
+    handle(obj, "buffer", BUFFER)
 }
 
 // ---- contexts -------------------------------------------------------------------------------
@@ -61,7 +66,7 @@ fn ggml_init(
 /// @export
 #[extendr(invisible)]
 fn ggml_free(ctx: Robj) -> Result<()> {
-    args::free::<Context>(&ctx, "ctx", CTX)
+    args::free::<Context>(&ctx, "ctx", CTX, drop)
 }
 
 /// Forgets every tensor of the context and makes its whole budget available again
@@ -353,7 +358,7 @@ fn ggml_backend_cpu_init() -> Result<Robj> {
 /// @export
 #[extendr(invisible)]
 fn ggml_backend_free(backend: Robj) -> Result<()> {
-    args::free::<Backend>(&backend, "backend", BACKEND)
+    args::free::<Backend>(&backend, "backend", BACKEND, Backend::free)
 }
 
 /// The backend's name (`ggml_backend_name`), e.g. `"CPU"`.
@@ -363,6 +368,193 @@ fn ggml_backend_free(backend: Robj) -> Result<()> {
 #[extendr]
 fn ggml_backend_name(backend: Robj) -> Result<String> {
     Ok(backend_arg(&backend)?.name())
+}
+
+// ---- backend buffers ----------------------------------------------------------------------------
+
+/// Allocates every tensor of a `no_alloc = TRUE` context in one buffer of the backend (or a
+/// multi-buffer past the buffer type's maximum size) (`ggml_backend_alloc_ctx_tensors`).
+/// @param ctx A context made with `no_alloc = TRUE`.
+/// @param backend A backend.
+/// @return A buffer (external pointer, freed by the garbage collector or
+///   `ggml_backend_buffer_free`).
+/// @export
+#[extendr]
+fn ggml_backend_alloc_ctx_tensors(ctx: Robj, backend: Robj) -> Result<Robj> {
+    let (c, b) = (ctx_arg(&ctx)?, backend_arg(&backend)?);
+    Ok(Slot::wrap(lib(
+        "ggml_backend_alloc_ctx_tensors",
+        ggml::backend::alloc_ctx_tensors(&c, &b),
+    )?))
+}
+
+/// Frees a buffer's memory now, after its queued work (`ggml_backend_buffer_free`); its
+/// tensors can no longer be used (an R error). Freeing it again is harmless.
+/// @param buffer A buffer.
+/// @return `NULL`, invisibly.
+/// @export
+#[extendr(invisible)]
+fn ggml_backend_buffer_free(buffer: Robj) -> Result<()> {
+    args::free::<Buffer>(&buffer, "buffer", BUFFER, Buffer::free)
+}
+
+/// Size of the buffer in bytes (`ggml_backend_buffer_get_size`).
+/// @param buffer A buffer.
+/// @return A number of bytes.
+/// @export
+#[extendr]
+fn ggml_backend_buffer_get_size(buffer: Robj) -> Result<f64> {
+    Ok(buffer_arg(&buffer)?.get_size() as f64)
+}
+
+/// Name of the buffer's type (`ggml_backend_buffer_name`), e.g. `"CPU"`.
+/// @param buffer A buffer.
+/// @return A string.
+/// @export
+#[extendr]
+fn ggml_backend_buffer_name(buffer: Robj) -> Result<String> {
+    Ok(buffer_arg(&buffer)?.name())
+}
+
+/// Fills every byte of the buffer with `value` (`ggml_backend_buffer_clear`).
+/// @param buffer A buffer.
+/// @param value A byte, 0 to 255.
+/// @return `NULL`, invisibly.
+/// @export
+#[extendr(invisible)]
+fn ggml_backend_buffer_clear(buffer: Robj, #[extendr(default = "0L")] value: Robj) -> Result<()> {
+    let b = buffer_arg(&buffer)?;
+    let v = args::int_in(&value, "value", 0.0, 255.0)? as u8;
+    lib("ggml_backend_buffer_clear", b.clear(v))
+}
+
+/// Whether the buffer is in host memory (`ggml_backend_buffer_is_host`).
+/// @param buffer A buffer.
+/// @return `TRUE` or `FALSE`.
+/// @export
+#[extendr]
+fn ggml_backend_buffer_is_host(buffer: Robj) -> Result<bool> {
+    Ok(buffer_arg(&buffer)?.is_host())
+}
+
+/// Whether the buffer is a multi-buffer (`ggml_backend_buffer_is_multi_buffer`).
+/// @param buffer A buffer.
+/// @return `TRUE` or `FALSE`.
+/// @export
+#[extendr]
+fn ggml_backend_buffer_is_multi_buffer(buffer: Robj) -> Result<bool> {
+    Ok(buffer_arg(&buffer)?.is_multi_buffer())
+}
+
+/// Resets the buffer's tensors' extra state (`ggml_backend_buffer_reset`).
+/// @param buffer A buffer.
+/// @return `NULL`, invisibly.
+/// @export
+#[extendr(invisible)]
+fn ggml_backend_buffer_reset(buffer: Robj) -> Result<()> {
+    lib("ggml_backend_buffer_reset", buffer_arg(&buffer)?.reset())
+}
+
+fn usage_arg(obj: &Robj) -> Result<BufferUsage> {
+    Ok(match args::int_in(obj, "usage", 0.0, 2.0)? as u8 {
+        1 => BufferUsage::Weights,
+        2 => BufferUsage::Compute,
+        _ => BufferUsage::Any,
+    })
+}
+
+/// Sets the buffer's usage (`ggml_backend_buffer_set_usage`); a multi-buffer passes it to
+/// every part.
+/// @param buffer A buffer.
+/// @param usage A `ggml_backend_buffer_usage_*()` value.
+/// @return `NULL`, invisibly.
+/// @export
+#[extendr(invisible)]
+fn ggml_backend_buffer_set_usage(buffer: Robj, usage: Robj) -> Result<()> {
+    let b = buffer_arg(&buffer)?;
+    b.set_usage(usage_arg(&usage)?);
+    Ok(())
+}
+
+/// The buffer's usage (`ggml_backend_buffer_get_usage`).
+/// @param buffer A buffer.
+/// @return An integer: 0 any, 1 weights, 2 compute.
+/// @export
+#[extendr]
+fn ggml_backend_buffer_get_usage(buffer: Robj) -> Result<i32> {
+    Ok(buffer_arg(&buffer)?.get_usage() as i32)
+}
+
+/// Usage "any" (`GGML_BACKEND_BUFFER_USAGE_ANY`).
+/// @return `0L`.
+/// @export
+#[extendr]
+fn ggml_backend_buffer_usage_any() -> i32 {
+    BufferUsage::Any as i32
+}
+
+/// Usage "weights" (`GGML_BACKEND_BUFFER_USAGE_WEIGHTS`).
+/// @return `1L`.
+/// @export
+#[extendr]
+fn ggml_backend_buffer_usage_weights() -> i32 {
+    BufferUsage::Weights as i32
+}
+
+/// Usage "compute" (`GGML_BACKEND_BUFFER_USAGE_COMPUTE`).
+/// @return `2L`.
+/// @export
+#[extendr]
+fn ggml_backend_buffer_usage_compute() -> i32 {
+    BufferUsage::Compute as i32
+}
+
+/// One buffer made of several (`ggml_backend_multi_buffer_alloc_buffer`). It takes the parts
+/// over: the buffers given read as freed afterwards. A single buffer may be given bare.
+/// @param buffers A list of buffers.
+/// @return A multi-buffer (external pointer).
+/// @export
+#[extendr]
+fn ggml_backend_multi_buffer_alloc_buffer(buffers: Robj) -> Result<Robj> {
+    let items: Vec<Robj> = match buffers.as_list() {
+        Some(l) => l.values().collect(),
+        None => vec![buffers],
+    };
+    // Check every element before taking any, so that an error leaves them all usable.
+    for (i, b) in items.iter().enumerate() {
+        handle::<Buffer>(b, &format!("buffers[[{}]]", i + 1), BUFFER)?;
+        if let Some(j) = items[..i].iter().position(|o| o == b) {
+            return Err(Error::Other(format!(
+                "argument `buffers`: element {} is element {} again",
+                i + 1,
+                j + 1
+            )));
+        }
+    }
+    let parts = items
+        .iter()
+        .enumerate()
+        .map(|(i, b)| args::take::<Buffer>(b, &format!("buffers[[{}]]", i + 1), BUFFER))
+        .collect::<Result<Vec<Buffer>>>()?;
+    Ok(Slot::wrap(lib(
+        "ggml_backend_multi_buffer_alloc_buffer",
+        ggml::backend::multi_buffer_alloc_buffer(parts),
+    )?))
+}
+
+/// Sets the usage of every part of a multi-buffer (`ggml_backend_multi_buffer_set_usage`);
+/// an R error for a plain buffer.
+/// @param buffer A multi-buffer.
+/// @param usage A `ggml_backend_buffer_usage_*()` value.
+/// @return `NULL`, invisibly.
+/// @export
+#[extendr(invisible)]
+fn ggml_backend_multi_buffer_set_usage(buffer: Robj, usage: Robj) -> Result<()> {
+    let b = buffer_arg(&buffer)?;
+    lib(
+        "ggml_backend_multi_buffer_set_usage",
+        b.multi_buffer_set_usage(usage_arg(&usage)?),
+    )
 }
 
 /// ggmlR's status for a computation: 0 on success, GGML's status code (-1 failed,
@@ -459,4 +651,19 @@ extendr_module! {
     fn ggml_backend_graph_compute;
     fn ggml_backend_graph_compute_async;
     fn ggml_backend_synchronize;
+    fn ggml_backend_alloc_ctx_tensors;
+    fn ggml_backend_buffer_free;
+    fn ggml_backend_buffer_get_size;
+    fn ggml_backend_buffer_name;
+    fn ggml_backend_buffer_clear;
+    fn ggml_backend_buffer_is_host;
+    fn ggml_backend_buffer_is_multi_buffer;
+    fn ggml_backend_buffer_reset;
+    fn ggml_backend_buffer_set_usage;
+    fn ggml_backend_buffer_get_usage;
+    fn ggml_backend_buffer_usage_any;
+    fn ggml_backend_buffer_usage_weights;
+    fn ggml_backend_buffer_usage_compute;
+    fn ggml_backend_multi_buffer_alloc_buffer;
+    fn ggml_backend_multi_buffer_set_usage;
 }

@@ -9,6 +9,10 @@ rs_quiet_panics <- function() invisible(.Call(wrap__rs_quiet_panics))
 #' @param mem_size Bytes of tensor memory.
 #' @param no_alloc Create tensors without data.
 #' @return A context (external pointer, freed by the garbage collector or `ggml_free`).
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' ggml_used_mem(ctx)
+#' ggml_free(ctx)
 #' @export
 ggml_init <- function(mem_size = 16 * 1024 * 1024, no_alloc = FALSE) .Call(wrap__ggml_init, mem_size, no_alloc)
 
@@ -16,6 +20,10 @@ ggml_init <- function(mem_size = 16 * 1024 * 1024, no_alloc = FALSE) .Call(wrap_
 #' their own data and stay usable.
 #' @param ctx A context from `ggml_init`.
 #' @return `NULL`, invisibly.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' ggml_free(ctx)
+#' ggml_free(ctx)  # harmless
 #' @export
 ggml_free <- function(ctx) invisible(.Call(wrap__ggml_free, ctx))
 
@@ -23,12 +31,21 @@ ggml_free <- function(ctx) invisible(.Call(wrap__ggml_free, ctx))
 #' (`ggml_reset`).
 #' @param ctx A context from `ggml_init`.
 #' @return `NULL`, invisibly.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 16)
+#' ggml_reset(ctx)
+#' ggml_used_mem(ctx)  # 0
 #' @export
 ggml_reset <- function(ctx) invisible(.Call(wrap__ggml_reset, ctx))
 
 #' Bytes of the context's budget used so far (`ggml_used_mem`).
 #' @param ctx A context from `ggml_init`.
 #' @return A number of bytes.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 256)
+#' ggml_used_mem(ctx)
 #' @export
 ggml_used_mem <- function(ctx) .Call(wrap__ggml_used_mem, ctx)
 
@@ -37,6 +54,10 @@ ggml_used_mem <- function(ctx) .Call(wrap__ggml_used_mem, ctx)
 #' @param type A `GGML_TYPE_*` constant.
 #' @param ne0 Number of elements.
 #' @return A tensor (external pointer).
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+#' ggml_nelements(t)
 #' @export
 ggml_new_tensor_1d <- function(ctx, type, ne0) .Call(wrap__ggml_new_tensor_1d, ctx, type, ne0)
 
@@ -45,6 +66,10 @@ ggml_new_tensor_1d <- function(ctx, type, ne0) .Call(wrap__ggml_new_tensor_1d, c
 #' @param type A `GGML_TYPE_*` constant.
 #' @param ne0,ne1 Sizes of dimensions 0 and 1.
 #' @return A tensor (external pointer).
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' t <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 2)
+#' ggml_tensor_shape(t)
 #' @export
 ggml_new_tensor_2d <- function(ctx, type, ne0, ne1) .Call(wrap__ggml_new_tensor_2d, ctx, type, ne0, ne1)
 
@@ -53,6 +78,10 @@ ggml_new_tensor_2d <- function(ctx, type, ne0, ne1) .Call(wrap__ggml_new_tensor_
 #' @param type A `GGML_TYPE_*` constant.
 #' @param ne0,ne1,ne2 Sizes of dimensions 0 to 2.
 #' @return A tensor (external pointer).
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' t <- ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 4, 3, 2)
+#' ggml_n_dims(t)
 #' @export
 ggml_new_tensor_3d <- function(ctx, type, ne0, ne1, ne2) .Call(wrap__ggml_new_tensor_3d, ctx, type, ne0, ne1, ne2)
 
@@ -61,6 +90,10 @@ ggml_new_tensor_3d <- function(ctx, type, ne0, ne1, ne2) .Call(wrap__ggml_new_te
 #' @param type A `GGML_TYPE_*` constant.
 #' @param ne0,ne1,ne2,ne3 Sizes of dimensions 0 to 3.
 #' @return A tensor (external pointer).
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' t <- ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 2, 2, 2, 2)
+#' ggml_nelements(t)
 #' @export
 ggml_new_tensor_4d <- function(ctx, type, ne0, ne1, ne2, ne3) .Call(wrap__ggml_new_tensor_4d, ctx, type, ne0, ne1, ne2, ne3)
 
@@ -68,12 +101,22 @@ ggml_new_tensor_4d <- function(ctx, type, ne0, ne1, ne2, ne3) .Call(wrap__ggml_n
 #' @param tensor A tensor with data (F32, F16, BF16 or I32).
 #' @param data A numeric vector.
 #' @return `NULL`, invisibly.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)
+#' ggml_set_f32(t, c(1, 2, 3))
+#' ggml_get_f32(t)
 #' @export
 ggml_set_f32 <- function(tensor, data) invisible(.Call(wrap__ggml_set_f32, tensor, data))
 
 #' The tensor's values as doubles (`ggml_get_f32`).
 #' @param tensor A tensor with data (F32, F16, BF16 or I32).
 #' @return A numeric vector of `ggml_nelements(tensor)` values.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F16, 2)
+#' ggml_set_f32(t, c(0.1, 2))
+#' ggml_get_f32(t)  # F16 precision
 #' @export
 ggml_get_f32 <- function(tensor) .Call(wrap__ggml_get_f32, tensor)
 
@@ -81,48 +124,76 @@ ggml_get_f32 <- function(tensor) .Call(wrap__ggml_get_f32, tensor)
 #' @param tensor A tensor with data (I32, I16, I8, F32, F16 or BF16).
 #' @param data An integer vector (or doubles that are whole numbers).
 #' @return `NULL`, invisibly.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 3)
+#' ggml_set_i32(t, 1:3)
+#' ggml_get_i32(t)
 #' @export
 ggml_set_i32 <- function(tensor, data) invisible(.Call(wrap__ggml_set_i32, tensor, data))
 
 #' The tensor's values as integers (`ggml_get_i32`); float values are truncated.
 #' @param tensor A tensor with data.
 #' @return An integer vector of `ggml_nelements(tensor)` values.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 2)
+#' ggml_set_f32(t, c(1.9, -2.5))
+#' ggml_get_i32(t)  # truncated: 1 -2
 #' @export
 ggml_get_i32 <- function(tensor) .Call(wrap__ggml_get_i32, tensor)
 
 #' Number of elements (`ggml_nelements`).
 #' @param tensor A tensor.
 #' @return A number.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' ggml_nelements(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 4))  # 12
 #' @export
 ggml_nelements <- function(tensor) .Call(wrap__ggml_nelements, tensor)
 
 #' Size of the tensor's data in bytes (`ggml_nbytes`).
 #' @param tensor A tensor.
 #' @return A number of bytes.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' ggml_nbytes(ggml_new_tensor_1d(ctx, GGML_TYPE_F16, 8))  # 16
 #' @export
 ggml_nbytes <- function(tensor) .Call(wrap__ggml_nbytes, tensor)
 
 #' Number of dimensions, ignoring trailing dimensions of size 1 (`ggml_n_dims`).
 #' @param tensor A tensor.
 #' @return An integer from 1 to 5.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' ggml_n_dims(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 2, 3, 1))  # 2
 #' @export
 ggml_n_dims <- function(tensor) .Call(wrap__ggml_n_dims, tensor)
 
 #' Number of rows: the product of every dimension but the first (`ggml_nrows`).
 #' @param tensor A tensor.
 #' @return A number.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' ggml_nrows(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 2, 3, 4))  # 12
 #' @export
 ggml_nrows <- function(tensor) .Call(wrap__ggml_nrows, tensor)
 
 #' The sizes of all `GGML_MAX_DIMS` dimensions (`ggml_tensor_shape`).
 #' @param tensor A tensor.
 #' @return A numeric vector of length 5.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' ggml_tensor_shape(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 2))
 #' @export
 ggml_tensor_shape <- function(tensor) .Call(wrap__ggml_tensor_shape, tensor)
 
 #' The tensor's type code (`ggml_tensor_type`), a `GGML_TYPE_*` value.
 #' @param tensor A tensor.
 #' @return An integer.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' ggml_tensor_type(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 4)) == GGML_TYPE_I32
 #' @export
 ggml_tensor_type <- function(tensor) .Call(wrap__ggml_tensor_type, tensor)
 
@@ -130,6 +201,14 @@ ggml_tensor_type <- function(tensor) .Call(wrap__ggml_tensor_type, tensor)
 #' @param ctx A context from `ggml_init`.
 #' @param a,b Tensors; every dimension of `a` a multiple of `b`'s.
 #' @return A tensor of `a`'s shape, computed by a graph.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024)
+#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)
+#' ggml_set_f32(a, c(1, 2, 3))
+#' out <- ggml_add(ctx, a, a)
+#' ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
+#' ggml_get_f32(out)
 #' @export
 ggml_add <- function(ctx, a, b) .Call(wrap__ggml_add, ctx, a, b)
 
@@ -137,6 +216,14 @@ ggml_add <- function(ctx, a, b) .Call(wrap__ggml_add, ctx, a, b)
 #' @param ctx A context from `ggml_init`.
 #' @param a,b Tensors; every dimension of `a` a multiple of `b`'s.
 #' @return A tensor of `a`'s shape, computed by a graph.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024)
+#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)
+#' ggml_set_f32(a, c(1, 2, 3))
+#' out <- ggml_mul(ctx, a, a)
+#' ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
+#' ggml_get_f32(out)
 #' @export
 ggml_mul <- function(ctx, a, b) .Call(wrap__ggml_mul, ctx, a, b)
 
@@ -145,6 +232,16 @@ ggml_mul <- function(ctx, a, b) .Call(wrap__ggml_mul, ctx, a, b)
 #' @param ctx A context from `ggml_init`.
 #' @param a,b Tensors sharing dimension 0.
 #' @return An F32 tensor, computed by a graph.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024)
+#' a <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2, 2)
+#' b <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2, 1)
+#' ggml_set_f32(a, c(1, 2, 3, 4))
+#' ggml_set_f32(b, c(1, 1))
+#' out <- ggml_mul_mat(ctx, a, b)
+#' ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
+#' ggml_get_f32(out)  # 3 7
 #' @export
 ggml_mul_mat <- function(ctx, a, b) .Call(wrap__ggml_mul_mat, ctx, a, b)
 
@@ -152,6 +249,14 @@ ggml_mul_mat <- function(ctx, a, b) .Call(wrap__ggml_mul_mat, ctx, a, b)
 #' @param ctx A context from `ggml_init`.
 #' @param a A tensor.
 #' @return A tensor of `a`'s shape, computed by a graph.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024)
+#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)
+#' ggml_set_f32(a, c(-1, 0, 2))
+#' out <- ggml_relu(ctx, a)
+#' ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
+#' ggml_get_f32(out)
 #' @export
 ggml_relu <- function(ctx, a) .Call(wrap__ggml_relu, ctx, a)
 
@@ -159,11 +264,19 @@ ggml_relu <- function(ctx, a) .Call(wrap__ggml_relu, ctx, a)
 #' @param ctx A context from `ggml_init`.
 #' @param tensor The tensor to compute.
 #' @return A graph (external pointer).
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4)
+#' graph <- ggml_build_forward_expand(ctx, ggml_relu(ctx, a))
 #' @export
 ggml_build_forward_expand <- function(ctx, tensor) .Call(wrap__ggml_build_forward_expand, ctx, tensor)
 
 #' Starts a CPU backend (`ggml_backend_cpu_init`).
 #' @return A backend (external pointer, freed by the garbage collector or `ggml_backend_free`).
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ggml_backend_name(cpu)
+#' ggml_backend_free(cpu)
 #' @export
 ggml_backend_cpu_init <- function() .Call(wrap__ggml_backend_cpu_init)
 
@@ -171,12 +284,18 @@ ggml_backend_cpu_init <- function() .Call(wrap__ggml_backend_cpu_init)
 #' harmless.
 #' @param backend A backend.
 #' @return `NULL`, invisibly.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ggml_backend_free(cpu)
+#' ggml_backend_free(cpu)  # harmless
 #' @export
 ggml_backend_free <- function(backend) invisible(.Call(wrap__ggml_backend_free, backend))
 
 #' The backend's name (`ggml_backend_name`), e.g. `"CPU"`.
 #' @param backend A backend.
 #' @return A string.
+#' @examples
+#' ggml_backend_name(ggml_backend_cpu_init())
 #' @export
 ggml_backend_name <- function(backend) .Call(wrap__ggml_backend_name, backend)
 
@@ -184,6 +303,14 @@ ggml_backend_name <- function(backend) .Call(wrap__ggml_backend_name, backend)
 #' @param backend A backend.
 #' @param graph A graph from `ggml_build_forward_expand`.
 #' @return The status, `0` on success.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024)
+#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 2)
+#' ggml_set_f32(a, c(-1, 1))
+#' b <- ggml_relu(ctx, a)
+#' ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, b))  # 0
+#' ggml_get_f32(b)
 #' @export
 ggml_backend_graph_compute <- function(backend, graph) .Call(wrap__ggml_backend_graph_compute, backend, graph)
 
@@ -192,6 +319,15 @@ ggml_backend_graph_compute <- function(backend, graph) .Call(wrap__ggml_backend_
 #' @param backend A backend.
 #' @param graph A graph from `ggml_build_forward_expand`.
 #' @return The status, `0` when the work was queued.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(16 * 1024 * 1024)
+#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 100)
+#' b <- ggml_relu(ctx, a)
+#' graph <- ggml_build_forward_expand(ctx, b)
+#' ggml_set_f32(a, rnorm(100))
+#' status <- ggml_backend_graph_compute_async(cpu, graph)
+#' ggml_backend_synchronize(cpu)
 #' @export
 ggml_backend_graph_compute_async <- function(backend, graph) .Call(wrap__ggml_backend_graph_compute_async, backend, graph)
 
@@ -199,6 +335,9 @@ ggml_backend_graph_compute_async <- function(backend, graph) .Call(wrap__ggml_ba
 #' is an R error here.
 #' @param backend A backend.
 #' @return `NULL`, invisibly.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ggml_backend_synchronize(cpu)
 #' @export
 ggml_backend_synchronize <- function(backend) invisible(.Call(wrap__ggml_backend_synchronize, backend))
 
@@ -208,6 +347,12 @@ ggml_backend_synchronize <- function(backend) invisible(.Call(wrap__ggml_backend
 #' @param backend A backend.
 #' @return A buffer (external pointer, freed by the garbage collector or
 #'   `ggml_backend_buffer_free`).
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+#' buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+#' ggml_backend_buffer_get_size(buf)
 #' @export
 ggml_backend_alloc_ctx_tensors <- function(ctx, backend) .Call(wrap__ggml_backend_alloc_ctx_tensors, ctx, backend)
 
@@ -215,18 +360,37 @@ ggml_backend_alloc_ctx_tensors <- function(ctx, backend) .Call(wrap__ggml_backen
 #' tensors can no longer be used (an R error). Freeing it again is harmless.
 #' @param buffer A buffer.
 #' @return `NULL`, invisibly.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+#' buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+#' ggml_backend_buffer_free(buf)
+#' ggml_backend_buffer_free(buf)  # harmless
 #' @export
 ggml_backend_buffer_free <- function(buffer) invisible(.Call(wrap__ggml_backend_buffer_free, buffer))
 
 #' Size of the buffer in bytes (`ggml_backend_buffer_get_size`).
 #' @param buffer A buffer.
 #' @return A number of bytes.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+#' buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+#' ggml_backend_buffer_get_size(buf)
 #' @export
 ggml_backend_buffer_get_size <- function(buffer) .Call(wrap__ggml_backend_buffer_get_size, buffer)
 
 #' Name of the buffer's type (`ggml_backend_buffer_name`), e.g. `"CPU"`.
 #' @param buffer A buffer.
 #' @return A string.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+#' buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+#' ggml_backend_buffer_name(buf)
 #' @export
 ggml_backend_buffer_name <- function(buffer) .Call(wrap__ggml_backend_buffer_name, buffer)
 
@@ -234,24 +398,49 @@ ggml_backend_buffer_name <- function(buffer) .Call(wrap__ggml_backend_buffer_nam
 #' @param buffer A buffer.
 #' @param value A byte, 0 to 255.
 #' @return `NULL`, invisibly.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+#' buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+#' ggml_backend_buffer_clear(buf, 0L)
+#' ggml_get_f32(t)
 #' @export
 ggml_backend_buffer_clear <- function(buffer, value = 0L) invisible(.Call(wrap__ggml_backend_buffer_clear, buffer, value))
 
 #' Whether the buffer is in host memory (`ggml_backend_buffer_is_host`).
 #' @param buffer A buffer.
 #' @return `TRUE` or `FALSE`.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+#' buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+#' ggml_backend_buffer_is_host(buf)
 #' @export
 ggml_backend_buffer_is_host <- function(buffer) .Call(wrap__ggml_backend_buffer_is_host, buffer)
 
 #' Whether the buffer is a multi-buffer (`ggml_backend_buffer_is_multi_buffer`).
 #' @param buffer A buffer.
 #' @return `TRUE` or `FALSE`.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+#' buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+#' ggml_backend_buffer_is_multi_buffer(buf)  # FALSE
 #' @export
 ggml_backend_buffer_is_multi_buffer <- function(buffer) .Call(wrap__ggml_backend_buffer_is_multi_buffer, buffer)
 
 #' Resets the buffer's tensors' extra state (`ggml_backend_buffer_reset`).
 #' @param buffer A buffer.
 #' @return `NULL`, invisibly.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+#' buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+#' ggml_backend_buffer_reset(buf)
 #' @export
 ggml_backend_buffer_reset <- function(buffer) invisible(.Call(wrap__ggml_backend_buffer_reset, buffer))
 
@@ -260,27 +449,46 @@ ggml_backend_buffer_reset <- function(buffer) invisible(.Call(wrap__ggml_backend
 #' @param buffer A buffer.
 #' @param usage A `ggml_backend_buffer_usage_*()` value.
 #' @return `NULL`, invisibly.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+#' buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+#' ggml_backend_buffer_set_usage(buf, ggml_backend_buffer_usage_weights())
+#' ggml_backend_buffer_get_usage(buf)
 #' @export
 ggml_backend_buffer_set_usage <- function(buffer, usage) invisible(.Call(wrap__ggml_backend_buffer_set_usage, buffer, usage))
 
 #' The buffer's usage (`ggml_backend_buffer_get_usage`).
 #' @param buffer A buffer.
 #' @return An integer: 0 any, 1 weights, 2 compute.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+#' buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+#' ggml_backend_buffer_get_usage(buf)  # 0: any
 #' @export
 ggml_backend_buffer_get_usage <- function(buffer) .Call(wrap__ggml_backend_buffer_get_usage, buffer)
 
 #' Usage "any" (`GGML_BACKEND_BUFFER_USAGE_ANY`).
 #' @return `0L`.
+#' @examples
+#' ggml_backend_buffer_usage_any()
 #' @export
 ggml_backend_buffer_usage_any <- function() .Call(wrap__ggml_backend_buffer_usage_any)
 
 #' Usage "weights" (`GGML_BACKEND_BUFFER_USAGE_WEIGHTS`).
 #' @return `1L`.
+#' @examples
+#' ggml_backend_buffer_usage_weights()
 #' @export
 ggml_backend_buffer_usage_weights <- function() .Call(wrap__ggml_backend_buffer_usage_weights)
 
 #' Usage "compute" (`GGML_BACKEND_BUFFER_USAGE_COMPUTE`).
 #' @return `2L`.
+#' @examples
+#' ggml_backend_buffer_usage_compute()
 #' @export
 ggml_backend_buffer_usage_compute <- function() .Call(wrap__ggml_backend_buffer_usage_compute)
 
@@ -288,6 +496,17 @@ ggml_backend_buffer_usage_compute <- function() .Call(wrap__ggml_backend_buffer_
 #' over: the buffers given read as freed afterwards. A single buffer may be given bare.
 #' @param buffers A list of buffers.
 #' @return A multi-buffer (external pointer).
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx1 <- ggml_init(1024, no_alloc = TRUE)
+#' ctx2 <- ggml_init(2048, no_alloc = TRUE)
+#' a <- ggml_new_tensor_1d(ctx1, GGML_TYPE_F32, 10)
+#' b <- ggml_new_tensor_1d(ctx2, GGML_TYPE_F32, 20)
+#' buf1 <- ggml_backend_alloc_ctx_tensors(ctx1, cpu)
+#' buf2 <- ggml_backend_alloc_ctx_tensors(ctx2, cpu)
+#' multi <- ggml_backend_multi_buffer_alloc_buffer(list(buf1, buf2))
+#' ggml_backend_buffer_is_multi_buffer(multi)
+#' ggml_backend_buffer_free(multi)
 #' @export
 ggml_backend_multi_buffer_alloc_buffer <- function(buffers) .Call(wrap__ggml_backend_multi_buffer_alloc_buffer, buffers)
 
@@ -296,6 +515,16 @@ ggml_backend_multi_buffer_alloc_buffer <- function(buffers) .Call(wrap__ggml_bac
 #' @param buffer A multi-buffer.
 #' @param usage A `ggml_backend_buffer_usage_*()` value.
 #' @return `NULL`, invisibly.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx1 <- ggml_init(1024, no_alloc = TRUE)
+#' ctx2 <- ggml_init(2048, no_alloc = TRUE)
+#' a <- ggml_new_tensor_1d(ctx1, GGML_TYPE_F32, 10)
+#' b <- ggml_new_tensor_1d(ctx2, GGML_TYPE_F32, 20)
+#' buf1 <- ggml_backend_alloc_ctx_tensors(ctx1, cpu)
+#' buf2 <- ggml_backend_alloc_ctx_tensors(ctx2, cpu)
+#' multi <- ggml_backend_multi_buffer_alloc_buffer(list(buf1, buf2))
+#' ggml_backend_multi_buffer_set_usage(multi, ggml_backend_buffer_usage_compute())
 #' @export
 ggml_backend_multi_buffer_set_usage <- function(buffer, usage) invisible(.Call(wrap__ggml_backend_multi_buffer_set_usage, buffer, usage))
 

@@ -46,6 +46,10 @@ fn buffer_arg(obj: &Robj) -> Result<Buffer> {
 /// @param mem_size Bytes of tensor memory.
 /// @param no_alloc Create tensors without data.
 /// @return A context (external pointer, freed by the garbage collector or `ggml_free`).
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// ggml_used_mem(ctx)
+/// ggml_free(ctx)
 /// @export
 #[extendr]
 fn ggml_init(
@@ -63,6 +67,10 @@ fn ggml_init(
 /// their own data and stay usable.
 /// @param ctx A context from `ggml_init`.
 /// @return `NULL`, invisibly.
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// ggml_free(ctx)
+/// ggml_free(ctx)  # harmless
 /// @export
 #[extendr(invisible)]
 fn ggml_free(ctx: Robj) -> Result<()> {
@@ -73,6 +81,11 @@ fn ggml_free(ctx: Robj) -> Result<()> {
 /// (`ggml_reset`).
 /// @param ctx A context from `ggml_init`.
 /// @return `NULL`, invisibly.
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 16)
+/// ggml_reset(ctx)
+/// ggml_used_mem(ctx)  # 0
 /// @export
 #[extendr(invisible)]
 fn ggml_reset(ctx: Robj) -> Result<()> {
@@ -83,6 +96,10 @@ fn ggml_reset(ctx: Robj) -> Result<()> {
 /// Bytes of the context's budget used so far (`ggml_used_mem`).
 /// @param ctx A context from `ggml_init`.
 /// @return A number of bytes.
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 256)
+/// ggml_used_mem(ctx)
 /// @export
 #[extendr]
 fn ggml_used_mem(ctx: Robj) -> Result<f64> {
@@ -106,6 +123,10 @@ fn new_tensor(fname: &str, ctx: &Robj, ty: &Robj, ne: &[(&Robj, &str)]) -> Resul
 /// @param type A `GGML_TYPE_*` constant.
 /// @param ne0 Number of elements.
 /// @return A tensor (external pointer).
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+/// ggml_nelements(t)
 /// @export
 #[extendr]
 fn ggml_new_tensor_1d(ctx: Robj, r#type: Robj, ne0: Robj) -> Result<Robj> {
@@ -117,6 +138,10 @@ fn ggml_new_tensor_1d(ctx: Robj, r#type: Robj, ne0: Robj) -> Result<Robj> {
 /// @param type A `GGML_TYPE_*` constant.
 /// @param ne0,ne1 Sizes of dimensions 0 and 1.
 /// @return A tensor (external pointer).
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// t <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 2)
+/// ggml_tensor_shape(t)
 /// @export
 #[extendr]
 fn ggml_new_tensor_2d(ctx: Robj, r#type: Robj, ne0: Robj, ne1: Robj) -> Result<Robj> {
@@ -133,6 +158,10 @@ fn ggml_new_tensor_2d(ctx: Robj, r#type: Robj, ne0: Robj, ne1: Robj) -> Result<R
 /// @param type A `GGML_TYPE_*` constant.
 /// @param ne0,ne1,ne2 Sizes of dimensions 0 to 2.
 /// @return A tensor (external pointer).
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// t <- ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 4, 3, 2)
+/// ggml_n_dims(t)
 /// @export
 #[extendr]
 fn ggml_new_tensor_3d(ctx: Robj, r#type: Robj, ne0: Robj, ne1: Robj, ne2: Robj) -> Result<Robj> {
@@ -149,6 +178,10 @@ fn ggml_new_tensor_3d(ctx: Robj, r#type: Robj, ne0: Robj, ne1: Robj, ne2: Robj) 
 /// @param type A `GGML_TYPE_*` constant.
 /// @param ne0,ne1,ne2,ne3 Sizes of dimensions 0 to 3.
 /// @return A tensor (external pointer).
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// t <- ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 2, 2, 2, 2)
+/// ggml_nelements(t)
 /// @export
 #[extendr]
 fn ggml_new_tensor_4d(
@@ -171,6 +204,11 @@ fn ggml_new_tensor_4d(
 /// @param tensor A tensor with data (F32, F16, BF16 or I32).
 /// @param data A numeric vector.
 /// @return `NULL`, invisibly.
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)
+/// ggml_set_f32(t, c(1, 2, 3))
+/// ggml_get_f32(t)
 /// @export
 #[extendr(invisible)]
 fn ggml_set_f32(tensor: Robj, data: Robj) -> Result<()> {
@@ -181,6 +219,11 @@ fn ggml_set_f32(tensor: Robj, data: Robj) -> Result<()> {
 /// The tensor's values as doubles (`ggml_get_f32`).
 /// @param tensor A tensor with data (F32, F16, BF16 or I32).
 /// @return A numeric vector of `ggml_nelements(tensor)` values.
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F16, 2)
+/// ggml_set_f32(t, c(0.1, 2))
+/// ggml_get_f32(t)  # F16 precision
 /// @export
 #[extendr]
 fn ggml_get_f32(tensor: Robj) -> Result<Vec<f64>> {
@@ -193,6 +236,11 @@ fn ggml_get_f32(tensor: Robj) -> Result<Vec<f64>> {
 /// @param tensor A tensor with data (I32, I16, I8, F32, F16 or BF16).
 /// @param data An integer vector (or doubles that are whole numbers).
 /// @return `NULL`, invisibly.
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 3)
+/// ggml_set_i32(t, 1:3)
+/// ggml_get_i32(t)
 /// @export
 #[extendr(invisible)]
 fn ggml_set_i32(tensor: Robj, data: Robj) -> Result<()> {
@@ -203,6 +251,11 @@ fn ggml_set_i32(tensor: Robj, data: Robj) -> Result<()> {
 /// The tensor's values as integers (`ggml_get_i32`); float values are truncated.
 /// @param tensor A tensor with data.
 /// @return An integer vector of `ggml_nelements(tensor)` values.
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 2)
+/// ggml_set_f32(t, c(1.9, -2.5))
+/// ggml_get_i32(t)  # truncated: 1 -2
 /// @export
 #[extendr]
 fn ggml_get_i32(tensor: Robj) -> Result<Vec<i32>> {
@@ -213,6 +266,9 @@ fn ggml_get_i32(tensor: Robj) -> Result<Vec<i32>> {
 /// Number of elements (`ggml_nelements`).
 /// @param tensor A tensor.
 /// @return A number.
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// ggml_nelements(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 4))  # 12
 /// @export
 #[extendr]
 fn ggml_nelements(tensor: Robj) -> Result<f64> {
@@ -222,6 +278,9 @@ fn ggml_nelements(tensor: Robj) -> Result<f64> {
 /// Size of the tensor's data in bytes (`ggml_nbytes`).
 /// @param tensor A tensor.
 /// @return A number of bytes.
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// ggml_nbytes(ggml_new_tensor_1d(ctx, GGML_TYPE_F16, 8))  # 16
 /// @export
 #[extendr]
 fn ggml_nbytes(tensor: Robj) -> Result<f64> {
@@ -231,6 +290,9 @@ fn ggml_nbytes(tensor: Robj) -> Result<f64> {
 /// Number of dimensions, ignoring trailing dimensions of size 1 (`ggml_n_dims`).
 /// @param tensor A tensor.
 /// @return An integer from 1 to 5.
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// ggml_n_dims(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 2, 3, 1))  # 2
 /// @export
 #[extendr]
 fn ggml_n_dims(tensor: Robj) -> Result<i32> {
@@ -240,6 +302,9 @@ fn ggml_n_dims(tensor: Robj) -> Result<i32> {
 /// Number of rows: the product of every dimension but the first (`ggml_nrows`).
 /// @param tensor A tensor.
 /// @return A number.
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// ggml_nrows(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 2, 3, 4))  # 12
 /// @export
 #[extendr]
 fn ggml_nrows(tensor: Robj) -> Result<f64> {
@@ -250,6 +315,9 @@ fn ggml_nrows(tensor: Robj) -> Result<f64> {
 /// The sizes of all `GGML_MAX_DIMS` dimensions (`ggml_tensor_shape`).
 /// @param tensor A tensor.
 /// @return A numeric vector of length 5.
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// ggml_tensor_shape(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 2))
 /// @export
 #[extendr]
 fn ggml_tensor_shape(tensor: Robj) -> Result<Vec<f64>> {
@@ -260,6 +328,9 @@ fn ggml_tensor_shape(tensor: Robj) -> Result<Vec<f64>> {
 /// The tensor's type code (`ggml_tensor_type`), a `GGML_TYPE_*` value.
 /// @param tensor A tensor.
 /// @return An integer.
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// ggml_tensor_type(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 4)) == GGML_TYPE_I32
 /// @export
 #[extendr]
 fn ggml_tensor_type(tensor: Robj) -> Result<i32> {
@@ -284,6 +355,14 @@ fn binary(
 /// @param ctx A context from `ggml_init`.
 /// @param a,b Tensors; every dimension of `a` a multiple of `b`'s.
 /// @return A tensor of `a`'s shape, computed by a graph.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024)
+/// a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)
+/// ggml_set_f32(a, c(1, 2, 3))
+/// out <- ggml_add(ctx, a, a)
+/// ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
+/// ggml_get_f32(out)
 /// @export
 #[extendr]
 fn ggml_add(ctx: Robj, a: Robj, b: Robj) -> Result<Robj> {
@@ -294,6 +373,14 @@ fn ggml_add(ctx: Robj, a: Robj, b: Robj) -> Result<Robj> {
 /// @param ctx A context from `ggml_init`.
 /// @param a,b Tensors; every dimension of `a` a multiple of `b`'s.
 /// @return A tensor of `a`'s shape, computed by a graph.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024)
+/// a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)
+/// ggml_set_f32(a, c(1, 2, 3))
+/// out <- ggml_mul(ctx, a, a)
+/// ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
+/// ggml_get_f32(out)
 /// @export
 #[extendr]
 fn ggml_mul(ctx: Robj, a: Robj, b: Robj) -> Result<Robj> {
@@ -305,6 +392,16 @@ fn ggml_mul(ctx: Robj, a: Robj, b: Robj) -> Result<Robj> {
 /// @param ctx A context from `ggml_init`.
 /// @param a,b Tensors sharing dimension 0.
 /// @return An F32 tensor, computed by a graph.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024)
+/// a <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2, 2)
+/// b <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2, 1)
+/// ggml_set_f32(a, c(1, 2, 3, 4))
+/// ggml_set_f32(b, c(1, 1))
+/// out <- ggml_mul_mat(ctx, a, b)
+/// ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
+/// ggml_get_f32(out)  # 3 7
 /// @export
 #[extendr]
 fn ggml_mul_mat(ctx: Robj, a: Robj, b: Robj) -> Result<Robj> {
@@ -315,6 +412,14 @@ fn ggml_mul_mat(ctx: Robj, a: Robj, b: Robj) -> Result<Robj> {
 /// @param ctx A context from `ggml_init`.
 /// @param a A tensor.
 /// @return A tensor of `a`'s shape, computed by a graph.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024)
+/// a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)
+/// ggml_set_f32(a, c(-1, 0, 2))
+/// out <- ggml_relu(ctx, a)
+/// ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
+/// ggml_get_f32(out)
 /// @export
 #[extendr]
 fn ggml_relu(ctx: Robj, a: Robj) -> Result<Robj> {
@@ -329,6 +434,10 @@ fn ggml_relu(ctx: Robj, a: Robj) -> Result<Robj> {
 /// @param ctx A context from `ggml_init`.
 /// @param tensor The tensor to compute.
 /// @return A graph (external pointer).
+/// @examples
+/// ctx <- ggml_init(1024 * 1024)
+/// a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4)
+/// graph <- ggml_build_forward_expand(ctx, ggml_relu(ctx, a))
 /// @export
 #[extendr]
 fn ggml_build_forward_expand(ctx: Robj, tensor: Robj) -> Result<Robj> {
@@ -342,6 +451,10 @@ fn ggml_build_forward_expand(ctx: Robj, tensor: Robj) -> Result<Robj> {
 
 /// Starts a CPU backend (`ggml_backend_cpu_init`).
 /// @return A backend (external pointer, freed by the garbage collector or `ggml_backend_free`).
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ggml_backend_name(cpu)
+/// ggml_backend_free(cpu)
 /// @export
 #[extendr]
 fn ggml_backend_cpu_init() -> Result<Robj> {
@@ -355,6 +468,10 @@ fn ggml_backend_cpu_init() -> Result<Robj> {
 /// harmless.
 /// @param backend A backend.
 /// @return `NULL`, invisibly.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ggml_backend_free(cpu)
+/// ggml_backend_free(cpu)  # harmless
 /// @export
 #[extendr(invisible)]
 fn ggml_backend_free(backend: Robj) -> Result<()> {
@@ -364,6 +481,8 @@ fn ggml_backend_free(backend: Robj) -> Result<()> {
 /// The backend's name (`ggml_backend_name`), e.g. `"CPU"`.
 /// @param backend A backend.
 /// @return A string.
+/// @examples
+/// ggml_backend_name(ggml_backend_cpu_init())
 /// @export
 #[extendr]
 fn ggml_backend_name(backend: Robj) -> Result<String> {
@@ -378,6 +497,12 @@ fn ggml_backend_name(backend: Robj) -> Result<String> {
 /// @param backend A backend.
 /// @return A buffer (external pointer, freed by the garbage collector or
 ///   `ggml_backend_buffer_free`).
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+/// buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+/// ggml_backend_buffer_get_size(buf)
 /// @export
 #[extendr]
 fn ggml_backend_alloc_ctx_tensors(ctx: Robj, backend: Robj) -> Result<Robj> {
@@ -392,6 +517,13 @@ fn ggml_backend_alloc_ctx_tensors(ctx: Robj, backend: Robj) -> Result<Robj> {
 /// tensors can no longer be used (an R error). Freeing it again is harmless.
 /// @param buffer A buffer.
 /// @return `NULL`, invisibly.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+/// buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+/// ggml_backend_buffer_free(buf)
+/// ggml_backend_buffer_free(buf)  # harmless
 /// @export
 #[extendr(invisible)]
 fn ggml_backend_buffer_free(buffer: Robj) -> Result<()> {
@@ -401,6 +533,12 @@ fn ggml_backend_buffer_free(buffer: Robj) -> Result<()> {
 /// Size of the buffer in bytes (`ggml_backend_buffer_get_size`).
 /// @param buffer A buffer.
 /// @return A number of bytes.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+/// buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+/// ggml_backend_buffer_get_size(buf)
 /// @export
 #[extendr]
 fn ggml_backend_buffer_get_size(buffer: Robj) -> Result<f64> {
@@ -410,6 +548,12 @@ fn ggml_backend_buffer_get_size(buffer: Robj) -> Result<f64> {
 /// Name of the buffer's type (`ggml_backend_buffer_name`), e.g. `"CPU"`.
 /// @param buffer A buffer.
 /// @return A string.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+/// buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+/// ggml_backend_buffer_name(buf)
 /// @export
 #[extendr]
 fn ggml_backend_buffer_name(buffer: Robj) -> Result<String> {
@@ -420,6 +564,13 @@ fn ggml_backend_buffer_name(buffer: Robj) -> Result<String> {
 /// @param buffer A buffer.
 /// @param value A byte, 0 to 255.
 /// @return `NULL`, invisibly.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+/// buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+/// ggml_backend_buffer_clear(buf, 0L)
+/// ggml_get_f32(t)
 /// @export
 #[extendr(invisible)]
 fn ggml_backend_buffer_clear(buffer: Robj, #[extendr(default = "0L")] value: Robj) -> Result<()> {
@@ -431,6 +582,12 @@ fn ggml_backend_buffer_clear(buffer: Robj, #[extendr(default = "0L")] value: Rob
 /// Whether the buffer is in host memory (`ggml_backend_buffer_is_host`).
 /// @param buffer A buffer.
 /// @return `TRUE` or `FALSE`.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+/// buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+/// ggml_backend_buffer_is_host(buf)
 /// @export
 #[extendr]
 fn ggml_backend_buffer_is_host(buffer: Robj) -> Result<bool> {
@@ -440,6 +597,12 @@ fn ggml_backend_buffer_is_host(buffer: Robj) -> Result<bool> {
 /// Whether the buffer is a multi-buffer (`ggml_backend_buffer_is_multi_buffer`).
 /// @param buffer A buffer.
 /// @return `TRUE` or `FALSE`.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+/// buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+/// ggml_backend_buffer_is_multi_buffer(buf)  # FALSE
 /// @export
 #[extendr]
 fn ggml_backend_buffer_is_multi_buffer(buffer: Robj) -> Result<bool> {
@@ -449,6 +612,12 @@ fn ggml_backend_buffer_is_multi_buffer(buffer: Robj) -> Result<bool> {
 /// Resets the buffer's tensors' extra state (`ggml_backend_buffer_reset`).
 /// @param buffer A buffer.
 /// @return `NULL`, invisibly.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+/// buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+/// ggml_backend_buffer_reset(buf)
 /// @export
 #[extendr(invisible)]
 fn ggml_backend_buffer_reset(buffer: Robj) -> Result<()> {
@@ -468,6 +637,13 @@ fn usage_arg(obj: &Robj) -> Result<BufferUsage> {
 /// @param buffer A buffer.
 /// @param usage A `ggml_backend_buffer_usage_*()` value.
 /// @return `NULL`, invisibly.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+/// buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+/// ggml_backend_buffer_set_usage(buf, ggml_backend_buffer_usage_weights())
+/// ggml_backend_buffer_get_usage(buf)
 /// @export
 #[extendr(invisible)]
 fn ggml_backend_buffer_set_usage(buffer: Robj, usage: Robj) -> Result<()> {
@@ -479,6 +655,12 @@ fn ggml_backend_buffer_set_usage(buffer: Robj, usage: Robj) -> Result<()> {
 /// The buffer's usage (`ggml_backend_buffer_get_usage`).
 /// @param buffer A buffer.
 /// @return An integer: 0 any, 1 weights, 2 compute.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+/// t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+/// buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+/// ggml_backend_buffer_get_usage(buf)  # 0: any
 /// @export
 #[extendr]
 fn ggml_backend_buffer_get_usage(buffer: Robj) -> Result<i32> {
@@ -487,6 +669,8 @@ fn ggml_backend_buffer_get_usage(buffer: Robj) -> Result<i32> {
 
 /// Usage "any" (`GGML_BACKEND_BUFFER_USAGE_ANY`).
 /// @return `0L`.
+/// @examples
+/// ggml_backend_buffer_usage_any()
 /// @export
 #[extendr]
 fn ggml_backend_buffer_usage_any() -> i32 {
@@ -495,6 +679,8 @@ fn ggml_backend_buffer_usage_any() -> i32 {
 
 /// Usage "weights" (`GGML_BACKEND_BUFFER_USAGE_WEIGHTS`).
 /// @return `1L`.
+/// @examples
+/// ggml_backend_buffer_usage_weights()
 /// @export
 #[extendr]
 fn ggml_backend_buffer_usage_weights() -> i32 {
@@ -503,6 +689,8 @@ fn ggml_backend_buffer_usage_weights() -> i32 {
 
 /// Usage "compute" (`GGML_BACKEND_BUFFER_USAGE_COMPUTE`).
 /// @return `2L`.
+/// @examples
+/// ggml_backend_buffer_usage_compute()
 /// @export
 #[extendr]
 fn ggml_backend_buffer_usage_compute() -> i32 {
@@ -513,6 +701,17 @@ fn ggml_backend_buffer_usage_compute() -> i32 {
 /// over: the buffers given read as freed afterwards. A single buffer may be given bare.
 /// @param buffers A list of buffers.
 /// @return A multi-buffer (external pointer).
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx1 <- ggml_init(1024, no_alloc = TRUE)
+/// ctx2 <- ggml_init(2048, no_alloc = TRUE)
+/// a <- ggml_new_tensor_1d(ctx1, GGML_TYPE_F32, 10)
+/// b <- ggml_new_tensor_1d(ctx2, GGML_TYPE_F32, 20)
+/// buf1 <- ggml_backend_alloc_ctx_tensors(ctx1, cpu)
+/// buf2 <- ggml_backend_alloc_ctx_tensors(ctx2, cpu)
+/// multi <- ggml_backend_multi_buffer_alloc_buffer(list(buf1, buf2))
+/// ggml_backend_buffer_is_multi_buffer(multi)
+/// ggml_backend_buffer_free(multi)
 /// @export
 #[extendr]
 fn ggml_backend_multi_buffer_alloc_buffer(buffers: Robj) -> Result<Robj> {
@@ -547,6 +746,16 @@ fn ggml_backend_multi_buffer_alloc_buffer(buffers: Robj) -> Result<Robj> {
 /// @param buffer A multi-buffer.
 /// @param usage A `ggml_backend_buffer_usage_*()` value.
 /// @return `NULL`, invisibly.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx1 <- ggml_init(1024, no_alloc = TRUE)
+/// ctx2 <- ggml_init(2048, no_alloc = TRUE)
+/// a <- ggml_new_tensor_1d(ctx1, GGML_TYPE_F32, 10)
+/// b <- ggml_new_tensor_1d(ctx2, GGML_TYPE_F32, 20)
+/// buf1 <- ggml_backend_alloc_ctx_tensors(ctx1, cpu)
+/// buf2 <- ggml_backend_alloc_ctx_tensors(ctx2, cpu)
+/// multi <- ggml_backend_multi_buffer_alloc_buffer(list(buf1, buf2))
+/// ggml_backend_multi_buffer_set_usage(multi, ggml_backend_buffer_usage_compute())
 /// @export
 #[extendr(invisible)]
 fn ggml_backend_multi_buffer_set_usage(buffer: Robj, usage: Robj) -> Result<()> {
@@ -576,6 +785,14 @@ fn status(fname: &str, r: ggml::Result<()>) -> Result<i32> {
 /// @param backend A backend.
 /// @param graph A graph from `ggml_build_forward_expand`.
 /// @return The status, `0` on success.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(1024 * 1024)
+/// a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 2)
+/// ggml_set_f32(a, c(-1, 1))
+/// b <- ggml_relu(ctx, a)
+/// ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, b))  # 0
+/// ggml_get_f32(b)
 /// @export
 #[extendr]
 fn ggml_backend_graph_compute(backend: Robj, graph: Robj) -> Result<i32> {
@@ -588,6 +805,15 @@ fn ggml_backend_graph_compute(backend: Robj, graph: Robj) -> Result<i32> {
 /// @param backend A backend.
 /// @param graph A graph from `ggml_build_forward_expand`.
 /// @return The status, `0` when the work was queued.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ctx <- ggml_init(16 * 1024 * 1024)
+/// a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 100)
+/// b <- ggml_relu(ctx, a)
+/// graph <- ggml_build_forward_expand(ctx, b)
+/// ggml_set_f32(a, rnorm(100))
+/// status <- ggml_backend_graph_compute_async(cpu, graph)
+/// ggml_backend_synchronize(cpu)
 /// @export
 #[extendr]
 fn ggml_backend_graph_compute_async(backend: Robj, graph: Robj) -> Result<i32> {
@@ -602,6 +828,9 @@ fn ggml_backend_graph_compute_async(backend: Robj, graph: Robj) -> Result<i32> {
 /// is an R error here.
 /// @param backend A backend.
 /// @return `NULL`, invisibly.
+/// @examples
+/// cpu <- ggml_backend_cpu_init()
+/// ggml_backend_synchronize(cpu)
 /// @export
 #[extendr(invisible)]
 fn ggml_backend_synchronize(backend: Robj) -> Result<()> {

@@ -1,0 +1,3 @@
+.onLoad <- function(libname, pkgname) {
+  rs_quiet_panics()
+}

@@ -1,0 +1,4 @@
+library(testthat)
+library(ggmlrs)
+
+test_check("ggmlrs")

@@ -13,6 +13,7 @@
 
 use super::{dequantizable, dequantize_into, is_float, unsupported, NodePtrs, Params, TensorPtr};
 use super::{operand, Planned};
+use crate::cpu::quant_dot::{isa, quant_dot};
 use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::types::{bf16_to_f32, f16, Type};
@@ -22,15 +23,26 @@ const JB: usize = 8;
 /// Lanes of the partial sums of one dot product.
 const LANES: usize = 8;
 
-/// The kernel, with scratch per thread for one row of `a` and a block of [`JB`] rows of `b`
-/// as f32.
+/// Columns of `b` quantized at a time by the quantized kernel.
+const JQ: usize = 64;
+/// Rows of `a` per pass over a block of quantized columns (their weights stay in cache).
+const IQ: usize = 16;
+
+/// The kernel: for weights with an integer dot kernel ([`quant_dot`]), the quantized one, with
+/// scratch per thread for one row of `b` as f32 and [`JQ`] rows of `b` quantized to the dot
+/// type; else the f32 one, with scratch for one row of `a` and [`JB`] rows of `b` as f32.
 pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     let (a, b) = (operand(t, 0)?, operand(t, 1)?);
     let weights_ok = is_float(a.ty()) || dequantizable(a.ty());
     if t.ty() != Type::F32 || !weights_ok || !is_float(b.ty()) {
         return Err(unsupported(t));
     }
-    Ok(Planned::new(mul_mat, (1 + JB) * a.ne()[0] as usize * 4))
+    let k = a.ne()[0] as usize;
+    if let Some(qd) = quant_dot(a.ty(), isa()) {
+        let qbytes = qd.act.row_size(k as i64)?;
+        return Ok(Planned::new(mul_mat_quant, k * 4 + JQ * qbytes));
+    }
+    Ok(Planned::new(mul_mat, (1 + JB) * k * 4))
 }
 
 /// Row `row` of `t` as f32: borrowed when `may_borrow` and it already is packed, aligned f32,
@@ -192,6 +204,78 @@ fn dots_fn() -> DotsFn {
     dots_portable
 }
 
+/// The batches of `b` (its dimensions past the second, multiplied).
+fn batch_count(b: &TensorPtr) -> usize {
+    b.ne[2..].iter().product::<i64>() as usize
+}
+
+/// The batch indices of `a` and of `b` for batch `batch` of `b`, `a` broadcast over `b`.
+fn batch_index(a: &TensorPtr, b: &TensorPtr, batch: usize) -> ([usize; 3], [usize; 3]) {
+    let bi = [
+        batch % b.ne[2] as usize,
+        batch / b.ne[2] as usize % b.ne[3] as usize,
+        batch / (b.ne[2] * b.ne[3]) as usize,
+    ];
+    let ratio: [usize; 3] = std::array::from_fn(|i| (b.ne[i + 2] / a.ne[i + 2]) as usize);
+    (std::array::from_fn(|i| bi[i] / ratio[i]), bi)
+}
+
+/// MUL_MAT with quantized weights, as GGML: each block of [`JQ`] rows of `b` is quantized to
+/// the weights' dot type (every thread quantizes the block itself, in its scratch: a small
+/// fraction of its share of the products), then each row of `a` in this thread's range is
+/// dotted with it in block format, [`IQ`] rows of `a` at a time.
+///
+/// # Safety
+/// As [`KernelFn`](super::KernelFn), with the plan [`plan`] made for the node.
+unsafe fn mul_mat_quant(n: &NodePtrs, p: &Params) {
+    let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
+    let rows = p.range(a.ne[1] as usize);
+    let Some(qd) = quant_dot(a.ty, isa()) else {
+        unreachable!("planned for a type with a dot kernel")
+    };
+    if rows.is_empty() {
+        return;
+    }
+    let k = a.ne[0] as usize;
+    let wbytes = k / a.ty.blck_size() * a.ty.type_size();
+    let qbytes = k / qd.act.blck_size() * qd.act.type_size();
+    // SAFETY: the plan sized each thread's scratch for k f32 values and JQ quantized rows.
+    let scratch = unsafe { p.scratch_f32(k + (JQ * qbytes).div_ceil(4)) };
+    let (fbuf, qbuf) = scratch.split_at_mut(k);
+    let qbuf: &mut [u8] = &mut bytemuck::cast_slice_mut(qbuf)[..JQ * qbytes];
+    let borrow_b = !d.overlaps(b);
+    let nb1 = b.ne[1] as usize;
+    for batch in 0..batch_count(b) {
+        let (ai, bi) = batch_index(a, b, batch);
+        for j0 in (0..nb1).step_by(JQ) {
+            let nj = JQ.min(nb1 - j0);
+            for (t, q) in qbuf.chunks_exact_mut(qbytes).take(nj).enumerate() {
+                // SAFETY: j0 + t < b.ne[1]; bi is within b's batch dimensions; fbuf holds ne10.
+                let row = unsafe { row_f32(b, b.row([j0 + t, bi[0], bi[1], bi[2]]), fbuf, borrow_b) };
+                crate::quants::quantize_row_ref(qd.act, row, q)
+                    .expect("a row of whole blocks has a reference quantizer");
+            }
+            for i0 in rows.clone().step_by(IQ) {
+                for (t, y) in qbuf.chunks_exact(qbytes).take(nj).enumerate() {
+                    // SAFETY: as in `mul_mat`: (j0 + t, bi) is a row of dst.
+                    let drow = d.row([j0 + t, bi[0], bi[1], bi[2]]);
+                    for i in i0..(i0 + IQ).min(rows.end) {
+                        // SAFETY: i < a.ne[1], ai within a's batch dimensions; a row of a
+                        // quantized tensor is wbytes of packed blocks, not written by this node.
+                        let w = unsafe {
+                            std::slice::from_raw_parts(a.row([i, ai[0], ai[1], ai[2]]), wbytes)
+                        };
+                        // SAFETY: `isa()` chose a path this CPU runs; both rows hold k values.
+                        let v = unsafe { (qd.dot)(w, y) };
+                        // SAFETY: element i of a row of dst; only this thread writes its rows.
+                        unsafe { d.set(drow, i, v) }
+                    }
+                }
+            }
+        }
+    }
+}
+
 pub(super) unsafe fn mul_mat(n: &NodePtrs, p: &Params) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
     let rows = p.range(a.ne[1] as usize);
@@ -207,17 +291,9 @@ pub(super) unsafe fn mul_mat(n: &NodePtrs, p: &Params) {
     let scratch = unsafe { p.scratch_f32((1 + JB) * k) };
     let (abuf, bbuf) = scratch.split_at_mut(k);
     let nb1 = b.ne[1] as usize;
-    let batches: usize = b.ne[2..].iter().product::<i64>() as usize;
-    // Broadcast ratios of b's batch dimensions over a's.
-    let ratio: [usize; 3] = std::array::from_fn(|i| (b.ne[i + 2] / a.ne[i + 2]) as usize);
     let mut out = [0f32; JB];
-    for batch in 0..batches {
-        let bi = [
-            batch % b.ne[2] as usize,
-            batch / b.ne[2] as usize % b.ne[3] as usize,
-            batch / (b.ne[2] * b.ne[3]) as usize,
-        ];
-        let ai = [bi[0] / ratio[0], bi[1] / ratio[1], bi[2] / ratio[2]];
+    for batch in 0..batch_count(b) {
+        let (ai, bi) = batch_index(a, b, batch);
         for j0 in (0..nb1).step_by(JB) {
             let nj = JB.min(nb1 - j0);
             let mut block: [&[f32]; JB] = [&[]; JB];

@@ -1,0 +1,429 @@
+//! Quantized dot products in block format, as GGML's `vec_dot_<type>_<vec_dot_type>`: a row of
+//! quantized weights times a row of activations quantized to the weight type's dot type (Q8_0
+//! for Q4_0, Q5_0, Q8_0 and IQ4_NL; Q8_1 for Q4_1 and Q5_1; Q8_K for the k-quants and IQ4_XS),
+//! summed in integers per block (per group of 16 or 32 values for the super-block types) and
+//! scaled in f32 once per block.
+//!
+//! One source per type, compiled three times: portably, for AVX2+FMA+F16C, and for AVX-512
+//! (F, BW, VL, VNNI); [`isa`] picks the widest the CPU has once per process (or the one
+//! `GGML_CPU_FORCE=scalar|avx2|avx512` names, when the CPU has it). The integer sums are exact
+//! and every path adds the same f32 values in the same order, so all paths give bit-identical
+//! results (a unit test holds them to that).
+
+use std::sync::OnceLock;
+
+use bytemuck::Pod;
+
+use crate::quants::{
+    q3k_scale, q4k_levels, q5k_levels, scale_min, unpack_2bit, BlockIq4Nl, BlockIq4Xs, BlockQ2K,
+    BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
+    BlockQ8K, BlockQ8_0, BlockQ8_1, IQ4_NL_VALUES,
+};
+use crate::types::Type;
+use crate::QK_K;
+
+/// The instruction-set paths of the CPU kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Isa {
+    /// Portable code (whatever the compile target has).
+    Scalar,
+    /// AVX2, FMA and F16C.
+    Avx2,
+    /// AVX-512 F, BW, VL and VNNI (with AVX2, FMA and F16C).
+    Avx512,
+}
+
+impl Isa {
+    /// Whether this CPU runs the path.
+    pub(crate) fn available(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                    && std::arch::is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                Isa::Avx2.available()
+                    && std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+                    && std::arch::is_x86_feature_detected!("avx512vnni")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx2 | Isa::Avx512 => false,
+        }
+    }
+
+    /// Every path this CPU runs, narrowest first.
+    pub(crate) fn all_available() -> Vec<Isa> {
+        [Isa::Scalar, Isa::Avx2, Isa::Avx512]
+            .into_iter()
+            .filter(|i| i.available())
+            .collect()
+    }
+}
+
+/// The path the CPU kernels take: the widest this CPU has, or the one `GGML_CPU_FORCE` names
+/// (`scalar`, `avx2`, `avx512`) when the CPU has it. Decided once per process.
+pub(crate) fn isa() -> Isa {
+    static ISA: OnceLock<Isa> = OnceLock::new();
+    *ISA.get_or_init(|| {
+        let best = *Isa::all_available().last().unwrap_or(&Isa::Scalar);
+        let forced = match std::env::var("GGML_CPU_FORCE").as_deref() {
+            Ok("scalar") => Some(Isa::Scalar),
+            Ok("avx2") => Some(Isa::Avx2),
+            Ok("avx512") => Some(Isa::Avx512),
+            _ => None,
+        };
+        forced.filter(|f| f.available()).unwrap_or(best)
+    })
+}
+
+/// Σ x·y over two runs of levels of the same length.
+#[inline(always)]
+fn isum(x: &[i8], y: &[i8]) -> i32 {
+    x.iter().zip(y).map(|(&a, &b)| a as i32 * b as i32).sum()
+}
+
+/// Levels below 128 (as every decoder here gives) as signed bytes.
+#[inline(always)]
+fn signed<const N: usize>(levels: [u8; N]) -> [i8; N] {
+    levels.map(|l| l as i8)
+}
+
+/// The 32 levels of a legacy block minus `offset`: value j in the low nibble of byte j, value
+/// j + 16 in the high one, with bit j of `high` (when given) as the level's fifth bit.
+#[inline(always)]
+fn legacy_levels(qs: &[u8; 16], high: Option<[u8; 4]>, offset: i8) -> [i8; 32] {
+    let h = high.map_or(0, u32::from_le_bytes);
+    let mut q = [0i8; 32];
+    for (j, &b) in qs.iter().enumerate() {
+        let h0 = (((h >> j) & 1) << 4) as u8;
+        let h1 = (((h >> (j + 16)) & 1) << 4) as u8;
+        q[j] = ((b & 0xf) | h0) as i8 - offset;
+        q[j + 16] = ((b >> 4) | h1) as i8 - offset;
+    }
+    q
+}
+
+/// IQ4_NL's non-linear levels of 32 values laid out as in a legacy block.
+#[inline(always)]
+fn iq4_levels(qs: &[u8]) -> [i8; 32] {
+    let mut q = [0i8; 32];
+    for (j, &b) in qs.iter().enumerate().take(16) {
+        q[j] = IQ4_NL_VALUES[(b & 0xf) as usize];
+        q[j + 16] = IQ4_NL_VALUES[(b >> 4) as usize];
+    }
+    q
+}
+
+/// A weight block with an integer dot product against its activation block.
+pub(crate) trait DotBlock: Pod {
+    /// The activation block type (GGML's `vec_dot_type`).
+    type Act: Pod;
+    /// The dot product of this block with `y`.
+    fn dot(&self, y: &Self::Act) -> f32;
+}
+
+impl DotBlock for BlockQ4_0 {
+    type Act = BlockQ8_0;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8_0) -> f32 {
+        let s = isum(&legacy_levels(&self.qs, None, 8), &y.qs);
+        s as f32 * (self.d.to_f32() * y.d.to_f32())
+    }
+}
+
+impl DotBlock for BlockQ4_1 {
+    type Act = BlockQ8_1;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8_1) -> f32 {
+        let s = isum(&legacy_levels(&self.qs, None, 0), &y.qs);
+        s as f32 * (self.d.to_f32() * y.d.to_f32()) + self.m.to_f32() * y.s.to_f32()
+    }
+}
+
+impl DotBlock for BlockQ5_0 {
+    type Act = BlockQ8_0;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8_0) -> f32 {
+        let s = isum(&legacy_levels(&self.qs, Some(self.qh), 16), &y.qs);
+        s as f32 * (self.d.to_f32() * y.d.to_f32())
+    }
+}
+
+impl DotBlock for BlockQ5_1 {
+    type Act = BlockQ8_1;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8_1) -> f32 {
+        let s = isum(&legacy_levels(&self.qs, Some(self.qh), 0), &y.qs);
+        s as f32 * (self.d.to_f32() * y.d.to_f32()) + self.m.to_f32() * y.s.to_f32()
+    }
+}
+
+impl DotBlock for BlockQ8_0 {
+    type Act = BlockQ8_0;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8_0) -> f32 {
+        isum(&self.qs, &y.qs) as f32 * (self.d.to_f32() * y.d.to_f32())
+    }
+}
+
+impl DotBlock for BlockIq4Nl {
+    type Act = BlockQ8_0;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8_0) -> f32 {
+        isum(&iq4_levels(&self.qs), &y.qs) as f32 * (self.d.to_f32() * y.d.to_f32())
+    }
+}
+
+/// Σ over groups of `G` values of `scale(g) · Σ levels·y` for a super-block.
+#[inline(always)]
+fn grouped<const G: usize>(levels: &[i8; QK_K], y: &BlockQ8K, scale: impl Fn(usize) -> i32) -> i32 {
+    levels
+        .chunks_exact(G)
+        .zip(y.qs.chunks_exact(G))
+        .enumerate()
+        .map(|(g, (l, q))| scale(g) * isum(l, q))
+        .sum()
+}
+
+/// Σ over groups of `G` values of `min(g) · Σ y` (from Q8_K's sums of 16).
+#[inline(always)]
+fn grouped_mins<const G: usize>(y: &BlockQ8K, min: impl Fn(usize) -> i32) -> i32 {
+    (0..QK_K / G)
+        .map(|g| {
+            let s: i32 = (0..G / 16).map(|k| y.bsums[g * G / 16 + k].get() as i32).sum();
+            min(g) * s
+        })
+        .sum()
+}
+
+/// `d·Σ scale·levels·y − dmin·Σ min·y` for the k-quants with minimums (Q4_K, Q5_K).
+#[inline(always)]
+fn scale_min_dot(levels: [u8; QK_K], sc: &[u8; 12], (d, dmin): (f32, f32), y: &BlockQ8K) -> f32 {
+    let sumi = grouped::<32>(&signed(levels), y, |g| scale_min(g, sc).0 as i32);
+    let summ = grouped_mins::<32>(y, |g| scale_min(g, sc).1 as i32);
+    let yd = y.d.get();
+    yd * d * sumi as f32 - yd * dmin * summ as f32
+}
+
+impl DotBlock for BlockQ4K {
+    type Act = BlockQ8K;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8K) -> f32 {
+        let d = (self.d.to_f32(), self.dmin.to_f32());
+        scale_min_dot(q4k_levels(self), &self.scales, d, y)
+    }
+}
+
+impl DotBlock for BlockQ5K {
+    type Act = BlockQ8K;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8K) -> f32 {
+        let d = (self.d.to_f32(), self.dmin.to_f32());
+        scale_min_dot(q5k_levels(self), &self.scales, d, y)
+    }
+}
+
+impl DotBlock for BlockQ2K {
+    type Act = BlockQ8K;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8K) -> f32 {
+        let levels = signed(unpack_2bit(&self.qs));
+        let sumi = grouped::<16>(&levels, y, |g| (self.scales[g] & 0xf) as i32);
+        let summ = grouped_mins::<16>(y, |g| (self.scales[g] >> 4) as i32);
+        let yd = y.d.get();
+        yd * self.d.to_f32() * sumi as f32 - yd * self.dmin.to_f32() * summ as f32
+    }
+}
+
+impl DotBlock for BlockQ3K {
+    type Act = BlockQ8K;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8K) -> f32 {
+        let mut levels = signed(unpack_2bit(&self.qs));
+        for (e, l) in levels.iter_mut().enumerate() {
+            let high = self.hmask[e % 32] & (1 << (e / 32)) != 0;
+            *l -= if high { 0 } else { 4 };
+        }
+        let sumi = grouped::<16>(&levels, y, |g| q3k_scale(&self.scales, g) as i32);
+        y.d.get() * self.d.to_f32() * sumi as f32
+    }
+}
+
+impl DotBlock for BlockQ6K {
+    type Act = BlockQ8K;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8K) -> f32 {
+        let mut levels = [0i8; QK_K];
+        let halves = levels.chunks_exact_mut(128).zip(self.ql.chunks_exact(64));
+        for ((half, ql), qh) in halves.zip(self.qh.chunks_exact(32)) {
+            for l in 0..32 {
+                let h = qh[l];
+                half[l] = ((ql[l] & 0xf) | ((h & 3) << 4)) as i8 - 32;
+                half[l + 32] = ((ql[l + 32] & 0xf) | (((h >> 2) & 3) << 4)) as i8 - 32;
+                half[l + 64] = ((ql[l] >> 4) | (((h >> 4) & 3) << 4)) as i8 - 32;
+                half[l + 96] = ((ql[l + 32] >> 4) | (((h >> 6) & 3) << 4)) as i8 - 32;
+            }
+        }
+        let sumi = grouped::<16>(&levels, y, |g| self.scales[g] as i32);
+        y.d.get() * self.d.to_f32() * sumi as f32
+    }
+}
+
+impl DotBlock for BlockIq4Xs {
+    type Act = BlockQ8K;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8K) -> f32 {
+        let mut levels = [0i8; QK_K];
+        for (l, qs) in levels.chunks_exact_mut(32).zip(self.qs.chunks_exact(16)) {
+            l.copy_from_slice(&iq4_levels(qs));
+        }
+        let sh = self.scales_h.get();
+        let sumi = grouped::<32>(&levels, y, |g| {
+            let ls = ((self.scales_l[g / 2] >> (4 * (g % 2))) & 0xf) | ((((sh >> (2 * g)) & 3) as u8) << 4);
+            ls as i32 - 32
+        });
+        y.d.get() * self.d.to_f32() * sumi as f32
+    }
+}
+
+/// The dot product of whole blocks of weights `w` with as many activation blocks `a`.
+#[inline(always)]
+fn row_dot<B: DotBlock>(w: &[u8], a: &[u8]) -> f32 {
+    let w: &[B] = bytemuck::cast_slice(w);
+    let a: &[B::Act] = bytemuck::cast_slice(a);
+    w.iter().zip(a).map(|(x, y)| x.dot(y)).fold(0.0, |s, v| s + v)
+}
+
+/// [`row_dot`] compiled portably.
+///
+/// # Safety
+/// Always safe (the signature matches the other paths').
+unsafe fn row_dot_scalar<B: DotBlock>(w: &[u8], a: &[u8]) -> f32 {
+    row_dot::<B>(w, a)
+}
+
+/// [`row_dot`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn row_dot_avx2<B: DotBlock>(w: &[u8], a: &[u8]) -> f32 {
+    row_dot::<B>(w, a)
+}
+
+/// [`row_dot`] compiled for AVX-512.
+///
+/// # Safety
+/// The CPU must have [`Isa::Avx512`]'s features.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn row_dot_avx512<B: DotBlock>(w: &[u8], a: &[u8]) -> f32 {
+    row_dot::<B>(w, a)
+}
+
+/// A row dot product: `(weight blocks, activation blocks) → f32`, both whole blocks of one
+/// row, as many of each.
+///
+/// # Safety
+/// The CPU must have the features of the path it was resolved for.
+pub(crate) type RowDot = unsafe fn(&[u8], &[u8]) -> f32;
+
+/// A weight type's dot kernel: the activation type and the row dot of one path.
+#[derive(Clone, Copy)]
+pub(crate) struct QuantDot {
+    /// The type activations are quantized to (GGML's `vec_dot_type`).
+    pub act: Type,
+    /// The row dot product.
+    pub dot: RowDot,
+}
+
+/// `B`'s kernel on path `isa`.
+fn kernel<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
+    let dot: RowDot = match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => row_dot_avx512::<B>,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => row_dot_avx2::<B>,
+        _ => row_dot_scalar::<B>,
+    };
+    QuantDot { act, dot }
+}
+
+/// The integer dot kernel of weight type `ty` on path `isa`, or `None` for the types without
+/// one (which MUL_MAT dequantizes instead).
+pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
+    use Type::*;
+    Some(match ty {
+        Q4_0 => kernel::<BlockQ4_0>(Q8_0, isa),
+        Q4_1 => kernel::<BlockQ4_1>(Q8_1, isa),
+        Q5_0 => kernel::<BlockQ5_0>(Q8_0, isa),
+        Q5_1 => kernel::<BlockQ5_1>(Q8_1, isa),
+        Q8_0 => kernel::<BlockQ8_0>(Q8_0, isa),
+        IQ4_NL => kernel::<BlockIq4Nl>(Q8_0, isa),
+        Q2_K => kernel::<BlockQ2K>(Q8_K, isa),
+        Q3_K => kernel::<BlockQ3K>(Q8_K, isa),
+        Q4_K => kernel::<BlockQ4K>(Q8_K, isa),
+        Q5_K => kernel::<BlockQ5K>(Q8_K, isa),
+        Q6_K => kernel::<BlockQ6K>(Q8_K, isa),
+        IQ4_XS => kernel::<BlockIq4Xs>(Q8_K, isa),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quants::{dequantize_row, quantize_row_ref};
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut state = seed;
+        (0..n)
+            .map(|_| {
+                state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (state >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+            })
+            .collect()
+    }
+
+    /// For every covered type: every path gives the same bits, and the integer dot is within
+    /// the activations' 8-bit rounding of the f64 dot of the dequantized weights with the
+    /// unquantized activations.
+    #[test]
+    fn every_path_agrees_and_matches_the_dequantized_dot() {
+        use Type::*;
+        let k = 4 * QK_K;
+        for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS] {
+            let w = values(k, 7);
+            let x = values(k, 99);
+            let mut wq = vec![0u8; ty.row_size(k as i64).unwrap()];
+            crate::quants::quantize_chunk(ty, &w, &mut wq, 0, 1, k, None).unwrap();
+            let mut wd = vec![0f32; k];
+            dequantize_row(ty, &wq, &mut wd).unwrap();
+            let want: f64 = wd.iter().zip(&x).map(|(a, b)| *a as f64 * *b as f64).sum();
+            let scalar = quant_dot(ty, Isa::Scalar).unwrap();
+            let mut xq = vec![0u8; scalar.act.row_size(k as i64).unwrap()];
+            quantize_row_ref(scalar.act, &x, &mut xq).unwrap();
+            // SAFETY: the scalar path needs no CPU feature; both rows hold k values.
+            let got = unsafe { (scalar.dot)(&wq, &xq) };
+            let norm: f64 = wd.iter().map(|a| (*a as f64).abs()).sum::<f64>() / 127.0;
+            assert!(
+                (got as f64 - want).abs() <= norm * 0.5 + 1e-3,
+                "{ty}: {got} vs {want}"
+            );
+            for isa in Isa::all_available() {
+                let kq = quant_dot(ty, isa).unwrap();
+                assert_eq!(kq.act, scalar.act);
+                // SAFETY: `all_available` lists only paths this CPU runs.
+                let v = unsafe { (kq.dot)(&wq, &xq) };
+                assert_eq!(v.to_bits(), got.to_bits(), "{ty} on {isa:?}");
+            }
+        }
+    }
+}

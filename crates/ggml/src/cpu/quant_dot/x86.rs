@@ -1,0 +1,239 @@
+//! AVX2 and AVX-512 VNNI row dot products of the 32-value block types (Q4_0, Q4_1, Q5_0,
+//! Q5_1, Q8_0, IQ4_NL) against Q8_0 / Q8_1 activations: each block's 32 levels unpacked into
+//! one 256-bit register of bytes, multiplied with the activation's bytes into eight i32 sums
+//! (`maddubs` + `madd` on AVX2, one `vpdpbusd` with VNNI), converted and accumulated with the
+//! block's scale into eight f32 lanes, reduced once per row.
+
+use std::arch::x86_64::*;
+
+use super::DotBlock;
+use crate::quants::{
+    BlockIq4Nl, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, PackedF16,
+    IQ4_NL_VALUES,
+};
+
+/// A 32-value weight block whose levels fit one register of bytes.
+pub(super) trait Simd32: DotBlock {
+    /// Whether the levels are unsigned (0..32, the types with a minimum and Q8_1
+    /// activations); else signed.
+    const UNSIGNED: bool;
+    /// The 32 levels as bytes in value order.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    unsafe fn levels(&self) -> __m256i;
+    /// The block's scale.
+    fn d(&self) -> f32;
+    /// The term added per block besides the scaled integer sum (`m · s` for Q8_1 pairs).
+    fn extra(&self, y: &Self::Act) -> f32;
+    /// The activation's scale and levels.
+    fn act(y: &Self::Act) -> (PackedF16, &[i8; 32]);
+}
+
+/// Value j of the low nibbles of `qs` in byte j, value j + 16 of the high ones in byte j + 16.
+#[inline(always)]
+unsafe fn nibbles(qs: &[u8; 16]) -> __m256i {
+    // SAFETY: 16 readable bytes; the caller has AVX2.
+    unsafe {
+        let b = _mm_loadu_si128(qs.as_ptr() as *const __m128i);
+        let m = _mm_set1_epi8(0xf);
+        let lo = _mm_and_si128(b, m);
+        let hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+        _mm256_set_m128i(hi, lo)
+    }
+}
+
+/// Byte j all ones where bit j of the little-endian `qh` is set, else zero.
+#[inline(always)]
+unsafe fn bits_to_bytes(qh: [u8; 4]) -> __m256i {
+    // SAFETY: register operations only; the caller has AVX2.
+    unsafe {
+        let spread = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(i32::from_le_bytes(qh)),
+            _mm256_set_epi64x(
+                0x0303_0303_0303_0303,
+                0x0202_0202_0202_0202,
+                0x0101_0101_0101_0101,
+                0,
+            ),
+        );
+        // every bit of byte j set but bit j % 8, so the byte is all ones iff that bit was set
+        let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
+        _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1))
+    }
+}
+
+impl Simd32 for BlockQ4_0 {
+    const UNSIGNED: bool = false;
+    #[inline(always)]
+    unsafe fn levels(&self) -> __m256i {
+        // SAFETY: the caller has AVX2.
+        unsafe { _mm256_sub_epi8(nibbles(&self.qs), _mm256_set1_epi8(8)) }
+    }
+    fn d(&self) -> f32 {
+        self.d.to_f32()
+    }
+    fn extra(&self, _: &BlockQ8_0) -> f32 {
+        0.0
+    }
+    fn act(y: &BlockQ8_0) -> (PackedF16, &[i8; 32]) {
+        (y.d, &y.qs)
+    }
+}
+
+impl Simd32 for BlockQ4_1 {
+    const UNSIGNED: bool = true;
+    #[inline(always)]
+    unsafe fn levels(&self) -> __m256i {
+        // SAFETY: the caller has AVX2.
+        unsafe { nibbles(&self.qs) }
+    }
+    fn d(&self) -> f32 {
+        self.d.to_f32()
+    }
+    fn extra(&self, y: &BlockQ8_1) -> f32 {
+        self.m.to_f32() * y.s.to_f32()
+    }
+    fn act(y: &BlockQ8_1) -> (PackedF16, &[i8; 32]) {
+        (y.d, &y.qs)
+    }
+}
+
+impl Simd32 for BlockQ5_0 {
+    const UNSIGNED: bool = false;
+    #[inline(always)]
+    unsafe fn levels(&self) -> __m256i {
+        // SAFETY: the caller has AVX2. Where the fifth bit is clear, 0xf0 | q is q − 16 as a
+        // signed byte; where it is set, q + 16 − 16 = q.
+        unsafe {
+            let unset = _mm256_andnot_si256(bits_to_bytes(self.qh), _mm256_set1_epi8(0xf0u8 as i8));
+            _mm256_or_si256(nibbles(&self.qs), unset)
+        }
+    }
+    fn d(&self) -> f32 {
+        self.d.to_f32()
+    }
+    fn extra(&self, _: &BlockQ8_0) -> f32 {
+        0.0
+    }
+    fn act(y: &BlockQ8_0) -> (PackedF16, &[i8; 32]) {
+        (y.d, &y.qs)
+    }
+}
+
+impl Simd32 for BlockQ5_1 {
+    const UNSIGNED: bool = true;
+    #[inline(always)]
+    unsafe fn levels(&self) -> __m256i {
+        // SAFETY: the caller has AVX2.
+        unsafe {
+            let high = _mm256_and_si256(bits_to_bytes(self.qh), _mm256_set1_epi8(0x10));
+            _mm256_or_si256(nibbles(&self.qs), high)
+        }
+    }
+    fn d(&self) -> f32 {
+        self.d.to_f32()
+    }
+    fn extra(&self, y: &BlockQ8_1) -> f32 {
+        self.m.to_f32() * y.s.to_f32()
+    }
+    fn act(y: &BlockQ8_1) -> (PackedF16, &[i8; 32]) {
+        (y.d, &y.qs)
+    }
+}
+
+impl Simd32 for BlockQ8_0 {
+    const UNSIGNED: bool = false;
+    #[inline(always)]
+    unsafe fn levels(&self) -> __m256i {
+        // SAFETY: 32 readable bytes; the caller has AVX2.
+        unsafe { _mm256_loadu_si256(self.qs.as_ptr() as *const __m256i) }
+    }
+    fn d(&self) -> f32 {
+        self.d.to_f32()
+    }
+    fn extra(&self, _: &BlockQ8_0) -> f32 {
+        0.0
+    }
+    fn act(y: &BlockQ8_0) -> (PackedF16, &[i8; 32]) {
+        (y.d, &y.qs)
+    }
+}
+
+impl Simd32 for BlockIq4Nl {
+    const UNSIGNED: bool = false;
+    #[inline(always)]
+    unsafe fn levels(&self) -> __m256i {
+        // SAFETY: the table has 16 bytes; the caller has AVX2.
+        unsafe {
+            let t = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
+            _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles(&self.qs))
+        }
+    }
+    fn d(&self) -> f32 {
+        self.d.to_f32()
+    }
+    fn extra(&self, _: &BlockQ8_0) -> f32 {
+        0.0
+    }
+    fn act(y: &BlockQ8_0) -> (PackedF16, &[i8; 32]) {
+        (y.d, &y.qs)
+    }
+}
+
+/// The row dot product; `VNNI` selects `vpdpbusd` for the byte products.
+#[inline(always)]
+unsafe fn row_dot<B: Simd32, const VNNI: bool>(w: &[u8], a: &[u8]) -> f32 {
+    let w: &[B] = bytemuck::cast_slice(w);
+    let a: &[B::Act] = bytemuck::cast_slice(a);
+    // SAFETY: the callers' target features include AVX2, FMA and F16C (and AVX-512 VL and
+    // VNNI with `VNNI`); every load reads 32 bytes of a block's levels.
+    unsafe {
+        let mut acc = _mm256_setzero_ps();
+        let mut extra = 0f32;
+        let ones = _mm256_set1_epi16(1);
+        for (x, y) in w.iter().zip(a) {
+            let (yd, yq) = B::act(y);
+            let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
+            let xv = x.levels();
+            // maddubs multiplies unsigned by signed bytes: move the signs of x onto y.
+            let (ux, sy) = if B::UNSIGNED {
+                (xv, yv)
+            } else {
+                (_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(yv, xv))
+            };
+            let sum = if VNNI {
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), ux, sy)
+            } else {
+                _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), ones)
+            };
+            let d = _mm256_set1_ps(x.d() * yd.to_f32());
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
+            extra += x.extra(y);
+        }
+        let h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        let h = _mm_add_ss(h, _mm_movehdup_ps(h));
+        _mm_cvtss_f32(h) + extra
+    }
+}
+
+/// [`row_dot`] with AVX2.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn row_dot_avx2<B: Simd32>(w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: forwarded.
+    unsafe { row_dot::<B, false>(w, a) }
+}
+
+/// [`row_dot`] with AVX-512 VNNI on 256-bit registers.
+///
+/// # Safety
+/// The CPU must have [`super::Isa::Avx512`]'s features.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) unsafe fn row_dot_vnni<B: Simd32>(w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: forwarded.
+    unsafe { row_dot::<B, true>(w, a) }
+}

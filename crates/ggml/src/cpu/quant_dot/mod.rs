@@ -187,97 +187,187 @@ impl DotBlock for BlockIq4Nl {
 
 /// Σ over groups of `G` values of `scale(g) · Σ levels·y` for a super-block.
 #[inline(always)]
-fn grouped<const G: usize>(levels: &[i8; QK_K], y: &BlockQ8K, scale: impl Fn(usize) -> i32) -> i32 {
+fn grouped<const G: usize>(levels: &[i8; QK_K], y: &[i8; QK_K], scale: impl Fn(usize) -> i32) -> i32 {
     levels
         .chunks_exact(G)
-        .zip(y.qs.chunks_exact(G))
+        .zip(y.chunks_exact(G))
         .enumerate()
         .map(|(g, (l, q))| scale(g) * isum(l, q))
         .sum()
 }
 
-/// Σ over groups of `G` values of `min(g) · Σ y` (from Q8_K's sums of 16).
+/// A k-quant super-block decoded for the integer dot: the value of element e is
+/// `d · scales[e / 16] · (levels[e] − offset) − dmin · mins[e / 16]`, with levels in 0..64.
+pub(crate) struct Decoded {
+    levels: [u8; QK_K],
+    scales: [i16; QK_K / 16],
+    mins: [i16; QK_K / 16],
+    offset: i32,
+    d: f32,
+    dmin: f32,
+}
+
+/// `Σ_g scales[g] · Σ_{e in group g} levels[e] · y[e]` over the 16 groups of 16 values: the
+/// inner loop of the k-quant dots, one implementation per path.
+pub(crate) trait GroupCore {
+    /// The grouped sum.
+    ///
+    /// # Safety
+    /// The CPU must have the implementation's features.
+    unsafe fn sum(levels: &[u8; QK_K], y: &[i8; QK_K], scales: &[i16; QK_K / 16]) -> i32;
+}
+
+/// The portable [`GroupCore`].
+pub(crate) struct PortableCore;
+
+impl GroupCore for PortableCore {
+    #[inline(always)]
+    unsafe fn sum(levels: &[u8; QK_K], y: &[i8; QK_K], scales: &[i16; QK_K / 16]) -> i32 {
+        let levels = signed(*levels);
+        let sc = |g: usize| scales[g] as i32;
+        grouped::<16>(&levels, y, sc)
+    }
+}
+
+/// A k-quant block type with its decoder.
+pub(crate) trait KBlock: Pod {
+    /// The block decoded.
+    fn decode(&self) -> Decoded;
+}
+
+/// Group scales of 32 values (as Q4_K and Q5_K have) as scales of 16.
 #[inline(always)]
-fn grouped_mins<const G: usize>(y: &BlockQ8K, min: impl Fn(usize) -> i32) -> i32 {
-    (0..QK_K / G)
-        .map(|g| {
-            let s: i32 = (0..G / 16).map(|k| y.bsums[g * G / 16 + k].get() as i32).sum();
-            min(g) * s
-        })
-        .sum()
+fn per_16(f: impl Fn(usize) -> i16) -> [i16; QK_K / 16] {
+    std::array::from_fn(|g| f(g / 2))
 }
 
-/// `d·Σ scale·levels·y − dmin·Σ min·y` for the k-quants with minimums (Q4_K, Q5_K).
+/// Q4_K's and Q5_K's decoding from their levels, scales and minimums.
 #[inline(always)]
-fn scale_min_dot(levels: [u8; QK_K], sc: &[u8; 12], (d, dmin): (f32, f32), y: &BlockQ8K) -> f32 {
-    let sumi = grouped::<32>(&signed(levels), y, |g| scale_min(g, sc).0 as i32);
-    let summ = grouped_mins::<32>(y, |g| scale_min(g, sc).1 as i32);
-    let yd = y.d.get();
-    yd * d * sumi as f32 - yd * dmin * summ as f32
-}
-
-impl DotBlock for BlockQ4K {
-    type Act = BlockQ8K;
-    #[inline(always)]
-    fn dot(&self, y: &BlockQ8K) -> f32 {
-        let d = (self.d.to_f32(), self.dmin.to_f32());
-        scale_min_dot(q4k_levels(self), &self.scales, d, y)
+fn scale_min_decoded(levels: [u8; QK_K], sc: &[u8; 12], d: f32, dmin: f32) -> Decoded {
+    Decoded {
+        levels,
+        scales: per_16(|j| scale_min(j, sc).0 as i16),
+        mins: per_16(|j| scale_min(j, sc).1 as i16),
+        offset: 0,
+        d,
+        dmin,
     }
 }
 
-impl DotBlock for BlockQ5K {
-    type Act = BlockQ8K;
+impl KBlock for BlockQ4K {
     #[inline(always)]
-    fn dot(&self, y: &BlockQ8K) -> f32 {
-        let d = (self.d.to_f32(), self.dmin.to_f32());
-        scale_min_dot(q5k_levels(self), &self.scales, d, y)
+    fn decode(&self) -> Decoded {
+        let (d, dmin) = (self.d.to_f32(), self.dmin.to_f32());
+        scale_min_decoded(q4k_levels(self), &self.scales, d, dmin)
     }
 }
 
-impl DotBlock for BlockQ2K {
-    type Act = BlockQ8K;
+impl KBlock for BlockQ5K {
     #[inline(always)]
-    fn dot(&self, y: &BlockQ8K) -> f32 {
-        let levels = signed(unpack_2bit(&self.qs));
-        let sumi = grouped::<16>(&levels, y, |g| (self.scales[g] & 0xf) as i32);
-        let summ = grouped_mins::<16>(y, |g| (self.scales[g] >> 4) as i32);
-        let yd = y.d.get();
-        yd * self.d.to_f32() * sumi as f32 - yd * self.dmin.to_f32() * summ as f32
+    fn decode(&self) -> Decoded {
+        let (d, dmin) = (self.d.to_f32(), self.dmin.to_f32());
+        scale_min_decoded(q5k_levels(self), &self.scales, d, dmin)
     }
 }
 
-impl DotBlock for BlockQ3K {
-    type Act = BlockQ8K;
+impl KBlock for BlockQ2K {
     #[inline(always)]
-    fn dot(&self, y: &BlockQ8K) -> f32 {
-        let mut levels = signed(unpack_2bit(&self.qs));
-        for (e, l) in levels.iter_mut().enumerate() {
-            let high = self.hmask[e % 32] & (1 << (e / 32)) != 0;
-            *l -= if high { 0 } else { 4 };
+    fn decode(&self) -> Decoded {
+        Decoded {
+            levels: unpack_2bit(&self.qs),
+            scales: self.scales.map(|s| (s & 0xf) as i16),
+            mins: self.scales.map(|s| (s >> 4) as i16),
+            offset: 0,
+            d: self.d.to_f32(),
+            dmin: self.dmin.to_f32(),
         }
-        let sumi = grouped::<16>(&levels, y, |g| q3k_scale(&self.scales, g) as i32);
-        y.d.get() * self.d.to_f32() * sumi as f32
     }
 }
 
-impl DotBlock for BlockQ6K {
-    type Act = BlockQ8K;
+impl KBlock for BlockQ3K {
     #[inline(always)]
-    fn dot(&self, y: &BlockQ8K) -> f32 {
-        let mut levels = [0i8; QK_K];
+    fn decode(&self) -> Decoded {
+        // the level is low − 4 unless the high bit is set: stored as low + 4·high, offset 4
+        let mut levels = unpack_2bit(&self.qs);
+        for (c, run) in levels.chunks_exact_mut(32).enumerate() {
+            for (l, &h) in run.iter_mut().zip(&self.hmask) {
+                *l |= ((h >> c) & 1) << 2;
+            }
+        }
+        Decoded {
+            levels,
+            scales: std::array::from_fn(|g| q3k_scale(&self.scales, g) as i16),
+            mins: [0; QK_K / 16],
+            offset: 4,
+            d: self.d.to_f32(),
+            dmin: 0.0,
+        }
+    }
+}
+
+impl KBlock for BlockQ6K {
+    #[inline(always)]
+    fn decode(&self) -> Decoded {
+        let mut levels = [0u8; QK_K];
         let halves = levels.chunks_exact_mut(128).zip(self.ql.chunks_exact(64));
         for ((half, ql), qh) in halves.zip(self.qh.chunks_exact(32)) {
             for l in 0..32 {
                 let h = qh[l];
-                half[l] = ((ql[l] & 0xf) | ((h & 3) << 4)) as i8 - 32;
-                half[l + 32] = ((ql[l + 32] & 0xf) | (((h >> 2) & 3) << 4)) as i8 - 32;
-                half[l + 64] = ((ql[l] >> 4) | (((h >> 4) & 3) << 4)) as i8 - 32;
-                half[l + 96] = ((ql[l + 32] >> 4) | (((h >> 6) & 3) << 4)) as i8 - 32;
+                half[l] = (ql[l] & 0xf) | ((h & 3) << 4);
+                half[l + 32] = (ql[l + 32] & 0xf) | (((h >> 2) & 3) << 4);
+                half[l + 64] = (ql[l] >> 4) | (((h >> 4) & 3) << 4);
+                half[l + 96] = (ql[l + 32] >> 4) | (((h >> 6) & 3) << 4);
             }
         }
-        let sumi = grouped::<16>(&levels, y, |g| self.scales[g] as i32);
-        y.d.get() * self.d.to_f32() * sumi as f32
+        Decoded {
+            levels,
+            scales: self.scales.map(|s| s as i16),
+            mins: [0; QK_K / 16],
+            offset: 32,
+            d: self.d.to_f32(),
+            dmin: 0.0,
+        }
     }
+}
+
+/// The dot product of a decoded k-quant block with `y`: `d·yd·(Σ scale·level·y − offset·Σ
+/// scale·Σy) − dmin·yd·Σ min·Σy`, the sums of y from Q8_K's `bsums`.
+///
+/// # Safety
+/// The CPU must have `C`'s features.
+#[inline(always)]
+unsafe fn k_dot<C: GroupCore>(x: &Decoded, y: &BlockQ8K) -> f32 {
+    // SAFETY: forwarded from the caller.
+    let sumi = unsafe { C::sum(&x.levels, &y.qs, &x.scales) };
+    let (mut so, mut sm) = (0i32, 0i32);
+    for ((b, &sc), &m) in y.bsums.iter().zip(&x.scales).zip(&x.mins) {
+        let b = b.get() as i32;
+        so += sc as i32 * b;
+        sm += m as i32 * b;
+    }
+    let yd = y.d.get();
+    yd * x.d * (sumi - x.offset * so) as f32 - yd * x.dmin * sm as f32
+}
+
+/// The dot product of whole k-quant blocks `w` with as many Q8_K blocks `a`.
+///
+/// # Safety
+/// The CPU must have `C`'s features.
+#[inline(always)]
+unsafe fn k_row_dot<B: KBlock, C: GroupCore>(w: &[u8], a: &[u8]) -> f32 {
+    let w: &[B] = bytemuck::cast_slice(w);
+    let a: &[BlockQ8K] = bytemuck::cast_slice(a);
+    // SAFETY: forwarded from the caller.
+    w.iter().zip(a).fold(0.0, |s, (x, y)| s + unsafe { k_dot::<C>(&x.decode(), y) })
+}
+
+/// [`k_row_dot`] compiled portably.
+///
+/// # Safety
+/// Always safe (the signature matches the other paths').
+unsafe fn k_row_dot_scalar<B: KBlock>(w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: the portable core needs no feature.
+    unsafe { k_row_dot::<B, PortableCore>(w, a) }
 }
 
 impl DotBlock for BlockIq4Xs {
@@ -289,7 +379,7 @@ impl DotBlock for BlockIq4Xs {
             l.copy_from_slice(&iq4_levels(qs));
         }
         let sh = self.scales_h.get();
-        let sumi = grouped::<32>(&levels, y, |g| {
+        let sumi = grouped::<32>(&levels, &y.qs, |g| {
             let ls = ((self.scales_l[g / 2] >> (4 * (g % 2))) & 0xf) | ((((sh >> (2 * g)) & 3) as u8) << 4);
             ls as i32 - 32
         });
@@ -378,6 +468,16 @@ fn kernel32<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
     kernel::<B>(act, isa)
 }
 
+/// k-quant `B`'s kernel on path `isa` (Q8_K activations).
+fn kernel_k<B: KBlock>(isa: Isa) -> QuantDot {
+    let dot: RowDot = match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 | Isa::Avx512 => x86::k_row_dot_avx2::<B>,
+        _ => k_row_dot_scalar::<B>,
+    };
+    QuantDot { act: Type::Q8_K, dot }
+}
+
 /// The integer dot kernel of weight type `ty` on path `isa`, or `None` for the types without
 /// one (which MUL_MAT dequantizes instead).
 pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
@@ -389,11 +489,11 @@ pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
         Q5_1 => kernel32::<BlockQ5_1>(Q8_1, isa),
         Q8_0 => kernel32::<BlockQ8_0>(Q8_0, isa),
         IQ4_NL => kernel32::<BlockIq4Nl>(Q8_0, isa),
-        Q2_K => kernel::<BlockQ2K>(Q8_K, isa),
-        Q3_K => kernel::<BlockQ3K>(Q8_K, isa),
-        Q4_K => kernel::<BlockQ4K>(Q8_K, isa),
-        Q5_K => kernel::<BlockQ5K>(Q8_K, isa),
-        Q6_K => kernel::<BlockQ6K>(Q8_K, isa),
+        Q2_K => kernel_k::<BlockQ2K>(isa),
+        Q3_K => kernel_k::<BlockQ3K>(isa),
+        Q4_K => kernel_k::<BlockQ4K>(isa),
+        Q5_K => kernel_k::<BlockQ5K>(isa),
+        Q6_K => kernel_k::<BlockQ6K>(isa),
         IQ4_XS => kernel::<BlockIq4Xs>(Q8_K, isa),
         _ => return None,
     })

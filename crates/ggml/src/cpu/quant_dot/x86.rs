@@ -6,7 +6,8 @@
 
 use std::arch::x86_64::*;
 
-use super::DotBlock;
+use super::{k_row_dot, DotBlock, GroupCore, KBlock};
+use crate::QK_K;
 use crate::quants::{
     BlockIq4Nl, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, PackedF16,
     IQ4_NL_VALUES,
@@ -236,4 +237,42 @@ pub(super) unsafe fn row_dot_avx2<B: Simd32>(w: &[u8], a: &[u8]) -> f32 {
 pub(super) unsafe fn row_dot_vnni<B: Simd32>(w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: forwarded.
     unsafe { row_dot::<B, true>(w, a) }
+}
+
+/// The AVX2 [`GroupCore`]: `maddubs` of 32 levels with 32 activations into 16 pair sums,
+/// `madd` with the two groups' scales into eight i32 sums, added up in i32 (exact, as the
+/// portable core).
+pub(super) struct Avx2Core;
+
+impl GroupCore for Avx2Core {
+    #[inline(always)]
+    unsafe fn sum(levels: &[u8; QK_K], y: &[i8; QK_K], scales: &[i16; QK_K / 16]) -> i32 {
+        // SAFETY: the caller has AVX2; each load reads 32 of the 256 bytes.
+        unsafe {
+            let mut acc = _mm256_setzero_si256();
+            for c in 0..QK_K / 32 {
+                let x = _mm256_loadu_si256(levels.as_ptr().add(32 * c) as *const __m256i);
+                let q = _mm256_loadu_si256(y.as_ptr().add(32 * c) as *const __m256i);
+                let sc = _mm256_set_m128i(
+                    _mm_set1_epi16(scales[2 * c + 1]),
+                    _mm_set1_epi16(scales[2 * c]),
+                );
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, q), sc));
+            }
+            let h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+            let h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+            let h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 1));
+            _mm_cvtsi128_si32(h)
+        }
+    }
+}
+
+/// The k-quant row dot with [`Avx2Core`].
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn k_row_dot_avx2<B: KBlock>(w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: forwarded.
+    unsafe { k_row_dot::<B, Avx2Core>(w, a) }
 }

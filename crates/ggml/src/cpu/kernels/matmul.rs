@@ -13,7 +13,7 @@
 
 use super::{dequantizable, dequantize_into, is_float, unsupported, NodePtrs, Params, TensorPtr};
 use super::{operand, Planned};
-use crate::cpu::quant_dot::{isa, quant_dot};
+use crate::cpu::quant_dot::{isa, quant_dot, Isa};
 use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::types::{bf16_to_f32, f16, Type};
@@ -66,10 +66,9 @@ unsafe fn row_f32<'a>(
             return unsafe { std::slice::from_raw_parts(row as *const f32, n) };
         }
         Type::F16 if packed && row as usize % std::mem::align_of::<f16>() == 0 => {
-            use half::slice::HalfFloatSliceExt;
             // SAFETY: as above, for f16.
             let src = unsafe { std::slice::from_raw_parts(row as *const f16, n) };
-            src.convert_to_f32_slice(out);
+            f16_to_f32(src, out);
         }
         q if q.is_quantized() => {
             // SAFETY: forwarded from the caller; rows of quantized tensors are packed blocks.
@@ -90,6 +89,20 @@ unsafe fn row_f32<'a>(
         }
     }
     out
+}
+
+/// `out[i] = src[i]` widened, with F16C eight at a time where [`isa`] has it (the conversion
+/// is exact, so both ways give the same values).
+fn f16_to_f32(src: &[f16], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if isa() >= Isa::Avx2 {
+        // SAFETY: the path was chosen after detecting F16C; `out` is as long as `src`.
+        unsafe { avx2::f16_to_f32(src, &mut out[..src.len()]) };
+        return;
+    }
+    for (o, h) in out.iter_mut().zip(src) {
+        *o = h.to_f32();
+    }
 }
 
 /// Sums the lanes pairwise (a fixed order).
@@ -129,7 +142,28 @@ mod avx2 {
     //! The block dot products with AVX2 and FMA intrinsics: four rows of `b` per pass over
     //! `a`, two independent accumulators per row (16 elements per step).
     use super::{reduce, tail_dot, LANES};
+    use crate::types::f16;
     use std::arch::x86_64::*;
+
+    /// `out[i] = src[i]` widened with F16C.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and F16C; `out` must be as long as `src`.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn f16_to_f32(src: &[f16], out: &mut [f32]) {
+        let n8 = src.len() / 8 * 8;
+        let (ps, po) = (src.as_ptr() as *const u16, out.as_mut_ptr());
+        for i in (0..n8).step_by(8) {
+            // SAFETY: i + 8 <= len of both slices.
+            unsafe {
+                let h = _mm_loadu_si128(ps.add(i) as *const __m128i);
+                _mm256_storeu_ps(po.add(i), _mm256_cvtph_ps(h));
+            }
+        }
+        for i in n8..src.len() {
+            out[i] = src[i].to_f32();
+        }
+    }
 
     /// The lanes of `v`, reduced as the portable path reduces them.
     #[target_feature(enable = "avx2,fma")]
@@ -140,45 +174,62 @@ mod avx2 {
         reduce(lanes)
     }
 
-    /// `out[t] = dot(a, bs[t])`.
+    /// `out[t] = dot(a, bs[t])` for `R` rows of `bs` in one pass over `a`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `bs` must hold `R` rows as long as `a`, `out` `R`
+    /// values.
+    #[inline(always)]
+    unsafe fn dots_r<const R: usize>(a: &[f32], bs: &[&[f32]], out: &mut [f32]) {
+        let k = a.len();
+        let n16 = k / 16 * 16;
+        let n8 = k / 8 * 8;
+        let pa = a.as_ptr();
+        let pb: [*const f32; R] = std::array::from_fn(|r| bs[r].as_ptr());
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        let mut i = 0;
+        // SAFETY: i + 16 <= k (resp. i + 8 <= k) and every row has k elements.
+        unsafe {
+            while i < n16 {
+                let x0 = _mm256_loadu_ps(pa.add(i));
+                let x1 = _mm256_loadu_ps(pa.add(i + 8));
+                for r in 0..R {
+                    acc[r][0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(pb[r].add(i)), acc[r][0]);
+                    acc[r][1] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(pb[r].add(i + 8)), acc[r][1]);
+                }
+                i += 16;
+            }
+            if i < n8 {
+                let x0 = _mm256_loadu_ps(pa.add(i));
+                for r in 0..R {
+                    acc[r][0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(pb[r].add(i)), acc[r][0]);
+                }
+            }
+            for r in 0..R {
+                let v = _mm256_add_ps(acc[r][0], acc[r][1]);
+                out[r] = hsum(v) + tail_dot(a, bs[r]);
+            }
+        }
+    }
+
+    /// `out[t] = dot(a, bs[t])`, up to four rows of `bs` per pass over `a`.
     ///
     /// # Safety
     /// The CPU must have AVX2 and FMA; every row of `bs` must be as long as `a`, and `out` as
     /// long as `bs`.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn dots(a: &[f32], bs: &[&[f32]], out: &mut [f32]) {
-        let k = a.len();
-        let n16 = k / 16 * 16;
-        let n8 = k / 8 * 8;
-        let pa = a.as_ptr();
         let mut t = 0;
         while t < bs.len() {
             let rows = (bs.len() - t).min(4);
-            let pb: [*const f32; 4] = std::array::from_fn(|r| bs[t + r.min(rows - 1)].as_ptr());
-            let mut acc = [[_mm256_setzero_ps(); 2]; 4];
-            let mut i = 0;
-            // SAFETY: i + 16 <= k (resp. i + 8 <= k) and every row has k elements; rows past
-            // `rows` repeat the last one, whose results are dropped.
+            let (b, o) = (&bs[t..t + rows], &mut out[t..t + rows]);
+            // SAFETY: `rows` rows of `bs` and values of `out` from t on; forwarded otherwise.
             unsafe {
-                while i < n16 {
-                    let x0 = _mm256_loadu_ps(pa.add(i));
-                    let x1 = _mm256_loadu_ps(pa.add(i + 8));
-                    for r in 0..4 {
-                        acc[r][0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(pb[r].add(i)), acc[r][0]);
-                        acc[r][1] =
-                            _mm256_fmadd_ps(x1, _mm256_loadu_ps(pb[r].add(i + 8)), acc[r][1]);
-                    }
-                    i += 16;
-                }
-                if i < n8 {
-                    let x0 = _mm256_loadu_ps(pa.add(i));
-                    for r in 0..4 {
-                        acc[r][0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(pb[r].add(i)), acc[r][0]);
-                    }
-                }
-                for r in 0..rows {
-                    let v = _mm256_add_ps(acc[r][0], acc[r][1]);
-                    out[t + r] = hsum(v) + tail_dot(a, bs[t + r]);
+                match rows {
+                    4 => dots_r::<4>(a, b, o),
+                    3 => dots_r::<3>(a, b, o),
+                    2 => dots_r::<2>(a, b, o),
+                    _ => dots_r::<1>(a, b, o),
                 }
             }
             t += rows;

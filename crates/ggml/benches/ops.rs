@@ -112,7 +112,20 @@ fn lines() -> Vec<Line> {
     for wt in [Type::F32, Type::F16, Type::Q4_0, Type::Q8_0, Type::Q4_K] {
         v.push(mul_mat_line(wt, 4096, 14336, 1));
     }
-    for wt in [Type::F16, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q8_0, Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::IQ4_NL, Type::IQ4_XS] {
+    for wt in [
+        Type::F16,
+        Type::Q4_0,
+        Type::Q4_1,
+        Type::Q5_0,
+        Type::Q8_0,
+        Type::Q2_K,
+        Type::Q3_K,
+        Type::Q4_K,
+        Type::Q5_K,
+        Type::Q6_K,
+        Type::IQ4_NL,
+        Type::IQ4_XS,
+    ] {
         v.push(mul_mat_line(wt, 4096, 4096, 1));
         v.push(mul_mat_line(wt, 4096, 4096, 32));
     }

@@ -158,7 +158,8 @@ impl SpinBarrier {
         let generation = self.generation.load(Ordering::Acquire);
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
             self.arrived.store(0, Ordering::Relaxed);
-            self.generation.store(generation.wrapping_add(1), Ordering::Release);
+            self.generation
+                .store(generation.wrapping_add(1), Ordering::Release);
             return;
         }
         let mut spins = 0u32;

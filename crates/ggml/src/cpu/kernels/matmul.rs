@@ -302,7 +302,8 @@ unsafe fn mul_mat_quant(n: &NodePtrs, p: &Params) {
             let nj = JQ.min(nb1 - j0);
             for (t, q) in qbuf.chunks_exact_mut(qbytes).take(nj).enumerate() {
                 // SAFETY: j0 + t < b.ne[1]; bi is within b's batch dimensions; fbuf holds ne10.
-                let row = unsafe { row_f32(b, b.row([j0 + t, bi[0], bi[1], bi[2]]), fbuf, borrow_b) };
+                let row =
+                    unsafe { row_f32(b, b.row([j0 + t, bi[0], bi[1], bi[2]]), fbuf, borrow_b) };
                 crate::quants::quantize_row_ref(qd.act, row, q)
                     .expect("a row of whole blocks has a reference quantizer");
             }

@@ -21,8 +21,8 @@ use bytemuck::Pod;
 
 use crate::quants::{
     q3k_scale, q4k_levels, q5k_levels, scale_min, unpack_2bit, BlockIq4Nl, BlockIq4Xs, BlockQ2K,
-    BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    BlockQ8K, BlockQ8_0, BlockQ8_1, IQ4_NL_VALUES,
+    BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
+    BlockQ8_0, BlockQ8_1, IQ4_NL_VALUES,
 };
 use crate::types::Type;
 use crate::QK_K;
@@ -187,7 +187,11 @@ impl DotBlock for BlockIq4Nl {
 
 /// Σ over groups of `G` values of `scale(g) · Σ levels·y` for a super-block.
 #[inline(always)]
-fn grouped<const G: usize>(levels: &[i8; QK_K], y: &[i8; QK_K], scale: impl Fn(usize) -> i32) -> i32 {
+fn grouped<const G: usize>(
+    levels: &[i8; QK_K],
+    y: &[i8; QK_K],
+    scale: impl Fn(usize) -> i32,
+) -> i32 {
     levels
         .chunks_exact(G)
         .zip(y.chunks_exact(G))
@@ -358,7 +362,9 @@ unsafe fn k_row_dot<B: KBlock, C: GroupCore>(w: &[u8], a: &[u8]) -> f32 {
     let w: &[B] = bytemuck::cast_slice(w);
     let a: &[BlockQ8K] = bytemuck::cast_slice(a);
     // SAFETY: forwarded from the caller.
-    w.iter().zip(a).fold(0.0, |s, (x, y)| s + unsafe { k_dot::<C>(&x.decode(), y) })
+    w.iter()
+        .zip(a)
+        .fold(0.0, |s, (x, y)| s + unsafe { k_dot::<C>(&x.decode(), y) })
 }
 
 /// [`k_row_dot`] compiled portably.
@@ -380,7 +386,8 @@ impl DotBlock for BlockIq4Xs {
         }
         let sh = self.scales_h.get();
         let sumi = grouped::<32>(&levels, &y.qs, |g| {
-            let ls = ((self.scales_l[g / 2] >> (4 * (g % 2))) & 0xf) | ((((sh >> (2 * g)) & 3) as u8) << 4);
+            let ls = ((self.scales_l[g / 2] >> (4 * (g % 2))) & 0xf)
+                | ((((sh >> (2 * g)) & 3) as u8) << 4);
             ls as i32 - 32
         });
         y.d.get() * self.d.to_f32() * sumi as f32
@@ -392,7 +399,10 @@ impl DotBlock for BlockIq4Xs {
 fn row_dot<B: DotBlock>(w: &[u8], a: &[u8]) -> f32 {
     let w: &[B] = bytemuck::cast_slice(w);
     let a: &[B::Act] = bytemuck::cast_slice(a);
-    w.iter().zip(a).map(|(x, y)| x.dot(y)).fold(0.0, |s, v| s + v)
+    w.iter()
+        .zip(a)
+        .map(|(x, y)| x.dot(y))
+        .fold(0.0, |s, v| s + v)
 }
 
 /// [`row_dot`] compiled portably.
@@ -475,7 +485,10 @@ fn kernel_k<B: KBlock>(isa: Isa) -> QuantDot {
         Isa::Avx2 | Isa::Avx512 => x86::k_row_dot_avx2::<B>,
         _ => k_row_dot_scalar::<B>,
     };
-    QuantDot { act: Type::Q8_K, dot }
+    QuantDot {
+        act: Type::Q8_K,
+        dot,
+    }
 }
 
 /// The integer dot kernel of weight type `ty` on path `isa`, or `None` for the types without
@@ -522,7 +535,9 @@ mod tests {
     fn every_path_agrees_and_matches_the_dequantized_dot() {
         use Type::*;
         let k = 4 * QK_K;
-        for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS] {
+        for ty in [
+            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
+        ] {
             let w = values(k, 7);
             let x = values(k, 99);
             let mut wq = vec![0u8; ty.row_size(k as i64).unwrap()];

@@ -13,8 +13,26 @@ use crate::quants::{
 };
 use crate::QK_K;
 
+/// An activation block of 32 levels with one scale (Q8_0, Q8_1).
+pub(super) trait Act32 {
+    /// The scale and the levels.
+    fn parts(&self) -> (PackedF16, &[i8; 32]);
+}
+
+impl Act32 for BlockQ8_0 {
+    fn parts(&self) -> (PackedF16, &[i8; 32]) {
+        (self.d, &self.qs)
+    }
+}
+
+impl Act32 for BlockQ8_1 {
+    fn parts(&self) -> (PackedF16, &[i8; 32]) {
+        (self.d, &self.qs)
+    }
+}
+
 /// A 32-value weight block whose levels fit one register of bytes.
-pub(super) trait Simd32: DotBlock {
+pub(super) trait Simd32: DotBlock<Act: Act32> {
     /// Whether the levels are unsigned (0..32, the types with a minimum and Q8_1
     /// activations); else signed.
     const UNSIGNED: bool;
@@ -27,8 +45,35 @@ pub(super) trait Simd32: DotBlock {
     fn d(&self) -> f32;
     /// The term added per block besides the scaled integer sum (`m · s` for Q8_1 pairs).
     fn extra(&self, y: &Self::Act) -> f32;
-    /// The activation's scale and levels.
-    fn act(y: &Self::Act) -> (PackedF16, &[i8; 32]);
+}
+
+/// Implements [`Simd32`] for a block type with a `d` field: its levels from `$levels` (given
+/// the block), and `m · s` as the extra term when the type has a minimum.
+macro_rules! simd32 {
+    ($t:ty, signed, |$b:ident| $levels:expr) => {
+        simd32!(@impl $t, false, |$b| $levels, |_b, _y| 0.0);
+    };
+    ($t:ty, with_min, |$b:ident| $levels:expr) => {
+        simd32!(@impl $t, true, |$b| $levels, |b, y| b.m.to_f32() * y.s.to_f32());
+    };
+    (@impl $t:ty, $unsigned:expr, |$b:ident| $levels:expr, |$x:ident, $y:ident| $extra:expr) => {
+        impl Simd32 for $t {
+            const UNSIGNED: bool = $unsigned;
+            #[inline(always)]
+            unsafe fn levels(&self) -> __m256i {
+                let $b = self;
+                // SAFETY: the caller has AVX2; the loads read the block's own bytes.
+                unsafe { $levels }
+            }
+            fn d(&self) -> f32 {
+                self.d.to_f32()
+            }
+            fn extra(&self, $y: &<$t as DotBlock>::Act) -> f32 {
+                let $x = self;
+                $extra
+            }
+        }
+    };
 }
 
 /// Value j of the low nibbles of `qs` in byte j, value j + 16 of the high ones in byte j + 16.
@@ -64,123 +109,28 @@ unsafe fn bits_to_bytes(qh: [u8; 4]) -> __m256i {
     }
 }
 
-impl Simd32 for BlockQ4_0 {
-    const UNSIGNED: bool = false;
-    #[inline(always)]
-    unsafe fn levels(&self) -> __m256i {
-        // SAFETY: the caller has AVX2.
-        unsafe { _mm256_sub_epi8(nibbles(&self.qs), _mm256_set1_epi8(8)) }
-    }
-    fn d(&self) -> f32 {
-        self.d.to_f32()
-    }
-    fn extra(&self, _: &BlockQ8_0) -> f32 {
-        0.0
-    }
-    fn act(y: &BlockQ8_0) -> (PackedF16, &[i8; 32]) {
-        (y.d, &y.qs)
-    }
-}
-
-impl Simd32 for BlockQ4_1 {
-    const UNSIGNED: bool = true;
-    #[inline(always)]
-    unsafe fn levels(&self) -> __m256i {
-        // SAFETY: the caller has AVX2.
-        unsafe { nibbles(&self.qs) }
-    }
-    fn d(&self) -> f32 {
-        self.d.to_f32()
-    }
-    fn extra(&self, y: &BlockQ8_1) -> f32 {
-        self.m.to_f32() * y.s.to_f32()
-    }
-    fn act(y: &BlockQ8_1) -> (PackedF16, &[i8; 32]) {
-        (y.d, &y.qs)
-    }
-}
-
-impl Simd32 for BlockQ5_0 {
-    const UNSIGNED: bool = false;
-    #[inline(always)]
-    unsafe fn levels(&self) -> __m256i {
-        // SAFETY: the caller has AVX2. Where the fifth bit is clear, 0xf0 | q is q − 16 as a
-        // signed byte; where it is set, q + 16 − 16 = q.
-        unsafe {
-            let unset = _mm256_andnot_si256(bits_to_bytes(self.qh), _mm256_set1_epi8(0xf0u8 as i8));
-            _mm256_or_si256(nibbles(&self.qs), unset)
-        }
-    }
-    fn d(&self) -> f32 {
-        self.d.to_f32()
-    }
-    fn extra(&self, _: &BlockQ8_0) -> f32 {
-        0.0
-    }
-    fn act(y: &BlockQ8_0) -> (PackedF16, &[i8; 32]) {
-        (y.d, &y.qs)
-    }
-}
-
-impl Simd32 for BlockQ5_1 {
-    const UNSIGNED: bool = true;
-    #[inline(always)]
-    unsafe fn levels(&self) -> __m256i {
-        // SAFETY: the caller has AVX2.
-        unsafe {
-            let high = _mm256_and_si256(bits_to_bytes(self.qh), _mm256_set1_epi8(0x10));
-            _mm256_or_si256(nibbles(&self.qs), high)
-        }
-    }
-    fn d(&self) -> f32 {
-        self.d.to_f32()
-    }
-    fn extra(&self, y: &BlockQ8_1) -> f32 {
-        self.m.to_f32() * y.s.to_f32()
-    }
-    fn act(y: &BlockQ8_1) -> (PackedF16, &[i8; 32]) {
-        (y.d, &y.qs)
-    }
-}
-
-impl Simd32 for BlockQ8_0 {
-    const UNSIGNED: bool = false;
-    #[inline(always)]
-    unsafe fn levels(&self) -> __m256i {
-        // SAFETY: 32 readable bytes; the caller has AVX2.
-        unsafe { _mm256_loadu_si256(self.qs.as_ptr() as *const __m256i) }
-    }
-    fn d(&self) -> f32 {
-        self.d.to_f32()
-    }
-    fn extra(&self, _: &BlockQ8_0) -> f32 {
-        0.0
-    }
-    fn act(y: &BlockQ8_0) -> (PackedF16, &[i8; 32]) {
-        (y.d, &y.qs)
-    }
-}
-
-impl Simd32 for BlockIq4Nl {
-    const UNSIGNED: bool = false;
-    #[inline(always)]
-    unsafe fn levels(&self) -> __m256i {
-        // SAFETY: the table has 16 bytes; the caller has AVX2.
-        unsafe {
-            let t = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
-            _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles(&self.qs))
-        }
-    }
-    fn d(&self) -> f32 {
-        self.d.to_f32()
-    }
-    fn extra(&self, _: &BlockQ8_0) -> f32 {
-        0.0
-    }
-    fn act(y: &BlockQ8_0) -> (PackedF16, &[i8; 32]) {
-        (y.d, &y.qs)
-    }
-}
+simd32!(BlockQ4_0, signed, |b| _mm256_sub_epi8(
+    nibbles(&b.qs),
+    _mm256_set1_epi8(8)
+));
+simd32!(BlockQ4_1, with_min, |b| nibbles(&b.qs));
+// Where the fifth bit is clear, 0xf0 | q is q − 16 as a signed byte; where it is set,
+// q + 16 − 16 = q.
+simd32!(BlockQ5_0, signed, |b| _mm256_or_si256(
+    nibbles(&b.qs),
+    _mm256_andnot_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(0xf0u8 as i8))
+));
+simd32!(BlockQ5_1, with_min, |b| _mm256_or_si256(
+    nibbles(&b.qs),
+    _mm256_and_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(0x10))
+));
+simd32!(BlockQ8_0, signed, |b| _mm256_loadu_si256(
+    b.qs.as_ptr() as *const __m256i
+));
+simd32!(BlockIq4Nl, signed, |b| {
+    let t = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
+    _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles(&b.qs))
+});
 
 /// The row dot product; `VNNI` selects `vpdpbusd` for the byte products.
 // AVX-512 target features and intrinsics are stable since Rust 1.89, so this path needs 1.89
@@ -198,7 +148,7 @@ unsafe fn row_dot<B: Simd32, const VNNI: bool>(w: &[u8], a: &[u8]) -> f32 {
         let mut extra = 0f32;
         let ones = _mm256_set1_epi16(1);
         for (x, y) in w.iter().zip(a) {
-            let (yd, yq) = B::act(y);
+            let (yd, yq) = y.parts();
             let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
             let xv = x.levels();
             // maddubs multiplies unsigned by signed bytes: move the signs of x onto y.

@@ -15,8 +15,8 @@ for rep in $(seq 1 "$REPS"); do
   echo "== repetition $rep: ggml-rs (threads 1 and 2)"
   cargo bench -q -p ggml --bench ops -- "K=14336 N=1" 2>/dev/null | grep mul_mat
   echo "== repetition $rep: GGML (its default thread count)"
-  "$GGML_BIN" perf -o MUL_MAT -b CPU -p "m=4096,n=1,k=14336,bs=\[1,1\]" 2>/dev/null \
-    | grep -E "type_a=(f32|f16|q4_0|q8_0|q4_K)," \
-    | sed -E 's/^ *MUL_MAT\(type_a=([a-zA-Z0-9_]+),.* ([0-9.]+) GFLOPS.*/GGML mul_mat \1 M=4096 K=14336 N=1  \2 GFLOP\/s/' \
-    | sed -E 's/\x1b\[[0-9;]*m//g'
+  "$GGML_BIN" perf -o MUL_MAT -b CPU 2>&1 \
+    | grep -E "type_a=(f32|f16|q4_0|q8_0|q4_K),type_b=f32,m=4096,n=1,k=14336,bs=\[1,1\]" \
+    | sed -E 's/\x1b\[[0-9;]*m//g' \
+    | sed -E 's/^ *MUL_MAT\(type_a=([a-zA-Z0-9_]+),.* ([0-9.]+) GFLOPS.*/GGML mul_mat \1 M=4096 K=14336 N=1  \2 GFLOP\/s/' || true
 done

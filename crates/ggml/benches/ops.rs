@@ -28,13 +28,21 @@ fn time(be: &Backend, graph: &Graph) -> f64 {
     times[reps / 2]
 }
 
-/// Fills a tensor with a deterministic pattern in [-1, 1).
+/// Fills a tensor with a deterministic pattern in [-1, 1) (quantized with
+/// `quantize_chunk` for the quantized types).
 fn fill(t: &Tensor) {
     let n = t.nelements() as usize;
     let v: Vec<f32> = (0..n)
         .map(|i| ((i * 7919 % 2003) as f32 / 1001.5) - 1.0)
         .collect();
-    t.set_f32(&v).unwrap();
+    if t.ty().is_quantized() {
+        let row = t.ne()[0] as usize;
+        let mut q = vec![0u8; t.nbytes()];
+        ggml::quants::quantize_chunk(t.ty(), &v, &mut q, 0, n / row, row, None).unwrap();
+        t.set_bytes(&q, 0).unwrap();
+    } else {
+        t.set_f32(&v).unwrap();
+    }
 }
 
 struct Line {
@@ -93,9 +101,33 @@ fn stream_line(
 
 fn lines() -> Vec<Line> {
     let mut v = Vec::new();
+    for size in [1024, 2048] {
+        v.push(mul_mat_line(Type::F32, size, size, size));
+    }
     for wt in [Type::F32, Type::F16] {
         v.push(mul_mat_line(wt, 4096, 4096, 1));
         v.push(mul_mat_line(wt, 1024, 1024, 64));
+    }
+    // the shape of GGML's own `test-backend-ops perf -o MUL_MAT` matrix-vector cases
+    for wt in [Type::F32, Type::F16, Type::Q4_0, Type::Q8_0, Type::Q4_K] {
+        v.push(mul_mat_line(wt, 4096, 14336, 1));
+    }
+    for wt in [
+        Type::F16,
+        Type::Q4_0,
+        Type::Q4_1,
+        Type::Q5_0,
+        Type::Q8_0,
+        Type::Q2_K,
+        Type::Q3_K,
+        Type::Q4_K,
+        Type::Q5_K,
+        Type::Q6_K,
+        Type::IQ4_NL,
+        Type::IQ4_XS,
+    ] {
+        v.push(mul_mat_line(wt, 4096, 4096, 1));
+        v.push(mul_mat_line(wt, 4096, 4096, 32));
     }
     for (ne0, ne1) in [(4096, 256), (4096, 4096)] {
         v.push(stream_line("add", ne0, ne1, 2, |c, x| {

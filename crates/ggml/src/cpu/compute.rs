@@ -3,14 +3,13 @@
 
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
 
 use crate::backend::{BackendImpl, PlacedGraph};
 use crate::error::{Error, Result};
 use crate::tensor::{flags, Tensor};
 
 use super::kernels::{self, KernelFn, NodePtrs, Params};
-use super::threadpool::ThreadPool;
+use super::threadpool::{SpinBarrier, ThreadPool};
 
 /// Threads a new CPU stream computes with: the processor's parallelism, at most 8 (GGML's
 /// default is a fixed 4; `set_n_threads` changes it).
@@ -110,7 +109,7 @@ impl CpuPlan {
             self.resolved.push((ptrs, one_thread));
         }
         let n = self.n_threads.min(pool.n_threads()).max(1);
-        let barrier = Barrier::new(n);
+        let barrier = SpinBarrier::new(n);
         let nodes = &self.nodes;
         let resolved = &self.resolved;
         let work = self.work.as_mut_ptr() as usize;

@@ -3,6 +3,7 @@
 mod compute;
 mod features;
 pub(crate) mod kernels;
+pub(crate) mod quant_dot;
 mod threadpool;
 
 use std::ptr::NonNull;

@@ -43,6 +43,10 @@ use block::{
     QuantizeImatrix, QuantizeRef,
 };
 
+pub(crate) use kquants::unpack_2bit;
+pub(crate) use q3_k::scale as q3k_scale;
+pub(crate) use q45_k::{q4k_levels, q5k_levels, scale_min};
+
 pub use common::{PackedF16, PackedF32, PackedI16, PackedU16};
 pub use fp4::{BlockMxfp4, BlockNvfp4};
 pub use iq1::{BlockIq1M, BlockIq1S};

@@ -44,7 +44,7 @@ fn pack_scales(scales6: impl Fn(usize) -> u8) -> [u8; 12] {
 
 /// The 6-bit scale of group `j`, minus 32.
 #[inline(always)]
-fn scale(sc: &[u8; 12], j: usize) -> i8 {
+pub(crate) fn scale(sc: &[u8; 12], j: usize) -> i8 {
     let low = if j < 8 { sc[j] & 0xf } else { sc[j - 8] >> 4 };
     let high = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
     (low | (high << 4)) as i8 - 32

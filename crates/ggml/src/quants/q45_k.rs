@@ -176,6 +176,16 @@ impl Format for BlockQ5K {
     }
 }
 
+/// The levels (0..16) of a Q4_K super-block in value order, for the CPU's integer dot products.
+pub(crate) fn q4k_levels(b: &BlockQ4K) -> [u8; QK_K] {
+    b.levels()
+}
+
+/// The levels (0..32) of a Q5_K super-block in value order, for the CPU's integer dot products.
+pub(crate) fn q5k_levels(b: &BlockQ5K) -> [u8; QK_K] {
+    b.levels()
+}
+
 /// Sets `d`, `dmin` and the packed scales, requantizes every group whose stored scale is not
 /// zero (the others keep the levels of the search), and packs the levels.
 fn finish_block<B: Format>(

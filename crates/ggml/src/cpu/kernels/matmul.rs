@@ -13,6 +13,7 @@
 
 use super::{dequantizable, dequantize_into, is_float, unsupported, NodePtrs, Params, TensorPtr};
 use super::{operand, Planned};
+use crate::cpu::quant_dot::{isa, quant_dot, Isa};
 use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::types::{bf16_to_f32, f16, Type};
@@ -22,15 +23,26 @@ pub(super) const JB: usize = 8;
 /// Lanes of the partial sums of one dot product.
 const LANES: usize = 8;
 
-/// The kernel, with scratch per thread for one row of `a` and a block of [`JB`] rows of `b`
-/// as f32.
+/// Columns of `b` quantized at a time by the quantized kernel.
+const JQ: usize = 64;
+/// Rows of `a` per pass over a block of quantized columns (their weights stay in cache).
+const IQ: usize = 16;
+
+/// The kernel: for weights with an integer dot kernel ([`quant_dot`]), the quantized one, with
+/// scratch per thread for one row of `b` as f32 and [`JQ`] rows of `b` quantized to the dot
+/// type; else the f32 one, with scratch for one row of `a` and [`JB`] rows of `b` as f32.
 pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     let (a, b) = (operand(t, 0)?, operand(t, 1)?);
     let weights_ok = is_float(a.ty()) || dequantizable(a.ty());
     if t.ty() != Type::F32 || !weights_ok || !is_float(b.ty()) {
         return Err(unsupported(t));
     }
-    Ok(Planned::new(mul_mat, (1 + JB) * a.ne()[0] as usize * 4))
+    let k = a.ne()[0] as usize;
+    if let Some(qd) = quant_dot(a.ty(), isa()) {
+        let qbytes = qd.act.row_size(k as i64)?;
+        return Ok(Planned::new(mul_mat_quant, k * 4 + JQ * qbytes));
+    }
+    Ok(Planned::new(mul_mat, (1 + JB) * k * 4))
 }
 
 /// Row `row` of `t` as f32: borrowed when `may_borrow` and it already is packed, aligned f32,
@@ -54,10 +66,9 @@ pub(super) unsafe fn row_f32<'a>(
             return unsafe { std::slice::from_raw_parts(row as *const f32, n) };
         }
         Type::F16 if packed && row as usize % std::mem::align_of::<f16>() == 0 => {
-            use half::slice::HalfFloatSliceExt;
             // SAFETY: as above, for f16.
             let src = unsafe { std::slice::from_raw_parts(row as *const f16, n) };
-            src.convert_to_f32_slice(out);
+            f16_to_f32(src, out);
         }
         q if q.is_quantized() => {
             // SAFETY: forwarded from the caller; rows of quantized tensors are packed blocks.
@@ -78,6 +89,20 @@ pub(super) unsafe fn row_f32<'a>(
         }
     }
     out
+}
+
+/// `out[i] = src[i]` widened, with F16C eight at a time where [`isa`] has it (the conversion
+/// is exact, so both ways give the same values).
+fn f16_to_f32(src: &[f16], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if isa() >= Isa::Avx2 {
+        // SAFETY: the path was chosen after detecting F16C; `out` is as long as `src`.
+        unsafe { avx2::f16_to_f32(src, &mut out[..src.len()]) };
+        return;
+    }
+    for (o, h) in out.iter_mut().zip(src) {
+        *o = h.to_f32();
+    }
 }
 
 /// Sums the lanes pairwise (a fixed order).
@@ -117,7 +142,28 @@ mod avx2 {
     //! The block dot products with AVX2 and FMA intrinsics: four rows of `b` per pass over
     //! `a`, two independent accumulators per row (16 elements per step).
     use super::{reduce, tail_dot, LANES};
+    use crate::types::f16;
     use std::arch::x86_64::*;
+
+    /// `out[i] = src[i]` widened with F16C.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and F16C; `out` must be as long as `src`.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn f16_to_f32(src: &[f16], out: &mut [f32]) {
+        let n8 = src.len() / 8 * 8;
+        let (ps, po) = (src.as_ptr() as *const u16, out.as_mut_ptr());
+        for i in (0..n8).step_by(8) {
+            // SAFETY: i + 8 <= len of both slices.
+            unsafe {
+                let h = _mm_loadu_si128(ps.add(i) as *const __m128i);
+                _mm256_storeu_ps(po.add(i), _mm256_cvtph_ps(h));
+            }
+        }
+        for i in n8..src.len() {
+            out[i] = src[i].to_f32();
+        }
+    }
 
     /// The lanes of `v`, reduced as the portable path reduces them.
     #[target_feature(enable = "avx2,fma")]
@@ -128,45 +174,62 @@ mod avx2 {
         reduce(lanes)
     }
 
-    /// `out[t] = dot(a, bs[t])`.
+    /// `out[t] = dot(a, bs[t])` for `R` rows of `bs` in one pass over `a`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `bs` must hold `R` rows as long as `a`, `out` `R`
+    /// values.
+    #[inline(always)]
+    unsafe fn dots_r<const R: usize>(a: &[f32], bs: &[&[f32]], out: &mut [f32]) {
+        let k = a.len();
+        let n16 = k / 16 * 16;
+        let n8 = k / 8 * 8;
+        let pa = a.as_ptr();
+        let pb: [*const f32; R] = std::array::from_fn(|r| bs[r].as_ptr());
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        let mut i = 0;
+        // SAFETY: i + 16 <= k (resp. i + 8 <= k) and every row has k elements.
+        unsafe {
+            while i < n16 {
+                let x0 = _mm256_loadu_ps(pa.add(i));
+                let x1 = _mm256_loadu_ps(pa.add(i + 8));
+                for r in 0..R {
+                    acc[r][0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(pb[r].add(i)), acc[r][0]);
+                    acc[r][1] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(pb[r].add(i + 8)), acc[r][1]);
+                }
+                i += 16;
+            }
+            if i < n8 {
+                let x0 = _mm256_loadu_ps(pa.add(i));
+                for r in 0..R {
+                    acc[r][0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(pb[r].add(i)), acc[r][0]);
+                }
+            }
+            for r in 0..R {
+                let v = _mm256_add_ps(acc[r][0], acc[r][1]);
+                out[r] = hsum(v) + tail_dot(a, bs[r]);
+            }
+        }
+    }
+
+    /// `out[t] = dot(a, bs[t])`, up to four rows of `bs` per pass over `a`.
     ///
     /// # Safety
     /// The CPU must have AVX2 and FMA; every row of `bs` must be as long as `a`, and `out` as
     /// long as `bs`.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn dots(a: &[f32], bs: &[&[f32]], out: &mut [f32]) {
-        let k = a.len();
-        let n16 = k / 16 * 16;
-        let n8 = k / 8 * 8;
-        let pa = a.as_ptr();
         let mut t = 0;
         while t < bs.len() {
             let rows = (bs.len() - t).min(4);
-            let pb: [*const f32; 4] = std::array::from_fn(|r| bs[t + r.min(rows - 1)].as_ptr());
-            let mut acc = [[_mm256_setzero_ps(); 2]; 4];
-            let mut i = 0;
-            // SAFETY: i + 16 <= k (resp. i + 8 <= k) and every row has k elements; rows past
-            // `rows` repeat the last one, whose results are dropped.
+            let (b, o) = (&bs[t..t + rows], &mut out[t..t + rows]);
+            // SAFETY: `rows` rows of `bs` and values of `out` from t on; forwarded otherwise.
             unsafe {
-                while i < n16 {
-                    let x0 = _mm256_loadu_ps(pa.add(i));
-                    let x1 = _mm256_loadu_ps(pa.add(i + 8));
-                    for r in 0..4 {
-                        acc[r][0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(pb[r].add(i)), acc[r][0]);
-                        acc[r][1] =
-                            _mm256_fmadd_ps(x1, _mm256_loadu_ps(pb[r].add(i + 8)), acc[r][1]);
-                    }
-                    i += 16;
-                }
-                if i < n8 {
-                    let x0 = _mm256_loadu_ps(pa.add(i));
-                    for r in 0..4 {
-                        acc[r][0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(pb[r].add(i)), acc[r][0]);
-                    }
-                }
-                for r in 0..rows {
-                    let v = _mm256_add_ps(acc[r][0], acc[r][1]);
-                    out[t + r] = hsum(v) + tail_dot(a, bs[t + r]);
+                match rows {
+                    4 => dots_r::<4>(a, b, o),
+                    3 => dots_r::<3>(a, b, o),
+                    2 => dots_r::<2>(a, b, o),
+                    _ => dots_r::<1>(a, b, o),
                 }
             }
             t += rows;
@@ -212,6 +275,79 @@ pub(super) unsafe fn row_dots(
     dots_fn()(x, bs, out);
 }
 
+/// The batches of `b` (its dimensions past the second, multiplied).
+fn batch_count(b: &TensorPtr) -> usize {
+    b.ne[2..].iter().product::<i64>() as usize
+}
+
+/// The batch indices of `a` and of `b` for batch `batch` of `b`, `a` broadcast over `b`.
+fn batch_index(a: &TensorPtr, b: &TensorPtr, batch: usize) -> ([usize; 3], [usize; 3]) {
+    let bi = [
+        batch % b.ne[2] as usize,
+        batch / b.ne[2] as usize % b.ne[3] as usize,
+        batch / (b.ne[2] * b.ne[3]) as usize,
+    ];
+    let ratio: [usize; 3] = std::array::from_fn(|i| (b.ne[i + 2] / a.ne[i + 2]) as usize);
+    (std::array::from_fn(|i| bi[i] / ratio[i]), bi)
+}
+
+/// MUL_MAT with quantized weights, as GGML: each block of [`JQ`] rows of `b` is quantized to
+/// the weights' dot type (every thread quantizes the block itself, in its scratch: a small
+/// fraction of its share of the products), then each row of `a` in this thread's range is
+/// dotted with it in block format, [`IQ`] rows of `a` at a time.
+///
+/// # Safety
+/// As [`KernelFn`](super::KernelFn), with the plan [`plan`] made for the node.
+unsafe fn mul_mat_quant(n: &NodePtrs, p: &Params) {
+    let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
+    let rows = p.range(a.ne[1] as usize);
+    let Some(qd) = quant_dot(a.ty, isa()) else {
+        unreachable!("planned for a type with a dot kernel")
+    };
+    if rows.is_empty() {
+        return;
+    }
+    let k = a.ne[0] as usize;
+    let wbytes = k / a.ty.blck_size() * a.ty.type_size();
+    let qbytes = k / qd.act.blck_size() * qd.act.type_size();
+    // SAFETY: the plan sized each thread's scratch for k f32 values and JQ quantized rows.
+    let scratch = unsafe { p.scratch_f32(k + (JQ * qbytes).div_ceil(4)) };
+    let (fbuf, qbuf) = scratch.split_at_mut(k);
+    let qbuf: &mut [u8] = &mut bytemuck::cast_slice_mut(qbuf)[..JQ * qbytes];
+    let borrow_b = !d.overlaps(b);
+    let nb1 = b.ne[1] as usize;
+    for batch in 0..batch_count(b) {
+        let (ai, bi) = batch_index(a, b, batch);
+        for j0 in (0..nb1).step_by(JQ) {
+            let nj = JQ.min(nb1 - j0);
+            for (t, q) in qbuf.chunks_exact_mut(qbytes).take(nj).enumerate() {
+                // SAFETY: j0 + t < b.ne[1]; bi is within b's batch dimensions; fbuf holds ne10.
+                let row =
+                    unsafe { row_f32(b, b.row([j0 + t, bi[0], bi[1], bi[2]]), fbuf, borrow_b) };
+                crate::quants::quantize_row_ref(qd.act, row, q)
+                    .expect("a row of whole blocks has a reference quantizer");
+            }
+            for i0 in rows.clone().step_by(IQ) {
+                for (t, y) in qbuf.chunks_exact(qbytes).take(nj).enumerate() {
+                    // SAFETY: as in `mul_mat`: (j0 + t, bi) is a row of dst.
+                    let drow = d.row([j0 + t, bi[0], bi[1], bi[2]]);
+                    for i in i0..(i0 + IQ).min(rows.end) {
+                        // SAFETY: i < a.ne[1], ai within a's batch dimensions; a row of a
+                        // quantized tensor is wbytes of packed blocks, not written by this node.
+                        let w = unsafe {
+                            std::slice::from_raw_parts(a.row([i, ai[0], ai[1], ai[2]]), wbytes)
+                        };
+                        // SAFETY: `isa()` chose a path this CPU runs; both rows hold k values.
+                        let v = unsafe { (qd.dot)(w, y) };
+                        // SAFETY: element i of a row of dst; only this thread writes its rows.
+                        unsafe { d.set(drow, i, v) }
+                    }
+                }
+            }
+        }
+    }
+}
+
 pub(super) unsafe fn mul_mat(n: &NodePtrs, p: &Params) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
     let rows = p.range(a.ne[1] as usize);
@@ -227,17 +363,9 @@ pub(super) unsafe fn mul_mat(n: &NodePtrs, p: &Params) {
     let scratch = unsafe { p.scratch_f32((1 + JB) * k) };
     let (abuf, bbuf) = scratch.split_at_mut(k);
     let nb1 = b.ne[1] as usize;
-    let batches: usize = b.ne[2..].iter().product::<i64>() as usize;
-    // Broadcast ratios of b's batch dimensions over a's.
-    let ratio: [usize; 3] = std::array::from_fn(|i| (b.ne[i + 2] / a.ne[i + 2]) as usize);
     let mut out = [0f32; JB];
-    for batch in 0..batches {
-        let bi = [
-            batch % b.ne[2] as usize,
-            batch / b.ne[2] as usize % b.ne[3] as usize,
-            batch / (b.ne[2] * b.ne[3]) as usize,
-        ];
-        let ai = [bi[0] / ratio[0], bi[1] / ratio[1], bi[2] / ratio[2]];
+    for batch in 0..batch_count(b) {
+        let (ai, bi) = batch_index(a, b, batch);
         for j0 in (0..nb1).step_by(JB) {
             let nj = JB.min(nb1 - j0);
             let mut block: [&[f32]; JB] = [&[]; JB];

@@ -1,0 +1,573 @@
+//! Quantized dot products in block format, as GGML's `vec_dot_<type>_<vec_dot_type>`: a row of
+//! quantized weights times a row of activations quantized to the weight type's dot type (Q8_0
+//! for Q4_0, Q5_0, Q8_0 and IQ4_NL; Q8_1 for Q4_1 and Q5_1; Q8_K for the k-quants and IQ4_XS),
+//! summed in integers per block (per group of 16 or 32 values for the super-block types) and
+//! scaled in f32 once per block.
+//!
+//! Three paths: portable, AVX2+FMA+F16C, and AVX-512 (F, BW, VL, VNNI); [`isa`] picks the
+//! widest the CPU has once per process (or the one `GGML_CPU_FORCE=scalar|avx2|avx512` names,
+//! when the CPU has it). The super-block types have one source per type, compiled for each
+//! path (the compiler vectorises it; the integer sums are exact and the f32 sums in the same
+//! order, so those paths agree bit for bit); the 32-value types have intrinsics kernels on
+//! x86 (`x86.rs`), which sum the blocks in eight lanes and so differ from the portable path
+//! by f32 rounding only (a unit test holds every path to both).
+
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+use std::sync::OnceLock;
+
+use bytemuck::Pod;
+
+use crate::quants::{
+    q3k_scale, q4k_levels, q5k_levels, scale_min, unpack_2bit, BlockIq4Nl, BlockIq4Xs, BlockQ2K,
+    BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
+    BlockQ8_0, BlockQ8_1, IQ4_NL_VALUES,
+};
+use crate::types::Type;
+use crate::QK_K;
+
+/// The instruction-set paths of the CPU kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Isa {
+    /// Portable code (whatever the compile target has).
+    Scalar,
+    /// AVX2, FMA and F16C.
+    Avx2,
+    /// AVX-512 F, BW, VL and VNNI (with AVX2, FMA and F16C).
+    Avx512,
+}
+
+impl Isa {
+    /// Whether this CPU runs the path.
+    pub(crate) fn available(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                    && std::arch::is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                Isa::Avx2.available()
+                    && std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+                    && std::arch::is_x86_feature_detected!("avx512vnni")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx2 | Isa::Avx512 => false,
+        }
+    }
+
+    /// Every path this CPU runs, narrowest first.
+    pub(crate) fn all_available() -> Vec<Isa> {
+        [Isa::Scalar, Isa::Avx2, Isa::Avx512]
+            .into_iter()
+            .filter(|i| i.available())
+            .collect()
+    }
+}
+
+/// The path the CPU kernels take: the widest this CPU has, or the one `GGML_CPU_FORCE` names
+/// (`scalar`, `avx2`, `avx512`) when the CPU has it. Decided once per process.
+pub(crate) fn isa() -> Isa {
+    static ISA: OnceLock<Isa> = OnceLock::new();
+    *ISA.get_or_init(|| {
+        let best = *Isa::all_available().last().unwrap_or(&Isa::Scalar);
+        let forced = match std::env::var("GGML_CPU_FORCE").as_deref() {
+            Ok("scalar") => Some(Isa::Scalar),
+            Ok("avx2") => Some(Isa::Avx2),
+            Ok("avx512") => Some(Isa::Avx512),
+            _ => None,
+        };
+        forced.filter(|f| f.available()).unwrap_or(best)
+    })
+}
+
+/// Σ x·y over two runs of levels of the same length.
+#[inline(always)]
+fn isum(x: &[i8], y: &[i8]) -> i32 {
+    x.iter().zip(y).map(|(&a, &b)| a as i32 * b as i32).sum()
+}
+
+/// Levels below 128 (as every decoder here gives) as signed bytes.
+#[inline(always)]
+fn signed<const N: usize>(levels: [u8; N]) -> [i8; N] {
+    levels.map(|l| l as i8)
+}
+
+/// The 32 levels of a legacy block minus `offset`: value j in the low nibble of byte j, value
+/// j + 16 in the high one, with bit j of `high` (when given) as the level's fifth bit.
+#[inline(always)]
+fn legacy_levels(qs: &[u8; 16], high: Option<[u8; 4]>, offset: i8) -> [i8; 32] {
+    let h = high.map_or(0, u32::from_le_bytes);
+    let mut q = [0i8; 32];
+    for (j, &b) in qs.iter().enumerate() {
+        let h0 = (((h >> j) & 1) << 4) as u8;
+        let h1 = (((h >> (j + 16)) & 1) << 4) as u8;
+        q[j] = ((b & 0xf) | h0) as i8 - offset;
+        q[j + 16] = ((b >> 4) | h1) as i8 - offset;
+    }
+    q
+}
+
+/// IQ4_NL's non-linear levels of 32 values laid out as in a legacy block.
+#[inline(always)]
+fn iq4_levels(qs: &[u8]) -> [i8; 32] {
+    let mut q = [0i8; 32];
+    for (j, &b) in qs.iter().enumerate().take(16) {
+        q[j] = IQ4_NL_VALUES[(b & 0xf) as usize];
+        q[j + 16] = IQ4_NL_VALUES[(b >> 4) as usize];
+    }
+    q
+}
+
+/// A weight block with an integer dot product against its activation block.
+pub(crate) trait DotBlock: Pod {
+    /// The activation block type (GGML's `vec_dot_type`).
+    type Act: Pod;
+    /// The dot product of this block with `y`.
+    fn dot(&self, y: &Self::Act) -> f32;
+}
+
+impl DotBlock for BlockQ4_0 {
+    type Act = BlockQ8_0;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8_0) -> f32 {
+        let s = isum(&legacy_levels(&self.qs, None, 8), &y.qs);
+        s as f32 * (self.d.to_f32() * y.d.to_f32())
+    }
+}
+
+impl DotBlock for BlockQ4_1 {
+    type Act = BlockQ8_1;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8_1) -> f32 {
+        let s = isum(&legacy_levels(&self.qs, None, 0), &y.qs);
+        s as f32 * (self.d.to_f32() * y.d.to_f32()) + self.m.to_f32() * y.s.to_f32()
+    }
+}
+
+impl DotBlock for BlockQ5_0 {
+    type Act = BlockQ8_0;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8_0) -> f32 {
+        let s = isum(&legacy_levels(&self.qs, Some(self.qh), 16), &y.qs);
+        s as f32 * (self.d.to_f32() * y.d.to_f32())
+    }
+}
+
+impl DotBlock for BlockQ5_1 {
+    type Act = BlockQ8_1;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8_1) -> f32 {
+        let s = isum(&legacy_levels(&self.qs, Some(self.qh), 0), &y.qs);
+        s as f32 * (self.d.to_f32() * y.d.to_f32()) + self.m.to_f32() * y.s.to_f32()
+    }
+}
+
+impl DotBlock for BlockQ8_0 {
+    type Act = BlockQ8_0;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8_0) -> f32 {
+        isum(&self.qs, &y.qs) as f32 * (self.d.to_f32() * y.d.to_f32())
+    }
+}
+
+impl DotBlock for BlockIq4Nl {
+    type Act = BlockQ8_0;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8_0) -> f32 {
+        isum(&iq4_levels(&self.qs), &y.qs) as f32 * (self.d.to_f32() * y.d.to_f32())
+    }
+}
+
+/// Σ over groups of `G` values of `scale(g) · Σ levels·y` for a super-block.
+#[inline(always)]
+fn grouped<const G: usize>(
+    levels: &[i8; QK_K],
+    y: &[i8; QK_K],
+    scale: impl Fn(usize) -> i32,
+) -> i32 {
+    levels
+        .chunks_exact(G)
+        .zip(y.chunks_exact(G))
+        .enumerate()
+        .map(|(g, (l, q))| scale(g) * isum(l, q))
+        .sum()
+}
+
+/// A k-quant super-block decoded for the integer dot: the value of element e is
+/// `d · scales[e / 16] · (levels[e] − offset) − dmin · mins[e / 16]`, with levels in 0..64.
+pub(crate) struct Decoded {
+    levels: [u8; QK_K],
+    scales: [i16; QK_K / 16],
+    mins: [i16; QK_K / 16],
+    offset: i32,
+    d: f32,
+    dmin: f32,
+}
+
+/// `Σ_g scales[g] · Σ_{e in group g} levels[e] · y[e]` over the 16 groups of 16 values: the
+/// inner loop of the k-quant dots, one implementation per path.
+pub(crate) trait GroupCore {
+    /// The grouped sum.
+    ///
+    /// # Safety
+    /// The CPU must have the implementation's features.
+    unsafe fn sum(levels: &[u8; QK_K], y: &[i8; QK_K], scales: &[i16; QK_K / 16]) -> i32;
+}
+
+/// The portable [`GroupCore`].
+pub(crate) struct PortableCore;
+
+impl GroupCore for PortableCore {
+    #[inline(always)]
+    unsafe fn sum(levels: &[u8; QK_K], y: &[i8; QK_K], scales: &[i16; QK_K / 16]) -> i32 {
+        let levels = signed(*levels);
+        let sc = |g: usize| scales[g] as i32;
+        grouped::<16>(&levels, y, sc)
+    }
+}
+
+/// A k-quant block type with its decoder.
+pub(crate) trait KBlock: Pod {
+    /// The block decoded.
+    fn decode(&self) -> Decoded;
+}
+
+/// Group scales of 32 values (as Q4_K and Q5_K have) as scales of 16.
+#[inline(always)]
+fn per_16(f: impl Fn(usize) -> i16) -> [i16; QK_K / 16] {
+    std::array::from_fn(|g| f(g / 2))
+}
+
+/// Q4_K's and Q5_K's decoding from their levels, scales and minimums.
+#[inline(always)]
+fn scale_min_decoded(levels: [u8; QK_K], sc: &[u8; 12], d: f32, dmin: f32) -> Decoded {
+    Decoded {
+        levels,
+        scales: per_16(|j| scale_min(j, sc).0 as i16),
+        mins: per_16(|j| scale_min(j, sc).1 as i16),
+        offset: 0,
+        d,
+        dmin,
+    }
+}
+
+impl KBlock for BlockQ4K {
+    #[inline(always)]
+    fn decode(&self) -> Decoded {
+        let (d, dmin) = (self.d.to_f32(), self.dmin.to_f32());
+        scale_min_decoded(q4k_levels(self), &self.scales, d, dmin)
+    }
+}
+
+impl KBlock for BlockQ5K {
+    #[inline(always)]
+    fn decode(&self) -> Decoded {
+        let (d, dmin) = (self.d.to_f32(), self.dmin.to_f32());
+        scale_min_decoded(q5k_levels(self), &self.scales, d, dmin)
+    }
+}
+
+impl KBlock for BlockQ2K {
+    #[inline(always)]
+    fn decode(&self) -> Decoded {
+        Decoded {
+            levels: unpack_2bit(&self.qs),
+            scales: self.scales.map(|s| (s & 0xf) as i16),
+            mins: self.scales.map(|s| (s >> 4) as i16),
+            offset: 0,
+            d: self.d.to_f32(),
+            dmin: self.dmin.to_f32(),
+        }
+    }
+}
+
+impl KBlock for BlockQ3K {
+    #[inline(always)]
+    fn decode(&self) -> Decoded {
+        // the level is low − 4 unless the high bit is set: stored as low + 4·high, offset 4
+        let mut levels = unpack_2bit(&self.qs);
+        for (c, run) in levels.chunks_exact_mut(32).enumerate() {
+            for (l, &h) in run.iter_mut().zip(&self.hmask) {
+                *l |= ((h >> c) & 1) << 2;
+            }
+        }
+        Decoded {
+            levels,
+            scales: std::array::from_fn(|g| q3k_scale(&self.scales, g) as i16),
+            mins: [0; QK_K / 16],
+            offset: 4,
+            d: self.d.to_f32(),
+            dmin: 0.0,
+        }
+    }
+}
+
+impl KBlock for BlockQ6K {
+    #[inline(always)]
+    fn decode(&self) -> Decoded {
+        let mut levels = [0u8; QK_K];
+        let halves = levels.chunks_exact_mut(128).zip(self.ql.chunks_exact(64));
+        for ((half, ql), qh) in halves.zip(self.qh.chunks_exact(32)) {
+            for l in 0..32 {
+                let h = qh[l];
+                half[l] = (ql[l] & 0xf) | ((h & 3) << 4);
+                half[l + 32] = (ql[l + 32] & 0xf) | (((h >> 2) & 3) << 4);
+                half[l + 64] = (ql[l] >> 4) | (((h >> 4) & 3) << 4);
+                half[l + 96] = (ql[l + 32] >> 4) | (((h >> 6) & 3) << 4);
+            }
+        }
+        Decoded {
+            levels,
+            scales: self.scales.map(|s| s as i16),
+            mins: [0; QK_K / 16],
+            offset: 32,
+            d: self.d.to_f32(),
+            dmin: 0.0,
+        }
+    }
+}
+
+/// The dot product of a decoded k-quant block with `y`: `d·yd·(Σ scale·level·y − offset·Σ
+/// scale·Σy) − dmin·yd·Σ min·Σy`, the sums of y from Q8_K's `bsums`.
+///
+/// # Safety
+/// The CPU must have `C`'s features.
+#[inline(always)]
+unsafe fn k_dot<C: GroupCore>(x: &Decoded, y: &BlockQ8K) -> f32 {
+    // SAFETY: forwarded from the caller.
+    let sumi = unsafe { C::sum(&x.levels, &y.qs, &x.scales) };
+    let (mut so, mut sm) = (0i32, 0i32);
+    for ((b, &sc), &m) in y.bsums.iter().zip(&x.scales).zip(&x.mins) {
+        let b = b.get() as i32;
+        so += sc as i32 * b;
+        sm += m as i32 * b;
+    }
+    let yd = y.d.get();
+    yd * x.d * (sumi - x.offset * so) as f32 - yd * x.dmin * sm as f32
+}
+
+/// The dot product of whole k-quant blocks `w` with as many Q8_K blocks `a`.
+///
+/// # Safety
+/// The CPU must have `C`'s features.
+#[inline(always)]
+unsafe fn k_row_dot<B: KBlock, C: GroupCore>(w: &[u8], a: &[u8]) -> f32 {
+    let w: &[B] = bytemuck::cast_slice(w);
+    let a: &[BlockQ8K] = bytemuck::cast_slice(a);
+    // SAFETY: forwarded from the caller.
+    w.iter()
+        .zip(a)
+        .fold(0.0, |s, (x, y)| s + unsafe { k_dot::<C>(&x.decode(), y) })
+}
+
+/// [`k_row_dot`] compiled portably.
+///
+/// # Safety
+/// Always safe (the signature matches the other paths').
+unsafe fn k_row_dot_scalar<B: KBlock>(w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: the portable core needs no feature.
+    unsafe { k_row_dot::<B, PortableCore>(w, a) }
+}
+
+impl DotBlock for BlockIq4Xs {
+    type Act = BlockQ8K;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8K) -> f32 {
+        let mut levels = [0i8; QK_K];
+        for (l, qs) in levels.chunks_exact_mut(32).zip(self.qs.chunks_exact(16)) {
+            l.copy_from_slice(&iq4_levels(qs));
+        }
+        let sh = self.scales_h.get();
+        let sumi = grouped::<32>(&levels, &y.qs, |g| {
+            let ls = ((self.scales_l[g / 2] >> (4 * (g % 2))) & 0xf)
+                | ((((sh >> (2 * g)) & 3) as u8) << 4);
+            ls as i32 - 32
+        });
+        y.d.get() * self.d.to_f32() * sumi as f32
+    }
+}
+
+/// The dot product of whole blocks of weights `w` with as many activation blocks `a`.
+#[inline(always)]
+fn row_dot<B: DotBlock>(w: &[u8], a: &[u8]) -> f32 {
+    let w: &[B] = bytemuck::cast_slice(w);
+    let a: &[B::Act] = bytemuck::cast_slice(a);
+    w.iter()
+        .zip(a)
+        .map(|(x, y)| x.dot(y))
+        .fold(0.0, |s, v| s + v)
+}
+
+/// [`row_dot`] compiled portably.
+///
+/// # Safety
+/// Always safe (the signature matches the other paths').
+unsafe fn row_dot_scalar<B: DotBlock>(w: &[u8], a: &[u8]) -> f32 {
+    row_dot::<B>(w, a)
+}
+
+/// [`row_dot`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn row_dot_avx2<B: DotBlock>(w: &[u8], a: &[u8]) -> f32 {
+    row_dot::<B>(w, a)
+}
+
+/// [`row_dot`] compiled for AVX-512.
+///
+/// # Safety
+/// The CPU must have [`Isa::Avx512`]'s features.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn row_dot_avx512<B: DotBlock>(w: &[u8], a: &[u8]) -> f32 {
+    row_dot::<B>(w, a)
+}
+
+/// A row dot product: `(weight blocks, activation blocks) → f32`, both whole blocks of one
+/// row, as many of each.
+///
+/// # Safety
+/// The CPU must have the features of the path it was resolved for.
+pub(crate) type RowDot = unsafe fn(&[u8], &[u8]) -> f32;
+
+/// A weight type's dot kernel: the activation type and the row dot of one path.
+#[derive(Clone, Copy)]
+pub(crate) struct QuantDot {
+    /// The type activations are quantized to (GGML's `vec_dot_type`).
+    pub act: Type,
+    /// The row dot product.
+    pub dot: RowDot,
+}
+
+/// `B`'s kernel on path `isa`.
+fn kernel<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
+    let dot: RowDot = match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => row_dot_avx512::<B>,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => row_dot_avx2::<B>,
+        _ => row_dot_scalar::<B>,
+    };
+    QuantDot { act, dot }
+}
+
+/// `B`'s kernel on path `isa`, with the intrinsics kernels on x86.
+#[cfg(target_arch = "x86_64")]
+fn kernel32<B: x86::Simd32>(act: Type, isa: Isa) -> QuantDot {
+    let dot: RowDot = match isa {
+        Isa::Avx512 => x86::row_dot_vnni::<B>,
+        Isa::Avx2 => x86::row_dot_avx2::<B>,
+        Isa::Scalar => row_dot_scalar::<B>,
+    };
+    QuantDot { act, dot }
+}
+
+/// `B`'s kernel on path `isa` (no intrinsics kernels on this architecture).
+#[cfg(not(target_arch = "x86_64"))]
+fn kernel32<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
+    kernel::<B>(act, isa)
+}
+
+/// k-quant `B`'s kernel on path `isa` (Q8_K activations).
+fn kernel_k<B: KBlock>(isa: Isa) -> QuantDot {
+    let dot: RowDot = match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 | Isa::Avx512 => x86::k_row_dot_avx2::<B>,
+        _ => k_row_dot_scalar::<B>,
+    };
+    QuantDot {
+        act: Type::Q8_K,
+        dot,
+    }
+}
+
+/// The integer dot kernel of weight type `ty` on path `isa`, or `None` for the types without
+/// one (which MUL_MAT dequantizes instead).
+pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
+    use Type::*;
+    Some(match ty {
+        Q4_0 => kernel32::<BlockQ4_0>(Q8_0, isa),
+        Q4_1 => kernel32::<BlockQ4_1>(Q8_1, isa),
+        Q5_0 => kernel32::<BlockQ5_0>(Q8_0, isa),
+        Q5_1 => kernel32::<BlockQ5_1>(Q8_1, isa),
+        Q8_0 => kernel32::<BlockQ8_0>(Q8_0, isa),
+        IQ4_NL => kernel32::<BlockIq4Nl>(Q8_0, isa),
+        Q2_K => kernel_k::<BlockQ2K>(isa),
+        Q3_K => kernel_k::<BlockQ3K>(isa),
+        Q4_K => kernel_k::<BlockQ4K>(isa),
+        Q5_K => kernel_k::<BlockQ5K>(isa),
+        Q6_K => kernel_k::<BlockQ6K>(isa),
+        IQ4_XS => kernel::<BlockIq4Xs>(Q8_K, isa),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quants::{dequantize_row, quantize_row_ref};
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut state = seed;
+        (0..n)
+            .map(|_| {
+                state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (state >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+            })
+            .collect()
+    }
+
+    /// For every covered type: the integer dot is within the activations' 8-bit rounding of
+    /// the f64 dot of the dequantized weights with the unquantized activations, and every
+    /// path agrees with the portable one (bit for bit where it compiles the same source, to
+    /// f32 rounding of the block sums where it has intrinsics).
+    #[test]
+    fn every_path_agrees_and_matches_the_dequantized_dot() {
+        use Type::*;
+        let k = 4 * QK_K;
+        for ty in [
+            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
+        ] {
+            let w = values(k, 7);
+            let x = values(k, 99);
+            let mut wq = vec![0u8; ty.row_size(k as i64).unwrap()];
+            crate::quants::quantize_chunk(ty, &w, &mut wq, 0, 1, k, None).unwrap();
+            let mut wd = vec![0f32; k];
+            dequantize_row(ty, &wq, &mut wd).unwrap();
+            let want: f64 = wd.iter().zip(&x).map(|(a, b)| *a as f64 * *b as f64).sum();
+            let scalar = quant_dot(ty, Isa::Scalar).unwrap();
+            let mut xq = vec![0u8; scalar.act.row_size(k as i64).unwrap()];
+            quantize_row_ref(scalar.act, &x, &mut xq).unwrap();
+            // SAFETY: the scalar path needs no CPU feature; both rows hold k values.
+            let got = unsafe { (scalar.dot)(&wq, &xq) };
+            let norm: f64 = wd.iter().map(|a| (*a as f64).abs()).sum::<f64>() / 127.0;
+            assert!(
+                (got as f64 - want).abs() <= norm * 0.5 + 1e-3,
+                "{ty}: {got} vs {want}"
+            );
+            for isa in Isa::all_available() {
+                let kq = quant_dot(ty, isa).unwrap();
+                assert_eq!(kq.act, scalar.act);
+                // SAFETY: `all_available` lists only paths this CPU runs.
+                let v = unsafe { (kq.dot)(&wq, &xq) };
+                let bits_equal = !matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | IQ4_NL);
+                if bits_equal || isa == Isa::Scalar {
+                    assert_eq!(v.to_bits(), got.to_bits(), "{ty} on {isa:?}");
+                } else {
+                    let tol = 1e-5 * (norm * 127.0) as f32;
+                    assert!((v - got).abs() <= tol, "{ty} on {isa:?}: {v} vs {got}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! AVX2 and AVX-512 VNNI row dot products of the 32-value block types (Q4_0, Q4_1, Q5_0,
+//! Q5_1, Q8_0, IQ4_NL) against Q8_0 / Q8_1 activations: each block's 32 levels unpacked into
+//! one 256-bit register of bytes, multiplied with the activation's bytes into eight i32 sums
+//! (`maddubs` + `madd` on AVX2, one `vpdpbusd` with VNNI), converted and accumulated with the
+//! block's scale into eight f32 lanes, reduced once per row.
+
+use std::arch::x86_64::*;
+
+use super::{k_row_dot, DotBlock, GroupCore, KBlock};
+use crate::quants::{
+    BlockIq4Nl, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, PackedF16,
+    IQ4_NL_VALUES,
+};
+use crate::QK_K;
+
+/// An activation block of 32 levels with one scale (Q8_0, Q8_1).
+pub(super) trait Act32 {
+    /// The scale and the levels.
+    fn parts(&self) -> (PackedF16, &[i8; 32]);
+}
+
+impl Act32 for BlockQ8_0 {
+    fn parts(&self) -> (PackedF16, &[i8; 32]) {
+        (self.d, &self.qs)
+    }
+}
+
+impl Act32 for BlockQ8_1 {
+    fn parts(&self) -> (PackedF16, &[i8; 32]) {
+        (self.d, &self.qs)
+    }
+}
+
+/// A 32-value weight block whose levels fit one register of bytes.
+pub(super) trait Simd32: DotBlock<Act: Act32> {
+    /// Whether the levels are unsigned (0..32, the types with a minimum and Q8_1
+    /// activations); else signed.
+    const UNSIGNED: bool;
+    /// The 32 levels as bytes in value order.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    unsafe fn levels(&self) -> __m256i;
+    /// The block's scale.
+    fn d(&self) -> f32;
+    /// The term added per block besides the scaled integer sum (`m · s` for Q8_1 pairs).
+    fn extra(&self, y: &Self::Act) -> f32;
+}
+
+/// Implements [`Simd32`] for a block type with a `d` field: its levels from `$levels` (given
+/// the block), and `m · s` as the extra term when the type has a minimum.
+macro_rules! simd32 {
+    ($t:ty, signed, |$b:ident| $levels:expr) => {
+        simd32!(@impl $t, false, |$b| $levels, |_b, _y| 0.0);
+    };
+    ($t:ty, with_min, |$b:ident| $levels:expr) => {
+        simd32!(@impl $t, true, |$b| $levels, |b, y| b.m.to_f32() * y.s.to_f32());
+    };
+    (@impl $t:ty, $unsigned:expr, |$b:ident| $levels:expr, |$x:ident, $y:ident| $extra:expr) => {
+        impl Simd32 for $t {
+            const UNSIGNED: bool = $unsigned;
+            #[inline(always)]
+            unsafe fn levels(&self) -> __m256i {
+                let $b = self;
+                // SAFETY: the caller has AVX2; the loads read the block's own bytes.
+                unsafe { $levels }
+            }
+            fn d(&self) -> f32 {
+                self.d.to_f32()
+            }
+            fn extra(&self, $y: &<$t as DotBlock>::Act) -> f32 {
+                let $x = self;
+                $extra
+            }
+        }
+    };
+}
+
+/// Value j of the low nibbles of `qs` in byte j, value j + 16 of the high ones in byte j + 16.
+#[inline(always)]
+unsafe fn nibbles(qs: &[u8; 16]) -> __m256i {
+    // SAFETY: 16 readable bytes; the caller has AVX2.
+    unsafe {
+        let b = _mm_loadu_si128(qs.as_ptr() as *const __m128i);
+        let m = _mm_set1_epi8(0xf);
+        let lo = _mm_and_si128(b, m);
+        let hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+        _mm256_set_m128i(hi, lo)
+    }
+}
+
+/// Byte j all ones where bit j of the little-endian `qh` is set, else zero.
+#[inline(always)]
+unsafe fn bits_to_bytes(qh: [u8; 4]) -> __m256i {
+    // SAFETY: register operations only; the caller has AVX2.
+    unsafe {
+        let spread = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(i32::from_le_bytes(qh)),
+            _mm256_set_epi64x(
+                0x0303_0303_0303_0303,
+                0x0202_0202_0202_0202,
+                0x0101_0101_0101_0101,
+                0,
+            ),
+        );
+        // every bit of byte j set but bit j % 8, so the byte is all ones iff that bit was set
+        let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
+        _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1))
+    }
+}
+
+simd32!(BlockQ4_0, signed, |b| _mm256_sub_epi8(
+    nibbles(&b.qs),
+    _mm256_set1_epi8(8)
+));
+simd32!(BlockQ4_1, with_min, |b| nibbles(&b.qs));
+// Where the fifth bit is clear, 0xf0 | q is q − 16 as a signed byte; where it is set,
+// q + 16 − 16 = q.
+simd32!(BlockQ5_0, signed, |b| _mm256_or_si256(
+    nibbles(&b.qs),
+    _mm256_andnot_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(0xf0u8 as i8))
+));
+simd32!(BlockQ5_1, with_min, |b| _mm256_or_si256(
+    nibbles(&b.qs),
+    _mm256_and_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(0x10))
+));
+simd32!(BlockQ8_0, signed, |b| _mm256_loadu_si256(
+    b.qs.as_ptr() as *const __m256i
+));
+simd32!(BlockIq4Nl, signed, |b| {
+    let t = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
+    _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles(&b.qs))
+});
+
+/// The row dot product; `VNNI` selects `vpdpbusd` for the byte products.
+// AVX-512 target features and intrinsics are stable since Rust 1.89, so this path needs 1.89
+// while the workspace still declares 1.85 (raising it turns on newer lints workspace-wide,
+// left to the lead).
+#[allow(clippy::incompatible_msrv)]
+#[inline(always)]
+unsafe fn row_dot<B: Simd32, const VNNI: bool>(w: &[u8], a: &[u8]) -> f32 {
+    let w: &[B] = bytemuck::cast_slice(w);
+    let a: &[B::Act] = bytemuck::cast_slice(a);
+    // SAFETY: the callers' target features include AVX2, FMA and F16C (and AVX-512 VL and
+    // VNNI with `VNNI`); every load reads 32 bytes of a block's levels.
+    unsafe {
+        let mut acc = _mm256_setzero_ps();
+        let mut extra = 0f32;
+        let ones = _mm256_set1_epi16(1);
+        for (x, y) in w.iter().zip(a) {
+            let (yd, yq) = y.parts();
+            let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
+            let xv = x.levels();
+            // maddubs multiplies unsigned by signed bytes: move the signs of x onto y.
+            let (ux, sy) = if B::UNSIGNED {
+                (xv, yv)
+            } else {
+                (_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(yv, xv))
+            };
+            let sum = if VNNI {
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), ux, sy)
+            } else {
+                _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), ones)
+            };
+            let d = _mm256_set1_ps(x.d() * yd.to_f32());
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
+            extra += x.extra(y);
+        }
+        let h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        let h = _mm_add_ss(h, _mm_movehdup_ps(h));
+        _mm_cvtss_f32(h) + extra
+    }
+}
+
+/// [`row_dot`] with AVX2.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn row_dot_avx2<B: Simd32>(w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: forwarded.
+    unsafe { row_dot::<B, false>(w, a) }
+}
+
+/// [`row_dot`] with AVX-512 VNNI on 256-bit registers.
+///
+/// # Safety
+/// The CPU must have [`super::Isa::Avx512`]'s features.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) unsafe fn row_dot_vnni<B: Simd32>(w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: forwarded.
+    unsafe { row_dot::<B, true>(w, a) }
+}
+
+/// The AVX2 [`GroupCore`]: `maddubs` of 32 levels with 32 activations into 16 pair sums,
+/// `madd` with the two groups' scales into eight i32 sums, added up in i32 (exact, as the
+/// portable core).
+pub(super) struct Avx2Core;
+
+impl GroupCore for Avx2Core {
+    #[inline(always)]
+    unsafe fn sum(levels: &[u8; QK_K], y: &[i8; QK_K], scales: &[i16; QK_K / 16]) -> i32 {
+        // SAFETY: the caller has AVX2; each load reads 32 of the 256 bytes.
+        unsafe {
+            let mut acc = _mm256_setzero_si256();
+            for c in 0..QK_K / 32 {
+                let x = _mm256_loadu_si256(levels.as_ptr().add(32 * c) as *const __m256i);
+                let q = _mm256_loadu_si256(y.as_ptr().add(32 * c) as *const __m256i);
+                let sc = _mm256_set_m128i(
+                    _mm_set1_epi16(scales[2 * c + 1]),
+                    _mm_set1_epi16(scales[2 * c]),
+                );
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, q), sc));
+            }
+            let h = _mm_add_epi32(
+                _mm256_castsi256_si128(acc),
+                _mm256_extracti128_si256(acc, 1),
+            );
+            let h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+            let h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 1));
+            _mm_cvtsi128_si32(h)
+        }
+    }
+}
+
+/// The k-quant row dot with [`Avx2Core`].
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn k_row_dot_avx2<B: KBlock>(w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: forwarded.
+    unsafe { k_row_dot::<B, Avx2Core>(w, a) }
+}

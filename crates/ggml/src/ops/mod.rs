@@ -4,6 +4,7 @@
 mod arith;
 mod binary;
 mod matmul;
+mod node;
 mod norm;
 mod reduce;
 mod rows;
@@ -17,6 +18,7 @@ pub use arith::{
     PadReflectParams, RollParams, TimestepParams, TriParams, TriType, WindowParams,
 };
 pub use matmul::{MulMatParams, Prec};
+pub use node::NodeDesc;
 pub use norm::NormParams;
 pub use rows::ConcatParams;
 pub use softmax::SoftMaxParams;

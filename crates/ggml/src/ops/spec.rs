@@ -53,6 +53,11 @@ impl Meta {
         self.ne.iter().product()
     }
 
+    /// Bytes the tensor spans (`ggml_nbytes`); `None` when the count overflows.
+    pub fn nbytes(&self) -> Option<usize> {
+        span_bytes(self.ty, &self.ne, &self.nb)
+    }
+
     /// Number of rows: the product of dimensions 1 and up.
     pub fn nrows(&self) -> i64 {
         self.ne[1..].iter().product()

@@ -481,7 +481,7 @@ fn serve_connection(sock: TcpStream, mut session: Session) -> Result<()> {
 pub struct Server {
     addr: std::net::SocketAddr,
     stop: Arc<AtomicBool>,
-    conns: Arc<Mutex<Vec<TcpStream>>>,
+    conns: Arc<Mutex<HashMap<u64, TcpStream>>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -517,7 +517,7 @@ impl Server {
             .set_nonblocking(true)
             .map_err(|e| Error::invalid(format!("endpoint {endpoint:?}: {e}")))?;
         let stop = Arc::new(AtomicBool::new(false));
-        let conns = Arc::new(Mutex::new(Vec::new()));
+        let conns = Arc::new(Mutex::new(HashMap::new()));
         let (stop2, conns2) = (stop.clone(), conns.clone());
         let cache = cache_dir.map(Path::to_path_buf);
         let thread = std::thread::Builder::new()
@@ -557,7 +557,7 @@ impl Server {
 
     fn shutdown(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        for c in lock(&self.conns).drain(..) {
+        for (_, c) in lock(&self.conns).drain() {
             let _ = c.shutdown(Shutdown::Both);
         }
         if let Some(t) = self.thread.take() {
@@ -581,24 +581,29 @@ fn accept_loop(
     served: Arc<Vec<Served>>,
     cache: Option<PathBuf>,
     stop: Arc<AtomicBool>,
-    conns: Arc<Mutex<Vec<TcpStream>>>,
+    conns: Arc<Mutex<HashMap<u64, TcpStream>>>,
 ) {
+    let mut next_id = 0u64;
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((sock, peer)) => {
                 let _ = sock.set_nonblocking(false);
+                next_id += 1;
+                let id = next_id;
                 if let Ok(c) = sock.try_clone() {
-                    let mut all = lock(&conns);
-                    // Forget connections that have ended.
-                    all.retain(|c| c.peer_addr().is_ok());
-                    all.push(c);
+                    lock(&conns).insert(id, c);
                 }
                 let session = Session::new(served.clone(), cache.clone());
+                let conns = conns.clone();
                 let spawned = std::thread::Builder::new()
                     .name(format!("rpc-conn-{peer}"))
                     .spawn(move || {
                         if let Err(e) = serve_connection(sock, session) {
                             eprintln!("rpc server: closing connection from {peer}: {e}");
+                        }
+                        // The clone kept for `stop` would hold the connection open.
+                        if let Some(c) = lock(&conns).remove(&id) {
+                            let _ = c.shutdown(Shutdown::Both);
                         }
                     });
                 if let Err(e) = spawned {

@@ -281,12 +281,9 @@ impl Drop for RpcBuffer {
     fn drop(&mut self) {
         // The server frees the buffer anyway when the connection ends.
         lock(&self.conn.last_graph).clear();
-        let _ = self.conn.call(
-            &Request::FreeBuffer {
-                remote_ptr: self.remote_ptr,
-            },
-            Some(0),
-        );
+        let _ = self.conn.send(&Request::FreeBuffer {
+            remote_ptr: self.remote_ptr,
+        });
     }
 }
 
@@ -362,7 +359,7 @@ unsafe impl BufferImpl for RpcBuffer {
                 size: len as u64,
                 value,
             };
-            self.conn.call(&req, Some(0)).map(|_| ())
+            self.conn.send(&req)
         })
     }
     unsafe fn cpy_tensor(

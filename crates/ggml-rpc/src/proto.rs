@@ -102,11 +102,18 @@ impl Cmd {
         ALL.get(b as usize).copied()
     }
 
-    /// Whether the server answers the command.
+    /// Whether the server answers the command (in 7.0.0, buffer frees, clears, memsets,
+    /// tensor inits, uploads and computations have no answer).
     pub fn has_response(self) -> bool {
         !matches!(
             self,
-            Cmd::SetTensor | Cmd::GraphCompute | Cmd::GraphRecompute
+            Cmd::FreeBuffer
+                | Cmd::BufferClear
+                | Cmd::MemsetTensor
+                | Cmd::InitTensor
+                | Cmd::SetTensor
+                | Cmd::GraphCompute
+                | Cmd::GraphRecompute
         )
     }
 }

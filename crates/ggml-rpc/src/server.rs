@@ -157,9 +157,16 @@ impl Session {
         }
     }
 
-    /// Serves one request; the response payload, or `None` for commands without one. `Err`
-    /// closes the connection.
+    /// Serves one request; the response payload, or `None` for commands without one
+    /// ([`Cmd::has_response`]). `Err` closes the connection.
     pub fn handle(&mut self, req: Request) -> Result<Option<Vec<u8>>> {
+        let cmd = req.cmd();
+        let resp = self.serve(req)?;
+        debug_assert_eq!(resp.is_some(), cmd.has_response(), "{cmd:?}");
+        Ok(resp)
+    }
+
+    fn serve(&mut self, req: Request) -> Result<Option<Vec<u8>>> {
         let cmd = req.cmd();
         if !self.hello_done {
             return match req {
@@ -195,11 +202,11 @@ impl Session {
                 // Stored graphs may place tensors in the buffer.
                 self.stored.clear();
                 self.buffers.remove(&remote_ptr);
-                Ok(Some(Vec::new()))
+                Ok(None)
             }
             Request::BufferClear { remote_ptr, value } => {
                 self.buffer(remote_ptr)?.buffer.clear(value)?;
-                Ok(Some(Vec::new()))
+                Ok(None)
             }
             Request::MemsetTensor {
                 tensor,
@@ -209,7 +216,7 @@ impl Session {
             } => {
                 let r = self.range(&tensor, offset, Some(size))?;
                 backend::tensor_memset(&r.buf.bytes, value, r.offset, r.len)?;
-                Ok(Some(Vec::new()))
+                Ok(None)
             }
             Request::SetTensor {
                 tensor,
@@ -256,7 +263,7 @@ impl Session {
             }
             Request::InitTensor { tensor } => {
                 self.range(&tensor, 0, None)?;
-                Ok(Some(Vec::new()))
+                Ok(None)
             }
             Request::GetAllocSize { device, tensor, .. } => {
                 self.device(device)?;

@@ -6,6 +6,7 @@ mod imatrix;
 mod info;
 mod json;
 mod quantize;
+mod rpc_server;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -17,7 +18,8 @@ commands:
   bench [-o OPS] [-b BACKEND] [-t N] [--quick]   time ops as test-backend-ops perf does
   gguf inspect FILE [--json]   header, metadata and tensors of a GGUF file
   gguf quantize IN OUT TYPE    a copy of a GGUF file with its weights quantized to TYPE
-       [--imatrix FILE] [--threads N]";
+       [--imatrix FILE] [--threads N]
+  rpc-server [-H HOST] [-p PORT] [-d DEV,...] [-t N] [-c DIR]   serve devices over GGML RPC";
 
 /// Whether `arg` asks for help (`-h` or `--help`); every command then prints its usage and
 /// succeeds.
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
         Some("info") => info::run(&args[1..]),
         Some("gguf") => gguf_cmd::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
+        Some("rpc-server") => rpc_server::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

@@ -10,7 +10,7 @@
 //! replies — and nothing else.
 
 use std::collections::HashMap;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,6 +64,8 @@ pub struct Session {
     next: u64,
     stored: HashMap<u32, StoredGraph>,
     hello_done: bool,
+    /// Largest buffer this connection may allocate.
+    max_buffer: u64,
 }
 
 /// A resolved byte range of a connection's buffer.
@@ -86,16 +88,24 @@ impl Session {
             next: 1,
             stored: HashMap::new(),
             hello_done: false,
+            max_buffer: MAX_BUFFER,
         }
     }
 
-    /// A session over `devices` that is not attached to a socket (for the fuzz target and
-    /// tests that drive [`Session::handle`] directly).
-    pub fn detached(devices: &[Device], cache_dir: Option<&Path>) -> Result<Session> {
-        Ok(Session::new(
+    /// A session over `devices` that is not attached to a socket, allocating buffers of at
+    /// most `max_buffer` bytes (for the fuzz target and tests that drive
+    /// [`Session::serve_stream`] directly).
+    pub fn detached(
+        devices: &[Device],
+        cache_dir: Option<&Path>,
+        max_buffer: usize,
+    ) -> Result<Session> {
+        let mut s = Session::new(
             Arc::new(init_devices(devices, 1)?),
             cache_dir.map(Path::to_path_buf),
-        ))
+        );
+        s.max_buffer = (max_buffer as u64).min(MAX_BUFFER);
+        Ok(s)
     }
 
     /// The largest payload a frame of `cmd` may claim: the command's size, or for SET_TENSOR
@@ -294,8 +304,14 @@ impl Session {
             v.extend_from_slice(&0u64.to_le_bytes());
             v
         };
-        let (_, total) = served.device.memory();
-        let limit = if total == 0 { MAX_BUFFER } else { (total as u64).min(MAX_BUFFER) };
+        // Bounded by what the device has free now (when it says), so a client cannot ask for
+        // more memory than there is.
+        let (free, total) = served.device.memory();
+        let known = if free > 0 { free } else { total };
+        let limit = match known {
+            0 => self.max_buffer,
+            n => (n as u64).min(self.max_buffer),
+        };
         if size > limit || self.buffers.len() >= MAX_BUFFERS {
             return Ok(fail());
         }
@@ -456,29 +472,41 @@ fn init_devices(devices: &[Device], n_threads: usize) -> Result<Vec<Served>> {
         .collect()
 }
 
-/// Reads requests from `sock` and serves them until the client leaves or breaks a rule.
+/// Reads requests from a socket and serves them until the client leaves or breaks a rule.
 fn serve_connection(sock: TcpStream, mut session: Session) -> Result<()> {
     let peer = sock
         .peer_addr()
         .map_or_else(|_| "?".to_string(), |a| a.to_string());
-    let io = |what: &str, e| proto::io_err(&peer, what, e);
     let _ = sock.set_nodelay(true);
-    let mut r = BufReader::new(sock.try_clone().map_err(|e| io("clone", e))?);
-    let mut w = BufWriter::new(sock);
-    loop {
-        let mut cmd = [0u8; 1];
-        match std::io::Read::read_exact(&mut r, &mut cmd) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(e) => return Err(io("read", e)),
-        }
-        let c = Cmd::from_u8(cmd[0]).ok_or_else(|| bad(format!("unknown command {}", cmd[0])))?;
-        let len = proto::read_len(&mut r, session.max_payload(c)).map_err(|e| io("frame", e))?;
-        let payload = proto::read_bytes(&mut r, len).map_err(|e| io("payload", e))?;
-        let req = Request::decode(cmd[0], &payload)?;
-        drop(payload);
-        if let Some(resp) = session.handle(req)? {
-            proto::write_response(&mut w, &resp).map_err(|e| io("write", e))?;
+    let r = BufReader::new(
+        sock.try_clone()
+            .map_err(|e| proto::io_err(&peer, "clone", e))?,
+    );
+    session.serve_stream(r, BufWriter::new(sock), &peer)
+}
+
+impl Session {
+    /// Serves the requests read from `r`, writing responses to `w`, until `r` ends (`Ok`) or
+    /// a request breaks a rule (`Err`: the connection is to be closed). `peer` names the other
+    /// side in errors.
+    pub fn serve_stream(&mut self, mut r: impl Read, mut w: impl Write, peer: &str) -> Result<()> {
+        let io = |what: &str, e| proto::io_err(peer, what, e);
+        loop {
+            let mut cmd = [0u8; 1];
+            match r.read_exact(&mut cmd) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(e) => return Err(io("read", e)),
+            }
+            let c = Cmd::from_u8(cmd[0])
+                .ok_or_else(|| bad(format!("unknown command {}", cmd[0])))?;
+            let len = proto::read_len(&mut r, self.max_payload(c)).map_err(|e| io("frame", e))?;
+            let payload = proto::read_bytes(&mut r, len).map_err(|e| io("payload", e))?;
+            let req = Request::decode(cmd[0], &payload)?;
+            drop(payload);
+            if let Some(resp) = self.handle(req)? {
+                proto::write_response(&mut w, &resp).map_err(|e| io("write", e))?;
+            }
         }
     }
 }

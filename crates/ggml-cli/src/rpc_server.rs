@@ -7,7 +7,8 @@ use ggml::backend;
 
 use crate::CliError;
 
-const USAGE: &str = "usage: ggml rpc-server [-H HOST] [-p PORT] [-d DEV,...] [-t THREADS] [-c CACHE_DIR]
+const USAGE: &str =
+    "usage: ggml rpc-server [-H HOST] [-p PORT] [-d DEV,...] [-t THREADS] [-c CACHE_DIR]
 
   Serves local devices to GGML RPC clients (llama.cpp --rpc, ggml_rpc::add_server).
   -H HOST       address to bind (default 127.0.0.1; any other is reachable from outside)
@@ -48,7 +49,9 @@ fn parse(args: &[OsString]) -> Result<Option<Opts>, CliError> {
             "-H" | "--host" => o.host = value()?,
             "-p" | "--port" => {
                 let v = value()?;
-                o.port = v.parse().map_err(|_| usage(format!("-p {v:?} is not a port")))?;
+                o.port = v
+                    .parse()
+                    .map_err(|_| usage(format!("-p {v:?} is not a port")))?;
             }
             "-d" | "--device" => o.devices = value()?.split(',').map(str::to_string).collect(),
             "-t" | "--threads" => {

@@ -294,7 +294,11 @@ impl RpcBuffer {
     }
 
     /// Runs `f(offset, len)` over `[offset, offset + len)` in pieces the wire can carry.
-    fn chunks(offset: usize, len: usize, mut f: impl FnMut(usize, usize) -> Result<()>) -> Result<()> {
+    fn chunks(
+        offset: usize,
+        len: usize,
+        mut f: impl FnMut(usize, usize) -> Result<()>,
+    ) -> Result<()> {
         (0..len)
             .step_by(CHUNK)
             .try_for_each(|k| f(offset + k, CHUNK.min(len - k)))
@@ -463,10 +467,12 @@ impl DeviceImpl for RpcDevice {
         let wire_ok = op.ne()[proto::WIRE_DIMS] == 1
             && !matches!(
                 op.op(),
-                ggml::Op::Custom | ggml::Op::MapCustom1 | ggml::Op::MapCustom2 | ggml::Op::MapCustom3
+                ggml::Op::Custom
+                    | ggml::Op::MapCustom1
+                    | ggml::Op::MapCustom2
+                    | ggml::Op::MapCustom3
             );
-        wire_ok
-            && backend::dev_by_type(DeviceType::Cpu).is_some_and(|cpu| cpu.supports_op(op))
+        wire_ok && backend::dev_by_type(DeviceType::Cpu).is_some_and(|cpu| cpu.supports_op(op))
     }
     fn supports_buft(&self, buft: &BufferType) -> bool {
         *buft == self.buft
@@ -587,7 +593,9 @@ impl BackendImpl for RpcEngine {
         let mut last = lock(&self.conn.last_graph);
         if last.get(&self.index) == Some(&payload) {
             drop(last);
-            return self.conn.send(&Request::GraphRecompute { device: self.index });
+            return self
+                .conn
+                .send(&Request::GraphRecompute { device: self.index });
         }
         last.insert(self.index, payload);
         drop(last);

@@ -180,12 +180,20 @@ impl WireTensor {
         out.extend_from_slice(&self.id.to_le_bytes());
         out.extend_from_slice(&self.ty.to_le_bytes());
         out.extend_from_slice(&self.buffer.to_le_bytes());
-        self.ne.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
-        self.nb.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        self.ne
+            .iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        self.nb
+            .iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
         out.extend_from_slice(&self.op.to_le_bytes());
-        self.op_params.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        self.op_params
+            .iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
         out.extend_from_slice(&self.flags.to_le_bytes());
-        self.src.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        self.src
+            .iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
         out.extend_from_slice(&self.view_src.to_le_bytes());
         out.extend_from_slice(&self.view_offs.to_le_bytes());
         out.extend_from_slice(&self.data.to_le_bytes());
@@ -255,6 +263,8 @@ pub struct GraphMsg {
 /// A request, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(missing_docs)] // the fields are GGML's request struct fields, named as there
+// One request lives at a time; boxing the tensors would only add allocations.
+#[allow(clippy::large_enum_variant)]
 pub enum Request {
     AllocBuffer {
         device: u32,

@@ -122,15 +122,20 @@ impl Session {
     }
 
     fn device(&self, i: u32) -> Result<&Served> {
-        self.devices
-            .get(i as usize)
-            .ok_or_else(|| bad(format!("device {i}: {} devices are served", self.devices.len())))
+        self.devices.get(i as usize).ok_or_else(|| {
+            bad(format!(
+                "device {i}: {} devices are served",
+                self.devices.len()
+            ))
+        })
     }
 
     fn buffer(&self, handle: u64) -> Result<&SrvBuffer> {
-        self.buffers
-            .get(&handle)
-            .ok_or_else(|| bad(format!("buffer handle {handle:#x} is not one of this connection")))
+        self.buffers.get(&handle).ok_or_else(|| {
+            bad(format!(
+                "buffer handle {handle:#x} is not one of this connection"
+            ))
+        })
     }
 
     /// The bytes of `t` from `offset` for `len` bytes (`None`: all of the tensor from
@@ -143,7 +148,10 @@ impl Session {
         let buf = self.buffer(t.buffer)?;
         let nbytes = layout.nbytes as u64;
         let len = len.unwrap_or(nbytes.saturating_sub(offset));
-        let start = t.data.checked_sub(buf.base).filter(|&s| s <= buf.size as u64);
+        let start = t
+            .data
+            .checked_sub(buf.base)
+            .filter(|&s| s <= buf.size as u64);
         let Some(start) = start else {
             return Err(bad(format!(
                 "tensor data address {:#x} is outside its buffer [{:#x}, +{})",
@@ -341,7 +349,9 @@ impl Session {
     }
 
     fn cache_path(&self, hash: u64) -> Option<PathBuf> {
-        self.cache_dir.as_ref().map(|d| d.join(format!("{hash:016x}")))
+        self.cache_dir
+            .as_ref()
+            .map(|d| d.join(format!("{hash:016x}")))
     }
 
     fn cache_store(&self, data: &[u8]) -> Result<()> {
@@ -456,7 +466,9 @@ impl Session {
 /// One stream per device, with `n_threads` where the device has a thread setting.
 fn init_devices(devices: &[Device], n_threads: usize) -> Result<Vec<Served>> {
     if devices.is_empty() {
-        return Err(Error::invalid("rpc server: devices is empty; serve at least one"));
+        return Err(Error::invalid(
+            "rpc server: devices is empty; serve at least one",
+        ));
     }
     devices
         .iter()
@@ -498,8 +510,8 @@ impl Session {
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
                 Err(e) => return Err(io("read", e)),
             }
-            let c = Cmd::from_u8(cmd[0])
-                .ok_or_else(|| bad(format!("unknown command {}", cmd[0])))?;
+            let c =
+                Cmd::from_u8(cmd[0]).ok_or_else(|| bad(format!("unknown command {}", cmd[0])))?;
             let len = proto::read_len(&mut r, self.max_payload(c)).map_err(|e| io("frame", e))?;
             let payload = proto::read_bytes(&mut r, len).map_err(|e| io("payload", e))?;
             let req = Request::decode(cmd[0], &payload)?;

@@ -36,10 +36,16 @@ pub(crate) fn layout(t: &WireTensor) -> Result<Layout> {
         .ok_or_else(|| bad(t, "strides overflow".into()))?;
     let blck = ty.blck_size() as i64;
     if ne[0] % blck != 0 {
-        return Err(bad(t, format!("ne[0] = {} is not a multiple of {blck}", ne[0])));
+        return Err(bad(
+            t,
+            format!("ne[0] = {} is not a multiple of {blck}", ne[0]),
+        ));
     }
     if blck > 1 && nb[0] != ty.type_size() {
-        return Err(bad(t, format!("nb[0] = {} for {ty}: blocks must be packed", nb[0])));
+        return Err(bad(
+            t,
+            format!("nb[0] = {} for {ty}: blocks must be packed", nb[0]),
+        ));
     }
     let nbytes = Meta { ty, ne, nb }
         .nbytes()

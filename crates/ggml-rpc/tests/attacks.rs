@@ -27,12 +27,25 @@ impl Raw {
     fn connect(ep: &str) -> Raw {
         let s = TcpStream::connect(ep).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut r = Raw { s, handle: 0, base: 0 };
+        let mut r = Raw {
+            s,
+            handle: 0,
+            base: 0,
+        };
         r.hello();
-        let v = r.call(&Request::AllocBuffer { device: 0, size: BUF }).unwrap();
+        let v = r
+            .call(&Request::AllocBuffer {
+                device: 0,
+                size: BUF,
+            })
+            .unwrap();
         r.handle = u64::from_le_bytes(v[..8].try_into().unwrap());
         assert_ne!(r.handle, 0);
-        let v = r.call(&Request::BufferGetBase { remote_ptr: r.handle }).unwrap();
+        let v = r
+            .call(&Request::BufferGetBase {
+                remote_ptr: r.handle,
+            })
+            .unwrap();
         r.base = u64::from_le_bytes(v.try_into().unwrap());
         r
     }
@@ -94,12 +107,22 @@ impl Raw {
     fn f32s(&mut self, offset: u64, vals: &[f32]) {
         let data: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
         let t = self.t(9999, Type::F32, [vals.len() as u32, 1, 1, 1], offset);
-        self.send(&Request::SetTensor { tensor: t, cache: false, offset: 0, data });
+        self.send(&Request::SetTensor {
+            tensor: t,
+            cache: false,
+            offset: 0,
+            data,
+        });
     }
 
     fn get(&mut self, offset: u64, n: u32) -> Vec<u8> {
         let t = self.t(9998, Type::I8, [n, 1, 1, 1], offset);
-        self.call(&Request::GetTensor { tensor: t, offset: 0, size: u64::from(n) }).unwrap()
+        self.call(&Request::GetTensor {
+            tensor: t,
+            offset: 0,
+            size: u64::from(n),
+        })
+        .unwrap()
     }
 
     /// ADD of two f32[4] at 0 and 16 into 32: a good graph to break.
@@ -110,7 +133,11 @@ impl Raw {
         c.op = Op::Add as u32;
         c.src[0] = 1;
         c.src[1] = 2;
-        GraphMsg { device: 0, nodes: vec![3], tensors: vec![a, b, c] }
+        GraphMsg {
+            device: 0,
+            nodes: vec![3],
+            tensors: vec![a, b, c],
+        }
     }
 }
 
@@ -136,59 +163,120 @@ fn cases() -> Vec<Case> {
     vec![
         ("tensor outside its buffer (SET_TENSOR)", Closed, |r| {
             let t = r.t(1, Type::F32, [64, 1, 1, 1], BUF - 16);
-            r.send(&Request::SetTensor { tensor: t, cache: false, offset: 0, data: vec![7; 256] });
+            r.send(&Request::SetTensor {
+                tensor: t,
+                cache: false,
+                offset: 0,
+                data: vec![7; 256],
+            });
         }),
-        ("tensor address before its buffer (GET_TENSOR)", Closed, |r| {
-            let mut t = r.t(1, Type::F32, [4, 1, 1, 1], 0);
-            t.data = r.base - 64;
-            r.send(&Request::GetTensor { tensor: t, offset: 0, size: 16 });
-        }),
+        (
+            "tensor address before its buffer (GET_TENSOR)",
+            Closed,
+            |r| {
+                let mut t = r.t(1, Type::F32, [4, 1, 1, 1], 0);
+                t.data = r.base - 64;
+                r.send(&Request::GetTensor {
+                    tensor: t,
+                    offset: 0,
+                    size: 16,
+                });
+            },
+        ),
         ("wrapping ne (u32::MAX in every dimension)", Closed, |r| {
             let mut t = r.t(1, Type::F32, [u32::MAX; 4], 0);
             t.nb = [4, u32::MAX, u32::MAX, u32::MAX];
-            r.send(&Request::GetTensor { tensor: t, offset: 0, size: 16 });
+            r.send(&Request::GetTensor {
+                tensor: t,
+                offset: 0,
+                size: 16,
+            });
         }),
-        ("wrapping nb (a stride that walks far past the buffer)", Closed, |r| {
-            let mut t = r.t(1, Type::F32, [4, 2, 1, 1], 0);
-            t.nb[1] = u32::MAX;
-            r.send(&Request::MemsetTensor { tensor: t, offset: 0, size: 16, value: 1 });
-        }),
+        (
+            "wrapping nb (a stride that walks far past the buffer)",
+            Closed,
+            |r| {
+                let mut t = r.t(1, Type::F32, [4, 2, 1, 1], 0);
+                t.nb[1] = u32::MAX;
+                r.send(&Request::MemsetTensor {
+                    tensor: t,
+                    offset: 0,
+                    size: 16,
+                    value: 1,
+                });
+            },
+        ),
         ("GET_TENSOR offset + size wrapping 2^64", Closed, |r| {
             let t = r.t(1, Type::F32, [4, 1, 1, 1], 0);
-            r.send(&Request::GetTensor { tensor: t, offset: u64::MAX - 3, size: 8 });
+            r.send(&Request::GetTensor {
+                tensor: t,
+                offset: u64::MAX - 3,
+                size: 8,
+            });
         }),
         ("MEMSET_TENSOR past the tensor", Closed, |r| {
             let t = r.t(1, Type::F32, [4, 1, 1, 1], 0);
-            r.send(&Request::MemsetTensor { tensor: t, offset: 8, size: 4096, value: 1 });
+            r.send(&Request::MemsetTensor {
+                tensor: t,
+                offset: 8,
+                size: 4096,
+                value: 1,
+            });
         }),
-        ("COPY_TENSOR into a destination past the buffer", Closed, |r| {
-            let src = r.t(1, Type::F32, [64, 1, 1, 1], 0);
-            let dst = r.t(2, Type::F32, [64, 1, 1, 1], BUF - 64);
-            r.send(&Request::CopyTensor { src, dst });
-        }),
+        (
+            "COPY_TENSOR into a destination past the buffer",
+            Closed,
+            |r| {
+                let src = r.t(1, Type::F32, [64, 1, 1, 1], 0);
+                let dst = r.t(2, Type::F32, [64, 1, 1, 1], BUF - 64);
+                r.send(&Request::CopyTensor { src, dst });
+            },
+        ),
         ("unknown buffer handle", Closed, |r| {
             let mut t = r.t(1, Type::F32, [4, 1, 1, 1], 0);
             t.buffer = 0xdead_beef;
-            r.send(&Request::GetTensor { tensor: t, offset: 0, size: 16 });
+            r.send(&Request::GetTensor {
+                tensor: t,
+                offset: 0,
+                size: 16,
+            });
         }),
         ("FREE_BUFFER of a handle never allocated", Closed, |r| {
-            r.send(&Request::FreeBuffer { remote_ptr: r.handle + 77 });
+            r.send(&Request::FreeBuffer {
+                remote_ptr: r.handle + 77,
+            });
         }),
         ("type id past the type count", Closed, |r| {
             let mut t = r.t(1, Type::F32, [4, 1, 1, 1], 0);
             t.ty = 200;
-            r.send(&Request::GetTensor { tensor: t, offset: 0, size: 16 });
+            r.send(&Request::GetTensor {
+                tensor: t,
+                offset: 0,
+                size: 16,
+            });
         }),
         ("a removed type (Q4_2, block size 0 in GGML)", Closed, |r| {
             let mut t = r.t(1, Type::F32, [4, 1, 1, 1], 0);
             t.ty = 4;
-            r.send(&Request::GetTensor { tensor: t, offset: 0, size: 16 });
+            r.send(&Request::GetTensor {
+                tensor: t,
+                offset: 0,
+                size: 16,
+            });
         }),
-        ("quantized ne[0] not a whole number of blocks", Closed, |r| {
-            let mut t = r.t(1, Type::Q4_0, [32, 1, 1, 1], 0);
-            t.ne[0] = 3;
-            r.send(&Request::GetTensor { tensor: t, offset: 0, size: 2 });
-        }),
+        (
+            "quantized ne[0] not a whole number of blocks",
+            Closed,
+            |r| {
+                let mut t = r.t(1, Type::Q4_0, [32, 1, 1, 1], 0);
+                t.ne[0] = 3;
+                r.send(&Request::GetTensor {
+                    tensor: t,
+                    offset: 0,
+                    size: 2,
+                });
+            },
+        ),
         ("unknown command 18 and 200", Closed, |r| {
             r.send_raw(&[18, 0, 0, 0, 0, 0, 0, 0, 0]);
             r.send_raw(&[200, 0, 0, 0, 0, 0, 0, 0, 0]);
@@ -230,13 +318,17 @@ fn cases() -> Vec<Case> {
             graph(r, |g| g.tensors[2].op = 101);
             graph(r, |g| g.tensors[2].op = 255);
         }),
-        ("CUSTOM op with a function pointer in op_params", Closed, |r| {
-            graph(r, |g| {
-                g.tensors[2].op = Op::Custom as u32;
-                g.tensors[2].op_params[0] = 0x4141_4141;
-                g.tensors[2].op_params[1] = 0x4141_4141;
-            })
-        }),
+        (
+            "CUSTOM op with a function pointer in op_params",
+            Closed,
+            |r| {
+                graph(r, |g| {
+                    g.tensors[2].op = Op::Custom as u32;
+                    g.tensors[2].op_params[0] = 0x4141_4141;
+                    g.tensors[2].op_params[1] = 0x4141_4141;
+                })
+            },
+        ),
         ("MAP_CUSTOM1/2/3 ops", Closed, |r| {
             for op in [Op::MapCustom1, Op::MapCustom2, Op::MapCustom3] {
                 graph(r, |g| g.tensors[2].op = op as u32);
@@ -286,10 +378,14 @@ fn cases() -> Vec<Case> {
                 c.ne = [4, 4, 1, 1];
             })
         }),
-        ("SET_ROWS / SSM_SCAN (index ops this server does not compute)", Closed, |r| {
-            graph(r, |g| g.tensors[2].op = Op::SetRows as u32);
-            graph(r, |g| g.tensors[2].op = Op::SsmScan as u32);
-        }),
+        (
+            "SET_ROWS / SSM_SCAN (index ops this server does not compute)",
+            Closed,
+            |r| {
+                graph(r, |g| g.tensors[2].op = Op::SetRows as u32);
+                graph(r, |g| g.tensors[2].op = Op::SsmScan as u32);
+            },
+        ),
         ("an operand id that was never sent", Closed, |r| {
             graph(r, |g| g.tensors[2].src[1] = 0x5555)
         }),
@@ -322,36 +418,75 @@ fn cases() -> Vec<Case> {
         ("GRAPH_RECOMPUTE after its buffer was freed", Closed, |r| {
             let g = r.add_graph();
             r.send(&Request::GraphCompute(g));
-            r.send(&Request::FreeBuffer { remote_ptr: r.handle });
+            r.send(&Request::FreeBuffer {
+                remote_ptr: r.handle,
+            });
             r.send(&Request::GraphRecompute { device: 0 });
         }),
         ("device index out of range", Closed, |r| {
             r.send(&Request::GetAlignment { device: 9 });
         }),
-        ("an allocation of 2^62 bytes is refused, not attempted", Alive, |r| {
-            let v = r.call(&Request::AllocBuffer { device: 0, size: 1 << 62 }).unwrap();
-            assert_eq!(v, vec![0; 16], "remote_ptr 0: allocation failed");
-        }),
-        ("GET_ROWS indices out of range read nothing outside the source", Alive, |r| {
-            // a: f32 [4, 2] at 0 (rows 0 and 1); ids i32 [3] at 64; out f32 [4, 3] at 128.
-            r.f32s(0, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
-            let ids: Vec<u8> = [1i32, -5, 1 << 30].iter().flat_map(|v| v.to_le_bytes()).collect();
-            let it = r.t(9997, Type::I32, [3, 1, 1, 1], 64);
-            r.send(&Request::SetTensor { tensor: it, cache: false, offset: 0, data: ids });
-            // Sentinel bytes after the output.
-            let sent = r.t(9996, Type::I8, [64, 1, 1, 1], 176);
-            r.send(&Request::MemsetTensor { tensor: sent, offset: 0, size: 64, value: 0xab });
-            let a = r.t(1, Type::F32, [4, 2, 1, 1], 0);
-            let ids = r.t(2, Type::I32, [3, 1, 1, 1], 64);
-            let mut c = r.t(3, Type::F32, [4, 3, 1, 1], 128);
-            c.op = Op::GetRows as u32;
-            c.src[0] = 1;
-            c.src[1] = 2;
-            r.send(&Request::GraphCompute(GraphMsg { device: 0, nodes: vec![3], tensors: vec![a, ids, c] }));
-            let out: Vec<f32> = r.get(128, 48).chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
-            assert_eq!(out, vec![5.0, 6.0, 7.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
-            assert_eq!(r.get(176, 64), vec![0xab; 64]);
-        }),
+        (
+            "an allocation of 2^62 bytes is refused, not attempted",
+            Alive,
+            |r| {
+                let v = r
+                    .call(&Request::AllocBuffer {
+                        device: 0,
+                        size: 1 << 62,
+                    })
+                    .unwrap();
+                assert_eq!(v, vec![0; 16], "remote_ptr 0: allocation failed");
+            },
+        ),
+        (
+            "GET_ROWS indices out of range read nothing outside the source",
+            Alive,
+            |r| {
+                // a: f32 [4, 2] at 0 (rows 0 and 1); ids i32 [3] at 64; out f32 [4, 3] at 128.
+                r.f32s(0, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+                let ids: Vec<u8> = [1i32, -5, 1 << 30]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect();
+                let it = r.t(9997, Type::I32, [3, 1, 1, 1], 64);
+                r.send(&Request::SetTensor {
+                    tensor: it,
+                    cache: false,
+                    offset: 0,
+                    data: ids,
+                });
+                // Sentinel bytes after the output.
+                let sent = r.t(9996, Type::I8, [64, 1, 1, 1], 176);
+                r.send(&Request::MemsetTensor {
+                    tensor: sent,
+                    offset: 0,
+                    size: 64,
+                    value: 0xab,
+                });
+                let a = r.t(1, Type::F32, [4, 2, 1, 1], 0);
+                let ids = r.t(2, Type::I32, [3, 1, 1, 1], 64);
+                let mut c = r.t(3, Type::F32, [4, 3, 1, 1], 128);
+                c.op = Op::GetRows as u32;
+                c.src[0] = 1;
+                c.src[1] = 2;
+                r.send(&Request::GraphCompute(GraphMsg {
+                    device: 0,
+                    nodes: vec![3],
+                    tensors: vec![a, ids, c],
+                }));
+                let out: Vec<f32> = r
+                    .get(128, 48)
+                    .chunks(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                    .collect();
+                assert_eq!(
+                    out,
+                    vec![5.0, 6.0, 7.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+                );
+                assert_eq!(r.get(176, 64), vec![0xab; 64]);
+            },
+        ),
     ]
 }
 
@@ -374,7 +509,11 @@ fn each_attack_is_refused_and_the_server_keeps_serving() {
         other.f32s(16, &[10.0, 20.0, 30.0, 40.0]);
         let g = other.add_graph();
         other.send(&Request::GraphCompute(g));
-        let sum: Vec<f32> = other.get(32, 16).chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let sum: Vec<f32> = other
+            .get(32, 16)
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
         assert_eq!(sum, vec![11.0, 22.0, 33.0, 44.0], "after case {name:?}");
     }
     // And a full client through the library.
@@ -395,7 +534,11 @@ fn buffers_of_one_connection_are_invisible_to_another() {
     assert_eq!(a.get(0, 16)[..4], 1.0f32.to_le_bytes());
     let mut t = b.t(1, Type::F32, [4, 1, 1, 1], 0);
     t.buffer = a.handle + 100;
-    b.send(&Request::GetTensor { tensor: t, offset: 0, size: 16 });
+    b.send(&Request::GetTensor {
+        tensor: t,
+        offset: 0,
+        size: 16,
+    });
     assert!(!b.alive(), "a foreign handle closes the connection");
     assert!(a.alive());
 }

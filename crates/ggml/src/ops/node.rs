@@ -31,8 +31,7 @@ pub struct NodeDesc<'a> {
 }
 
 /// Every flag bit GGML defines.
-const ALL_FLAGS: u32 =
-    flags::INPUT | flags::OUTPUT | flags::PARAM | flags::LOSS | flags::COMPUTE;
+const ALL_FLAGS: u32 = flags::INPUT | flags::OUTPUT | flags::PARAM | flags::LOSS | flags::COMPUTE;
 
 /// Ops whose behaviour is a function pointer or closure of the process that built the node:
 /// never accepted from a description.
@@ -74,7 +73,10 @@ impl Context {
             )));
         }
         let src_meta: Vec<Option<Meta>> = d.src.iter().map(|s| s.map(Meta::of)).collect();
-        let used = src_meta.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
+        let used = src_meta
+            .iter()
+            .rposition(Option::is_some)
+            .map_or(0, |i| i + 1);
         let node = NodeMeta {
             dst: Meta {
                 ty: d.ty,

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use ggml::backend::{
-    self, BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, Place, PlacedGraph, RegistryImpl,
+    self, BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, Place, PlacedGraph,
 };
 use ggml::{BufferType, Device, DeviceType, Error, Registry, Result, Tensor};
 
@@ -200,26 +200,9 @@ pub fn add_server(endpoint: &str) -> Result<Registry> {
             }))
         })
         .collect::<Result<Vec<_>>>()?;
-    let reg = Registry::new(RpcRegistry {
-        name: format!("RPC[{endpoint}]"),
-        devices,
-    });
+    let reg = Registry::from_devices(&format!("RPC[{endpoint}]"), devices);
     all.insert(endpoint.to_string(), reg.clone());
     Ok(reg)
-}
-
-struct RpcRegistry {
-    name: String,
-    devices: Vec<Device>,
-}
-
-impl RegistryImpl for RpcRegistry {
-    fn name(&self) -> String {
-        self.name.clone()
-    }
-    fn devices(&self) -> Vec<Device> {
-        self.devices.clone()
-    }
 }
 
 // ---- buffers -------------------------------------------------------------------------------

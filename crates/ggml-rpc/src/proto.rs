@@ -262,7 +262,8 @@ pub struct GraphMsg {
 
 /// A request, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[allow(missing_docs)] // the fields are GGML's request struct fields, named as there
+#[allow(missing_docs)]
+// the fields are GGML's request struct fields, named as there
 // One request lives at a time; boxing the tensors would only add allocations.
 #[allow(clippy::large_enum_variant)]
 pub enum Request {

@@ -152,6 +152,17 @@ enum Expect {
 
 type Case = (&'static str, Expect, fn(&mut Raw));
 
+/// GET_TENSOR of 16 bytes of an f32 [4] at 0, changed by `f`.
+fn get_bad(r: &mut Raw, f: impl FnOnce(&mut WireTensor)) {
+    let mut t = r.t(1, Type::F32, [4, 1, 1, 1], 0);
+    f(&mut t);
+    r.send(&Request::GetTensor {
+        tensor: t,
+        offset: 0,
+        size: 16,
+    });
+}
+
 fn graph(r: &mut Raw, f: impl FnOnce(&mut GraphMsg)) {
     let mut g = r.add_graph();
     f(&mut g);
@@ -233,13 +244,9 @@ fn cases() -> Vec<Case> {
             },
         ),
         ("unknown buffer handle", Closed, |r| {
-            let mut t = r.t(1, Type::F32, [4, 1, 1, 1], 0);
-            t.buffer = 0xdead_beef;
-            r.send(&Request::GetTensor {
-                tensor: t,
-                offset: 0,
-                size: 16,
-            });
+            get_bad(r, |t| {
+                t.buffer = 0xdead_beef;
+            })
         }),
         ("FREE_BUFFER of a handle never allocated", Closed, |r| {
             r.send(&Request::FreeBuffer {
@@ -247,22 +254,14 @@ fn cases() -> Vec<Case> {
             });
         }),
         ("type id past the type count", Closed, |r| {
-            let mut t = r.t(1, Type::F32, [4, 1, 1, 1], 0);
-            t.ty = 200;
-            r.send(&Request::GetTensor {
-                tensor: t,
-                offset: 0,
-                size: 16,
-            });
+            get_bad(r, |t| {
+                t.ty = 200;
+            })
         }),
         ("a removed type (Q4_2, block size 0 in GGML)", Closed, |r| {
-            let mut t = r.t(1, Type::F32, [4, 1, 1, 1], 0);
-            t.ty = 4;
-            r.send(&Request::GetTensor {
-                tensor: t,
-                offset: 0,
-                size: 16,
-            });
+            get_bad(r, |t| {
+                t.ty = 4;
+            })
         }),
         (
             "quantized ne[0] not a whole number of blocks",

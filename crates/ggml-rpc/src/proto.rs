@@ -720,3 +720,209 @@ pub fn check_hello(payload: &[u8]) -> Result<(u8, u8, u8)> {
     }
     Ok((major, minor, patch))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> WireTensor {
+        let mut t = WireTensor {
+            id: 0x1111_2222_3333_4444,
+            ty: 1,
+            buffer: 0x55,
+            ne: [2, 3, 4, 5],
+            nb: [2, 4, 12, 48],
+            op: 29,
+            flags: 16,
+            view_src: 0x77,
+            view_offs: 8,
+            data: 0xabcd,
+            use_count: 3,
+            ..WireTensor::default()
+        };
+        t.op_params[0] = -1;
+        t.src[0] = 0x99;
+        t.src[9] = 0x9a;
+        t.set_name("weights");
+        t
+    }
+
+    #[test]
+    fn rpc_tensor_fields_are_at_ggml_offsets() {
+        let mut b = Vec::new();
+        sample().encode(&mut b);
+        assert_eq!(b.len(), TENSOR_SIZE);
+        let u32at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        let u64at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        assert_eq!(u64at(0), 0x1111_2222_3333_4444);
+        assert_eq!(u32at(8), 1);
+        assert_eq!(u64at(12), 0x55);
+        assert_eq!([u32at(20), u32at(24), u32at(28), u32at(32)], [2, 3, 4, 5]);
+        assert_eq!([u32at(36), u32at(40), u32at(44), u32at(48)], [2, 4, 12, 48]);
+        assert_eq!(u32at(52), 29);
+        assert_eq!(u32at(56), u32::MAX);
+        assert_eq!(u32at(120), 16);
+        assert_eq!(u64at(124), 0x99);
+        assert_eq!(u64at(124 + 72), 0x9a);
+        assert_eq!(u64at(204), 0x77);
+        assert_eq!(u64at(212), 8);
+        assert_eq!(u64at(220), 0xabcd);
+        assert_eq!(&b[228..235], b"weights");
+        assert!(b[235..292].iter().all(|&x| x == 0));
+        assert_eq!(u32at(292), 3);
+    }
+
+    fn all_requests() -> Vec<Request> {
+        let t = sample();
+        vec![
+            Request::AllocBuffer {
+                device: 1,
+                size: 96,
+            },
+            Request::GetAlignment { device: 2 },
+            Request::GetMaxSize { device: 3 },
+            Request::BufferGetBase { remote_ptr: 4 },
+            Request::FreeBuffer { remote_ptr: 5 },
+            Request::BufferClear {
+                remote_ptr: 6,
+                value: 7,
+            },
+            Request::SetTensor {
+                tensor: t,
+                cache: true,
+                offset: 8,
+                data: vec![1, 2, 3],
+            },
+            Request::SetTensorHash {
+                tensor: t,
+                offset: 9,
+                hash: 10,
+            },
+            Request::GetTensor {
+                tensor: t,
+                offset: 11,
+                size: 12,
+            },
+            Request::CopyTensor { src: t, dst: t },
+            Request::GraphCompute(GraphMsg {
+                device: 1,
+                nodes: vec![0x99],
+                tensors: vec![t, t],
+            }),
+            Request::GetDeviceMemory { device: 4 },
+            Request::InitTensor { tensor: t },
+            Request::GetAllocSize {
+                device: 5,
+                tensor: t,
+                srcs: Box::new([t; WIRE_SRC]),
+            },
+            Request::Hello {
+                caps: [9; CONN_CAPS_SIZE],
+            },
+            Request::DeviceCount,
+            Request::GraphRecompute { device: 6 },
+            Request::MemsetTensor {
+                tensor: t,
+                offset: 1,
+                size: 2,
+                value: 3,
+            },
+        ]
+    }
+
+    #[test]
+    fn every_request_has_ggmls_size_and_round_trips() {
+        let reqs = all_requests();
+        assert_eq!(reqs.len(), 18, "one per command");
+        for r in reqs {
+            let p = r.encode_payload();
+            let want = match &r {
+                Request::SetTensor { data, .. } => SET_TENSOR_HEADER + data.len(),
+                Request::GraphCompute(g) => {
+                    4 + 4 + 8 * g.nodes.len() + 4 + TENSOR_SIZE * g.tensors.len()
+                }
+                _ => fixed_request_size(r.cmd()).unwrap(),
+            };
+            assert_eq!(p.len(), want, "{:?}", r.cmd());
+            assert_eq!(Request::decode(r.cmd() as u8, &p).unwrap(), r);
+            if fixed_request_size(r.cmd()).is_some_and(|n| n > 0) {
+                assert!(Request::decode(r.cmd() as u8, &p[1..]).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn message_bytes() {
+        let p = Request::AllocBuffer {
+            device: 1,
+            size: 96,
+        }
+        .encode_payload();
+        assert_eq!(p, [1, 0, 0, 0, 96, 0, 0, 0, 0, 0, 0, 0]);
+        let p = Request::BufferClear {
+            remote_ptr: 0x0102,
+            value: 0xff,
+        }
+        .encode_payload();
+        assert_eq!(p, [2, 1, 0, 0, 0, 0, 0, 0, 0xff]);
+        let mut frame = Vec::new();
+        write_request(&mut frame, Cmd::DeviceCount, &[]).unwrap();
+        assert_eq!(frame, [15, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let mut frame = Vec::new();
+        write_response(&mut frame, &[7]).unwrap();
+        assert_eq!(frame, [1, 0, 0, 0, 0, 0, 0, 0, 7]);
+        // SET_TENSOR: tensor, cache flag, offset, data.
+        let p = Request::SetTensor {
+            tensor: sample(),
+            cache: true,
+            offset: 5,
+            data: vec![9],
+        }
+        .encode_payload();
+        assert_eq!(p[TENSOR_SIZE], 1);
+        assert_eq!(&p[TENSOR_SIZE + 1..TENSOR_SIZE + 9], &5u64.to_le_bytes());
+        assert_eq!(p[SET_TENSOR_HEADER], 9);
+    }
+
+    #[test]
+    fn hello_version_rule() {
+        let r = hello_response();
+        assert_eq!(r.len(), 28);
+        assert_eq!(&r[..4], &[7, 0, 0, 0]);
+        assert_eq!(check_hello(&r).unwrap(), (7, 0, 0));
+        let mut newer = r.clone();
+        newer[1] = 1;
+        assert!(
+            check_hello(&newer).is_err(),
+            "a newer minor version is refused"
+        );
+        let mut older_major = r.clone();
+        older_major[0] = 6;
+        assert!(check_hello(&older_major).is_err());
+        assert!(check_hello(&r[..27]).is_err());
+        assert_eq!(Cmd::Hello as u8, 14);
+        assert_eq!(Cmd::from_u8(18), None);
+    }
+
+    #[test]
+    fn graph_counts_must_match_the_bytes() {
+        let g = Request::GraphCompute(GraphMsg {
+            device: 0,
+            nodes: vec![1],
+            tensors: vec![sample()],
+        });
+        let mut p = g.encode_payload();
+        p[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(Request::decode(10, &p).is_err());
+        let mut p = g.encode_payload();
+        p.push(0);
+        assert!(Request::decode(10, &p).is_err());
+    }
+
+    #[test]
+    fn fnv1a_known_values() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x85944171f73967e8);
+    }
+}

@@ -393,7 +393,12 @@ pub(crate) fn check_node(op: Op, node: &NodeMeta<'_>, shape: Shape, inplace: boo
             let contiguous = d.nb == contiguous_strides(ty, &ne);
             let in_place_over_a = node.view_offs.is_some()
                 && inplace
-                && node.src.first().copied().flatten().is_some_and(|a| a.same_layout(d));
+                && node
+                    .src
+                    .first()
+                    .copied()
+                    .flatten()
+                    .is_some_and(|a| a.same_layout(d));
             let fresh = contiguous && node.view_offs.is_none();
             if !(fresh || in_place_over_a) {
                 return mismatch(

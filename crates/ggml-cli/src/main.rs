@@ -8,6 +8,7 @@ mod info;
 mod json;
 mod progress;
 mod quantize;
+mod rpc_server;
 mod test_ops;
 mod tokenize;
 
@@ -26,6 +27,7 @@ commands:
   tokenize MODEL.gguf -p TEXT  the token ids of TEXT [--pieces] [--no-bos] [--no-parse-special]
   test-ops [-o OPS] [-d DEVICE] [-p PATTERN] [-v]   the op conformance suite on every device
        [--seed N] [--export FILE] [--fixtures FILE] [--list]
+  rpc-server [-H HOST] [-p PORT] [-d DEV,...] [-t N] [-c DIR]   serve devices over GGML RPC
 
   -V, --version                the version
   -h, --help                   this text; `ggml COMMAND --help` for a command's";
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("tokenize") => tokenize::run(&args[1..]),
         Some("test-ops") => test_ops::run(&args[1..]),
+        Some("rpc-server") => rpc_server::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

@@ -49,7 +49,6 @@ use std::time::Duration;
 
 use ggml::backend::{
     self, BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl, EventImpl, Place, PlacedGraph,
-    RegistryImpl,
 };
 use ggml::{
     Backend, Buffer, BufferType, Context, Device, DeviceType, Error, Registry, Result, Tensor, Type,
@@ -447,10 +446,7 @@ impl Server {
 
 /// A registry named `name` over `devices`.
 pub fn registry(name: &str, devices: Vec<Device>) -> Registry {
-    Registry::new(RemoteRegistry {
-        name: name.to_string(),
-        devices,
-    })
+    Registry::from_devices(name, devices)
 }
 
 /// Starts a server, makes one device named `device_name` on it, and registers it with `ggml`
@@ -771,19 +767,5 @@ impl EventImpl for Marker {
     }
     fn is_reached(&self) -> bool {
         lock(&self.state).is_some()
-    }
-}
-
-struct RemoteRegistry {
-    name: String,
-    devices: Vec<Device>,
-}
-
-impl RegistryImpl for RemoteRegistry {
-    fn name(&self) -> String {
-        self.name.clone()
-    }
-    fn devices(&self) -> Vec<Device> {
-        self.devices.clone()
     }
 }

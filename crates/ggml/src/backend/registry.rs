@@ -18,7 +18,31 @@ handle!(
     Registry: RegistryImpl
 );
 
+/// A registry that is a name and a fixed list of devices.
+struct DeviceList {
+    name: String,
+    devices: Vec<Device>,
+}
+
+impl RegistryImpl for DeviceList {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn devices(&self) -> Vec<Device> {
+        self.devices.clone()
+    }
+}
+
 impl Registry {
+    /// A registry named `name` over `devices`, with no features (what a backend whose devices
+    /// are known when it starts needs: a remote server's, a test device's).
+    pub fn from_devices(name: &str, devices: Vec<Device>) -> Registry {
+        Registry::new(DeviceList {
+            name: name.to_string(),
+            devices,
+        })
+    }
+
     /// Name (`ggml_backend_reg_name`).
     pub fn name(&self) -> String {
         self.0.name()

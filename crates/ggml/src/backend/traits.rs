@@ -169,6 +169,17 @@ impl<'a> Place<'a> {
         self.size
     }
 
+    /// The place of `size` bytes starting `back` bytes before this one in the same buffer
+    /// (what a view's bytes are a part of, say); `None` unless it lies inside the buffer.
+    pub fn before(&self, back: usize, size: usize) -> Option<Place<'a>> {
+        let offset = self.offset.checked_sub(back)?;
+        (offset.checked_add(size)? <= self.buffer.size()).then_some(Place {
+            buffer: self.buffer,
+            offset,
+            size,
+        })
+    }
+
     /// The buffer as `T` and the offset, when the buffer is a `T`.
     pub fn downcast<T: BufferImpl>(&self) -> Option<(&'a T, usize)> {
         self.buffer.downcast_ref::<T>().map(|b| (b, self.offset))

@@ -10,6 +10,7 @@ mod dsv4;
 mod glu;
 mod matmul;
 mod moe;
+mod node;
 mod norm;
 mod out_prod;
 mod pool;
@@ -41,6 +42,7 @@ pub use custom::{CustomDst, CustomParams, CustomSrc, N_TASKS_MAX};
 pub use dsv4::{HcCombParams, HcPreParams, HC_STREAMS};
 pub use glu::{GluOp, GluParams};
 pub use matmul::{MulMatParams, Prec};
+pub use node::NodeDesc;
 pub use norm::{GroupNormParams, NormParams};
 pub use pool::{Pool1dParams, Pool2dParams, PoolOp};
 pub use rope::{

@@ -53,6 +53,11 @@ impl Meta {
         self.ne.iter().product()
     }
 
+    /// Bytes the tensor spans (`ggml_nbytes`); `None` when the count overflows.
+    pub fn nbytes(&self) -> Option<usize> {
+        span_bytes(self.ty, &self.ne, &self.nb)
+    }
+
     /// Number of rows: the product of dimensions 1 and up.
     pub fn nrows(&self) -> i64 {
         self.ne[1..].iter().product()
@@ -94,6 +99,15 @@ impl Meta {
             .rev()
             .find(|&d| self.ne[d] > 1)
             .map_or(1, |d| d + 1)
+    }
+
+    /// Whether `other` has this type and shape and lies in memory the same way: equal strides
+    /// in every dimension of more than one element (a stride of a dimension of one element is
+    /// never used; a 4-dimensional wire format cannot carry the fifth's).
+    pub fn same_layout(&self, other: &Meta) -> bool {
+        self.ty == other.ty
+            && self.ne == other.ne
+            && (0..MAX_DIMS).all(|d| self.ne[d] <= 1 || self.nb[d] == other.nb[d])
     }
 
     /// Whether the shape equals `other`'s.
@@ -402,7 +416,12 @@ pub(crate) fn check_node(op: Op, node: &NodeMeta<'_>, shape: Shape, inplace: boo
             let contiguous = d.nb == contiguous_strides(ty, &ne);
             let in_place_over_a = node.view_offs.is_some()
                 && inplace
-                && node.src.first().copied().flatten().is_some_and(|a| a == *d);
+                && node
+                    .src
+                    .first()
+                    .copied()
+                    .flatten()
+                    .is_some_and(|a| a.same_layout(d));
             let fresh = contiguous && node.view_offs.is_none();
             if !(fresh || in_place_over_a) {
                 return mismatch(
@@ -442,7 +461,7 @@ pub(crate) fn check_node(op: Op, node: &NodeMeta<'_>, shape: Shape, inplace: boo
         }
         Shape::Into { slot } => {
             let target = node.src.get(slot).copied().flatten();
-            if target != Some(*d) || node.view_offs.is_none() {
+            if !target.is_some_and(|t| t.same_layout(d)) || node.view_offs.is_none() {
                 return mismatch(format!(
                     "it must be a view of operand {slot} with its layout"
                 ));
@@ -450,7 +469,7 @@ pub(crate) fn check_node(op: Op, node: &NodeMeta<'_>, shape: Shape, inplace: boo
             Ok(())
         }
         Shape::View { ne, nb } => {
-            if d.ne != ne || d.nb != nb || node.view_offs.is_none() {
+            if !d.same_layout(&Meta { ty: d.ty, ne, nb }) || node.view_offs.is_none() {
                 return mismatch(format!(
                     "it must be a view of operand 0 with shape {ne:?} and strides {nb:?}"
                 ));

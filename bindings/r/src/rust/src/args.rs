@@ -199,3 +199,71 @@ fn describe(obj: &Robj) -> String {
 pub fn lib<T>(fname: &str, r: ggml::Result<T>) -> Result<T> {
     r.map_err(|e| Error::Other(format!("{fname}: {e}")))
 }
+
+/// One number given as an R integer or double of length 1, not NA (NaN and infinities pass).
+pub fn num(obj: &Robj, arg: &str) -> Result<f64> {
+    let v = if obj.len() != 1 || obj.is_na() {
+        None
+    } else if let Some(i) = obj.as_integer() {
+        Some(f64::from(i))
+    } else {
+        obj.as_real()
+    };
+    v.ok_or_else(|| {
+        Error::Other(format!(
+            "argument `{arg}`: expected one number, got {}",
+            describe(obj)
+        ))
+    })
+}
+
+/// One number as an `f32` (GGML's `float` arguments).
+pub fn f32_arg(obj: &Robj, arg: &str) -> Result<f32> {
+    Ok(num(obj, arg)? as f32)
+}
+
+/// A whole number in the range of a C `int` (GGML's `int` arguments).
+pub fn i32_arg(obj: &Robj, arg: &str) -> Result<i32> {
+    Ok(int_in(obj, arg, f64::from(i32::MIN), f64::from(i32::MAX))? as i32)
+}
+
+/// A whole number in the range of `int64_t` that R doubles hold exactly.
+pub fn i64_arg(obj: &Robj, arg: &str) -> Result<i64> {
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    Ok(int_in(obj, arg, -EXACT, EXACT)? as i64)
+}
+
+/// One string, not NA.
+pub fn string(obj: &Robj, arg: &str) -> Result<String> {
+    match obj.as_str() {
+        Some(s) if obj.len() == 1 && !obj.is_na() => Ok(s.to_string()),
+        _ => Err(Error::Other(format!(
+            "argument `{arg}`: expected one string, got {}",
+            describe(obj)
+        ))),
+    }
+}
+
+/// `NULL` or one string.
+pub fn opt_string(obj: &Robj, arg: &str) -> Result<Option<String>> {
+    if obj.is_null() {
+        Ok(None)
+    } else {
+        string(obj, arg).map(Some)
+    }
+}
+
+/// A raw vector's bytes.
+pub fn raw(obj: &Robj, arg: &str) -> Result<Vec<u8>> {
+    obj.as_raw_slice().map(<[u8]>::to_vec).ok_or_else(|| {
+        Error::Other(format!(
+            "argument `{arg}`: expected a raw vector, got {}",
+            describe(obj)
+        ))
+    })
+}
+
+/// An error naming the argument, for checks the library does not make itself.
+pub fn bad(arg: &str, why: impl std::fmt::Display) -> Error {
+    Error::Other(format!("argument `{arg}`: {why}"))
+}

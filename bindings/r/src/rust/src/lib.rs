@@ -7,35 +7,56 @@
 //! alive, so they may run in any order. Every bad argument is an R error naming it.
 
 mod args;
+mod backend;
+mod gguf;
+mod ops;
+mod quant;
+mod tensors;
+
+use ops::{unary, scalar_ops, binary, matrix, reduce, glu, norm, softmax, attention, rope, layout, rows, conv, pool, sequence};
 
 use args::{bytes, dim, flag, ggml_type, handle, lib, Slot};
 use extendr_api::prelude::*;
 use extendr_api::{Error, Result};
 use ggml::{Backend, Buffer, BufferUsage, Context, ErrorKind, Graph, Tensor};
 
-const CTX: &str = "ggml context";
-const TENSOR: &str = "ggml tensor";
-const GRAPH: &str = "ggml graph";
-const BACKEND: &str = "ggml backend";
-const BUFFER: &str = "ggml backend buffer";
+pub(crate) const CTX: &str = "ggml context";
+pub(crate) const TENSOR: &str = "ggml tensor";
+pub(crate) const GRAPH: &str = "ggml graph";
+pub(crate) const BACKEND: &str = "ggml backend";
+pub(crate) const BUFFER: &str = "ggml backend buffer";
 
-fn ctx_arg(obj: &Robj) -> Result<Context> {
+pub(crate) fn ctx_arg(obj: &Robj) -> Result<Context> {
     handle(obj, "ctx", CTX)
 }
 
-fn tensor_arg(obj: &Robj, arg: &str) -> Result<Tensor> {
+pub(crate) fn tensor_arg(obj: &Robj, arg: &str) -> Result<Tensor> {
     handle(obj, arg, TENSOR)
 }
 
-fn backend_arg(obj: &Robj) -> Result<Backend> {
+/// `NULL` or a tensor (GGML's nullable tensor arguments).
+pub(crate) fn opt_tensor(obj: &Robj, arg: &str) -> Result<Option<Tensor>> {
+    if obj.is_null() {
+        Ok(None)
+    } else {
+        tensor_arg(obj, arg).map(Some)
+    }
+}
+
+/// A handle as an external pointer, or `NULL` for none (GGML's NULL returns).
+pub(crate) fn wrap_opt<T: Clone + 'static>(h: Option<T>) -> Robj {
+    h.map(Slot::wrap).unwrap_or_else(|| ().into())
+}
+
+pub(crate) fn backend_arg(obj: &Robj) -> Result<Backend> {
     handle(obj, "backend", BACKEND)
 }
 
-fn graph_arg(obj: &Robj) -> Result<Graph> {
+pub(crate) fn graph_arg(obj: &Robj) -> Result<Graph> {
     handle(obj, "graph", GRAPH)
 }
 
-fn buffer_arg(obj: &Robj) -> Result<Buffer> {
+pub(crate) fn buffer_arg(obj: &Robj) -> Result<Buffer> {
     handle(obj, "buffer", BUFFER)
 }
 
@@ -129,7 +150,7 @@ fn new_tensor(fname: &str, ctx: &Robj, ty: &Robj, ne: &[(&Robj, &str)]) -> Resul
 /// ggml_nelements(t)
 /// @export
 #[extendr]
-fn ggml_new_tensor_1d(ctx: Robj, r#type: Robj, ne0: Robj) -> Result<Robj> {
+fn ggml_new_tensor_1d(ctx: Robj, #[extendr(default = "GGML_TYPE_F32")] r#type: Robj, ne0: Robj) -> Result<Robj> {
     new_tensor("ggml_new_tensor_1d", &ctx, &r#type, &[(&ne0, "ne0")])
 }
 
@@ -144,7 +165,7 @@ fn ggml_new_tensor_1d(ctx: Robj, r#type: Robj, ne0: Robj) -> Result<Robj> {
 /// ggml_tensor_shape(t)
 /// @export
 #[extendr]
-fn ggml_new_tensor_2d(ctx: Robj, r#type: Robj, ne0: Robj, ne1: Robj) -> Result<Robj> {
+fn ggml_new_tensor_2d(ctx: Robj, #[extendr(default = "GGML_TYPE_F32")] r#type: Robj, ne0: Robj, ne1: Robj) -> Result<Robj> {
     new_tensor(
         "ggml_new_tensor_2d",
         &ctx,
@@ -164,7 +185,7 @@ fn ggml_new_tensor_2d(ctx: Robj, r#type: Robj, ne0: Robj, ne1: Robj) -> Result<R
 /// ggml_n_dims(t)
 /// @export
 #[extendr]
-fn ggml_new_tensor_3d(ctx: Robj, r#type: Robj, ne0: Robj, ne1: Robj, ne2: Robj) -> Result<Robj> {
+fn ggml_new_tensor_3d(ctx: Robj, #[extendr(default = "GGML_TYPE_F32")] r#type: Robj, ne0: Robj, ne1: Robj, ne2: Robj) -> Result<Robj> {
     new_tensor(
         "ggml_new_tensor_3d",
         &ctx,
@@ -186,7 +207,7 @@ fn ggml_new_tensor_3d(ctx: Robj, r#type: Robj, ne0: Robj, ne1: Robj, ne2: Robj) 
 #[extendr]
 fn ggml_new_tensor_4d(
     ctx: Robj,
-    r#type: Robj,
+    #[extendr(default = "GGML_TYPE_F32")] r#type: Robj,
     ne0: Robj,
     ne1: Robj,
     ne2: Robj,
@@ -335,97 +356,6 @@ fn ggml_tensor_shape(tensor: Robj) -> Result<Vec<f64>> {
 #[extendr]
 fn ggml_tensor_type(tensor: Robj) -> Result<i32> {
     Ok(tensor_arg(&tensor, "tensor")?.ty() as i32)
-}
-
-// ---- operators ------------------------------------------------------------------------------
-
-fn binary(
-    fname: &str,
-    ctx: &Robj,
-    a: &Robj,
-    b: &Robj,
-    op: fn(&Context, &Tensor, &Tensor) -> ggml::Result<Tensor>,
-) -> Result<Robj> {
-    let ctx = ctx_arg(ctx)?;
-    let (a, b) = (tensor_arg(a, "a")?, tensor_arg(b, "b")?);
-    Ok(Slot::wrap(lib(fname, op(&ctx, &a, &b))?))
-}
-
-/// Element-wise `a + b`, `b` broadcast over `a` (`ggml_add`).
-/// @param ctx A context from `ggml_init`.
-/// @param a,b Tensors; every dimension of `a` a multiple of `b`'s.
-/// @return A tensor of `a`'s shape, computed by a graph.
-/// @examples
-/// cpu <- ggml_backend_cpu_init()
-/// ctx <- ggml_init(1024 * 1024)
-/// a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)
-/// ggml_set_f32(a, c(1, 2, 3))
-/// out <- ggml_add(ctx, a, a)
-/// ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
-/// ggml_get_f32(out)
-/// @export
-#[extendr]
-fn ggml_add(ctx: Robj, a: Robj, b: Robj) -> Result<Robj> {
-    binary("ggml_add", &ctx, &a, &b, Context::add)
-}
-
-/// Element-wise `a * b`, `b` broadcast over `a` (`ggml_mul`).
-/// @param ctx A context from `ggml_init`.
-/// @param a,b Tensors; every dimension of `a` a multiple of `b`'s.
-/// @return A tensor of `a`'s shape, computed by a graph.
-/// @examples
-/// cpu <- ggml_backend_cpu_init()
-/// ctx <- ggml_init(1024 * 1024)
-/// a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)
-/// ggml_set_f32(a, c(1, 2, 3))
-/// out <- ggml_mul(ctx, a, a)
-/// ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
-/// ggml_get_f32(out)
-/// @export
-#[extendr]
-fn ggml_mul(ctx: Robj, a: Robj, b: Robj) -> Result<Robj> {
-    binary("ggml_mul", &ctx, &a, &b, Context::mul)
-}
-
-/// Matrix product (`ggml_mul_mat`): `a` is `[K, M]`, `b` is `[K, N]`, the result `[M, N]`
-/// (each row of the result is `a`'s rows dotted with a row of `b`).
-/// @param ctx A context from `ggml_init`.
-/// @param a,b Tensors sharing dimension 0.
-/// @return An F32 tensor, computed by a graph.
-/// @examples
-/// cpu <- ggml_backend_cpu_init()
-/// ctx <- ggml_init(1024 * 1024)
-/// a <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2, 2)
-/// b <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2, 1)
-/// ggml_set_f32(a, c(1, 2, 3, 4))
-/// ggml_set_f32(b, c(1, 1))
-/// out <- ggml_mul_mat(ctx, a, b)
-/// ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
-/// ggml_get_f32(out)  # 3 7
-/// @export
-#[extendr]
-fn ggml_mul_mat(ctx: Robj, a: Robj, b: Robj) -> Result<Robj> {
-    binary("ggml_mul_mat", &ctx, &a, &b, Context::mul_mat)
-}
-
-/// `max(a, 0)` element-wise (`ggml_relu`).
-/// @param ctx A context from `ggml_init`.
-/// @param a A tensor.
-/// @return A tensor of `a`'s shape, computed by a graph.
-/// @examples
-/// cpu <- ggml_backend_cpu_init()
-/// ctx <- ggml_init(1024 * 1024)
-/// a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)
-/// ggml_set_f32(a, c(-1, 0, 2))
-/// out <- ggml_relu(ctx, a)
-/// ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
-/// ggml_get_f32(out)
-/// @export
-#[extendr]
-fn ggml_relu(ctx: Robj, a: Robj) -> Result<Robj> {
-    let ctx = ctx_arg(&ctx)?;
-    let a = tensor_arg(&a, "a")?;
-    Ok(Slot::wrap(lib("ggml_relu", ctx.relu(&a))?))
 }
 
 // ---- graphs and backends ----------------------------------------------------------------------
@@ -769,7 +699,7 @@ fn ggml_backend_multi_buffer_set_usage(buffer: Robj, usage: Robj) -> Result<()> 
 /// ggmlR's status for a computation: 0 on success, GGML's status code (-1 failed,
 /// -2 allocation failed, 1 aborted) for a failure of the computation itself, and an R error for
 /// a bad argument (a graph whose tensors have no memory, an op the backend lacks).
-fn status(fname: &str, r: ggml::Result<()>) -> Result<i32> {
+pub(crate) fn status(fname: &str, r: ggml::Result<()>) -> Result<i32> {
     match r {
         Ok(()) => Ok(0),
         Err(e) => match e.kind() {
@@ -850,6 +780,25 @@ fn rs_quiet_panics() {
 
 extendr_module! {
     mod ggmlrs;
+    use backend;
+    use gguf;
+    use unary;
+    use scalar_ops;
+    use binary;
+    use matrix;
+    use reduce;
+    use glu;
+    use norm;
+    use softmax;
+    use attention;
+    use rope;
+    use layout;
+    use rows;
+    use conv;
+    use pool;
+    use sequence;
+    use quant;
+    use tensors;
     fn rs_quiet_panics;
     fn ggml_init;
     fn ggml_free;
@@ -869,10 +818,6 @@ extendr_module! {
     fn ggml_nrows;
     fn ggml_tensor_shape;
     fn ggml_tensor_type;
-    fn ggml_add;
-    fn ggml_mul;
-    fn ggml_mul_mat;
-    fn ggml_relu;
     fn ggml_build_forward_expand;
     fn ggml_backend_cpu_init;
     fn ggml_backend_free;

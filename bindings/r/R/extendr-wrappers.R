@@ -59,7 +59,7 @@ ggml_used_mem <- function(ctx) .Call(wrap__ggml_used_mem, ctx)
 #' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
 #' ggml_nelements(t)
 #' @export
-ggml_new_tensor_1d <- function(ctx, type, ne0) .Call(wrap__ggml_new_tensor_1d, ctx, type, ne0)
+ggml_new_tensor_1d <- function(ctx, type = GGML_TYPE_F32, ne0) .Call(wrap__ggml_new_tensor_1d, ctx, type, ne0)
 
 #' A new 2-d tensor (`ggml_new_tensor_2d`): `ne0` columns (contiguous) by `ne1` rows.
 #' @param ctx A context from `ggml_init`.
@@ -71,7 +71,7 @@ ggml_new_tensor_1d <- function(ctx, type, ne0) .Call(wrap__ggml_new_tensor_1d, c
 #' t <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 2)
 #' ggml_tensor_shape(t)
 #' @export
-ggml_new_tensor_2d <- function(ctx, type, ne0, ne1) .Call(wrap__ggml_new_tensor_2d, ctx, type, ne0, ne1)
+ggml_new_tensor_2d <- function(ctx, type = GGML_TYPE_F32, ne0, ne1) .Call(wrap__ggml_new_tensor_2d, ctx, type, ne0, ne1)
 
 #' A new 3-d tensor (`ggml_new_tensor_3d`).
 #' @param ctx A context from `ggml_init`.
@@ -83,7 +83,7 @@ ggml_new_tensor_2d <- function(ctx, type, ne0, ne1) .Call(wrap__ggml_new_tensor_
 #' t <- ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 4, 3, 2)
 #' ggml_n_dims(t)
 #' @export
-ggml_new_tensor_3d <- function(ctx, type, ne0, ne1, ne2) .Call(wrap__ggml_new_tensor_3d, ctx, type, ne0, ne1, ne2)
+ggml_new_tensor_3d <- function(ctx, type = GGML_TYPE_F32, ne0, ne1, ne2) .Call(wrap__ggml_new_tensor_3d, ctx, type, ne0, ne1, ne2)
 
 #' A new 4-d tensor (`ggml_new_tensor_4d`).
 #' @param ctx A context from `ggml_init`.
@@ -95,7 +95,7 @@ ggml_new_tensor_3d <- function(ctx, type, ne0, ne1, ne2) .Call(wrap__ggml_new_te
 #' t <- ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 2, 2, 2, 2)
 #' ggml_nelements(t)
 #' @export
-ggml_new_tensor_4d <- function(ctx, type, ne0, ne1, ne2, ne3) .Call(wrap__ggml_new_tensor_4d, ctx, type, ne0, ne1, ne2, ne3)
+ggml_new_tensor_4d <- function(ctx, type = GGML_TYPE_F32, ne0, ne1, ne2, ne3) .Call(wrap__ggml_new_tensor_4d, ctx, type, ne0, ne1, ne2, ne3)
 
 #' Writes `data` into the tensor (`ggml_set_f32`); its length must be the element count.
 #' @param tensor A tensor with data (F32, F16, BF16 or I32).
@@ -196,69 +196,6 @@ ggml_tensor_shape <- function(tensor) .Call(wrap__ggml_tensor_shape, tensor)
 #' ggml_tensor_type(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 4)) == GGML_TYPE_I32
 #' @export
 ggml_tensor_type <- function(tensor) .Call(wrap__ggml_tensor_type, tensor)
-
-#' Element-wise `a + b`, `b` broadcast over `a` (`ggml_add`).
-#' @param ctx A context from `ggml_init`.
-#' @param a,b Tensors; every dimension of `a` a multiple of `b`'s.
-#' @return A tensor of `a`'s shape, computed by a graph.
-#' @examples
-#' cpu <- ggml_backend_cpu_init()
-#' ctx <- ggml_init(1024 * 1024)
-#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)
-#' ggml_set_f32(a, c(1, 2, 3))
-#' out <- ggml_add(ctx, a, a)
-#' ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
-#' ggml_get_f32(out)
-#' @export
-ggml_add <- function(ctx, a, b) .Call(wrap__ggml_add, ctx, a, b)
-
-#' Element-wise `a * b`, `b` broadcast over `a` (`ggml_mul`).
-#' @param ctx A context from `ggml_init`.
-#' @param a,b Tensors; every dimension of `a` a multiple of `b`'s.
-#' @return A tensor of `a`'s shape, computed by a graph.
-#' @examples
-#' cpu <- ggml_backend_cpu_init()
-#' ctx <- ggml_init(1024 * 1024)
-#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)
-#' ggml_set_f32(a, c(1, 2, 3))
-#' out <- ggml_mul(ctx, a, a)
-#' ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
-#' ggml_get_f32(out)
-#' @export
-ggml_mul <- function(ctx, a, b) .Call(wrap__ggml_mul, ctx, a, b)
-
-#' Matrix product (`ggml_mul_mat`): `a` is `[K, M]`, `b` is `[K, N]`, the result `[M, N]`
-#' (each row of the result is `a`'s rows dotted with a row of `b`).
-#' @param ctx A context from `ggml_init`.
-#' @param a,b Tensors sharing dimension 0.
-#' @return An F32 tensor, computed by a graph.
-#' @examples
-#' cpu <- ggml_backend_cpu_init()
-#' ctx <- ggml_init(1024 * 1024)
-#' a <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2, 2)
-#' b <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2, 1)
-#' ggml_set_f32(a, c(1, 2, 3, 4))
-#' ggml_set_f32(b, c(1, 1))
-#' out <- ggml_mul_mat(ctx, a, b)
-#' ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
-#' ggml_get_f32(out)  # 3 7
-#' @export
-ggml_mul_mat <- function(ctx, a, b) .Call(wrap__ggml_mul_mat, ctx, a, b)
-
-#' `max(a, 0)` element-wise (`ggml_relu`).
-#' @param ctx A context from `ggml_init`.
-#' @param a A tensor.
-#' @return A tensor of `a`'s shape, computed by a graph.
-#' @examples
-#' cpu <- ggml_backend_cpu_init()
-#' ctx <- ggml_init(1024 * 1024)
-#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3)
-#' ggml_set_f32(a, c(-1, 0, 2))
-#' out <- ggml_relu(ctx, a)
-#' ggml_backend_graph_compute(cpu, ggml_build_forward_expand(ctx, out))
-#' ggml_get_f32(out)
-#' @export
-ggml_relu <- function(ctx, a) .Call(wrap__ggml_relu, ctx, a)
 
 #' A graph computing `tensor` and everything it depends on (`ggml_build_forward_expand`).
 #' @param ctx A context from `ggml_init`.
@@ -527,5 +464,2021 @@ ggml_backend_multi_buffer_alloc_buffer <- function(buffers) .Call(wrap__ggml_bac
 #' ggml_backend_multi_buffer_set_usage(multi, ggml_backend_buffer_usage_compute())
 #' @export
 ggml_backend_multi_buffer_set_usage <- function(buffer, usage) invisible(.Call(wrap__ggml_backend_multi_buffer_set_usage, buffer, usage))
+
+#' Device type constants
+#'
+#' `GGML_BACKEND_DEVICE_TYPE_*` as integers: CPU 0, GPU 1, integrated GPU 2, accelerator 3.
+#' @return An integer.
+#' @examples
+#' ggml_backend_device_type_cpu()
+#' ggml_backend_device_type_gpu()
+#' ggml_backend_device_type_igpu()
+#' ggml_backend_device_type_accel()
+#' ggml_backend_dev_type(ggml_backend_dev_get(0)) == ggml_backend_device_type_cpu()
+#' @export
+ggml_backend_device_type_cpu <- function() .Call(wrap__ggml_backend_device_type_cpu)
+
+#' @rdname ggml_backend_device_type_cpu
+#' @export
+ggml_backend_device_type_gpu <- function() .Call(wrap__ggml_backend_device_type_gpu)
+
+#' @rdname ggml_backend_device_type_cpu
+#' @export
+ggml_backend_device_type_igpu <- function() .Call(wrap__ggml_backend_device_type_igpu)
+
+#' @rdname ggml_backend_device_type_cpu
+#' @export
+ggml_backend_device_type_accel <- function() .Call(wrap__ggml_backend_device_type_accel)
+
+#' Backend devices
+#'
+#' The devices of every registered backend (`ggml_backend_dev_*`). `ggml_backend_dev_count`
+#' counts them; `ggml_backend_dev_get` gives one by 0-based index (an out-of-range index is an
+#' R error); `ggml_backend_dev_by_name` (case-insensitive) and `ggml_backend_dev_by_type` give
+#' the first match or `NULL`. `ggml_backend_dev_memory` gives `c(free, total)` in bytes,
+#' `ggml_backend_dev_get_props` a list of `name`, `description`, `memory_free`,
+#' `memory_total`, `type`, `device_id` (`""` when unknown) and `caps` (named logical: `async`,
+#' `host_buffer`, `buffer_from_host_ptr`, `events`). `ggml_backend_dev_supports_op` and
+#' `ggml_backend_dev_offload_op` take a result tensor whose op and sources define the
+#' operation. `ggml_backend_dev_init` starts a backend on the device (`NULL` and a warning if
+#' it cannot). `ggml_backend_get_device` gives a backend's device, and
+#' `ggml_backend_device_register` adds a device to the registry.
+#' @param index A 0-based device index.
+#' @param name A device name such as `"CPU"`.
+#' @param type A `ggml_backend_device_type_*()` value.
+#' @param device A device.
+#' @param op A tensor made by an operator.
+#' @param buft A buffer type.
+#' @param params `NULL` or a string of backend parameters.
+#' @param backend A backend.
+#' @return See the description.
+#' @examples
+#' n <- ggml_backend_dev_count()
+#' cpu <- ggml_backend_dev_get(0)
+#' ggml_backend_dev_name(cpu)
+#' ggml_backend_dev_description(cpu)
+#' ggml_backend_dev_memory(cpu)
+#' ggml_backend_dev_type(cpu)
+#' str(ggml_backend_dev_get_props(cpu))
+#' identical(ggml_backend_dev_name(ggml_backend_dev_by_name("cpu")), "CPU")
+#' ggml_backend_dev_by_type(ggml_backend_device_type_cpu())
+#' ctx <- ggml_init(1024 * 1024)
+#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4)
+#' ggml_backend_dev_supports_op(cpu, ggml_relu(ctx, a))
+#' ggml_backend_dev_offload_op(cpu, ggml_relu(ctx, a))
+#' ggml_backend_dev_supports_buft(cpu, ggml_backend_dev_buffer_type(cpu))
+#' b <- ggml_backend_dev_init(cpu)
+#' ggml_backend_dev_name(ggml_backend_get_device(b))
+#' ggml_backend_device_register(cpu)
+#' @export
+ggml_backend_dev_count <- function() .Call(wrap__ggml_backend_dev_count)
+
+#' @rdname ggml_backend_dev_count
+#' @export
+ggml_backend_dev_get <- function(index) .Call(wrap__ggml_backend_dev_get, index)
+
+#' @rdname ggml_backend_dev_count
+#' @export
+ggml_backend_dev_by_name <- function(name) .Call(wrap__ggml_backend_dev_by_name, name)
+
+#' @rdname ggml_backend_dev_count
+#' @export
+ggml_backend_dev_by_type <- function(type) .Call(wrap__ggml_backend_dev_by_type, type)
+
+#' @rdname ggml_backend_dev_count
+#' @export
+ggml_backend_dev_name <- function(device) .Call(wrap__ggml_backend_dev_name, device)
+
+#' @rdname ggml_backend_dev_count
+#' @export
+ggml_backend_dev_description <- function(device) .Call(wrap__ggml_backend_dev_description, device)
+
+#' @rdname ggml_backend_dev_count
+#' @export
+ggml_backend_dev_memory <- function(device) .Call(wrap__ggml_backend_dev_memory, device)
+
+#' @rdname ggml_backend_dev_count
+#' @export
+ggml_backend_dev_type <- function(device) .Call(wrap__ggml_backend_dev_type, device)
+
+#' @rdname ggml_backend_dev_count
+#' @export
+ggml_backend_dev_get_props <- function(device) .Call(wrap__ggml_backend_dev_get_props, device)
+
+#' @rdname ggml_backend_dev_count
+#' @export
+ggml_backend_dev_supports_op <- function(device, op) .Call(wrap__ggml_backend_dev_supports_op, device, op)
+
+#' @rdname ggml_backend_dev_count
+#' @export
+ggml_backend_dev_supports_buft <- function(device, buft) .Call(wrap__ggml_backend_dev_supports_buft, device, buft)
+
+#' @rdname ggml_backend_dev_count
+#' @export
+ggml_backend_dev_offload_op <- function(device, op) .Call(wrap__ggml_backend_dev_offload_op, device, op)
+
+#' @rdname ggml_backend_dev_count
+#' @export
+ggml_backend_dev_init <- function(device, params = NULL) .Call(wrap__ggml_backend_dev_init, device, params)
+
+#' @rdname ggml_backend_dev_count
+#' @export
+ggml_backend_get_device <- function(backend) .Call(wrap__ggml_backend_get_device, backend)
+
+#' @rdname ggml_backend_dev_count
+#' @export
+ggml_backend_device_register <- function(device) invisible(.Call(wrap__ggml_backend_device_register, device))
+
+#' Buffer types
+#'
+#' GGML's buffer types (`ggml_backend_buft_*`; ggmlR has no function returning one, so these
+#' carry GGML's C names). `ggml_backend_dev_buffer_type` and
+#' `ggml_backend_get_default_buffer_type` give a device's or backend's type;
+#' `ggml_backend_buft_alloc_buffer` allocates `size` bytes of it; the other functions give its
+#' name, alignment, maximum buffer size, whether it is host memory and the bytes a tensor
+#' needs in it. `ggml_backend_alloc_buffer` allocates a buffer of the backend's default type
+#' and `ggml_backend_buffer_get_type` gives a buffer's type.
+#' @param device A device.
+#' @param backend A backend.
+#' @param buft A buffer type.
+#' @param buffer A buffer.
+#' @param size Bytes.
+#' @param tensor A tensor.
+#' @return A buffer type, a buffer, a string, a number of bytes or a logical.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' buft <- ggml_backend_get_default_buffer_type(cpu)
+#' ggml_backend_buft_name(buft)
+#' ggml_backend_buft_get_alignment(buft)
+#' ggml_backend_buft_get_max_size(buft)
+#' ggml_backend_buft_is_host(buft)
+#' ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+#' ggml_backend_buft_get_alloc_size(buft, t)
+#' buf <- ggml_backend_buft_alloc_buffer(buft, 1024)
+#' ggml_backend_buffer_get_size(buf)
+#' ggml_backend_buft_name(ggml_backend_buffer_get_type(buf))
+#' ggml_backend_buffer_get_size(ggml_backend_alloc_buffer(cpu, 64))
+#' ggml_backend_buft_name(ggml_backend_dev_buffer_type(ggml_backend_dev_get(0)))
+#' @export
+ggml_backend_dev_buffer_type <- function(device) .Call(wrap__ggml_backend_dev_buffer_type, device)
+
+#' @rdname ggml_backend_dev_buffer_type
+#' @export
+ggml_backend_get_default_buffer_type <- function(backend) .Call(wrap__ggml_backend_get_default_buffer_type, backend)
+
+#' @rdname ggml_backend_dev_buffer_type
+#' @export
+ggml_backend_buft_name <- function(buft) .Call(wrap__ggml_backend_buft_name, buft)
+
+#' @rdname ggml_backend_dev_buffer_type
+#' @export
+ggml_backend_buft_alloc_buffer <- function(buft, size) .Call(wrap__ggml_backend_buft_alloc_buffer, buft, size)
+
+#' @rdname ggml_backend_dev_buffer_type
+#' @export
+ggml_backend_buft_get_alignment <- function(buft) .Call(wrap__ggml_backend_buft_get_alignment, buft)
+
+#' @rdname ggml_backend_dev_buffer_type
+#' @export
+ggml_backend_buft_get_max_size <- function(buft) .Call(wrap__ggml_backend_buft_get_max_size, buft)
+
+#' @rdname ggml_backend_dev_buffer_type
+#' @export
+ggml_backend_buft_is_host <- function(buft) .Call(wrap__ggml_backend_buft_is_host, buft)
+
+#' @rdname ggml_backend_dev_buffer_type
+#' @export
+ggml_backend_buft_get_alloc_size <- function(buft, tensor) .Call(wrap__ggml_backend_buft_get_alloc_size, buft, tensor)
+
+#' @rdname ggml_backend_dev_buffer_type
+#' @export
+ggml_backend_alloc_buffer <- function(backend, size) .Call(wrap__ggml_backend_alloc_buffer, backend, size)
+
+#' @rdname ggml_backend_dev_buffer_type
+#' @export
+ggml_backend_buffer_get_type <- function(buffer) .Call(wrap__ggml_backend_buffer_get_type, buffer)
+
+#' Backend registry and dynamic loading
+#'
+#' The registered backends (`ggml_backend_reg_*`): their count, one by 0-based index (out of
+#' range is an R error) or case-insensitive name (`NULL` if none), a registry's name and its
+#' devices. `ggml_backend_load` loads a backend library (a registry, or `NULL` and a warning
+#' when it cannot), `ggml_backend_unload` unloads one, `ggml_backend_load_all` loads every
+#' backend library found in the usual places (`GGML_BACKEND_PATH`, the executable's and the
+#' current directory), and `ggml_backend_register` registers a registry.
+#' @param index A 0-based index.
+#' @param name A registry name such as `"CPU"`.
+#' @param reg A registry.
+#' @param path Path of a backend shared library.
+#' @return See the description.
+#' @examples
+#' ggml_backend_reg_count()
+#' reg <- ggml_backend_reg_get(0)
+#' ggml_backend_reg_name(reg)
+#' ggml_backend_reg_dev_count(reg)
+#' ggml_backend_dev_name(ggml_backend_reg_dev_get(reg, 0))
+#' ggml_backend_reg_name(ggml_backend_reg_by_name("cpu"))
+#' suppressWarnings(ggml_backend_load(tempfile()))  # NULL: no such library
+#' ggml_backend_load_all()
+#' ggml_backend_register(reg)
+#' @export
+ggml_backend_reg_count <- function() .Call(wrap__ggml_backend_reg_count)
+
+#' @rdname ggml_backend_reg_count
+#' @export
+ggml_backend_reg_get <- function(index) .Call(wrap__ggml_backend_reg_get, index)
+
+#' @rdname ggml_backend_reg_count
+#' @export
+ggml_backend_reg_by_name <- function(name) .Call(wrap__ggml_backend_reg_by_name, name)
+
+#' @rdname ggml_backend_reg_count
+#' @export
+ggml_backend_reg_name <- function(reg) .Call(wrap__ggml_backend_reg_name, reg)
+
+#' @rdname ggml_backend_reg_count
+#' @export
+ggml_backend_reg_dev_count <- function(reg) .Call(wrap__ggml_backend_reg_dev_count, reg)
+
+#' @rdname ggml_backend_reg_count
+#' @export
+ggml_backend_reg_dev_get <- function(reg, index) .Call(wrap__ggml_backend_reg_dev_get, reg, index)
+
+#' @rdname ggml_backend_reg_count
+#' @export
+ggml_backend_load <- function(path) .Call(wrap__ggml_backend_load, path)
+
+#' @rdname ggml_backend_reg_count
+#' @export
+ggml_backend_unload <- function(reg) invisible(.Call(wrap__ggml_backend_unload, reg))
+
+#' @rdname ggml_backend_reg_count
+#' @export
+ggml_backend_load_all <- function() invisible(.Call(wrap__ggml_backend_load_all))
+
+#' @rdname ggml_backend_reg_count
+#' @export
+ggml_backend_register <- function(reg) invisible(.Call(wrap__ggml_backend_register, reg))
+
+#' Starting backends
+#'
+#' `ggml_backend_init_best` starts the best device's backend (a GPU if there is one, else the
+#' CPU); `ggml_backend_init_by_name` the one of the device with that name (case-insensitive);
+#' `ggml_backend_init_by_type` the first device of that type. Each gives `NULL` and a warning
+#' when there is no such device or it cannot start. `ggml_backend_cpu_set_n_threads` sets a
+#' CPU backend's thread count (an R error for another backend). Backends are freed by the
+#' garbage collector or `ggml_backend_free`.
+#' @param name A device name such as `"CPU"`.
+#' @param type A `ggml_backend_device_type_*()` value.
+#' @param params `NULL` or a string of backend parameters.
+#' @param backend A CPU backend.
+#' @param n_threads Number of threads, at least 1.
+#' @return A backend, or `NULL`; `ggml_backend_cpu_set_n_threads` returns `NULL` invisibly.
+#' @examples
+#' b <- ggml_backend_init_best()
+#' ggml_backend_name(b)
+#' ggml_backend_name(ggml_backend_init_by_name("CPU"))
+#' ggml_backend_name(ggml_backend_init_by_type(ggml_backend_device_type_cpu()))
+#' ggml_backend_cpu_set_n_threads(b, 2)
+#' @export
+ggml_backend_init_best <- function() .Call(wrap__ggml_backend_init_best)
+
+#' @rdname ggml_backend_init_best
+#' @export
+ggml_backend_init_by_name <- function(name, params = NULL) .Call(wrap__ggml_backend_init_by_name, name, params)
+
+#' @rdname ggml_backend_init_best
+#' @export
+ggml_backend_init_by_type <- function(type, params = NULL) .Call(wrap__ggml_backend_init_by_type, type, params)
+
+#' @rdname ggml_backend_init_best
+#' @export
+ggml_backend_cpu_set_n_threads <- function(backend, n_threads) invisible(.Call(wrap__ggml_backend_cpu_set_n_threads, backend, n_threads))
+
+#' Events
+#'
+#' An event marks a point in a backend's stream (`ggml_backend_event_*`).
+#' `ggml_backend_event_new` makes one for a device (`NULL` if the device has none; every
+#' device of this library has them, the CPU too), `ggml_backend_event_record` records the
+#' point after the work queued so far on `backend`, `ggml_backend_event_synchronize` waits for
+#' it (an error of that work is an R error), `ggml_backend_event_wait` makes `backend` wait
+#' for it before its later work, and `ggml_backend_event_free` frees it (again: harmless).
+#' @param device A device.
+#' @param event An event.
+#' @param backend A backend.
+#' @return An event; the others return `NULL` invisibly.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ev <- ggml_backend_event_new(ggml_backend_get_device(cpu))
+#' ggml_backend_event_record(ev, cpu)
+#' ggml_backend_event_wait(cpu, ev)
+#' ggml_backend_event_synchronize(ev)
+#' ggml_backend_event_free(ev)
+#' @export
+ggml_backend_event_new <- function(device) .Call(wrap__ggml_backend_event_new, device)
+
+#' @rdname ggml_backend_event_new
+#' @export
+ggml_backend_event_free <- function(event) invisible(.Call(wrap__ggml_backend_event_free, event))
+
+#' @rdname ggml_backend_event_new
+#' @export
+ggml_backend_event_record <- function(event, backend) invisible(.Call(wrap__ggml_backend_event_record, event, backend))
+
+#' @rdname ggml_backend_event_new
+#' @export
+ggml_backend_event_synchronize <- function(event) invisible(.Call(wrap__ggml_backend_event_synchronize, event))
+
+#' @rdname ggml_backend_event_new
+#' @export
+ggml_backend_event_wait <- function(backend, event) invisible(.Call(wrap__ggml_backend_event_wait, backend, event))
+
+#' Graph plans
+#'
+#' A plan is a graph prepared once for a backend and computed any number of times
+#' (`ggml_backend_graph_plan_*`). `ggml_backend_graph_plan_compute` returns GGML's status
+#' (`0` success); `ggml_backend_graph_plan_free` frees the plan (again: harmless).
+#' @param backend A backend.
+#' @param graph A graph.
+#' @param plan A plan from `ggml_backend_graph_plan_create`.
+#' @return A plan, a status, or `NULL` invisibly.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024)
+#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 2)
+#' ggml_set_f32(a, c(-1, 2))
+#' out <- ggml_relu(ctx, a)
+#' plan <- ggml_backend_graph_plan_create(cpu, ggml_build_forward_expand(ctx, out))
+#' ggml_backend_graph_plan_compute(cpu, plan)
+#' ggml_get_f32(out)
+#' ggml_backend_graph_plan_free(cpu, plan)
+#' @export
+ggml_backend_graph_plan_create <- function(backend, graph) .Call(wrap__ggml_backend_graph_plan_create, backend, graph)
+
+#' @rdname ggml_backend_graph_plan_create
+#' @export
+ggml_backend_graph_plan_compute <- function(backend, plan) .Call(wrap__ggml_backend_graph_plan_compute, backend, plan)
+
+#' @rdname ggml_backend_graph_plan_create
+#' @export
+ggml_backend_graph_plan_free <- function(backend, plan) invisible(.Call(wrap__ggml_backend_graph_plan_free, backend, plan))
+
+#' Tensor data through the backend API
+#'
+#' `ggml_backend_tensor_set_data` writes `data` into the tensor wherever its buffer is,
+#' starting `offset` bytes in: doubles for F32, F16 and BF16 tensors (converted), integers for
+#' I32, a raw vector (bytes as they are, e.g. quantized blocks) for any type.
+#' `ggml_backend_tensor_get_data` reads `n_elements` values (all by default) from `offset`
+#' bytes in: doubles for F32, F16 and BF16, integers for I32. `ggml_backend_tensor_get_f32_first`
+#' reads the first element as a float. Both wait for work queued on the tensor's buffer.
+#' @param tensor A tensor with memory.
+#' @param data The values.
+#' @param offset Bytes into the tensor.
+#' @param n_elements `NULL` (to the end) or a number of elements.
+#' @return `NULL` invisibly, or the values.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+#' t <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4)
+#' buf <- ggml_backend_alloc_ctx_tensors(ctx, cpu)
+#' ggml_backend_tensor_set_data(t, c(1, 2, 3, 4))
+#' ggml_backend_tensor_get_data(t)
+#' ggml_backend_tensor_get_data(t, offset = 8, n_elements = 1)
+#' ggml_backend_tensor_get_f32_first(t)
+#' @export
+ggml_backend_tensor_set_data <- function(tensor, data, offset = 0) invisible(.Call(wrap__ggml_backend_tensor_set_data, tensor, data, offset))
+
+#' @rdname ggml_backend_tensor_set_data
+#' @export
+ggml_backend_tensor_get_data <- function(tensor, offset = 0, n_elements = NULL) .Call(wrap__ggml_backend_tensor_get_data, tensor, offset, n_elements)
+
+#' @rdname ggml_backend_tensor_set_data
+#' @export
+ggml_backend_tensor_get_f32_first <- function(tensor) .Call(wrap__ggml_backend_tensor_get_f32_first, tensor)
+
+#' Asynchronous tensor transfers
+#'
+#' `ggml_backend_tensor_set_async` queues a write of `data` (converted as by
+#' `ggml_backend_tensor_set_data`; `size` bytes of it, all by default) on the backend's stream
+#' and returns at once: the bytes are copied first, so nothing needs to be kept alive.
+#' `ggml_backend_tensor_get_async` reads `size` bytes from `offset` as floats (`size / 4`
+#' doubles) after the work queued before it. `ggml_backend_tensor_get_and_sync` reads `size`
+#' bytes as a raw vector (with `backend = NULL`, a plain read). `ggml_backend_tensor_copy_async`
+#' copies `src` into `dst` (same layout), ordered after `backend_src`'s queued work.
+#' Differences from ggmlR: ggmlR's `_set_async` writes R's doubles' own bytes and its
+#' `_get_async` fills only half its result; here both convert to and from the tensor's floats.
+#' @param backend A backend (or `NULL` for `_get_and_sync`).
+#' @param tensor A tensor with memory.
+#' @param data The values.
+#' @param offset Bytes into the tensor.
+#' @param size A number of bytes (`NULL`: all of `data`).
+#' @param backend_src,backend_dst Backends of the source and destination.
+#' @param src,dst Tensors of the same layout.
+#' @return `NULL` invisibly, the values, or a raw vector.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' ctx <- ggml_init(1024 * 1024)
+#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4)
+#' b <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4)
+#' ggml_backend_tensor_set_async(cpu, a, c(1, 2, 3, 4))
+#' ggml_backend_tensor_copy_async(cpu, cpu, a, b)
+#' ggml_backend_synchronize(cpu)
+#' ggml_backend_tensor_get_async(cpu, b, 0, 16)
+#' ggml_backend_tensor_get_and_sync(cpu, b, 0, 4)
+#' @export
+ggml_backend_tensor_set_async <- function(backend, tensor, data, offset = 0, size = NULL) invisible(.Call(wrap__ggml_backend_tensor_set_async, backend, tensor, data, offset, size))
+
+#' @rdname ggml_backend_tensor_set_async
+#' @export
+ggml_backend_tensor_get_async <- function(backend, tensor, offset = 0, size) .Call(wrap__ggml_backend_tensor_get_async, backend, tensor, offset, size)
+
+#' @rdname ggml_backend_tensor_set_async
+#' @export
+ggml_backend_tensor_get_and_sync <- function(backend, tensor, offset = 0, size) .Call(wrap__ggml_backend_tensor_get_and_sync, backend, tensor, offset, size)
+
+#' @rdname ggml_backend_tensor_set_async
+#' @export
+ggml_backend_tensor_copy_async <- function(backend_src, backend_dst, src, dst) invisible(.Call(wrap__ggml_backend_tensor_copy_async, backend_src, backend_dst, src, dst))
+
+#' The backend scheduler
+#'
+#' A scheduler splits a graph across several backends (`ggml_backend_sched_*`). As in ggmlR,
+#' `ggml_backend_sched_new` appends a CPU backend of its own to `backends` (so
+#' `ggml_backend_sched_get_n_backends` is one more than given); lower indices have higher
+#' priority. `_reserve` and `_alloc_graph` return `TRUE` (or `FALSE` when memory ran out),
+#' `_graph_compute` and `_graph_compute_async` GGML's status (`0` success), `_get_n_splits`
+#' and `_get_n_copies` the splits and copies of the last graph, `_get_backend` the backend at a
+#' 0-based index, `_get_tensor_backend` the backend a tensor was assigned (or `NULL`).
+#' `_set_tensor_backend` pins a tensor to a backend, `_reset` forgets the assignments and
+#' allocations, `_synchronize` waits for queued work, `_free` frees the scheduler (again:
+#' harmless).
+#' @param backends A list of backends (one may be given bare).
+#' @param parallel Whether to keep several copies of the inputs for pipelining.
+#' @param graph_size The most nodes a graph may have.
+#' @param sched A scheduler.
+#' @param graph A graph.
+#' @param index A 0-based backend index.
+#' @param tensor A tensor of the graph.
+#' @param backend One of the scheduler's backends.
+#' @return See the description.
+#' @examples
+#' cpu <- ggml_backend_cpu_init()
+#' sched <- ggml_backend_sched_new(list(cpu))
+#' ggml_backend_sched_get_n_backends(sched)
+#' ctx <- ggml_init(1024 * 1024)
+#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4)
+#' ggml_set_f32(a, c(-1, 1, -2, 2))
+#' out <- ggml_relu(ctx, a)
+#' graph <- ggml_build_forward_expand(ctx, out)
+#' ggml_backend_sched_reserve(sched, graph)
+#' ggml_backend_sched_set_tensor_backend(sched, out, cpu)
+#' ggml_backend_sched_alloc_graph(sched, graph)
+#' ggml_backend_sched_graph_compute(sched, graph)
+#' ggml_get_f32(out)
+#' ggml_backend_sched_get_n_splits(sched)
+#' ggml_backend_sched_get_n_copies(sched)
+#' ggml_backend_name(ggml_backend_sched_get_backend(sched, 0))
+#' ggml_backend_sched_get_tensor_backend(sched, out)
+#' ggml_backend_sched_reset(sched)
+#' ggml_backend_sched_graph_compute_async(sched, graph)
+#' ggml_backend_sched_synchronize(sched)
+#' ggml_backend_sched_free(sched)
+#' @export
+ggml_backend_sched_new <- function(backends, parallel = TRUE, graph_size = 2048) .Call(wrap__ggml_backend_sched_new, backends, parallel, graph_size)
+
+#' @rdname ggml_backend_sched_new
+#' @export
+ggml_backend_sched_free <- function(sched) invisible(.Call(wrap__ggml_backend_sched_free, sched))
+
+#' @rdname ggml_backend_sched_new
+#' @export
+ggml_backend_sched_reserve <- function(sched, graph) .Call(wrap__ggml_backend_sched_reserve, sched, graph)
+
+#' @rdname ggml_backend_sched_new
+#' @export
+ggml_backend_sched_alloc_graph <- function(sched, graph) .Call(wrap__ggml_backend_sched_alloc_graph, sched, graph)
+
+#' @rdname ggml_backend_sched_new
+#' @export
+ggml_backend_sched_graph_compute <- function(sched, graph) .Call(wrap__ggml_backend_sched_graph_compute, sched, graph)
+
+#' @rdname ggml_backend_sched_new
+#' @export
+ggml_backend_sched_graph_compute_async <- function(sched, graph) .Call(wrap__ggml_backend_sched_graph_compute_async, sched, graph)
+
+#' @rdname ggml_backend_sched_new
+#' @export
+ggml_backend_sched_synchronize <- function(sched) invisible(.Call(wrap__ggml_backend_sched_synchronize, sched))
+
+#' @rdname ggml_backend_sched_new
+#' @export
+ggml_backend_sched_reset <- function(sched) invisible(.Call(wrap__ggml_backend_sched_reset, sched))
+
+#' @rdname ggml_backend_sched_new
+#' @export
+ggml_backend_sched_get_n_backends <- function(sched) .Call(wrap__ggml_backend_sched_get_n_backends, sched)
+
+#' @rdname ggml_backend_sched_new
+#' @export
+ggml_backend_sched_get_backend <- function(sched, index = 0L) .Call(wrap__ggml_backend_sched_get_backend, sched, index)
+
+#' @rdname ggml_backend_sched_new
+#' @export
+ggml_backend_sched_get_n_splits <- function(sched) .Call(wrap__ggml_backend_sched_get_n_splits, sched)
+
+#' @rdname ggml_backend_sched_new
+#' @export
+ggml_backend_sched_get_n_copies <- function(sched) .Call(wrap__ggml_backend_sched_get_n_copies, sched)
+
+#' @rdname ggml_backend_sched_new
+#' @export
+ggml_backend_sched_set_tensor_backend <- function(sched, tensor, backend) invisible(.Call(wrap__ggml_backend_sched_set_tensor_backend, sched, tensor, backend))
+
+#' @rdname ggml_backend_sched_new
+#' @export
+ggml_backend_sched_get_tensor_backend <- function(sched, tensor) .Call(wrap__ggml_backend_sched_get_tensor_backend, sched, tensor)
+
+#' Reading GGUF files
+#'
+#' `gguf_load` opens a GGUF file (memory-mapped) and returns a list of class `"gguf"` with
+#' `ptr`, `path`, `version`, `n_tensors`, `n_kv` and `meta_only` (with `meta_only = TRUE`
+#' the tensor data cannot be read). `gguf_metadata` gives the key-value pairs as a named list
+#' (numbers as doubles, booleans as logicals, strings as character, arrays as vectors or
+#' lists); `gguf_tensor_names` the tensor names; `gguf_tensor_info` a tensor's `name`,
+#' `shape`, `type` (its type name) and `size_bytes`; `gguf_tensor_data` its values (of any
+#' type, dequantized) as a numeric array whose `dim` is its shape. `gguf_free` releases the
+#' file (again: harmless); a freed file's functions raise R errors.
+#' @param path Path of a `.gguf` file.
+#' @param meta_only Read only the header and metadata.
+#' @param x A `"gguf"` object from `gguf_load`.
+#' @param name A tensor name.
+#' @return See the description.
+#' @examples
+#' path <- tempfile(fileext = ".gguf")
+#' con <- file(path, "wb")
+#' writeBin(charToRaw("GGUF"), con)
+#' writeBin(3L, con, size = 4)                     # version
+#' writeBin(c(1L, 0L, 1L, 0L), con, size = 4)      # 1 tensor, 1 key (as 64-bit counts)
+#' writeBin(c(4L, 0L), con, size = 4); writeBin(charToRaw("name"), con)
+#' writeBin(8L, con, size = 4)                     # a string value
+#' writeBin(c(3L, 0L), con, size = 4); writeBin(charToRaw("toy"), con)
+#' writeBin(c(1L, 0L), con, size = 4); writeBin(charToRaw("w"), con)
+#' writeBin(1L, con, size = 4)                     # 1 dimension
+#' writeBin(c(4L, 0L), con, size = 4)              # of 4 elements
+#' writeBin(0L, con, size = 4)                     # F32
+#' writeBin(c(0L, 0L), con, size = 4)              # at offset 0
+#' pad <- (32 - seek(con) %% 32) %% 32
+#' writeBin(as.raw(rep(0, pad)), con)
+#' writeBin(c(1, 2, 3, 4), con, size = 4)
+#' close(con)
+#' g <- gguf_load(path)
+#' gguf_metadata(g)
+#' gguf_tensor_names(g)
+#' str(gguf_tensor_info(g, "w"))
+#' gguf_tensor_data(g, "w")
+#' gguf_free(g)
+#' @export
+gguf_load <- function(path, meta_only = FALSE) .Call(wrap__gguf_load, path, meta_only)
+
+#' @rdname gguf_load
+#' @export
+gguf_free <- function(x) invisible(.Call(wrap__gguf_free, x))
+
+#' @rdname gguf_load
+#' @export
+gguf_metadata <- function(x) .Call(wrap__gguf_metadata, x)
+
+#' @rdname gguf_load
+#' @export
+gguf_tensor_names <- function(x) .Call(wrap__gguf_tensor_names, x)
+
+#' @rdname gguf_load
+#' @export
+gguf_tensor_info <- function(x, name) .Call(wrap__gguf_tensor_info, x, name)
+
+#' @rdname gguf_load
+#' @export
+gguf_tensor_data <- function(x, name) .Call(wrap__gguf_tensor_data, x, name)
+
+#' @rdname ggml_unary
+ggml_abs <- function(ctx, a) .Call(wrap__ggml_abs, ctx, a)
+
+#' @rdname ggml_unary
+ggml_abs_inplace <- function(ctx, a) .Call(wrap__ggml_abs_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_sgn <- function(ctx, a) .Call(wrap__ggml_sgn, ctx, a)
+
+#' @rdname ggml_unary
+ggml_sgn_inplace <- function(ctx, a) .Call(wrap__ggml_sgn_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_neg <- function(ctx, a) .Call(wrap__ggml_neg, ctx, a)
+
+#' @rdname ggml_unary
+ggml_neg_inplace <- function(ctx, a) .Call(wrap__ggml_neg_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_step <- function(ctx, a) .Call(wrap__ggml_step, ctx, a)
+
+#' @rdname ggml_unary
+ggml_step_inplace <- function(ctx, a) .Call(wrap__ggml_step_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_tanh <- function(ctx, a) .Call(wrap__ggml_tanh, ctx, a)
+
+#' @rdname ggml_unary
+ggml_tanh_inplace <- function(ctx, a) .Call(wrap__ggml_tanh_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_elu <- function(ctx, a) .Call(wrap__ggml_elu, ctx, a)
+
+#' @rdname ggml_unary
+ggml_elu_inplace <- function(ctx, a) .Call(wrap__ggml_elu_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_relu <- function(ctx, a) .Call(wrap__ggml_relu, ctx, a)
+
+#' @rdname ggml_unary
+ggml_relu_inplace <- function(ctx, a) .Call(wrap__ggml_relu_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_sigmoid <- function(ctx, a) .Call(wrap__ggml_sigmoid, ctx, a)
+
+#' @rdname ggml_unary
+ggml_sigmoid_inplace <- function(ctx, a) .Call(wrap__ggml_sigmoid_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_gelu <- function(ctx, a) .Call(wrap__ggml_gelu, ctx, a)
+
+#' @rdname ggml_unary
+ggml_gelu_inplace <- function(ctx, a) .Call(wrap__ggml_gelu_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_gelu_quick <- function(ctx, a) .Call(wrap__ggml_gelu_quick, ctx, a)
+
+#' @rdname ggml_unary
+ggml_gelu_quick_inplace <- function(ctx, a) .Call(wrap__ggml_gelu_quick_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_gelu_erf <- function(ctx, a) .Call(wrap__ggml_gelu_erf, ctx, a)
+
+#' @rdname ggml_unary
+ggml_gelu_erf_inplace <- function(ctx, a) .Call(wrap__ggml_gelu_erf_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_silu <- function(ctx, a) .Call(wrap__ggml_silu, ctx, a)
+
+#' @rdname ggml_unary
+ggml_silu_inplace <- function(ctx, a) .Call(wrap__ggml_silu_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_hardswish <- function(ctx, a) .Call(wrap__ggml_hardswish, ctx, a)
+
+#' @rdname ggml_unary
+ggml_hardswish_inplace <- function(ctx, a) .Call(wrap__ggml_hardswish_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_hardsigmoid <- function(ctx, a) .Call(wrap__ggml_hardsigmoid, ctx, a)
+
+#' @rdname ggml_unary
+ggml_hardsigmoid_inplace <- function(ctx, a) .Call(wrap__ggml_hardsigmoid_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_exp <- function(ctx, a) .Call(wrap__ggml_exp, ctx, a)
+
+#' @rdname ggml_unary
+ggml_exp_inplace <- function(ctx, a) .Call(wrap__ggml_exp_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_expm1 <- function(ctx, a) .Call(wrap__ggml_expm1, ctx, a)
+
+#' @rdname ggml_unary
+ggml_expm1_inplace <- function(ctx, a) .Call(wrap__ggml_expm1_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_softplus <- function(ctx, a) .Call(wrap__ggml_softplus, ctx, a)
+
+#' @rdname ggml_unary
+ggml_softplus_inplace <- function(ctx, a) .Call(wrap__ggml_softplus_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_floor <- function(ctx, a) .Call(wrap__ggml_floor, ctx, a)
+
+#' @rdname ggml_unary
+ggml_floor_inplace <- function(ctx, a) .Call(wrap__ggml_floor_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_ceil <- function(ctx, a) .Call(wrap__ggml_ceil, ctx, a)
+
+#' @rdname ggml_unary
+ggml_ceil_inplace <- function(ctx, a) .Call(wrap__ggml_ceil_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_round <- function(ctx, a) .Call(wrap__ggml_round, ctx, a)
+
+#' @rdname ggml_unary
+ggml_round_inplace <- function(ctx, a) .Call(wrap__ggml_round_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_trunc <- function(ctx, a) .Call(wrap__ggml_trunc, ctx, a)
+
+#' @rdname ggml_unary
+ggml_trunc_inplace <- function(ctx, a) .Call(wrap__ggml_trunc_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_sqr <- function(ctx, a) .Call(wrap__ggml_sqr, ctx, a)
+
+#' @rdname ggml_unary
+ggml_sqr_inplace <- function(ctx, a) .Call(wrap__ggml_sqr_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_sqrt <- function(ctx, a) .Call(wrap__ggml_sqrt, ctx, a)
+
+#' @rdname ggml_unary
+ggml_sqrt_inplace <- function(ctx, a) .Call(wrap__ggml_sqrt_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_log <- function(ctx, a) .Call(wrap__ggml_log, ctx, a)
+
+#' @rdname ggml_unary
+ggml_log_inplace <- function(ctx, a) .Call(wrap__ggml_log_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_sin <- function(ctx, a) .Call(wrap__ggml_sin, ctx, a)
+
+#' @rdname ggml_unary
+ggml_sin_inplace <- function(ctx, a) .Call(wrap__ggml_sin_inplace, ctx, a)
+
+#' @rdname ggml_unary
+ggml_cos <- function(ctx, a) .Call(wrap__ggml_cos, ctx, a)
+
+#' @rdname ggml_unary
+ggml_cos_inplace <- function(ctx, a) .Call(wrap__ggml_cos_inplace, ctx, a)
+
+#' @rdname ggml_scalar_ops
+ggml_scale <- function(ctx, a, s) .Call(wrap__ggml_scale, ctx, a, s)
+
+#' @rdname ggml_scalar_ops
+ggml_scale_inplace <- function(ctx, a, s) .Call(wrap__ggml_scale_inplace, ctx, a, s)
+
+#' @rdname ggml_scalar_ops
+ggml_scale_bias <- function(ctx, a, s, b) .Call(wrap__ggml_scale_bias, ctx, a, s, b)
+
+#' @rdname ggml_scalar_ops
+ggml_scale_bias_inplace <- function(ctx, a, s, b) .Call(wrap__ggml_scale_bias_inplace, ctx, a, s, b)
+
+#' @rdname ggml_scalar_ops
+ggml_clamp <- function(ctx, a, min_val, max_val) .Call(wrap__ggml_clamp, ctx, a, min_val, max_val)
+
+#' @rdname ggml_scalar_ops
+ggml_clamp_inplace <- function(ctx, a, min_val, max_val) .Call(wrap__ggml_clamp_inplace, ctx, a, min_val, max_val)
+
+#' @rdname ggml_scalar_ops
+ggml_leaky_relu <- function(ctx, a, negative_slope = 0.01, inplace = FALSE) .Call(wrap__ggml_leaky_relu, ctx, a, negative_slope, inplace)
+
+#' @rdname ggml_scalar_ops
+ggml_fill <- function(ctx, a, value) .Call(wrap__ggml_fill, ctx, a, value)
+
+#' @rdname ggml_scalar_ops
+ggml_fill_inplace <- function(ctx, a, value) .Call(wrap__ggml_fill_inplace, ctx, a, value)
+
+#' @rdname ggml_scalar_ops
+ggml_xielu <- function(ctx, a, alpha_n, alpha_p, beta, eps) .Call(wrap__ggml_xielu, ctx, a, alpha_n, alpha_p, beta, eps)
+
+#' @rdname ggml_binary
+ggml_add <- function(ctx, a, b) .Call(wrap__ggml_add, ctx, a, b)
+
+#' @rdname ggml_binary
+ggml_add_inplace <- function(ctx, a, b) .Call(wrap__ggml_add_inplace, ctx, a, b)
+
+#' @rdname ggml_binary
+ggml_sub <- function(ctx, a, b) .Call(wrap__ggml_sub, ctx, a, b)
+
+#' @rdname ggml_binary
+ggml_sub_inplace <- function(ctx, a, b) .Call(wrap__ggml_sub_inplace, ctx, a, b)
+
+#' @rdname ggml_binary
+ggml_mul <- function(ctx, a, b) .Call(wrap__ggml_mul, ctx, a, b)
+
+#' @rdname ggml_binary
+ggml_mul_inplace <- function(ctx, a, b) .Call(wrap__ggml_mul_inplace, ctx, a, b)
+
+#' @rdname ggml_binary
+ggml_div <- function(ctx, a, b) .Call(wrap__ggml_div, ctx, a, b)
+
+#' @rdname ggml_binary
+ggml_div_inplace <- function(ctx, a, b) .Call(wrap__ggml_div_inplace, ctx, a, b)
+
+#' @rdname ggml_binary
+ggml_add1 <- function(ctx, a, b) .Call(wrap__ggml_add1, ctx, a, b)
+
+#' @rdname ggml_binary
+ggml_add1_inplace <- function(ctx, a, b) .Call(wrap__ggml_add1_inplace, ctx, a, b)
+
+#' @rdname ggml_binary
+ggml_add_id <- function(ctx, a, b, ids) .Call(wrap__ggml_add_id, ctx, a, b, ids)
+
+#' @rdname ggml_matrix_ops
+ggml_mul_mat <- function(ctx, a, b) .Call(wrap__ggml_mul_mat, ctx, a, b)
+
+#' @rdname ggml_matrix_ops
+ggml_mul_mat_id <- function(ctx, as, b, ids) .Call(wrap__ggml_mul_mat_id, ctx, as, b, ids)
+
+#' @rdname ggml_matrix_ops
+ggml_out_prod <- function(ctx, a, b) .Call(wrap__ggml_out_prod, ctx, a, b)
+
+#' @rdname ggml_matrix_ops
+ggml_diag <- function(ctx, a) .Call(wrap__ggml_diag, ctx, a)
+
+#' @rdname ggml_matrix_ops
+ggml_solve_tri <- function(ctx, a, b, left, lower, uni) .Call(wrap__ggml_solve_tri, ctx, a, b, left, lower, uni)
+
+#' @rdname ggml_matrix_ops
+ggml_tri <- function(ctx, a, type) .Call(wrap__ggml_tri, ctx, a, type)
+
+#' @rdname ggml_reduce
+ggml_sum <- function(ctx, a) .Call(wrap__ggml_sum, ctx, a)
+
+#' @rdname ggml_reduce
+ggml_sum_rows <- function(ctx, a) .Call(wrap__ggml_sum_rows, ctx, a)
+
+#' @rdname ggml_reduce
+ggml_mean <- function(ctx, a) .Call(wrap__ggml_mean, ctx, a)
+
+#' @rdname ggml_reduce
+ggml_argmax <- function(ctx, a) .Call(wrap__ggml_argmax, ctx, a)
+
+#' @rdname ggml_reduce
+ggml_count_equal <- function(ctx, a, b) .Call(wrap__ggml_count_equal, ctx, a, b)
+
+#' @rdname ggml_reduce
+ggml_cumsum <- function(ctx, a) .Call(wrap__ggml_cumsum, ctx, a)
+
+#' @rdname ggml_reduce
+ggml_cross_entropy_loss <- function(ctx, a, b) .Call(wrap__ggml_cross_entropy_loss, ctx, a, b)
+
+#' @rdname ggml_glu
+ggml_glu <- function(ctx, a, op, swapped = FALSE) .Call(wrap__ggml_glu, ctx, a, op, swapped)
+
+#' @rdname ggml_glu
+ggml_glu_split <- function(ctx, a, b, op) .Call(wrap__ggml_glu_split, ctx, a, b, op)
+
+#' @rdname ggml_glu
+ggml_reglu <- function(ctx, a) .Call(wrap__ggml_reglu, ctx, a)
+
+#' @rdname ggml_glu
+ggml_reglu_swapped <- function(ctx, a) .Call(wrap__ggml_reglu_swapped, ctx, a)
+
+#' @rdname ggml_glu
+ggml_reglu_split <- function(ctx, a, b) .Call(wrap__ggml_reglu_split, ctx, a, b)
+
+#' @rdname ggml_glu
+ggml_geglu <- function(ctx, a) .Call(wrap__ggml_geglu, ctx, a)
+
+#' @rdname ggml_glu
+ggml_geglu_swapped <- function(ctx, a) .Call(wrap__ggml_geglu_swapped, ctx, a)
+
+#' @rdname ggml_glu
+ggml_geglu_split <- function(ctx, a, b) .Call(wrap__ggml_geglu_split, ctx, a, b)
+
+#' @rdname ggml_glu
+ggml_swiglu <- function(ctx, a) .Call(wrap__ggml_swiglu, ctx, a)
+
+#' @rdname ggml_glu
+ggml_swiglu_swapped <- function(ctx, a) .Call(wrap__ggml_swiglu_swapped, ctx, a)
+
+#' @rdname ggml_glu
+ggml_swiglu_split <- function(ctx, a, b) .Call(wrap__ggml_swiglu_split, ctx, a, b)
+
+#' @rdname ggml_glu
+ggml_geglu_erf <- function(ctx, a) .Call(wrap__ggml_geglu_erf, ctx, a)
+
+#' @rdname ggml_glu
+ggml_geglu_erf_swapped <- function(ctx, a) .Call(wrap__ggml_geglu_erf_swapped, ctx, a)
+
+#' @rdname ggml_glu
+ggml_geglu_erf_split <- function(ctx, a, b) .Call(wrap__ggml_geglu_erf_split, ctx, a, b)
+
+#' @rdname ggml_glu
+ggml_geglu_quick <- function(ctx, a) .Call(wrap__ggml_geglu_quick, ctx, a)
+
+#' @rdname ggml_glu
+ggml_geglu_quick_swapped <- function(ctx, a) .Call(wrap__ggml_geglu_quick_swapped, ctx, a)
+
+#' @rdname ggml_glu
+ggml_geglu_quick_split <- function(ctx, a, b) .Call(wrap__ggml_geglu_quick_split, ctx, a, b)
+
+#' @rdname ggml_glu
+ggml_swiglu_oai <- function(ctx, a, b, alpha, limit) .Call(wrap__ggml_swiglu_oai, ctx, a, b, alpha, limit)
+
+#' @rdname ggml_norm
+ggml_norm <- function(ctx, a, eps = 1e-05) .Call(wrap__ggml_norm, ctx, a, eps)
+
+#' @rdname ggml_norm
+ggml_norm_inplace <- function(ctx, a, eps = 1e-05) .Call(wrap__ggml_norm_inplace, ctx, a, eps)
+
+#' @rdname ggml_norm
+ggml_rms_norm <- function(ctx, a, eps = 1e-05) .Call(wrap__ggml_rms_norm, ctx, a, eps)
+
+#' @rdname ggml_norm
+ggml_rms_norm_inplace <- function(ctx, a, eps = 1e-05) .Call(wrap__ggml_rms_norm_inplace, ctx, a, eps)
+
+#' @rdname ggml_norm
+ggml_l2_norm <- function(ctx, a, eps = 1e-05) .Call(wrap__ggml_l2_norm, ctx, a, eps)
+
+#' @rdname ggml_norm
+ggml_l2_norm_inplace <- function(ctx, a, eps = 1e-05) .Call(wrap__ggml_l2_norm_inplace, ctx, a, eps)
+
+#' @rdname ggml_norm
+ggml_group_norm <- function(ctx, a, n_groups, eps = 1e-05) .Call(wrap__ggml_group_norm, ctx, a, n_groups, eps)
+
+#' @rdname ggml_norm
+ggml_group_norm_inplace <- function(ctx, a, n_groups, eps = 1e-05) .Call(wrap__ggml_group_norm_inplace, ctx, a, n_groups, eps)
+
+#' @rdname ggml_soft_max
+ggml_soft_max <- function(ctx, a) .Call(wrap__ggml_soft_max, ctx, a)
+
+#' @rdname ggml_soft_max
+ggml_soft_max_inplace <- function(ctx, a) .Call(wrap__ggml_soft_max_inplace, ctx, a)
+
+#' @rdname ggml_soft_max
+ggml_soft_max_ext <- function(ctx, a, mask = NULL, scale = 1, max_bias = 0) .Call(wrap__ggml_soft_max_ext, ctx, a, mask, scale, max_bias)
+
+#' @rdname ggml_soft_max
+ggml_soft_max_ext_inplace <- function(ctx, a, mask = NULL, scale = 1, max_bias = 0) .Call(wrap__ggml_soft_max_ext_inplace, ctx, a, mask, scale, max_bias)
+
+#' @rdname ggml_soft_max
+ggml_soft_max_add_sinks <- function(ctx, a, sinks) .Call(wrap__ggml_soft_max_add_sinks, ctx, a, sinks)
+
+#' @rdname ggml_soft_max
+ggml_diag_mask_inf <- function(ctx, a, n_past) .Call(wrap__ggml_diag_mask_inf, ctx, a, n_past)
+
+#' @rdname ggml_soft_max
+ggml_diag_mask_inf_inplace <- function(ctx, a, n_past) .Call(wrap__ggml_diag_mask_inf_inplace, ctx, a, n_past)
+
+#' @rdname ggml_soft_max
+ggml_diag_mask_zero <- function(ctx, a, n_past) .Call(wrap__ggml_diag_mask_zero, ctx, a, n_past)
+
+#' @rdname ggml_soft_max
+ggml_diag_mask_zero_inplace <- function(ctx, a, n_past) .Call(wrap__ggml_diag_mask_zero_inplace, ctx, a, n_past)
+
+#' @rdname ggml_flash_attn_ext
+ggml_flash_attn_ext <- function(ctx, q, k, v, mask = NULL, scale, max_bias = 0, logit_softcap = 0) .Call(wrap__ggml_flash_attn_ext, ctx, q, k, v, mask, scale, max_bias, logit_softcap)
+
+#' @rdname ggml_flash_attn_ext
+ggml_flash_attn_ext_add_sinks <- function(ctx, a, sinks) .Call(wrap__ggml_flash_attn_ext_add_sinks, ctx, a, sinks)
+
+#' @rdname ggml_rope
+ggml_rope <- function(ctx, a, b, n_dims, mode = 0L) .Call(wrap__ggml_rope, ctx, a, b, n_dims, mode)
+
+#' @rdname ggml_rope
+ggml_rope_inplace <- function(ctx, a, b, n_dims, mode = 0L) .Call(wrap__ggml_rope_inplace, ctx, a, b, n_dims, mode)
+
+#' @rdname ggml_rope
+ggml_rope_ext <- function(ctx, a, b, c = NULL, n_dims, mode = 0L, n_ctx_orig = 0L, freq_base = 10000, freq_scale = 1, ext_factor = 0, attn_factor = 1, beta_fast = 32, beta_slow = 1) .Call(wrap__ggml_rope_ext, ctx, a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow)
+
+#' @rdname ggml_rope
+ggml_rope_ext_inplace <- function(ctx, a, b, c = NULL, n_dims, mode = 0L, n_ctx_orig = 0L, freq_base = 10000, freq_scale = 1, ext_factor = 0, attn_factor = 1, beta_fast = 32, beta_slow = 1) .Call(wrap__ggml_rope_ext_inplace, ctx, a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow)
+
+#' @rdname ggml_rope
+ggml_rope_multi <- function(ctx, a, b, c = NULL, n_dims, sections = c(0L, 0L, 0L, 0L), mode = 0L, n_ctx_orig = 0L, freq_base = 10000, freq_scale = 1, ext_factor = 0, attn_factor = 1, beta_fast = 32, beta_slow = 1) .Call(wrap__ggml_rope_multi, ctx, a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow)
+
+#' @rdname ggml_rope
+ggml_rope_multi_inplace <- function(ctx, a, b, c = NULL, n_dims, sections = c(0L, 0L, 0L, 0L), mode = 0L, n_ctx_orig = 0L, freq_base = 10000, freq_scale = 1, ext_factor = 0, attn_factor = 1, beta_fast = 32, beta_slow = 1) .Call(wrap__ggml_rope_multi_inplace, ctx, a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow)
+
+#' @rdname ggml_layout
+ggml_view_1d <- function(ctx, a, ne0, offset = 0) .Call(wrap__ggml_view_1d, ctx, a, ne0, offset)
+
+#' @rdname ggml_layout
+ggml_view_2d <- function(ctx, a, ne0, ne1, nb1, offset = 0) .Call(wrap__ggml_view_2d, ctx, a, ne0, ne1, nb1, offset)
+
+#' @rdname ggml_layout
+ggml_view_3d <- function(ctx, a, ne0, ne1, ne2, nb1, nb2, offset = 0) .Call(wrap__ggml_view_3d, ctx, a, ne0, ne1, ne2, nb1, nb2, offset)
+
+#' @rdname ggml_layout
+ggml_view_4d <- function(ctx, a, ne0, ne1, ne2, ne3, nb1, nb2, nb3, offset = 0) .Call(wrap__ggml_view_4d, ctx, a, ne0, ne1, ne2, ne3, nb1, nb2, nb3, offset)
+
+#' @rdname ggml_layout
+ggml_reshape <- function(ctx, a, b) .Call(wrap__ggml_reshape, ctx, a, b)
+
+#' @rdname ggml_layout
+ggml_reshape_1d <- function(ctx, a, ne0) .Call(wrap__ggml_reshape_1d, ctx, a, ne0)
+
+#' @rdname ggml_layout
+ggml_reshape_2d <- function(ctx, a, ne0, ne1) .Call(wrap__ggml_reshape_2d, ctx, a, ne0, ne1)
+
+#' @rdname ggml_layout
+ggml_reshape_3d <- function(ctx, a, ne0, ne1, ne2) .Call(wrap__ggml_reshape_3d, ctx, a, ne0, ne1, ne2)
+
+#' @rdname ggml_layout
+ggml_reshape_4d <- function(ctx, a, ne0, ne1, ne2, ne3) .Call(wrap__ggml_reshape_4d, ctx, a, ne0, ne1, ne2, ne3)
+
+#' @rdname ggml_layout
+ggml_permute <- function(ctx, a, axis0, axis1, axis2, axis3) .Call(wrap__ggml_permute, ctx, a, axis0, axis1, axis2, axis3)
+
+#' @rdname ggml_layout
+ggml_transpose <- function(ctx, a) .Call(wrap__ggml_transpose, ctx, a)
+
+#' @rdname ggml_layout
+ggml_cont <- function(ctx, a) .Call(wrap__ggml_cont, ctx, a)
+
+#' @rdname ggml_layout
+ggml_cont_1d <- function(ctx, a, ne0) .Call(wrap__ggml_cont_1d, ctx, a, ne0)
+
+#' @rdname ggml_layout
+ggml_cont_2d <- function(ctx, a, ne0, ne1) .Call(wrap__ggml_cont_2d, ctx, a, ne0, ne1)
+
+#' @rdname ggml_layout
+ggml_cont_3d <- function(ctx, a, ne0, ne1, ne2) .Call(wrap__ggml_cont_3d, ctx, a, ne0, ne1, ne2)
+
+#' @rdname ggml_layout
+ggml_cont_4d <- function(ctx, a, ne0, ne1, ne2, ne3) .Call(wrap__ggml_cont_4d, ctx, a, ne0, ne1, ne2, ne3)
+
+#' @rdname ggml_layout
+ggml_cpy <- function(ctx, a, b) .Call(wrap__ggml_cpy, ctx, a, b)
+
+#' @rdname ggml_layout
+ggml_cast <- function(ctx, a, type) .Call(wrap__ggml_cast, ctx, a, type)
+
+#' @rdname ggml_layout
+ggml_dup <- function(ctx, a) .Call(wrap__ggml_dup, ctx, a)
+
+#' @rdname ggml_layout
+ggml_dup_inplace <- function(ctx, a) .Call(wrap__ggml_dup_inplace, ctx, a)
+
+#' @rdname ggml_layout
+ggml_dup_tensor <- function(ctx, tensor) .Call(wrap__ggml_dup_tensor, ctx, tensor)
+
+#' @rdname ggml_layout
+ggml_view_tensor <- function(ctx, src) .Call(wrap__ggml_view_tensor, ctx, src)
+
+#' @rdname ggml_rows
+ggml_get_rows <- function(ctx, a, b) .Call(wrap__ggml_get_rows, ctx, a, b)
+
+#' @rdname ggml_rows
+ggml_set_rows <- function(ctx, a, b, c) .Call(wrap__ggml_set_rows, ctx, a, b, c)
+
+#' @rdname ggml_rows
+ggml_repeat <- function(ctx, a, b) .Call(wrap__ggml_repeat, ctx, a, b)
+
+#' @rdname ggml_rows
+ggml_repeat_back <- function(ctx, a, b) .Call(wrap__ggml_repeat_back, ctx, a, b)
+
+#' @rdname ggml_rows
+ggml_concat <- function(ctx, a, b, dim = 0) .Call(wrap__ggml_concat, ctx, a, b, dim)
+
+#' @rdname ggml_rows
+ggml_argsort <- function(ctx, a, order = GGML_SORT_ORDER_ASC) .Call(wrap__ggml_argsort, ctx, a, order)
+
+#' @rdname ggml_rows
+ggml_top_k <- function(ctx, a, k) .Call(wrap__ggml_top_k, ctx, a, k)
+
+#' @rdname ggml_rows
+ggml_set <- function(ctx, a, b, nb1, nb2, nb3, offset) .Call(wrap__ggml_set, ctx, a, b, nb1, nb2, nb3, offset)
+
+#' @rdname ggml_rows
+ggml_set_inplace <- function(ctx, a, b, nb1, nb2, nb3, offset) .Call(wrap__ggml_set_inplace, ctx, a, b, nb1, nb2, nb3, offset)
+
+#' @rdname ggml_rows
+ggml_set_1d <- function(ctx, a, b, offset) .Call(wrap__ggml_set_1d, ctx, a, b, offset)
+
+#' @rdname ggml_rows
+ggml_set_1d_inplace <- function(ctx, a, b, offset) .Call(wrap__ggml_set_1d_inplace, ctx, a, b, offset)
+
+#' @rdname ggml_rows
+ggml_set_2d <- function(ctx, a, b, nb1, offset) .Call(wrap__ggml_set_2d, ctx, a, b, nb1, offset)
+
+#' @rdname ggml_rows
+ggml_set_2d_inplace <- function(ctx, a, b, nb1, offset) .Call(wrap__ggml_set_2d_inplace, ctx, a, b, nb1, offset)
+
+#' @rdname ggml_rows
+ggml_acc <- function(ctx, a, b, nb1, nb2, nb3, offset) .Call(wrap__ggml_acc, ctx, a, b, nb1, nb2, nb3, offset)
+
+#' @rdname ggml_rows
+ggml_acc_inplace <- function(ctx, a, b, nb1, nb2, nb3, offset) .Call(wrap__ggml_acc_inplace, ctx, a, b, nb1, nb2, nb3, offset)
+
+#' @rdname ggml_conv
+ggml_conv_1d <- function(ctx, a, b, s0 = 1L, p0 = 0L, d0 = 1L) .Call(wrap__ggml_conv_1d, ctx, a, b, s0, p0, d0)
+
+#' @rdname ggml_conv
+ggml_conv_1d_ph <- function(ctx, a, b, s, d) .Call(wrap__ggml_conv_1d_ph, ctx, a, b, s, d)
+
+#' @rdname ggml_conv
+ggml_conv_1d_dw <- function(ctx, a, b, s0 = 1L, p0 = 0L, d0 = 1L) .Call(wrap__ggml_conv_1d_dw, ctx, a, b, s0, p0, d0)
+
+#' @rdname ggml_conv
+ggml_conv_1d_dw_ph <- function(ctx, a, b, s0, d0) .Call(wrap__ggml_conv_1d_dw_ph, ctx, a, b, s0, d0)
+
+#' @rdname ggml_conv
+ggml_conv_transpose_1d <- function(ctx, a, b, s0 = 1L, p0 = 0L, d0 = 1L) .Call(wrap__ggml_conv_transpose_1d, ctx, a, b, s0, p0, d0)
+
+#' @rdname ggml_conv
+ggml_conv_2d <- function(ctx, a, b, s0 = 1L, s1 = 1L, p0 = 0L, p1 = 0L, d0 = 1L, d1 = 1L) .Call(wrap__ggml_conv_2d, ctx, a, b, s0, s1, p0, p1, d0, d1)
+
+#' @rdname ggml_conv
+ggml_conv_2d_sk_p0 <- function(ctx, a, b) .Call(wrap__ggml_conv_2d_sk_p0, ctx, a, b)
+
+#' @rdname ggml_conv
+ggml_conv_2d_s1_ph <- function(ctx, a, b) .Call(wrap__ggml_conv_2d_s1_ph, ctx, a, b)
+
+#' @rdname ggml_conv
+ggml_conv_2d_direct <- function(ctx, a, b, s0 = 1L, s1 = 1L, p0 = 0L, p1 = 0L, d0 = 1L, d1 = 1L) .Call(wrap__ggml_conv_2d_direct, ctx, a, b, s0, s1, p0, p1, d0, d1)
+
+#' @rdname ggml_conv
+ggml_conv_2d_dw <- function(ctx, a, b, s0 = 1L, s1 = 1L, p0 = 0L, p1 = 0L, d0 = 1L, d1 = 1L) .Call(wrap__ggml_conv_2d_dw, ctx, a, b, s0, s1, p0, p1, d0, d1)
+
+#' @rdname ggml_conv
+ggml_conv_2d_dw_direct <- function(ctx, a, b, s0 = 1L, s1 = 1L, p0 = 0L, p1 = 0L, d0 = 1L, d1 = 1L) .Call(wrap__ggml_conv_2d_dw_direct, ctx, a, b, s0, s1, p0, p1, d0, d1)
+
+#' @rdname ggml_conv
+ggml_conv_transpose_2d_p0 <- function(ctx, a, b, stride = 1L) .Call(wrap__ggml_conv_transpose_2d_p0, ctx, a, b, stride)
+
+#' @rdname ggml_conv
+ggml_conv_3d <- function(ctx, a, b, ic, s0, s1, s2, p0, p1, p2, d0, d1, d2) .Call(wrap__ggml_conv_3d, ctx, a, b, ic, s0, s1, s2, p0, p1, p2, d0, d1, d2)
+
+#' @rdname ggml_conv
+ggml_conv_3d_direct <- function(ctx, a, b, s0, s1, s2, p0, p1, p2, d0, d1, d2, n_channels, n_batch, n_out) .Call(wrap__ggml_conv_3d_direct, ctx, a, b, s0, s1, s2, p0, p1, p2, d0, d1, d2, n_channels, n_batch, n_out)
+
+#' @rdname ggml_conv
+ggml_im2col <- function(ctx, a, b, s0, s1, p0, p1, d0, d1, is_2D = TRUE, dst_type = GGML_TYPE_F16) .Call(wrap__ggml_im2col, ctx, a, b, s0, s1, p0, p1, d0, d1, is_2D, dst_type)
+
+#' @rdname ggml_conv
+ggml_im2col_3d <- function(ctx, a, b, ic, s0, s1, s2, p0, p1, p2, d0, d1, d2, dst_type = GGML_TYPE_F16) .Call(wrap__ggml_im2col_3d, ctx, a, b, ic, s0, s1, s2, p0, p1, p2, d0, d1, d2, dst_type)
+
+#' @rdname ggml_conv
+ggml_col2im_1d <- function(ctx, a, s0, oc, p0) .Call(wrap__ggml_col2im_1d, ctx, a, s0, oc, p0)
+
+#' @rdname ggml_pool
+ggml_pool_1d <- function(ctx, a, op, k0, s0 = k0, p0 = 0L) .Call(wrap__ggml_pool_1d, ctx, a, op, k0, s0, p0)
+
+#' @rdname ggml_pool
+ggml_pool_2d <- function(ctx, a, op, k0, k1, s0 = k0, s1 = k1, p0 = 0, p1 = 0) .Call(wrap__ggml_pool_2d, ctx, a, op, k0, k1, s0, s1, p0, p1)
+
+#' @rdname ggml_pool
+ggml_upscale <- function(ctx, a, scale_factor, mode = 0L) .Call(wrap__ggml_upscale, ctx, a, scale_factor, mode)
+
+#' @rdname ggml_pool
+ggml_upscale_ext <- function(ctx, a, ne0, ne1, ne2, ne3, mode = 0L) .Call(wrap__ggml_upscale_ext, ctx, a, ne0, ne1, ne2, ne3, mode)
+
+#' @rdname ggml_pool
+ggml_interpolate <- function(ctx, a, ne0, ne1, ne2, ne3, mode = 0L) .Call(wrap__ggml_interpolate, ctx, a, ne0, ne1, ne2, ne3, mode)
+
+#' @rdname ggml_pool
+ggml_pad <- function(ctx, a, p0 = 0L, p1 = 0L, p2 = 0L, p3 = 0L) .Call(wrap__ggml_pad, ctx, a, p0, p1, p2, p3)
+
+#' @rdname ggml_pool
+ggml_pad_circular <- function(ctx, a, p0 = 0L, p1 = 0L, p2 = 0L, p3 = 0L) .Call(wrap__ggml_pad_circular, ctx, a, p0, p1, p2, p3)
+
+#' @rdname ggml_pool
+ggml_pad_ext <- function(ctx, a, lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3) .Call(wrap__ggml_pad_ext, ctx, a, lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3)
+
+#' @rdname ggml_pool
+ggml_pad_ext_circular <- function(ctx, a, lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3) .Call(wrap__ggml_pad_ext_circular, ctx, a, lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3)
+
+#' @rdname ggml_pool
+ggml_pad_reflect_1d <- function(ctx, a, p0, p1) .Call(wrap__ggml_pad_reflect_1d, ctx, a, p0, p1)
+
+#' @rdname ggml_pool
+ggml_roll <- function(ctx, a, shift0 = 0L, shift1 = 0L, shift2 = 0L, shift3 = 0L) .Call(wrap__ggml_roll, ctx, a, shift0, shift1, shift2, shift3)
+
+#' @rdname ggml_pool
+ggml_win_part <- function(ctx, a, w) .Call(wrap__ggml_win_part, ctx, a, w)
+
+#' @rdname ggml_pool
+ggml_win_unpart <- function(ctx, a, w0, h0, w) .Call(wrap__ggml_win_unpart, ctx, a, w0, h0, w)
+
+#' @rdname ggml_pool
+ggml_get_rel_pos <- function(ctx, a, qh, kh) .Call(wrap__ggml_get_rel_pos, ctx, a, qh, kh)
+
+#' @rdname ggml_pool
+ggml_add_rel_pos <- function(ctx, a, pw, ph) .Call(wrap__ggml_add_rel_pos, ctx, a, pw, ph)
+
+#' @rdname ggml_pool
+ggml_add_rel_pos_inplace <- function(ctx, a, pw, ph) .Call(wrap__ggml_add_rel_pos_inplace, ctx, a, pw, ph)
+
+#' @rdname ggml_sequence
+ggml_arange <- function(ctx, start, stop, step = 1) .Call(wrap__ggml_arange, ctx, start, stop, step)
+
+#' @rdname ggml_sequence
+ggml_timestep_embedding <- function(ctx, timesteps, dim, max_period = 10000L) .Call(wrap__ggml_timestep_embedding, ctx, timesteps, dim, max_period)
+
+#' @rdname ggml_sequence
+ggml_ssm_conv <- function(ctx, sx, c) .Call(wrap__ggml_ssm_conv, ctx, sx, c)
+
+#' @rdname ggml_sequence
+ggml_ssm_scan <- function(ctx, s, x, dt, A, B, C, ids, K = 1) .Call(wrap__ggml_ssm_scan, ctx, s, x, dt, A, B, C, ids, K)
+
+#' @rdname ggml_sequence
+ggml_rwkv_wkv6 <- function(ctx, k, v, r, tf, td, state) .Call(wrap__ggml_rwkv_wkv6, ctx, k, v, r, tf, td, state)
+
+#' @rdname ggml_sequence
+ggml_rwkv_wkv7 <- function(ctx, r, w, k, v, a, b, state) .Call(wrap__ggml_rwkv_wkv7, ctx, r, w, k, v, a, b, state)
+
+#' @rdname ggml_sequence
+ggml_gated_linear_attn <- function(ctx, k, v, q, g, state, scale) .Call(wrap__ggml_gated_linear_attn, ctx, k, v, q, g, state, scale)
+
+#' @rdname ggml_sequence
+ggml_gated_delta_net <- function(ctx, q, k, v, g, beta, state, K = 1) .Call(wrap__ggml_gated_delta_net, ctx, q, k, v, g, beta, state, K)
+
+#' Quantization
+#'
+#' `ggml_quantize_chunk` quantizes `nrows` rows of `n_per_row` values of `src` to `type`
+#' (GGML's `ggml_quantize_chunk`, reference or importance-weighted quantizer as GGML chooses)
+#' and returns the blocks as a raw vector. `ggml_quantize_requires_imatrix` says whether a
+#' type needs an importance matrix (IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M). `ggml_quant_block_info`
+#' lists a type's `type_name`, `type_size` (bytes per block), `block_size` (elements per
+#' block) and `is_quantized`. `ggml_quantize_init` checks `type` and `ggml_quantize_free`
+#' does nothing: this library builds its lookup tables on first use and keeps them, so there
+#' is nothing to prepare or release (both exist so that ggmlR code runs).
+#' @param type A `GGML_TYPE_*` code.
+#' @param src Numeric values, `nrows * n_per_row` of them.
+#' @param nrows Number of rows.
+#' @param n_per_row Values per row (a multiple of the type's block size).
+#' @return A raw vector, a logical, a list, or `NULL` invisibly.
+#' @examples
+#' q <- ggml_quantize_chunk(GGML_TYPE_Q8_0, sin(1:64), 2, 32)
+#' length(q)  # 2 blocks of 34 bytes
+#' ggml_quantize_requires_imatrix(GGML_TYPE_Q4_0)
+#' str(ggml_quant_block_info(GGML_TYPE_Q4_K))
+#' ggml_quantize_init(GGML_TYPE_Q4_0)
+#' ggml_quantize_free()
+#' @export
+ggml_quantize_chunk <- function(type, src, nrows, n_per_row) .Call(wrap__ggml_quantize_chunk, type, src, nrows, n_per_row)
+
+#' @rdname ggml_quantize_chunk
+#' @export
+ggml_quantize_requires_imatrix <- function(type) .Call(wrap__ggml_quantize_requires_imatrix, type)
+
+#' @rdname ggml_quantize_chunk
+#' @export
+ggml_quant_block_info <- function(type) .Call(wrap__ggml_quant_block_info, type)
+
+#' @rdname ggml_quantize_chunk
+#' @export
+ggml_quantize_init <- function(type) invisible(.Call(wrap__ggml_quantize_init, type))
+
+#' @rdname ggml_quantize_chunk
+#' @export
+ggml_quantize_free <- function() invisible(.Call(wrap__ggml_quantize_free))
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_q4_0 <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_q4_0, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_q4_1 <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_q4_1, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_q5_0 <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_q5_0, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_q5_1 <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_q5_1, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_q8_0 <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_q8_0, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_q2_K <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_q2_K, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_q3_K <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_q3_K, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_q4_K <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_q4_K, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_q5_K <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_q5_K, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_q6_K <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_q6_K, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_iq2_xxs <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_iq2_xxs, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_iq2_xs <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_iq2_xs, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_iq3_xxs <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_iq3_xxs, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_iq1_s <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_iq1_s, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_iq4_nl <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_iq4_nl, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_iq3_s <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_iq3_s, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_iq2_s <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_iq2_s, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_iq4_xs <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_iq4_xs, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_iq1_m <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_iq1_m, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_tq1_0 <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_tq1_0, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_tq2_0 <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_tq2_0, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_mxfp4 <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_mxfp4, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_nvfp4 <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_nvfp4, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_q1_0 <- function(src_data, n_rows, n_per_row, imatrix = NULL) .Call(wrap__quantize_q1_0, src_data, n_rows, n_per_row, imatrix)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_q4_0_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_q4_0_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_q4_1_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_q4_1_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_q5_0_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_q5_0_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_q5_1_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_q5_1_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_q8_0_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_q8_0_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_q8_1_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_q8_1_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_q2_K_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_q2_K_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_q3_K_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_q3_K_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_q4_K_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_q4_K_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_q5_K_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_q5_K_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_q6_K_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_q6_K_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_q8_K_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_q8_K_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_iq3_xxs_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_iq3_xxs_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_iq4_nl_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_iq4_nl_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_iq3_s_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_iq3_s_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_iq2_s_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_iq2_s_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_iq4_xs_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_iq4_xs_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_tq1_0_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_tq1_0_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_tq2_0_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_tq2_0_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+quantize_row_mxfp4_ref <- function(src_data, n_elements) .Call(wrap__quantize_row_mxfp4_ref, src_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_q4_0 <- function(raw_data, n_elements) .Call(wrap__dequantize_row_q4_0, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_q4_1 <- function(raw_data, n_elements) .Call(wrap__dequantize_row_q4_1, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_q5_0 <- function(raw_data, n_elements) .Call(wrap__dequantize_row_q5_0, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_q5_1 <- function(raw_data, n_elements) .Call(wrap__dequantize_row_q5_1, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_q8_0 <- function(raw_data, n_elements) .Call(wrap__dequantize_row_q8_0, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_q2_K <- function(raw_data, n_elements) .Call(wrap__dequantize_row_q2_K, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_q3_K <- function(raw_data, n_elements) .Call(wrap__dequantize_row_q3_K, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_q4_K <- function(raw_data, n_elements) .Call(wrap__dequantize_row_q4_K, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_q5_K <- function(raw_data, n_elements) .Call(wrap__dequantize_row_q5_K, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_q6_K <- function(raw_data, n_elements) .Call(wrap__dequantize_row_q6_K, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_q8_K <- function(raw_data, n_elements) .Call(wrap__dequantize_row_q8_K, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_iq2_xxs <- function(raw_data, n_elements) .Call(wrap__dequantize_row_iq2_xxs, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_iq2_xs <- function(raw_data, n_elements) .Call(wrap__dequantize_row_iq2_xs, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_iq3_xxs <- function(raw_data, n_elements) .Call(wrap__dequantize_row_iq3_xxs, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_iq1_s <- function(raw_data, n_elements) .Call(wrap__dequantize_row_iq1_s, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_iq4_nl <- function(raw_data, n_elements) .Call(wrap__dequantize_row_iq4_nl, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_iq3_s <- function(raw_data, n_elements) .Call(wrap__dequantize_row_iq3_s, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_iq2_s <- function(raw_data, n_elements) .Call(wrap__dequantize_row_iq2_s, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_iq4_xs <- function(raw_data, n_elements) .Call(wrap__dequantize_row_iq4_xs, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_iq1_m <- function(raw_data, n_elements) .Call(wrap__dequantize_row_iq1_m, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_tq1_0 <- function(raw_data, n_elements) .Call(wrap__dequantize_row_tq1_0, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_tq2_0 <- function(raw_data, n_elements) .Call(wrap__dequantize_row_tq2_0, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_mxfp4 <- function(raw_data, n_elements) .Call(wrap__dequantize_row_mxfp4, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_nvfp4 <- function(raw_data, n_elements) .Call(wrap__dequantize_row_nvfp4, raw_data, n_elements)
+
+#' @rdname quantize_q4_0
+#' @export
+dequantize_row_q1_0 <- function(raw_data, n_elements) .Call(wrap__dequantize_row_q1_0, raw_data, n_elements)
+
+#' Context queries
+#'
+#' `ggml_get_mem_size` is the context's budget in bytes, `ggml_get_max_tensor_size` the
+#' largest tensor's bytes, `ggml_tensor_num` the number of tensors, `ggml_get_no_alloc`
+#' and `ggml_set_no_alloc` read and set whether new tensors get data. `ggml_get_first_tensor`
+#' and `ggml_get_next_tensor` walk the tensors in creation order (`NULL` after the last).
+#' `ggml_tensor_overhead` and `ggml_graph_overhead` are the bytes of budget a tensor's and a
+#' graph's metadata take.
+#' @param ctx A context.
+#' @param no_alloc `TRUE` or `FALSE`.
+#' @param tensor A tensor of the context.
+#' @return A number, a logical, a tensor or `NULL`.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' ggml_get_mem_size(ctx)
+#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10)
+#' b <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 20)
+#' ggml_tensor_num(ctx)
+#' ggml_get_max_tensor_size(ctx)  # 80
+#' ggml_nelements(ggml_get_next_tensor(ctx, ggml_get_first_tensor(ctx)))  # 20
+#' ggml_set_no_alloc(ctx, TRUE)
+#' ggml_get_no_alloc(ctx)
+#' ggml_tensor_overhead()
+#' ggml_graph_overhead()
+#' @export
+ggml_get_mem_size <- function(ctx) .Call(wrap__ggml_get_mem_size, ctx)
+
+#' @rdname ggml_get_mem_size
+#' @export
+ggml_get_max_tensor_size <- function(ctx) .Call(wrap__ggml_get_max_tensor_size, ctx)
+
+#' @rdname ggml_get_mem_size
+#' @export
+ggml_tensor_num <- function(ctx) .Call(wrap__ggml_tensor_num, ctx)
+
+#' @rdname ggml_get_mem_size
+#' @export
+ggml_get_no_alloc <- function(ctx) .Call(wrap__ggml_get_no_alloc, ctx)
+
+#' @rdname ggml_get_mem_size
+#' @export
+ggml_set_no_alloc <- function(ctx, no_alloc) invisible(.Call(wrap__ggml_set_no_alloc, ctx, no_alloc))
+
+#' @rdname ggml_get_mem_size
+#' @export
+ggml_get_first_tensor <- function(ctx) .Call(wrap__ggml_get_first_tensor, ctx)
+
+#' @rdname ggml_get_mem_size
+#' @export
+ggml_get_next_tensor <- function(ctx, tensor) .Call(wrap__ggml_get_next_tensor, ctx, tensor)
+
+#' @rdname ggml_get_mem_size
+#' @export
+ggml_tensor_overhead <- function() .Call(wrap__ggml_tensor_overhead)
+
+#' @rdname ggml_get_mem_size
+#' @export
+ggml_graph_overhead <- function() .Call(wrap__ggml_graph_overhead)
+
+#' Memory a tensor needs
+#'
+#' The context budget one tensor of this type and shape takes: its data, its metadata
+#' (`ggml_tensor_overhead()`) and 256 bytes of alignment (ggmlR's estimate, with the data
+#' sized by the type's rows so that quantized types count right).
+#' @param type A `GGML_TYPE_*` constant.
+#' @param ne0,ne1,ne2,ne3 The shape.
+#' @return A number of bytes.
+#' @examples
+#' ggml_estimate_memory(GGML_TYPE_F32, 100, 10)
+#' ctx <- ggml_init(ggml_estimate_memory(GGML_TYPE_F32, 100, 10))
+#' @export
+ggml_estimate_memory <- function(type = GGML_TYPE_F32, ne0, ne1 = 1, ne2 = 1, ne3 = 1) .Call(wrap__ggml_estimate_memory, type, ne0, ne1, ne2, ne3)
+
+#' More ways to make tensors
+#'
+#' `ggml_new_tensor` makes a tensor of `n_dims` (1 to 5) dimensions, the first `n_dims`
+#' elements of `ne`; `ggml_new_f32` and `ggml_new_i32` make a one-element F32 or I32 tensor
+#' holding `value` (in a context with memory).
+#' @param ctx A context.
+#' @param type A `GGML_TYPE_*` constant.
+#' @param n_dims Number of dimensions, 1 to 5.
+#' @param ne The sizes (at least `n_dims` of them).
+#' @param value A number.
+#' @return A tensor.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' t <- ggml_new_tensor(ctx, GGML_TYPE_F32, 3, c(4, 3, 2))
+#' ggml_tensor_shape(t)
+#' ggml_get_f32(ggml_new_f32(ctx, 1.5))
+#' ggml_get_i32(ggml_new_i32(ctx, 7L))
+#' @export
+ggml_new_tensor <- function(ctx, type = GGML_TYPE_F32, n_dims, ne) .Call(wrap__ggml_new_tensor, ctx, type, n_dims, ne)
+
+#' @rdname ggml_new_tensor
+#' @export
+ggml_new_f32 <- function(ctx, value) .Call(wrap__ggml_new_f32, ctx, value)
+
+#' @rdname ggml_new_tensor
+#' @export
+ggml_new_i32 <- function(ctx, value) .Call(wrap__ggml_new_i32, ctx, value)
+
+#' Tensor names and flags
+#'
+#' `ggml_set_name` names a tensor and `ggml_get_name` reads it; `ggml_set_input`,
+#' `ggml_set_output` and `ggml_set_param` flag it as a graph input, output or trainable
+#' parameter. The setters return the tensor, for chaining.
+#' @param tensor A tensor.
+#' @param name A string.
+#' @return The tensor, or its name.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' t <- ggml_set_name(ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4), "weights")
+#' ggml_get_name(t)
+#' t <- ggml_set_input(t)
+#' t <- ggml_set_output(t)
+#' t <- ggml_set_param(t)
+#' @export
+ggml_set_name <- function(tensor, name) .Call(wrap__ggml_set_name, tensor, name)
+
+#' @rdname ggml_set_name
+#' @export
+ggml_get_name <- function(tensor) .Call(wrap__ggml_get_name, tensor)
+
+#' @rdname ggml_set_name
+#' @export
+ggml_set_input <- function(tensor) .Call(wrap__ggml_set_input, tensor)
+
+#' @rdname ggml_set_name
+#' @export
+ggml_set_output <- function(tensor) .Call(wrap__ggml_set_output, tensor)
+
+#' @rdname ggml_set_name
+#' @export
+ggml_set_param <- function(tensor) .Call(wrap__ggml_set_param, tensor)
+
+#' Tensor layout queries
+#'
+#' `ggml_element_size` is the bytes of one element (of one block for quantized types),
+#' `ggml_tensor_nb` the 5 strides in bytes. The predicates are GGML's: `ggml_is_contiguous`
+#' (= `_0`: elements packed in order), `_1` and `_2` (packed from dimension 1 or 2 on),
+#' `_channels` (dimension 2 packed innermost), `_rows` (each row packed),
+#' `ggml_is_contiguously_allocated` (one gap-free block), `ggml_is_permuted`,
+#' `ggml_is_transposed`; `ggml_are_same_shape`, `_stride` and `_layout` compare two tensors,
+#' and `ggml_can_repeat(a, b)` says whether `a` tiles `b`.
+#' @param tensor A tensor.
+#' @param a,b Tensors.
+#' @return A number, a numeric vector or a logical.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' a <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 2)
+#' t <- ggml_transpose(ctx, a)
+#' ggml_element_size(a)
+#' ggml_tensor_nb(a)
+#' c(ggml_is_contiguous(a), ggml_is_contiguous(t), ggml_is_transposed(t))
+#' c(ggml_is_contiguous_0(a), ggml_is_contiguous_1(a), ggml_is_contiguous_2(a))
+#' c(ggml_is_contiguous_channels(a), ggml_is_contiguous_rows(a))
+#' c(ggml_is_contiguously_allocated(a), ggml_is_permuted(t))
+#' c(ggml_are_same_shape(a, a), ggml_are_same_stride(a, t), ggml_are_same_layout(a, a))
+#' ggml_can_repeat(ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3), a)
+#' @export
+ggml_element_size <- function(tensor) .Call(wrap__ggml_element_size, tensor)
+
+#' @rdname ggml_element_size
+#' @export
+ggml_tensor_nb <- function(tensor) .Call(wrap__ggml_tensor_nb, tensor)
+
+#' @rdname ggml_element_size
+#' @export
+ggml_is_contiguous <- function(tensor) .Call(wrap__ggml_is_contiguous, tensor)
+
+#' @rdname ggml_element_size
+#' @export
+ggml_is_contiguous_0 <- function(tensor) .Call(wrap__ggml_is_contiguous_0, tensor)
+
+#' @rdname ggml_element_size
+#' @export
+ggml_is_contiguous_1 <- function(tensor) .Call(wrap__ggml_is_contiguous_1, tensor)
+
+#' @rdname ggml_element_size
+#' @export
+ggml_is_contiguous_2 <- function(tensor) .Call(wrap__ggml_is_contiguous_2, tensor)
+
+#' @rdname ggml_element_size
+#' @export
+ggml_is_contiguous_rows <- function(tensor) .Call(wrap__ggml_is_contiguous_rows, tensor)
+
+#' @rdname ggml_element_size
+#' @export
+ggml_is_contiguously_allocated <- function(tensor) .Call(wrap__ggml_is_contiguously_allocated, tensor)
+
+#' @rdname ggml_element_size
+#' @export
+ggml_is_permuted <- function(tensor) .Call(wrap__ggml_is_permuted, tensor)
+
+#' @rdname ggml_element_size
+#' @export
+ggml_is_transposed <- function(tensor) .Call(wrap__ggml_is_transposed, tensor)
+
+#' @rdname ggml_element_size
+#' @export
+ggml_is_contiguous_channels <- function(tensor) .Call(wrap__ggml_is_contiguous_channels, tensor)
+
+#' @rdname ggml_element_size
+#' @export
+ggml_are_same_shape <- function(a, b) .Call(wrap__ggml_are_same_shape, a, b)
+
+#' @rdname ggml_element_size
+#' @export
+ggml_are_same_stride <- function(a, b) .Call(wrap__ggml_are_same_stride, a, b)
+
+#' @rdname ggml_element_size
+#' @export
+ggml_are_same_layout <- function(a, b) .Call(wrap__ggml_are_same_layout, a, b)
+
+#' @rdname ggml_element_size
+#' @export
+ggml_can_repeat <- function(a, b) .Call(wrap__ggml_can_repeat, a, b)
+
+#' Single elements and whole-tensor fills
+#'
+#' `ggml_get_f32_nd` and `ggml_get_i32_nd` read the element at 0-based indices
+#' `(i0, i1, i2, i3)` (as a double, or truncated to an integer); `ggml_set_f32_nd` and
+#' `ggml_set_i32_nd` write one (an index out of range is an R error naming it). The tensor may
+#' be F32, F16, BF16, I32, I16 or I8, and a view (its strides are followed).
+#' `ggml_tensor_set_f32_scalar` sets every element to `value`, `ggml_set_zero` every byte to
+#' 0, and `ggml_tensor_copy` copies `src`'s data into `dst` (same layout).
+#' @param tensor A tensor with data.
+#' @param i0,i1,i2,i3 0-based indices.
+#' @param value A number.
+#' @param dst,src Tensors of the same layout.
+#' @return The element, or `NULL` invisibly.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' t <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 2)
+#' ggml_set_f32(t, 1:6)
+#' ggml_get_f32_nd(t, 2, 1)  # 6
+#' ggml_set_f32_nd(t, 0, 1, value = -1)
+#' ggml_get_f32(t)
+#' ggml_get_i32_nd(t, 1)
+#' ggml_set_i32_nd(t, 1, value = 9L)
+#' ggml_tensor_set_f32_scalar(t, 0.5)
+#' u <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 2)
+#' ggml_tensor_copy(u, t)
+#' ggml_get_f32(u)
+#' ggml_set_zero(u)
+#' ggml_get_f32(u)
+#' @export
+ggml_get_f32_nd <- function(tensor, i0, i1 = 0, i2 = 0, i3 = 0) .Call(wrap__ggml_get_f32_nd, tensor, i0, i1, i2, i3)
+
+#' @rdname ggml_get_f32_nd
+#' @export
+ggml_get_i32_nd <- function(tensor, i0, i1 = 0, i2 = 0, i3 = 0) .Call(wrap__ggml_get_i32_nd, tensor, i0, i1, i2, i3)
+
+#' @rdname ggml_get_f32_nd
+#' @export
+ggml_set_f32_nd <- function(tensor, i0, i1 = 0, i2 = 0, i3 = 0, value) invisible(.Call(wrap__ggml_set_f32_nd, tensor, i0, i1, i2, i3, value))
+
+#' @rdname ggml_get_f32_nd
+#' @export
+ggml_set_i32_nd <- function(tensor, i0, i1 = 0, i2 = 0, i3 = 0, value) invisible(.Call(wrap__ggml_set_i32_nd, tensor, i0, i1, i2, i3, value))
+
+#' @rdname ggml_get_f32_nd
+#' @export
+ggml_tensor_set_f32_scalar <- function(tensor, value) invisible(.Call(wrap__ggml_tensor_set_f32_scalar, tensor, value))
+
+#' @rdname ggml_get_f32_nd
+#' @export
+ggml_set_zero <- function(tensor) invisible(.Call(wrap__ggml_set_zero, tensor))
+
+#' @rdname ggml_get_f32_nd
+#' @export
+ggml_tensor_copy <- function(dst, src) invisible(.Call(wrap__ggml_tensor_copy, dst, src))
+
+#' Operations and their parameters
+#'
+#' `ggml_op_name` and `ggml_unary_op_name` name a `GGML_OP_*` or `GGML_UNARY_OP_*` code
+#' (`"ADD"`, `"RELU"`); `ggml_op_desc` names a tensor's op (its unary op for UNARY);
+#' `ggml_op_can_inplace` says whether the graph allocator may compute the op in its
+#' operand's memory; `ggml_get_unary_op` is a UNARY tensor's unary op code (an R error for
+#' another op). The op parameters are 64 bytes: `ggml_get_op_params` gives them raw,
+#' `ggml_get_op_params_i32`/`_f32` read the 0-based 32-bit slot `index` (0 to 15), and
+#' `ggml_set_op_params`, `_i32` and `_f32` write them.
+#' @param op An op code.
+#' @param tensor A tensor.
+#' @param index A 0-based slot, 0 to 15.
+#' @param value A number.
+#' @param params A raw vector of at most 64 bytes, a multiple of 4.
+#' @return A string, a logical, an integer, a number or a raw vector.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4)
+#' r <- ggml_relu(ctx, a)
+#' ggml_op_desc(r)
+#' ggml_get_unary_op(r)
+#' ggml_unary_op_name(ggml_get_unary_op(r))
+#' ggml_op_name(2L)
+#' ggml_op_can_inplace(2L)
+#' s <- ggml_scale(ctx, a, 2.5)
+#' ggml_get_op_params_f32(s, 0)
+#' ggml_set_op_params_f32(s, 0, 3)
+#' ggml_set_op_params_i32(s, 1, 0L)
+#' ggml_get_op_params_i32(s, 1)
+#' p <- ggml_get_op_params(s)
+#' ggml_set_op_params(s, p)
+#' @export
+ggml_op_name <- function(op) .Call(wrap__ggml_op_name, op)
+
+#' @rdname ggml_op_name
+#' @export
+ggml_unary_op_name <- function(op) .Call(wrap__ggml_unary_op_name, op)
+
+#' @rdname ggml_op_name
+#' @export
+ggml_op_can_inplace <- function(op) .Call(wrap__ggml_op_can_inplace, op)
+
+#' @rdname ggml_op_name
+#' @export
+ggml_op_desc <- function(tensor) .Call(wrap__ggml_op_desc, tensor)
+
+#' @rdname ggml_op_name
+#' @export
+ggml_get_unary_op <- function(tensor) .Call(wrap__ggml_get_unary_op, tensor)
+
+#' @rdname ggml_op_name
+#' @export
+ggml_get_op_params <- function(tensor) .Call(wrap__ggml_get_op_params, tensor)
+
+#' @rdname ggml_op_name
+#' @export
+ggml_get_op_params_i32 <- function(tensor, index) .Call(wrap__ggml_get_op_params_i32, tensor, index)
+
+#' @rdname ggml_op_name
+#' @export
+ggml_get_op_params_f32 <- function(tensor, index) .Call(wrap__ggml_get_op_params_f32, tensor, index)
+
+#' @rdname ggml_op_name
+#' @export
+ggml_set_op_params_i32 <- function(tensor, index, value) invisible(.Call(wrap__ggml_set_op_params_i32, tensor, index, value))
+
+#' @rdname ggml_op_name
+#' @export
+ggml_set_op_params_f32 <- function(tensor, index, value) invisible(.Call(wrap__ggml_set_op_params_f32, tensor, index, value))
+
+#' @rdname ggml_op_name
+#' @export
+ggml_set_op_params <- function(tensor, params) invisible(.Call(wrap__ggml_set_op_params, tensor, params))
+
+#' Graphs
+#'
+#' `ggml_graph_compute` computes the graph on a CPU backend made for the call and returns
+#' when done (a failure is an R error); `ggml_graph_compute_with_ctx` does the same with
+#' `n_threads` threads (0: the CPU backend's default). `ggml_graph_n_nodes` counts the nodes,
+#' `ggml_graph_node` gives the node at 0-based index `i` (negative counts from the end),
+#' `ggml_graph_get_tensor` the tensor named `name` (or `NULL`), `ggml_graph_view` the graph of
+#' nodes `i0` to `i1 - 1`, and `ggml_graph_print` prints the nodes.
+#' @param ctx A context.
+#' @param graph A graph.
+#' @param n_threads Number of threads (0: default).
+#' @param i A 0-based node index.
+#' @param name A tensor name.
+#' @param i0,i1 The first and one past the last node of the view.
+#' @return `NULL` invisibly, a number, a tensor or a graph.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' a <- ggml_set_name(ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3), "a")
+#' ggml_set_f32(a, c(-1, 0, 1))
+#' out <- ggml_exp(ctx, ggml_relu(ctx, a))
+#' graph <- ggml_build_forward_expand(ctx, out)
+#' ggml_graph_compute(ctx, graph)
+#' ggml_get_f32(out)
+#' ggml_graph_compute_with_ctx(ctx, graph, 1L)
+#' ggml_graph_n_nodes(graph)
+#' ggml_op_desc(ggml_graph_node(graph, -1))
+#' ggml_get_name(ggml_graph_get_tensor(graph, "a"))
+#' ggml_graph_n_nodes(ggml_graph_view(graph, 0, 1))
+#' ggml_graph_print(graph)
+#' @export
+ggml_graph_compute <- function(ctx, graph) invisible(.Call(wrap__ggml_graph_compute, ctx, graph))
+
+#' @rdname ggml_graph_compute
+#' @export
+ggml_graph_compute_with_ctx <- function(ctx, graph, n_threads = 0L) invisible(.Call(wrap__ggml_graph_compute_with_ctx, ctx, graph, n_threads))
+
+#' @rdname ggml_graph_compute
+#' @export
+ggml_graph_n_nodes <- function(graph) .Call(wrap__ggml_graph_n_nodes, graph)
+
+#' @rdname ggml_graph_compute
+#' @export
+ggml_graph_node <- function(graph, i) .Call(wrap__ggml_graph_node, graph, i)
+
+#' @rdname ggml_graph_compute
+#' @export
+ggml_graph_get_tensor <- function(graph, name) .Call(wrap__ggml_graph_get_tensor, graph, name)
+
+#' @rdname ggml_graph_compute
+#' @export
+ggml_graph_view <- function(graph, i0, i1) .Call(wrap__ggml_graph_view, graph, i0, i1)
+
+#' @rdname ggml_graph_compute
+#' @export
+ggml_graph_print <- function(graph) invisible(.Call(wrap__ggml_graph_print, graph))
+
+#' The graph allocator
+#'
+#' A graph allocator (`ggml_gallocr_*`) places a graph's tensors in one CPU buffer, reusing
+#' memory between tensors whose lifetimes do not overlap. `ggml_gallocr_reserve` sizes the
+#' buffer for a graph, `ggml_gallocr_alloc_graph` allocates its tensors (both `TRUE` on
+#' success), `ggml_gallocr_get_buffer_size` gives the buffer's bytes and `ggml_gallocr_free`
+#' frees it (again: harmless).
+#' @param galloc An allocator from `ggml_gallocr_new`.
+#' @param graph A graph of a `no_alloc = TRUE` context.
+#' @param buffer_id The buffer's index, 0.
+#' @return An allocator, a logical, a number, or `NULL` invisibly.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+#' a <- ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8)
+#' graph <- ggml_build_forward_expand(ctx, ggml_relu(ctx, a))
+#' galloc <- ggml_gallocr_new()
+#' ggml_gallocr_reserve(galloc, graph)
+#' ggml_gallocr_alloc_graph(galloc, graph)
+#' ggml_gallocr_get_buffer_size(galloc)
+#' ggml_gallocr_free(galloc)
+#' @export
+ggml_gallocr_new <- function() .Call(wrap__ggml_gallocr_new)
+
+#' @rdname ggml_gallocr_new
+#' @export
+ggml_gallocr_reserve <- function(galloc, graph) .Call(wrap__ggml_gallocr_reserve, galloc, graph)
+
+#' @rdname ggml_gallocr_new
+#' @export
+ggml_gallocr_alloc_graph <- function(galloc, graph) .Call(wrap__ggml_gallocr_alloc_graph, galloc, graph)
+
+#' @rdname ggml_gallocr_new
+#' @export
+ggml_gallocr_get_buffer_size <- function(galloc, buffer_id = 0L) .Call(wrap__ggml_gallocr_get_buffer_size, galloc, buffer_id)
+
+#' @rdname ggml_gallocr_new
+#' @export
+ggml_gallocr_free <- function(galloc) invisible(.Call(wrap__ggml_gallocr_free, galloc))
+
+#' Type sizes and names
+#'
+#' For a `GGML_TYPE_*` code: `ggml_type_name` its name, `ggml_blck_size` the elements per
+#' block (1 for plain types), `ggml_type_size` the bytes per block, `ggml_type_sizef` the
+#' bytes per element (fractional for quantized types), `ggml_is_quantized` whether it is a
+#' block-quantized type. `ggml_ftype_to_ggml_type` maps a model file type
+#' (`GGML_FTYPE_MOSTLY_*`) to the tensor type it stores (-1 for unknown).
+#' @param type A `GGML_TYPE_*` code.
+#' @param ftype A `GGML_FTYPE_*` code.
+#' @return A string, a number, a logical or an integer.
+#' @examples
+#' ggml_type_name(GGML_TYPE_Q4_0)
+#' ggml_blck_size(GGML_TYPE_Q4_0)
+#' ggml_type_size(GGML_TYPE_Q4_0)
+#' ggml_type_sizef(GGML_TYPE_Q4_0)
+#' ggml_is_quantized(GGML_TYPE_Q4_0)
+#' ggml_ftype_to_ggml_type(2L) == GGML_TYPE_Q4_0
+#' @export
+ggml_type_name <- function(type) .Call(wrap__ggml_type_name, type)
+
+#' @rdname ggml_type_name
+#' @export
+ggml_blck_size <- function(type) .Call(wrap__ggml_blck_size, type)
+
+#' @rdname ggml_type_name
+#' @export
+ggml_type_size <- function(type) .Call(wrap__ggml_type_size, type)
+
+#' @rdname ggml_type_name
+#' @export
+ggml_type_sizef <- function(type) .Call(wrap__ggml_type_sizef, type)
+
+#' @rdname ggml_type_name
+#' @export
+ggml_is_quantized <- function(type) .Call(wrap__ggml_is_quantized, type)
+
+#' @rdname ggml_type_name
+#' @export
+ggml_ftype_to_ggml_type <- function(ftype) .Call(wrap__ggml_ftype_to_ggml_type, ftype)
 
 

@@ -53,22 +53,16 @@ fn index_below(obj: &Robj, arg: &str, n: usize, what: &str) -> Result<usize> {
     if i < n {
         Ok(i)
     } else {
-        Err(bad(arg, format!("{i} is out of range: there are {n} {what}")))
+        Err(bad(
+            arg,
+            format!("{i} is out of range: there are {n} {what}"),
+        ))
     }
 }
 
-/// A backend made by an init function: `NULL` with a warning giving the reason when it fails
-/// (ggmlR returns `NULL` there).
-fn backend_or_null(fname: &str, r: ggml::Result<Backend>) -> Robj {
-    match r {
-        Ok(b) => Slot::wrap(b),
-        Err(e) => {
-            let msg = format!("{fname}: {e}");
-            // A warning that cannot be raised (R out of memory) leaves just the NULL.
-            let _ = R!("warning({{msg}}, call. = FALSE)");
-            ().into()
-        }
-    }
+/// A backend made by an init function, or `NULL` when it fails (as in ggmlR).
+fn backend_or_null(r: ggml::Result<Backend>) -> Robj {
+    wrap_opt(r.ok())
 }
 
 // ---- device types -----------------------------------------------------------------------------
@@ -122,8 +116,7 @@ fn ggml_backend_device_type_accel() -> i32 {
 /// `memory_total`, `type`, `device_id` (`""` when unknown) and `caps` (named logical: `async`,
 /// `host_buffer`, `buffer_from_host_ptr`, `events`). `ggml_backend_dev_supports_op` and
 /// `ggml_backend_dev_offload_op` take a result tensor whose op and sources define the
-/// operation. `ggml_backend_dev_init` starts a backend on the device (`NULL` and a warning if
-/// it cannot). `ggml_backend_get_device` gives a backend's device, and
+/// operation. `ggml_backend_dev_init` starts a backend on the device (`NULL` if it cannot). `ggml_backend_get_device` gives a backend's device, and
 /// `ggml_backend_device_register` adds a device to the registry.
 /// @param index A 0-based device index.
 /// @param name A device name such as `"CPU"`.
@@ -177,7 +170,9 @@ fn ggml_backend_dev_by_name(name: Robj) -> Result<Robj> {
 /// @export
 #[extendr]
 fn ggml_backend_dev_by_type(r#type: Robj) -> Result<Robj> {
-    Ok(wrap_opt(backend::dev_by_type(dev_type_arg(&r#type, "type")?)))
+    Ok(wrap_opt(backend::dev_by_type(dev_type_arg(
+        &r#type, "type",
+    )?)))
 }
 
 /// @rdname ggml_backend_dev_count
@@ -233,7 +228,15 @@ fn ggml_backend_dev_get_props(device: Robj) -> Result<Robj> {
         p.device_id.unwrap_or_default().into(),
         caps,
     ];
-    let names = ["name", "description", "memory_free", "memory_total", "type", "device_id", "caps"];
+    let names = [
+        "name",
+        "description",
+        "memory_free",
+        "memory_total",
+        "type",
+        "device_id",
+        "caps",
+    ];
     Ok(List::from_names_and_values(names, values)?.into())
 }
 
@@ -264,7 +267,7 @@ fn ggml_backend_dev_offload_op(device: Robj, op: Robj) -> Result<bool> {
 fn ggml_backend_dev_init(device: Robj, #[extendr(default = "NULL")] params: Robj) -> Result<Robj> {
     let d = device_arg(&device)?;
     let p = args::opt_string(&params, "params")?;
-    Ok(backend_or_null("ggml_backend_dev_init", d.init(p.as_deref())))
+    Ok(backend_or_null(d.init(p.as_deref())))
 }
 
 /// @rdname ggml_backend_dev_count
@@ -341,7 +344,10 @@ fn ggml_backend_buft_name(buft: Robj) -> Result<String> {
 fn ggml_backend_buft_alloc_buffer(buft: Robj, size: Robj) -> Result<Robj> {
     let b = buft_arg(&buft)?;
     let n = bytes(&size, "size")?;
-    Ok(Slot::wrap(lib("ggml_backend_buft_alloc_buffer", b.alloc_buffer(n))?))
+    Ok(Slot::wrap(lib(
+        "ggml_backend_buft_alloc_buffer",
+        b.alloc_buffer(n),
+    )?))
 }
 
 /// @rdname ggml_backend_dev_buffer_type
@@ -378,7 +384,10 @@ fn ggml_backend_buft_get_alloc_size(buft: Robj, tensor: Robj) -> Result<f64> {
 fn ggml_backend_alloc_buffer(backend: Robj, size: Robj) -> Result<Robj> {
     let b = backend_arg(&backend)?;
     let n = bytes(&size, "size")?;
-    Ok(Slot::wrap(lib("ggml_backend_alloc_buffer", b.alloc_buffer(n))?))
+    Ok(Slot::wrap(lib(
+        "ggml_backend_alloc_buffer",
+        b.alloc_buffer(n),
+    )?))
 }
 
 /// @rdname ggml_backend_dev_buffer_type
@@ -394,8 +403,8 @@ fn ggml_backend_buffer_get_type(buffer: Robj) -> Result<Robj> {
 ///
 /// The registered backends (`ggml_backend_reg_*`): their count, one by 0-based index (out of
 /// range is an R error) or case-insensitive name (`NULL` if none), a registry's name and its
-/// devices. `ggml_backend_load` loads a backend library (a registry, or `NULL` and a warning
-/// when it cannot), `ggml_backend_unload` unloads one, `ggml_backend_load_all` loads every
+/// devices. `ggml_backend_load` loads a backend library (a registry, or `NULL` when it
+/// cannot), `ggml_backend_unload` unloads one, `ggml_backend_load_all` loads every
 /// backend library found in the usual places (`GGML_BACKEND_PATH`, the executable's and the
 /// current directory), and `ggml_backend_register` registers a registry.
 /// @param index A 0-based index.
@@ -410,7 +419,7 @@ fn ggml_backend_buffer_get_type(buffer: Robj) -> Result<Robj> {
 /// ggml_backend_reg_dev_count(reg)
 /// ggml_backend_dev_name(ggml_backend_reg_dev_get(reg, 0))
 /// ggml_backend_reg_name(ggml_backend_reg_by_name("cpu"))
-/// suppressWarnings(ggml_backend_load(tempfile()))  # NULL: no such library
+/// ggml_backend_load(tempfile())  # NULL: no such library
 /// ggml_backend_load_all()
 /// ggml_backend_register(reg)
 /// @export
@@ -461,14 +470,7 @@ fn ggml_backend_reg_dev_get(reg: Robj, index: Robj) -> Result<Robj> {
 /// @export
 #[extendr]
 fn ggml_backend_load(path: Robj) -> Result<Robj> {
-    match backend::load(string(&path, "path")?) {
-        Ok(r) => Ok(Slot::wrap(r)),
-        Err(e) => {
-            let msg = format!("ggml_backend_load: {e}");
-            let _ = R!("warning({{msg}}, call. = FALSE)");
-            Ok(().into())
-        }
-    }
+    Ok(wrap_opt(backend::load(string(&path, "path")?).ok()))
 }
 
 /// @rdname ggml_backend_reg_count
@@ -499,8 +501,8 @@ fn ggml_backend_register(reg: Robj) -> Result<()> {
 ///
 /// `ggml_backend_init_best` starts the best device's backend (a GPU if there is one, else the
 /// CPU); `ggml_backend_init_by_name` the one of the device with that name (case-insensitive);
-/// `ggml_backend_init_by_type` the first device of that type. Each gives `NULL` and a warning
-/// when there is no such device or it cannot start. `ggml_backend_cpu_set_n_threads` sets a
+/// `ggml_backend_init_by_type` the first device of that type. Each gives `NULL` when there is no
+/// such device or it cannot start. `ggml_backend_cpu_set_n_threads` sets a
 /// CPU backend's thread count (an R error for another backend). Backends are freed by the
 /// garbage collector or `ggml_backend_free`.
 /// @param name A device name such as `"CPU"`.
@@ -518,31 +520,31 @@ fn ggml_backend_register(reg: Robj) -> Result<()> {
 /// @export
 #[extendr]
 fn ggml_backend_init_best() -> Robj {
-    backend_or_null("ggml_backend_init_best", backend::init_best())
+    backend_or_null(backend::init_best())
 }
 
 /// @rdname ggml_backend_init_best
 /// @export
 #[extendr]
-fn ggml_backend_init_by_name(name: Robj, #[extendr(default = "NULL")] params: Robj) -> Result<Robj> {
+fn ggml_backend_init_by_name(
+    name: Robj,
+    #[extendr(default = "NULL")] params: Robj,
+) -> Result<Robj> {
     let n = string(&name, "name")?;
     let p = args::opt_string(&params, "params")?;
-    Ok(backend_or_null(
-        "ggml_backend_init_by_name",
-        backend::init_by_name(&n, p.as_deref()),
-    ))
+    Ok(backend_or_null(backend::init_by_name(&n, p.as_deref())))
 }
 
 /// @rdname ggml_backend_init_best
 /// @export
 #[extendr]
-fn ggml_backend_init_by_type(r#type: Robj, #[extendr(default = "NULL")] params: Robj) -> Result<Robj> {
+fn ggml_backend_init_by_type(
+    r#type: Robj,
+    #[extendr(default = "NULL")] params: Robj,
+) -> Result<Robj> {
     let t = dev_type_arg(&r#type, "type")?;
     let p = args::opt_string(&params, "params")?;
-    Ok(backend_or_null(
-        "ggml_backend_init_by_type",
-        backend::init_by_type(t, p.as_deref()),
-    ))
+    Ok(backend_or_null(backend::init_by_type(t, p.as_deref())))
 }
 
 /// @rdname ggml_backend_init_best
@@ -600,7 +602,10 @@ fn ggml_backend_event_record(event: Robj, backend: Robj) -> Result<()> {
 /// @export
 #[extendr(invisible)]
 fn ggml_backend_event_synchronize(event: Robj) -> Result<()> {
-    lib("ggml_backend_event_synchronize", event_arg(&event)?.synchronize())
+    lib(
+        "ggml_backend_event_synchronize",
+        event_arg(&event)?.synchronize(),
+    )
 }
 
 /// @rdname ggml_backend_event_new
@@ -756,11 +761,18 @@ fn f32s_of(b: &[u8]) -> Vec<f64> {
 /// ggml_backend_tensor_get_f32_first(t)
 /// @export
 #[extendr(invisible)]
-fn ggml_backend_tensor_set_data(tensor: Robj, data: Robj, #[extendr(default = "0")] offset: Robj) -> Result<()> {
+fn ggml_backend_tensor_set_data(
+    tensor: Robj,
+    data: Robj,
+    #[extendr(default = "0")] offset: Robj,
+) -> Result<()> {
     let t = tensor_arg(&tensor, "tensor")?;
     let b = tensor_bytes(&t, &data)?;
     let off = bytes(&offset, "offset")?;
-    lib("ggml_backend_tensor_set_data", backend::tensor_set(&t, &b, off))
+    lib(
+        "ggml_backend_tensor_set_data",
+        backend::tensor_set(&t, &b, off),
+    )
 }
 
 /// @rdname ggml_backend_tensor_set_data
@@ -776,13 +788,19 @@ fn ggml_backend_tensor_get_data(
     let esize = t.ty().type_size();
     let size = if n_elements.is_null() {
         t.nbytes().checked_sub(off).ok_or_else(|| {
-            bad("offset", format!("{off} is past the tensor's {} bytes", t.nbytes()))
+            bad(
+                "offset",
+                format!("{off} is past the tensor's {} bytes", t.nbytes()),
+            )
         })?
     } else {
         bytes(&n_elements, "n_elements")? * esize
     };
     let mut out = vec![0u8; size];
-    lib("ggml_backend_tensor_get_data", backend::tensor_get(&t, &mut out, off))?;
+    lib(
+        "ggml_backend_tensor_get_data",
+        backend::tensor_get(&t, &mut out, off),
+    )?;
     values_of(&t, &out)
 }
 
@@ -792,7 +810,10 @@ fn ggml_backend_tensor_get_data(
 fn ggml_backend_tensor_get_f32_first(tensor: Robj) -> Result<f64> {
     let t = tensor_arg(&tensor, "tensor")?;
     let mut out = [0u8; 4];
-    lib("ggml_backend_tensor_get_f32_first", backend::tensor_get(&t, &mut out, 0))?;
+    lib(
+        "ggml_backend_tensor_get_f32_first",
+        backend::tensor_get(&t, &mut out, 0),
+    )?;
     Ok(f64::from(f32::from_le_bytes(out)))
 }
 
@@ -841,14 +862,26 @@ fn ggml_backend_tensor_set_async(
     if !size.is_null() {
         let n = bytes(&size, "size")?;
         if n > v.len() {
-            return Err(bad("size", format!("{n} is more than the {} bytes of `data`", v.len())));
+            return Err(bad(
+                "size",
+                format!("{n} is more than the {} bytes of `data`", v.len()),
+            ));
         }
         v.truncate(n);
     }
-    lib("ggml_backend_tensor_set_async", b.tensor_set_async(&t, v, off))
+    lib(
+        "ggml_backend_tensor_set_async",
+        b.tensor_set_async(&t, v, off),
+    )
 }
 
-fn get_bytes(fname: &str, backend: &Robj, tensor: &Robj, offset: &Robj, size: &Robj) -> Result<Vec<u8>> {
+fn get_bytes(
+    fname: &str,
+    backend: &Robj,
+    tensor: &Robj,
+    offset: &Robj,
+    size: &Robj,
+) -> Result<Vec<u8>> {
     let t = tensor_arg(tensor, "tensor")?;
     let off = bytes(offset, "offset")?;
     let n = bytes(size, "size")?;
@@ -871,7 +904,13 @@ fn ggml_backend_tensor_get_async(
     size: Robj,
 ) -> Result<Vec<f64>> {
     backend_arg(&backend)?;
-    let b = get_bytes("ggml_backend_tensor_get_async", &backend, &tensor, &offset, &size)?;
+    let b = get_bytes(
+        "ggml_backend_tensor_get_async",
+        &backend,
+        &tensor,
+        &offset,
+        &size,
+    )?;
     Ok(f32s_of(&b))
 }
 
@@ -884,14 +923,25 @@ fn ggml_backend_tensor_get_and_sync(
     #[extendr(default = "0")] offset: Robj,
     size: Robj,
 ) -> Result<Robj> {
-    let b = get_bytes("ggml_backend_tensor_get_and_sync", &backend, &tensor, &offset, &size)?;
+    let b = get_bytes(
+        "ggml_backend_tensor_get_and_sync",
+        &backend,
+        &tensor,
+        &offset,
+        &size,
+    )?;
     Ok(Raw::from_bytes(&b).into())
 }
 
 /// @rdname ggml_backend_tensor_set_async
 /// @export
 #[extendr(invisible)]
-fn ggml_backend_tensor_copy_async(backend_src: Robj, backend_dst: Robj, src: Robj, dst: Robj) -> Result<()> {
+fn ggml_backend_tensor_copy_async(
+    backend_src: Robj,
+    backend_dst: Robj,
+    src: Robj,
+    dst: Robj,
+) -> Result<()> {
     let bs: Backend = handle(&backend_src, "backend_src", BACKEND)?;
     let bd: Backend = handle(&backend_dst, "backend_dst", BACKEND)?;
     let (s, d) = (tensor_arg(&src, "src")?, tensor_arg(&dst, "dst")?);
@@ -968,7 +1018,10 @@ fn ggml_backend_sched_new(
         None => vec![backends],
     };
     if items.is_empty() {
-        return Err(bad("backends", "expected at least one backend, got an empty list"));
+        return Err(bad(
+            "backends",
+            "expected at least one backend, got an empty list",
+        ));
     }
     let mut bs = items
         .iter()
@@ -1020,14 +1073,20 @@ fn ggml_backend_sched_graph_compute(sched: Robj, graph: Robj) -> Result<i32> {
 #[extendr]
 fn ggml_backend_sched_graph_compute_async(sched: Robj, graph: Robj) -> Result<i32> {
     let (s, g) = (sched_arg(&sched)?, graph_arg(&graph)?);
-    status("ggml_backend_sched_graph_compute_async", s.graph_compute_async(&g))
+    status(
+        "ggml_backend_sched_graph_compute_async",
+        s.graph_compute_async(&g),
+    )
 }
 
 /// @rdname ggml_backend_sched_new
 /// @export
 #[extendr(invisible)]
 fn ggml_backend_sched_synchronize(sched: Robj) -> Result<()> {
-    lib("ggml_backend_sched_synchronize", sched_arg(&sched)?.synchronize())
+    lib(
+        "ggml_backend_sched_synchronize",
+        sched_arg(&sched)?.synchronize(),
+    )
 }
 
 /// @rdname ggml_backend_sched_new
@@ -1048,9 +1107,17 @@ fn ggml_backend_sched_get_n_backends(sched: Robj) -> Result<i32> {
 /// @rdname ggml_backend_sched_new
 /// @export
 #[extendr]
-fn ggml_backend_sched_get_backend(sched: Robj, #[extendr(default = "0L")] index: Robj) -> Result<Robj> {
+fn ggml_backend_sched_get_backend(
+    sched: Robj,
+    #[extendr(default = "0L")] index: Robj,
+) -> Result<Robj> {
     let s = sched_arg(&sched)?;
-    let i = index_below(&index, "index", s.get_n_backends(), "backends in the scheduler")?;
+    let i = index_below(
+        &index,
+        "index",
+        s.get_n_backends(),
+        "backends in the scheduler",
+    )?;
     Ok(wrap_opt(s.get_backend(i)))
 }
 
@@ -1074,7 +1141,10 @@ fn ggml_backend_sched_get_n_copies(sched: Robj) -> Result<i32> {
 fn ggml_backend_sched_set_tensor_backend(sched: Robj, tensor: Robj, backend: Robj) -> Result<()> {
     let s = sched_arg(&sched)?;
     let (t, b) = (tensor_arg(&tensor, "tensor")?, backend_arg(&backend)?);
-    lib("ggml_backend_sched_set_tensor_backend", s.set_tensor_backend(&t, &b))
+    lib(
+        "ggml_backend_sched_set_tensor_backend",
+        s.set_tensor_backend(&t, &b),
+    )
 }
 
 /// @rdname ggml_backend_sched_new
@@ -1082,7 +1152,9 @@ fn ggml_backend_sched_set_tensor_backend(sched: Robj, tensor: Robj, backend: Rob
 #[extendr]
 fn ggml_backend_sched_get_tensor_backend(sched: Robj, tensor: Robj) -> Result<Robj> {
     let s = sched_arg(&sched)?;
-    Ok(wrap_opt(s.get_tensor_backend(&tensor_arg(&tensor, "tensor")?)))
+    Ok(wrap_opt(
+        s.get_tensor_backend(&tensor_arg(&tensor, "tensor")?),
+    ))
 }
 
 extendr_module! {

@@ -151,7 +151,8 @@ fn value_robj(v: &Value) -> Robj {
 #[extendr]
 fn gguf_metadata(x: Robj) -> Result<Robj> {
     let (f, _) = file_arg(&x)?;
-    let (keys, values): (Vec<&str>, Vec<Robj>) = f.metadata().map(|(k, v)| (k, value_robj(v))).unzip();
+    let (keys, values): (Vec<&str>, Vec<Robj>) =
+        f.metadata().map(|(k, v)| (k, value_robj(v))).unzip();
     Ok(List::from_names_and_values(keys, values)?.into())
 }
 
@@ -172,7 +173,11 @@ fn gguf_tensor_info(x: Robj, name: Robj) -> Result<Robj> {
     let info = lib("gguf_tensor_info", f.tensor_info(&n))?;
     let values: [Robj; 4] = [
         info.name().into(),
-        info.shape().iter().map(|&d| d as f64).collect::<Vec<f64>>().into(),
+        info.shape()
+            .iter()
+            .map(|&d| d as f64)
+            .collect::<Vec<f64>>()
+            .into(),
         info.ty().name().into(),
         (info.size() as f64).into(),
     ];
@@ -194,7 +199,11 @@ fn gguf_tensor_data(x: Robj, name: Robj) -> Result<Robj> {
     let info = lib("gguf_tensor_data", f.tensor_info(&n))?;
     let dims: Vec<i32> = info.shape().iter().map(|&d| d as i32).collect();
     let values = lib("gguf_tensor_data", f.tensor_data_f32(&n))?;
-    let mut out: Robj = values.into_iter().map(f64::from).collect::<Vec<f64>>().into();
+    let mut out: Robj = values
+        .into_iter()
+        .map(f64::from)
+        .collect::<Vec<f64>>()
+        .into();
     out.set_attrib("dim", dims)?;
     Ok(out)
 }

@@ -13,7 +13,10 @@ mod ops;
 mod quant;
 mod tensors;
 
-use ops::{unary, scalar_ops, binary, matrix, reduce, glu, norm, softmax, attention, rope, layout, rows, conv, pool, sequence};
+use ops::{
+    attention, binary, conv, glu, layout, matrix, norm, pool, reduce, rope, rows, scalar_ops,
+    sequence, softmax, unary,
+};
 
 use args::{bytes, dim, flag, ggml_type, handle, lib, Slot};
 use extendr_api::prelude::*;
@@ -150,7 +153,11 @@ fn new_tensor(fname: &str, ctx: &Robj, ty: &Robj, ne: &[(&Robj, &str)]) -> Resul
 /// ggml_nelements(t)
 /// @export
 #[extendr]
-fn ggml_new_tensor_1d(ctx: Robj, #[extendr(default = "GGML_TYPE_F32")] r#type: Robj, ne0: Robj) -> Result<Robj> {
+fn ggml_new_tensor_1d(
+    ctx: Robj,
+    #[extendr(default = "GGML_TYPE_F32")] r#type: Robj,
+    ne0: Robj,
+) -> Result<Robj> {
     new_tensor("ggml_new_tensor_1d", &ctx, &r#type, &[(&ne0, "ne0")])
 }
 
@@ -165,7 +172,12 @@ fn ggml_new_tensor_1d(ctx: Robj, #[extendr(default = "GGML_TYPE_F32")] r#type: R
 /// ggml_tensor_shape(t)
 /// @export
 #[extendr]
-fn ggml_new_tensor_2d(ctx: Robj, #[extendr(default = "GGML_TYPE_F32")] r#type: Robj, ne0: Robj, ne1: Robj) -> Result<Robj> {
+fn ggml_new_tensor_2d(
+    ctx: Robj,
+    #[extendr(default = "GGML_TYPE_F32")] r#type: Robj,
+    ne0: Robj,
+    ne1: Robj,
+) -> Result<Robj> {
     new_tensor(
         "ggml_new_tensor_2d",
         &ctx,
@@ -185,7 +197,13 @@ fn ggml_new_tensor_2d(ctx: Robj, #[extendr(default = "GGML_TYPE_F32")] r#type: R
 /// ggml_n_dims(t)
 /// @export
 #[extendr]
-fn ggml_new_tensor_3d(ctx: Robj, #[extendr(default = "GGML_TYPE_F32")] r#type: Robj, ne0: Robj, ne1: Robj, ne2: Robj) -> Result<Robj> {
+fn ggml_new_tensor_3d(
+    ctx: Robj,
+    #[extendr(default = "GGML_TYPE_F32")] r#type: Robj,
+    ne0: Robj,
+    ne1: Robj,
+    ne2: Robj,
+) -> Result<Robj> {
     new_tensor(
         "ggml_new_tensor_3d",
         &ctx,

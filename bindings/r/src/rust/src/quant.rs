@@ -13,13 +13,23 @@ fn floats(src: &Robj, arg: &str, n: usize) -> Result<Vec<f32>> {
     if v.len() == n {
         Ok(v)
     } else {
-        Err(args::bad(arg, format!("has {} values; expected {n}", v.len())))
+        Err(args::bad(
+            arg,
+            format!("has {} values; expected {n}", v.len()),
+        ))
     }
 }
 
 /// Quantizes `n_rows` rows of `n_per_row` values (with an optional importance matrix of
 /// `n_per_row` weights) into a raw vector.
-fn quantize(fname: &str, ty: Type, src: &Robj, n_rows: &Robj, n_per_row: &Robj, imatrix: &Robj) -> Result<Robj> {
+fn quantize(
+    fname: &str,
+    ty: Type,
+    src: &Robj,
+    n_rows: &Robj,
+    n_per_row: &Robj,
+    imatrix: &Robj,
+) -> Result<Robj> {
     let rows = bytes(n_rows, "n_rows")?;
     let per_row = bytes(n_per_row, "n_per_row")?;
     let n = rows
@@ -68,8 +78,15 @@ fn quantize(fname: &str, ty: Type, src: &Robj, n_rows: &Robj, n_per_row: &Robj, 
 fn ggml_quantize_chunk(r#type: Robj, src: Robj, nrows: Robj, n_per_row: Robj) -> Result<Robj> {
     let ty = ggml_type(&r#type, "type")?;
     let nothing: Robj = ().into();
-    quantize("ggml_quantize_chunk", ty, &src, &nrows, &n_per_row, &nothing)
-        .map_err(|e| extendr_api::Error::Other(e.to_string().replace("`n_rows`", "`nrows`")))
+    quantize(
+        "ggml_quantize_chunk",
+        ty,
+        &src,
+        &nrows,
+        &n_per_row,
+        &nothing,
+    )
+    .map_err(|e| extendr_api::Error::Other(e.to_string().replace("`n_rows`", "`nrows`")))
 }
 
 /// @rdname ggml_quantize_chunk

@@ -130,7 +130,9 @@ fn ggml_estimate_memory(
 ) -> Result<f64> {
     let ty = ggml_type(&r#type, "type")?;
     let row = lib("ggml_estimate_memory", ty.row_size(args::dim(&ne0, "ne0")?))? as f64;
-    let rows = args::dim(&ne1, "ne1")? as f64 * args::dim(&ne2, "ne2")? as f64 * args::dim(&ne3, "ne3")? as f64;
+    let rows = args::dim(&ne1, "ne1")? as f64
+        * args::dim(&ne2, "ne2")? as f64
+        * args::dim(&ne3, "ne3")? as f64;
     Ok(row * rows + ggml::tensor_overhead() as f64 + 256.0)
 }
 
@@ -155,7 +157,12 @@ fn ggml_estimate_memory(
 /// ggml_get_i32(ggml_new_i32(ctx, 7L))
 /// @export
 #[extendr]
-fn ggml_new_tensor(ctx: Robj, #[extendr(default = "GGML_TYPE_F32")] r#type: Robj, n_dims: Robj, ne: Robj) -> Result<Robj> {
+fn ggml_new_tensor(
+    ctx: Robj,
+    #[extendr(default = "GGML_TYPE_F32")] r#type: Robj,
+    n_dims: Robj,
+    ne: Robj,
+) -> Result<Robj> {
     let c = ctx_arg(&ctx)?;
     let ty = ggml_type(&r#type, "type")?;
     let n = args::int_in(&n_dims, "n_dims", 1.0, ggml::MAX_DIMS as f64)? as usize;
@@ -165,7 +172,10 @@ fn ggml_new_tensor(ctx: Robj, #[extendr(default = "GGML_TYPE_F32")] r#type: Robj
         None => sizes.iter().map(|&x| f64::from(x)).collect(),
     };
     if v.len() < n {
-        return Err(bad("ne", format!("has {} sizes, fewer than n_dims = {n}", v.len())));
+        return Err(bad(
+            "ne",
+            format!("has {} sizes, fewer than n_dims = {n}", v.len()),
+        ));
     }
     let dims = v[..n]
         .iter()
@@ -372,7 +382,12 @@ fn read_element(t: &Tensor, off: usize) -> Result<f64> {
         Type::I32 => f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
         Type::I16 => f64::from(i16::from_le_bytes([b[0], b[1]])),
         Type::I8 => f64::from(b[0] as i8),
-        other => return Err(bad("tensor", format!("has type {}, not a float or integer type", other.name()))),
+        other => {
+            return Err(bad(
+                "tensor",
+                format!("has type {}, not a float or integer type", other.name()),
+            ))
+        }
     })
 }
 
@@ -385,7 +400,12 @@ fn write_element(t: &Tensor, off: usize, v: f64) -> Result<()> {
         Type::I32 => (v as i32).to_le_bytes().to_vec(),
         Type::I16 => (v as i16).to_le_bytes().to_vec(),
         Type::I8 => (v as i8).to_le_bytes().to_vec(),
-        other => return Err(bad("tensor", format!("has type {}, not a float or integer type", other.name()))),
+        other => {
+            return Err(bad(
+                "tensor",
+                format!("has type {}, not a float or integer type", other.name()),
+            ))
+        }
     };
     lib("ggml_set_f32_nd", t.set_bytes(&b, off))
 }
@@ -483,7 +503,10 @@ fn ggml_set_i32_nd(
 fn ggml_tensor_set_f32_scalar(tensor: Robj, value: Robj) -> Result<()> {
     let t = tensor_arg(&tensor, "tensor")?;
     let v = args::f32_arg(&value, "value")?;
-    lib("ggml_tensor_set_f32_scalar", t.set_f32(&vec![v; t.nelements() as usize]))
+    lib(
+        "ggml_tensor_set_f32_scalar",
+        t.set_f32(&vec![v; t.nelements() as usize]),
+    )
 }
 
 /// @rdname ggml_get_f32_nd
@@ -578,7 +601,9 @@ fn unary_of(t: &Tensor) -> Option<UnaryOp> {
 #[extendr]
 fn ggml_op_desc(tensor: Robj) -> Result<String> {
     let t = tensor_arg(&tensor, "tensor")?;
-    Ok(unary_of(&t).map_or(t.op().name(), UnaryOp::name).to_string())
+    Ok(unary_of(&t)
+        .map_or(t.op().name(), UnaryOp::name)
+        .to_string())
 }
 
 /// @rdname ggml_op_name
@@ -609,7 +634,10 @@ fn slot_arg(obj: &Robj) -> Result<usize> {
 #[extendr]
 fn ggml_get_op_params_i32(tensor: Robj, index: Robj) -> Result<i32> {
     let t = tensor_arg(&tensor, "tensor")?;
-    lib("ggml_get_op_params_i32", t.get_op_params_i32(slot_arg(&index)?))
+    lib(
+        "ggml_get_op_params_i32",
+        t.get_op_params_i32(slot_arg(&index)?),
+    )
 }
 
 /// @rdname ggml_op_name
@@ -617,7 +645,10 @@ fn ggml_get_op_params_i32(tensor: Robj, index: Robj) -> Result<i32> {
 #[extendr]
 fn ggml_get_op_params_f32(tensor: Robj, index: Robj) -> Result<f64> {
     let t = tensor_arg(&tensor, "tensor")?;
-    Ok(f64::from(lib("ggml_get_op_params_f32", t.get_op_params_f32(slot_arg(&index)?))?))
+    Ok(f64::from(lib(
+        "ggml_get_op_params_f32",
+        t.get_op_params_f32(slot_arg(&index)?),
+    )?))
 }
 
 /// @rdname ggml_op_name
@@ -626,7 +657,10 @@ fn ggml_get_op_params_f32(tensor: Robj, index: Robj) -> Result<f64> {
 fn ggml_set_op_params_i32(tensor: Robj, index: Robj, value: Robj) -> Result<()> {
     let t = tensor_arg(&tensor, "tensor")?;
     let v = args::i32_arg(&value, "value")?;
-    lib("ggml_set_op_params_i32", t.set_op_params_i32(slot_arg(&index)?, v))
+    lib(
+        "ggml_set_op_params_i32",
+        t.set_op_params_i32(slot_arg(&index)?, v),
+    )
 }
 
 /// @rdname ggml_op_name
@@ -635,7 +669,10 @@ fn ggml_set_op_params_i32(tensor: Robj, index: Robj, value: Robj) -> Result<()> 
 fn ggml_set_op_params_f32(tensor: Robj, index: Robj, value: Robj) -> Result<()> {
     let t = tensor_arg(&tensor, "tensor")?;
     let v = args::f32_arg(&value, "value")?;
-    lib("ggml_set_op_params_f32", t.set_op_params_f32(slot_arg(&index)?, v))
+    lib(
+        "ggml_set_op_params_f32",
+        t.set_op_params_f32(slot_arg(&index)?, v),
+    )
 }
 
 /// @rdname ggml_op_name
@@ -645,7 +682,13 @@ fn ggml_set_op_params(tensor: Robj, params: Robj) -> Result<()> {
     let t = tensor_arg(&tensor, "tensor")?;
     let b = args::raw(&params, "params")?;
     if b.len() > 64 || b.len() % 4 != 0 {
-        return Err(bad("params", format!("has {} bytes; expected a multiple of 4, at most 64", b.len())));
+        return Err(bad(
+            "params",
+            format!(
+                "has {} bytes; expected a multiple of 4, at most 64",
+                b.len()
+            ),
+        ));
     }
     for (i, c) in b.chunks_exact(4).enumerate() {
         let v = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
@@ -694,7 +737,11 @@ fn ggml_graph_compute(ctx: Robj, graph: Robj) -> Result<()> {
 /// @rdname ggml_graph_compute
 /// @export
 #[extendr(invisible)]
-fn ggml_graph_compute_with_ctx(ctx: Robj, graph: Robj, #[extendr(default = "0L")] n_threads: Robj) -> Result<()> {
+fn ggml_graph_compute_with_ctx(
+    ctx: Robj,
+    graph: Robj,
+    #[extendr(default = "0L")] n_threads: Robj,
+) -> Result<()> {
     let n = args::int_in(&n_threads, "n_threads", 0.0, 4096.0)? as usize;
     compute_on_cpu("ggml_graph_compute_with_ctx", &ctx, &graph, n)
 }
@@ -763,7 +810,13 @@ fn ggml_graph_print(graph: Robj) -> Result<()> {
     rprintln!("n_leafs = {}", g.n_leafs());
     for (i, l) in g.leafs().iter().enumerate() {
         let ne = l.ne();
-        rprintln!(" - {i:3}: [ {:5}, {:5}] {:>8} {:>16}", ne[0], ne[1], l.op().name(), l.name());
+        rprintln!(
+            " - {i:3}: [ {:5}, {:5}] {:>8} {:>16}",
+            ne[0],
+            ne[1],
+            l.op().name(),
+            l.name()
+        );
     }
     rprintln!("========================================");
     Ok(())
@@ -798,7 +851,10 @@ fn galloc_arg(obj: &Robj) -> Result<Arc<Gallocr>> {
 /// @export
 #[extendr]
 fn ggml_gallocr_new() -> Result<Robj> {
-    let g = lib("ggml_gallocr_new", Gallocr::new(&backend::cpu_buffer_type()))?;
+    let g = lib(
+        "ggml_gallocr_new",
+        Gallocr::new(&backend::cpu_buffer_type()),
+    )?;
     Ok(Slot::wrap(Arc::new(g)))
 }
 
@@ -823,7 +879,10 @@ fn ggml_gallocr_alloc_graph(galloc: Robj, graph: Robj) -> Result<bool> {
 /// @rdname ggml_gallocr_new
 /// @export
 #[extendr]
-fn ggml_gallocr_get_buffer_size(galloc: Robj, #[extendr(default = "0L")] buffer_id: Robj) -> Result<f64> {
+fn ggml_gallocr_get_buffer_size(
+    galloc: Robj,
+    #[extendr(default = "0L")] buffer_id: Robj,
+) -> Result<f64> {
     let a = galloc_arg(&galloc)?;
     Ok(a.get_buffer_size(args::int_in(&buffer_id, "buffer_id", 0.0, 0.0)? as usize) as f64)
 }
@@ -895,11 +954,15 @@ fn ggml_is_quantized(r#type: Robj) -> Result<bool> {
 fn ggml_ftype_to_ggml_type(ftype: Robj) -> Result<i32> {
     // GGML's `enum ggml_ftype` (4, Q4_1 with some F16, stores Q4_1; 5 and 6 are unused).
     const TYPES: [i32; 29] = [
-        0, 1, 2, 3, 3, -1, -1, 8, 6, 7, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 29,
-        30, 39, 40, 41, 42,
+        0, 1, 2, 3, 3, -1, -1, 8, 6, 7, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 29, 30,
+        39, 40, 41, 42,
     ];
     let f = args::i32_arg(&ftype, "ftype")?;
-    Ok(usize::try_from(f).ok().and_then(|i| TYPES.get(i)).copied().unwrap_or(-1))
+    Ok(usize::try_from(f)
+        .ok()
+        .and_then(|i| TYPES.get(i))
+        .copied()
+        .unwrap_or(-1))
 }
 
 extendr_module! {

@@ -647,7 +647,8 @@ NULL
 #' matrix of `n_per_row` weights) into a raw vector; `quantize_row_<t>_ref` runs the reference
 #' quantizer over `n_elements` values; `dequantize_row_<t>(raw_data, n_elements)` decodes
 #' `n_elements` values. `n_per_row` and `n_elements` must be multiples of the type's block
-#' size (`ggml_blck_size`). IQ2_XXS, IQ2_XS, IQ1_S and IQ1_M need an importance matrix.
+#' size (`ggml_blck_size`). IQ2_XXS, IQ2_XS and IQ1_S need an importance matrix (IQ1_M
+#' works best with one).
 #' @param src_data Numeric values.
 #' @param n_rows,n_per_row Rows and values per row.
 #' @param imatrix `NULL` or `n_per_row` importance weights.

@@ -500,8 +500,7 @@ ggml_backend_device_type_accel <- function() .Call(wrap__ggml_backend_device_typ
 #' `memory_total`, `type`, `device_id` (`""` when unknown) and `caps` (named logical: `async`,
 #' `host_buffer`, `buffer_from_host_ptr`, `events`). `ggml_backend_dev_supports_op` and
 #' `ggml_backend_dev_offload_op` take a result tensor whose op and sources define the
-#' operation. `ggml_backend_dev_init` starts a backend on the device (`NULL` and a warning if
-#' it cannot). `ggml_backend_get_device` gives a backend's device, and
+#' operation. `ggml_backend_dev_init` starts a backend on the device (`NULL` if it cannot). `ggml_backend_get_device` gives a backend's device, and
 #' `ggml_backend_device_register` adds a device to the registry.
 #' @param index A 0-based device index.
 #' @param name A device name such as `"CPU"`.
@@ -663,8 +662,8 @@ ggml_backend_buffer_get_type <- function(buffer) .Call(wrap__ggml_backend_buffer
 #'
 #' The registered backends (`ggml_backend_reg_*`): their count, one by 0-based index (out of
 #' range is an R error) or case-insensitive name (`NULL` if none), a registry's name and its
-#' devices. `ggml_backend_load` loads a backend library (a registry, or `NULL` and a warning
-#' when it cannot), `ggml_backend_unload` unloads one, `ggml_backend_load_all` loads every
+#' devices. `ggml_backend_load` loads a backend library (a registry, or `NULL` when it
+#' cannot), `ggml_backend_unload` unloads one, `ggml_backend_load_all` loads every
 #' backend library found in the usual places (`GGML_BACKEND_PATH`, the executable's and the
 #' current directory), and `ggml_backend_register` registers a registry.
 #' @param index A 0-based index.
@@ -679,7 +678,7 @@ ggml_backend_buffer_get_type <- function(buffer) .Call(wrap__ggml_backend_buffer
 #' ggml_backend_reg_dev_count(reg)
 #' ggml_backend_dev_name(ggml_backend_reg_dev_get(reg, 0))
 #' ggml_backend_reg_name(ggml_backend_reg_by_name("cpu"))
-#' suppressWarnings(ggml_backend_load(tempfile()))  # NULL: no such library
+#' ggml_backend_load(tempfile())  # NULL: no such library
 #' ggml_backend_load_all()
 #' ggml_backend_register(reg)
 #' @export
@@ -725,8 +724,8 @@ ggml_backend_register <- function(reg) invisible(.Call(wrap__ggml_backend_regist
 #'
 #' `ggml_backend_init_best` starts the best device's backend (a GPU if there is one, else the
 #' CPU); `ggml_backend_init_by_name` the one of the device with that name (case-insensitive);
-#' `ggml_backend_init_by_type` the first device of that type. Each gives `NULL` and a warning
-#' when there is no such device or it cannot start. `ggml_backend_cpu_set_n_threads` sets a
+#' `ggml_backend_init_by_type` the first device of that type. Each gives `NULL` when there is no
+#' such device or it cannot start. `ggml_backend_cpu_set_n_threads` sets a
 #' CPU backend's thread count (an R error for another backend). Backends are freed by the
 #' garbage collector or `ggml_backend_free`.
 #' @param name A device name such as `"CPU"`.

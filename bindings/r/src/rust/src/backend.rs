@@ -660,11 +660,8 @@ fn ggml_backend_graph_plan_compute(backend: Robj, plan: Robj) -> Result<i32> {
 /// @export
 #[extendr(invisible)]
 fn ggml_backend_graph_plan_free(backend: Robj, plan: Robj) -> Result<()> {
-    let b = backend_arg(&backend)?;
-    handle::<GraphPlan>(&plan, "plan", PLAN)?;
-    args::free::<GraphPlan>(&plan, "plan", PLAN, drop)?;
-    drop(b);
-    Ok(())
+    backend_arg(&backend)?;
+    args::free::<GraphPlan>(&plan, "plan", PLAN, drop)
 }
 
 // ---- tensor data --------------------------------------------------------------------------------

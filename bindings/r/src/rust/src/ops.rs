@@ -4,7 +4,7 @@
 //! and ggmlR's default, and the library call. Each family is a module with its own
 //! `extendr_module!` and one Rd page (`R/docs-ops.R` holds the title, arguments and example).
 
-use crate::args::{bad, bytes, f32_arg, flag, ggml_type, i32_arg, i64_arg, lib, Slot};
+use crate::args::{bad, bytes, dim, f32_arg, flag, ggml_type, i32_arg, i64_arg, lib, Slot};
 use crate::{ctx_arg, opt_tensor, tensor_arg};
 use extendr_api::prelude::*;
 use extendr_api::Result;
@@ -16,7 +16,7 @@ fn r_name(rust: &'static str) -> &'static str {
 }
 
 /// Reads one operator argument by its kind: `T` a tensor, `OT` a tensor or `NULL`, `F` a C
-/// `float`, `I` an `int`, `L` an `int64_t`, `U` a byte count or offset, `B` a logical, `Ty` a
+/// `float`, `I` an `int`, `L` an `int64_t`, `D` a size (an `int64_t` ≥ 0), `U` a byte count or offset, `B` a logical, `Ty` a
 /// `GGML_TYPE_*` code, `I4` four `int`s; `Sort`, `Pool`, `Glu`, `Tri` and `Mode` GGML's enums
 /// (sort order, pool op, GLU op, triangle type, scale mode) by their codes.
 macro_rules! arg {
@@ -34,6 +34,9 @@ macro_rules! arg {
     };
     (L, $v:expr, $n:expr) => {
         i64_arg($v, $n)?
+    };
+    (D, $v:expr, $n:expr) => {
+        dim($v, $n)?
     };
     (U, $v:expr, $n:expr) => {
         bytes($v, $n)?
@@ -294,24 +297,24 @@ ops! { mod rope, " @rdname ggml_rope";
 }
 
 ops! { mod layout, " @rdname ggml_layout";
-    fn ggml_view_1d(cx, a: T, ne0: L, offset: U = "0") cx.view_1d(&a, ne0, offset);
-    fn ggml_view_2d(cx, a: T, ne0: L, ne1: L, nb1: U, offset: U = "0") cx.view_2d(&a, ne0, ne1, nb1, offset);
-    fn ggml_view_3d(cx, a: T, ne0: L, ne1: L, ne2: L, nb1: U, nb2: U, offset: U = "0")
+    fn ggml_view_1d(cx, a: T, ne0: D, offset: U = "0") cx.view_1d(&a, ne0, offset);
+    fn ggml_view_2d(cx, a: T, ne0: D, ne1: D, nb1: U, offset: U = "0") cx.view_2d(&a, ne0, ne1, nb1, offset);
+    fn ggml_view_3d(cx, a: T, ne0: D, ne1: D, ne2: D, nb1: U, nb2: U, offset: U = "0")
         cx.view_3d(&a, ne0, ne1, ne2, nb1, nb2, offset);
-    fn ggml_view_4d(cx, a: T, ne0: L, ne1: L, ne2: L, ne3: L, nb1: U, nb2: U, nb3: U, offset: U = "0")
+    fn ggml_view_4d(cx, a: T, ne0: D, ne1: D, ne2: D, ne3: D, nb1: U, nb2: U, nb3: U, offset: U = "0")
         cx.view_4d(&a, [ne0, ne1, ne2, ne3], nb1, nb2, nb3, offset);
     fn ggml_reshape(cx, a: T, b: T) cx.reshape(&a, &b);
-    fn ggml_reshape_1d(cx, a: T, ne0: L) cx.reshape_1d(&a, ne0);
-    fn ggml_reshape_2d(cx, a: T, ne0: L, ne1: L) cx.reshape_2d(&a, ne0, ne1);
-    fn ggml_reshape_3d(cx, a: T, ne0: L, ne1: L, ne2: L) cx.reshape_3d(&a, ne0, ne1, ne2);
-    fn ggml_reshape_4d(cx, a: T, ne0: L, ne1: L, ne2: L, ne3: L) cx.reshape_4d(&a, ne0, ne1, ne2, ne3);
+    fn ggml_reshape_1d(cx, a: T, ne0: D) cx.reshape_1d(&a, ne0);
+    fn ggml_reshape_2d(cx, a: T, ne0: D, ne1: D) cx.reshape_2d(&a, ne0, ne1);
+    fn ggml_reshape_3d(cx, a: T, ne0: D, ne1: D, ne2: D) cx.reshape_3d(&a, ne0, ne1, ne2);
+    fn ggml_reshape_4d(cx, a: T, ne0: D, ne1: D, ne2: D, ne3: D) cx.reshape_4d(&a, ne0, ne1, ne2, ne3);
     fn ggml_permute(cx, a: T, axis0: U, axis1: U, axis2: U, axis3: U) cx.permute(&a, axis0, axis1, axis2, axis3);
     fn ggml_transpose(cx, a: T) cx.transpose(&a);
     fn ggml_cont(cx, a: T) cx.cont(&a);
-    fn ggml_cont_1d(cx, a: T, ne0: L) cx.cont_1d(&a, ne0);
-    fn ggml_cont_2d(cx, a: T, ne0: L, ne1: L) cx.cont_2d(&a, ne0, ne1);
-    fn ggml_cont_3d(cx, a: T, ne0: L, ne1: L, ne2: L) cx.cont_3d(&a, ne0, ne1, ne2);
-    fn ggml_cont_4d(cx, a: T, ne0: L, ne1: L, ne2: L, ne3: L) cx.cont_4d(&a, ne0, ne1, ne2, ne3);
+    fn ggml_cont_1d(cx, a: T, ne0: D) cx.cont_1d(&a, ne0);
+    fn ggml_cont_2d(cx, a: T, ne0: D, ne1: D) cx.cont_2d(&a, ne0, ne1);
+    fn ggml_cont_3d(cx, a: T, ne0: D, ne1: D, ne2: D) cx.cont_3d(&a, ne0, ne1, ne2);
+    fn ggml_cont_4d(cx, a: T, ne0: D, ne1: D, ne2: D, ne3: D) cx.cont_4d(&a, ne0, ne1, ne2, ne3);
     fn ggml_cpy(cx, a: T, b: T) cx.cpy(&a, &b);
     fn ggml_cast(cx, a: T, r#type: Ty) cx.cast(&a, r#type);
     fn ggml_dup(cx, a: T) cx.dup(&a);

@@ -1686,7 +1686,7 @@ ggml_gated_delta_net <- function(ctx, q, k, v, g, beta, state, K = 1) .Call(wrap
 #' `ggml_quantize_chunk` quantizes `nrows` rows of `n_per_row` values of `src` to `type`
 #' (GGML's `ggml_quantize_chunk`, reference or importance-weighted quantizer as GGML chooses)
 #' and returns the blocks as a raw vector. `ggml_quantize_requires_imatrix` says whether a
-#' type needs an importance matrix (IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M). `ggml_quant_block_info`
+#' type needs an importance matrix (IQ2_XXS, IQ2_XS, IQ1_S). `ggml_quant_block_info`
 #' lists a type's `type_name`, `type_size` (bytes per block), `block_size` (elements per
 #' block) and `is_quantized`. `ggml_quantize_init` checks `type` and `ggml_quantize_free`
 #' does nothing: this library builds its lookup tables on first use and keeps them, so there

@@ -190,26 +190,32 @@ fn ggml_new_tensor(
     Ok(Slot::wrap(lib("ggml_new_tensor", c.new_tensor(ty, &dims))?))
 }
 
-/// @rdname ggml_new_tensor
-/// @export
-#[extendr]
-fn ggml_new_f32(ctx: Robj, value: Robj) -> Result<Robj> {
-    let c = ctx_arg(&ctx)?;
-    let v = args::f32_arg(&value, "value")?;
-    let t = lib("ggml_new_f32", c.new_tensor_1d(Type::F32, 1))?;
-    lib("ggml_new_f32", t.set_f32(&[v]))?;
+/// A one-element tensor of type `ty` in `ctx`, written by `set`.
+fn one_element(
+    fname: &str,
+    ctx: &Robj,
+    ty: Type,
+    set: impl FnOnce(&Tensor) -> ggml::Result<()>,
+) -> Result<Robj> {
+    let t = lib(fname, ctx_arg(ctx)?.new_tensor_1d(ty, 1))?;
+    lib(fname, set(&t))?;
     Ok(Slot::wrap(t))
 }
 
 /// @rdname ggml_new_tensor
 /// @export
 #[extendr]
+fn ggml_new_f32(ctx: Robj, value: Robj) -> Result<Robj> {
+    let v = args::f32_arg(&value, "value")?;
+    one_element("ggml_new_f32", &ctx, Type::F32, |t| t.set_f32(&[v]))
+}
+
+/// @rdname ggml_new_tensor
+/// @export
+#[extendr]
 fn ggml_new_i32(ctx: Robj, value: Robj) -> Result<Robj> {
-    let c = ctx_arg(&ctx)?;
     let v = args::i32_arg(&value, "value")?;
-    let t = lib("ggml_new_i32", c.new_tensor_1d(Type::I32, 1))?;
-    lib("ggml_new_i32", t.set_i32(&[v]))?;
-    Ok(Slot::wrap(t))
+    one_element("ggml_new_i32", &ctx, Type::I32, |t| t.set_i32(&[v]))
 }
 
 /// Tensor names and flags

@@ -712,7 +712,8 @@ fn ggml_set_op_params(tensor: Robj, params: Robj) -> Result<()> {
 /// `n_threads` threads (0: the CPU backend's default). `ggml_graph_n_nodes` counts the nodes,
 /// `ggml_graph_node` gives the node at 0-based index `i` (negative counts from the end),
 /// `ggml_graph_get_tensor` the tensor named `name` (or `NULL`), `ggml_graph_view` the graph of
-/// nodes `i0` to `i1 - 1`, and `ggml_graph_print` prints the nodes.
+/// nodes `i0` to `i1 - 1`, `ggml_graph_print` prints the nodes and `ggml_graph_dump_dot`
+/// writes the graph (nodes, leafs and their edges) as a Graphviz DOT file.
 /// @param ctx A context.
 /// @param graph A graph.
 /// @param n_threads Number of threads (0: default).
@@ -734,6 +735,9 @@ fn ggml_set_op_params(tensor: Robj, params: Robj) -> Result<()> {
 /// ggml_get_name(ggml_graph_get_tensor(graph, "a"))
 /// ggml_graph_n_nodes(ggml_graph_view(graph, 0, 1))
 /// ggml_graph_print(graph)
+/// dot <- tempfile(fileext = ".dot")
+/// ggml_graph_dump_dot(graph, NULL, dot)
+/// readLines(dot)[1]
 /// @export
 #[extendr(invisible)]
 fn ggml_graph_compute(ctx: Robj, graph: Robj) -> Result<()> {
@@ -826,6 +830,71 @@ fn ggml_graph_print(graph: Robj) -> Result<()> {
     }
     rprintln!("========================================");
     Ok(())
+}
+
+/// One DOT label line of a tensor: its name (or op), op and shape.
+fn dot_label(t: &Tensor) -> String {
+    let ne = t.ne();
+    let op = unary_of(t).map_or(t.op().name(), UnaryOp::name);
+    let name = t.name().replace(['"', '\\'], "_");
+    format!(
+        "{name} | {op} | [{}, {}, {}, {}]",
+        ne[0], ne[1], ne[2], ne[3]
+    )
+}
+
+/// @rdname ggml_graph_compute
+/// @param leafs `NULL`, or a graph whose nodes are drawn filled (GGML's forward graph).
+/// @param filename Path of the DOT file to write.
+/// @export
+#[extendr(invisible)]
+fn ggml_graph_dump_dot(
+    graph: Robj,
+    #[extendr(default = "NULL")] leafs: Robj,
+    filename: Robj,
+) -> Result<()> {
+    use std::fmt::Write as _;
+    let g = graph_arg(&graph)?;
+    let forward = if leafs.is_null() {
+        None
+    } else {
+        Some(handle::<Graph>(&leafs, "leafs", crate::GRAPH)?)
+    };
+    let path = string(&filename, "filename")?;
+    let mut dot = String::from("digraph G {\n  newrank = true;\n  rankdir = TB;\n");
+    for n in g.nodes() {
+        let fill = if forward.as_ref().is_some_and(|f| f.contains(&n)) {
+            "filled"
+        } else {
+            "solid"
+        };
+        let _ = writeln!(
+            dot,
+            "  \"t{}\" [ shape = record; style = {fill}; label = \"{}\"; ]",
+            n.id(),
+            dot_label(&n)
+        );
+    }
+    for l in g.leafs() {
+        let _ = writeln!(
+            dot,
+            "  \"t{}\" [ shape = box; label = \"{}\"; ]",
+            l.id(),
+            dot_label(&l)
+        );
+    }
+    for n in g.nodes() {
+        for (i, s) in n.srcs().enumerate() {
+            let _ = writeln!(
+                dot,
+                "  \"t{}\" -> \"t{}\" [ label = \"src {i}\"; ]",
+                s.id(),
+                n.id()
+            );
+        }
+    }
+    dot.push_str("}\n");
+    std::fs::write(&path, dot).map_err(|e| bad("filename", format!("cannot write {path}: {e}")))
 }
 
 // ---- graph allocator -------------------------------------------------------------------------
@@ -1031,6 +1100,7 @@ extendr_module! {
     fn ggml_graph_get_tensor;
     fn ggml_graph_view;
     fn ggml_graph_print;
+    fn ggml_graph_dump_dot;
     fn ggml_gallocr_new;
     fn ggml_gallocr_reserve;
     fn ggml_gallocr_alloc_graph;

@@ -2352,7 +2352,8 @@ ggml_set_op_params <- function(tensor, params) invisible(.Call(wrap__ggml_set_op
 #' `n_threads` threads (0: the CPU backend's default). `ggml_graph_n_nodes` counts the nodes,
 #' `ggml_graph_node` gives the node at 0-based index `i` (negative counts from the end),
 #' `ggml_graph_get_tensor` the tensor named `name` (or `NULL`), `ggml_graph_view` the graph of
-#' nodes `i0` to `i1 - 1`, and `ggml_graph_print` prints the nodes.
+#' nodes `i0` to `i1 - 1`, `ggml_graph_print` prints the nodes and `ggml_graph_dump_dot`
+#' writes the graph (nodes, leafs and their edges) as a Graphviz DOT file.
 #' @param ctx A context.
 #' @param graph A graph.
 #' @param n_threads Number of threads (0: default).
@@ -2374,6 +2375,9 @@ ggml_set_op_params <- function(tensor, params) invisible(.Call(wrap__ggml_set_op
 #' ggml_get_name(ggml_graph_get_tensor(graph, "a"))
 #' ggml_graph_n_nodes(ggml_graph_view(graph, 0, 1))
 #' ggml_graph_print(graph)
+#' dot <- tempfile(fileext = ".dot")
+#' ggml_graph_dump_dot(graph, NULL, dot)
+#' readLines(dot)[1]
 #' @export
 ggml_graph_compute <- function(ctx, graph) invisible(.Call(wrap__ggml_graph_compute, ctx, graph))
 
@@ -2400,6 +2404,12 @@ ggml_graph_view <- function(graph, i0, i1) .Call(wrap__ggml_graph_view, graph, i
 #' @rdname ggml_graph_compute
 #' @export
 ggml_graph_print <- function(graph) invisible(.Call(wrap__ggml_graph_print, graph))
+
+#' @rdname ggml_graph_compute
+#' @param leafs `NULL`, or a graph whose nodes are drawn filled (GGML's forward graph).
+#' @param filename Path of the DOT file to write.
+#' @export
+ggml_graph_dump_dot <- function(graph, leafs = NULL, filename) invisible(.Call(wrap__ggml_graph_dump_dot, graph, leafs, filename))
 
 #' The graph allocator
 #'

@@ -75,7 +75,8 @@ macro_rules! ops {
             use super::*;
             $(
                 #[doc = $rd]
-                #[allow(non_snake_case)]
+                // R's argument list is GGML's: names (`is_2D`, `K`) and counts as in C.
+                #[allow(non_snake_case, clippy::too_many_arguments)]
                 #[extendr]
                 fn $name(ctx: Robj $(, $(#[extendr(default = $def)])? $arg: Robj)*) -> Result<Robj> {
                     let $c = ctx_arg(&ctx)?;

@@ -157,6 +157,9 @@ impl Fixture {
     }
 }
 
+/// Why a case is not in the export (see [`export_case`]).
+pub const NOT_EXPORTED: &str = "not exported (a 5th dimension, or a custom op's Rust closure)";
+
 /// Cases whose GGML result is wrong (GGML bugs, listed in the crate docs): an op name, text
 /// the case name must contain, and why. They are reported skipped, not compared.
 pub const GGML_BUGS: &[(&str, &str, &str)] = &[
@@ -205,7 +208,7 @@ pub fn compare_with_fixture(
     let skip = |why: String| CaseResult::new(case, &device, Status::Skipped, why);
     let exported = match export_case(case, seed) {
         Ok(Some(e)) => e,
-        Ok(None) => return skip("has a 5th dimension; not exported".into()),
+        Ok(None) => return skip(NOT_EXPORTED.into()),
         Err(e) => return CaseResult::new(case, &device, Status::Fail, e),
     };
     let Some(fc) = fixture.get(case.name()) else {

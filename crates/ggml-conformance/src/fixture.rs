@@ -175,6 +175,10 @@ pub const GGML_BUGS: &[(&str, &str, &str)] = &[
     ("SOLVE_TRI", "layout_rhs=padded", SOLVE_TRI_PACKED),
     ("SOLVE_TRI", "layout_rhs=transposed", SOLVE_TRI_PACKED),
     ("GROUP_NORM", "num_groups=2147483647", GROUP_NORM_OVERFLOW),
+    ("IM2COL", "layout=padded", IM2COL_PACKED_ROWS),
+    ("POOL_1D", "type=bf16", POOL_BF16_AS_F16),
+    ("POOL_2D", "type=bf16", POOL_BF16_AS_F16),
+    ("GET_REL_POS", "type=bf16", GET_REL_POS_BITS),
 ];
 
 const ROWS_BY_NB1: &str = "GGML's CPU kernel steps through the rows as i·nb1 (and reads each \
@@ -186,6 +190,13 @@ const SOLVE_TRI_PACKED: &str = "GGML's CPU kernel indexes b and x as packed matr
      (`i·k + j`), ignoring b's row stride";
 const GROUP_NORM_OVERFLOW: &str = "GGML computes the channels per group as the int \
      `(ne2 + n_groups − 1) / n_groups`, which overflows for n_groups near i32::MAX";
+
+const IM2COL_PACKED_ROWS: &str = "GGML's CPU kernel reads each input plane as packed rows \
+     (`iih·IW + iiw`), ignoring the input's row stride nb1";
+const POOL_BF16_AS_F16: &str = "GGML's CPU kernel reads every non-F32 input as F16, so BF16 \
+     values are decoded as F16 bit patterns";
+const GET_REL_POS_BITS: &str = "GGML's CPU kernel copies a BF16 table's bits into the F16 \
+     result unconverted";
 
 /// The GGML bug that makes GGML's result for `case` wrong, if it is one of [`GGML_BUGS`].
 pub fn ggml_bug(case: &Case) -> Option<&'static str> {

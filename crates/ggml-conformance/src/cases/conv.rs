@@ -561,11 +561,17 @@ fn conv_2d_dw(out: &mut Vec<Case>) {
                     .list("ne_input", &bne)
                     .list("ne_kernel", &kne);
                 let vars = g.vars(vars, 2).val("layout", layout_name(layout));
+                // Channels innermost: the kernel too ([KW, KH, 1, C] viewing [C, 1, KW, KH]),
+                // as GGML's test builds it (its kernel asserts that layout).
+                let klayout = match layout {
+                    Layout::Permuted(_) => Layout::Permuted([3, 2, 0, 1]),
+                    _ => Layout::Contiguous,
+                };
                 out.push(conv_case(
                     "CONV_2D_DW",
                     vars.clone(),
                     vec![
-                        Input::new(tk, &kne),
+                        Input::new(tk, &kne).layout(klayout),
                         Input::new(Type::F32, &bne).layout(layout),
                     ],
                     move |ctx, x| {

@@ -242,7 +242,7 @@ fn hc_post(out: &mut Vec<Case>) {
         (31, 17, false, Layout::Contiguous),
         (64, 5, false, Layout::Padded),
         (31, 17, true, Layout::Contiguous),
-        (2560, 3, true, Layout::Padded),
+        (640, 3, true, Layout::Padded),
         (129, 4, false, Layout::Transposed),
     ] {
         // A transposed `x` [E, T] is a view of [T, E]; the others keep their layouts.

@@ -199,14 +199,16 @@ impl Axis {
 
     /// Antialiased bilinear: the triangle filter as wide as the scale when shrinking,
     /// normalised over the source elements it covers: (index, weight) pairs.
+    /// The window's ends are computed in f32 as GGML does (`1/sf` rounds to a whole number
+    /// there where f64 would stop just short of it).
     fn triangle(&self, i: usize) -> Vec<(usize, f64)> {
-        let support = (1.0 / self.sf as f64).max(1.0);
-        let centre = ((i as f32 + self.off) / self.sf) as f64;
-        let lo = ((centre - support + self.off as f64).max(0.0)) as usize;
-        let hi = ((centre + support + self.off as f64) as usize).min(self.n_in);
+        let support = (1.0 / self.sf).max(1.0);
+        let centre = (i as f32 + self.off) / self.sf;
+        let lo = (centre - support + self.off).max(0.0) as usize;
+        let hi = ((centre + support + self.off) as usize).min(self.n_in);
         (lo..hi)
             .map(|j| {
-                let d = (j as f64 - centre + self.off as f64) / support;
+                let d = (j as f64 - centre as f64 + self.off as f64) / support as f64;
                 (j, (1.0 - d.abs()).max(0.0))
             })
             .filter(|&(_, w)| w > 0.0)

@@ -105,9 +105,9 @@ fn ssm_scan_ref(x: &[Host], k: usize) -> Host {
 fn ssm_scan(out: &mut Vec<Case>) {
     // (d_state, head_dim, n_head, n_group, n_t, n_seqs, Mamba-2, K)
     let grid: [(i64, i64, i64, i64, i64, i64, bool, i64); 6] = [
-        (16, 1, 1024, 1, 32, 4, false, 1),
+        (16, 1, 96, 1, 9, 2, false, 1),
         (16, 5, 3, 1, 7, 2, false, 1),
-        (128, 64, 16, 2, 32, 4, true, 1),
+        (128, 16, 4, 2, 8, 2, true, 1),
         (64, 16, 2, 2, 6, 3, true, 1),
         (16, 4, 4, 2, 5, 2, true, 3),
         (7, 3, 6, 3, 4, 1, true, 4),

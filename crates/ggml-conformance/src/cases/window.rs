@@ -99,7 +99,7 @@ fn add_rel_pos(out: &mut Vec<Case>) {
     for (k, qw, qh, b) in [
         (3i64, 3i64, 3i64, 1i64),
         (5, 4, 6, 2),
-        (14, 14, 14, 1),
+        (8, 7, 6, 1),
         (2, 1, 3, 3),
     ] {
         for inplace in [false, true] {

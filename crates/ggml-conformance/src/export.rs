@@ -246,5 +246,14 @@ mod tests {
             |x| x[0].clone(),
         );
         assert_eq!(export_case(&five_d, 1).unwrap(), None);
+        // A closure cannot travel to GGML.
+        let custom = Case::new(
+            "MAP_CUSTOM1",
+            Vars::new(),
+            vec![Input::new(Type::F32, &[4])],
+            |ctx, x| ctx.map_custom1(&x[0], |_, _, _, _| {}, 1),
+            |x| x[0].clone(),
+        );
+        assert_eq!(export_case(&custom, 1).unwrap(), None);
     }
 }

@@ -100,10 +100,13 @@ fn quick_run_prints_one_line_per_case_in_ggml_format() {
     let adds: Vec<&Line> = measured.iter().filter(|l| l.op == "ADD").collect();
     // The suite's broadcast case in three types, and the timing list's 256-wide one.
     assert!(
-        adds.iter().any(|l| l.vars == "type=f32,ne=[10,5,4,3],nr=[2,1,1,1],v=0"),
+        adds.iter()
+            .any(|l| l.vars == "type=f32,ne=[10,5,4,3],nr=[2,1,1,1],v=0"),
         "{out}"
     );
-    assert!(adds.iter().any(|l| l.vars.starts_with("type=f32,ne=[256,1,1,1],nr=[1,1,")));
+    assert!(adds
+        .iter()
+        .any(|l| l.vars.starts_with("type=f32,ne=[256,1,1,1],nr=[1,1,")));
     assert!(measured.iter().any(|l| l.op == "CONV_2D"), "{out}");
 
     // F32 weights are computed on the CPU; every MUL_MAT line names its types and sizes.

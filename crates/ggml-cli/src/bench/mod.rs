@@ -151,10 +151,7 @@ fn all_items(quick: bool) -> Vec<Item> {
 
 /// Every op name some case has, sorted.
 fn known_ops() -> BTreeSet<String> {
-    all_items(true)
-        .iter()
-        .map(|i| i.op().to_string())
-        .collect()
+    all_items(true).iter().map(|i| i.op().to_string()).collect()
 }
 
 /// The cases `-o` and `-p` select; `Err` when they select none.
@@ -329,8 +326,22 @@ mod tests {
     fn known_ops_cover_the_timing_list_and_the_suite() {
         let ops = known_ops();
         for op in [
-            "MUL_MAT", "ADD", "MUL", "RMS_NORM", "NORM", "SOFT_MAX", "SCALE", "SILU", "GELU",
-            "GET_ROWS", "CPY", "CONT", "SUM_ROWS", "CONV_2D", "SSM_SCAN", "FLASH_ATTN_EXT",
+            "MUL_MAT",
+            "ADD",
+            "MUL",
+            "RMS_NORM",
+            "NORM",
+            "SOFT_MAX",
+            "SCALE",
+            "SILU",
+            "GELU",
+            "GET_ROWS",
+            "CPY",
+            "CONT",
+            "SUM_ROWS",
+            "CONV_2D",
+            "SSM_SCAN",
+            "FLASH_ATTN_EXT",
         ] {
             assert!(ops.contains(op), "{op}");
         }
@@ -342,7 +353,10 @@ mod tests {
         let a = ctx.new_tensor_2d(ggml::Type::F32, 64, 10).unwrap();
         let b = ctx.new_tensor_2d(ggml::Type::F32, 64, 3).unwrap();
         // 10×3 results, 64 multiply-adds each.
-        assert_eq!(measure::suite_flops(&ctx.mul_mat(&a, &b).unwrap()), 2 * 64 * 30);
+        assert_eq!(
+            measure::suite_flops(&ctx.mul_mat(&a, &b).unwrap()),
+            2 * 64 * 30
+        );
         let k = ctx.new_tensor_4d(ggml::Type::F32, 3, 3, 2, 5).unwrap();
         let img = ctx.new_tensor_4d(ggml::Type::F32, 8, 8, 2, 1).unwrap();
         let c = ctx.conv_2d_direct(&k, &img, 1, 1, 1, 1, 1, 1).unwrap();

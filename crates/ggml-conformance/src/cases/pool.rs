@@ -92,19 +92,19 @@ fn pool_1d(out: &mut Vec<Case>) {
 
 fn pool_2d(out: &mut Vec<Case>) {
     // (ne, k, s, p)
-    let grid: [(&[i64], [i32; 2], [i32; 2], [i32; 2]); 5] = [
-        (&[10, 10, 3, 1], [3, 3], [1, 1], [0, 0]),
-        (&[13, 9, 2, 2], [3, 2], [2, 1], [1, 1]),
-        (&[8, 11, 1, 1], [2, 4], [2, 3], [1, 2]),
-        (&[5, 5, 4, 1], [5, 5], [1, 1], [2, 2]),
-        (&[1, 1, 2, 1], [1, 1], [1, 1], [0, 0]),
+    let grid: [([i64; 4], _, _, _); 5] = [
+        ([10, 10, 3, 1], [3, 3], [1, 1], [0, 0]),
+        ([13, 9, 2, 2], [3, 2], [2, 1], [1, 1]),
+        ([8, 11, 1, 1], [2, 4], [2, 3], [1, 2]),
+        ([5, 5, 4, 1], [5, 5], [1, 1], [2, 2]),
+        ([1, 1, 2, 1], [1, 1], [1, 1], [0, 0]),
     ];
     for (ne, k, s, p) in grid {
         for op in [PoolOp::Max, PoolOp::Avg] {
             for ty in [Type::F32, Type::F16, Type::BF16] {
                 let vars = Vars::new()
                     .ty("type", ty)
-                    .list("ne", ne)
+                    .list("ne", &ne)
                     .val("op", op_name(op))
                     .val("k0", k[0])
                     .val("k1", k[1])
@@ -115,7 +115,7 @@ fn pool_2d(out: &mut Vec<Case>) {
                 out.push(Case::new(
                     "POOL_2D",
                     vars,
-                    vec![Input::new(ty, ne)],
+                    vec![Input::new(ty, &ne)],
                     move |ctx, x| {
                         ctx.pool_2d(&x[0], op, k[0], k[1], s[0], s[1], p[0] as f32, p[1] as f32)
                     },

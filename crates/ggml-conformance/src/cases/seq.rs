@@ -104,8 +104,8 @@ fn ssm_scan_ref(x: &[Host], k: usize) -> Host {
 
 fn ssm_scan(out: &mut Vec<Case>) {
     // (d_state, head_dim, n_head, n_group, n_t, n_seqs, Mamba-2, K)
-    let grid: [(i64, i64, i64, i64, i64, i64, bool, i64); 6] = [
-        (16, 1, 96, 1, 9, 2, false, 1),
+    let grid = [
+        (16i64, 1i64, 96i64, 1i64, 9i64, 2i64, false, 1i64),
         (16, 5, 3, 1, 7, 2, false, 1),
         (128, 16, 4, 2, 8, 2, true, 1),
         (64, 16, 2, 2, 6, 3, true, 1),
@@ -346,8 +346,8 @@ fn gdn_ref(x: &[Host], k_slots: usize) -> Host {
 
 fn gated_delta_net(out: &mut Vec<Case>) {
     // (S, H, T, n_seqs, q/k heads, q/k sequences, per-element gate, K, q/k padded)
-    let grid: [(i64, i64, i64, i64, i64, i64, bool, i64, bool); 7] = [
-        (16, 2, 4, 1, 2, 1, false, 1, false),
+    let grid = [
+        (16i64, 2i64, 4i64, 1i64, 2i64, 1i64, false, 1i64, false),
         (32, 4, 3, 2, 4, 2, true, 1, false),
         (8, 4, 5, 2, 2, 1, false, 1, false),
         (7, 3, 6, 3, 1, 3, true, 1, true),

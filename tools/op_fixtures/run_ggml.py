@@ -440,6 +440,11 @@ class CaseRunner:
                 not all(isinstance(o, int) and not isinstance(o, bool) and 0 <= o < len(specs)
                         for o in outputs)):
             raise NotExpressible(f"'outputs' = {outputs!r} is not a list of tensor indices")
+        custom = {info.ops[k] for k in ("MAP_CUSTOM1", "MAP_CUSTOM2", "MAP_CUSTOM3", "CUSTOM")}
+        for i, spec in enumerate(specs):
+            if isinstance(spec, dict) and spec.get("op") in custom:
+                # Their op_params hold a C function pointer; an export cannot carry one.
+                raise NotExpressible(f"tensor {i} is a custom op (a function pointer in op_params)")
         graph_size = max(2048, 2 * len(specs))
         ctx = g.context((len(specs) + 8) * g.ggml_tensor_overhead() +
                         g.ggml_graph_overhead_custom(graph_size, False) + 4096, no_alloc=True)

@@ -174,7 +174,7 @@ fn export(cases: &[Case], seed: u64, path: &PathBuf) -> Result<(), CliError> {
     }
     std::fs::write(path, text).map_err(|e| fail(e.to_string()))?;
     println!(
-        "exported {written} cases (seed {seed}) to {}; {left_out} with a 5th dimension left out",
+        "exported {written} cases (seed {seed}) to {}; {left_out} left out (a 5th dimension or a custom op's closure)",
         path.display()
     );
     Ok(())

@@ -21,13 +21,20 @@ pub struct Exported {
     pub line: String,
 }
 
-/// Exports `case` with base seed `seed`: `Ok(None)` when a tensor of it has a fifth dimension
-/// other than 1 (the format carries 4), `Err` when the case cannot be built.
+/// Exports `case` with base seed `seed`: `Ok(None)` when the format cannot carry it (a tensor
+/// has a fifth dimension other than 1, the format carrying 4, or the graph has a custom op,
+/// whose Rust closure GGML cannot run), `Err` when the case cannot be built.
 pub fn export_case(case: &Case, seed: u64) -> Result<Option<Exported>, String> {
     let inst = instantiate(case, seed)?;
     let data: HashMap<u64, &Vec<u8>> = inst.bases.iter().map(|(t, b)| (t.id(), b)).collect();
     let order = topological(&inst.outputs);
-    if order.iter().any(|t| t.ne()[4] != 1) {
+    let custom = |t: &Tensor| {
+        matches!(
+            t.op(),
+            ggml::Op::MapCustom1 | ggml::Op::MapCustom2 | ggml::Op::MapCustom3 | ggml::Op::Custom
+        )
+    };
+    if order.iter().any(|t| t.ne()[4] != 1 || custom(t)) {
         return Ok(None);
     }
     let index: HashMap<u64, usize> = order.iter().enumerate().map(|(i, t)| (t.id(), i)).collect();
@@ -239,5 +246,14 @@ mod tests {
             |x| x[0].clone(),
         );
         assert_eq!(export_case(&five_d, 1).unwrap(), None);
+        // A closure cannot travel to GGML.
+        let custom = Case::new(
+            "MAP_CUSTOM1",
+            Vars::new(),
+            vec![Input::new(Type::F32, &[4])],
+            |ctx, x| ctx.map_custom1(&x[0], |_, _, _, _| {}, 1),
+            |x| x[0].clone(),
+        );
+        assert_eq!(export_case(&custom, 1).unwrap(), None);
     }
 }

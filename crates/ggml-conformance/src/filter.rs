@@ -257,11 +257,14 @@ impl Filter {
 
     /// Whether `case` is selected.
     pub fn selects(&self, case: &Case) -> bool {
-        (self.ops.is_empty() || self.ops.iter().any(|o| o.eq_ignore_ascii_case(case.op())))
-            && self
-                .pattern
-                .as_ref()
-                .is_none_or(|p| p.is_match(case.name()))
+        self.selects_name(case.op(), case.name())
+    }
+
+    /// Whether a case of op `op` named `name` (`OP(var=value,…)`) is selected: what
+    /// [`Filter::selects`] decides for a suite case, for other case lists (the benchmark's).
+    pub fn selects_name(&self, op: &str, name: &str) -> bool {
+        (self.ops.is_empty() || self.ops.iter().any(|o| o.eq_ignore_ascii_case(op)))
+            && self.pattern.as_ref().is_none_or(|p| p.is_match(name))
     }
 
     /// The selected cases of `cases`; `Err` when the filter selects none of them, naming it.

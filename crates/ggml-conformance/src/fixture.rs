@@ -157,6 +157,9 @@ impl Fixture {
     }
 }
 
+/// Why a case is not in the export (see [`export_case`]).
+pub const NOT_EXPORTED: &str = "not exported (a 5th dimension, or a custom op's Rust closure)";
+
 /// Cases whose GGML result is wrong (GGML bugs, listed in the crate docs): an op name, text
 /// the case name must contain, and why. They are reported skipped, not compared.
 pub const GGML_BUGS: &[(&str, &str, &str)] = &[
@@ -172,6 +175,10 @@ pub const GGML_BUGS: &[(&str, &str, &str)] = &[
     ("SOLVE_TRI", "layout_rhs=padded", SOLVE_TRI_PACKED),
     ("SOLVE_TRI", "layout_rhs=transposed", SOLVE_TRI_PACKED),
     ("GROUP_NORM", "num_groups=2147483647", GROUP_NORM_OVERFLOW),
+    ("IM2COL", "layout=padded", IM2COL_PACKED_ROWS),
+    ("POOL_1D", "type=bf16", POOL_BF16_AS_F16),
+    ("POOL_2D", "type=bf16", POOL_BF16_AS_F16),
+    ("GET_REL_POS", "type=bf16", GET_REL_POS_BITS),
 ];
 
 const ROWS_BY_NB1: &str = "GGML's CPU kernel steps through the rows as i·nb1 (and reads each \
@@ -183,6 +190,13 @@ const SOLVE_TRI_PACKED: &str = "GGML's CPU kernel indexes b and x as packed matr
      (`i·k + j`), ignoring b's row stride";
 const GROUP_NORM_OVERFLOW: &str = "GGML computes the channels per group as the int \
      `(ne2 + n_groups − 1) / n_groups`, which overflows for n_groups near i32::MAX";
+
+const IM2COL_PACKED_ROWS: &str = "GGML's CPU kernel reads each input plane as packed rows \
+     (`iih·IW + iiw`), ignoring the input's row stride nb1";
+const POOL_BF16_AS_F16: &str = "GGML's CPU kernel reads every non-F32 input as F16, so BF16 \
+     values are decoded as F16 bit patterns";
+const GET_REL_POS_BITS: &str = "GGML's CPU kernel copies a BF16 table's bits into the F16 \
+     result unconverted";
 
 /// The GGML bug that makes GGML's result for `case` wrong, if it is one of [`GGML_BUGS`].
 pub fn ggml_bug(case: &Case) -> Option<&'static str> {
@@ -205,7 +219,7 @@ pub fn compare_with_fixture(
     let skip = |why: String| CaseResult::new(case, &device, Status::Skipped, why);
     let exported = match export_case(case, seed) {
         Ok(Some(e)) => e,
-        Ok(None) => return skip("has a 5th dimension; not exported".into()),
+        Ok(None) => return skip(NOT_EXPORTED.into()),
         Err(e) => return CaseResult::new(case, &device, Status::Fail, e),
     };
     let Some(fc) = fixture.get(case.name()) else {

@@ -103,6 +103,10 @@
 //!   `std::random_device`.
 //! - The NMSE divides by the reference's `Σ want²` (GGML divides by the tested side's, so an
 //!   all-zero wrong result gives 0/0 and passes there).
+//! - The custom-op cases (MAP_CUSTOM1/2/3, CUSTOM) run Rust closures; they are not exported
+//!   to GGML, and are checked against their references only. The composite convolutions
+//!   (`conv_1d`, `conv_1d_dw`, `conv_2d`, `conv_2d_dw`, `conv_3d`) are named after their first
+//!   node (`IM2COL(…,via=conv_2d)`, `IM2COL_3D(…,via=conv_3d)`): select them with `-o IM2COL`.
 //! - Only the outputs are compared, not every intermediate node; computed tensors start as NaN
 //!   bytes, so an element a kernel skips fails.
 //! - Cases the library computes and GGML's CPU refuses (the fixture's status 1, skipped in the
@@ -114,7 +118,14 @@
 //!   CUMSUM, GROUP_NORM, L2_NORM, XIELU and the GLU ops on inputs whose rows are not
 //!   contiguous (GGML asserts); MUL_MAT_ID with F16/BF16 activations or non-contiguous
 //!   operands; OUT_PROD with F16/BF16 activations, with F16/BF16 weights, or with quantized
-//!   weights and transposed activations (not supported by GGML's CPU).
+//!   weights and transposed activations (not supported by GGML's CPU); IM2COL with BF16
+//!   input and IM2COL_3D with F16 input (GGML's CPU asserts F32); the composite `conv_2d_dw`
+//!   with an F32 kernel (GGML's own graph multiplies F32 weights by its F16 im2col, which its
+//!   CPU does not support); CONV_2D_DW on a padded input (GGML aborts on non-contiguous
+//!   layouts other than channels-innermost); GET_REL_POS of an F32 table (GGML aborts).
+//! - A GGML bug: RWKV_WKV7 with head size 32 or 7 corrupts GGML's heap on an AVX-512 CPU
+//!   (`malloc(): corrupted top size`; its SIMD loop steps `GGML_F32_STEP` = 64 floats with no
+//!   tail); those cases are reported refused, the head-size-64 case agrees.
 //! - A GGML bug: OUT_PROD of Q4_K weights `[512,5,2]` by F32 `[3,5,2]` corrupts GGML's heap
 //!   (`free(): invalid size`, the process aborts); the case is reported refused.
 //! - BF16 GLU results are judged with NMSE 1e-5: computed in f32, a BF16 result lands one BF16
@@ -127,7 +138,9 @@
 //!   strided inputs (GGML splits the row index wrongly: `ir − i3·ne3` for `ir − i3·ne2·ne1`);
 //!   SOLVE_TRI with a padded or transposed `b` (GGML indexes b and x as packed matrices);
 //!   GROUP_NORM with n_groups = i32::MAX (GGML's int `(ne2 + n_groups − 1) / n_groups`
-//!   overflows).
+//!   overflows); IM2COL on a padded input (GGML reads the input planes as packed rows,
+//!   ignoring nb1); POOL_1D and POOL_2D on BF16 (GGML decodes every non-F32 input as F16);
+//!   GET_REL_POS of a BF16 table (GGML copies its bits into the F16 result unconverted).
 //! - Apart from those, no case GGML computes differs from ours beyond its threshold.
 #![warn(missing_docs)]
 
@@ -147,4 +160,4 @@ pub use case::{Case, Init, Input, Layout, Metric, Vars};
 pub use compare::compare;
 pub use filter::Filter;
 pub use host::{Host, Shape};
-pub use runner::{devices, CaseResult, Status, Summary, Target};
+pub use runner::{devices, CaseResult, Prepared, Status, Summary, Target};

@@ -184,9 +184,11 @@ impl Target {
         judge(case, &dev, &computed, &want, "expected")
     }
 
-    /// Allocates, initialises and computes `case`; `Err` is the finished (failed or not
-    /// supported) result.
-    pub(crate) fn compute(&self, case: &Case, seed: u64) -> Result<Computed, Box<CaseResult>> {
+    /// Builds `case` on the device: its inputs from base seed `seed`, its graph, every tensor
+    /// placed in one buffer between guard tensors and the inputs written, ready to compute
+    /// (what `ggml bench` times). `Err` is the finished result: failed, or not supported when
+    /// the device's `supports_op` refuses a node.
+    pub fn prepare(&self, case: &Case, seed: u64) -> Result<Prepared, Box<CaseResult>> {
         let dev = self.device.name();
         let fail = |msg: String| Box::new(CaseResult::new(case, &dev, Status::Fail, msg));
         let inst = instantiate(case, seed).map_err(fail)?;
@@ -207,11 +209,25 @@ impl Target {
                 msg,
             )));
         }
-        let (_buffer, guards) = self.allocate(&inst).map_err(fail)?;
+        let (buffer, guards) = self.allocate(&inst).map_err(fail)?;
         for (t, bytes) in &inst.bases {
             t.set_bytes(bytes, 0)
                 .map_err(|e| fail(format!("writing an input failed: {e}")))?;
         }
+        Ok(Prepared {
+            inst,
+            guards,
+            _buffer: buffer,
+        })
+    }
+
+    /// Allocates, initialises and computes `case`; `Err` is the finished (failed or not
+    /// supported) result.
+    pub(crate) fn compute(&self, case: &Case, seed: u64) -> Result<Computed, Box<CaseResult>> {
+        let dev = self.device.name();
+        let fail = |msg: String| Box::new(CaseResult::new(case, &dev, Status::Fail, msg));
+        let prepared = self.prepare(case, seed)?;
+        let inst = &prepared.inst;
         self.backend
             .graph_compute(&inst.graph)
             .map_err(|e| fail(format!("compute failed: {e}")))?;
@@ -219,15 +235,15 @@ impl Target {
         for (k, t) in inst.outputs.iter().enumerate() {
             outputs.push(read_tensor(t).map_err(|e| fail(format!("reading output {k}: {e}")))?);
         }
-        check_guards(&guards).map_err(fail)?;
-        check_inputs(&inst).map_err(fail)?;
+        check_guards(&prepared.guards).map_err(fail)?;
+        check_inputs(inst).map_err(fail)?;
         Ok(Computed {
             layouts: inst
                 .outputs
                 .iter()
                 .map(|t| (t.ty(), t.ne(), t.nb()))
                 .collect(),
-            inputs: inst.hosts,
+            inputs: prepared.inst.hosts,
             outputs,
         })
     }
@@ -283,6 +299,25 @@ impl Target {
 
 /// A guard tensor and the bytes it must keep.
 type Guard = (Tensor, Vec<u8>);
+
+/// A case built on a device by [`Target::prepare`]: inputs written, nothing computed yet.
+pub struct Prepared {
+    inst: Instance,
+    guards: Vec<Guard>,
+    _buffer: Buffer,
+}
+
+impl Prepared {
+    /// The case's graph (room for 256 nodes).
+    pub fn graph(&self) -> &ggml::Graph {
+        &self.inst.graph
+    }
+
+    /// The builder's outputs, in order.
+    pub fn outputs(&self) -> &[Tensor] {
+        &self.inst.outputs
+    }
+}
 
 /// A computed case: its inputs' and outputs' logical values.
 pub(crate) struct Computed {

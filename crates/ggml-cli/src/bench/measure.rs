@@ -100,15 +100,89 @@ pub fn run_case(
     graph
         .build_forward_expand(&out)
         .map_err(|e| e.to_string())?;
+    let cost = Cost {
+        flops: case.op_flops(),
+        bytes: case.op_size(&out),
+    };
+    time_graph(&graph, &out, cost, backend, targets).map(Outcome::Measured)
+}
+
+/// Runs a case of the conformance suite on `target`, its inputs from base seed `seed`: the
+/// suite's graph with its (first) output node repeated; FLOPs for the ops [`suite_flops`]
+/// counts, else bytes (the node's and its operands').
+pub fn run_suite_case(
+    case: &ggml_conformance::Case,
+    target: &ggml_conformance::Target,
+    seed: u64,
+    targets: Targets,
+) -> Result<Outcome, String> {
+    let prepared = match target.prepare(case, seed) {
+        Ok(p) => p,
+        Err(r) if r.status == ggml_conformance::Status::NotSupported => {
+            return Ok(Outcome::NotSupported)
+        }
+        Err(r) => return Err(r.message),
+    };
+    let out = prepared.outputs()[0].clone();
+    let cost = Cost {
+        flops: suite_flops(&out),
+        bytes: node_size(&out),
+    };
+    time_graph(prepared.graph(), &out, cost, &target.backend, targets).map(Outcome::Measured)
+}
+
+/// What one run of the timed node costs.
+#[derive(Clone, Copy, Debug)]
+struct Cost {
+    /// FLOPs (0: the op is reported by bandwidth).
+    flops: u64,
+    /// Bytes (`op_size`).
+    bytes: usize,
+}
+
+/// FLOPs of the matrix-product-like ops, as `test-backend-ops` counts them (a multiply and an
+/// add per weight and output): MUL_MAT and MUL_MAT_ID (`2·K` per result element), OUT_PROD,
+/// the direct convolutions, the transposed ones and FLASH_ATTN_EXT; 0 for the others.
+pub fn suite_flops(t: &ggml::Tensor) -> u64 {
+    let ne = |i: usize| t.src(i).map_or([0; ggml::MAX_DIMS], |s| s.ne());
+    let prod = |v: &[i64]| v.iter().map(|&x| x.max(0) as u64).product::<u64>();
+    let n = t.nelements() as u64;
+    let (a, b) = (ne(0), ne(1));
+    match t.op() {
+        Op::MulMat | Op::MulMatId => 2 * a[0].max(0) as u64 * n,
+        Op::OutProd => 2 * a[1].max(0) as u64 * n,
+        Op::Conv2d => 2 * prod(&a[..3]) * n,
+        Op::Conv2dDw => 2 * prod(&a[..2]) * n,
+        // Kernel [KW, KH, KD, OC·C]: KW·KH·KD·C taps per result element (OC in slot 11).
+        Op::Conv3d => 2 * prod(&a[..4]) / (t.op_params()[11].max(1) as u64) * n,
+        // Every input element meets every kernel weight of its channel.
+        Op::ConvTranspose1d => 2 * prod(&b[..2]) * prod(&a[..2]),
+        Op::ConvTranspose2d => 2 * prod(&b[..4]) * prod(&a[..3]),
+        Op::FlashAttnExt => {
+            let (q, v) = (a, ne(2));
+            2 * prod(&q[1..4]) * b[1].max(0) as u64 * (q[0] + v[0]).max(0) as u64
+        }
+        _ => 0,
+    }
+}
+
+/// Times whole-graph computations of `graph` with `out` added as often as the targets ask
+/// (`1 + min(free graph slots, target / cost)` runs of it per graph).
+fn time_graph(
+    graph: &ggml::Graph,
+    out: &ggml::Tensor,
+    cost: Cost,
+    backend: &Backend,
+    targets: Targets,
+) -> Result<Measurement, String> {
     let compute = || {
         backend
-            .graph_compute(&graph)
+            .graph_compute(graph)
             .map_err(|e| format!("graph_compute: {e}"))
     };
     compute()?; // warm-up
 
-    let flops = case.op_flops();
-    let size = case.op_size(&out);
+    let Cost { flops, bytes: size } = cost;
     let per_op_target = targets
         .flops
         .checked_div(flops)
@@ -116,10 +190,10 @@ pub fn run_case(
     let free = graph.size().saturating_sub(graph.n_nodes()) as u64;
     let n_runs = 1 + free.min(per_op_target);
     for _ in 1..n_runs {
-        graph.add_node(&out).map_err(|e| e.to_string())?;
+        graph.add_node(out).map_err(|e| e.to_string())?;
     }
-    // Bytes of one graph: the op's runs plus any other computing node (none of the cases has
-    // one today but a view).
+    // Bytes of one graph: the op's runs plus every other computing node (a suite case's graph
+    // may have several: the im2col before a convolution's product).
     let others: usize = graph
         .nodes()
         .iter()
@@ -151,9 +225,9 @@ pub fn run_case(
             gib_per_second: total_bytes / seconds / (1u64 << 30) as f64,
         }
     };
-    Ok(Outcome::Measured(Measurement {
+    Ok(Measurement {
         runs: total_runs,
         us_per_run: elapsed.as_secs_f64() * 1e6 / total_runs as f64,
         rate,
-    }))
+    })
 }

@@ -3,15 +3,20 @@
 //! matches no case is an error; when stderr is a terminal a progress line estimates the time
 //! left.
 //!
-//! Each case builds one op (MUL_MAT over GGML's weight types, ADD/MUL with broadcasting, the
-//! norms, SOFT_MAX with and without a mask, SCALE, SILU/GELU, GET_ROWS, CPY, CONT of a
-//! transposed tensor, SUM_ROWS), puts its node into one graph as many times as a work target
-//! asks (8 GFLOP for matrix products, 8 GiB of traffic for the others), and times whole-graph
-//! computations for at least a second; bandwidth counts GGML's `op_size` (the result's bytes
-//! plus its operands', three times the result for ADD/MUL, result and source for CPY). Cases
-//! the device does not support say so. `--quick` uses small sizes and targets (the whole list
-//! takes 0.2 s in a release build). Unlike `test-backend-ops`, inputs come from a fixed seed,
-//! and the default device is the best one (a CPU included) rather than every non-CPU device.
+//! The cases are those of the conformance suite (`ggml_conformance`, the cases of
+//! `ggml test-ops`, with the same names and the same `-o`/`-p` selection), then a list of
+//! larger ones sized for timing: MUL_MAT over GGML's weight types, ADD/MUL with broadcasting,
+//! the norms, SOFT_MAX with and without a mask, SCALE, SILU/GELU, GET_ROWS, CPY, CONT of a
+//! transposed tensor, SUM_ROWS. Each case's output node is put into its graph as many times
+//! as a work target asks (8 GFLOP for matrix products, 8 GiB of traffic for the others; a
+//! suite case's graph has room for 256 nodes) and whole-graph computations are timed for at
+//! least a second. Matrix products, convolutions and attention report FLOPs
+//! ([`measure::suite_flops`]), the others bandwidth: GGML's `op_size` (the result's bytes plus
+//! its operands', three times the result for ADD/MUL of the timing list, result and source for
+//! CPY). Cases the device does not support say so. `--quick` uses small sizes for the timing
+//! list and small targets (a few milliseconds a case). Unlike `test-backend-ops`, inputs come
+//! from a fixed seed (the suite's), and the default device is the best one (a CPU included)
+//! rather than every non-CPU device.
 //!
 //! An excerpt of `ggml bench` (release build, 2 threads of a shared 2-vCPU VM; the whole list
 //! took 1 min 53 s):
@@ -33,7 +38,6 @@
 
 mod cases;
 mod fill;
-mod filter;
 mod measure;
 mod report;
 
@@ -47,7 +51,7 @@ use crate::args::{self, Args};
 use crate::progress::Progress;
 use crate::CliError;
 use cases::Case;
-use filter::{OpFilter, Pattern};
+use ggml_conformance::{rng::DEFAULT_SEED, Filter, Target};
 use measure::{Outcome, Targets};
 
 pub const USAGE: &str =
@@ -55,10 +59,9 @@ pub const USAGE: &str =
 
   Times ops as test-backend-ops perf does and prints, per case, the runs, the time per run and
   GFLOPS (matrix products) or GB/s (the other ops).
-    -o, --ops OPS           comma-separated op names (add,MUL_MAT,silu,…; any case) or full
-                            case names NAME(vars)
-    -p, --params PATTERN    only cases whose parameters hold PATTERN (type_a=q4_K; * matches
-                            anything; any case)
+    -o, --ops OPS           comma-separated op names (ADD,MUL_MAT,silu,…; case-insensitive)
+    -p, --params PATTERN    cases whose name matches PATTERN, a regex subset as in test-ops
+                            (. [..] * + ? ^ $ |, \\d \\w; escape ( ) [ with \\)
     -b, --backend BACKEND   the device to run on, by name (default: the best device)
     -t, --threads N         threads to compute with (default: all cores)
     --quick                 small sizes and targets: a quick check that everything runs";
@@ -66,8 +69,8 @@ pub const USAGE: &str =
 /// The parsed command line.
 #[derive(Debug)]
 struct Options {
-    filter: Option<OpFilter>,
-    params: Option<Pattern>,
+    ops: Option<String>,
+    filter: Filter,
     device: Option<String>,
     threads: Option<usize>,
     quick: bool,
@@ -75,57 +78,93 @@ struct Options {
 
 fn parse(args: &[OsString]) -> Result<Options, CliError> {
     let usage = |m: String| CliError::Usage(format!("{m}\n\n{USAGE}"));
-    let mut opts = Options {
-        filter: None,
-        params: None,
-        device: None,
-        threads: None,
-        quick: false,
-    };
+    let (mut ops, mut pattern) = (None, None);
+    let (mut device, mut threads, mut quick) = (None, None, false);
     let mut a = Args::new(args);
     while let Some(flag) = a.next() {
         match flag.as_str() {
-            "-o" | "--ops" => {
-                let spec = a.value(&flag).map_err(usage)?;
-                opts.filter = Some(OpFilter::parse(&spec).map_err(usage)?);
-            }
+            "-o" | "--ops" => ops = Some(a.value(&flag).map_err(usage)?),
             "-p" | "--params" => {
-                let spec = a.value(&flag).map_err(usage)?;
-                opts.params = Some(Pattern::parse(&spec).map_err(usage)?);
+                let p = a.value(&flag).map_err(usage)?;
+                if p.is_empty() {
+                    return Err(usage(format!("{flag} needs a non-empty pattern")));
+                }
+                pattern = Some(p);
             }
-            "-b" | "--backend" => opts.device = Some(a.value(&flag).map_err(usage)?),
+            "-b" | "--backend" => device = Some(a.value(&flag).map_err(usage)?),
             "-t" | "--threads" => {
                 let v = a.value(&flag).map_err(usage)?;
-                opts.threads = Some(args::threads(&flag, &v).map_err(usage)?);
+                threads = Some(args::threads(&flag, &v).map_err(usage)?);
             }
-            "--quick" => opts.quick = true,
+            "--quick" => quick = true,
             other => return Err(usage(format!("unknown argument {other:?}"))),
         }
     }
-    Ok(opts)
+    let filter = Filter::new(ops.as_deref(), pattern.as_deref()).map_err(usage)?;
+    Ok(Options {
+        ops,
+        filter,
+        device,
+        threads,
+        quick,
+    })
+}
+
+/// A case to time: one of the conformance suite or of the timing list.
+enum Item {
+    Suite(ggml_conformance::Case),
+    Timing(Case),
+}
+
+impl Item {
+    fn op(&self) -> &str {
+        match self {
+            Item::Suite(c) => c.op(),
+            Item::Timing(c) => c.op_name(),
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Item::Suite(c) => c.name().to_string(),
+            Item::Timing(c) => c.full_name(),
+        }
+    }
+}
+
+/// Every case, the suite's first; a timing-list case named as a suite case is the same case
+/// and appears once, as the suite's.
+fn all_items(quick: bool) -> Vec<Item> {
+    let mut items: Vec<Item> = ggml_conformance::cases::all()
+        .into_iter()
+        .map(Item::Suite)
+        .collect();
+    let names: BTreeSet<String> = items.iter().map(Item::name).collect();
+    items.extend(
+        cases::all(quick)
+            .into_iter()
+            .filter(|c| !names.contains(&c.full_name()))
+            .map(Item::Timing),
+    );
+    items
 }
 
 /// Every op name some case has, sorted.
-fn known_ops() -> BTreeSet<&'static str> {
-    cases::all(true).iter().map(Case::op_name).collect()
+fn known_ops() -> BTreeSet<String> {
+    all_items(true).iter().map(|i| i.op().to_string()).collect()
 }
 
 /// The cases `-o` and `-p` select; `Err` when they select none.
-fn select(opts: &Options) -> Result<Vec<Case>, CliError> {
-    let selected: Vec<Case> = cases::all(opts.quick)
+fn select(opts: &Options) -> Result<Vec<Item>, CliError> {
+    let selected: Vec<Item> = all_items(opts.quick)
         .into_iter()
-        .filter(|c| {
-            let vars = c.vars();
-            opts.filter
-                .as_ref()
-                .is_none_or(|f| f.matches(c.op_name(), &vars))
-                && opts.params.as_ref().is_none_or(|p| p.matches(&vars))
-        })
+        .filter(|i| opts.filter.selects_name(i.op(), &i.name()))
         .collect();
     if selected.is_empty() {
         return Err(CliError::Usage(format!(
-            "-o/-p select no case{}; list the cases with `ggml bench --quick` and select by op \
-             name with -o and by parameters with -p (e.g. -o MUL_MAT -p type_a=q4_K)\n\n{USAGE}",
+            "-o/-p select no case{}; list the cases with `ggml test-ops --list` (and the timing \
+             list with `ggml bench --quick`), select by op name with -o and by name with -p \
+             (e.g. -o MUL_MAT -p type_a=q4_K)\n\n{USAGE}",
             if opts.quick { " of --quick" } else { "" }
         )));
     }
@@ -157,11 +196,11 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
         return Ok(());
     }
     let opts = parse(args)?;
-    if let Some(filter) = &opts.filter {
+    if let Some(ops) = &opts.ops {
         let known = known_ops();
         let is_known = |op: &str| known.iter().any(|k| k.eq_ignore_ascii_case(op));
-        if let Some(bad) = filter.op_names().find(|op| !is_known(op)) {
-            let list: Vec<&str> = known.into_iter().collect();
+        if let Some(bad) = ops.split(',').map(str::trim).find(|op| !is_known(op)) {
+            let list: Vec<&str> = known.iter().map(String::as_str).collect();
             return Err(CliError::Usage(format!(
                 "unknown op {bad:?} for -o; ops: {}\n\n{USAGE}",
                 list.join(", ")
@@ -171,9 +210,8 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
     let selected = select(&opts)?;
     let dev = pick_device(opts.device.as_deref())?;
     let failed = |m: String| CliError::Failed(m);
-    let backend = dev
-        .init(None)
-        .map_err(|e| failed(format!("starting {}: {e}", dev.name())))?;
+    let target = Target::new(dev.clone()).map_err(failed)?;
+    let backend = &target.backend;
     let threads = match opts.threads {
         Some(n) => {
             backend
@@ -205,15 +243,19 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
     // With a live progress line on the terminal, a case's line is printed whole when it is
     // measured; otherwise its name shows while it runs.
     let name_first = !progress.is_live();
-    for case in &selected {
-        let prefix = report::prefix(&case.full_name());
-        progress.advance(0.0, &case.full_name());
+    for item in &selected {
+        let name = item.name();
+        let prefix = report::prefix(&name);
+        progress.advance(0.0, &name);
         if name_first {
             print!("{prefix}");
             // A closed stdout only loses output.
             let _ = std::io::stdout().flush();
         }
-        let result = measure::run_case(case, &dev, &backend, targets);
+        let result = match item {
+            Item::Suite(case) => measure::run_suite_case(case, &target, DEFAULT_SEED, targets),
+            Item::Timing(case) => measure::run_case(case, &dev, backend, targets),
+        };
         progress.clear();
         if !name_first {
             print!("{prefix}");
@@ -231,7 +273,7 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
             }
         }
         let _ = std::io::stdout().flush();
-        progress.advance(1.0, &case.full_name());
+        progress.advance(1.0, &name);
     }
     progress.clear();
     if errors > 0 {
@@ -265,7 +307,9 @@ mod tests {
         assert!(o.quick);
         assert_eq!(o.threads, Some(3));
         assert_eq!(o.device.as_deref(), Some("CPU"));
-        assert_eq!(o.filter, Some(OpFilter::parse("ADD,SILU").unwrap()));
+        assert_eq!(o.filter, Filter::new(Some("ADD,SILU"), None).unwrap());
+        assert!(o.filter.selects_name("silu", "SILU(type=f32)"));
+        assert!(!o.filter.selects_name("MUL", "MUL(type=f32)"));
     }
 
     #[test]
@@ -273,18 +317,51 @@ mod tests {
         assert!(usage_error(&["-t", "0"]).contains("got \"0\""));
         assert!(usage_error(&["-t", "many"]).contains("got \"many\""));
         assert!(usage_error(&["-t"]).contains("-t needs a value"));
-        assert!(usage_error(&["-o", "ADD,,MUL"]).contains("empty op name"));
+        assert!(usage_error(&["-o", "ADD,,MUL"]).contains("is empty"));
+        assert!(usage_error(&["-p", "(x"]).contains("-p"));
         assert!(usage_error(&["--fast"]).contains("unknown argument \"--fast\""));
     }
 
     #[test]
-    fn known_ops_cover_the_brief() {
+    fn known_ops_cover_the_timing_list_and_the_suite() {
         let ops = known_ops();
         for op in [
-            "MUL_MAT", "ADD", "MUL", "RMS_NORM", "NORM", "SOFT_MAX", "SCALE", "SILU", "GELU",
-            "GET_ROWS", "CPY", "CONT", "SUM_ROWS",
+            "MUL_MAT",
+            "ADD",
+            "MUL",
+            "RMS_NORM",
+            "NORM",
+            "SOFT_MAX",
+            "SCALE",
+            "SILU",
+            "GELU",
+            "GET_ROWS",
+            "CPY",
+            "CONT",
+            "SUM_ROWS",
+            "CONV_2D",
+            "SSM_SCAN",
+            "FLASH_ATTN_EXT",
         ] {
             assert!(ops.contains(op), "{op}");
         }
+    }
+
+    #[test]
+    fn flops_of_matrix_products_and_convolutions() {
+        let ctx = ggml::Context::init(1 << 20, true).unwrap();
+        let a = ctx.new_tensor_2d(ggml::Type::F32, 64, 10).unwrap();
+        let b = ctx.new_tensor_2d(ggml::Type::F32, 64, 3).unwrap();
+        // 10×3 results, 64 multiply-adds each.
+        assert_eq!(
+            measure::suite_flops(&ctx.mul_mat(&a, &b).unwrap()),
+            2 * 64 * 30
+        );
+        let k = ctx.new_tensor_4d(ggml::Type::F32, 3, 3, 2, 5).unwrap();
+        let img = ctx.new_tensor_4d(ggml::Type::F32, 8, 8, 2, 1).unwrap();
+        let c = ctx.conv_2d_direct(&k, &img, 1, 1, 1, 1, 1, 1).unwrap();
+        assert_eq!(c.ne(), [8, 8, 5, 1, 1]);
+        assert_eq!(measure::suite_flops(&c), 2 * 3 * 3 * 2 * 8 * 8 * 5);
+        assert_eq!(measure::suite_flops(&ctx.add(&a, &a).unwrap()), 0);
     }
 }

@@ -6,20 +6,26 @@ use crate::case::Case;
 pub mod arith;
 pub mod attention;
 pub mod binary;
+pub mod conv;
 pub mod copy;
+pub mod custom;
+pub mod dsv4;
 pub mod glu;
 pub mod matmul;
 pub mod moe;
 pub mod norm;
+pub mod pool;
 pub mod reduce;
 pub mod rope;
 pub mod rows;
 pub mod scan;
+pub mod seq;
 pub mod set_rows;
 pub mod softmax;
 pub mod sort;
 pub mod unary;
 pub mod view;
+pub mod window;
 
 /// A family: its name and the function listing its cases.
 pub type Family = (&'static str, fn() -> Vec<Case>);
@@ -43,6 +49,12 @@ pub const FAMILIES: &[Family] = &[
     ("attention", attention::cases),
     ("sort", sort::cases),
     ("scan", scan::cases),
+    ("conv", conv::cases),
+    ("pool", pool::cases),
+    ("seq", seq::cases),
+    ("window", window::cases),
+    ("dsv4", dsv4::cases),
+    ("custom", custom::cases),
 ];
 
 /// Every case of every family, in family order.

@@ -29,14 +29,17 @@ pub enum Metric {
     /// Each row (along dimension 0) holds the same set of values, in any order: TOP_K, whose
     /// result GGML does not order.
     IndexSet,
+    /// The computation must fail with an error whose message contains this text, leaving the
+    /// guards intact: an index operand holding a value outside its range (GGML asserts).
+    ComputeFails(&'static str),
 }
 
 impl Metric {
-    /// The threshold as a number (0 for [`Metric::Exact`] and [`Metric::IndexSet`]).
+    /// The threshold as a number (0 for the metrics without one).
     pub fn threshold(self) -> f64 {
         match self {
             Metric::Nmse(t) => t,
-            Metric::Exact | Metric::IndexSet => 0.0,
+            Metric::Exact | Metric::IndexSet | Metric::ComputeFails(_) => 0.0,
         }
     }
 }
@@ -194,6 +197,22 @@ impl Case {
             reference: Box::new(reference),
             metric: Metric::Nmse(NMSE_DEFAULT),
         }
+    }
+
+    /// A case whose computation must fail with an error mentioning `needle`
+    /// ([`Metric::ComputeFails`]): an index operand with a value outside its range. It has no
+    /// reference.
+    pub fn fails(
+        op: &str,
+        vars: Vars,
+        inputs: Vec<Input>,
+        build: impl Fn(&Context, &[Tensor]) -> ggml::Result<Tensor> + Send + Sync + 'static,
+        needle: &'static str,
+    ) -> Case {
+        Case::new(op, vars, inputs, build, |_| {
+            panic!("a case that must fail has no reference")
+        })
+        .metric(Metric::ComputeFails(needle))
     }
 
     /// The same case judged by `metric`.

@@ -111,9 +111,10 @@
 //!   bytes, so an element a kernel skips fails.
 //! - Cases the library computes and GGML's CPU refuses (the fixture's status 1, skipped in the
 //!   comparison): SCALE and ARGMAX on F16, MUL_MAT of F32/BF16 weights with F16 activations,
-//!   CPY into IQ2_XXS/IQ2_XS/IQ2_S/IQ3_XXS/IQ3_S/IQ1_S/IQ1_M, GET_ROWS with an index
-//!   outside the matrix (a row of zeros here, an assert in GGML) and MUL_MAT_ID with an
-//!   expert id outside the experts (a row of zeros here, a crash in GGML); ARGSORT, TOP_K,
+//!   CPY into IQ2_XXS/IQ2_XS/IQ2_S/IQ3_XXS/IQ3_S/IQ1_S/IQ1_M, GET_ROWS, SET_ROWS and
+//!   ADD_ID with an index outside its range and MUL_MAT_ID with an expert id outside the
+//!   experts (a compute error here, `Metric::ComputeFails`; an assert or crash in GGML);
+//!   ARGSORT, TOP_K,
 //!   GROUP_NORM and L2_NORM on F16/BF16 and SWIGLU_OAI on F16/BF16 (F32 only in GGML's CPU);
 //!   CUMSUM, GROUP_NORM, L2_NORM, XIELU and the GLU ops on inputs whose rows are not
 //!   contiguous (GGML asserts); MUL_MAT_ID with F16/BF16 activations or non-contiguous

@@ -222,15 +222,29 @@ impl Target {
     }
 
     /// Allocates, initialises and computes `case`; `Err` is the finished (failed or not
-    /// supported) result.
+    /// supported) result, and that of a [`Metric::ComputeFails`] case.
     pub(crate) fn compute(&self, case: &Case, seed: u64) -> Result<Computed, Box<CaseResult>> {
         let dev = self.device.name();
         let fail = |msg: String| Box::new(CaseResult::new(case, &dev, Status::Fail, msg));
         let prepared = self.prepare(case, seed)?;
         let inst = &prepared.inst;
-        self.backend
-            .graph_compute(&inst.graph)
-            .map_err(|e| fail(format!("compute failed: {e}")))?;
+        let done = self.backend.graph_compute(&inst.graph);
+        if let Metric::ComputeFails(needle) = case.metric {
+            let outcome = match done {
+                Ok(()) => Err(format!(
+                    "compute succeeded; expected an error mentioning {needle:?}"
+                )),
+                Err(e) if !e.to_string().contains(needle) => Err(format!(
+                    "compute failed with \"{e}\"; expected an error mentioning {needle:?}"
+                )),
+                Err(_) => check_guards(&prepared.guards),
+            };
+            return Err(match outcome {
+                Ok(()) => Box::new(CaseResult::new(case, &dev, Status::Pass, String::new())),
+                Err(msg) => fail(msg),
+            });
+        }
+        done.map_err(|e| fail(format!("compute failed: {e}")))?;
         let mut outputs = Vec::new();
         for (k, t) in inst.outputs.iter().enumerate() {
             outputs.push(read_tensor(t).map_err(|e| fail(format!("reading output {k}: {e}")))?);
@@ -399,6 +413,7 @@ pub(crate) fn judge(
             Metric::Exact => "exact".to_string(),
             Metric::IndexSet => "exact index sets".to_string(),
             Metric::Nmse(t) => format!("threshold {t:.0e}"),
+            Metric::ComputeFails(needle) => format!("an error mentioning {needle:?}"),
         };
         r.detail.push(format!(
             "output {k} ({} {:?}): nmse={:.3e} ({limit}){max}",

@@ -439,8 +439,8 @@ fn cases() -> Vec<Case> {
             },
         ),
         (
-            "GET_ROWS indices out of range read nothing outside the source",
-            Alive,
+            "GET_ROWS indices out of range fail the compute (closing the connection)",
+            Closed,
             |r| {
                 // a: f32 [4, 2] at 0 (rows 0 and 1); ids i32 [3] at 64; out f32 [4, 3] at 128.
                 r.f32s(0, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
@@ -455,35 +455,20 @@ fn cases() -> Vec<Case> {
                     offset: 0,
                     data: ids,
                 });
-                // Sentinel bytes after the output.
-                let sent = r.t(9996, Type::I8, [64, 1, 1, 1], 176);
-                r.send(&Request::MemsetTensor {
-                    tensor: sent,
-                    offset: 0,
-                    size: 64,
-                    value: 0xab,
-                });
                 let a = r.t(1, Type::F32, [4, 2, 1, 1], 0);
                 let ids = r.t(2, Type::I32, [3, 1, 1, 1], 64);
                 let mut c = r.t(3, Type::F32, [4, 3, 1, 1], 128);
                 c.op = Op::GetRows as u32;
                 c.src[0] = 1;
                 c.src[1] = 2;
+                // GRAPH_COMPUTE has no reply in protocol 7: a failed compute can only close
+                // the connection. The kernel reads nothing outside `a` (the ops tests check
+                // its output and neighbours).
                 r.send(&Request::GraphCompute(GraphMsg {
                     device: 0,
                     nodes: vec![3],
                     tensors: vec![a, ids, c],
                 }));
-                let out: Vec<f32> = r
-                    .get(128, 48)
-                    .chunks(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                    .collect();
-                assert_eq!(
-                    out,
-                    vec![5.0, 6.0, 7.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
-                );
-                assert_eq!(r.get(176, 64), vec![0xab; 64]);
             },
         ),
     ]

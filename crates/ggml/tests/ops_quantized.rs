@@ -82,21 +82,30 @@ fn get_rows_dequantizes_exactly() {
         let a = ctx.new_tensor_2d(ty, k as i64, rows as i64).unwrap();
         a.set_bytes(&bytes, 0).unwrap();
         let ids = ctx.new_tensor_1d(Type::I32, 4).unwrap();
-        ids.set_i32(&[2, 0, 9, 3]).unwrap(); // 9 is out of range: a row of zeros
+        ids.set_i32(&[2, 0, 1, 3]).unwrap();
         let r = ctx.get_rows(&a, &ids).unwrap();
         cpu.graph_compute(&ctx.build_forward_expand(&r).unwrap())
             .unwrap();
         let got = r.get_f32().unwrap();
         let mut want = Vec::new();
-        want.extend_from_slice(&w[2 * k..3 * k]);
-        want.extend_from_slice(&w[0..k]);
-        want.extend(std::iter::repeat_n(0.0, k));
-        want.extend_from_slice(&w[3 * k..4 * k]);
+        for i in [2, 0, 1, 3] {
+            want.extend_from_slice(&w[i * k..(i + 1) * k]);
+        }
         let same = got
             .iter()
             .zip(&want)
             .all(|(g, w)| g.to_bits() == w.to_bits());
         assert!(same, "{ty}: get_rows differs from dequantize_row");
+        // An index past the rows fails the computation, naming it.
+        ids.set_i32(&[2, 0, 9, 3]).unwrap();
+        let e = cpu
+            .graph_compute(&ctx.build_forward_expand(&r).unwrap())
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("src1 index 9 at [2, 0, 0] is outside 0..4"),
+            "{e}"
+        );
     }
 }
 

@@ -63,29 +63,22 @@ fn get_rows_types_shapes_layouts() {
     }
 }
 
+/// Every index outside the source's rows fails the computation with an error naming the node,
+/// the value and its position; a valid index before it does not.
 #[test]
-fn get_rows_out_of_range_indices_give_zero_rows() {
-    for ty in ROW_TYPES {
-        let name = format!("get_rows out of range {ty}");
-        check(&name, EXACT, |ctx, rng| {
+fn get_rows_out_of_range_indices_fail_the_compute() {
+    for (ty, bad) in ROW_TYPES
+        .iter()
+        .flat_map(|&t| [-1.0, 4.0, 1000.0, -2147483648.0, 2147483647.0].map(|b| (t, b)))
+    {
+        let name = format!("get_rows out of range {ty} {bad}");
+        let want = format!("src1 index {bad} at [1, 1, 0] is outside 0..4");
+        check_compute_fails(&name, &["GET_ROWS", &want], |ctx, rng| {
             let (lo, hi) = data_range(ty);
-            let (a, ha) = input(ctx, ty, &[6, 4, 2], Layout::Contiguous, rng, lo, hi)?;
-            let idx = [
-                0.0,
-                -1.0,
-                3.0,
-                4.0,
-                1000.0,
-                -2147483648.0,
-                2.0,
-                2147483647.0,
-            ];
-            let (b, hb) = input_values(ctx, Type::I32, &[4, 2], &idx)?;
-            let out = ctx.get_rows(&a, &b)?;
-            let want = reference::get_rows(&ha, &hb);
-            // Rows 1, 3, 4, 5 and 7 of the result are zero.
-            assert!(want.v[6..12].iter().all(|&v| v == 0.0));
-            Ok((out, want))
+            let (a, _) = input(ctx, ty, &[6, 4, 2], Layout::Contiguous, rng, lo, hi)?;
+            let idx = [0.0, 3.0, 2.0, 1.0, 3.0, bad, 2.0, 0.0];
+            let (b, _) = input_values(ctx, Type::I32, &[4, 2], &idx)?;
+            ctx.get_rows(&a, &b)
         });
     }
 }
@@ -172,4 +165,24 @@ fn shape_errors() {
     assert_err(ctx.concat(&a, &c, 5), &["CONCAT", "dim = 5"]);
     let h = ctx.new_tensor_3d(Type::F16, 4, 5, 2).unwrap();
     assert_err(ctx.concat(&a, &h, 2), &["CONCAT", "f32", "f16"]);
+}
+
+/// In a longer graph the error names the faulting node by its graph position, and the
+/// position reported does not depend on the thread count (the earliest bad index).
+#[test]
+fn an_index_fault_names_its_node_in_a_longer_graph() {
+    check_compute_fails(
+        "get_rows fault in a chain",
+        &[
+            "GET_ROWS (graph node 1",
+            "src1 index 7 at [0, 0, 0] is outside 0..3",
+        ],
+        |ctx, rng| {
+            let (a, _) = input(ctx, Type::F32, &[5, 3], Layout::Contiguous, rng, -1.0, 1.0)?;
+            let (b, _) = input_values(ctx, Type::I32, &[4], &[7.0, 1.0, -1.0, 9.0])?;
+            let doubled = ctx.add(&a, &a)?;
+            let picked = ctx.get_rows(&doubled, &b)?;
+            ctx.scale(&picked, 2.0)
+        },
+    );
 }

@@ -9,16 +9,13 @@ use ggml::ops::{Meta, NodeMeta};
 use ggml::{backend, quants, Context, Op, Tensor, Type};
 
 /// `a` with row `c[i, j % C1, k % C2]` of plane `(j, k)` replaced by row `i` of `b`, in b's
-/// row order; indices outside `0..a.ne1` are skipped.
+/// row order (every index lies in `0..a.ne1`).
 fn set_rows_ref(a: &Host, b: &Host, c: &Host) -> Host {
     let mut out = a.clone();
     for i3 in 0..b.ne[3] {
         for i2 in 0..b.ne[2] {
             for i in 0..b.ne[1] {
                 let r = c.at([i, i2 % c.ne[1], i3 % c.ne[2], 0, 0]);
-                if r < 0.0 || r >= a.ne[1] as f64 {
-                    continue;
-                }
                 for k in 0..b.ne[0] {
                     let at = flat(&a.ne, &[k, r as usize, i2, i3, 0]);
                     out.v[at] = b.at([k, i, i2, i3, 0]);
@@ -65,10 +62,10 @@ impl Case {
         )
     }
 
-    /// Random indices covering duplicates and out-of-range values (−1 and a.ne1).
+    /// Random indices in `0..a.ne1`, with duplicates.
     fn index_values(&self, rng: &mut Rng) -> Vec<i64> {
         let count = self.n * self.c_planes[0] * self.c_planes[1];
-        (0..count).map(|_| rng.range(-1, self.a_ne[1])).collect()
+        (0..count).map(|_| rng.range(0, self.a_ne[1] - 1)).collect()
     }
 
     fn build(&self, ctx: &Context, rng: &mut Rng) -> ggml::Result<(Tensor, Host)> {
@@ -99,9 +96,9 @@ impl Case {
 
 // Distinct in-range indices over every float type and layout are the conformance suite's
 // (`ggml-conformance`, family `set_rows`); here what GGML leaves undefined: duplicate indices
-// (the later row wins) and indices outside a (skipped).
+// (the later row wins). Indices outside `a` fail the computation (below).
 #[test]
-fn duplicate_and_out_of_range_indices() {
+fn duplicate_indices_the_later_row_wins() {
     for (a_ty, c_ty, a_ne, n, c_planes, layout) in [
         (
             Type::F32,
@@ -171,8 +168,8 @@ fn quantized_destinations() {
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
             .collect();
         b.set_f32(&vals).unwrap();
-        // Row 3 twice (the later wins), one index out of range.
-        let idx = [3i64, 0, 3, 99];
+        // Row 3 twice (the later wins).
+        let idx = [3i64, 0, 3, 1];
         let c = indices_tensor(&ctx, Type::I32, &[n as i64], &idx).unwrap();
         let out = ctx.set_rows(&a, &b, &c).unwrap();
         assert!(cpu.get_device().supports_op(&out), "{ty}");
@@ -188,6 +185,22 @@ fn quantized_destinations() {
             }
         }
         assert_eq!(got, want, "SET_ROWS(type={ty},type_src=f32)");
+    }
+}
+
+/// An index outside the destination's rows writes nothing there and fails the computation
+/// with an error naming the node, the index and its position, for I32 and I64 indices.
+#[test]
+fn out_of_range_indices_fail_the_compute() {
+    for (c_ty, bad) in [(Type::I32, -1i64), (Type::I64, 9), (Type::I64, i64::MIN)] {
+        let name = format!("set_rows out of range {c_ty} {bad}");
+        let want = format!("src1 index {bad} at [2, 0, 0] is outside 0..9");
+        check_compute_fails(&name, &["SET_ROWS", &want], |ctx, rng| {
+            let (a, _) = input(ctx, Type::F32, &[4, 9], Layout::Contiguous, rng, -1.0, 1.0)?;
+            let (b, _) = input(ctx, Type::F32, &[4, 3], Layout::Contiguous, rng, -1.0, 1.0)?;
+            let c = indices_tensor(ctx, c_ty, &[3], &[1, 8, bad])?;
+            ctx.set_rows(&a, &b, &c)
+        });
     }
 }
 

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use ggml::{Context, Type};
+use ggml::{Context, Tensor, Type};
 
 /// `result[i, t, s] = Σ_j sx[t + j, i, s]·c[j, i]`.
 fn ref_ssm_conv(sx: &Host, c: &Host) -> Host {
@@ -123,49 +123,55 @@ struct Scan {
 }
 
 fn run_scan(c: Scan) {
-    let name = format!(
+    check(&scan_name(&c), TOL, |ctx, rng| build_scan(&c, ctx, rng));
+}
+
+fn scan_name(c: &Scan) -> String {
+    format!(
         "SSM_SCAN(d_state={},head_dim={},n_head={},n_group={},n_t={},n_seqs={},mamba1={},K={},ids={:?},permuted={})",
         c.d_state, c.head_dim, c.n_head, c.n_group, c.n_t, c.n_seqs, c.mamba1, c.k, c.ids, c.permuted_x
-    );
-    check(&name, TOL, |ctx, rng| {
-        let n_rs = c.n_seqs + 1;
-        let f = Type::F32;
-        let cont = Layout::Contiguous;
-        let (s, hs) = input(
-            ctx,
-            f,
-            &[c.d_state, c.head_dim, c.n_head, n_rs],
-            cont,
-            rng,
-            -1.0,
-            1.0,
-        )?;
-        let xl = if c.permuted_x {
-            Layout::Permuted([0, 1, 3, 2])
-        } else {
-            cont
-        };
-        let (x, hx) = input(
-            ctx,
-            f,
-            &[c.head_dim, c.n_head, c.n_t, c.n_seqs],
-            xl,
-            rng,
-            -1.0,
-            1.0,
-        )?;
-        let (dt, hdt) = input(ctx, f, &[c.n_head, c.n_t, c.n_seqs], cont, rng, -2.0, 1.0)?;
-        let a0 = if c.mamba1 { c.d_state } else { 1 };
-        let (a, ha) = input(ctx, f, &[a0, c.n_head], cont, rng, -1.0, -0.1)?;
-        let bne = [c.d_state, c.n_group, c.n_t, c.n_seqs];
-        let (b, hb) = input(ctx, f, &bne, xl, rng, -1.0, 1.0)?;
-        let (cc, hc) = input(ctx, f, &bne, xl, rng, -1.0, 1.0)?;
-        let idv: Vec<f64> = c.ids.iter().map(|&i| i as f64).collect();
-        let (ids, _) = input_values(ctx, Type::I32, &[c.n_seqs], &idv)?;
-        let out = ctx.ssm_scan(&s, &x, &dt, &a, &b, &cc, &ids, c.k)?;
-        let want = ref_ssm_scan(&hs, &hx, &hdt, &ha, &hb, &hc, c.ids, c.k as usize);
-        Ok((out, want))
-    });
+    )
+}
+
+/// Case `c`'s scan node and its reference.
+fn build_scan(c: &Scan, ctx: &Context, rng: &mut Rng) -> ggml::Result<(Tensor, Host)> {
+    let n_rs = c.n_seqs + 1;
+    let f = Type::F32;
+    let cont = Layout::Contiguous;
+    let (s, hs) = input(
+        ctx,
+        f,
+        &[c.d_state, c.head_dim, c.n_head, n_rs],
+        cont,
+        rng,
+        -1.0,
+        1.0,
+    )?;
+    let xl = if c.permuted_x {
+        Layout::Permuted([0, 1, 3, 2])
+    } else {
+        cont
+    };
+    let (x, hx) = input(
+        ctx,
+        f,
+        &[c.head_dim, c.n_head, c.n_t, c.n_seqs],
+        xl,
+        rng,
+        -1.0,
+        1.0,
+    )?;
+    let (dt, hdt) = input(ctx, f, &[c.n_head, c.n_t, c.n_seqs], cont, rng, -2.0, 1.0)?;
+    let a0 = if c.mamba1 { c.d_state } else { 1 };
+    let (a, ha) = input(ctx, f, &[a0, c.n_head], cont, rng, -1.0, -0.1)?;
+    let bne = [c.d_state, c.n_group, c.n_t, c.n_seqs];
+    let (b, hb) = input(ctx, f, &bne, xl, rng, -1.0, 1.0)?;
+    let (cc, hc) = input(ctx, f, &bne, xl, rng, -1.0, 1.0)?;
+    let idv: Vec<f64> = c.ids.iter().map(|&i| i as f64).collect();
+    let (ids, _) = input_values(ctx, Type::I32, &[c.n_seqs], &idv)?;
+    let out = ctx.ssm_scan(&s, &x, &dt, &a, &b, &cc, &ids, c.k)?;
+    let want = ref_ssm_scan(&hs, &hx, &hdt, &ha, &hb, &hc, c.ids, c.k as usize);
+    Ok((out, want))
 }
 
 #[test]
@@ -210,10 +216,10 @@ fn ssm_scan_mamba1() {
     }
 }
 
-/// An out-of-range id starts its sequence from zeros instead of reading out of bounds.
+/// An out-of-range id reads nothing out of bounds and fails the computation, naming it.
 #[test]
-fn ssm_scan_out_of_range_ids_start_from_zero() {
-    run_scan(Scan {
+fn ssm_scan_out_of_range_ids_fail_the_compute() {
+    let c = Scan {
         d_state: 4,
         head_dim: 2,
         n_head: 2,
@@ -222,8 +228,12 @@ fn ssm_scan_out_of_range_ids_start_from_zero() {
         n_seqs: 2,
         mamba1: false,
         k: 1,
-        ids: &[-1, 7],
+        ids: &[1, 7],
         permuted_x: false,
+    };
+    let needles = ["SSM_SCAN", "src6 index 7 at [1, 0, 0] is outside 0..3"];
+    check_compute_fails(&scan_name(&c), &needles, |ctx, rng| {
+        build_scan(&c, ctx, rng).map(|(t, _)| t)
     });
 }
 

@@ -85,6 +85,24 @@ fn add_id(out: &mut Vec<Case>) {
             ));
         }
     }
+    // An id outside the experts fails the computation, naming it (GGML asserts).
+    out.push(Case::fails(
+        "ADD_ID",
+        Vars::new().ty("type", Type::F32).val("oob", 1),
+        vec![
+            Input::new(Type::F32, &[8, 2, 3]),
+            Input::new(Type::F32, &[8, 4]),
+            Input::new(Type::I32, &[2, 3]).init(Init::Custom(std::sync::Arc::new(|_, i| {
+                if i == [1, 2, 0, 0, 0] {
+                    4.0
+                } else {
+                    0.0
+                }
+            }))),
+        ],
+        |ctx, x| ctx.add_id(&x[0], &x[1], &x[2]),
+        "src2 index 4 at [1, 2, 0] is outside 0..4",
+    ));
 }
 
 fn acc_set(out: &mut Vec<Case>) {

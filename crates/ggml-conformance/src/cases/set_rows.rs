@@ -1,7 +1,8 @@
 //! SET_ROWS (GGML's `test_set_rows`): rows of `b` written into `a` at distinct indices `c`
 //! (broadcast over b's dimensions 2 and 3), the rest of `a` kept; every float destination and
-//! source type, I32 and I64 indices, strided operands. Duplicate and out-of-range indices
-//! (which GGML does not define) are tested in `crates/ggml/tests/ops_set_rows.rs`.
+//! source type, I32 and I64 indices, strided operands, and out-of-range indices (a compute
+//! error here; GGML asserts). Duplicate indices (which GGML does not define) are tested in
+//! `crates/ggml/tests/ops_set_rows.rs`.
 
 use ggml::Type;
 
@@ -97,6 +98,29 @@ pub fn cases() -> Vec<Case> {
             5,
             [2, 2],
             layout,
+        ));
+    }
+    // An index outside `a` fails the computation, naming it (GGML asserts).
+    for (c_ty, bad) in [(Type::I32, -1.0), (Type::I64, 9.0)] {
+        out.push(Case::fails(
+            "SET_ROWS",
+            Vars::new()
+                .ty("type", Type::F32)
+                .ty("type_idx", c_ty)
+                .val("oob", bad),
+            vec![
+                Input::new(Type::F32, &[4, 9]),
+                Input::new(Type::F32, &[4, 3]),
+                Input::new(c_ty, &[3]).init(Init::Custom(std::sync::Arc::new(move |_, i| {
+                    [1.0, 8.0, bad][i[0]]
+                }))),
+            ],
+            |ctx, x| ctx.set_rows(&x[0], &x[1], &x[2]),
+            if c_ty == Type::I32 {
+                "src1 index -1 at [2, 0, 0] is outside 0..9"
+            } else {
+                "src1 index 9 at [2, 0, 0] is outside 0..9"
+            },
         ));
     }
     out

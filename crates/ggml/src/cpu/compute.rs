@@ -8,7 +8,7 @@ use crate::backend::{BackendImpl, PlacedGraph};
 use crate::error::{Error, Result};
 use crate::tensor::{flags, Tensor};
 
-use super::kernels::{self, KernelFn, NodePtrs, Params};
+use super::kernels::{self, Faults, KernelFn, NodePtrs, Params};
 use super::threadpool::{SpinBarrier, ThreadPool};
 
 /// Threads a new CPU stream computes with: the processor's parallelism, at most 8 (GGML's
@@ -117,20 +117,25 @@ impl CpuPlan {
         // A panicking kernel must not leave the other threads at the barrier: every thread
         // catches its kernel's panic, still reaches every barrier, and skips the nodes after it.
         let failed = AtomicBool::new(false);
+        // An out-of-range index stops the run after its node: every thread sees the fault
+        // after that node's barrier and skips the rest (a fault of a later node, recorded by
+        // a thread that ran ahead, does not stop the slower ones short of it).
+        let faults = Faults::default();
         let ok = pool.run(n, &|ith, nth| {
             // SAFETY: each thread gets its own disjoint `per_thread` slice of `work`, which was
             // sized for `n_threads >= nth` threads.
             let wdata = (work + ith * per_thread) as *mut u8;
-            let params = Params {
-                ith,
-                nth,
-                wdata,
-                wsize: per_thread,
-            };
-            let alone = Params { nth: 1, ..params };
-            for (node, (ptrs, one_thread)) in nodes.iter().zip(resolved) {
-                if !failed.load(Ordering::Acquire) && (ith == 0 || !one_thread) {
-                    let p = if *one_thread { &alone } else { &params };
+            for (k, (node, (ptrs, one_thread))) in nodes.iter().zip(resolved).enumerate() {
+                let stopped = failed.load(Ordering::Acquire) || faults.before(k);
+                if !stopped && (ith == 0 || !one_thread) {
+                    let p = &Params {
+                        ith,
+                        nth: if *one_thread { 1 } else { nth },
+                        wdata,
+                        wsize: per_thread,
+                        faults: &faults,
+                        node: k,
+                    };
                     // SAFETY: the plan chose this kernel for the node's types and shapes, and
                     // `ptrs` addresses the node's tensors in the buffers this job reserved;
                     // overlapping layouts run on one thread (`needs_one_thread`).
@@ -142,10 +147,15 @@ impl CpuPlan {
                 barrier.wait();
             }
         });
-        if ok && !failed.load(Ordering::Acquire) {
-            Ok(())
-        } else {
-            Err(Error::Compute("a CPU kernel panicked".into()))
+        if !ok || failed.load(Ordering::Acquire) {
+            return Err(Error::Compute("a CPU kernel panicked".into()));
+        }
+        match faults.first() {
+            Some(fault) => {
+                let node = &nodes[fault.node];
+                Err(fault.error(&node.tensor, node.index))
+            }
+            None => Ok(()),
         }
     }
 }

@@ -620,8 +620,8 @@ fn window_field(op: &str, name: &str, v: usize) -> Result<i32> {
 impl Context {
     /// `ggml_add_id`: `a[:, i1, i2] + b[:, ids[i1, i2]]` (a bias row per selected expert).
     /// `a` F32 `[n, n_used, n_tokens]`, `b` F32 `[n, n_expert]`, `ids` I32
-    /// `[n_used, n_tokens]`; the result has `a`'s shape. An id outside `0..n_expert` gives a
-    /// row of NaN on the CPU (GGML asserts).
+    /// `[n_used, n_tokens]`; the result has `a`'s shape. An id outside `0..n_expert` makes the
+    /// computation fail with an error naming the node and the id (GGML asserts).
     pub fn add_id(&self, a: &Tensor, b: &Tensor, ids: &Tensor) -> Result<Tensor> {
         self.build::<AddId>(
             Op::AddId,

@@ -70,7 +70,8 @@ impl Context {
     /// n_expert]` (F32, F16, BF16 or quantized, not transposed), `b` `[K, n_b, n_tokens]`
     /// (F32, F16 or BF16; `n_b` is `n_used` or divides it, 1 to share one row), `ids` I32
     /// `[n_used, n_tokens]`; the result is F32 `[M, n_used, n_tokens]`. An id outside
-    /// `0..n_expert` selects nothing: its result row is zero (GGML asserts instead).
+    /// `0..n_expert` makes the computation fail with an error naming the node and the id
+    /// (GGML asserts instead).
     pub fn mul_mat_id(&self, r#as: &Tensor, b: &Tensor, ids: &Tensor) -> Result<Tensor> {
         self.build::<MulMatId>(
             Op::MulMatId,

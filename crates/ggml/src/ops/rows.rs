@@ -94,8 +94,8 @@ impl OpSpec for Concat {
 impl Context {
     /// `ggml_get_rows`: rows of `a` picked by the I32 indices `b`: the result is
     /// `[a.ne0, b.ne0, b.ne1, b.ne2]` with `result[:, i, j, k] = a[:, b[i, j, k], j, k]`; F32
-    /// (I32 when `a` is I32). An index outside `0..a.ne1` gives a row of zeros on the CPU
-    /// (GGML asserts there).
+    /// (I32 when `a` is I32). An index outside `0..a.ne1` makes the computation fail with
+    /// an error naming the node, the index and its position (GGML asserts there).
     pub fn get_rows(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         self.build::<GetRows>(Op::GetRows, &[Some(a), Some(b)], NoParams {}, false)
     }

@@ -59,8 +59,8 @@ impl Context {
     ///
     /// Shapes: `a` `[n0, N, ne2, ne3]`, `b` (F32, F16 or BF16) `[n0, n, ne2, ne3]`, `c` (I32
     /// or I64) `[n, C1, C2]` with `C1` dividing `ne2` and `C2` dividing `ne3`; both `a` and
-    /// `b` with packed rows. An index outside `0..N` is skipped (nothing is written for that
-    /// row; GGML asserts). When two rows go to the same place, the later one (in `b`'s row
+    /// `b` with packed rows. An index outside `0..N` writes nothing and makes the computation
+    /// fail with an error naming the node and the index (GGML asserts). When two rows go to the same place, the later one (in `b`'s row
     /// order) wins.
     pub fn set_rows(&self, a: &Tensor, b: &Tensor, c: &Tensor) -> Result<Tensor> {
         self.build::<SetRows>(

@@ -155,8 +155,8 @@ impl Context {
     /// (group `g = h / (n_head / n_group)`), dimension `i` and state `n`:
     /// `Δ = softplus(dt[h])`, `state = state·exp(Δ·A) + B[n, g]·x[i, h]·Δ`,
     /// `y[i, h] = Σ_n state·C[n, g]`, with `A = A[n, h]` (Mamba-1) or `A[0, h]` (Mamba-2).
-    /// Sequence `q` starts from state `ids[q]` of `s` (an out-of-range id starts from zeros
-    /// on the CPU; GGML reads out of bounds). Shapes: see the op's operands
+    /// Sequence `q` starts from state `ids[q]` of `s` (an out-of-range id makes the
+    /// computation fail with an error naming it; GGML reads out of bounds). Shapes: see the op's operands
     /// (`s` `[d_state, head_dim, n_head, n_rs]`, `x` `[head_dim, n_head, n_t, n_seqs]`, `dt`
     /// `[n_head, n_t, n_seqs]`, `A` `[d_state or 1, n_head]`, `B`, `C` `[d_state, n_group,
     /// n_t, n_seqs]`, `ids` I32 `[n_seqs]`). The F32 1-D result holds `y` (shaped as `x`)

@@ -450,6 +450,30 @@ pub fn check_mem(
     }
 }
 
+/// Builds a case with `build` and asserts that computing it with 1, 2 and 3 threads fails
+/// with an error whose message contains every one of `needles` (an index operand holding a
+/// value outside its range, say). Each run has a CPU stream of its own: a stream reports a
+/// failure to whoever synchronizes it next, which on the shared [`backends`] could be another
+/// test.
+pub fn check_compute_fails(
+    name: &str,
+    needles: &[&str],
+    build: impl Fn(&Context, &mut Rng) -> ggml::Result<Tensor>,
+) {
+    for threads in 1..=3 {
+        let be = backend::cpu_init().unwrap();
+        be.set_n_threads(threads).unwrap();
+        let ctx = Context::init(MEM, false).unwrap();
+        let mut rng = Rng::from_name(name);
+        let out = build(&ctx, &mut rng)
+            .unwrap_or_else(|e| panic!("{name}: building the graph failed: {e}"));
+        let graph = ctx.build_forward_expand(&out).unwrap();
+        let r = be.graph_compute(&graph);
+        assert!(r.is_err(), "{name} ({threads} threads): compute succeeded");
+        assert_err(r, needles);
+    }
+}
+
 /// Asserts that `out` is an in-place result over `a`: a view of the same memory with the same
 /// layout, so the kernel writes into `a`.
 pub fn assert_aliases(out: &Tensor, a: &Tensor) {

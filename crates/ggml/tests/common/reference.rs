@@ -42,16 +42,12 @@ pub fn mul_mat(a: &Host, b: &Host) -> Host {
     })
 }
 
-/// `out[:, i, j, k] = a[:, idx[i, j, k], j, k]`, a zero row for an index outside a (GET_ROWS).
+/// `out[:, i, j, k] = a[:, idx[i, j, k], j, k]` (GET_ROWS; every index lies in `0..a.ne1`).
 pub fn get_rows(a: &Host, idx: &Host) -> Host {
     let ne = [a.ne[0], idx.ne[0], idx.ne[1], idx.ne[2], 1];
     Host::from_fn(ne, |i| {
         let r = idx.at([i[1], i[2], i[3], 0, 0]);
-        if r < 0.0 || r >= a.ne[1] as f64 {
-            0.0
-        } else {
-            a.at([i[0], r as usize, i[2], i[3], 0])
-        }
+        a.at([i[0], r as usize, i[2], i[3], 0])
     })
 }
 

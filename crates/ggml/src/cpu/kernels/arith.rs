@@ -132,7 +132,7 @@ pub(super) unsafe fn set(n: &NodePtrs, p: &Params) {
 }
 
 /// ADD_ID: `dst[:, i1, i2, i3] = a[:, i1, i2, i3] + b[:, ids[i1, i2]]`; an id outside
-/// `0..b.ne1` gives a row of NaN.
+/// `0..b.ne1` gives a row of NaN and fails the run after this node.
 pub(super) unsafe fn add_id(n: &NodePtrs, p: &Params) {
     let (d, a, b, ids) = (&n.dst, &n.src[0], &n.src[1], &n.src[2]);
     for r in p.range(d.nrows()) {
@@ -142,7 +142,11 @@ pub(super) unsafe fn add_id(n: &NodePtrs, p: &Params) {
             (ids.row([idx[1], 0, 0, 0]).add(idx[0] * ids.nb[0]) as *const i32).read_unaligned()
         };
         let (drow, arow) = (d.row(idx), a.row(idx));
-        let brow = (id >= 0 && (id as i64) < b.ne[1]).then(|| b.row([id as usize, 0, 0, 0]));
+        let inside = id >= 0 && i64::from(id) < b.ne[1];
+        if !inside {
+            p.index_fault(2, [idx[0], idx[1], 0], id.into(), b.ne[1]);
+        }
+        let brow = inside.then(|| b.row([id as usize, 0, 0, 0]));
         for i in 0..d.ne[0] as usize {
             // SAFETY: rows of their tensors; b's rows have a's length (the rule).
             unsafe {

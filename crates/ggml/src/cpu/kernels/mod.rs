@@ -14,6 +14,7 @@ mod conv;
 mod copy;
 mod custom;
 mod dsv4;
+mod fault;
 mod flash_attn;
 mod glu;
 mod matmul;
@@ -41,6 +42,7 @@ use crate::error::{Error, Result};
 use crate::ops::Op;
 use crate::tensor::{Tensor, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC};
 use crate::types::{bf16, bf16_to_f32, f16, f32_to_bf16, Type};
+pub(crate) use fault::{Faults, IndexFault};
 
 /// A tensor's address and layout, resolved for one run.
 #[derive(Clone, Copy)]
@@ -427,15 +429,32 @@ impl NodePtrs {
     }
 }
 
-/// A thread's share of one run: its index, the thread count, and its private scratch.
-pub(crate) struct Params {
+/// A thread's share of one run: its index, the thread count, its private scratch, and where
+/// it reports an out-of-range index.
+pub(crate) struct Params<'a> {
     pub ith: usize,
     pub nth: usize,
     pub wdata: *mut u8,
     pub wsize: usize,
+    pub faults: &'a Faults,
+    /// The node's position among the planned nodes (named by a fault).
+    pub node: usize,
 }
 
-impl Params {
+impl Params<'_> {
+    /// Reports index `value` at position `at` of operand slot `operand` as outside `0..limit`
+    /// (the run fails after this node; see [`fault`]).
+    #[cold]
+    pub fn index_fault(&self, operand: usize, at: [usize; 3], value: i64, limit: i64) {
+        self.faults.record(IndexFault {
+            node: self.node,
+            operand,
+            at,
+            value,
+            limit,
+        });
+    }
+
     /// This thread's part of `0..n` (contiguous, balanced).
     pub fn range(&self, n: usize) -> Range<usize> {
         let per = n.div_ceil(self.nth);
@@ -468,7 +487,7 @@ impl Params {
 /// shapes and strides, which the op's shape rule accepted and [`plan`] chose this kernel for;
 /// the result may share memory with an operand only as the very same elements (in place) or
 /// when the node runs on one thread ([`NodePtrs::needs_one_thread`]).
-pub(crate) type KernelFn = unsafe fn(&NodePtrs, &Params);
+pub(crate) type KernelFn = unsafe fn(&NodePtrs, &Params<'_>);
 
 /// A node's kernel and the scratch bytes one thread needs for it.
 #[derive(Clone, Copy)]
@@ -625,7 +644,7 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
 
 #[cfg(test)]
 mod tests {
-    use super::{NodePtrs, Params, TensorPtr};
+    use super::{Faults, NodePtrs, Params, TensorPtr};
     use crate::tensor::{MAX_OP_PARAMS, MAX_SRC};
     use crate::types::Type;
 
@@ -679,11 +698,14 @@ mod tests {
     #[should_panic(expected = "scratch of 8 bytes")]
     fn scratch_larger_than_planned_panics() {
         let mut storage = [0u64; 1];
+        let faults = Faults::default();
         let p = Params {
             ith: 0,
             nth: 1,
             wdata: storage.as_mut_ptr() as *mut u8,
             wsize: 8,
+            faults: &faults,
+            node: 0,
         };
         // SAFETY: the slice is not kept; the call panics before making it.
         let _ = unsafe { p.scratch_f32(3) };

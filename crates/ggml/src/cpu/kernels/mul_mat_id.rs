@@ -44,6 +44,9 @@ unsafe fn mul_mat_id(n: &NodePtrs, p: &Params) {
                 .ok()
                 .filter(|&x| x < n_expert)
                 .unwrap_or(n_expert);
+            if x == n_expert && p.ith == 0 {
+                p.index_fault(2, [e, t, 0], id.into(), n_expert as i64);
+            }
             by_expert[x].push((e, t));
         }
     }

@@ -57,8 +57,8 @@ unsafe fn copy_run(
 }
 
 /// `dst[:, i, j, k] = a[:, idx[i, j, k], j, k]`. An index outside `0..a.ne1` gives a row of
-/// zeros (GGML asserts instead; the builder cannot see index values, and this never reads
-/// outside `a`).
+/// zeros and fails the run after this node (GGML asserts instead; the builder cannot see
+/// index values, and this never reads outside `a`).
 pub(super) unsafe fn get_rows(n: &NodePtrs, p: &Params) {
     let (d, a, idx) = (&n.dst, &n.src[0], &n.src[1]);
     let ne0 = d.ne[0] as usize;
@@ -69,7 +69,7 @@ pub(super) unsafe fn get_rows(n: &NodePtrs, p: &Params) {
         // di[1], di[2] index a's dims 2 and 3 (the builder made them equal to idx's dims 1
         // and 2); element indices stay below ne[0].
         unsafe {
-            match source_row(a, idx, di) {
+            match source_row(a, idx, di, p) {
                 Some(row) => copy_run(d, drow, 0, a, a.row([row, di[1], di[2], 0]), 0, ne0),
                 None => (0..ne0).for_each(|i| d.zero(drow, i)),
             }
@@ -77,20 +77,30 @@ pub(super) unsafe fn get_rows(n: &NodePtrs, p: &Params) {
     }
 }
 
-/// The row index `idx[i, j, k]` for dst row `di`, if it lies within `a`.
+/// The row index `idx[i, j, k]` for dst row `di`, if it lies within `a`; an index outside is
+/// reported to `p` as a fault.
 ///
 /// # Safety
 /// `di` must index a row of dst, whose dims 1..4 are idx's shape.
-unsafe fn source_row(a: &TensorPtr, idx: &TensorPtr, di: [usize; MAX_DIMS - 1]) -> Option<usize> {
+unsafe fn source_row(
+    a: &TensorPtr,
+    idx: &TensorPtr,
+    di: [usize; MAX_DIMS - 1],
+    p: &Params,
+) -> Option<usize> {
     // SAFETY: forwarded from the caller.
     let row = unsafe {
         (idx.row([di[1], di[2], 0, 0]).add(di[0] * idx.nb[0]) as *const i32).read_unaligned()
     };
-    (row >= 0 && (row as i64) < a.ne[1]).then_some(row as usize)
+    let inside = row >= 0 && i64::from(row) < a.ne[1];
+    if !inside {
+        p.index_fault(1, [di[0], di[1], di[2]], row.into(), a.ne[1]);
+    }
+    inside.then_some(row as usize)
 }
 
 /// GET_ROWS from a quantized `a` into F32: each picked row is dequantized (an index outside
-/// `a` gives zeros, as for the plain kernel).
+/// `a` gives zeros and a fault, as for the plain kernel).
 pub(super) unsafe fn get_rows_dequantized(n: &NodePtrs, p: &Params) {
     let (d, a, idx) = (&n.dst, &n.src[0], &n.src[1]);
     let ne0 = d.ne[0] as usize;
@@ -101,7 +111,7 @@ pub(super) unsafe fn get_rows_dequantized(n: &NodePtrs, p: &Params) {
         let drow = d.row(di);
         // SAFETY: di indexes a dst row; the source row is range-checked; indices below ne0.
         unsafe {
-            match source_row(a, idx, di) {
+            match source_row(a, idx, di, p) {
                 Some(row) => dequantize_into(a, a.row([row, di[1], di[2], 0]), buf),
                 None => buf.fill(0.0),
             }

@@ -22,11 +22,12 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     Ok(Planned::new(set_rows, t.ne()[0] as usize * 4))
 }
 
-/// The index `c[i, j, k]`, if it lies in `0..n`.
+/// The index `c[i, j, k]`, if it lies in `0..n`; one outside is reported to `p` as a fault
+/// (by thread 0 alone: every thread reads every index).
 ///
 /// # Safety
 /// `(i, j, k)` must index an element of `c` (I32 or I64).
-unsafe fn index(c: &TensorPtr, i: usize, j: usize, k: usize, n: i64) -> Option<usize> {
+unsafe fn index(c: &TensorPtr, [i, j, k]: [usize; 3], n: i64, p: &Params) -> Option<usize> {
     let at = c.row([j, k, 0, 0]).wrapping_add(i * c.nb[0]);
     // SAFETY: forwarded from the caller.
     let v = unsafe {
@@ -36,7 +37,11 @@ unsafe fn index(c: &TensorPtr, i: usize, j: usize, k: usize, n: i64) -> Option<u
             i64::from((at as *const i32).read_unaligned())
         }
     };
-    (0..n).contains(&v).then_some(v as usize)
+    let inside = (0..n).contains(&v);
+    if !inside && p.ith == 0 {
+        p.index_fault(1, [i, j, k], v, n);
+    }
+    inside.then_some(v as usize)
 }
 
 /// Writes the rows of `b` into the destination rows this thread owns.
@@ -54,7 +59,7 @@ pub(super) unsafe fn set_rows(n: &NodePtrs, p: &Params) {
                 let (j, k) = (i2 % c.ne[1] as usize, i3 % c.ne[2] as usize);
                 for i in 0..b.ne[1] as usize {
                     // SAFETY: i < c.ne0 (= b.ne1), j < c.ne1, k < c.ne2.
-                    let Some(row) = (unsafe { index(c, i, j, k, d.ne[1]) }) else {
+                    let Some(row) = (unsafe { index(c, [i, j, k], d.ne[1], p) }) else {
                         continue;
                     };
                     if !mine.contains(&row) {

@@ -49,8 +49,8 @@ fn softplus(x: f32) -> f32 {
 }
 
 /// The selective scan, per head of this thread's share. States live in the result from the
-/// first token on: token 0 reads the initial state `s[ids[q]]` (zeros when the id is out of
-/// range), later tokens the result's own state, which each (head, dim, state) element updates
+/// first token on: token 0 reads the initial state `s[ids[q]]` (zeros and a fault when the id
+/// is out of range), later tokens the result's own state, which each (head, dim, state) element updates
 /// in place — no element is read after another thread could write it.
 unsafe fn ssm_scan(n: &NodePtrs, p: &Params) {
     let SsmScanParams { k } = n.params();
@@ -73,6 +73,9 @@ unsafe fn ssm_scan(n: &NodePtrs, p: &Params) {
             .ok()
             .filter(|&i| i < s0.ne[3] as usize)
             .map(|i| s0.data.wrapping_add(i * seq * 4) as *const u8);
+        if start.is_none() && p.ith == 0 {
+            p.index_fault(6, [q, 0, 0], id.into(), s0.ne[3]);
+        }
         let stp = states.wrapping_add(q * seq * 4);
         for t in 0..nt {
             for h in heads.clone() {

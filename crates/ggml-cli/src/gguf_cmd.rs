@@ -1,6 +1,7 @@
 //! `ggml gguf …`: GGUF file commands. `inspect FILE [--json]` prints the header, all metadata
 //! (long arrays and strings abbreviated in text, complete in JSON) and the tensors.
 
+use crate::rope_types::ROPE_TYPES;
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -126,8 +127,14 @@ const TOKEN_TYPES: [&str; 7] = [
 ];
 
 /// What a metadata value means, for the keys whose values are llama.cpp enums: the file type,
-/// the pooling and expert gating kinds, and the token types (counted by kind).
+/// the pooling and expert gating kinds, the token types (counted by kind), and for the
+/// architecture the rope type llama.cpp gives it.
 fn decode(key: &str, v: &Value) -> Option<String> {
+    if key == "general.architecture" {
+        let arch = v.as_string()?.as_str().ok()?;
+        let i = ROPE_TYPES.binary_search_by(|(a, _)| a.cmp(&arch)).ok()?;
+        return Some(format!("rope type {}", ROPE_TYPES[i].1));
+    }
     let name = |names: &[&str], offset: i128| {
         let i = v.as_integer()?;
         let n = usize::try_from(i + offset).ok().and_then(|i| names.get(i));

@@ -8,6 +8,7 @@ mod info;
 mod json;
 mod progress;
 mod quantize;
+mod rope_types;
 mod rpc_server;
 mod test_ops;
 mod tokenize;

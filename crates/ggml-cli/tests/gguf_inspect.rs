@@ -151,6 +151,7 @@ fn inspect_decodes_llama_cpp_enums() {
         "= 1  (mean)",
         "= 2  (sigmoid)",
         "(2 normal, 1 control, 3 byte, 1 unknown type)",
+        "= bert  (rope type neox)",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
@@ -172,7 +173,7 @@ fn inspect_decodes_llama_cpp_enums() {
     };
     assert_eq!(decoded("general.file_type"), "Q4_K - Medium");
     assert_eq!(decoded("bert.pooling_type"), "mean");
-    assert_eq!(decoded("general.architecture"), serde_json::Value::Null);
+    assert_eq!(decoded("general.architecture"), "rope type neox");
 
     // A directory, or a path that is not there, is explained.
     let o = ggml(&["gguf".as_ref(), "inspect".as_ref(), dir.as_os_str()]);

@@ -158,8 +158,10 @@ fn random_case(r: &mut Rng) -> (&'static str, f64, Case) {
             )
         }
         3 => {
-            // GET_ROWS: indices (some out of range) of a fitting shape (mostly), I32 (mostly).
-            let a_ne = dims(r, 4);
+            // GET_ROWS: indices of a fitting shape (mostly), I32 (mostly). (Out-of-range values fail
+            // the compute: `ops_rows.rs`; so `a` has rows to pick.)
+            let mut a_ne = dims(r, 4);
+            a_ne[1] = a_ne[1].max(1);
             let mut b_ne = dims(r, 3);
             if r.below(5) > 0 {
                 b_ne[1] = a_ne[2];
@@ -173,7 +175,7 @@ fn random_case(r: &mut Rng) -> (&'static str, f64, Case) {
                     let (a, ha) = input(ctx, ty, &a_ne, Layout::Contiguous, g, -1.0, 1.0)?;
                     let rows = a_ne[1];
                     let (b, hb) = input_with(ctx, idx_ty, &b_ne, Layout::Contiguous, |_| {
-                        g.range(-1, rows) as f64
+                        g.range(0, rows - 1) as f64
                     })?;
                     Ok((ctx.get_rows(&a, &b)?, reference::get_rows(&ha, &hb)))
                 }),

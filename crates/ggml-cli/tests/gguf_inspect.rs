@@ -151,7 +151,7 @@ fn inspect_decodes_llama_cpp_enums() {
         "= 1  (mean)",
         "= 2  (sigmoid)",
         "(2 normal, 1 control, 3 byte, 1 unknown type)",
-        "= bert  (rope type neox)",
+        "= \"bert\"  (rope type neox)",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }

@@ -26,6 +26,7 @@ mod device;
 mod event;
 pub(crate) mod job;
 mod load;
+mod meta;
 mod multi_buffer;
 mod registry;
 mod sched;
@@ -39,6 +40,9 @@ pub use job::PlacedGraph;
 pub use load::{
     build_id, build_id_c, load, load_all, load_all_from_path, loaded_libraries, unload,
     BackendEntry, BACKEND_API_VERSION,
+};
+pub use meta::{
+    meta_device, meta_devices, SplitAxis, SplitState, TensorInfo, META_MAX_DEVICES,
 };
 pub use multi_buffer::multi_buffer_alloc_buffer;
 pub use registry::{
@@ -73,7 +77,7 @@ pub fn tensor_get(t: &Tensor, out: &mut [u8], offset: usize) -> Result<()> {
 pub fn tensor_memset(t: &Tensor, value: u8, offset: usize, size: usize) -> Result<()> {
     t.check_range("tensor_memset", offset, size)?;
     let b = t.require_binding("tensor_memset")?;
-    b.buffer.host_fill(b.offset + offset, size, value)
+    b.buffer.host_fill(t, b.offset, offset, size, value)
 }
 
 /// Copies `src` into `dst` (same layout) synchronously, after the work queued on their buffers

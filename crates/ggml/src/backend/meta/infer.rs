@@ -292,6 +292,10 @@ pub(crate) fn infer(
         return Err(node.err("a split result needs a split operand"));
     };
     let xa = xs.dim().expect("a split state");
+    if t.ne()[axis] == x.ne()[xa] && xs.nr().first() == Some(&nr) {
+        // The same length along the axis: the operand's segments carry over as they are.
+        return Ok(SplitState::segments(axis, xs.ne(), xs.nr()));
+    }
     let div = x.ne()[xa] as i128 * nr as i128;
     let mut ne = Vec::with_capacity(n);
     for j in 0..n {

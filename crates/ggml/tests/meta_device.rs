@@ -481,3 +481,54 @@ fn raw_bytes_and_partial_reads() {
     assert_eq!(w.get_f32().unwrap(), vec![0.0; 16]);
     assert!(b.tensor_get_async(&w, 0, 16).and_then(|p| p.wait()).is_err());
 }
+
+#[test]
+fn graph_allocator_places_intermediates_and_graphs_run_again() {
+    // Weights in their own buffer; the graph's tensors placed by the graph allocator in a
+    // compute buffer of the meta device, with memory reuse; computed twice with new inputs.
+    let splits = [
+        ("w1", SplitState::axis(1)),
+        ("b1", SplitState::axis(0)),
+        ("w2", SplitState::axis(0)),
+    ];
+    let map: HashMap<String, SplitState> =
+        splits.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    let dev = backend::meta_device(&[cpu(), cpu()], move |info, _| {
+        map.get(&info.name).cloned().unwrap_or_else(SplitState::mirrored)
+    })
+    .unwrap();
+    let b = dev.init(None).unwrap();
+    b.set_n_threads(1).unwrap();
+    let wctx = Context::init(1 << 20, true).unwrap();
+    let mut weights = Vec::new();
+    let w1 = weight(&wctx, &mut weights, "w1", &[48, 64], 11);
+    let b1 = weight(&wctx, &mut weights, "b1", &[64], 12);
+    let w2 = weight(&wctx, &mut weights, "w2", &[64, 48], 13);
+    let b2 = weight(&wctx, &mut weights, "b2", &[48], 14);
+    let wbuf = backend::alloc_ctx_tensors(&wctx, &b).unwrap();
+    wbuf.set_usage(ggml::BufferUsage::Weights);
+    for (t, v) in &weights {
+        t.set_f32(v).unwrap();
+    }
+    let gctx = Context::init(1 << 20, true).unwrap();
+    let x = gctx.new_tensor_2d(Type::F32, 48, 5).unwrap();
+    x.set_name("x");
+    x.set_input();
+    let h = gctx.gelu(&gctx.add(&gctx.mul_mat(&w1, &x).unwrap(), &b1).unwrap()).unwrap();
+    let y = gctx.add(&gctx.mul_mat(&w2, &h).unwrap(), &b2).unwrap();
+    let y = gctx.scale(&y, 0.5).unwrap();
+    y.set_output();
+    let g = gctx.build_forward_expand(&y).unwrap();
+    let galloc = ggml::Gallocr::new(&dev.buffer_type()).unwrap();
+    galloc.alloc_graph(&g).unwrap();
+    for seed in [15, 16] {
+        let xv = values(48 * 5, seed);
+        x.set_f32(&xv).unwrap();
+        b.graph_compute(&g).unwrap();
+        let mut inputs = weights.clone();
+        inputs.push((x.clone(), xv));
+        let want: Vec<f64> = mlp_ref("gelu", &inputs).iter().map(|v| v * 0.5).collect();
+        let e = nmse(&y.get_f32().unwrap(), &want);
+        assert!(e <= 1e-12, "seed {seed}: NMSE {e}");
+    }
+}

@@ -476,10 +476,74 @@ fn raw_bytes_and_partial_reads() {
     assert!(backend::tensor_memset(&p, 1, 0, 4).is_err());
     backend::tensor_memset(&p, 0, 0, 16).unwrap();
     assert_eq!(p.get_f32().unwrap(), vec![0.0; 4]);
-    // Raw access to the buffer's bytes is refused; clearing all of it is not.
+    // The asynchronous transfers of the meta stream reach the tensor through its bytes.
+    b.tensor_set_async(&w, rows.clone(), 16).unwrap();
+    assert_eq!(b.tensor_get_async(&w, 16, 32).unwrap().wait().unwrap(), rows);
+    // Clearing the buffer clears every member's part.
     buf.clear(0).unwrap();
     assert_eq!(w.get_f32().unwrap(), vec![0.0; 16]);
-    assert!(b.tensor_get_async(&w, 0, 16).and_then(|p| p.wait()).is_err());
+}
+
+#[test]
+fn the_scheduler_runs_graphs_on_a_meta_backend() {
+    let map: HashMap<String, SplitState> = [
+        ("w1", SplitState::axis(1)),
+        ("b1", SplitState::axis(0)),
+        ("w2", SplitState::axis(0)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let dev = backend::meta_device(&[cpu(), cpu()], move |info, _| {
+        map.get(&info.name).cloned().unwrap_or_else(SplitState::mirrored)
+    })
+    .unwrap();
+    let two = dev.init(None).unwrap();
+    let wctx = Context::init(1 << 20, true).unwrap();
+    let mut weights = Vec::new();
+    let w1 = weight(&wctx, &mut weights, "w1", &[48, 64], 11);
+    let b1 = weight(&wctx, &mut weights, "b1", &[64], 12);
+    let w2 = weight(&wctx, &mut weights, "w2", &[64, 48], 13);
+    let b2 = weight(&wctx, &mut weights, "b2", &[48], 14);
+    let wbuf = backend::alloc_ctx_tensors(&wctx, &two).unwrap();
+    wbuf.set_usage(ggml::BufferUsage::Weights);
+    for (t, v) in &weights {
+        t.set_f32(v).unwrap();
+    }
+    let sched = backend::sched_new(std::slice::from_ref(&two), 256, false).unwrap();
+    for seed in [15, 16] {
+        let gctx = Context::init(1 << 20, true).unwrap();
+        let x = gctx.new_tensor_2d(Type::F32, 48, 5).unwrap();
+        x.set_name("x");
+        x.set_input();
+        let h = gctx.gelu(&gctx.add(&gctx.mul_mat(&w1, &x).unwrap(), &b1).unwrap()).unwrap();
+        let y = gctx.add(&gctx.mul_mat(&w2, &h).unwrap(), &b2).unwrap();
+        // A last op pinned to the CPU the scheduler appended: y is copied out of the meta
+        // device's buffer to it.
+        let out = gctx.scale(&y, 2.0).unwrap();
+        let g = gctx.build_forward_expand(&out).unwrap();
+        sched.reset();
+        let cpu_stream = sched.get_backend(1).unwrap();
+        sched.set_tensor_backend(&out, &cpu_stream).unwrap();
+        sched.alloc_graph(&g).unwrap();
+        let xv = values(48 * 5, seed);
+        x.set_f32(&xv).unwrap();
+        sched.graph_compute(&g).unwrap();
+        // Every node but the last runs on the meta backend: two splits.
+        for n in g.nodes() {
+            let want = if n == out { &cpu_stream } else { &two };
+            assert_eq!(sched.get_tensor_backend(&n).as_ref(), Some(want), "{:?}", n.name());
+        }
+        assert_eq!(sched.get_n_splits(), 2);
+        let mut inputs = weights.clone();
+        inputs.push((x.clone(), xv));
+        let want = mlp_ref("gelu", &inputs);
+        let e = nmse(&y.get_f32().unwrap(), &want);
+        assert!(e <= 1e-12, "seed {seed}: NMSE {e}");
+        let doubled: Vec<f64> = want.iter().map(|v| 2.0 * v).collect();
+        let e = nmse(&out.get_f32().unwrap(), &doubled);
+        assert!(e <= 1e-12, "seed {seed}: NMSE {e}");
+    }
 }
 
 #[test]

@@ -31,6 +31,11 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// The tensor, while it lives.
+    fn tensor(&self) -> Option<Tensor> {
+        self.tensor.upgrade().map(Tensor)
+    }
+
     pub(crate) fn is_partial(&self) -> bool {
         self.partial.load(Ordering::Acquire)
     }
@@ -198,10 +203,9 @@ impl Shared {
     }
 
     /// Host write of `data` into `t` from byte `offset`: scattered over the slices.
-    fn set(&self, t: &Tensor, offset: usize, data: &[u8]) -> Result<()> {
-        let e = self.entry(t)?;
+    fn set(&self, t: &Tensor, e: &Entry, offset: usize, data: &[u8]) -> Result<()> {
         let n = self.n();
-        match Shared::host_state(&e) {
+        match Shared::host_state(e) {
             SplitAxis::Mirrored => e.subs.iter().try_for_each(|s| s.set_bytes(data, offset)),
             SplitAxis::Partial => {
                 let values = f32_values(t, offset, data)?;
@@ -225,10 +229,9 @@ impl Shared {
 
     /// Host read of `t`'s bytes from `offset` into `out`: gathered from the slices; partial
     /// sums are added up.
-    fn get(&self, t: &Tensor, offset: usize, out: &mut [u8]) -> Result<()> {
-        let e = self.entry(t)?;
+    fn get(&self, t: &Tensor, e: &Entry, offset: usize, out: &mut [u8]) -> Result<()> {
         let n = self.n();
-        match Shared::host_state(&e) {
+        match Shared::host_state(e) {
             SplitAxis::Mirrored => e.subs[0].get_bytes(out, offset),
             SplitAxis::Partial => {
                 f32_values(t, offset, out)?;
@@ -261,9 +264,8 @@ impl Shared {
     }
 
     /// Sets `size` bytes of `t` from `offset` to `value` on every slice.
-    fn memset(&self, t: &Tensor, offset: usize, size: usize, value: u8) -> Result<()> {
-        let e = self.entry(t)?;
-        if Shared::host_state(&e) == SplitAxis::Partial && value != 0 {
+    fn memset(&self, t: &Tensor, e: &Entry, offset: usize, size: usize, value: u8) -> Result<()> {
+        if Shared::host_state(e) == SplitAxis::Partial && value != 0 {
             return Err(Error::invalid(format!(
                 "tensor_memset: tensor {:?} holds partial sums over meta device {}; only 0 \
                  can be set (asked for {value})",
@@ -341,15 +343,59 @@ pub(crate) struct MetaBuffer {
     pub(crate) shared: Arc<Shared>,
     parts: Vec<Buffer>,
     size: usize,
+    /// The tensors placed here, in the order they were: (offset, bytes, entry).
+    placed: Mutex<Placed>,
+}
+
+#[derive(Default)]
+struct Placed {
+    list: Vec<(usize, usize, Weak<Entry>)>,
+    swept: usize,
+}
+
+/// A tensor of a meta buffer found by where its bytes are, and the offset into it.
+struct Found {
+    t: Tensor,
+    e: Arc<Entry>,
+    offset: usize,
 }
 
 impl MetaBuffer {
-    fn raw(&self, what: &str) -> Error {
-        Error::unsupported(format!(
-            "{what}: a buffer of meta device {} keeps each tensor split over its members; \
-             read and write tensors (tensor_set / tensor_get), not raw bytes",
-            self.shared.name
-        ))
+    /// The tensor whose bytes `at..at + len` are: `t` itself when it has an entry, else the
+    /// tensor placed last over those bytes (a raw access, a copy between buffers, or a tensor
+    /// given the memory of another, as the scheduler does).
+    fn find(&self, t: Option<&Tensor>, at: usize, len: usize, what: &str) -> Result<Found> {
+        if let Some(t) = t {
+            if let Ok(e) = self.shared.entry(t) {
+                let offset = at - t.data_offset().unwrap_or(at);
+                return Ok(Found { t: t.clone(), e, offset });
+            }
+        }
+        let placed = lock(&self.placed);
+        let hit = placed.list.iter().rev().find_map(|(o, n, e)| {
+            if *o > at || at + len > o + n {
+                return None;
+            }
+            let e = e.upgrade()?;
+            let t = e.tensor()?;
+            Some(Found { t, e, offset: at - o })
+        });
+        hit.ok_or_else(|| {
+            Error::invalid(format!(
+                "{what}: no tensor of meta device {} holds bytes {at}..{} of this buffer",
+                self.shared.name,
+                at + len
+            ))
+        })
+    }
+
+    fn place(&self, offset: usize, e: &Arc<Entry>, nbytes: usize) {
+        let mut p = lock(&self.placed);
+        p.list.push((offset, nbytes, Arc::downgrade(e)));
+        if p.list.len() > 2 * p.swept + 64 {
+            p.list.retain(|(_, _, e)| e.strong_count() > 0);
+            p.swept = p.list.len();
+        }
     }
 }
 
@@ -370,20 +416,27 @@ unsafe impl BufferImpl for MetaBuffer {
     fn host_ptr(&self) -> Option<NonNull<u8>> {
         None
     }
-    unsafe fn write(&self, _offset: usize, _data: &[u8]) -> Result<()> {
-        Err(self.raw("write"))
+    unsafe fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        let f = self.find(None, offset, data.len(), "write")?;
+        self.shared.set(&f.t, &f.e, f.offset, data)
     }
-    unsafe fn read(&self, _offset: usize, _out: &mut [u8]) -> Result<()> {
-        Err(self.raw("read"))
+    unsafe fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        let f = self.find(None, offset, out.len(), "read")?;
+        self.shared.get(&f.t, &f.e, f.offset, out)
     }
     unsafe fn fill(&self, offset: usize, size: usize, value: u8) -> Result<()> {
-        if offset != 0 || size != self.size {
-            return Err(self.raw("fill"));
+        if offset == 0 && size == self.size {
+            return self.parts.iter().try_for_each(|p| p.clear(value));
         }
-        self.parts.iter().try_for_each(|p| p.clear(value))
+        let f = self.find(None, offset, size, "fill")?;
+        self.shared.memset(&f.t, &f.e, f.offset, size, value)
     }
     fn init_tensor(&self, t: &Tensor, offset: usize) -> Result<()> {
-        self.shared.build(t, Some(&self.parts), offset).map(drop)
+        let e = self.shared.build(t, Some(&self.parts), offset)?;
+        if t.view_src().is_none() {
+            self.place(offset, &e, t.nbytes());
+        }
+        Ok(())
     }
     fn reset(&self) {
         for p in &self.parts {
@@ -391,21 +444,24 @@ unsafe impl BufferImpl for MetaBuffer {
             let _ = p.reset();
         }
     }
-    unsafe fn set_tensor(&self, t: &Tensor, _at: usize, offset: usize, data: &[u8]) -> Result<()> {
-        self.shared.set(t, offset, data)
+    unsafe fn set_tensor(&self, t: &Tensor, at: usize, offset: usize, data: &[u8]) -> Result<()> {
+        let f = self.find(Some(t), at + offset, data.len(), "tensor_set")?;
+        self.shared.set(&f.t, &f.e, f.offset, data)
     }
-    unsafe fn get_tensor(&self, t: &Tensor, _at: usize, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.shared.get(t, offset, out)
+    unsafe fn get_tensor(&self, t: &Tensor, at: usize, offset: usize, out: &mut [u8]) -> Result<()> {
+        let f = self.find(Some(t), at + offset, out.len(), "tensor_get")?;
+        self.shared.get(&f.t, &f.e, f.offset, out)
     }
     unsafe fn memset_tensor(
         &self,
         t: &Tensor,
-        _at: usize,
+        at: usize,
         offset: usize,
         size: usize,
         value: u8,
     ) -> Result<()> {
-        self.shared.memset(t, offset, size, value)
+        let f = self.find(Some(t), at + offset, size, "tensor_memset")?;
+        self.shared.memset(&f.t, &f.e, f.offset, size, value)
     }
 }
 
@@ -435,6 +491,7 @@ impl BufferTypeImpl for MetaBufferType {
             shared: self.shared.clone(),
             parts,
             size,
+            placed: Mutex::new(Placed::default()),
         }))
     }
     fn alignment(&self) -> usize {

@@ -13,8 +13,10 @@
 //! Partial sums are carried through linear ops and combined only where an op needs whole
 //! values (GGML combines after every product that makes them, then delays some); a partial
 //! result nothing needs whole stays partial and a read sums it. Every member must get a
-//! non-empty slice. Raw byte access and the asynchronous transfers of a meta buffer are
-//! `Err`; tensors are read and written whole ([`crate::Tensor::set_bytes`] and the like).
+//! non-empty slice. A split tensor is read and written in whole slices of the dimensions above
+//! its split axis (GGML asserts the same). Bytes reached without their tensor (a copy between
+//! buffers, an asynchronous transfer, a tensor the scheduler gave another's memory) belong to
+//! the tensor placed over them last, so a meta backend works under the scheduler.
 
 mod backend;
 mod device;

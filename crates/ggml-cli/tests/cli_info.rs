@@ -86,7 +86,10 @@ fn info_lists_meta_devices() {
     assert!(out.contains("meta device 0: Meta(CPU,CPU)"), "{out}");
     assert!(out.contains("meta device 1: Meta(CPU)"), "{out}");
     assert!(out.contains("type: Meta"), "{out}");
-    assert!(out.contains("buffer type: Meta(CPU,CPU) (alignment 32"), "{out}");
+    assert!(
+        out.contains("buffer type: Meta(CPU,CPU) (alignment 32"),
+        "{out}"
+    );
     let (ok, _, err) = ggml(&["info", "--meta", "CPU,Nope"]);
     assert!(!ok);
     assert!(err.contains("no device named \"Nope\""), "{err}");

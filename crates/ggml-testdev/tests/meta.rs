@@ -28,12 +28,15 @@ fn mlp(b: &Backend) -> (Vec<f32>, Vec<f32>) {
         new("b2", &[16]),
         new("x", &[32, 5]),
     );
-    let h = ctx.relu(&ctx.add(&ctx.mul_mat(&w1, &x).unwrap(), &b1).unwrap()).unwrap();
+    let h = ctx
+        .relu(&ctx.add(&ctx.mul_mat(&w1, &x).unwrap(), &b1).unwrap())
+        .unwrap();
     let y = ctx.add(&ctx.mul_mat(&w2, &h).unwrap(), &b2).unwrap();
     let g = ctx.build_forward_expand(&y).unwrap();
     let _buf = backend::alloc_ctx_tensors(&ctx, b).unwrap();
     for (i, t) in [&w1, &b1, &w2, &b2, &x].into_iter().enumerate() {
-        t.set_f32(&input(t.nelements() as usize, i as u32 + 1)).unwrap();
+        t.set_f32(&input(t.nelements() as usize, i as u32 + 1))
+            .unwrap();
     }
     b.graph_compute(&g).unwrap();
     let read = |t: &Tensor| t.get_f32().unwrap();
@@ -50,7 +53,11 @@ fn split(info: &backend::TensorInfo, _n: usize) -> SplitState {
 }
 
 fn nmse(got: &[f32], want: &[f32]) -> f64 {
-    let err: f64 = got.iter().zip(want).map(|(g, w)| (*g as f64 - *w as f64).powi(2)).sum();
+    let err: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (*g as f64 - *w as f64).powi(2))
+        .sum();
     err / want.iter().map(|w| (*w as f64).powi(2)).sum::<f64>()
 }
 
@@ -65,14 +72,21 @@ fn check(members: &[Device]) {
 
 #[test]
 fn members_on_two_servers_all_reduce_by_butterfly() {
-    let (a, b) = (Server::start("meta-a").unwrap(), Server::start("meta-b").unwrap());
+    let (a, b) = (
+        Server::start("meta-a").unwrap(),
+        Server::start("meta-b").unwrap(),
+    );
     check(&[a.device("MetaA0"), b.device("MetaB0")]);
     // Each member computed the graph in two pieces around one add of the other's partial
     // sums, which crossed between the servers through the host (they share no memory): five
     // inputs and one partner's values written to each.
     for s in [&a, &b] {
         let c = s.counts();
-        assert_eq!((c.computes, c.writes, c.copies, c.all_reduces), (3, 6, 0, 0), "{c:?}");
+        assert_eq!(
+            (c.computes, c.writes, c.copies, c.all_reduces),
+            (3, 6, 0, 0),
+            "{c:?}"
+        );
     }
 }
 

@@ -32,7 +32,9 @@ fn time(be: &Backend, graph: &Graph) -> f64 {
 
 fn fill(t: &Tensor) {
     let n = t.nelements() as usize;
-    let v: Vec<f32> = (0..n).map(|i| ((i * 7919 % 2003) as f32 / 1001.5) - 1.0).collect();
+    let v: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919 % 2003) as f32 / 1001.5) - 1.0)
+        .collect();
     t.set_f32(&v).unwrap();
 }
 
@@ -71,7 +73,9 @@ fn mlp(ctx: &Context) -> (Tensor, f64) {
     let (w1, b1) = (new(ctx, "w1", &[d, f]), new(ctx, "b1", &[f]));
     let (w2, b2) = (new(ctx, "w2", &[f, d]), new(ctx, "b2", &[d]));
     let x = new(ctx, "x", &[d, t]);
-    let h = ctx.gelu(&ctx.add(&ctx.mul_mat(&w1, &x).unwrap(), &b1).unwrap()).unwrap();
+    let h = ctx
+        .gelu(&ctx.add(&ctx.mul_mat(&w1, &x).unwrap(), &b1).unwrap())
+        .unwrap();
     let y = ctx.add(&ctx.mul_mat(&w2, &h).unwrap(), &b2).unwrap();
     (y, 4.0 * (d * f * t) as f64)
 }
@@ -94,7 +98,10 @@ fn main() {
     let two = meta.init(None).unwrap();
     two.set_n_threads(1).unwrap();
     type Build = fn(&Context) -> (Tensor, f64);
-    let lines: [(&str, Build); 2] = [("matmul 4096x2048 x 32", matmul), ("mlp 1024-4096-1024 x 32", mlp)];
+    let lines: [(&str, Build); 2] = [
+        ("matmul 4096x2048 x 32", matmul),
+        ("mlp 1024-4096-1024 x 32", mlp),
+    ];
     for (name, build) in lines {
         let (s1, g1) = measure(&one, build);
         let (s2, g2) = measure(&two, build);

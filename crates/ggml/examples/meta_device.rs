@@ -37,7 +37,11 @@ fn main() -> ggml::Result<()> {
     let _buffer = backend::alloc_ctx_tensors(&ctx, &two)?; // one slice per device
     for (i, w) in [&w1, &b1, &w2, &b2, &x].into_iter().enumerate() {
         let n = w.nelements() as usize;
-        w.set_f32(&(0..n).map(|k| ((k * 31 + i * 7) % 17) as f32 / 17.0 - 0.5).collect::<Vec<_>>())?;
+        w.set_f32(
+            &(0..n)
+                .map(|k| ((k * 31 + i * 7) % 17) as f32 / 17.0 - 0.5)
+                .collect::<Vec<_>>(),
+        )?;
     }
     two.graph_compute(&graph)?;
     let split = y.get_f32()?; // gathered from the devices
@@ -69,7 +73,9 @@ fn main() -> ggml::Result<()> {
     println!("one CPU:       y[0..4] = {:?}", &whole[..4]);
     let scale = whole.iter().fold(0f32, |m, v| m.max(v.abs()));
     let rel = max_diff / scale;
-    println!("largest difference {rel:e} of the largest value (the second layer's sums are reordered)");
+    println!(
+        "largest difference {rel:e} of the largest value (the second layer's sums are reordered)"
+    );
     assert!(rel < 1e-5);
     Ok(())
 }

@@ -29,7 +29,11 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 
 fn nmse(got: &[f32], want: &[f64]) -> f64 {
     assert_eq!(got.len(), want.len());
-    let err: f64 = got.iter().zip(want).map(|(g, w)| (*g as f64 - w).powi(2)).sum();
+    let err: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (*g as f64 - w).powi(2))
+        .sum();
     let norm: f64 = want.iter().map(|w| w * w).sum();
     err / norm
 }
@@ -37,10 +41,14 @@ fn nmse(got: &[f32], want: &[f64]) -> f64 {
 /// A backend of `n` CPU members, each with one thread, splitting the named tensors as given
 /// (everything else mirrored).
 fn meta(n: usize, splits: &[(&str, SplitState)]) -> Backend {
-    let map: HashMap<String, SplitState> =
-        splits.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    let map: HashMap<String, SplitState> = splits
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
     let dev = backend::meta_device(&vec![cpu(); n], move |info: &TensorInfo, _| {
-        map.get(&info.name).cloned().unwrap_or_else(SplitState::mirrored)
+        map.get(&info.name)
+            .cloned()
+            .unwrap_or_else(SplitState::mirrored)
     })
     .unwrap();
     let b = dev.init(None).unwrap();
@@ -54,15 +62,21 @@ fn one() -> Backend {
     b
 }
 
+/// Leaves with the values they are filled with.
+type Inputs = Vec<(Tensor, Vec<f32>)>;
+
+/// A model function: builds a graph in a context, records its leaves, returns its outputs.
+type Build = dyn Fn(&Context, &mut Inputs) -> Vec<Tensor>;
+
 /// A graph built by a model function: its named inputs and outputs.
 struct Model {
     ctx: Context,
-    inputs: Vec<(Tensor, Vec<f32>)>,
+    inputs: Inputs,
     outputs: Vec<Tensor>,
 }
 
 /// `ctx.new_tensor` named `name`, filled from `seed` when the model is run.
-fn weight(ctx: &Context, inputs: &mut Vec<(Tensor, Vec<f32>)>, name: &str, ne: &[i64], seed: u64) -> Tensor {
+fn weight(ctx: &Context, inputs: &mut Inputs, name: &str, ne: &[i64], seed: u64) -> Tensor {
     let t = ctx.new_tensor(Type::F32, ne).unwrap();
     t.set_name(name);
     let n = ne.iter().product::<i64>() as usize;
@@ -71,7 +85,7 @@ fn weight(ctx: &Context, inputs: &mut Vec<(Tensor, Vec<f32>)>, name: &str, ne: &
 }
 
 /// Builds the model, allocates it on `b`, writes the inputs, computes, and reads the outputs.
-fn run(b: &Backend, build: &dyn Fn(&Context, &mut Vec<(Tensor, Vec<f32>)>) -> Vec<Tensor>) -> Vec<Vec<f32>> {
+fn run(b: &Backend, build: &Build) -> Vec<Vec<f32>> {
     let m = model(build);
     let g = m.ctx.new_graph().unwrap();
     for o in &m.outputs {
@@ -89,15 +103,19 @@ fn run(b: &Backend, build: &dyn Fn(&Context, &mut Vec<(Tensor, Vec<f32>)>) -> Ve
     m.outputs.iter().map(|o| o.get_f32().unwrap()).collect()
 }
 
-fn model(build: &dyn Fn(&Context, &mut Vec<(Tensor, Vec<f32>)>) -> Vec<Tensor>) -> Model {
+fn model(build: &Build) -> Model {
     let ctx = Context::init(1 << 22, true).unwrap();
     let mut inputs = Vec::new();
     let outputs = build(&ctx, &mut inputs);
-    Model { ctx, inputs, outputs }
+    Model {
+        ctx,
+        inputs,
+        outputs,
+    }
 }
 
 /// y = W x with W [k, n] and x [k, t].
-fn matmul(k: i64, n: i64, t: i64) -> impl Fn(&Context, &mut Vec<(Tensor, Vec<f32>)>) -> Vec<Tensor> {
+fn matmul(k: i64, n: i64, t: i64) -> impl Fn(&Context, &mut Inputs) -> Vec<Tensor> {
     move |ctx, inputs| {
         let w = weight(ctx, inputs, "w", &[k, n], 1);
         let x = weight(ctx, inputs, "x", &[k, t], 2);
@@ -110,7 +128,9 @@ fn matmul_ref(w: &[f32], x: &[f32], k: usize, n: usize, t: usize) -> Vec<f64> {
     let mut y = vec![0f64; n * t];
     for c in 0..t {
         for r in 0..n {
-            y[c * n + r] = (0..k).map(|i| w[r * k + i] as f64 * x[c * k + i] as f64).sum();
+            y[c * n + r] = (0..k)
+                .map(|i| w[r * k + i] as f64 * x[c * k + i] as f64)
+                .sum();
         }
     }
     y
@@ -124,7 +144,10 @@ fn rows_split_matmul_equals_one_device_bit_for_bit() {
         assert_eq!(got, want, "{n} members");
     }
     // Uneven sizes given explicitly.
-    let got = run(&meta(2, &[("w", SplitState::axis_sizes(1, &[10, 40]))]), &matmul(64, 50, 7));
+    let got = run(
+        &meta(2, &[("w", SplitState::axis_sizes(1, &[10, 40]))]),
+        &matmul(64, 50, 7),
+    );
     assert_eq!(got, want);
 }
 
@@ -135,7 +158,10 @@ fn columns_split_matmul_sums_partials_within_nmse() {
     let x = values((k * t) as usize, 2);
     let want = matmul_ref(&w, &x, k as usize, n as usize, t as usize);
     for members in [2, 3] {
-        let b = meta(members, &[("w", SplitState::axis(0)), ("x", SplitState::axis(0))]);
+        let b = meta(
+            members,
+            &[("w", SplitState::axis(0)), ("x", SplitState::axis(0))],
+        );
         let got = run(&b, &matmul(k, n, t));
         let e = nmse(&got[0], &want);
         assert!(e <= 1e-12, "{members} members: NMSE {e}");
@@ -150,7 +176,7 @@ fn mirrored_weights_give_the_one_device_result_bit_for_bit() {
 }
 
 /// A fused QKV product: W [d, 3d] in three segments, each halved; q, k and v are views.
-fn fused_qkv(ctx: &Context, inputs: &mut Vec<(Tensor, Vec<f32>)>) -> Vec<Tensor> {
+fn fused_qkv(ctx: &Context, inputs: &mut Inputs) -> Vec<Tensor> {
     let (d, t) = (24i64, 5i64);
     let w = weight(ctx, inputs, "wqkv", &[16, 3 * d], 3);
     let x = weight(ctx, inputs, "x", &[16, t], 4);
@@ -158,7 +184,9 @@ fn fused_qkv(ctx: &Context, inputs: &mut Vec<(Tensor, Vec<f32>)>) -> Vec<Tensor>
     let es = 4usize;
     (0..3)
         .map(|i| {
-            let v = ctx.view_2d(&qkv, d, t, qkv.nb()[1], i * d as usize * es).unwrap();
+            let v = ctx
+                .view_2d(&qkv, d, t, qkv.nb()[1], i * d as usize * es)
+                .unwrap();
             ctx.scale(&ctx.cont(&v).unwrap(), 1.0).unwrap()
         })
         .collect()
@@ -172,7 +200,13 @@ fn fused_qkv_segments_split_each_part() {
         assert_eq!(run(&b, &fused_qkv), want, "{n} members");
     }
     // The same split spelled out as GGML's per-segment, per-member lengths.
-    let b = meta(2, &[("wqkv", SplitState::segments(1, &[12, 12, 12, 12, 12, 12], &[1, 1, 1]))]);
+    let b = meta(
+        2,
+        &[(
+            "wqkv",
+            SplitState::segments(1, &[12, 12, 12, 12, 12, 12], &[1, 1, 1]),
+        )],
+    );
     assert_eq!(run(&b, &fused_qkv), want);
 }
 
@@ -188,7 +222,7 @@ fn segments_scatter_each_member_its_slice() {
 
 /// The second layer's product is split along its inner axis: partial sums, to which a
 /// partial bias is added (each member holds half of it).
-fn partial_bias(ctx: &Context, inputs: &mut Vec<(Tensor, Vec<f32>)>) -> Vec<Tensor> {
+fn partial_bias(ctx: &Context, inputs: &mut Inputs) -> Vec<Tensor> {
     let w = weight(ctx, inputs, "w", &[32, 8], 5);
     let x = weight(ctx, inputs, "x", &[32, 3], 6);
     let b = ctx.new_tensor_1d(Type::F32, 8).unwrap();
@@ -209,7 +243,11 @@ fn partial_weights_add_to_partial_results() {
     }
     let b = meta(
         2,
-        &[("w", SplitState::axis(0)), ("x", SplitState::axis(0)), ("b", SplitState::partial())],
+        &[
+            ("w", SplitState::axis(0)),
+            ("x", SplitState::axis(0)),
+            ("b", SplitState::partial()),
+        ],
     );
     let got = run(&b, &partial_bias);
     let e = nmse(&got[0], &want);
@@ -226,7 +264,7 @@ fn silu_ref(x: f64) -> f64 {
 
 /// A two-layer MLP: h = act(W1 x + b1), y = W2 h + b2; W1 split by rows, b1 with it, W2 by
 /// columns (so y is partial sums, combined before the bias).
-fn mlp(act: &'static str) -> impl Fn(&Context, &mut Vec<(Tensor, Vec<f32>)>) -> Vec<Tensor> {
+fn mlp(act: &'static str) -> impl Fn(&Context, &mut Inputs) -> Vec<Tensor> {
     move |ctx, inputs| {
         let (d, f, t) = (48, 64, 5);
         let w1 = weight(ctx, inputs, "w1", &[d, f], 11);
@@ -250,9 +288,15 @@ fn mlp_ref(act: &str, inputs: &[(Tensor, Vec<f32>)]) -> Vec<f64> {
     let mut h = vec![0f64; f * t];
     for c in 0..t {
         for r in 0..f {
-            let s: f64 = (0..d).map(|i| v(0)[r * d + i] as f64 * v(4)[c * d + i] as f64).sum();
+            let s: f64 = (0..d)
+                .map(|i| v(0)[r * d + i] as f64 * v(4)[c * d + i] as f64)
+                .sum();
             let s = (s as f32 + v(1)[r]) as f64;
-            h[c * f + r] = if act == "gelu" { gelu_ref(s) } else { silu_ref(s) };
+            h[c * f + r] = if act == "gelu" {
+                gelu_ref(s)
+            } else {
+                silu_ref(s)
+            };
         }
     }
     let mut y = vec![0f64; d * t];
@@ -270,14 +314,24 @@ fn two_layer_mlp_splits_rows_then_columns() {
     for act in ["gelu", "silu"] {
         let want = run(&one(), &mlp(act));
         let reference = mlp_ref(act, &model(&mlp(act)).inputs);
-        assert!(nmse(&want[1], &reference) <= 1e-12, "one device against f64");
+        assert!(
+            nmse(&want[1], &reference) <= 1e-12,
+            "one device against f64"
+        );
         for n in [2, 3, 4] {
             let b = meta(
                 n,
-                &[("w1", SplitState::axis(1)), ("b1", SplitState::axis(0)), ("w2", SplitState::axis(0))],
+                &[
+                    ("w1", SplitState::axis(1)),
+                    ("b1", SplitState::axis(0)),
+                    ("w2", SplitState::axis(0)),
+                ],
             );
             let got = run(&b, &mlp(act));
-            assert_eq!(got[0], want[0], "{act}, {n} members: the hidden layer, bit for bit");
+            assert_eq!(
+                got[0], want[0],
+                "{act}, {n} members: the hidden layer, bit for bit"
+            );
             let e = nmse(&got[1], &reference);
             assert!(e <= 1e-12, "{act}, {n} members: NMSE {e}");
         }
@@ -286,19 +340,24 @@ fn two_layer_mlp_splits_rows_then_columns() {
 
 /// Attention over `heads` heads of `hd` each: the Q, K, V projections split by rows (heads),
 /// the output projection by columns, and a residual connection after it.
-fn attention(ctx: &Context, inputs: &mut Vec<(Tensor, Vec<f32>)>) -> Vec<Tensor> {
+fn attention(ctx: &Context, inputs: &mut Inputs) -> Vec<Tensor> {
     let (hd, heads, t) = (8i64, 4i64, 6i64);
     let d = hd * heads;
     let x = weight(ctx, inputs, "x", &[d, t], 21);
     let mut proj = |name: &str, seed| {
         let w = weight(ctx, inputs, name, &[d, d], seed);
-        ctx.reshape_3d(&ctx.mul_mat(&w, &x).unwrap(), hd, heads, t).unwrap() // [hd, H, t]
+        ctx.reshape_3d(&ctx.mul_mat(&w, &x).unwrap(), hd, heads, t)
+            .unwrap() // [hd, H, t]
     };
     let q = ctx.permute(&proj("wq", 22), 0, 2, 1, 3).unwrap(); // [hd, t, H]
     let k = ctx.permute(&proj("wk", 23), 0, 2, 1, 3).unwrap();
-    let v = ctx.cont(&ctx.permute(&proj("wv", 24), 1, 2, 0, 3).unwrap()).unwrap(); // [t, hd, H]
+    let v = ctx
+        .cont(&ctx.permute(&proj("wv", 24), 1, 2, 0, 3).unwrap())
+        .unwrap(); // [t, hd, H]
     let kq = ctx.mul_mat(&k, &q).unwrap(); // [t_k, t_q, H]
-    let kq = ctx.soft_max(&ctx.scale(&kq, 1.0 / (hd as f32).sqrt()).unwrap()).unwrap();
+    let kq = ctx
+        .soft_max(&ctx.scale(&kq, 1.0 / (hd as f32).sqrt()).unwrap())
+        .unwrap();
     let kqv = ctx.mul_mat(&v, &kq).unwrap(); // [hd, t_q, H]
     let merged = ctx.cont(&ctx.permute(&kqv, 0, 2, 1, 3).unwrap()).unwrap(); // [hd, H, t]
     let merged = ctx.reshape_2d(&merged, d, t).unwrap();
@@ -315,7 +374,9 @@ fn attention_ref(inputs: &[(Tensor, Vec<f32>)]) -> Vec<f64> {
         let mut y = vec![0f64; d * t];
         for c in 0..t {
             for r in 0..d {
-                y[c * d + r] = (0..d).map(|i| w[r * d + i] as f64 * x[c * d + i] as f64).sum();
+                y[c * d + r] = (0..d)
+                    .map(|i| w[r * d + i] as f64 * x[c * d + i] as f64)
+                    .sum();
             }
         }
         y
@@ -326,7 +387,9 @@ fn attention_ref(inputs: &[(Tensor, Vec<f32>)]) -> Vec<f64> {
         for tq in 0..t {
             let at = |m: &[f64], tt: usize, i: usize| m[tt * d + h * hd + i];
             let scores: Vec<f64> = (0..t)
-                .map(|tk| (0..hd).map(|i| at(&k, tk, i) * at(&q, tq, i)).sum::<f64>() / (hd as f64).sqrt())
+                .map(|tk| {
+                    (0..hd).map(|i| at(&k, tk, i) * at(&q, tq, i)).sum::<f64>() / (hd as f64).sqrt()
+                })
                 .collect();
             let max = scores.iter().cloned().fold(f64::MIN, f64::max);
             let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
@@ -340,7 +403,9 @@ fn attention_ref(inputs: &[(Tensor, Vec<f32>)]) -> Vec<f64> {
     let mut out = vec![0f64; d * t];
     for c in 0..t {
         for r in 0..d {
-            let s: f64 = (0..d).map(|i| wo[r * d + i] as f64 * merged[c * d + i]).sum();
+            let s: f64 = (0..d)
+                .map(|i| wo[r * d + i] as f64 * merged[c * d + i])
+                .sum();
             out[c * d + r] = s + x[c * d + r] as f64;
         }
     }
@@ -351,15 +416,26 @@ fn attention_ref(inputs: &[(Tensor, Vec<f32>)]) -> Vec<f64> {
 fn attention_block_splits_heads() {
     let want = run(&one(), &attention);
     let reference = attention_ref(&model(&attention).inputs);
-    assert!(nmse(&want[1], &reference) <= 1e-12, "one device against f64");
+    assert!(
+        nmse(&want[1], &reference) <= 1e-12,
+        "one device against f64"
+    );
     for n in [2, 4] {
         let rows = SplitState::axis(1);
         let b = meta(
             n,
-            &[("wq", rows.clone()), ("wk", rows.clone()), ("wv", rows), ("wo", SplitState::axis(0))],
+            &[
+                ("wq", rows.clone()),
+                ("wk", rows.clone()),
+                ("wv", rows),
+                ("wo", SplitState::axis(0)),
+            ],
         );
         let got = run(&b, &attention);
-        assert_eq!(got[0], want[0], "{n} members: the heads' outputs, bit for bit");
+        assert_eq!(
+            got[0], want[0],
+            "{n} members: the heads' outputs, bit for bit"
+        );
         let e = nmse(&got[1], &reference);
         assert!(e <= 1e-12, "{n} members: NMSE {e}");
     }
@@ -372,10 +448,14 @@ fn the_device_describes_itself() {
     assert_eq!(dev.dev_type(), DeviceType::Meta);
     assert_eq!(dev.buffer_type().name(), "Meta(CPU,CPU)");
     assert!(!dev.buffer_type().is_host());
+    assert_eq!(dev.host_buffer_type(), cpu().host_buffer_type());
     let (_, cpu_total) = cpu().memory();
     assert_eq!(dev.memory().1, 2 * cpu_total);
     assert!(backend::meta_devices().contains(&dev));
-    assert!(!backend::devices().contains(&dev), "meta devices are not registered");
+    assert!(
+        !backend::devices().contains(&dev),
+        "meta devices are not registered"
+    );
     let b = dev.init(None).unwrap();
     assert_eq!(b.name(), "Meta(CPU,CPU)");
     assert_eq!(b.get_device(), dev);
@@ -387,7 +467,10 @@ fn bad_device_lists_are_errors() {
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     assert!(e.to_string().contains("devices is empty"), "{e}");
     let e = backend::meta_device(&vec![cpu(); 17], |_, _| SplitState::mirrored()).unwrap_err();
-    assert!(e.to_string().contains("17 devices") && e.to_string().contains("16"), "{e}");
+    assert!(
+        e.to_string().contains("17 devices") && e.to_string().contains("16"),
+        "{e}"
+    );
     assert!(backend::meta_device(&vec![cpu(); 16], |_, _| SplitState::mirrored()).is_ok());
     let inner = backend::meta_device(&[cpu()], |_, _| SplitState::mirrored()).unwrap();
     let e = backend::meta_device(&[inner], |_, _| SplitState::mirrored()).unwrap_err();
@@ -408,7 +491,10 @@ fn alloc_err(ne: &[i64], ty: Type, state: SplitState) -> String {
 #[test]
 fn split_functions_that_do_not_fit_the_tensor_are_errors() {
     let e = alloc_err(&[8, 6], Type::F32, SplitState::axis_sizes(1, &[2, 3]));
-    assert!(e.contains("\"w\"") && e.contains("sum to 5") && e.contains("has 6"), "{e}");
+    assert!(
+        e.contains("\"w\"") && e.contains("sum to 5") && e.contains("has 6"),
+        "{e}"
+    );
     let e = alloc_err(&[8, 6], Type::F32, SplitState::axis_sizes(1, &[2, 2, 2]));
     assert!(e.contains("3 lengths"), "{e}");
     let e = alloc_err(&[8, 6], Type::F32, SplitState::axis_sizes(1, &[6, 0]));
@@ -427,7 +513,11 @@ fn split_functions_that_do_not_fit_the_tensor_are_errors() {
 fn ops_without_a_split_for_their_operands_are_errors() {
     // A product of a column-split weight with a whole input has no split of its own.
     let dev = backend::meta_device(&[cpu(), cpu()], |info, _| {
-        if info.name == "w" { SplitState::axis(0) } else { SplitState::mirrored() }
+        if info.name == "w" {
+            SplitState::axis(0)
+        } else {
+            SplitState::mirrored()
+        }
     })
     .unwrap();
     let ctx = Context::init(1 << 16, true).unwrap();
@@ -438,7 +528,10 @@ fn ops_without_a_split_for_their_operands_are_errors() {
     y.set_name("y");
     let e = backend::alloc_ctx_tensors_from_buft(&ctx, &dev.buffer_type()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
-    assert!(e.to_string().contains("\"y\"") && e.to_string().contains("MUL_MAT"), "{e}");
+    assert!(
+        e.to_string().contains("\"y\"") && e.to_string().contains("MUL_MAT"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -454,7 +547,10 @@ fn split_states_report_their_parts() {
 
 #[test]
 fn raw_bytes_and_partial_reads() {
-    let b = meta(2, &[("w", SplitState::axis(0)), ("p", SplitState::partial())]);
+    let b = meta(
+        2,
+        &[("w", SplitState::axis(0)), ("p", SplitState::partial())],
+    );
     let ctx = Context::init(1 << 16, true).unwrap();
     let w = ctx.new_tensor_2d(Type::F32, 4, 4).unwrap();
     w.set_name("w");
@@ -478,7 +574,10 @@ fn raw_bytes_and_partial_reads() {
     assert_eq!(p.get_f32().unwrap(), vec![0.0; 4]);
     // The asynchronous transfers of the meta stream reach the tensor through its bytes.
     b.tensor_set_async(&w, rows.clone(), 16).unwrap();
-    assert_eq!(b.tensor_get_async(&w, 16, 32).unwrap().wait().unwrap(), rows);
+    assert_eq!(
+        b.tensor_get_async(&w, 16, 32).unwrap().wait().unwrap(),
+        rows
+    );
     // Clearing the buffer clears every member's part.
     buf.clear(0).unwrap();
     assert_eq!(w.get_f32().unwrap(), vec![0.0; 16]);
@@ -495,7 +594,9 @@ fn the_scheduler_runs_graphs_on_a_meta_backend() {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     let dev = backend::meta_device(&[cpu(), cpu()], move |info, _| {
-        map.get(&info.name).cloned().unwrap_or_else(SplitState::mirrored)
+        map.get(&info.name)
+            .cloned()
+            .unwrap_or_else(SplitState::mirrored)
     })
     .unwrap();
     let two = dev.init(None).unwrap();
@@ -516,7 +617,9 @@ fn the_scheduler_runs_graphs_on_a_meta_backend() {
         let x = gctx.new_tensor_2d(Type::F32, 48, 5).unwrap();
         x.set_name("x");
         x.set_input();
-        let h = gctx.gelu(&gctx.add(&gctx.mul_mat(&w1, &x).unwrap(), &b1).unwrap()).unwrap();
+        let h = gctx
+            .gelu(&gctx.add(&gctx.mul_mat(&w1, &x).unwrap(), &b1).unwrap())
+            .unwrap();
         let y = gctx.add(&gctx.mul_mat(&w2, &h).unwrap(), &b2).unwrap();
         // A last op pinned to the CPU the scheduler appended: y is copied out of the meta
         // device's buffer to it.
@@ -532,7 +635,12 @@ fn the_scheduler_runs_graphs_on_a_meta_backend() {
         // Every node but the last runs on the meta backend: two splits.
         for n in g.nodes() {
             let want = if n == out { &cpu_stream } else { &two };
-            assert_eq!(sched.get_tensor_backend(&n).as_ref(), Some(want), "{:?}", n.name());
+            assert_eq!(
+                sched.get_tensor_backend(&n).as_ref(),
+                Some(want),
+                "{:?}",
+                n.name()
+            );
         }
         assert_eq!(sched.get_n_splits(), 2);
         let mut inputs = weights.clone();
@@ -555,10 +663,14 @@ fn graph_allocator_places_intermediates_and_graphs_run_again() {
         ("b1", SplitState::axis(0)),
         ("w2", SplitState::axis(0)),
     ];
-    let map: HashMap<String, SplitState> =
-        splits.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    let map: HashMap<String, SplitState> = splits
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
     let dev = backend::meta_device(&[cpu(), cpu()], move |info, _| {
-        map.get(&info.name).cloned().unwrap_or_else(SplitState::mirrored)
+        map.get(&info.name)
+            .cloned()
+            .unwrap_or_else(SplitState::mirrored)
     })
     .unwrap();
     let b = dev.init(None).unwrap();
@@ -578,7 +690,9 @@ fn graph_allocator_places_intermediates_and_graphs_run_again() {
     let x = gctx.new_tensor_2d(Type::F32, 48, 5).unwrap();
     x.set_name("x");
     x.set_input();
-    let h = gctx.gelu(&gctx.add(&gctx.mul_mat(&w1, &x).unwrap(), &b1).unwrap()).unwrap();
+    let h = gctx
+        .gelu(&gctx.add(&gctx.mul_mat(&w1, &x).unwrap(), &b1).unwrap())
+        .unwrap();
     let y = gctx.add(&gctx.mul_mat(&w2, &h).unwrap(), &b2).unwrap();
     let y = gctx.scale(&y, 0.5).unwrap();
     y.set_output();

@@ -400,17 +400,33 @@ impl Buffer {
 
     /// Host write of `data` into `t` (placed at `at`) from byte `offset` of the tensor,
     /// ordered after queued work.
-    pub(crate) fn host_write(&self, t: &Tensor, at: usize, offset: usize, data: &[u8]) -> Result<()> {
+    pub(crate) fn host_write(
+        &self,
+        t: &Tensor,
+        at: usize,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<()> {
         self.check_bounds("tensor_set", at + offset, data.len())?;
         // SAFETY: in bounds (checked above); `with_idle` excludes every other access.
-        self.with_idle("tensor_set", |imp| unsafe { imp.set_tensor(t, at, offset, data) })
+        self.with_idle("tensor_set", |imp| unsafe {
+            imp.set_tensor(t, at, offset, data)
+        })
     }
 
     /// Host read of `t`'s bytes (placed at `at`) from byte `offset`, ordered after queued work.
-    pub(crate) fn host_read(&self, t: &Tensor, at: usize, offset: usize, out: &mut [u8]) -> Result<()> {
+    pub(crate) fn host_read(
+        &self,
+        t: &Tensor,
+        at: usize,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<()> {
         self.check_bounds("tensor_get", at + offset, out.len())?;
         // SAFETY: in bounds (checked above); `with_idle` excludes every other access.
-        self.with_idle("tensor_get", |imp| unsafe { imp.get_tensor(t, at, offset, out) })
+        self.with_idle("tensor_get", |imp| unsafe {
+            imp.get_tensor(t, at, offset, out)
+        })
     }
 
     /// Host fill of `size` bytes of `t` (placed at `at`) from byte `offset`, ordered after

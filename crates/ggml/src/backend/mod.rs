@@ -41,9 +41,7 @@ pub use load::{
     build_id, build_id_c, load, load_all, load_all_from_path, loaded_libraries, unload,
     BackendEntry, BACKEND_API_VERSION,
 };
-pub use meta::{
-    meta_device, meta_devices, SplitAxis, SplitState, TensorInfo, META_MAX_DEVICES,
-};
+pub use meta::{meta_device, meta_devices, SplitAxis, SplitState, TensorInfo, META_MAX_DEVICES};
 pub use multi_buffer::multi_buffer_alloc_buffer;
 pub use registry::{
     dev_by_name, dev_by_type, dev_count, dev_get, device_register, devices, init_best,

@@ -105,7 +105,13 @@ pub unsafe trait BufferImpl: AsAny + Send + Sync + 'static {
     ///
     /// # Safety
     /// As for [`BufferImpl::read`], with `at + offset + out.len() <= self.size()`.
-    unsafe fn get_tensor(&self, _t: &Tensor, at: usize, offset: usize, out: &mut [u8]) -> Result<()> {
+    unsafe fn get_tensor(
+        &self,
+        _t: &Tensor,
+        at: usize,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<()> {
         // SAFETY: forwarded from this method's contract.
         unsafe { self.read(at + offset, out) }
     }

@@ -126,7 +126,12 @@ impl MetaBackend {
         }
         // Hand the total back to the folded members.
         for j in p..n {
-            crate::backend::tensor_copy_async(&self.members[j - p], &self.members[j], &x[j - p], &x[j])?;
+            crate::backend::tensor_copy_async(
+                &self.members[j - p],
+                &self.members[j],
+                &x[j - p],
+                &x[j],
+            )?;
             self.order(j, j - p)?;
         }
         Ok(())
@@ -134,10 +139,20 @@ impl MetaBackend {
 
     /// Queues a copy of member `from`'s values into member `to`'s buffer for `step`, and
     /// returns the in-place add of them into `to`'s values.
-    fn push(&mut self, ctx: &crate::Context, x: &[Tensor], from: usize, to: usize, step: usize) -> Result<Tensor> {
+    fn push(
+        &mut self,
+        ctx: &crate::Context,
+        x: &[Tensor],
+        from: usize,
+        to: usize,
+        step: usize,
+    ) -> Result<Tensor> {
         let size = x[to].nbytes();
         let slot = &mut self.tmp[to][step];
-        if slot.as_ref().is_none_or(|b| b.get_size() < size || b.is_freed()) {
+        if slot
+            .as_ref()
+            .is_none_or(|b| b.get_size() < size || b.is_freed())
+        {
             *slot = Some(self.members[to].alloc_buffer(size)?);
         }
         let buf = slot.as_ref().expect("allocated above");

@@ -17,8 +17,8 @@ use super::infer::infer;
 use super::state::{SplitAxis, SplitState};
 use super::{SplitFn, TensorInfo};
 use crate::backend::traits::{BackendImpl, BufferImpl, BufferTypeImpl, DeviceImpl};
-use crate::backend::{Buffer, BufferType, DeviceCaps, DeviceType};
 use crate::backend::Device;
+use crate::backend::{Buffer, BufferType, DeviceCaps, DeviceType};
 
 /// One tensor of the meta device: its split state and its slice on every member.
 pub(crate) struct Entry {
@@ -105,7 +105,10 @@ impl Shared {
         let srcs: Vec<Option<Arc<Entry>>> = (0..t.n_src_slots())
             .map(|i| t.src(i).map(|s| self.entry(s)).transpose())
             .collect::<Result<_>>()?;
-        let root = t.view_src().map(|v| self.entry(v).map(|e| (v, e))).transpose()?;
+        let root = t
+            .view_src()
+            .map(|v| self.entry(v).map(|e| (v, e)))
+            .transpose()?;
         let state = match (&root, t.op()) {
             (Some((_, e)), Op::None) if e.state.split_axis() == SplitAxis::Partial => {
                 SplitState::partial()
@@ -368,7 +371,11 @@ impl MetaBuffer {
         if let Some(t) = t {
             if let Ok(e) = self.shared.entry(t) {
                 let offset = at - t.data_offset().unwrap_or(at);
-                return Ok(Found { t: t.clone(), e, offset });
+                return Ok(Found {
+                    t: t.clone(),
+                    e,
+                    offset,
+                });
             }
         }
         let placed = lock(&self.placed);
@@ -378,7 +385,11 @@ impl MetaBuffer {
             }
             let e = e.upgrade()?;
             let t = e.tensor()?;
-            Some(Found { t, e, offset: at - o })
+            Some(Found {
+                t,
+                e,
+                offset: at - o,
+            })
         });
         hit.ok_or_else(|| {
             Error::invalid(format!(
@@ -448,7 +459,13 @@ unsafe impl BufferImpl for MetaBuffer {
         let f = self.find(Some(t), at + offset, data.len(), "tensor_set")?;
         self.shared.set(&f.t, &f.e, f.offset, data)
     }
-    unsafe fn get_tensor(&self, t: &Tensor, at: usize, offset: usize, out: &mut [u8]) -> Result<()> {
+    unsafe fn get_tensor(
+        &self,
+        t: &Tensor,
+        at: usize,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<()> {
         let f = self.find(Some(t), at + offset, out.len(), "tensor_get")?;
         self.shared.get(&f.t, &f.e, f.offset, out)
     }
@@ -496,15 +513,21 @@ impl BufferTypeImpl for MetaBufferType {
     }
     fn alignment(&self) -> usize {
         let m = self.shared.members.iter();
-        m.map(|d| d.buffer_type().get_alignment()).max().unwrap_or(1)
+        m.map(|d| d.buffer_type().get_alignment())
+            .max()
+            .unwrap_or(1)
     }
     fn max_size(&self) -> usize {
         let m = self.shared.members.iter();
-        m.map(|d| d.buffer_type().get_max_size()).min().unwrap_or(usize::MAX)
+        m.map(|d| d.buffer_type().get_max_size())
+            .min()
+            .unwrap_or(usize::MAX)
     }
     fn alloc_size(&self, t: &Tensor) -> usize {
         let m = self.shared.members.iter();
-        m.map(|d| d.buffer_type().get_alloc_size(t)).max().unwrap_or(t.nbytes())
+        m.map(|d| d.buffer_type().get_alloc_size(t))
+            .max()
+            .unwrap_or(t.nbytes())
     }
 }
 
@@ -541,9 +564,8 @@ impl DeviceImpl for MetaDevice {
         DeviceType::Meta
     }
     fn caps(&self) -> DeviceCaps {
-        let all = |f: fn(&DeviceCaps) -> bool| {
-            self.shared.members.iter().all(|d| f(&d.get_props().caps))
-        };
+        let all =
+            |f: fn(&DeviceCaps) -> bool| self.shared.members.iter().all(|d| f(&d.get_props().caps));
         DeviceCaps {
             async_compute: all(|c| c.async_compute),
             ..DeviceCaps::default()
@@ -554,6 +576,12 @@ impl DeviceImpl for MetaDevice {
     }
     fn buffer_type(&self) -> BufferType {
         self.buft.clone()
+    }
+    /// The members' host buffer type when they all have the same one (as GGML).
+    fn host_buffer_type(&self) -> Option<BufferType> {
+        let mut types = self.shared.members.iter().map(Device::host_buffer_type);
+        let first = types.next()??;
+        types.all(|t| t.as_ref() == Some(&first)).then_some(first)
     }
     fn supports_op(&self, op: &Tensor) -> bool {
         self.shared.members.iter().all(|d| d.supports_op(op))

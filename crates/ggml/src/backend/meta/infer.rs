@@ -174,8 +174,8 @@ impl Node<'_> {
         }
         match s.dim() {
             None => Ok(Out::Whole),
-            Some(a) if !t.is_permuted() && !src.is_permuted() && a + 1 < MAX_DIMS => (0
-                ..MAX_DIMS - 1)
+            Some(a) if !t.is_permuted() && !src.is_permuted() && a + 1 < MAX_DIMS => (0..MAX_DIMS
+                - 1)
                 .find(|&d| nb[d + 1] == snb[a + 1])
                 .map(|d| Out::Axis(d, 1))
                 .ok_or_else(|| self.err("the view cuts through the split")),

@@ -128,7 +128,12 @@ pub(crate) fn plan(shared: &Shared, nodes: &[Tensor], entries: &[Arc<Entry>]) ->
 
 /// The node whose memory holds `t`'s partial sums: `t` itself, or for a view the node it views
 /// (views of a partial result are combined by combining that result).
-fn owner(nodes: &[Tensor], index: &HashMap<u64, usize>, t: &Tensor, partial: &[bool]) -> Result<usize> {
+fn owner(
+    nodes: &[Tensor],
+    index: &HashMap<u64, usize>,
+    t: &Tensor,
+    partial: &[bool],
+) -> Result<usize> {
     let mut cur = t.clone();
     loop {
         let Some(&k) = index.get(&cur.id()) else {

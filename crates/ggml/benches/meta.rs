@@ -4,31 +4,15 @@
 //! each and the ratio (close to 2 on a machine with two free cores). Run with
 //! `cargo bench -p ggml --bench meta`.
 
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Duration;
 
 use ggml::backend::{self, SplitState, TensorInfo};
-use ggml::{Backend, Context, DeviceType, Graph, Tensor, Type};
+use ggml::{Backend, Context, DeviceType, Tensor, Type};
 
 /// Minimum measuring time per line and backend.
 const TARGET: Duration = Duration::from_millis(1500);
-
-/// Seconds per run of `graph`: median of repeated runs after one warm-up.
-fn time(be: &Backend, graph: &Graph) -> f64 {
-    be.graph_compute(graph).unwrap();
-    let t0 = Instant::now();
-    be.graph_compute(graph).unwrap();
-    let once = t0.elapsed().as_secs_f64().max(1e-7);
-    let reps = ((TARGET.as_secs_f64() / once) as usize).clamp(5, 500);
-    let mut times: Vec<f64> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            be.graph_compute(graph).unwrap();
-            t.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[reps / 2]
-}
 
 fn fill(t: &Tensor) {
     let n = t.nelements() as usize;
@@ -49,7 +33,7 @@ fn measure(be: &Backend, build: fn(&Context) -> (Tensor, f64)) -> (f64, f64) {
             fill(&t);
         }
     }
-    let s = time(be, &g);
+    let s = common::time(be, &g, TARGET);
     (s, flops / s / 1e9)
 }
 

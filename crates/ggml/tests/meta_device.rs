@@ -38,20 +38,24 @@ fn nmse(got: &[f32], want: &[f64]) -> f64 {
     err / norm
 }
 
-/// A backend of `n` CPU members, each with one thread, splitting the named tensors as given
-/// (everything else mirrored).
-fn meta(n: usize, splits: &[(&str, SplitState)]) -> Backend {
+/// A meta device of `n` CPU members splitting the named tensors as given (everything else
+/// mirrored).
+fn meta_dev(n: usize, splits: &[(&str, SplitState)]) -> Device {
     let map: HashMap<String, SplitState> = splits
         .iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
         .collect();
-    let dev = backend::meta_device(&vec![cpu(); n], move |info: &TensorInfo, _| {
+    backend::meta_device(&vec![cpu(); n], move |info: &TensorInfo, _| {
         map.get(&info.name)
             .cloned()
             .unwrap_or_else(SplitState::mirrored)
     })
-    .unwrap();
-    let b = dev.init(None).unwrap();
+    .unwrap()
+}
+
+/// A backend of [`meta_dev`], each member with one thread.
+fn meta(n: usize, splits: &[(&str, SplitState)]) -> Backend {
+    let b = meta_dev(n, splits).init(None).unwrap();
     b.set_n_threads(1).unwrap();
     b
 }
@@ -319,14 +323,7 @@ fn two_layer_mlp_splits_rows_then_columns() {
             "one device against f64"
         );
         for n in [2, 3, 4] {
-            let b = meta(
-                n,
-                &[
-                    ("w1", SplitState::axis(1)),
-                    ("b1", SplitState::axis(0)),
-                    ("w2", SplitState::axis(0)),
-                ],
-            );
+            let b = meta(n, &mlp_splits());
             let got = run(&b, &mlp(act));
             assert_eq!(
                 got[0], want[0],
@@ -583,44 +580,77 @@ fn raw_bytes_and_partial_reads() {
     assert_eq!(w.get_f32().unwrap(), vec![0.0; 16]);
 }
 
-#[test]
-fn the_scheduler_runs_graphs_on_a_meta_backend() {
-    let map: HashMap<String, SplitState> = [
+/// The MLP's split: the first layer by rows (its bias with it), the second by columns.
+fn mlp_splits() -> [(&'static str, SplitState); 3] {
+    [
         ("w1", SplitState::axis(1)),
         ("b1", SplitState::axis(0)),
         ("w2", SplitState::axis(0)),
     ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let dev = backend::meta_device(&[cpu(), cpu()], move |info, _| {
-        map.get(&info.name)
-            .cloned()
-            .unwrap_or_else(SplitState::mirrored)
-    })
-    .unwrap();
-    let two = dev.init(None).unwrap();
-    let wctx = Context::init(1 << 20, true).unwrap();
-    let mut weights = Vec::new();
-    let w1 = weight(&wctx, &mut weights, "w1", &[48, 64], 11);
-    let b1 = weight(&wctx, &mut weights, "b1", &[64], 12);
-    let w2 = weight(&wctx, &mut weights, "w2", &[64, 48], 13);
-    let b2 = weight(&wctx, &mut weights, "b2", &[48], 14);
-    let wbuf = backend::alloc_ctx_tensors(&wctx, &two).unwrap();
-    wbuf.set_usage(ggml::BufferUsage::Weights);
-    for (t, v) in &weights {
+}
+
+/// The MLP's weights in a buffer of their own on `b`, filled.
+struct MlpWeights {
+    _ctx: Context,
+    _buf: ggml::Buffer,
+    w: [Tensor; 4],
+    inputs: Inputs,
+}
+
+fn mlp_weights(b: &Backend) -> MlpWeights {
+    let ctx = Context::init(1 << 20, true).unwrap();
+    let mut inputs = Vec::new();
+    let w = [
+        weight(&ctx, &mut inputs, "w1", &[48, 64], 11),
+        weight(&ctx, &mut inputs, "b1", &[64], 12),
+        weight(&ctx, &mut inputs, "w2", &[64, 48], 13),
+        weight(&ctx, &mut inputs, "b2", &[48], 14),
+    ];
+    let buf = backend::alloc_ctx_tensors(&ctx, b).unwrap();
+    buf.set_usage(ggml::BufferUsage::Weights);
+    for (t, v) in &inputs {
         t.set_f32(v).unwrap();
     }
+    MlpWeights {
+        _ctx: ctx,
+        _buf: buf,
+        w,
+        inputs,
+    }
+}
+
+impl MlpWeights {
+    /// x (an input [48, 5]) and y = W2 gelu(W1 x + b1) + b2, built in `ctx`.
+    fn layers(&self, ctx: &Context) -> (Tensor, Tensor) {
+        let [w1, b1, w2, b2] = &self.w;
+        let x = ctx.new_tensor_2d(Type::F32, 48, 5).unwrap();
+        x.set_name("x");
+        x.set_input();
+        let h = ctx
+            .gelu(&ctx.add(&ctx.mul_mat(w1, &x).unwrap(), b1).unwrap())
+            .unwrap();
+        (
+            x.clone(),
+            ctx.add(&ctx.mul_mat(w2, &h).unwrap(), b2).unwrap(),
+        )
+    }
+
+    /// The f64 result for input values `xv`.
+    fn reference(&self, x: &Tensor, xv: Vec<f32>) -> Vec<f64> {
+        let mut inputs = self.inputs.clone();
+        inputs.push((x.clone(), xv));
+        mlp_ref("gelu", &inputs)
+    }
+}
+
+#[test]
+fn the_scheduler_runs_graphs_on_a_meta_backend() {
+    let two = meta_dev(2, &mlp_splits()).init(None).unwrap();
+    let weights = mlp_weights(&two);
     let sched = backend::sched_new(std::slice::from_ref(&two), 256, false).unwrap();
     for seed in [15, 16] {
         let gctx = Context::init(1 << 20, true).unwrap();
-        let x = gctx.new_tensor_2d(Type::F32, 48, 5).unwrap();
-        x.set_name("x");
-        x.set_input();
-        let h = gctx
-            .gelu(&gctx.add(&gctx.mul_mat(&w1, &x).unwrap(), &b1).unwrap())
-            .unwrap();
-        let y = gctx.add(&gctx.mul_mat(&w2, &h).unwrap(), &b2).unwrap();
+        let (x, y) = weights.layers(&gctx);
         // A last op pinned to the CPU the scheduler appended: y is copied out of the meta
         // device's buffer to it.
         let out = gctx.scale(&y, 2.0).unwrap();
@@ -643,9 +673,7 @@ fn the_scheduler_runs_graphs_on_a_meta_backend() {
             );
         }
         assert_eq!(sched.get_n_splits(), 2);
-        let mut inputs = weights.clone();
-        inputs.push((x.clone(), xv));
-        let want = mlp_ref("gelu", &inputs);
+        let want = weights.reference(&x, xv);
         let e = nmse(&y.get_f32().unwrap(), &want);
         assert!(e <= 1e-12, "seed {seed}: NMSE {e}");
         let doubled: Vec<f64> = want.iter().map(|v| 2.0 * v).collect();
@@ -658,42 +686,12 @@ fn the_scheduler_runs_graphs_on_a_meta_backend() {
 fn graph_allocator_places_intermediates_and_graphs_run_again() {
     // Weights in their own buffer; the graph's tensors placed by the graph allocator in a
     // compute buffer of the meta device, with memory reuse; computed twice with new inputs.
-    let splits = [
-        ("w1", SplitState::axis(1)),
-        ("b1", SplitState::axis(0)),
-        ("w2", SplitState::axis(0)),
-    ];
-    let map: HashMap<String, SplitState> = splits
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect();
-    let dev = backend::meta_device(&[cpu(), cpu()], move |info, _| {
-        map.get(&info.name)
-            .cloned()
-            .unwrap_or_else(SplitState::mirrored)
-    })
-    .unwrap();
+    let dev = meta_dev(2, &mlp_splits());
     let b = dev.init(None).unwrap();
     b.set_n_threads(1).unwrap();
-    let wctx = Context::init(1 << 20, true).unwrap();
-    let mut weights = Vec::new();
-    let w1 = weight(&wctx, &mut weights, "w1", &[48, 64], 11);
-    let b1 = weight(&wctx, &mut weights, "b1", &[64], 12);
-    let w2 = weight(&wctx, &mut weights, "w2", &[64, 48], 13);
-    let b2 = weight(&wctx, &mut weights, "b2", &[48], 14);
-    let wbuf = backend::alloc_ctx_tensors(&wctx, &b).unwrap();
-    wbuf.set_usage(ggml::BufferUsage::Weights);
-    for (t, v) in &weights {
-        t.set_f32(v).unwrap();
-    }
+    let weights = mlp_weights(&b);
     let gctx = Context::init(1 << 20, true).unwrap();
-    let x = gctx.new_tensor_2d(Type::F32, 48, 5).unwrap();
-    x.set_name("x");
-    x.set_input();
-    let h = gctx
-        .gelu(&gctx.add(&gctx.mul_mat(&w1, &x).unwrap(), &b1).unwrap())
-        .unwrap();
-    let y = gctx.add(&gctx.mul_mat(&w2, &h).unwrap(), &b2).unwrap();
+    let (x, y) = weights.layers(&gctx);
     let y = gctx.scale(&y, 0.5).unwrap();
     y.set_output();
     let g = gctx.build_forward_expand(&y).unwrap();
@@ -703,9 +701,7 @@ fn graph_allocator_places_intermediates_and_graphs_run_again() {
         let xv = values(48 * 5, seed);
         x.set_f32(&xv).unwrap();
         b.graph_compute(&g).unwrap();
-        let mut inputs = weights.clone();
-        inputs.push((x.clone(), xv));
-        let want: Vec<f64> = mlp_ref("gelu", &inputs).iter().map(|v| v * 0.5).collect();
+        let want: Vec<f64> = weights.reference(&x, xv).iter().map(|v| v * 0.5).collect();
         let e = nmse(&y.get_f32().unwrap(), &want);
         assert!(e <= 1e-12, "seed {seed}: NMSE {e}");
     }

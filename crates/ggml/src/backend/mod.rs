@@ -17,6 +17,10 @@
 //! that can copy directly ([`BufferImpl::cpy_tensor`], [`BackendImpl::cpy_tensor_async`]) do
 //! not go through host memory. The crate `ggml-testdev` is such a device, written only
 //! against these traits.
+//!
+//! [`meta_device`] makes one device over several for tensor parallelism: each tensor is split
+//! over the members by its [`SplitState`], and a graph runs on all of them at once, with
+//! all-reduces where partial sums must be combined.
 
 #[macro_use]
 mod handle;

@@ -706,3 +706,59 @@ fn graph_allocator_places_intermediates_and_graphs_run_again() {
         assert!(e <= 1e-12, "seed {seed}: NMSE {e}");
     }
 }
+
+/// A product split along its inner axis, carried through linear ops (a reshape, a scale and a
+/// subtraction of partial sums) before a soft-max needs the totals.
+fn linear_then_softmax(ctx: &Context, inputs: &mut Inputs) -> Vec<Tensor> {
+    let w = weight(ctx, inputs, "w", &[32, 12], 31);
+    let x = weight(ctx, inputs, "x", &[32, 4], 32);
+    let v = weight(ctx, inputs, "v", &[32, 12], 33);
+    let y = ctx.reshape_3d(&ctx.mul_mat(&w, &x).unwrap(), 6, 2, 4).unwrap();
+    let z = ctx.reshape_3d(&ctx.mul_mat(&v, &x).unwrap(), 6, 2, 4).unwrap();
+    let d = ctx.sub(&ctx.scale(&y, 0.5).unwrap(), &z).unwrap();
+    vec![d.clone(), ctx.soft_max(&d).unwrap()]
+}
+
+#[test]
+fn partial_sums_flow_through_linear_ops() {
+    let want = run(&one(), &linear_then_softmax);
+    let m = model(&linear_then_softmax);
+    let (w, x, v) = (&m.inputs[0].1, &m.inputs[1].1, &m.inputs[2].1);
+    let (y, z) = (matmul_ref(w, x, 32, 12, 4), matmul_ref(v, x, 32, 12, 4));
+    let d: Vec<f64> = y.iter().zip(&z).map(|(a, b)| 0.5 * a - b).collect();
+    let soft: Vec<f64> = d
+        .chunks(6)
+        .flat_map(|row| {
+            let max = row.iter().cloned().fold(f64::MIN, f64::max);
+            let e: Vec<f64> = row.iter().map(|r| (r - max).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            e.into_iter().map(move |v| v / sum)
+        })
+        .collect();
+    assert!(nmse(&want[1], &soft) <= 1e-12);
+    let split = [
+        ("w", SplitState::axis(0)),
+        ("x", SplitState::axis(0)),
+        ("v", SplitState::axis(0)),
+    ];
+    for n in [2, 3] {
+        let got = run(&meta(n, &split), &linear_then_softmax);
+        let e = (nmse(&got[0], &d), nmse(&got[1], &soft));
+        assert!(e.0 <= 1e-12 && e.1 <= 1e-12, "{n} members: NMSE {e:?}");
+    }
+}
+
+#[test]
+fn a_partial_weight_an_op_needs_whole_is_an_error() {
+    let b = meta(2, &[("p", SplitState::partial())]);
+    let ctx = Context::init(1 << 20, true).unwrap();
+    let p = ctx.new_tensor_2d(Type::F32, 4, 2).unwrap();
+    p.set_name("p");
+    let s = ctx.soft_max(&p).unwrap();
+    let g = ctx.build_forward_expand(&s).unwrap();
+    let _buf = backend::alloc_ctx_tensors(&ctx, &b).unwrap();
+    p.set_f32(&[0.5; 8]).unwrap();
+    let e = b.graph_compute(&g).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("\"p\"") && e.to_string().contains("partial"), "{e}");
+}

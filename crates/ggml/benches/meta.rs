@@ -22,8 +22,9 @@ fn fill(t: &Tensor) {
     t.set_f32(&v).unwrap();
 }
 
-/// Builds a graph on `be`, fills its leaves, and times it. Returns (seconds, GFLOP/s).
-fn measure(be: &Backend, build: fn(&Context) -> (Tensor, f64)) -> (f64, f64) {
+/// Builds a graph on `be`, fills its leaves, and times it. Returns (seconds per run, GFLOP/s,
+/// cores kept busy while timing: CPU seconds per wall second).
+fn measure(be: &Backend, build: fn(&Context) -> (Tensor, f64)) -> (f64, f64, f64) {
     let ctx = Context::init(1 << 20, true).unwrap();
     let (out, flops) = build(&ctx);
     let g = ctx.build_forward_expand(&out).unwrap();
@@ -33,8 +34,12 @@ fn measure(be: &Backend, build: fn(&Context) -> (Tensor, f64)) -> (f64, f64) {
             fill(&t);
         }
     }
+    let (cpu0, t0) = (common::cpu_seconds(), std::time::Instant::now());
     let s = common::time(be, &g, TARGET);
-    (s, flops / s / 1e9)
+    let busy = common::cpu_seconds()
+        .zip(cpu0)
+        .map(|(c1, c0)| (c1 - c0) / t0.elapsed().as_secs_f64());
+    (s, flops / s / 1e9, busy.unwrap_or(f64::NAN))
 }
 
 fn new(ctx: &Context, name: &str, ne: &[i64]) -> Tensor {
@@ -87,10 +92,11 @@ fn main() {
         ("mlp 1024-4096-1024 x 32", mlp),
     ];
     for (name, build) in lines {
-        let (s1, g1) = measure(&one, build);
-        let (s2, g2) = measure(&two, build);
+        let (s1, g1, c1) = measure(&one, build);
+        let (s2, g2, c2) = measure(&two, build);
         println!(
-            "{name:<26} 1 CPU: {:8.3} ms ({g1:6.1} GFLOP/s)   Meta(CPU,CPU): {:8.3} ms ({g2:6.1} GFLOP/s)   speed-up {:.2}x",
+            "{name:<24} 1 CPU: {:8.3} ms {g1:6.1} GFLOP/s ({c1:.2} cores busy)   \
+             Meta(CPU,CPU): {:8.3} ms {g2:6.1} GFLOP/s ({c2:.2} cores busy)   speed-up {:.2}x",
             s1 * 1e3,
             s2 * 1e3,
             s1 / s2

@@ -713,8 +713,12 @@ fn linear_then_softmax(ctx: &Context, inputs: &mut Inputs) -> Vec<Tensor> {
     let w = weight(ctx, inputs, "w", &[32, 12], 31);
     let x = weight(ctx, inputs, "x", &[32, 4], 32);
     let v = weight(ctx, inputs, "v", &[32, 12], 33);
-    let y = ctx.reshape_3d(&ctx.mul_mat(&w, &x).unwrap(), 6, 2, 4).unwrap();
-    let z = ctx.reshape_3d(&ctx.mul_mat(&v, &x).unwrap(), 6, 2, 4).unwrap();
+    let y = ctx
+        .reshape_3d(&ctx.mul_mat(&w, &x).unwrap(), 6, 2, 4)
+        .unwrap();
+    let z = ctx
+        .reshape_3d(&ctx.mul_mat(&v, &x).unwrap(), 6, 2, 4)
+        .unwrap();
     let d = ctx.sub(&ctx.scale(&y, 0.5).unwrap(), &z).unwrap();
     vec![d.clone(), ctx.soft_max(&d).unwrap()]
 }
@@ -760,5 +764,8 @@ fn a_partial_weight_an_op_needs_whole_is_an_error() {
     p.set_f32(&[0.5; 8]).unwrap();
     let e = b.graph_compute(&g).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
-    assert!(e.to_string().contains("\"p\"") && e.to_string().contains("partial"), "{e}");
+    assert!(
+        e.to_string().contains("\"p\"") && e.to_string().contains("partial"),
+        "{e}"
+    );
 }

@@ -22,14 +22,3 @@ pub fn time(be: &Backend, graph: &Graph, target: Duration) -> f64 {
     times.sort_by(f64::total_cmp);
     times[reps / 2]
 }
-
-/// Seconds of CPU this process has used so far (user and system, from `/proc/self/stat` at
-/// Linux's 100 ticks per second); `None` where that file is missing.
-pub fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which may hold spaces) in parentheses.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-    Some(ticks / 100.0)
-}

@@ -75,3 +75,26 @@ fn info_lists_loaded_libraries() {
         "{err}"
     );
 }
+
+#[test]
+fn info_lists_meta_devices() {
+    let (ok, out, _) = ggml(&["info"]);
+    assert!(ok);
+    assert!(out.contains("meta devices: none"), "{out}");
+    let (ok, out, err) = ggml(&["info", "--meta", "CPU,CPU", "--meta", "cpu"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("meta device 0: Meta(CPU,CPU)"), "{out}");
+    assert!(out.contains("meta device 1: Meta(CPU)"), "{out}");
+    assert!(out.contains("type: Meta"), "{out}");
+    assert!(
+        out.contains("buffer type: Meta(CPU,CPU) (alignment 32"),
+        "{out}"
+    );
+    let (ok, _, err) = ggml(&["info", "--meta", "CPU,Nope"]);
+    assert!(!ok);
+    assert!(err.contains("no device named \"Nope\""), "{err}");
+    let many = vec!["CPU"; 17].join(",");
+    let (ok, _, err) = ggml(&["info", "--meta", &many]);
+    assert!(!ok);
+    assert!(err.contains("at most 16"), "{err}");
+}

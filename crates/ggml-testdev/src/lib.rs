@@ -85,6 +85,8 @@ pub struct Counts {
     pub syncs: usize,
     /// Event waits that the server's order satisfied without blocking a stream.
     pub native_waits: usize,
+    /// All-reduces done by a device of [`Server::device_with_all_reduce`].
+    pub all_reduces: usize,
 }
 
 #[derive(Default)]
@@ -99,6 +101,7 @@ struct Counters {
     marks: AtomicUsize,
     syncs: AtomicUsize,
     native_waits: AtomicUsize,
+    all_reduces: AtomicUsize,
 }
 
 fn bump(c: &AtomicUsize) {
@@ -119,6 +122,7 @@ impl Counters {
             marks: g(&self.marks),
             syncs: g(&self.syncs),
             native_waits: g(&self.native_waits),
+            all_reduces: g(&self.all_reduces),
         }
     }
 }
@@ -426,6 +430,17 @@ impl Server {
         name: &str,
         only: impl Fn(&Tensor) -> bool + Send + Sync + 'static,
     ) -> Device {
+        self.make_device(name, Box::new(only), false)
+    }
+
+    /// A device as [`Server::device`] that sums tensors across the streams of a meta device
+    /// itself ([`ggml::backend::DeviceImpl::all_reduce`], when it is a meta device's first
+    /// member), counted in [`Counts::all_reduces`].
+    pub fn device_with_all_reduce(&self, name: &str) -> Device {
+        self.make_device(name, Box::new(|_| true), true)
+    }
+
+    fn make_device(&self, name: &str, only: OpFilter, all_reduce: bool) -> Device {
         let buft = BufferType::new(RemoteBufferType {
             name: name.to_string(),
             link: self.link.clone(),
@@ -434,7 +449,8 @@ impl Server {
             name: name.to_string(),
             link: self.link.clone(),
             buft,
-            only: Box::new(only),
+            only,
+            all_reduce,
         })
     }
 
@@ -568,8 +584,13 @@ struct RemoteDevice {
     link: Arc<Link>,
     buft: BufferType,
     /// Which ops the device computes (of those the CPU computes).
-    only: Box<dyn Fn(&Tensor) -> bool + Send + Sync>,
+    only: OpFilter,
+    /// Whether it sums tensors across streams itself.
+    all_reduce: bool,
 }
+
+/// Which ops a device computes.
+type OpFilter = Box<dyn Fn(&Tensor) -> bool + Send + Sync>;
 
 /// The CPU device, whose kernels the server computes with.
 fn cpu_device() -> Option<Device> {
@@ -612,6 +633,26 @@ impl DeviceImpl for RemoteDevice {
     }
     fn supports_buft(&self, buft: &BufferType) -> bool {
         *buft == self.buft
+    }
+    /// Sums F32 tensors through the host, in member order, once every stream is done.
+    fn all_reduce(&self, backends: &[Backend], tensors: &[Tensor]) -> Result<bool> {
+        if !self.all_reduce {
+            return Ok(false);
+        }
+        backends.iter().try_for_each(Backend::synchronize)?;
+        let mut sum: Option<Vec<f32>> = None;
+        for t in tensors {
+            let v = t.get_f32()?;
+            match sum.as_mut() {
+                None => sum = Some(v),
+                Some(s) => s.iter_mut().zip(v).for_each(|(a, b)| *a += b),
+            }
+        }
+        if let Some(s) = sum {
+            tensors.iter().try_for_each(|t| t.set_f32(&s))?;
+        }
+        bump(&self.link.counts.all_reduces);
+        Ok(true)
     }
 }
 

@@ -82,6 +82,7 @@ fn delta(a: Counts, b: Counts) -> Counts {
         marks: b.marks - a.marks,
         syncs: b.syncs - a.syncs,
         native_waits: b.native_waits - a.native_waits,
+        all_reduces: b.all_reduces - a.all_reduces,
     }
 }
 

@@ -3,30 +3,14 @@
 //! `cargo bench -p ggml --bench ops` (optionally `-- <filter>` to run matching lines only).
 //! Timing lives here, never in a test.
 
-use std::time::{Duration, Instant};
+mod common;
 
-use ggml::{backend, Backend, Context, Graph, Tensor, Type};
+use std::time::Duration;
+
+use ggml::{backend, Backend, Context, Tensor, Type};
 
 /// Minimum measuring time per line.
 const TARGET: Duration = Duration::from_millis(400);
-
-/// Seconds per run of `graph`: median of repeated runs after one warm-up.
-fn time(be: &Backend, graph: &Graph) -> f64 {
-    be.graph_compute(graph).unwrap();
-    let t0 = Instant::now();
-    be.graph_compute(graph).unwrap();
-    let once = t0.elapsed().as_secs_f64().max(1e-7);
-    let reps = ((TARGET.as_secs_f64() / once) as usize).clamp(3, 1000);
-    let mut times: Vec<f64> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            be.graph_compute(graph).unwrap();
-            t.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[reps / 2]
-}
 
 /// Fills a tensor with a deterministic pattern in [-1, 1) (quantized with
 /// `quantize_chunk` for the quantized types).
@@ -172,7 +156,7 @@ fn main() {
         let out = (line.build)(&ctx);
         let graph = ctx.build_forward_expand(&out).unwrap();
         for (n, be) in &backends {
-            let s = time(be, &graph);
+            let s = common::time(be, &graph, TARGET);
             println!(
                 "{:<44} {:>8} {:>9.3} ms {:>8.2} {}",
                 line.name,

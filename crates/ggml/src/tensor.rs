@@ -194,6 +194,48 @@ impl Tensor {
         t
     }
 
+    /// A twin ([`Tensor::twin`]) with another shape and strides and, for a view, another byte
+    /// offset into its source: one member's slice of a meta device's tensor. `Err` when the
+    /// shape is negative or its span overflows. It has no memory.
+    pub(crate) fn twin_shaped(
+        &self,
+        ne: [i64; MAX_DIMS],
+        nb: [usize; MAX_DIMS],
+        src: Vec<Option<Tensor>>,
+        view: Option<(Tensor, usize)>,
+    ) -> Result<Tensor> {
+        if ne.iter().any(|&n| n < 0) || span_bytes(self.ty(), &ne, &nb).is_none() {
+            return Err(Error::invalid(format!(
+                "tensor {:?}: slice shape {ne:?} with strides {nb:?} is not addressable",
+                self.name()
+            )));
+        }
+        let d = &self.0.desc;
+        let (view_src, view_offs) = match view {
+            Some((v, offs)) => (Some(v), offs),
+            None => (None, 0),
+        };
+        let t = Tensor::from_desc(TensorDesc {
+            ty: d.ty,
+            ne,
+            nb,
+            op: d.op,
+            op_params: self.op_params(),
+            src,
+            view_src,
+            view_offs,
+            name: self.name(),
+            custom: d.custom.clone(),
+        });
+        t.add_flags(self.flags());
+        Ok(t)
+    }
+
+    /// A weak handle to this tensor (a table keyed by tensor that must not keep it alive).
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<TensorInner> {
+        Arc::downgrade(&self.0)
+    }
+
     /// A new tensor with this one's type, shape and strides, op NONE and no operands, named
     /// `name` (`ggml_dup_tensor_layout`). It has no memory.
     pub(crate) fn dup_layout(&self, name: &str) -> Tensor {
@@ -610,7 +652,7 @@ impl Tensor {
             return Ok(());
         }
         let b = self.require_binding("tensor_set")?;
-        b.buffer.host_write(b.offset + offset, data)
+        b.buffer.host_write(self, b.offset, offset, data)
     }
 
     /// Copies bytes of the tensor from `offset` into `out` (`ggml_backend_tensor_get`).
@@ -620,7 +662,7 @@ impl Tensor {
             return Ok(());
         }
         let b = self.require_binding("tensor_get")?;
-        b.buffer.host_read(b.offset + offset, out)
+        b.buffer.host_read(self, b.offset, offset, out)
     }
 
     /// All the tensor's bytes (its `nbytes` span).

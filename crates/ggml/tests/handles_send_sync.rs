@@ -22,6 +22,8 @@ fn handles_are_send_and_sync() {
     send_sync::<ggml::backend::Place<'static>>();
     send_sync::<ggml::backend::PlacedGraph<'static>>();
     send_sync::<ggml::DeviceCaps>();
+    send_sync::<ggml::backend::SplitState>();
+    send_sync::<ggml::backend::TensorInfo>();
 }
 
 #[test]

@@ -398,26 +398,51 @@ impl Buffer {
         Ok(())
     }
 
-    /// Host write of bytes at `offset`, ordered after queued work.
-    pub(crate) fn host_write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        self.check_bounds("tensor_set", offset, data.len())?;
+    /// Host write of `data` into `t` (placed at `at`) from byte `offset` of the tensor,
+    /// ordered after queued work.
+    pub(crate) fn host_write(
+        &self,
+        t: &Tensor,
+        at: usize,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<()> {
+        self.check_bounds("tensor_set", at + offset, data.len())?;
         // SAFETY: in bounds (checked above); `with_idle` excludes every other access.
-        self.with_idle("tensor_set", |imp| unsafe { imp.write(offset, data) })
+        self.with_idle("tensor_set", |imp| unsafe {
+            imp.set_tensor(t, at, offset, data)
+        })
     }
 
-    /// Host read of bytes at `offset`, ordered after queued work.
-    pub(crate) fn host_read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.check_bounds("tensor_get", offset, out.len())?;
+    /// Host read of `t`'s bytes (placed at `at`) from byte `offset`, ordered after queued work.
+    pub(crate) fn host_read(
+        &self,
+        t: &Tensor,
+        at: usize,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<()> {
+        self.check_bounds("tensor_get", at + offset, out.len())?;
         // SAFETY: in bounds (checked above); `with_idle` excludes every other access.
-        self.with_idle("tensor_get", |imp| unsafe { imp.read(offset, out) })
+        self.with_idle("tensor_get", |imp| unsafe {
+            imp.get_tensor(t, at, offset, out)
+        })
     }
 
-    /// Host fill of bytes at `offset`, ordered after queued work.
-    pub(crate) fn host_fill(&self, offset: usize, size: usize, value: u8) -> Result<()> {
-        self.check_bounds("tensor_memset", offset, size)?;
+    /// Host fill of `size` bytes of `t` (placed at `at`) from byte `offset`, ordered after
+    /// queued work.
+    pub(crate) fn host_fill(
+        &self,
+        t: &Tensor,
+        at: usize,
+        offset: usize,
+        size: usize,
+        value: u8,
+    ) -> Result<()> {
+        self.check_bounds("tensor_memset", at + offset, size)?;
         // SAFETY: in bounds (checked above); `with_idle` excludes every other access.
         self.with_idle("tensor_memset", |imp| unsafe {
-            imp.fill(offset, size, value)
+            imp.memset_tensor(t, at, offset, size, value)
         })
     }
 

@@ -80,6 +80,16 @@ handle!(
 );
 
 impl Device {
+    /// A handle over an implementation already shared.
+    pub(crate) fn from_arc(imp: Arc<dyn DeviceImpl>) -> Device {
+        Device(imp)
+    }
+
+    /// A weak handle (a listing that must not keep the device alive).
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<dyn DeviceImpl> {
+        Arc::downgrade(&self.0)
+    }
+
     /// The implementation (for wrappers such as a loaded library's devices).
     pub(crate) fn imp(&self) -> &dyn DeviceImpl {
         &*self.0

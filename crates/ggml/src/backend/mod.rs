@@ -17,6 +17,10 @@
 //! that can copy directly ([`BufferImpl::cpy_tensor`], [`BackendImpl::cpy_tensor_async`]) do
 //! not go through host memory. The crate `ggml-testdev` is such a device, written only
 //! against these traits.
+//!
+//! [`meta_device`] makes one device over several for tensor parallelism: each tensor is split
+//! over the members by its [`SplitState`], and a graph runs on all of them at once, with
+//! all-reduces where partial sums must be combined.
 
 #[macro_use]
 mod handle;
@@ -26,6 +30,7 @@ mod device;
 mod event;
 pub(crate) mod job;
 mod load;
+mod meta;
 mod multi_buffer;
 mod registry;
 mod sched;
@@ -40,6 +45,7 @@ pub use load::{
     build_id, build_id_c, load, load_all, load_all_from_path, loaded_libraries, unload,
     BackendEntry, BACKEND_API_VERSION,
 };
+pub use meta::{meta_device, meta_devices, SplitAxis, SplitState, TensorInfo, META_MAX_DEVICES};
 pub use multi_buffer::multi_buffer_alloc_buffer;
 pub use registry::{
     dev_by_name, dev_by_type, dev_count, dev_get, device_register, devices, init_best,
@@ -73,7 +79,7 @@ pub fn tensor_get(t: &Tensor, out: &mut [u8], offset: usize) -> Result<()> {
 pub fn tensor_memset(t: &Tensor, value: u8, offset: usize, size: usize) -> Result<()> {
     t.check_range("tensor_memset", offset, size)?;
     let b = t.require_binding("tensor_memset")?;
-    b.buffer.host_fill(b.offset + offset, size, value)
+    b.buffer.host_fill(t, b.offset, offset, size, value)
 }
 
 /// Copies `src` into `dst` (same layout) synchronously, after the work queued on their buffers

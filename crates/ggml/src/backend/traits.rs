@@ -89,6 +89,48 @@ pub unsafe trait BufferImpl: AsAny + Send + Sync + 'static {
     fn init_tensor(&self, _t: &Tensor, _offset: usize) -> Result<()> {
         Ok(())
     }
+    /// Host write of `data` into tensor `t`, whose bytes start at `at` in this buffer, from
+    /// byte `offset` of the tensor (`set_tensor`). The default writes the bytes at
+    /// `at + offset`; a buffer that keeps its tensors' bytes in its own layout (a meta
+    /// device's, which splits each tensor over its members) overrides it.
+    ///
+    /// # Safety
+    /// As for [`BufferImpl::write`], with `at + offset + data.len() <= self.size()`.
+    unsafe fn set_tensor(&self, _t: &Tensor, at: usize, offset: usize, data: &[u8]) -> Result<()> {
+        // SAFETY: forwarded from this method's contract.
+        unsafe { self.write(at + offset, data) }
+    }
+    /// Host read of tensor `t`'s bytes from byte `offset` into `out` (`get_tensor`); see
+    /// [`BufferImpl::set_tensor`]. The default reads the bytes at `at + offset`.
+    ///
+    /// # Safety
+    /// As for [`BufferImpl::read`], with `at + offset + out.len() <= self.size()`.
+    unsafe fn get_tensor(
+        &self,
+        _t: &Tensor,
+        at: usize,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<()> {
+        // SAFETY: forwarded from this method's contract.
+        unsafe { self.read(at + offset, out) }
+    }
+    /// Sets `size` bytes of tensor `t` from byte `offset` to `value` (`memset_tensor`); see
+    /// [`BufferImpl::set_tensor`]. The default fills the bytes at `at + offset`.
+    ///
+    /// # Safety
+    /// As for [`BufferImpl::fill`], with `at + offset + size <= self.size()`.
+    unsafe fn memset_tensor(
+        &self,
+        _t: &Tensor,
+        at: usize,
+        offset: usize,
+        size: usize,
+        value: u8,
+    ) -> Result<()> {
+        // SAFETY: forwarded from this method's contract.
+        unsafe { self.fill(at + offset, size, value) }
+    }
     /// Drops per-tensor state (`reset`); most buffers have none.
     fn reset(&self) {}
     /// Whether the memory must never be written (e.g. a file mapped read-only): writes are
@@ -253,6 +295,15 @@ pub trait DeviceImpl: Send + Sync + 'static {
     /// `(name, value)` pairs of features the device was built with or detected.
     fn features(&self) -> Vec<(String, String)> {
         Vec::new()
+    }
+    /// Sums `tensors` in place across devices (`ggml_backend_comm_allreduce_tensor`): one
+    /// tensor per stream of `backends` (the same shape and type, each in memory of its
+    /// stream's device), every one holding the total afterwards. Queue the work on the streams
+    /// and return at once; `Ok(false)` when the device has no all-reduce of its own, and the
+    /// caller (a meta device, whose first member is asked) uses a butterfly of copies and
+    /// adds instead. The default has none.
+    fn all_reduce(&self, _backends: &[super::Backend], _tensors: &[Tensor]) -> Result<bool> {
+        Ok(false)
     }
 }
 

@@ -143,7 +143,7 @@ fn kind(t: &Tensor) -> Option<Kind> {
         }
         Op::Cpy | Op::Dup | Op::Cont => {
             let x = t.src(0)?;
-            let ok = a.is_some_and(|ty| wgsl::loadable(ty) && ty != Type::I32)
+            let ok = a.is_some_and(wgsl::loadable)
                 && dst_ok
                 && x.nelements() == t.nelements();
             ok.then(|| Kind::Elem {
@@ -159,7 +159,7 @@ fn kind(t: &Tensor) -> Option<Kind> {
             (float_a && split_ok).then(|| Kind::Glu { expr: glu_expr(g) })
         }
         Op::GetRows => {
-            let ok = a.is_some_and(|ty| wgsl::loadable(ty) && ty != Type::I32)
+            let ok = a.is_some_and(wgsl::loadable)
                 && src_ty(t, 1) == Some(Type::I32)
                 && dst_ok
                 && t.ne()[4] == 1;
@@ -194,7 +194,7 @@ fn kind(t: &Tensor) -> Option<Kind> {
             ok.then_some(Kind::Rope)
         }
         Op::MulMat => {
-            let ok = a.is_some_and(|ty| wgsl::loadable(ty) && ty != Type::I32)
+            let ok = a.is_some_and(wgsl::loadable)
                 && src_ty(t, 1).is_some_and(float)
                 && t.ty() == Type::F32
                 && t.srcs().chain([t]).all(|x| x.ne()[4] == 1);

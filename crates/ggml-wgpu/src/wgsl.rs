@@ -26,9 +26,9 @@ pub(crate) const OPERANDS: [&str; 4] = ["a", "b", "c", "e"];
 /// 16 words of op_params and 12 extras.
 pub(crate) const PARAM_WORDS: usize = 5 * 12 + 16 + 12;
 
-/// Whether the loaders can read `ty` (as f32 values).
+/// Whether the loaders can read `ty` as values (integer types are read as indices only).
 pub(crate) fn loadable(ty: Type) -> bool {
-    loader_body(ty).is_some()
+    loader_body(ty).is_some() && !matches!(ty, Type::I32 | Type::I64)
 }
 
 /// Whether the store function can write `ty`.
@@ -45,7 +45,8 @@ fn loader_body(ty: Type) -> Option<&'static str> {
             "let o = row + k * p.§.nb.x;
     return bitcast<f32>(((§[o >> 2u] >> ((o & 2u) * 8u)) & 0xffffu) << 16u);"
         }
-        Type::I32 => "return f32(bitcast<i32>(§[(row + k * p.§.nb.x) >> 2u]));",
+        // Integer operands are indices, read word by word (`w_§`); I64 as its low word.
+        Type::I32 | Type::I64 => "return f32(bitcast<i32>(§[(row + k * p.§.nb.x) >> 2u]));",
         Type::Q4_0 => {
             "let blk = row + (k / 32u) * 18u;
     let j = k % 32u;

@@ -2,11 +2,11 @@
 //! graph as one command buffer.
 
 use ggml::backend::{Place, PlacedGraph};
-use ggml::ops::{read_params, GluOp, GluParams, RopeParams, UnaryOp};
+use ggml::ops::{read_params, FlashAttnExtParams, GluOp, GluParams, RopeParams, UnaryOp};
 use ggml::{Error, Op, Result, Tensor, Type};
 
 use crate::buffer::WgpuBuffer;
-use crate::wgsl::{self, Kernel, PARAM_WORDS};
+use crate::wgsl::{self, Kernel, DESC_WORDS, OP_AT, PARAM_WORDS, X_AT};
 use crate::Gpu;
 
 /// Invocations per workgroup of every kernel.
@@ -39,6 +39,7 @@ enum Kind {
     SoftMax,
     Rope,
     MulMat,
+    FlashAttn,
 }
 
 fn float(ty: Type) -> bool {
@@ -200,8 +201,32 @@ fn kind(t: &Tensor) -> Option<Kind> {
                 && t.srcs().chain([t]).all(|x| x.ne()[4] == 1);
             ok.then_some(Kind::MulMat)
         }
+        Op::FlashAttnExt => {
+            let (k, v) = (t.src(1)?, t.src(2)?);
+            let ok = a == Some(Type::F32)
+                && wgsl::loadable(k.ty())
+                && wgsl::loadable(v.ty())
+                && src_ty(t, 3).is_none_or(|m| m == Type::F16)
+                && src_ty(t, 4).is_none_or(|s| s == Type::F32)
+                && dst_ok
+                && k.ne()[0] <= FLASH_ATTN_MAX_D
+                && v.ne()[0] <= FLASH_ATTN_MAX_D;
+            ok.then_some(Kind::FlashAttn)
+        }
         _ => None,
     }
+}
+
+/// The largest K and V row the FLASH_ATTN_EXT kernel holds (`MAX_D` in `flash_attn.wgsl`).
+const FLASH_ATTN_MAX_D: i64 = 512;
+
+/// ALiBi's constants for `n_head` heads (x3 = m0, x4 = m1, x5 = n_head_log2 of `alibi()` in
+/// `common.wgsl`).
+fn alibi(x: &mut [u32; 12], max_bias: f32, n_head: u32) {
+    let nhl2 = if n_head == 0 { 1 } else { 1u32 << n_head.ilog2() };
+    x[3] = 2f32.powf(-max_bias / nhl2 as f32).to_bits();
+    x[4] = 2f32.powf(-(max_bias / 2.0) / nhl2 as f32).to_bits();
+    x[5] = nhl2;
 }
 
 /// Whether the kernels' 32-bit indices and byte addresses reach every element of `t` and its
@@ -227,9 +252,9 @@ fn word(v: impl TryInto<u32> + Copy + std::fmt::Debug, what: &str) -> Result<u32
 }
 
 /// A tensor's 12-word descriptor (`struct T`): shape, strides, byte offset, elements.
-fn desc(t: &Tensor, off: usize) -> Result<[u32; 12]> {
+fn desc(t: &Tensor, off: usize) -> Result<[u32; DESC_WORDS]> {
     let (ne, nb) = (t.ne(), t.nb());
-    let mut d = [0u32; 12];
+    let mut d = [0u32; DESC_WORDS];
     for k in 0..4 {
         d[k] = word(ne[k], "ne")?;
         d[4 + k] = word(nb[k], "nb")?;
@@ -244,7 +269,7 @@ fn desc(t: &Tensor, off: usize) -> Result<[u32; 12]> {
 /// One operand as a kernel binds it.
 struct Operand<'a> {
     ty: Type,
-    desc: [u32; 12],
+    desc: [u32; DESC_WORDS],
     buffer: &'a wgpu::Buffer,
 }
 
@@ -283,9 +308,9 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
         .ok_or_else(|| Error::invalid(format!("{}: node {:?} has no place", gpu.name, n.name())))?;
     let dst_buf = buffer_of(gpu, Some(place), "the result")?;
     let mut params = [0u32; PARAM_WORDS];
-    params[..12].copy_from_slice(&desc(n, place.offset())?);
+    params[..DESC_WORDS].copy_from_slice(&desc(n, place.offset())?);
     let op_params = n.op_params();
-    params[60..76].copy_from_slice(&op_params.map(|v| v as u32));
+    params[OP_AT..X_AT].copy_from_slice(&op_params.map(|v| v as u32));
     let operand = |j: usize| -> Result<Operand<'a>> {
         let s = n.src(j).ok_or_else(|| {
             Error::invalid(format!("{}: node {:?} lacks operand {j}", gpu.name, n.name()))
@@ -368,15 +393,11 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
         Kind::SoftMax => {
             let a = operand(0)?;
             let rows = n.src(0).map_or(0, |a| a.nrows()) as u64;
-            let n_head = a.desc[2];
-            let nhl2 = if n_head == 0 { 0 } else { 1u32 << n_head.ilog2() };
             let max_bias = f32::from_bits(op_params[1] as u32);
             x[0] = word(rows, "rows")?;
             x[1] = present(1) as u32;
             x[2] = present(2) as u32;
-            x[3] = 2f32.powf(-max_bias / nhl2.max(1) as f32).to_bits();
-            x[4] = 2f32.powf(-(max_bias / 2.0) / nhl2.max(1) as f32).to_bits();
-            x[5] = nhl2;
+            alibi(&mut x, max_bias, a.desc[2]);
             // Absent operands get a stand-in binding (never read).
             let mask = if present(1) { operand(1)? } else { stand_in(&a) };
             let sinks = if present(2) { operand(2)? } else { stand_in(&a) };
@@ -429,11 +450,33 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             x[3] = b.desc[3] / a.desc[3].max(1);
             ("mul_mat", wgsl::MUL_MAT.to_string(), vec![a, b], groups)
         }
+        Kind::FlashAttn => {
+            let p: FlashAttnExtParams = read_params(&op_params);
+            let (q, k, v) = (operand(0)?, operand(1)?, operand(2)?);
+            let n_head = q.desc[2];
+            let rows = u64::from(q.desc[1]) * u64::from(n_head) * u64::from(q.desc[3]);
+            x[0] = word(rows, "attention rows")?;
+            x[1] = present(3) as u32;
+            x[2] = present(4) as u32;
+            alibi(&mut x, p.max_bias, n_head);
+            x[6] = n_head / k.desc[2].max(1);
+            x[7] = n_head / v.desc[2].max(1);
+            let scale = if p.logit_softcap != 0.0 {
+                p.scale / p.logit_softcap
+            } else {
+                p.scale
+            };
+            x[8] = scale.to_bits();
+            let mask = if present(3) { operand(3)? } else { stand_in(&q) };
+            let sinks = if present(4) { operand(4)? } else { stand_in(&q) };
+            let ops = vec![q, k, v, mask, sinks];
+            ("flash_attn", wgsl::FLASH_ATTN.to_string(), ops, rows)
+        }
     };
     for (k, o) in operands.iter().enumerate() {
-        params[12 * (k + 1)..12 * (k + 2)].copy_from_slice(&o.desc);
+        params[DESC_WORDS * (k + 1)..DESC_WORDS * (k + 2)].copy_from_slice(&o.desc);
     }
-    params[76..88].copy_from_slice(&x);
+    params[X_AT..].copy_from_slice(&x);
     let types: Vec<Type> = operands.iter().map(|o| o.ty).collect();
     let key = format!("{name}|{}|{}|{:?}", kernel_variant(kind), n.ty(), types);
     let kernel = gpu.kernels.kernel(gpu, &key, operands.len(), || {
@@ -466,7 +509,7 @@ fn kernel_variant(kind: &Kind) -> String {
 fn stand_in<'a>(a: &Operand<'a>) -> Operand<'a> {
     Operand {
         ty: Type::F32,
-        desc: [0; 12],
+        desc: [0; DESC_WORDS],
         buffer: a.buffer,
     }
 }

@@ -18,13 +18,23 @@ pub(crate) const NORM: &str = include_str!("wgsl/norm.wgsl");
 pub(crate) const SOFT_MAX: &str = include_str!("wgsl/soft_max.wgsl");
 pub(crate) const ROPE: &str = include_str!("wgsl/rope.wgsl");
 pub(crate) const MUL_MAT: &str = include_str!("wgsl/mul_mat.wgsl");
+pub(crate) const FLASH_ATTN: &str = include_str!("wgsl/flash_attn.wgsl");
 
 /// The operands' binding names, in binding order after the result's.
-pub(crate) const OPERANDS: [&str; 4] = ["a", "b", "c", "e"];
+pub(crate) const OPERANDS: [&str; 5] = ["a", "b", "c", "e", "f"];
 
-/// Words of the parameter block (`struct P` in `common.wgsl`): five tensors of 12 words, the
-/// 16 words of op_params and 12 extras.
-pub(crate) const PARAM_WORDS: usize = 5 * 12 + 16 + 12;
+/// Words of a tensor's descriptor (`struct T` in `common.wgsl`).
+pub(crate) const DESC_WORDS: usize = 12;
+
+/// Where op_params start in the parameter block (`struct P`): after the result's and the
+/// operands' descriptors.
+pub(crate) const OP_AT: usize = (1 + OPERANDS.len()) * DESC_WORDS;
+
+/// Where the kernel's extra words start (after the 16 words of op_params).
+pub(crate) const X_AT: usize = OP_AT + 16;
+
+/// Words of the parameter block: descriptors, op_params and 12 extras.
+pub(crate) const PARAM_WORDS: usize = X_AT + 12;
 
 /// Whether the loaders can read `ty` as values (integer types are read as indices only).
 pub(crate) fn loadable(ty: Type) -> bool {

@@ -10,13 +10,14 @@ struct T {
     n: u32,
 }
 
-// The node's parameters: the result, up to four operands, the raw op_params, kernel extras.
+// The node's parameters: the result, up to five operands, the raw op_params, kernel extras.
 struct P {
     d: T,
     a: T,
     b: T,
     c: T,
     e: T,
+    f: T,
     op: array<vec4<u32>, 4>,
     x: array<vec4<u32>, 3>,
 }
@@ -163,3 +164,15 @@ fn round_(x: f32) -> f32 {
 }
 
 const NEG_INF: f32 = -3.4028234663852886e38;
+
+// ALiBi's slope for head h (op_params[1] = max_bias; x3 = m0, x4 = m1, x5 = n_head_log2).
+fn alibi(h: u32) -> f32 {
+    if (opf(1u) <= 0.0) {
+        return 1.0;
+    }
+    let nhl2 = xu(5u);
+    if (h < nhl2) {
+        return pow(xf(3u), f32(h + 1u));
+    }
+    return pow(xf(4u), f32(2u * (h - nhl2) + 1u));
+}

@@ -26,15 +26,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let n = p.a.ne.x;
     let h = ir.i.z;
-    var slope = 1.0;
-    if (opf(1u) > 0.0) {
-        let nhl2 = xu(5u);
-        if (h < nhl2) {
-            slope = pow(xf(3u), f32(h + 1u));
-        } else {
-            slope = pow(xf(4u), f32(2u * (h - nhl2) + 1u));
-        }
-    }
+    let slope = alibi(h);
     var m = NEG_INF;
     for (var i = lid; i < n; i = i + 64u) {
         m = max(m, logit(ra, rm, i, slope));

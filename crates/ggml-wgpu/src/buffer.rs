@@ -23,7 +23,7 @@ const FILL_CHUNK: usize = 4 << 20;
 pub(crate) fn max_buffer_size(gpu: &Gpu) -> usize {
     let l = &gpu.limits;
     let m = (l.max_buffer_size)
-        .min(u64::from(l.max_storage_buffer_binding_size))
+        .min(l.max_storage_buffer_binding_size)
         .min(u64::from(u32::MAX));
     usize::try_from(m).unwrap_or(usize::MAX) & !(WORD - 1)
 }
@@ -52,7 +52,10 @@ impl BufferTypeImpl for WgpuBufferType {
                 self.gpu.name
             )));
         }
-        let scope = self.gpu.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let scope = self
+            .gpu
+            .device
+            .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let buf = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("ggml"),
             size: words as u64,
@@ -97,7 +100,7 @@ impl WgpuBuffer {
 
 /// Whether `offset` and `len` are whole words (what wgpu's copies need).
 pub(crate) fn word_aligned(offset: usize, len: usize) -> bool {
-    offset % WORD == 0 && len % WORD == 0
+    offset.is_multiple_of(WORD) && len.is_multiple_of(WORD)
 }
 
 /// The outcome of a staging buffer's mapping, set by wgpu's callback.
@@ -239,7 +242,11 @@ unsafe impl BufferImpl for WgpuBuffer {
         size: usize,
     ) -> Result<bool> {
         match src.downcast_ref::<WgpuBuffer>() {
-            Some(s) if self.same_gpu(s) && word_aligned(src_offset, size) && offset % WORD == 0 => {
+            Some(s)
+                if self.same_gpu(s)
+                    && word_aligned(src_offset, size)
+                    && offset.is_multiple_of(WORD) =>
+            {
                 copy(&self.gpu, &s.buf, src_offset, &self.buf, offset, size);
                 self.gpu.peek_error("copy")?;
                 Ok(true)

@@ -125,7 +125,7 @@ impl BackendImpl for Engine {
         let (Ok(s), Ok(d)) = (self.own(&src, "copy"), self.own(&dst, "copy")) else {
             return Ok(false);
         };
-        if !buffer::word_aligned(src.offset(), dst.size()) || dst.offset() % 4 != 0 {
+        if !buffer::word_aligned(src.offset(), dst.size()) || !dst.offset().is_multiple_of(4) {
             return Ok(false);
         }
         let index = buffer::copy(

@@ -147,7 +147,9 @@ impl Gpu {
                 timeout: None,
             })
             .map(|_| ())
-            .map_err(|e| Error::Compute(format!("{} {what}: waiting for the queue: {e}", self.name)))
+            .map_err(|e| {
+                Error::Compute(format!("{} {what}: waiting for the queue: {e}", self.name))
+            })
     }
 }
 
@@ -306,6 +308,10 @@ mod tests {
         }
         assert_eq!(gpu.kernels.len(), compiled);
         let want = -(1.5 / (1.0 + (-1.5f32).exp()));
-        assert!(b.get_f32().unwrap().iter().all(|&v| (v - want).abs() < 1e-6));
+        assert!(b
+            .get_f32()
+            .unwrap()
+            .iter()
+            .all(|&v| (v - want).abs() < 1e-6));
     }
 }

@@ -31,7 +31,9 @@ enum Kind {
     },
     /// `elem.wgsl` over a GLU: `x` and `y` are operand 0's two halves (fused form, swapped or
     /// not) or operands 0 and 1 (split form).
-    Glu { expr: &'static str },
+    Glu {
+        expr: &'static str,
+    },
     GetRows,
     SetRows,
     /// RMS_NORM (0), NORM (1), L2_NORM (2).
@@ -144,9 +146,7 @@ fn kind(t: &Tensor) -> Option<Kind> {
         }
         Op::Cpy | Op::Dup | Op::Cont => {
             let x = t.src(0)?;
-            let ok = a.is_some_and(wgsl::loadable)
-                && dst_ok
-                && x.nelements() == t.nelements();
+            let ok = a.is_some_and(wgsl::loadable) && dst_ok && x.nelements() == t.nelements();
             ok.then(|| Kind::Elem {
                 expr: "x".into(),
                 linear: true,
@@ -223,7 +223,11 @@ const FLASH_ATTN_MAX_D: i64 = 512;
 /// ALiBi's constants for `n_head` heads (x3 = m0, x4 = m1, x5 = n_head_log2 of `alibi()` in
 /// `common.wgsl`).
 fn alibi(x: &mut [u32; 12], max_bias: f32, n_head: u32) {
-    let nhl2 = if n_head == 0 { 1 } else { 1u32 << n_head.ilog2() };
+    let nhl2 = if n_head == 0 {
+        1
+    } else {
+        1u32 << n_head.ilog2()
+    };
     x[3] = 2f32.powf(-max_bias / nhl2 as f32).to_bits();
     x[4] = 2f32.powf(-(max_bias / 2.0) / nhl2 as f32).to_bits();
     x[5] = nhl2;
@@ -313,7 +317,11 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
     params[OP_AT..X_AT].copy_from_slice(&op_params.map(|v| v as u32));
     let operand = |j: usize| -> Result<Operand<'a>> {
         let s = n.src(j).ok_or_else(|| {
-            Error::invalid(format!("{}: node {:?} lacks operand {j}", gpu.name, n.name()))
+            Error::invalid(format!(
+                "{}: node {:?} lacks operand {j}",
+                gpu.name,
+                n.name()
+            ))
         })?;
         let p = graph.src_place(i, j);
         let buffer = buffer_of(gpu, p, "an operand")?;
@@ -338,7 +346,12 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             if *with_b {
                 ops.push(operand(1)?);
             }
-            ("elem", elem_body(expr, *linear, *with_b), ops, per_item(d_n))
+            (
+                "elem",
+                elem_body(expr, *linear, *with_b),
+                ops,
+                per_item(d_n),
+            )
         }
         Kind::Glu { expr } => {
             let p: GluParams = read_params(&op_params);
@@ -399,8 +412,16 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             x[2] = present(2) as u32;
             alibi(&mut x, max_bias, a.desc[2]);
             // Absent operands get a stand-in binding (never read).
-            let mask = if present(1) { operand(1)? } else { stand_in(&a) };
-            let sinks = if present(2) { operand(2)? } else { stand_in(&a) };
+            let mask = if present(1) {
+                operand(1)?
+            } else {
+                stand_in(&a)
+            };
+            let sinks = if present(2) {
+                operand(2)?
+            } else {
+                stand_in(&a)
+            };
             let ops = vec![a, mask, sinks];
             ("soft_max", wgsl::SOFT_MAX.to_string(), ops, rows)
         }
@@ -436,8 +457,17 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             x[8] = present(2) as u32;
             x[9] = (1.0 + 0.1 * (1.0 / p.freq_scale).ln()).to_bits();
             let pos = operand(1)?;
-            let ff = if present(2) { operand(2)? } else { stand_in(&a) };
-            ("rope", wgsl::ROPE.to_string(), vec![a, pos, ff], per_item(items))
+            let ff = if present(2) {
+                operand(2)?
+            } else {
+                stand_in(&a)
+            };
+            (
+                "rope",
+                wgsl::ROPE.to_string(),
+                vec![a, pos, ff],
+                per_item(items),
+            )
         }
         Kind::MulMat => {
             let (a, b) = (operand(0)?, operand(1)?);
@@ -467,8 +497,16 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
                 p.scale
             };
             x[8] = scale.to_bits();
-            let mask = if present(3) { operand(3)? } else { stand_in(&q) };
-            let sinks = if present(4) { operand(4)? } else { stand_in(&q) };
+            let mask = if present(3) {
+                operand(3)?
+            } else {
+                stand_in(&q)
+            };
+            let sinks = if present(4) {
+                operand(4)?
+            } else {
+                stand_in(&q)
+            };
             let ops = vec![q, k, v, mask, sinks];
             ("flash_attn", wgsl::FLASH_ATTN.to_string(), ops, rows)
         }
@@ -586,12 +624,15 @@ pub(crate) fn record(gpu: &Gpu, graph: &PlacedGraph<'_>) -> Result<Option<wgpu::
                     size: wgpu::BufferSize::new(block as u64),
                 }),
             }];
-            entries.extend(s.buffers.iter().enumerate().map(|(j, b)| {
-                wgpu::BindGroupEntry {
-                    binding: j as u32 + 1,
-                    resource: b.as_entire_binding(),
-                }
-            }));
+            entries.extend(
+                s.buffers
+                    .iter()
+                    .enumerate()
+                    .map(|(j, b)| wgpu::BindGroupEntry {
+                        binding: j as u32 + 1,
+                        resource: b.as_entire_binding(),
+                    }),
+            );
             gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: None,
                 layout: &s.kernel.group,
@@ -606,8 +647,8 @@ pub(crate) fn record(gpu: &Gpu, graph: &PlacedGraph<'_>) -> Result<Option<wgpu::
             timestamp_writes: None,
         });
         for (s, g) in steps.iter().zip(&groups) {
-            let max_x = u64::from(gpu.limits.max_compute_workgroups_per_dimension)
-                .clamp(1, MAX_GROUPS_X);
+            let max_x =
+                u64::from(gpu.limits.max_compute_workgroups_per_dimension).clamp(1, MAX_GROUPS_X);
             let x = s.groups.min(max_x);
             let y = s.groups.div_ceil(max_x);
             pass.set_pipeline(&s.kernel.pipeline);

@@ -199,7 +199,9 @@ pub(crate) fn source(body: &str, dst: Type, srcs: &[Type]) -> Result<String> {
             k + 2
         ));
         s.push_str(&HELPERS.replace('§', name));
-        s.push_str(&format!("fn ld_§(row: u32, k: u32) -> f32 {{\n    {ld}\n}}\n").replace('§', name));
+        s.push_str(
+            &format!("fn ld_§(row: u32, k: u32) -> f32 {{\n    {ld}\n}}\n").replace('§', name),
+        );
     }
     if body.contains("wg_sum(") {
         s.push_str(REDUCE);
@@ -233,16 +235,17 @@ impl Cache {
         layouts
             .entry(n)
             .or_insert_with(|| {
-                let entry = |binding: u32, ty: wgpu::BufferBindingType| wgpu::BindGroupLayoutEntry {
-                    binding,
-                    visibility: wgpu::ShaderStages::COMPUTE,
-                    ty: wgpu::BindingType::Buffer {
-                        ty,
-                        has_dynamic_offset: false,
-                        min_binding_size: None,
-                    },
-                    count: None,
-                };
+                let entry =
+                    |binding: u32, ty: wgpu::BufferBindingType| wgpu::BindGroupLayoutEntry {
+                        binding,
+                        visibility: wgpu::ShaderStages::COMPUTE,
+                        ty: wgpu::BindingType::Buffer {
+                            ty,
+                            has_dynamic_offset: false,
+                            min_binding_size: None,
+                        },
+                        count: None,
+                    };
                 let storage = wgpu::BufferBindingType::Storage { read_only: false };
                 let mut entries = vec![entry(0, wgpu::BufferBindingType::Uniform)];
                 entries.extend((0..=n as u32).map(|k| entry(k + 1, storage)));

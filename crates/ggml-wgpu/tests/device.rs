@@ -19,7 +19,10 @@ fn each_adapter_is_a_registered_device_with_device_memory() {
     assert_eq!(buft.get_alignment(), ggml_wgpu::ALIGNMENT);
     let buf = buft.alloc_buffer(100).unwrap();
     assert_eq!(buf.get_size(), 100);
-    assert!(buf.get_base().is_none(), "device memory has no host address");
+    assert!(
+        buf.get_base().is_none(),
+        "device memory has no host address"
+    );
     assert!(dev.init(Some("x")).is_err());
     let too_big = buft.get_max_size() + 1;
     let e = buft.alloc_buffer(too_big).unwrap_err().to_string();
@@ -38,7 +41,12 @@ fn bytes_round_trip_at_any_offset_and_length() {
     let mut want: Vec<u8> = (0..37u8).map(|i| i.wrapping_mul(7) ^ 0x5a).collect();
     t.set_bytes(&want, 0).unwrap();
     // Writes that start and end inside 4-byte words keep their neighbours.
-    for (at, data) in [(5usize, &[1u8, 2, 3][..]), (34, &[9, 9, 9]), (1, &[4]), (8, &[6; 8])] {
+    for (at, data) in [
+        (5usize, &[1u8, 2, 3][..]),
+        (34, &[9, 9, 9]),
+        (1, &[4]),
+        (8, &[6; 8]),
+    ] {
         t.set_bytes(data, at).unwrap();
         want[at..at + data.len()].copy_from_slice(data);
     }

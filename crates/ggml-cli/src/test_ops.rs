@@ -115,10 +115,7 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
         Some(p) => Some(fixture::Fixture::read(p).map_err(CliError::Failed)?),
         None => None,
     };
-    // wgpu devices (WGPU0, …) are opened only when one is asked for by name.
-    if (o.device.as_deref()).is_some_and(|d| d.to_ascii_uppercase().starts_with("WGPU")) {
-        ggml_wgpu::register().map_err(|e| CliError::Failed(e.to_string()))?;
-    }
+    crate::register_wgpu_if_named(o.device.as_deref())?;
     let devs = devices(o.device.as_deref()).map_err(CliError::Failed)?;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "seed: {seed} ({} cases)", selected.len());

@@ -36,7 +36,7 @@ enum Kind {
     },
     GetRows,
     SetRows,
-    /// RMS_NORM (0), NORM (1), L2_NORM (2).
+    /// `norm.wgsl`: RMS_NORM (0), NORM (1), L2_NORM (2), SUM_ROWS (3), MEAN (4).
     Norm(u32),
     SoftMax,
     Rope,
@@ -179,6 +179,20 @@ fn kind(t: &Tensor) -> Option<Kind> {
                 _ => 2,
             };
             float_a.then_some(Kind::Norm(mode))
+        }
+        Op::SumRows | Op::Mean => {
+            let mode = if op == Op::SumRows { 3 } else { 4 };
+            float_a.then_some(Kind::Norm(mode))
+        }
+        Op::DiagMaskInf | Op::DiagMaskZero => {
+            let masked = if op == Op::DiagMaskInf {
+                "bitcast<f32>(0xff800000u)"
+            } else {
+                "0.0"
+            };
+            let expr =
+                format!("select(x, {masked}, i32(ix.i.x) > bitcast<i32>(p.op[0].x) + i32(ix.i.y))");
+            simple(&expr)
         }
         Op::SoftMax => {
             let mask_ok = src_ty(t, 1).is_none_or(|m| matches!(m, Type::F32 | Type::F16));

@@ -1,4 +1,5 @@
-// One workgroup per row: x0 = rows; x1 = 0 RMS_NORM, 1 NORM, 2 L2_NORM; eps = op_params[0].
+// One workgroup per row: x0 = rows; x1 = 0 RMS_NORM, 1 NORM, 2 L2_NORM (eps = op_params[0]),
+// 3 SUM_ROWS, 4 MEAN (one value per row).
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -16,9 +17,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var s = 0.0;
     for (var i = lid; i < n; i = i + 64u) {
         let v = ld_a(ra, i);
-        s = s + select(v * v, v, mode == 1u);
+        s = s + select(v * v, v, mode == 1u || mode >= 3u);
     }
     let sum = wg_sum(lid, s);
+    if (mode >= 3u) {
+        if (lid == 0u) {
+            st(rd, select(sum, sum / f32(n), mode == 4u));
+        }
+        return;
+    }
     var mean = 0.0;
     var scale = 1.0;
     if (mode == 1u) {

@@ -487,11 +487,13 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             let (a, b) = (operand(0)?, operand(1)?);
             let d = &params[..4];
             let blocks = u64::from(d[1]).div_ceil(MUL_MAT_COLS);
-            let groups = u64::from(d[0]) * blocks * u64::from(d[2]) * u64::from(d[3]);
+            let row_groups = u64::from(d[0]).div_ceil(WG);
+            let groups = row_groups * blocks * u64::from(d[2]) * u64::from(d[3]);
             x[0] = word(groups, "mul_mat workgroups")?;
             x[1] = word(blocks, "mul_mat column blocks")?;
             x[2] = b.desc[2] / a.desc[2].max(1);
             x[3] = b.desc[3] / a.desc[3].max(1);
+            x[4] = word(row_groups, "mul_mat row groups")?;
             ("mul_mat", wgsl::MUL_MAT.to_string(), vec![a, b], groups)
         }
         Kind::FlashAttn => {

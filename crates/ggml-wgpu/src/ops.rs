@@ -347,6 +347,14 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
         })
     };
     let present = |j: usize| n.src(j).is_some();
+    // An absent optional operand is bound to a stand-in (the kernel reads a flag, not it).
+    let optional = |j: usize, a: &Operand<'a>| -> Result<Operand<'a>> {
+        if present(j) {
+            operand(j)
+        } else {
+            Ok(stand_in(a))
+        }
+    };
     let mut x = [0u32; 12];
     let d_n = n.nelements() as u64;
     let (name, body, operands, groups): (&str, String, Vec<Operand<'a>>, u64) = match kind {
@@ -425,17 +433,8 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             x[1] = present(1) as u32;
             x[2] = present(2) as u32;
             alibi(&mut x, max_bias, a.desc[2]);
-            // Absent operands get a stand-in binding (never read).
-            let mask = if present(1) {
-                operand(1)?
-            } else {
-                stand_in(&a)
-            };
-            let sinks = if present(2) {
-                operand(2)?
-            } else {
-                stand_in(&a)
-            };
+            let mask = optional(1, &a)?;
+            let sinks = optional(2, &a)?;
             let ops = vec![a, mask, sinks];
             ("soft_max", wgsl::SOFT_MAX.to_string(), ops, rows)
         }
@@ -471,11 +470,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             x[8] = present(2) as u32;
             x[9] = (1.0 + 0.1 * (1.0 / p.freq_scale).ln()).to_bits();
             let pos = operand(1)?;
-            let ff = if present(2) {
-                operand(2)?
-            } else {
-                stand_in(&a)
-            };
+            let ff = optional(2, &a)?;
             (
                 "rope",
                 wgsl::ROPE.to_string(),
@@ -513,16 +508,8 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
                 p.scale
             };
             x[8] = scale.to_bits();
-            let mask = if present(3) {
-                operand(3)?
-            } else {
-                stand_in(&q)
-            };
-            let sinks = if present(4) {
-                operand(4)?
-            } else {
-                stand_in(&q)
-            };
+            let mask = optional(3, &q)?;
+            let sinks = optional(4, &q)?;
             let ops = vec![q, k, v, mask, sinks];
             ("flash_attn", wgsl::FLASH_ATTN.to_string(), ops, rows)
         }

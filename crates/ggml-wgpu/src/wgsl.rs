@@ -148,35 +148,29 @@ fn smk_§(j: u32, s: u32) -> vec2<u32> {
 }
 ";
 
-/// The result's binding and `st(byte, value)` for `ty`.
-fn store(ty: Type) -> Result<&'static str> {
+/// The result's binding and `st(byte, value)` for `ty`: F32 as words; F16 and BF16 as halves
+/// of words, written with atomics (the other half may be another invocation's).
+fn store(ty: Type) -> Result<String> {
+    let half = |convert: &str| {
+        format!(
+            "@group(0) @binding(1) var<storage, read_write> d: array<atomic<u32>>;
+fn st(o: u32, v: f32) {{
+    let sh = (o & 2u) * 8u;
+    atomicAnd(&d[o >> 2u], ~(0xffffu << sh));
+    atomicOr(&d[o >> 2u], {convert}(v) << sh);
+}}
+"
+        )
+    };
     Ok(match ty {
-        Type::F32 => {
-            "@group(0) @binding(1) var<storage, read_write> d: array<u32>;
+        Type::F32 => "@group(0) @binding(1) var<storage, read_write> d: array<u32>;
 fn st(o: u32, v: f32) {
     d[o >> 2u] = bitcast<u32>(v);
 }
 "
-        }
-        Type::F16 | Type::BF16 => {
-            if ty == Type::F16 {
-                "@group(0) @binding(1) var<storage, read_write> d: array<atomic<u32>>;
-fn st(o: u32, v: f32) {
-    let sh = (o & 2u) * 8u;
-    atomicAnd(&d[o >> 2u], ~(0xffffu << sh));
-    atomicOr(&d[o >> 2u], f32_f16(v) << sh);
-}
-"
-            } else {
-                "@group(0) @binding(1) var<storage, read_write> d: array<atomic<u32>>;
-fn st(o: u32, v: f32) {
-    let sh = (o & 2u) * 8u;
-    atomicAnd(&d[o >> 2u], ~(0xffffu << sh));
-    atomicOr(&d[o >> 2u], f32_bf16(v) << sh);
-}
-"
-            }
-        }
+        .to_string(),
+        Type::F16 => half("f32_f16"),
+        Type::BF16 => half("f32_bf16"),
         _ => {
             return Err(Error::unsupported(format!(
                 "wgpu kernels cannot store {ty}"
@@ -190,7 +184,7 @@ fn st(o: u32, v: f32) {
 pub(crate) fn source(body: &str, dst: Type, srcs: &[Type]) -> Result<String> {
     let mut s = String::with_capacity(16 << 10);
     s.push_str(COMMON);
-    s.push_str(store(dst)?);
+    s.push_str(&store(dst)?);
     for (k, (&ty, name)) in srcs.iter().zip(OPERANDS).enumerate() {
         let ld = loader_body(ty)
             .ok_or_else(|| Error::unsupported(format!("wgpu kernels cannot load {ty}")))?;

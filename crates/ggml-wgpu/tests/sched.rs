@@ -77,7 +77,7 @@ fn the_scheduler_splits_a_graph_between_the_gpu_and_the_cpu() {
         split.w.buffer().unwrap().get_base().is_none(),
         "weights in device memory"
     );
-    let sched = backend::sched_new(&[gpu.clone()], 64, false).unwrap();
+    let sched = backend::sched_new(std::slice::from_ref(&gpu), 64, false).unwrap();
     assert_eq!(sched.get_n_backends(), 2, "the CPU is appended");
     sched.alloc_graph(&split.graph).unwrap();
     split.x.set_f32(&input()).unwrap();

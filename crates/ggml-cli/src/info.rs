@@ -53,6 +53,10 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
     for p in &libs {
         backend::load(p).map_err(|e| CliError::Failed(e.to_string()))?;
     }
+    // The wgpu devices, after the libraries (one per Vulkan, Metal or DX12 adapter); none is not an error here.
+    if let Err(e) = ggml_wgpu::register() {
+        println!("wgpu: {e}");
+    }
     println!(
         "ggml {} — {} registries, {} devices",
         env!("CARGO_PKG_VERSION"),

@@ -39,6 +39,15 @@ pub fn is_help(arg: &OsString) -> bool {
     matches!(arg.to_str(), Some("-h" | "--help"))
 }
 
+/// Opens and registers the wgpu devices (WGPU0, …) when `device` names one: they are opened
+/// only when asked for by name.
+pub fn register_wgpu_if_named(device: Option<&str>) -> Result<(), CliError> {
+    if device.is_some_and(|d| d.to_ascii_uppercase().starts_with("WGPU")) {
+        ggml_wgpu::register().map_err(|e| CliError::Failed(e.to_string()))?;
+    }
+    Ok(())
+}
+
 /// Writes a command's output to stdout; a closed pipe (`| head`) is not an error worth
 /// reporting.
 pub fn write_stdout(out: &str) -> Result<(), CliError> {

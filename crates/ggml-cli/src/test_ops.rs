@@ -115,6 +115,7 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
         Some(p) => Some(fixture::Fixture::read(p).map_err(CliError::Failed)?),
         None => None,
     };
+    crate::register_wgpu_if_named(o.device.as_deref())?;
     let devs = devices(o.device.as_deref()).map_err(CliError::Failed)?;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "seed: {seed} ({} cases)", selected.len());

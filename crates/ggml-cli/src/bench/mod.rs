@@ -175,6 +175,7 @@ fn select(opts: &Options) -> Result<Vec<Item>, CliError> {
 /// The device named `name`, or the best one: the first GPU, else integrated GPU, else CPU (the
 /// order of `ggml_backend_init_best`).
 fn pick_device(name: Option<&str>) -> Result<Device, CliError> {
+    crate::register_wgpu_if_named(name)?;
     match name {
         Some(name) => backend::dev_by_name(name).ok_or_else(|| {
             let names: Vec<String> = backend::devices().iter().map(Device::name).collect();

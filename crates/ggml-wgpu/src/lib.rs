@@ -1,0 +1,317 @@
+//! # ggml-wgpu
+//!
+//! A GPU device for `ggml` through [wgpu](https://wgpu.rs): one backend for Vulkan, Metal and
+//! DX12, with its kernels written in WGSL. It is written only against `ggml`'s public backend
+//! traits, like any out-of-crate device.
+//!
+//! - **Registry**: [`register`] enumerates the adapters once and registers one device per
+//!   adapter, named `WGPU0`, `WGPU1`, … (description: the adapter's name, API and driver).
+//!   A software adapter (Mesa's lavapipe, which wgpu reports as a CPU) is registered as an
+//!   integrated GPU: its memory is the host's, as for GGML's Vulkan devices with unified memory,
+//!   and a device typed `Cpu` would be taken for the library's own CPU fallback.
+//! - **Memory**: buffers are wgpu storage buffers in device memory
+//!   ([`ggml::backend::BufferImpl::host_ptr`] is `None`); the host reaches them through the
+//!   queue (writes staged by `Queue::write_buffer`, reads through a mapped staging buffer).
+//! - **Streams**: a stream's engine has a queue of its own (the device's): a graph is recorded as
+//!   one command buffer with one compute pass, submitted without waiting; `set`/`get`/`copy`
+//!   are queued too, and `synchronize` waits for the last submission. Events are markers in the
+//!   queue (`Queue::on_submitted_work_done`); waiting for a marker of the same device costs
+//!   nothing, the queue's order is the wait.
+//! - **Kernels**: WGSL compute shaders generated per operand type and cached as pipelines the
+//!   first time a node needs them (see [`Device::supports_op`](ggml::Device::supports_op) for
+//!   what is computed). All arithmetic is f32; F16 and BF16 values are converted when loaded
+//!   and stored, which needs no adapter feature (`SHADER_F16` is not used).
+//!
+//! ```no_run
+//! # fn main() -> ggml::Result<()> {
+//! let reg = ggml_wgpu::register()?;
+//! for dev in reg.devices() {
+//!     println!("{}: {}", dev.name(), dev.description());
+//! }
+//! # Ok(()) }
+//! ```
+
+mod buffer;
+mod engine;
+mod ops;
+mod wgsl;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use ggml::backend::{BackendImpl, DeviceImpl};
+use ggml::{BufferType, Device, DeviceType, Error, Registry, Result, Tensor};
+
+pub use buffer::ALIGNMENT;
+
+/// Name of the registry [`register`] adds.
+pub const REGISTRY_NAME: &str = "WGPU";
+
+static NEXT_GPU_ID: AtomicU64 = AtomicU64::new(1);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs a future to completion on this thread (wgpu's native futures are ready at once, or
+/// become ready while the device is polled).
+pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
+/// One adapter opened as a wgpu device, shared by the ggml device, its buffers and streams.
+pub(crate) struct Gpu {
+    /// Unique among the process's GPUs (to tell buffers and markers of another device).
+    pub(crate) id: u64,
+    /// The ggml device name, `WGPU<i>`.
+    pub(crate) name: String,
+    pub(crate) info: wgpu::AdapterInfo,
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) limits: wgpu::Limits,
+    pub(crate) features: wgpu::Features,
+    /// The first error wgpu reported outside an error scope since a stream last synchronized.
+    pub(crate) errors: Arc<Mutex<Option<String>>>,
+    /// Compiled pipelines, by kernel key.
+    pub(crate) kernels: wgsl::Cache,
+}
+
+impl Gpu {
+    fn open(index: usize, adapter: &wgpu::Adapter) -> Result<Gpu> {
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("ggml-wgpu"),
+            required_features: wgpu::Features::empty(),
+            required_limits: limits.clone(),
+            ..Default::default()
+        };
+        let (device, queue) = block_on(adapter.request_device(&desc)).map_err(|e| {
+            Error::unsupported(format!("wgpu adapter {:?}: cannot open it: {e}", info.name))
+        })?;
+        let errors = Arc::new(Mutex::new(None::<String>));
+        let slot = errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            lock(&slot).get_or_insert_with(|| e.to_string());
+        }));
+        Ok(Gpu {
+            id: NEXT_GPU_ID.fetch_add(1, Ordering::Relaxed),
+            name: format!("WGPU{index}"),
+            features: device.features(),
+            limits: device.limits(),
+            info,
+            device,
+            queue,
+            errors,
+            kernels: wgsl::Cache::default(),
+        })
+    }
+
+    /// `Err` with the first error wgpu reported since the last call, naming `what`.
+    pub(crate) fn take_error(&self, what: &str) -> Result<()> {
+        match lock(&self.errors).take() {
+            Some(e) => Err(Error::Compute(format!("{} {what}: {e}", self.name))),
+            None => Ok(()),
+        }
+    }
+
+    /// `Err` if wgpu has reported an error not yet taken (leaves it for the stream).
+    pub(crate) fn peek_error(&self, what: &str) -> Result<()> {
+        match lock(&self.errors).as_ref() {
+            Some(e) => Err(Error::Compute(format!("{} {what}: {e}", self.name))),
+            None => Ok(()),
+        }
+    }
+
+    /// Blocks until the queue has done `index` (or everything submitted, when `None`).
+    pub(crate) fn wait(&self, index: Option<wgpu::SubmissionIndex>, what: &str) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: index,
+                timeout: None,
+            })
+            .map(|_| ())
+            .map_err(|e| {
+                Error::Compute(format!("{} {what}: waiting for the queue: {e}", self.name))
+            })
+    }
+}
+
+/// The ggml device of one adapter.
+struct WgpuDevice {
+    gpu: Arc<Gpu>,
+    buft: BufferType,
+}
+
+impl DeviceImpl for WgpuDevice {
+    fn name(&self) -> String {
+        self.gpu.name.clone()
+    }
+    fn description(&self) -> String {
+        let i = &self.gpu.info;
+        let driver = [i.driver.as_str(), i.driver_info.as_str()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ");
+        format!("{} ({:?}, {driver})", i.name, i.backend)
+    }
+    fn memory(&self) -> (usize, usize) {
+        // wgpu does not report a device's memory: unknown.
+        (0, 0)
+    }
+    fn dev_type(&self) -> DeviceType {
+        match self.gpu.info.device_type {
+            wgpu::DeviceType::IntegratedGpu | wgpu::DeviceType::Cpu => DeviceType::Igpu,
+            _ => DeviceType::Gpu,
+        }
+    }
+    fn device_id(&self) -> Option<String> {
+        let id = &self.gpu.info.device_pci_bus_id;
+        (!id.is_empty()).then(|| id.clone())
+    }
+    fn init_backend(&self, params: Option<&str>) -> Result<Box<dyn BackendImpl>> {
+        if let Some(p) = params {
+            return Err(Error::invalid(format!(
+                "{}: init params {p:?} not understood (none are)",
+                self.gpu.name
+            )));
+        }
+        Ok(Box::new(engine::Engine::new(self.gpu.clone())))
+    }
+    fn buffer_type(&self) -> BufferType {
+        self.buft.clone()
+    }
+    fn supports_op(&self, op: &Tensor) -> bool {
+        ops::supports(op)
+    }
+    fn supports_buft(&self, buft: &BufferType) -> bool {
+        *buft == self.buft
+    }
+    fn offload_op(&self, op: &Tensor) -> bool {
+        // GGML's rule for GPU backends: a batch of at least 32 rows is worth the transfer of
+        // the weights.
+        const MIN_BATCH_SIZE: i64 = 32;
+        let batch = match op.op() {
+            ggml::Op::GetRows => return false,
+            _ => op.ne()[1],
+        };
+        batch >= MIN_BATCH_SIZE && ops::supports(op)
+    }
+    fn features(&self) -> Vec<(String, String)> {
+        let f = self.gpu.features;
+        vec![
+            ("BACKEND".into(), format!("{:?}", self.gpu.info.backend)),
+            (
+                "SHADER_F16".into(),
+                (f.contains(wgpu::Features::SHADER_F16) as u8).to_string(),
+            ),
+            (
+                "MAX_BUFFER".into(),
+                buffer::max_buffer_size(&self.gpu).to_string(),
+            ),
+        ]
+    }
+}
+
+/// The wgpu backends this crate is built with: Vulkan, Metal and DX12.
+fn backends() -> wgpu::Backends {
+    wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12
+}
+
+/// Opens every adapter wgpu finds (Vulkan, Metal, DX12) and makes one ggml device for each,
+/// in wgpu's order (adapters that cannot be opened are left out); the first time only.
+fn opened() -> &'static (Registry, Vec<Arc<Gpu>>) {
+    static OPENED: OnceLock<(Registry, Vec<Arc<Gpu>>)> = OnceLock::new();
+    OPENED.get_or_init(|| {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: backends(),
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let adapters = block_on(instance.enumerate_adapters(backends()));
+        let mut gpus = Vec::new();
+        let mut devices = Vec::new();
+        for adapter in &adapters {
+            if let Ok(gpu) = Gpu::open(gpus.len(), adapter) {
+                let gpu = Arc::new(gpu);
+                let buft = BufferType::new(buffer::WgpuBufferType::new(gpu.clone()));
+                devices.push(Device::new(WgpuDevice {
+                    gpu: gpu.clone(),
+                    buft,
+                }));
+                gpus.push(gpu);
+            }
+        }
+        (Registry::from_devices(REGISTRY_NAME, devices), gpus)
+    })
+}
+
+/// The registry of this process's wgpu devices, opened the first time (it may be empty).
+pub fn registry() -> Registry {
+    opened().0.clone()
+}
+
+/// Registers [`registry`] with `ggml` (once; later calls return the same registry), so that
+/// `ggml::backend::dev_by_name("WGPU0")` and the scheduler find its devices. `Err` when wgpu
+/// finds no adapter.
+pub fn register() -> Result<Registry> {
+    let reg = registry();
+    if reg.dev_count() == 0 {
+        return Err(Error::unsupported(
+            "ggml-wgpu: wgpu found no adapter (Vulkan, Metal or DX12); on Debian, \
+             `apt-get install mesa-vulkan-drivers libvulkan1` gives a software one",
+        ));
+    }
+    ggml::backend::register(reg.clone());
+    Ok(reg)
+}
+
+#[cfg(test)]
+mod tests {
+    use ggml::{backend, Context, Type};
+
+    #[test]
+    fn a_kernel_is_compiled_once_per_device() {
+        let Some(gpu) = super::opened().1.first() else {
+            eprintln!("SKIPPED: no wgpu adapter");
+            return;
+        };
+        let dev = super::registry().dev_get(0).unwrap();
+        let stream = dev.init(None).unwrap();
+        let ctx = Context::init(1 << 20, true).unwrap();
+        let a = ctx.new_tensor_2d(Type::F32, 33, 3).unwrap();
+        let b = ctx.neg(&ctx.silu(&a).unwrap()).unwrap();
+        let graph = ctx.build_forward_expand(&b).unwrap();
+        let _buf = backend::alloc_ctx_tensors(&ctx, &stream).unwrap();
+        a.set_f32(&[1.5; 99]).unwrap();
+        stream.graph_compute(&graph).unwrap();
+        let compiled = gpu.kernels.len();
+        for _ in 0..3 {
+            stream.graph_compute(&graph).unwrap();
+        }
+        assert_eq!(gpu.kernels.len(), compiled);
+        let want = -(1.5 / (1.0 + (-1.5f32).exp()));
+        assert!(b
+            .get_f32()
+            .unwrap()
+            .iter()
+            .all(|&v| (v - want).abs() < 1e-6));
+    }
+}

@@ -1,0 +1,663 @@
+//! Which nodes the device computes, with which kernel and parameters, and the recording of a
+//! graph as one command buffer.
+
+use ggml::backend::{Place, PlacedGraph};
+use ggml::ops::{read_params, FlashAttnExtParams, GluOp, GluParams, RopeParams, UnaryOp};
+use ggml::{Error, Op, Result, Tensor, Type};
+
+use crate::buffer::WgpuBuffer;
+use crate::wgsl::{self, Kernel, DESC_WORDS, OP_AT, PARAM_WORDS, X_AT};
+use crate::Gpu;
+
+/// Invocations per workgroup of every kernel.
+const WG: u64 = 64;
+
+/// Columns of `b` per workgroup of the MUL_MAT kernel.
+const MUL_MAT_COLS: u64 = 8;
+
+/// Workgroups per dimension of a dispatch (WebGPU's guaranteed minimum).
+const MAX_GROUPS_X: u64 = 65_535;
+
+/// How a node is computed.
+enum Kind {
+    /// Nothing to compute: a leaf or a view.
+    Skip,
+    /// `elem.wgsl`: `expr` of `x` (from operand 0, read in the result's linear order when
+    /// `linear`, else broadcast) and, when `with_b`, `y` (operand 1, broadcast).
+    Elem {
+        expr: String,
+        linear: bool,
+        with_b: bool,
+    },
+    /// `elem.wgsl` over a GLU: `x` and `y` are operand 0's two halves (fused form, swapped or
+    /// not) or operands 0 and 1 (split form).
+    Glu {
+        expr: &'static str,
+    },
+    GetRows,
+    SetRows,
+    /// `norm.wgsl`: RMS_NORM (0), NORM (1), L2_NORM (2), SUM_ROWS (3), MEAN (4).
+    Norm(u32),
+    SoftMax,
+    Rope,
+    MulMat,
+    FlashAttn,
+}
+
+fn float(ty: Type) -> bool {
+    matches!(ty, Type::F32 | Type::F16 | Type::BF16)
+}
+
+/// The GGML expression of a unary sub-op, in `x`.
+fn unary_expr(op: UnaryOp) -> Option<&'static str> {
+    Some(match op {
+        UnaryOp::Abs => "abs(x)",
+        UnaryOp::Sgn => "sign(x)",
+        UnaryOp::Neg => "-x",
+        UnaryOp::Step => "select(0.0, 1.0, x > 0.0)",
+        UnaryOp::Tanh => "tanh_(x)",
+        UnaryOp::Elu => "select(exp(x) - 1.0, x, x > 0.0)",
+        UnaryOp::Relu => "select(0.0, x, x > 0.0)",
+        UnaryOp::Sigmoid => "sigmoid_(x)",
+        UnaryOp::Gelu => "gelu_(x)",
+        UnaryOp::GeluQuick => "gelu_quick_(x)",
+        UnaryOp::Silu => "silu_(x)",
+        UnaryOp::Hardswish => "x * clamp((x + 3.0) / 6.0, 0.0, 1.0)",
+        UnaryOp::Hardsigmoid => "clamp((x + 3.0) / 6.0, 0.0, 1.0)",
+        UnaryOp::Exp => "exp(x)",
+        UnaryOp::Expm1 => "exp(x) - 1.0",
+        UnaryOp::Softplus => "select(log(1.0 + exp(x)), x, x > 20.0)",
+        UnaryOp::GeluErf => "gelu_erf_(x)",
+        UnaryOp::Floor => "floor(x)",
+        UnaryOp::Ceil => "ceil(x)",
+        UnaryOp::Round => "round_(x)",
+        UnaryOp::Trunc => "trunc(x)",
+        UnaryOp::Xielu => return None,
+    })
+}
+
+/// The expression of a GLU op, in `x` (the activation's input) and `y` (the gate).
+fn glu_expr(op: GluOp) -> &'static str {
+    match op {
+        GluOp::Reglu => "select(0.0, x, x > 0.0) * y",
+        GluOp::Geglu => "gelu_(x) * y",
+        GluOp::Swiglu => "silu_(x) * y",
+        GluOp::SwigluOai => {
+            "min(x, opf(3u)) / (1.0 + exp(-opf(2u) * min(x, opf(3u)))) * (clamp(y, -opf(3u), opf(3u)) + 1.0)"
+        }
+        GluOp::GegluErf => "gelu_erf_(x) * y",
+        GluOp::GegluQuick => "gelu_quick_(x) * y",
+    }
+}
+
+/// Whether every dimension of `small` divides that of `big` (GGML's `can_repeat`).
+fn repeats(small: &Tensor, big: &Tensor) -> bool {
+    (small.ne().iter().zip(big.ne())).all(|(&s, b)| s > 0 && b % s == 0)
+}
+
+/// Operand `i`'s type, when present.
+fn src_ty(t: &Tensor, i: usize) -> Option<Type> {
+    t.src(i).map(Tensor::ty)
+}
+
+/// How `t` is computed, or `None` when the device does not compute it as it is.
+fn kind(t: &Tensor) -> Option<Kind> {
+    let a = src_ty(t, 0);
+    let dst_ok = wgsl::storable(t.ty());
+    let float_a = a.is_some_and(float) && dst_ok;
+    let simple = |expr: &str| {
+        let a = t.src(0)?;
+        (float_a && repeats(a, t)).then(|| Kind::Elem {
+            expr: expr.to_string(),
+            linear: false,
+            with_b: false,
+        })
+    };
+    let op = t.op();
+    match op {
+        Op::None | Op::View | Op::Reshape | Op::Permute | Op::Transpose => Some(Kind::Skip),
+        Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Add1 => {
+            let (x, y) = (t.src(0)?, t.src(1)?);
+            let ok = float_a && float(y.ty()) && x.ne() == t.ne() && repeats(y, t);
+            let expr = match op {
+                Op::Add | Op::Add1 => "x + y",
+                Op::Sub => "x - y",
+                Op::Mul => "x * y",
+                _ => "x / y",
+            };
+            ok.then(|| Kind::Elem {
+                expr: expr.into(),
+                linear: false,
+                with_b: true,
+            })
+        }
+        Op::Scale => simple("x * opf(0u) + opf(1u)"),
+        Op::Sqr => simple("x * x"),
+        Op::Sqrt => simple("sqrt(x)"),
+        Op::Log => simple("log(x)"),
+        Op::Sin => simple("sin(x)"),
+        Op::Cos => simple("cos(x)"),
+        Op::Clamp => simple("max(min(x, opf(1u)), opf(0u))"),
+        Op::LeakyRelu => simple("max(x, 0.0) + opf(0u) * min(x, 0.0)"),
+        Op::Repeat => simple("x"),
+        Op::Unary => {
+            let sub = UnaryOp::from_i32(t.get_op_params_i32(0).ok()?)?;
+            simple(unary_expr(sub)?)
+        }
+        Op::Cpy | Op::Dup | Op::Cont => {
+            let x = t.src(0)?;
+            let ok = a.is_some_and(wgsl::loadable) && dst_ok && x.nelements() == t.nelements();
+            ok.then(|| Kind::Elem {
+                expr: "x".into(),
+                linear: true,
+                with_b: false,
+            })
+        }
+        Op::Glu => {
+            let p: GluParams = read_params(&t.op_params());
+            let g = GluOp::from_i32(p.op)?;
+            let split_ok = src_ty(t, 1).is_none_or(float);
+            (float_a && split_ok).then(|| Kind::Glu { expr: glu_expr(g) })
+        }
+        Op::GetRows => {
+            let ok = a.is_some_and(wgsl::loadable)
+                && src_ty(t, 1) == Some(Type::I32)
+                && dst_ok
+                && t.ne()[4] == 1;
+            ok.then_some(Kind::GetRows)
+        }
+        Op::SetRows => {
+            let ok = a.is_some_and(float)
+                && matches!(src_ty(t, 1), Some(Type::I32 | Type::I64))
+                && dst_ok;
+            ok.then_some(Kind::SetRows)
+        }
+        Op::RmsNorm | Op::Norm | Op::L2Norm => {
+            let mode = match op {
+                Op::RmsNorm => 0,
+                Op::Norm => 1,
+                _ => 2,
+            };
+            float_a.then_some(Kind::Norm(mode))
+        }
+        Op::SumRows | Op::Mean => {
+            let mode = if op == Op::SumRows { 3 } else { 4 };
+            float_a.then_some(Kind::Norm(mode))
+        }
+        Op::DiagMaskInf | Op::DiagMaskZero => {
+            let masked = if op == Op::DiagMaskInf {
+                "bitcast<f32>(0xff800000u)"
+            } else {
+                "0.0"
+            };
+            let expr =
+                format!("select(x, {masked}, i32(ix.i.x) > bitcast<i32>(p.op[0].x) + i32(ix.i.y))");
+            simple(&expr)
+        }
+        Op::SoftMax => {
+            let mask_ok = src_ty(t, 1).is_none_or(|m| matches!(m, Type::F32 | Type::F16));
+            let sinks_ok = src_ty(t, 2).is_none_or(|s| s == Type::F32);
+            (float_a && mask_ok && sinks_ok).then_some(Kind::SoftMax)
+        }
+        Op::Rope => {
+            let p: RopeParams = read_params(&t.op_params());
+            let ok = matches!(p.mode, ggml::ROPE_TYPE_NORMAL | ggml::ROPE_TYPE_NEOX)
+                && matches!(a, Some(Type::F32 | Type::F16))
+                && t.ty() == a?
+                && src_ty(t, 1) == Some(Type::I32)
+                && src_ty(t, 2).is_none_or(|c| c == Type::F32);
+            ok.then_some(Kind::Rope)
+        }
+        Op::MulMat => {
+            let ok = a.is_some_and(wgsl::loadable)
+                && src_ty(t, 1).is_some_and(float)
+                && t.ty() == Type::F32
+                && t.srcs().chain([t]).all(|x| x.ne()[4] == 1);
+            ok.then_some(Kind::MulMat)
+        }
+        Op::FlashAttnExt => {
+            let (k, v) = (t.src(1)?, t.src(2)?);
+            let ok = a == Some(Type::F32)
+                && wgsl::loadable(k.ty())
+                && wgsl::loadable(v.ty())
+                && src_ty(t, 3).is_none_or(|m| m == Type::F16)
+                && src_ty(t, 4).is_none_or(|s| s == Type::F32)
+                && dst_ok
+                && k.ne()[0] <= FLASH_ATTN_MAX_D
+                && v.ne()[0] <= FLASH_ATTN_MAX_D;
+            ok.then_some(Kind::FlashAttn)
+        }
+        _ => None,
+    }
+}
+
+/// The largest K and V row the FLASH_ATTN_EXT kernel holds (`MAX_D` in `flash_attn.wgsl`).
+const FLASH_ATTN_MAX_D: i64 = 512;
+
+/// ALiBi's constants for `n_head` heads (x3 = m0, x4 = m1, x5 = n_head_log2 of `alibi()` in
+/// `common.wgsl`).
+fn alibi(x: &mut [u32; 12], max_bias: f32, n_head: u32) {
+    let nhl2 = if n_head == 0 {
+        1
+    } else {
+        1u32 << n_head.ilog2()
+    };
+    x[3] = 2f32.powf(-max_bias / nhl2 as f32).to_bits();
+    x[4] = 2f32.powf(-(max_bias / 2.0) / nhl2 as f32).to_bits();
+    x[5] = nhl2;
+}
+
+/// Whether the kernels' 32-bit indices and byte addresses reach every element of `t` and its
+/// operands.
+fn fits(t: &Tensor) -> bool {
+    let max = u64::from(u32::MAX);
+    t.srcs().chain([t]).all(|x| {
+        let sizes_fit = (x.ne().iter()).all(|&n| u64::try_from(n).is_ok_and(|n| n < max));
+        let strides_fit = x.nb().iter().all(|&b| (b as u64) < max);
+        sizes_fit && strides_fit && (x.nelements() as u64) < max && (x.nbytes() as u64) < max
+    })
+}
+
+/// Whether the device computes `t` as it is.
+pub(crate) fn supports(t: &Tensor) -> bool {
+    kind(t).is_some() && fits(t)
+}
+
+/// A value as `u32`, or `Err` naming `what`.
+fn word(v: impl TryInto<u32> + Copy + std::fmt::Debug, what: &str) -> Result<u32> {
+    v.try_into()
+        .map_err(|_| Error::invalid(format!("wgpu kernels: {what} = {v:?} exceeds 32 bits")))
+}
+
+/// A tensor's 12-word descriptor (`struct T`): shape, strides, byte offset, elements.
+fn desc(t: &Tensor, off: usize) -> Result<[u32; DESC_WORDS]> {
+    let (ne, nb) = (t.ne(), t.nb());
+    let mut d = [0u32; DESC_WORDS];
+    for k in 0..4 {
+        d[k] = word(ne[k], "ne")?;
+        d[4 + k] = word(nb[k], "nb")?;
+    }
+    d[8] = word(off, "offset")?;
+    d[9] = word(ne[4], "ne")?;
+    d[10] = word(nb[4], "nb")?;
+    d[11] = word(t.nelements(), "nelements")?;
+    Ok(d)
+}
+
+/// One operand as a kernel binds it.
+struct Operand<'a> {
+    ty: Type,
+    desc: [u32; DESC_WORDS],
+    buffer: &'a wgpu::Buffer,
+}
+
+/// A node ready to record: its kernel, parameter block, buffers (result first) and workgroups.
+struct Step<'a> {
+    kernel: Kernel,
+    params: [u32; PARAM_WORDS],
+    buffers: Vec<&'a wgpu::Buffer>,
+    groups: u64,
+}
+
+/// The wgpu buffer of `place`, which must be on `gpu`.
+fn buffer_of<'a>(gpu: &Gpu, place: Option<Place<'a>>, what: &str) -> Result<&'a wgpu::Buffer> {
+    place
+        .and_then(|p| p.downcast::<WgpuBuffer>())
+        .filter(|(b, _)| b.gpu.id == gpu.id)
+        .map(|(b, _)| &b.buf)
+        .ok_or_else(|| {
+            Error::unsupported(format!(
+                "{} graph_compute: {what} is not in this device's memory",
+                gpu.name
+            ))
+        })
+}
+
+/// Workgroups for one invocation per item.
+fn per_item(items: u64) -> u64 {
+    items.div_ceil(WG)
+}
+
+/// Prepares node `i` of `graph`, computed as `kind`.
+fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result<Step<'a>> {
+    let n = &graph.nodes()[i];
+    let place = graph
+        .place(i)
+        .ok_or_else(|| Error::invalid(format!("{}: node {:?} has no place", gpu.name, n.name())))?;
+    let dst_buf = buffer_of(gpu, Some(place), "the result")?;
+    let mut params = [0u32; PARAM_WORDS];
+    params[..DESC_WORDS].copy_from_slice(&desc(n, place.offset())?);
+    let op_params = n.op_params();
+    params[OP_AT..X_AT].copy_from_slice(&op_params.map(|v| v as u32));
+    let operand = |j: usize| -> Result<Operand<'a>> {
+        let s = n.src(j).ok_or_else(|| {
+            Error::invalid(format!(
+                "{}: node {:?} lacks operand {j}",
+                gpu.name,
+                n.name()
+            ))
+        })?;
+        let p = graph.src_place(i, j);
+        let buffer = buffer_of(gpu, p, "an operand")?;
+        let off = p.map_or(0, |p| p.offset());
+        Ok(Operand {
+            ty: s.ty(),
+            desc: desc(s, off)?,
+            buffer,
+        })
+    };
+    let present = |j: usize| n.src(j).is_some();
+    // An absent optional operand is bound to a stand-in (the kernel reads a flag, not it).
+    let optional = |j: usize, a: &Operand<'a>| -> Result<Operand<'a>> {
+        if present(j) {
+            operand(j)
+        } else {
+            Ok(stand_in(a))
+        }
+    };
+    let mut x = [0u32; 12];
+    let d_n = n.nelements() as u64;
+    let (name, body, operands, groups): (&str, String, Vec<Operand<'a>>, u64) = match kind {
+        Kind::Skip => return Err(Error::invalid("wgpu: a node without work was planned")),
+        Kind::Elem {
+            expr,
+            linear,
+            with_b,
+        } => {
+            let mut ops = vec![operand(0)?];
+            if *with_b {
+                ops.push(operand(1)?);
+            }
+            (
+                "elem",
+                elem_body(expr, *linear, *with_b),
+                ops,
+                per_item(d_n),
+            )
+        }
+        Kind::Glu { expr } => {
+            let p: GluParams = read_params(&op_params);
+            let ops = if present(1) {
+                vec![operand(0)?, operand(1)?]
+            } else {
+                // The fused form: x and g are the halves of each row of operand 0.
+                let a = operand(0)?;
+                let nc = params[0];
+                let half = nc
+                    .checked_mul(a.desc[4])
+                    .ok_or_else(|| Error::invalid("wgpu GLU: row offset exceeds 32 bits"))?;
+                let (xo, go) = if p.swapped != 0 { (half, 0) } else { (0, half) };
+                let mut xd = a.desc;
+                xd[0] = nc;
+                let mut gd = xd;
+                xd[8] += xo;
+                gd[8] += go;
+                vec![
+                    Operand {
+                        ty: a.ty,
+                        desc: xd,
+                        buffer: a.buffer,
+                    },
+                    Operand {
+                        ty: a.ty,
+                        desc: gd,
+                        buffer: a.buffer,
+                    },
+                ]
+            };
+            ("glu", elem_body(expr, false, true), ops, per_item(d_n))
+        }
+        Kind::GetRows => (
+            "get_rows",
+            wgsl::GET_ROWS.to_string(),
+            vec![operand(0)?, operand(1)?],
+            per_item(d_n),
+        ),
+        Kind::SetRows => {
+            let ops = vec![operand(0)?, operand(1)?];
+            x[0] = (ops[1].ty == Type::I64) as u32;
+            let items = u64::from(ops[0].desc[11]);
+            ("set_rows", wgsl::SET_ROWS.to_string(), ops, per_item(items))
+        }
+        Kind::Norm(mode) => {
+            let rows = n.src(0).map_or(0, |a| a.nrows()) as u64;
+            x[0] = word(rows, "rows")?;
+            x[1] = *mode;
+            ("norm", wgsl::NORM.to_string(), vec![operand(0)?], rows)
+        }
+        Kind::SoftMax => {
+            let a = operand(0)?;
+            let rows = n.src(0).map_or(0, |a| a.nrows()) as u64;
+            let max_bias = f32::from_bits(op_params[1] as u32);
+            x[0] = word(rows, "rows")?;
+            x[1] = present(1) as u32;
+            x[2] = present(2) as u32;
+            alibi(&mut x, max_bias, a.desc[2]);
+            let mask = optional(1, &a)?;
+            let sinks = optional(2, &a)?;
+            let ops = vec![a, mask, sinks];
+            ("soft_max", wgsl::SOFT_MAX.to_string(), ops, rows)
+        }
+        Kind::Rope => {
+            let p: RopeParams = read_params(&op_params);
+            let a = operand(0)?;
+            let ne0 = a.desc[0];
+            let n_dims = word(p.n_dims, "n_dims")?;
+            let n_offs = word(p.n_offs, "n_offs")?;
+            if n_dims % 2 != 0 || n_offs + n_dims > ne0 {
+                return Err(Error::invalid(format!(
+                    "wgpu ROPE: n_dims {n_dims} and n_offs {n_offs} do not fit rows of {ne0}"
+                )));
+            }
+            let per_row = ne0 - n_dims / 2;
+            let rows = n.src(0).map_or(0, |a| a.nrows()) as u64;
+            let items = rows * u64::from(per_row);
+            let corr = ggml::ops::rope_yarn_corr_dims(
+                p.n_dims,
+                p.n_ctx_orig,
+                p.freq_base,
+                p.beta_fast,
+                p.beta_slow,
+            );
+            x[0] = word(items, "rope items")?;
+            x[1] = per_row;
+            x[2] = n_dims;
+            x[3] = (p.mode == ggml::ROPE_TYPE_NEOX) as u32;
+            x[4] = n_offs;
+            x[5] = p.freq_base.powf(-2.0 / p.n_dims as f32).to_bits();
+            x[6] = corr[0].to_bits();
+            x[7] = corr[1].to_bits();
+            x[8] = present(2) as u32;
+            x[9] = (1.0 + 0.1 * (1.0 / p.freq_scale).ln()).to_bits();
+            let pos = operand(1)?;
+            let ff = optional(2, &a)?;
+            (
+                "rope",
+                wgsl::ROPE.to_string(),
+                vec![a, pos, ff],
+                per_item(items),
+            )
+        }
+        Kind::MulMat => {
+            let (a, b) = (operand(0)?, operand(1)?);
+            let d = &params[..4];
+            let blocks = u64::from(d[1]).div_ceil(MUL_MAT_COLS);
+            let row_groups = u64::from(d[0]).div_ceil(WG);
+            let groups = row_groups * blocks * u64::from(d[2]) * u64::from(d[3]);
+            x[0] = word(groups, "mul_mat workgroups")?;
+            x[1] = word(blocks, "mul_mat column blocks")?;
+            x[2] = b.desc[2] / a.desc[2].max(1);
+            x[3] = b.desc[3] / a.desc[3].max(1);
+            x[4] = word(row_groups, "mul_mat row groups")?;
+            ("mul_mat", wgsl::MUL_MAT.to_string(), vec![a, b], groups)
+        }
+        Kind::FlashAttn => {
+            let p: FlashAttnExtParams = read_params(&op_params);
+            let (q, k, v) = (operand(0)?, operand(1)?, operand(2)?);
+            let n_head = q.desc[2];
+            let rows = u64::from(q.desc[1]) * u64::from(n_head) * u64::from(q.desc[3]);
+            x[0] = word(rows, "attention rows")?;
+            x[1] = present(3) as u32;
+            x[2] = present(4) as u32;
+            alibi(&mut x, p.max_bias, n_head);
+            x[6] = n_head / k.desc[2].max(1);
+            x[7] = n_head / v.desc[2].max(1);
+            let scale = if p.logit_softcap != 0.0 {
+                p.scale / p.logit_softcap
+            } else {
+                p.scale
+            };
+            x[8] = scale.to_bits();
+            let mask = optional(3, &q)?;
+            let sinks = optional(4, &q)?;
+            let ops = vec![q, k, v, mask, sinks];
+            ("flash_attn", wgsl::FLASH_ATTN.to_string(), ops, rows)
+        }
+    };
+    for (k, o) in operands.iter().enumerate() {
+        params[DESC_WORDS * (k + 1)..DESC_WORDS * (k + 2)].copy_from_slice(&o.desc);
+    }
+    params[X_AT..].copy_from_slice(&x);
+    let types: Vec<Type> = operands.iter().map(|o| o.ty).collect();
+    let key = format!("{name}|{}|{}|{:?}", kernel_variant(kind), n.ty(), types);
+    let kernel = gpu.kernels.kernel(gpu, &key, operands.len(), || {
+        wgsl::source(&body, n.ty(), &types)
+    })?;
+    let mut buffers = vec![dst_buf];
+    buffers.extend(operands.iter().map(|o| o.buffer));
+    Ok(Step {
+        kernel,
+        params,
+        buffers,
+        groups,
+    })
+}
+
+/// The part of a kernel's key that its types do not give (an element-wise expression).
+fn kernel_variant(kind: &Kind) -> String {
+    match kind {
+        Kind::Elem {
+            expr,
+            linear,
+            with_b,
+        } => format!("{expr}|{linear}|{with_b}"),
+        Kind::Glu { expr } => expr.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// An operand slot the kernel declares but does not read: bound to `a`'s buffer as F32.
+fn stand_in<'a>(a: &Operand<'a>) -> Operand<'a> {
+    Operand {
+        ty: Type::F32,
+        desc: [0; DESC_WORDS],
+        buffer: a.buffer,
+    }
+}
+
+/// `elem.wgsl` for `expr`.
+fn elem_body(expr: &str, linear: bool, with_b: bool) -> String {
+    let a_index = if linear {
+        "unravel(t, p.a.ne)"
+    } else {
+        "bcast(ix, p.a)"
+    };
+    let b = if with_b {
+        "let ib = bcast(ix, p.b);\n    let y = ld_b(row_of(p.b, ib), ib.i.x);"
+    } else {
+        ""
+    };
+    wgsl::ELEM
+        .replace("{A_INDEX}", a_index)
+        .replace("{B}", b)
+        .replace("{EXPR}", expr)
+}
+
+/// Records every node of `graph` the device computes into one command buffer with one compute
+/// pass, and submits it; `None` when there was nothing to compute.
+pub(crate) fn record(gpu: &Gpu, graph: &PlacedGraph<'_>) -> Result<Option<wgpu::SubmissionIndex>> {
+    let mut steps = Vec::new();
+    for (i, n) in graph.nodes().iter().enumerate() {
+        if n.is_empty() {
+            continue;
+        }
+        let k = kind(n).filter(|_| fits(n)).ok_or_else(|| {
+            Error::unsupported(format!(
+                "{}: cannot compute {} into {} (node {:?})",
+                gpu.name,
+                n.op().name(),
+                n.ty(),
+                n.name()
+            ))
+        })?;
+        if matches!(k, Kind::Skip) {
+            continue;
+        }
+        steps.push(plan(gpu, graph, i, &k)?);
+    }
+    if steps.is_empty() {
+        return Ok(None);
+    }
+    let align = (gpu.limits.min_uniform_buffer_offset_alignment as usize).max(16);
+    let block = PARAM_WORDS * 4;
+    let stride = block.next_multiple_of(align);
+    let mut bytes = vec![0u8; stride * steps.len()];
+    for (k, s) in steps.iter().enumerate() {
+        for (w, v) in s.params.iter().enumerate() {
+            bytes[k * stride + 4 * w..k * stride + 4 * w + 4].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    let uniform = wgpu::util::DeviceExt::create_buffer_init(
+        &gpu.device,
+        &wgpu::util::BufferInitDescriptor {
+            label: Some("ggml params"),
+            contents: &bytes,
+            usage: wgpu::BufferUsages::UNIFORM,
+        },
+    );
+    let groups: Vec<wgpu::BindGroup> = steps
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            let mut entries = vec![wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &uniform,
+                    offset: (k * stride) as u64,
+                    size: wgpu::BufferSize::new(block as u64),
+                }),
+            }];
+            entries.extend(
+                s.buffers
+                    .iter()
+                    .enumerate()
+                    .map(|(j, b)| wgpu::BindGroupEntry {
+                        binding: j as u32 + 1,
+                        resource: b.as_entire_binding(),
+                    }),
+            );
+            gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &s.kernel.group,
+                entries: &entries,
+            })
+        })
+        .collect();
+    let mut enc = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("ggml graph"),
+            timestamp_writes: None,
+        });
+        for (s, g) in steps.iter().zip(&groups) {
+            let max_x =
+                u64::from(gpu.limits.max_compute_workgroups_per_dimension).clamp(1, MAX_GROUPS_X);
+            let x = s.groups.min(max_x);
+            let y = s.groups.div_ceil(max_x);
+            pass.set_pipeline(&s.kernel.pipeline);
+            pass.set_bind_group(0, g, &[]);
+            pass.dispatch_workgroups(word(x, "workgroups")?, word(y, "workgroups")?, 1);
+        }
+    }
+    Ok(Some(gpu.queue.submit(std::iter::once(enc.finish()))))
+}

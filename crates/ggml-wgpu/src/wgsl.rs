@@ -1,0 +1,326 @@
+//! WGSL kernels: a kernel's source is the common part, the result's binding with its store
+//! function, one binding per operand with a loader for its type, and the kernel's body. Each
+//! (kernel, types) source is compiled once per device into a pipeline, kept in a [`Cache`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use ggml::{Error, Result, Type};
+
+use crate::{lock, Gpu};
+
+const COMMON: &str = include_str!("wgsl/common.wgsl");
+const REDUCE: &str = include_str!("wgsl/reduce.wgsl");
+pub(crate) const ELEM: &str = include_str!("wgsl/elem.wgsl");
+pub(crate) const GET_ROWS: &str = include_str!("wgsl/get_rows.wgsl");
+pub(crate) const SET_ROWS: &str = include_str!("wgsl/set_rows.wgsl");
+pub(crate) const NORM: &str = include_str!("wgsl/norm.wgsl");
+pub(crate) const SOFT_MAX: &str = include_str!("wgsl/soft_max.wgsl");
+pub(crate) const ROPE: &str = include_str!("wgsl/rope.wgsl");
+pub(crate) const MUL_MAT: &str = include_str!("wgsl/mul_mat.wgsl");
+pub(crate) const FLASH_ATTN: &str = include_str!("wgsl/flash_attn.wgsl");
+
+/// The operands' binding names, in binding order after the result's.
+pub(crate) const OPERANDS: [&str; 5] = ["a", "b", "c", "e", "f"];
+
+/// Words of a tensor's descriptor (`struct T` in `common.wgsl`).
+pub(crate) const DESC_WORDS: usize = 12;
+
+/// Where op_params start in the parameter block (`struct P`): after the result's and the
+/// operands' descriptors.
+pub(crate) const OP_AT: usize = (1 + OPERANDS.len()) * DESC_WORDS;
+
+/// Where the kernel's extra words start (after the 16 words of op_params).
+pub(crate) const X_AT: usize = OP_AT + 16;
+
+/// Words of the parameter block: descriptors, op_params and 12 extras.
+pub(crate) const PARAM_WORDS: usize = X_AT + 12;
+
+/// Whether the loaders can read `ty` as values (integer types are read as indices only).
+pub(crate) fn loadable(ty: Type) -> bool {
+    loader_body(ty).is_some() && !matches!(ty, Type::I32 | Type::I64)
+}
+
+/// Whether the store function can write `ty`.
+pub(crate) fn storable(ty: Type) -> bool {
+    matches!(ty, Type::F32 | Type::F16 | Type::BF16)
+}
+
+/// The body of `ld_§(row, k)`: element `k` of the row whose first byte is `row`, as f32.
+fn loader_body(ty: Type) -> Option<&'static str> {
+    Some(match ty {
+        Type::F32 => "return bitcast<f32>(§[(row + k * p.§.nb.x) >> 2u]);",
+        Type::F16 => "return h_§(row + k * p.§.nb.x);",
+        Type::BF16 => {
+            "let o = row + k * p.§.nb.x;
+    return bitcast<f32>(((§[o >> 2u] >> ((o & 2u) * 8u)) & 0xffffu) << 16u);"
+        }
+        // Integer operands are indices, read word by word (`w_§`); I64 as its low word.
+        Type::I32 | Type::I64 => "return f32(bitcast<i32>(§[(row + k * p.§.nb.x) >> 2u]));",
+        Type::Q4_0 => {
+            "let blk = row + (k / 32u) * 18u;
+    let j = k % 32u;
+    let q = u8_§(blk + 2u + (j & 15u));
+    return h_§(blk) * (f32(select(q & 15u, q >> 4u, j >= 16u)) - 8.0);"
+        }
+        Type::Q4_1 => {
+            "let blk = row + (k / 32u) * 20u;
+    let j = k % 32u;
+    let q = u8_§(blk + 4u + (j & 15u));
+    return h_§(blk) * f32(select(q & 15u, q >> 4u, j >= 16u)) + h_§(blk + 2u);"
+        }
+        Type::Q5_0 => {
+            "let blk = row + (k / 32u) * 22u;
+    let j = k % 32u;
+    let q = u8_§(blk + 6u + (j & 15u));
+    let hb = (u8_§(blk + 2u + (j >> 3u)) >> (j & 7u)) & 1u;
+    return h_§(blk) * (f32(select(q & 15u, q >> 4u, j >= 16u) | (hb << 4u)) - 16.0);"
+        }
+        Type::Q5_1 => {
+            "let blk = row + (k / 32u) * 24u;
+    let j = k % 32u;
+    let q = u8_§(blk + 8u + (j & 15u));
+    let hb = (u8_§(blk + 4u + (j >> 3u)) >> (j & 7u)) & 1u;
+    return h_§(blk) * f32(select(q & 15u, q >> 4u, j >= 16u) | (hb << 4u)) + h_§(blk + 2u);"
+        }
+        Type::Q8_0 => {
+            "let blk = row + (k / 32u) * 34u;
+    return h_§(blk) * i8_§(blk + 2u + k % 32u);"
+        }
+        Type::Q4_K => {
+            "let blk = row + (k / 256u) * 144u;
+    let j = k % 256u;
+    let il = j / 64u;
+    let r = j % 64u;
+    let sm = smk_§(2u * il + r / 32u, blk + 4u);
+    let q = u8_§(blk + 16u + 32u * il + r % 32u);
+    return h_§(blk) * f32(sm.x) * f32(select(q & 15u, q >> 4u, r >= 32u)) - h_§(blk + 2u) * f32(sm.y);"
+        }
+        Type::Q5_K => {
+            "let blk = row + (k / 256u) * 176u;
+    let j = k % 256u;
+    let il = j / 64u;
+    let r = j % 64u;
+    let sm = smk_§(2u * il + r / 32u, blk + 4u);
+    let q = u8_§(blk + 48u + 32u * il + r % 32u);
+    let hb = (u8_§(blk + 16u + r % 32u) >> (2u * il + r / 32u)) & 1u;
+    let n = select(q & 15u, q >> 4u, r >= 32u) + 16u * hb;
+    return h_§(blk) * f32(sm.x) * f32(n) - h_§(blk + 2u) * f32(sm.y);"
+        }
+        Type::Q6_K => {
+            "let blk = row + (k / 256u) * 210u;
+    let j = k % 256u;
+    let hf = j / 128u;
+    let r = j % 128u;
+    let qd = r / 32u;
+    let l = r % 32u;
+    let qlb = u8_§(blk + 64u * hf + l + 32u * (qd & 1u));
+    let lo = select(qlb & 15u, qlb >> 4u, qd >= 2u);
+    let hi = (u8_§(blk + 128u + 32u * hf + l) >> (2u * qd)) & 3u;
+    let sc = i8_§(blk + 192u + 8u * hf + l / 16u + 2u * qd);
+    return h_§(blk + 208u) * sc * f32(i32(lo | (hi << 4u)) - 32);"
+        }
+        _ => return None,
+    })
+}
+
+/// The byte helpers of an operand binding `§`: a word, a byte, a signed byte, a half, the
+/// 6-bit scale and min of a K-quant block.
+const HELPERS: &str = "
+fn w_§(o: u32) -> u32 {
+    return §[o >> 2u];
+}
+fn u8_§(o: u32) -> u32 {
+    return (§[o >> 2u] >> ((o & 3u) * 8u)) & 0xffu;
+}
+fn i8_§(o: u32) -> f32 {
+    return f32(bitcast<i32>(u8_§(o) << 24u) >> 24u);
+}
+fn h_§(o: u32) -> f32 {
+    return f16_f32((§[o >> 2u] >> ((o & 2u) * 8u)) & 0xffffu);
+}
+fn smk_§(j: u32, s: u32) -> vec2<u32> {
+    if (j < 4u) {
+        return vec2<u32>(u8_§(s + j) & 63u, u8_§(s + j + 4u) & 63u);
+    }
+    return vec2<u32>((u8_§(s + j + 4u) & 15u) | ((u8_§(s + j - 4u) >> 6u) << 4u),
+                     (u8_§(s + j + 4u) >> 4u) | ((u8_§(s + j) >> 6u) << 4u));
+}
+";
+
+/// The result's binding and `st(byte, value)` for `ty`: F32 as words; F16 and BF16 as halves
+/// of words, written with atomics (the other half may be another invocation's).
+fn store(ty: Type) -> Result<String> {
+    let half = |convert: &str| {
+        format!(
+            "@group(0) @binding(1) var<storage, read_write> d: array<atomic<u32>>;
+fn st(o: u32, v: f32) {{
+    let sh = (o & 2u) * 8u;
+    atomicAnd(&d[o >> 2u], ~(0xffffu << sh));
+    atomicOr(&d[o >> 2u], {convert}(v) << sh);
+}}
+"
+        )
+    };
+    Ok(match ty {
+        Type::F32 => "@group(0) @binding(1) var<storage, read_write> d: array<u32>;
+fn st(o: u32, v: f32) {
+    d[o >> 2u] = bitcast<u32>(v);
+}
+"
+        .to_string(),
+        Type::F16 => half("f32_f16"),
+        Type::BF16 => half("f32_bf16"),
+        _ => {
+            return Err(Error::unsupported(format!(
+                "wgpu kernels cannot store {ty}"
+            )))
+        }
+    })
+}
+
+/// The source of a kernel with body `body` storing `dst` and reading operands of `srcs` types
+/// (bound as `a`, `b`, … in order). Bodies that give one workgroup a row get the reductions.
+pub(crate) fn source(body: &str, dst: Type, srcs: &[Type]) -> Result<String> {
+    let mut s = String::with_capacity(16 << 10);
+    s.push_str(COMMON);
+    s.push_str(&store(dst)?);
+    for (k, (&ty, name)) in srcs.iter().zip(OPERANDS).enumerate() {
+        let ld = loader_body(ty)
+            .ok_or_else(|| Error::unsupported(format!("wgpu kernels cannot load {ty}")))?;
+        s.push_str(&format!(
+            "@group(0) @binding({}) var<storage, read_write> {name}: array<u32>;\n",
+            k + 2
+        ));
+        s.push_str(&HELPERS.replace('§', name));
+        s.push_str(
+            &format!("fn ld_§(row: u32, k: u32) -> f32 {{\n    {ld}\n}}\n").replace('§', name),
+        );
+    }
+    if body.contains("wg_sum(") {
+        s.push_str(REDUCE);
+    }
+    s.push_str(body);
+    Ok(s)
+}
+
+/// The bind group layout of kernels with `n` operands and their pipeline layout.
+struct Layout {
+    group: wgpu::BindGroupLayout,
+    pipeline: wgpu::PipelineLayout,
+}
+
+/// A device's compiled kernels, by key, and the layouts they share.
+#[derive(Default)]
+pub(crate) struct Cache {
+    pipelines: Mutex<HashMap<String, std::result::Result<Arc<wgpu::ComputePipeline>, String>>>,
+    layouts: Mutex<HashMap<usize, Arc<Layout>>>,
+}
+
+/// A compiled kernel and the bind group layout its nodes' bindings follow.
+pub(crate) struct Kernel {
+    pub(crate) pipeline: Arc<wgpu::ComputePipeline>,
+    pub(crate) group: wgpu::BindGroupLayout,
+}
+
+impl Cache {
+    fn layout(&self, gpu: &Gpu, n: usize) -> Arc<Layout> {
+        let mut layouts = lock(&self.layouts);
+        layouts
+            .entry(n)
+            .or_insert_with(|| {
+                let entry =
+                    |binding: u32, ty: wgpu::BufferBindingType| wgpu::BindGroupLayoutEntry {
+                        binding,
+                        visibility: wgpu::ShaderStages::COMPUTE,
+                        ty: wgpu::BindingType::Buffer {
+                            ty,
+                            has_dynamic_offset: false,
+                            min_binding_size: None,
+                        },
+                        count: None,
+                    };
+                let storage = wgpu::BufferBindingType::Storage { read_only: false };
+                let mut entries = vec![entry(0, wgpu::BufferBindingType::Uniform)];
+                entries.extend((0..=n as u32).map(|k| entry(k + 1, storage)));
+                let group = gpu
+                    .device
+                    .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                        label: Some("ggml kernel"),
+                        entries: &entries,
+                    });
+                let pipeline = gpu
+                    .device
+                    .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                        label: Some("ggml kernel"),
+                        bind_group_layouts: &[Some(&group)],
+                        immediate_size: 0,
+                    });
+                Arc::new(Layout { group, pipeline })
+            })
+            .clone()
+    }
+
+    /// The kernel `key` with `n` operands, compiled from `source()` the first time; a kernel
+    /// that failed to compile fails again without a new attempt.
+    pub(crate) fn kernel(
+        &self,
+        gpu: &Gpu,
+        key: &str,
+        n: usize,
+        source: impl FnOnce() -> Result<String>,
+    ) -> Result<Kernel> {
+        let layout = self.layout(gpu, n);
+        let found = lock(&self.pipelines).get(key).cloned();
+        let compiled = match found {
+            Some(c) => c,
+            None => {
+                let c = compile(gpu, key, &layout.pipeline, source()?);
+                lock(&self.pipelines).insert(key.to_string(), c.clone());
+                c
+            }
+        };
+        let pipeline = compiled.map_err(|e| {
+            Error::Compute(format!("{}: kernel {key} does not compile: {e}", gpu.name))
+        })?;
+        Ok(Kernel {
+            pipeline,
+            group: layout.group.clone(),
+        })
+    }
+
+    /// How many kernels have been compiled (or have failed to).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.pipelines).len()
+    }
+}
+
+fn compile(
+    gpu: &Gpu,
+    key: &str,
+    layout: &wgpu::PipelineLayout,
+    source: String,
+) -> std::result::Result<Arc<wgpu::ComputePipeline>, String> {
+    let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let module = gpu
+        .device
+        .create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(key),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+    let pipeline = gpu
+        .device
+        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(key),
+            layout: Some(layout),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+    match crate::block_on(scope.pop()) {
+        Some(e) => Err(e.to_string()),
+        None => Ok(Arc::new(pipeline)),
+    }
+}

@@ -1,0 +1,115 @@
+// One workgroup per query row (query i1, head i2, sequence i3) of FLASH_ATTN_EXT: scores of 64
+// keys at a time (one per invocation), then GGML's online softmax over them in key order, each
+// invocation keeping the output elements j ≡ lid (mod 64). q = a, k = b, v = c, mask = e
+// (x1 = present), sinks = f (x2 = present); x0 = rows, x6 = heads per K head, x7 = per V head,
+// x8 = the scale applied to q·k (scale / softcap with a softcap); op_params[2] = logit_softcap.
+
+const MAX_D: u32 = 512u;
+const SKIP: f32 = -3.0e38;
+
+var<workgroup> qs: array<f32, 512>;
+var<workgroup> sc: array<f32, 64>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let g = group_id(wid, nwg);
+    if (g >= xu(0u)) {
+        return;
+    }
+    let n_q = p.a.ne.y;
+    let n_head = p.a.ne.z;
+    let iq1 = g % n_q;
+    let iq2 = (g / n_q) % n_head;
+    let iq3 = g / (n_q * n_head);
+    let dk = p.b.ne.x;
+    let dv = p.c.ne.x;
+    let n_kv = p.b.ne.y;
+    let rq = p.a.off + iq1 * p.a.nb.y + iq2 * p.a.nb.z + iq3 * p.a.nb.w;
+    for (var i = lid; i < dk; i = i + 64u) {
+        qs[i] = ld_a(rq, i);
+    }
+    workgroupBarrier();
+    let slope = alibi(iq2);
+    let rm = p.e.off + iq1 * p.e.nb.y + (iq2 % p.e.ne.z) * p.e.nb.z + (iq3 % p.e.ne.w) * p.e.nb.w;
+    let kb = p.b.off + (iq2 / xu(6u)) * p.b.nb.z + iq3 * p.b.nb.w;
+    let vb = p.c.off + (iq2 / xu(7u)) * p.c.nb.z + iq3 * p.c.nb.w;
+    let scale = xf(8u);
+    let softcap = opf(2u);
+    var acc: array<f32, 8>;
+    var big_m = NEG_INF;
+    var big_s = 0.0;
+    for (var base = 0u; base < n_kv; base = base + 64u) {
+        let ic = base + lid;
+        var s = SKIP;
+        if (ic < n_kv) {
+            var mv = 0.0;
+            if (xu(1u) == 1u) {
+                mv = slope * ld_e(rm, ic);
+            }
+            if (mv > SKIP) {
+                let kr = kb + ic * p.b.nb.y;
+                var dot = 0.0;
+                for (var i = 0u; i < dk; i = i + 1u) {
+                    dot = dot + qs[i] * ld_b(kr, i);
+                }
+                s = dot * scale;
+                if (softcap != 0.0) {
+                    s = softcap * tanh_(s);
+                }
+                s = s + mv;
+            }
+        }
+        sc[lid] = s;
+        workgroupBarrier();
+        let n = min(64u, n_kv - base);
+        for (var c = 0u; c < n; c = c + 1u) {
+            let sv = sc[c];
+            if (sv <= SKIP) {
+                continue;
+            }
+            var ms = 1.0;
+            var vs = 1.0;
+            if (sv > big_m) {
+                ms = exp(big_m - sv);
+                big_m = sv;
+            } else {
+                vs = exp(sv - big_m);
+            }
+            let vr = vb + (base + c) * p.c.nb.y;
+            for (var t = 0u; t < 8u; t = t + 1u) {
+                let j = lid + 64u * t;
+                if (j < dv) {
+                    acc[t] = acc[t] * ms + ld_c(vr, j) * vs;
+                }
+            }
+            big_s = big_s * ms + vs;
+        }
+        workgroupBarrier();
+    }
+    if (xu(2u) == 1u) {
+        let sv = ld_f(p.f.off, iq2);
+        var ms = 1.0;
+        var vs = 1.0;
+        if (sv > big_m) {
+            ms = exp(big_m - sv);
+        } else {
+            vs = exp(sv - big_m);
+        }
+        for (var t = 0u; t < 8u; t = t + 1u) {
+            acc[t] = acc[t] * ms;
+        }
+        big_s = big_s * ms + vs;
+    }
+    var inv = 0.0;
+    if (big_s != 0.0) {
+        inv = 1.0 / big_s;
+    }
+    let rd = p.d.off + iq2 * p.d.nb.y + iq1 * p.d.nb.z + iq3 * p.d.nb.w;
+    for (var t = 0u; t < 8u; t = t + 1u) {
+        let j = lid + 64u * t;
+        if (j < dv) {
+            st(rd + j * p.d.nb.x, acc[t] * inv);
+        }
+    }
+}

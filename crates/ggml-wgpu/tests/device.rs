@@ -1,0 +1,125 @@
+//! The wgpu device through ggml's public API: registry, memory, asynchronous work, events.
+
+mod common;
+
+use ggml::{backend, Context, DeviceType, Event, Type};
+
+#[test]
+fn each_adapter_is_a_registered_device_with_device_memory() {
+    let Some(dev) = common::device() else {
+        return;
+    };
+    assert!(dev.name().starts_with("WGPU"), "{}", dev.name());
+    assert_eq!(backend::dev_by_name(&dev.name()), Some(dev.clone()));
+    assert!(matches!(dev.dev_type(), DeviceType::Gpu | DeviceType::Igpu));
+    assert!(dev.description().len() > 3, "{}", dev.description());
+    let buft = dev.buffer_type();
+    assert_eq!(buft.name(), dev.name());
+    assert!(!buft.is_host());
+    assert_eq!(buft.get_alignment(), ggml_wgpu::ALIGNMENT);
+    let buf = buft.alloc_buffer(100).unwrap();
+    assert_eq!(buf.get_size(), 100);
+    assert!(
+        buf.get_base().is_none(),
+        "device memory has no host address"
+    );
+    assert!(dev.init(Some("x")).is_err());
+    let too_big = buft.get_max_size() + 1;
+    let e = buft.alloc_buffer(too_big).unwrap_err().to_string();
+    assert!(e.contains(&too_big.to_string()), "{e}");
+}
+
+#[test]
+fn bytes_round_trip_at_any_offset_and_length() {
+    let Some(dev) = common::device() else {
+        return;
+    };
+    let stream = dev.init(None).unwrap();
+    let ctx = Context::init(1 << 16, true).unwrap();
+    let t = ctx.new_tensor_1d(Type::I8, 37).unwrap();
+    let _buf = backend::alloc_ctx_tensors(&ctx, &stream).unwrap();
+    let mut want: Vec<u8> = (0..37u8).map(|i| i.wrapping_mul(7) ^ 0x5a).collect();
+    t.set_bytes(&want, 0).unwrap();
+    // Writes that start and end inside 4-byte words keep their neighbours.
+    for (at, data) in [
+        (5usize, &[1u8, 2, 3][..]),
+        (34, &[9, 9, 9]),
+        (1, &[4]),
+        (8, &[6; 8]),
+    ] {
+        t.set_bytes(data, at).unwrap();
+        want[at..at + data.len()].copy_from_slice(data);
+    }
+    assert_eq!(t.to_bytes().unwrap(), want);
+    let mut part = [0u8; 5];
+    t.get_bytes(&mut part, 3).unwrap();
+    assert_eq!(part, want[3..8]);
+    t.buffer().unwrap().clear(0xab).unwrap();
+    assert_eq!(t.to_bytes().unwrap(), vec![0xab; 37]);
+}
+
+#[test]
+fn asynchronous_work_is_ordered_on_the_queue_and_events_mark_it() {
+    let Some(dev) = common::device() else {
+        return;
+    };
+    let stream = dev.init(None).unwrap();
+    let ctx = Context::init(1 << 20, true).unwrap();
+    let a = ctx.new_tensor_1d(Type::F32, 1000).unwrap();
+    let b = ctx.new_tensor_1d(Type::F32, 1000).unwrap();
+    let sum = ctx.add(&a, &b).unwrap();
+    let out = ctx.relu(&sum).unwrap();
+    let graph = ctx.build_forward_expand(&out).unwrap();
+    let _buf = backend::alloc_ctx_tensors(&ctx, &stream).unwrap();
+    let xs: Vec<f32> = (0..1000).map(|i| i as f32 - 500.0).collect();
+    let ys: Vec<f32> = (0..1000).map(|i| (i % 7) as f32).collect();
+    let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    stream.tensor_set_async(&a, bytes(&xs), 0).unwrap();
+    stream.tensor_set_async(&b, bytes(&ys), 0).unwrap();
+    stream.graph_compute_async(&graph).unwrap();
+    let pending = stream.tensor_get_async(&out, 0, 4000).unwrap();
+    let ev = Event::new(&dev).unwrap();
+    ev.record(&stream).unwrap();
+    ev.synchronize().unwrap();
+    assert!(ev.is_signalled());
+    let got: Vec<f32> = (pending.wait().unwrap().chunks_exact(4))
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let want: Vec<f32> = xs.iter().zip(&ys).map(|(x, y)| (x + y).max(0.0)).collect();
+    assert_eq!(got, want);
+    // A second stream of the device waits for the first one's event on the queue.
+    let other = dev.init(None).unwrap();
+    a.set_f32(&ys).unwrap();
+    stream.graph_compute_async(&graph).unwrap();
+    ev.record(&stream).unwrap();
+    other.event_wait(&ev).unwrap();
+    let pending = other.tensor_get_async(&out, 0, 8).unwrap();
+    other.synchronize().unwrap();
+    let first = pending.wait().unwrap();
+    assert_eq!(first[..4], (2.0 * ys[0]).to_le_bytes());
+    assert_eq!(first[4..], (2.0 * ys[1]).to_le_bytes());
+}
+
+#[test]
+fn copies_between_device_buffers_stay_on_the_device() {
+    let Some(dev) = common::device() else {
+        return;
+    };
+    let stream = dev.init(None).unwrap();
+    let (c1, c2) = (
+        Context::init(1 << 16, true).unwrap(),
+        Context::init(1 << 16, true).unwrap(),
+    );
+    let src = c1.new_tensor_1d(Type::F32, 64).unwrap();
+    let dst = c2.new_tensor_1d(Type::F32, 64).unwrap();
+    let _b1 = backend::alloc_ctx_tensors(&c1, &stream).unwrap();
+    let _b2 = backend::alloc_ctx_tensors(&c2, &stream).unwrap();
+    let vals: Vec<f32> = (0..64).map(|i| i as f32 * 0.5).collect();
+    src.set_f32(&vals).unwrap();
+    backend::tensor_copy(&src, &dst).unwrap();
+    assert_eq!(dst.get_f32().unwrap(), vals);
+    src.set_f32(&[0.0; 64]).unwrap();
+    backend::tensor_copy_async(&stream, &stream, &dst, &src).unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(src.get_f32().unwrap(), vals);
+}

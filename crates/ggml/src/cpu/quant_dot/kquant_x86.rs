@@ -14,6 +14,8 @@
 
 use std::arch::x86_64::*;
 
+use super::x86::half;
+use super::x86::hsum;
 use crate::quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
 use crate::QK_K;
 
@@ -142,8 +144,8 @@ impl KUnpack for BlockQ4K {
                 levels,
                 scales,
                 corr,
-                d: self.d.to_f32(),
-                corr_d: -self.dmin.to_f32(),
+                d: half(self.d),
+                corr_d: -half(self.dmin),
             }
         }
     }
@@ -169,8 +171,8 @@ impl KUnpack for BlockQ5K {
                 levels,
                 scales,
                 corr,
-                d: self.d.to_f32(),
-                corr_d: -self.dmin.to_f32(),
+                d: half(self.d),
+                corr_d: -half(self.dmin),
             }
         }
     }
@@ -193,7 +195,7 @@ impl KUnpack for BlockQ6K {
                 levels[4 * n + 3] = _mm256_or_si256(and8(srl16(l1, 4), 0xf), bits_at(h, 6, 3, 4));
             }
             let s = _mm_loadu_si128(self.scales.as_ptr() as *const __m128i);
-            let d = self.d.to_f32();
+            let d = half(self.d);
             Unpacked {
                 levels,
                 scales: even_odd(s, true),
@@ -225,8 +227,8 @@ impl KUnpack for BlockQ2K {
                 levels,
                 scales: even_odd(s, false),
                 corr: _mm256_cvtepu8_epi16(m),
-                d: self.d.to_f32(),
-                corr_d: -self.dmin.to_f32(),
+                d: half(self.d),
+                corr_d: -half(self.dmin),
             }
         }
     }
@@ -272,7 +274,7 @@ impl KUnpack for BlockQ3K {
                 }
             }
             let s = q3k_scales(&self.scales);
-            let d = self.d.to_f32();
+            let d = half(self.d);
             Unpacked {
                 levels,
                 scales: even_odd(s, true),
@@ -307,21 +309,6 @@ unsafe fn dot_decoded(x: &Unpacked, y: &BlockQ8K, acc: __m256) -> __m256 {
         let part = _mm256_mul_ps(_mm256_set1_ps(x.corr_d * yd), _mm256_cvtepi32_ps(corr));
         let part = _mm256_fmadd_ps(_mm256_set1_ps(x.d * yd), _mm256_cvtepi32_ps(sumi), part);
         _mm256_add_ps(acc, part)
-    }
-}
-
-/// The eight lanes of `v` summed.
-///
-/// # Safety
-/// The CPU must have AVX.
-#[inline(always)]
-pub(super) unsafe fn hsum(v: __m256) -> f32 {
-    // SAFETY: register operations; the caller has AVX.
-    unsafe {
-        let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        let h = _mm_add_ss(h, _mm_movehdup_ps(h));
-        _mm_cvtss_f32(h)
     }
 }
 

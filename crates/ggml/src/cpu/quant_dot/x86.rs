@@ -6,7 +6,6 @@
 
 use std::arch::x86_64::*;
 
-use super::kquant_x86::hsum;
 use super::DotBlock;
 use crate::quants::{
     BlockIq4Nl, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, PackedF16,
@@ -42,9 +41,12 @@ pub(super) trait Simd32: DotBlock<Act: Act32> {
     /// The CPU must have AVX2.
     unsafe fn levels(&self) -> __m256i;
     /// The block's scale.
-    fn d(&self) -> f32;
+    fn d(&self) -> PackedF16;
     /// The term added per block besides the scaled integer sum (`m · s` for Q8_1 pairs).
-    fn extra(&self, y: &Self::Act) -> f32;
+    ///
+    /// # Safety
+    /// The CPU must have F16C.
+    unsafe fn extra(&self, y: &Self::Act) -> f32;
 }
 
 /// Implements [`Simd32`] for a block type with a `d` field: its levels from `$levels` (given
@@ -54,7 +56,8 @@ macro_rules! simd32 {
         simd32!(@impl $t, false, |$b| $levels, |_b, _y| 0.0);
     };
     ($t:ty, with_min, |$b:ident| $levels:expr) => {
-        simd32!(@impl $t, true, |$b| $levels, |b, y| b.m.to_f32() * y.s.to_f32());
+        // SAFETY: `extra`'s caller has F16C.
+        simd32!(@impl $t, true, |$b| $levels, |b, y| unsafe { half(b.m) * half(y.s) });
     };
     (@impl $t:ty, $unsigned:expr, |$b:ident| $levels:expr, |$x:ident, $y:ident| $extra:expr) => {
         impl Simd32 for $t {
@@ -65,15 +68,41 @@ macro_rules! simd32 {
                 // SAFETY: the caller has AVX2; the loads read the block's own bytes.
                 unsafe { $levels }
             }
-            fn d(&self) -> f32 {
-                self.d.to_f32()
+            fn d(&self) -> PackedF16 {
+                self.d
             }
-            fn extra(&self, $y: &<$t as DotBlock>::Act) -> f32 {
+            #[inline(always)]
+            unsafe fn extra(&self, $y: &<$t as DotBlock>::Act) -> f32 {
                 let $x = self;
                 $extra
             }
         }
     };
+}
+
+/// The eight lanes of `v` summed.
+///
+/// # Safety
+/// The CPU must have AVX.
+#[inline(always)]
+pub(super) unsafe fn hsum(v: __m256) -> f32 {
+    // SAFETY: register operations; the caller has AVX.
+    unsafe {
+        let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        let h = _mm_add_ss(h, _mm_movehdup_ps(h));
+        _mm_cvtss_f32(h)
+    }
+}
+
+/// A half widened with F16C (one instruction; the software conversion takes a dozen).
+///
+/// # Safety
+/// The CPU must have F16C.
+#[inline(always)]
+pub(super) unsafe fn half(h: PackedF16) -> f32 {
+    // SAFETY: register operations; the caller has F16C.
+    unsafe { _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h.to_bits() as i32))) }
 }
 
 /// Value j of the low nibbles of `qs` in byte j, value j + 16 of the high ones in byte j + 16.
@@ -161,7 +190,7 @@ unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
             } else {
                 _mm256_sign_epi8(xv, xv)
             };
-            let xd = x.d();
+            let xd = half(x.d());
             for r in 0..R {
                 let y = &ys[r][i];
                 let (yd, yq) = y.parts();
@@ -176,7 +205,7 @@ unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
                 } else {
                     _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), ones)
                 };
-                let d = _mm256_set1_ps(xd * yd.to_f32());
+                let d = _mm256_set1_ps(xd * half(yd));
                 acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[r]);
                 extra[r] += x.extra(y);
             }

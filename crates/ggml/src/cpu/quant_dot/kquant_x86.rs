@@ -16,7 +16,7 @@ use std::arch::x86_64::*;
 
 use super::x86::half;
 use super::x86::hsum;
-use crate::quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
+use crate::quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, PackedF16};
 use crate::QK_K;
 
 /// One super-block unpacked for [`dot_decoded`].
@@ -128,53 +128,58 @@ unsafe fn scale_min_regs(sc: &[u8; 12]) -> (__m256i, __m256i) {
     }
 }
 
+/// Q4_K's and Q5_K's super-block unpacked: levels from the nibbles of `qs` (value 64j + l in
+/// the low nibble of byte 32j + l, value 64j + 32 + l in its high nibble), with bit c of
+/// `qh`'s byte l as the fifth bit of value 32c + l when there is a `qh`.
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C.
+#[inline(always)]
+unsafe fn q45_unpack(
+    qs: &[u8; 128],
+    qh: Option<&[u8; 32]>,
+    sc: &[u8; 12],
+    d: PackedF16,
+    dmin: PackedF16,
+) -> Unpacked {
+    // SAFETY: the caller has AVX2 and F16C; every load reads 32 bytes of `qs` or all of `qh`.
+    unsafe {
+        let (scales, corr) = scale_min_regs(sc);
+        let qh = qh.map(|h| load(h));
+        let mut levels = [_mm256_setzero_si256(); 8];
+        for j in 0..4 {
+            let q = load(&qs[32 * j..]);
+            levels[2 * j] = and8(q, 0xf);
+            levels[2 * j + 1] = and8(srl16(q, 4), 0xf);
+            if let Some(h) = qh {
+                let c = 2 * j as u32;
+                levels[2 * j] = _mm256_or_si256(levels[2 * j], bits_at(h, c, 1, 4));
+                levels[2 * j + 1] = _mm256_or_si256(levels[2 * j + 1], bits_at(h, c + 1, 1, 4));
+            }
+        }
+        Unpacked {
+            levels,
+            scales,
+            corr,
+            d: half(d),
+            corr_d: -half(dmin),
+        }
+    }
+}
+
 impl KUnpack for BlockQ4K {
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
-        // SAFETY: the caller has AVX2; every load reads 32 of the 128 level bytes.
-        unsafe {
-            let (scales, corr) = scale_min_regs(&self.scales);
-            let mut levels = [_mm256_setzero_si256(); 8];
-            for j in 0..4 {
-                let q = load(&self.qs[32 * j..]);
-                levels[2 * j] = and8(q, 0xf);
-                levels[2 * j + 1] = and8(srl16(q, 4), 0xf);
-            }
-            Unpacked {
-                levels,
-                scales,
-                corr,
-                d: half(self.d),
-                corr_d: -half(self.dmin),
-            }
-        }
+        // SAFETY: forwarded from the caller.
+        unsafe { q45_unpack(&self.qs, None, &self.scales, self.d, self.dmin) }
     }
 }
 
 impl KUnpack for BlockQ5K {
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
-        // SAFETY: the caller has AVX2; every load reads 32 bytes of `qs` or all of `qh`.
-        unsafe {
-            let (scales, corr) = scale_min_regs(&self.scales);
-            let qh = load(&self.qh);
-            let mut levels = [_mm256_setzero_si256(); 8];
-            for j in 0..4 {
-                let q = load(&self.qs[32 * j..]);
-                // bit c of qh's byte l is the fifth bit of value 32c + l
-                let h0 = bits_at(qh, 2 * j as u32, 1, 4);
-                let h1 = bits_at(qh, 2 * j as u32 + 1, 1, 4);
-                levels[2 * j] = _mm256_or_si256(and8(q, 0xf), h0);
-                levels[2 * j + 1] = _mm256_or_si256(and8(srl16(q, 4), 0xf), h1);
-            }
-            Unpacked {
-                levels,
-                scales,
-                corr,
-                d: half(self.d),
-                corr_d: -half(self.dmin),
-            }
-        }
+        // SAFETY: forwarded from the caller.
+        unsafe { q45_unpack(&self.qs, Some(&self.qh), &self.scales, self.d, self.dmin) }
     }
 }
 
@@ -348,19 +353,5 @@ pub(super) unsafe fn k_dots_avx2<B: KUnpack>(w: &[u8], a: &[u8], out: &mut [f32]
     let stride = wb.len() * std::mem::size_of::<BlockQ8K>();
     debug_assert_eq!(a.len(), stride * out.len());
     debug_assert_eq!(QK_K, 256);
-    let mut r0 = 0;
-    while r0 < out.len() {
-        let n = (out.len() - r0).min(4);
-        let (a, o) = (&a[r0 * stride..], &mut out[r0..r0 + n]);
-        // SAFETY: `n` rows of `a` from row r0 on; forwarded otherwise.
-        unsafe {
-            match n {
-                4 => dots_r::<B, 4>(wb, a, stride, o),
-                3 => dots_r::<B, 3>(wb, a, stride, o),
-                2 => dots_r::<B, 2>(wb, a, stride, o),
-                _ => dots_r::<B, 1>(wb, a, stride, o),
-            }
-        }
-        r0 += n;
-    }
+    by_fours!(a, stride, out, |N, a, o| dots_r::<B, N>(wb, a, stride, o));
 }

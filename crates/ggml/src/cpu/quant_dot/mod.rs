@@ -13,6 +13,37 @@
 //! f32 rounding only; IQ4_XS has one source compiled for each path (the compiler vectorises
 //! it; same order, so bit for bit). A unit test holds every path to both.
 
+/// Runs a multi-row kernel over every activation row: `by_fours!(a, stride, out, |N, a, o|
+/// kernel::<.., N>(..))` calls the kernel instantiated for `N` = 4 rows (then 3, 2 or 1 for
+/// the rest) with the rows' bytes `a` (from the group's first row on, rows `stride` bytes
+/// apart) and their `n` outputs `o`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_fours {
+    ($a:expr, $stride:expr, $out:expr, |$n:ident, $ra:ident, $ro:ident| $call:expr) => {{
+        let (all, stride, out): (&[u8], usize, &mut [f32]) = ($a, $stride, $out);
+        let mut r0 = 0;
+        while r0 < out.len() {
+            let rows = (out.len() - r0).min(4);
+            let ($ra, $ro) = (&all[r0 * stride..], &mut out[r0..r0 + rows]);
+            // SAFETY: `rows` activation rows from row r0 on and as many outputs; the kernel's
+            // other requirements are forwarded from the caller.
+            unsafe {
+                match rows {
+                    4 => by_fours!(@call 4, $n, $call),
+                    3 => by_fours!(@call 3, $n, $call),
+                    2 => by_fours!(@call 2, $n, $call),
+                    _ => by_fours!(@call 1, $n, $call),
+                }
+            }
+            r0 += rows;
+        }
+    }};
+    (@call $k:literal, $n:ident, $call:expr) => {{
+        const $n: usize = $k;
+        $call
+    }};
+}
+
 #[cfg(target_arch = "x86_64")]
 mod kquant_x86;
 #[cfg(target_arch = "x86_64")]

@@ -224,21 +224,9 @@ unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
 unsafe fn row_dots<B: Simd32, const VNNI: bool>(w: &[u8], a: &[u8], out: &mut [f32]) {
     let wb: &[B] = bytemuck::cast_slice(w);
     let stride = wb.len() * std::mem::size_of::<B::Act>();
-    let mut r0 = 0;
-    while r0 < out.len() {
-        let n = (out.len() - r0).min(4);
-        let (a, o) = (&a[r0 * stride..], &mut out[r0..r0 + n]);
-        // SAFETY: `n` rows of `a` from row r0 on; forwarded otherwise.
-        unsafe {
-            match n {
-                4 => dots_r::<B, VNNI, 4>(wb, a, stride, o),
-                3 => dots_r::<B, VNNI, 3>(wb, a, stride, o),
-                2 => dots_r::<B, VNNI, 2>(wb, a, stride, o),
-                _ => dots_r::<B, VNNI, 1>(wb, a, stride, o),
-            }
-        }
-        r0 += n;
-    }
+    by_fours!(a, stride, out, |N, a, o| dots_r::<B, VNNI, N>(
+        wb, a, stride, o
+    ));
 }
 
 /// [`row_dots`] with AVX2.

@@ -304,7 +304,7 @@ unsafe fn dot_decoded(x: &Unpacked, y: &BlockQ8K, acc: __m256) -> __m256 {
         for (c, &lv) in x.levels.iter().enumerate() {
             let q = _mm256_loadu_si256(y.qs.as_ptr().add(32 * c) as *const __m256i);
             // i16 elements c of each lane: the scales of groups 2c and 2c + 1
-            let pick = _mm256_set1_epi16(((2 * c as i16 + 1) << 8) | 2 * c as i16);
+            let pick = _mm256_set1_epi16(((2 * c as i16 + 1) << 8) | (2 * c as i16));
             let sc = _mm256_shuffle_epi8(x.scales, pick);
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(lv, q), sc));
         }

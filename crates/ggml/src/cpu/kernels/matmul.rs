@@ -25,8 +25,6 @@ const LANES: usize = 8;
 
 /// Columns of `b` quantized at a time by the quantized kernel.
 const JQ: usize = 64;
-/// Rows of `a` per pass over a block of quantized columns (their weights stay in cache).
-const IQ: usize = 16;
 
 /// The kernel: for weights with an integer dot kernel ([`quant_dot`]), the quantized one, with
 /// scratch per thread for one row of `b` as f32 and [`JQ`] rows of `b` quantized to the dot
@@ -294,7 +292,8 @@ fn batch_index(a: &TensorPtr, b: &TensorPtr, batch: usize) -> ([usize; 3], [usiz
 /// MUL_MAT with quantized weights, as GGML: each block of [`JQ`] rows of `b` is quantized to
 /// the weights' dot type (every thread quantizes the block itself, in its scratch: a small
 /// fraction of its share of the products), then each row of `a` in this thread's range is
-/// dotted with it in block format, [`IQ`] rows of `a` at a time.
+/// dotted with the whole block in block format (the dot kernels unpack each weight block once
+/// for several activation rows).
 ///
 /// # Safety
 /// As [`KernelFn`](super::KernelFn), with the plan [`plan`] made for the node.
@@ -316,6 +315,7 @@ unsafe fn mul_mat_quant(n: &NodePtrs, p: &Params) {
     let qbuf: &mut [u8] = &mut bytemuck::cast_slice_mut(qbuf)[..JQ * qbytes];
     let borrow_b = !d.overlaps(b);
     let nb1 = b.ne[1] as usize;
+    let mut out = [0f32; JQ];
     for batch in 0..batch_count(b) {
         let (ai, bi) = batch_index(a, b, batch);
         for j0 in (0..nb1).step_by(JQ) {
@@ -327,21 +327,18 @@ unsafe fn mul_mat_quant(n: &NodePtrs, p: &Params) {
                 crate::quants::quantize_row_ref(qd.act, row, q)
                     .expect("a row of whole blocks has a reference quantizer");
             }
-            for i0 in rows.clone().step_by(IQ) {
-                for (t, y) in qbuf.chunks_exact(qbytes).take(nj).enumerate() {
-                    // SAFETY: as in `mul_mat`: (j0 + t, bi) is a row of dst.
-                    let drow = d.row([j0 + t, bi[0], bi[1], bi[2]]);
-                    for i in i0..(i0 + IQ).min(rows.end) {
-                        // SAFETY: i < a.ne[1], ai within a's batch dimensions; a row of a
-                        // quantized tensor is wbytes of packed blocks, not written by this node.
-                        let w = unsafe {
-                            std::slice::from_raw_parts(a.row([i, ai[0], ai[1], ai[2]]), wbytes)
-                        };
-                        // SAFETY: `isa()` chose a path this CPU runs; both rows hold k values.
-                        let v = unsafe { (qd.dot)(w, y) };
-                        // SAFETY: element i of a row of dst; only this thread writes its rows.
-                        unsafe { d.set(drow, i, v) }
-                    }
+            let block = &qbuf[..nj * qbytes];
+            for i in rows.clone() {
+                // SAFETY: i < a.ne[1], ai within a's batch dimensions; a row of a quantized
+                // tensor is wbytes of packed blocks, not written by this node.
+                let w =
+                    unsafe { std::slice::from_raw_parts(a.row([i, ai[0], ai[1], ai[2]]), wbytes) };
+                // SAFETY: `isa()` chose a path this CPU runs; `block` holds nj rows of k values.
+                unsafe { (qd.dot)(w, block, &mut out[..nj]) };
+                for (t, &v) in out[..nj].iter().enumerate() {
+                    // SAFETY: as in `mul_mat`: (j0 + t, bi) is a row of dst, and only this
+                    // thread writes element i of it.
+                    unsafe { d.set(d.row([j0 + t, bi[0], bi[1], bi[2]]), i, v) }
                 }
             }
         }

@@ -6,12 +6,46 @@
 //!
 //! Three paths: portable, AVX2+FMA+F16C, and AVX-512 (F, BW, VL, VNNI); [`isa`] picks the
 //! widest the CPU has once per process (or the one `GGML_CPU_FORCE=scalar|avx2|avx512` names,
-//! when the CPU has it). The super-block types have one source per type, compiled for each
-//! path (the compiler vectorises it; the integer sums are exact and the f32 sums in the same
-//! order, so those paths agree bit for bit); the 32-value types have intrinsics kernels on
-//! x86 (`x86.rs`), which sum the blocks in eight lanes and so differ from the portable path
-//! by f32 rounding only (a unit test holds every path to both).
+//! when the CPU has it). Each kernel takes one weight row and several activation rows, so a
+//! weight block is unpacked once per group of up to four activation rows (GGML's 32-column
+//! batches). On x86 the 32-value types (`x86.rs`) and the k-quants (`kquant_x86.rs`) have
+//! intrinsics kernels, which sum in eight f32 lanes and so differ from the portable path by
+//! f32 rounding only; IQ4_XS has one source compiled for each path (the compiler vectorises
+//! it; same order, so bit for bit). A unit test holds every path to both.
 
+/// Runs a multi-row kernel over every activation row: `by_fours!(a, stride, out, |N, a, o|
+/// kernel::<.., N>(..))` calls the kernel instantiated for `N` = 4 rows (then 3, 2 or 1 for
+/// the rest) with the rows' bytes `a` (from the group's first row on, rows `stride` bytes
+/// apart) and their `n` outputs `o`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_fours {
+    ($a:expr, $stride:expr, $out:expr, |$n:ident, $ra:ident, $ro:ident| $call:expr) => {{
+        let (all, stride, out): (&[u8], usize, &mut [f32]) = ($a, $stride, $out);
+        let mut r0 = 0;
+        while r0 < out.len() {
+            let rows = (out.len() - r0).min(4);
+            let ($ra, $ro) = (&all[r0 * stride..], &mut out[r0..r0 + rows]);
+            // SAFETY: `rows` activation rows from row r0 on and as many outputs; the kernel's
+            // other requirements are forwarded from the caller.
+            unsafe {
+                match rows {
+                    4 => by_fours!(@call 4, $n, $call),
+                    3 => by_fours!(@call 3, $n, $call),
+                    2 => by_fours!(@call 2, $n, $call),
+                    _ => by_fours!(@call 1, $n, $call),
+                }
+            }
+            r0 += rows;
+        }
+    }};
+    (@call $k:literal, $n:ident, $call:expr) => {{
+        const $n: usize = $k;
+        $call
+    }};
+}
+
+#[cfg(target_arch = "x86_64")]
+mod kquant_x86;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -211,28 +245,6 @@ pub(crate) struct Decoded {
     dmin: f32,
 }
 
-/// `Σ_g scales[g] · Σ_{e in group g} levels[e] · y[e]` over the 16 groups of 16 values: the
-/// inner loop of the k-quant dots, one implementation per path.
-pub(crate) trait GroupCore {
-    /// The grouped sum.
-    ///
-    /// # Safety
-    /// The CPU must have the implementation's features.
-    unsafe fn sum(levels: &[u8; QK_K], y: &[i8; QK_K], scales: &[i16; QK_K / 16]) -> i32;
-}
-
-/// The portable [`GroupCore`].
-pub(crate) struct PortableCore;
-
-impl GroupCore for PortableCore {
-    #[inline(always)]
-    unsafe fn sum(levels: &[u8; QK_K], y: &[i8; QK_K], scales: &[i16; QK_K / 16]) -> i32 {
-        let levels = signed(*levels);
-        let sc = |g: usize| scales[g] as i32;
-        grouped::<16>(&levels, y, sc)
-    }
-}
-
 /// A k-quant block type with its decoder.
 pub(crate) trait KBlock: Pod {
     /// The block decoded.
@@ -336,13 +348,9 @@ impl KBlock for BlockQ6K {
 
 /// The dot product of a decoded k-quant block with `y`: `d·yd·(Σ scale·level·y − offset·Σ
 /// scale·Σy) − dmin·yd·Σ min·Σy`, the sums of y from Q8_K's `bsums`.
-///
-/// # Safety
-/// The CPU must have `C`'s features.
 #[inline(always)]
-unsafe fn k_dot<C: GroupCore>(x: &Decoded, y: &BlockQ8K) -> f32 {
-    // SAFETY: forwarded from the caller.
-    let sumi = unsafe { C::sum(&x.levels, &y.qs, &x.scales) };
+fn k_dot(x: &Decoded, y: &BlockQ8K) -> f32 {
+    let sumi = grouped::<16>(&signed(x.levels), &y.qs, |g| x.scales[g] as i32);
     let (mut so, mut sm) = (0i32, 0i32);
     for ((b, &sc), &m) in y.bsums.iter().zip(&x.scales).zip(&x.mins) {
         let b = b.get() as i32;
@@ -353,28 +361,19 @@ unsafe fn k_dot<C: GroupCore>(x: &Decoded, y: &BlockQ8K) -> f32 {
     yd * x.d * (sumi - x.offset * so) as f32 - yd * x.dmin * sm as f32
 }
 
-/// The dot product of whole k-quant blocks `w` with as many Q8_K blocks `a`.
-///
-/// # Safety
-/// The CPU must have `C`'s features.
-#[inline(always)]
-unsafe fn k_row_dot<B: KBlock, C: GroupCore>(w: &[u8], a: &[u8]) -> f32 {
-    let w: &[B] = bytemuck::cast_slice(w);
-    let a: &[BlockQ8K] = bytemuck::cast_slice(a);
-    // SAFETY: forwarded from the caller.
-    w.iter()
-        .zip(a)
-        .fold(0.0, |s, (x, y)| s + unsafe { k_dot::<C>(&x.decode(), y) })
+/// The k-quants' portable dot: decoded, then [`k_dot`].
+macro_rules! k_dot_block {
+    ($($t:ty),*) => {$(
+        impl DotBlock for $t {
+            type Act = BlockQ8K;
+            #[inline(always)]
+            fn dot(&self, y: &BlockQ8K) -> f32 {
+                k_dot(&self.decode(), y)
+            }
+        }
+    )*};
 }
-
-/// [`k_row_dot`] compiled portably.
-///
-/// # Safety
-/// Always safe (the signature matches the other paths').
-unsafe fn k_row_dot_scalar<B: KBlock>(w: &[u8], a: &[u8]) -> f32 {
-    // SAFETY: the portable core needs no feature.
-    unsafe { k_row_dot::<B, PortableCore>(w, a) }
-}
+k_dot_block!(BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K);
 
 impl DotBlock for BlockIq4Xs {
     type Act = BlockQ8K;
@@ -405,47 +404,57 @@ fn row_dot<B: DotBlock>(w: &[u8], a: &[u8]) -> f32 {
         .fold(0.0, |s, v| s + v)
 }
 
-/// [`row_dot`] compiled portably.
+/// [`row_dot`] of `w` with each of the `out.len()` activation rows in `a`.
+#[inline(always)]
+fn row_dots<B: DotBlock>(w: &[u8], a: &[u8], out: &mut [f32]) {
+    let stride = w.len() / std::mem::size_of::<B>() * std::mem::size_of::<B::Act>();
+    for (o, y) in out.iter_mut().zip(a.chunks_exact(stride.max(1))) {
+        *o = row_dot::<B>(w, y);
+    }
+}
+
+/// [`row_dots`] compiled portably.
 ///
 /// # Safety
 /// Always safe (the signature matches the other paths').
-unsafe fn row_dot_scalar<B: DotBlock>(w: &[u8], a: &[u8]) -> f32 {
-    row_dot::<B>(w, a)
+unsafe fn row_dots_scalar<B: DotBlock>(w: &[u8], a: &[u8], out: &mut [f32]) {
+    row_dots::<B>(w, a, out)
 }
 
-/// [`row_dot`] compiled for AVX2.
+/// [`row_dots`] compiled for AVX2.
 ///
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn row_dot_avx2<B: DotBlock>(w: &[u8], a: &[u8]) -> f32 {
-    row_dot::<B>(w, a)
+unsafe fn row_dots_avx2<B: DotBlock>(w: &[u8], a: &[u8], out: &mut [f32]) {
+    row_dots::<B>(w, a, out)
 }
 
-/// [`row_dot`] compiled for AVX-512.
+/// [`row_dots`] compiled for AVX-512.
 ///
 /// # Safety
 /// The CPU must have [`Isa::Avx512`]'s features.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn row_dot_avx512<B: DotBlock>(w: &[u8], a: &[u8]) -> f32 {
-    row_dot::<B>(w, a)
+unsafe fn row_dots_avx512<B: DotBlock>(w: &[u8], a: &[u8], out: &mut [f32]) {
+    row_dots::<B>(w, a, out)
 }
 
-/// A row dot product: `(weight blocks, activation blocks) → f32`, both whole blocks of one
-/// row, as many of each.
+/// Row dot products: `(w, a, out)` sets `out[r]` to the dot product of the weight row `w`
+/// (whole blocks) with activation row `r` of `a`, which holds `out.len()` rows back to back,
+/// each as many activation blocks as `w` has weight blocks.
 ///
 /// # Safety
 /// The CPU must have the features of the path it was resolved for.
-pub(crate) type RowDot = unsafe fn(&[u8], &[u8]) -> f32;
+pub(crate) type RowDot = unsafe fn(&[u8], &[u8], &mut [f32]);
 
 /// A weight type's dot kernel: the activation type and the row dot of one path.
 #[derive(Clone, Copy)]
 pub(crate) struct QuantDot {
     /// The type activations are quantized to (GGML's `vec_dot_type`).
     pub act: Type,
-    /// The row dot product.
+    /// The row dot products.
     pub dot: RowDot,
 }
 
@@ -453,10 +462,10 @@ pub(crate) struct QuantDot {
 fn kernel<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
     let dot: RowDot = match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => row_dot_avx512::<B>,
+        Isa::Avx512 => row_dots_avx512::<B>,
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => row_dot_avx2::<B>,
-        _ => row_dot_scalar::<B>,
+        Isa::Avx2 => row_dots_avx2::<B>,
+        _ => row_dots_scalar::<B>,
     };
     QuantDot { act, dot }
 }
@@ -465,9 +474,9 @@ fn kernel<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
 #[cfg(target_arch = "x86_64")]
 fn kernel32<B: x86::Simd32>(act: Type, isa: Isa) -> QuantDot {
     let dot: RowDot = match isa {
-        Isa::Avx512 => x86::row_dot_vnni::<B>,
-        Isa::Avx2 => x86::row_dot_avx2::<B>,
-        Isa::Scalar => row_dot_scalar::<B>,
+        Isa::Avx512 => x86::row_dots_vnni::<B>,
+        Isa::Avx2 => x86::row_dots_avx2::<B>,
+        Isa::Scalar => row_dots_scalar::<B>,
     };
     QuantDot { act, dot }
 }
@@ -478,17 +487,24 @@ fn kernel32<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
     kernel::<B>(act, isa)
 }
 
-/// k-quant `B`'s kernel on path `isa` (Q8_K activations).
-fn kernel_k<B: KBlock>(isa: Isa) -> QuantDot {
+/// k-quant `B`'s kernel on path `isa` (Q8_K activations), with the intrinsics kernels on
+/// x86.
+#[cfg(target_arch = "x86_64")]
+fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     let dot: RowDot = match isa {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 => x86::k_row_dot_avx2::<B>,
-        _ => k_row_dot_scalar::<B>,
+        Isa::Avx2 | Isa::Avx512 => kquant_x86::k_dots_avx2::<B>,
+        Isa::Scalar => row_dots_scalar::<B>,
     };
     QuantDot {
         act: Type::Q8_K,
         dot,
     }
+}
+
+/// k-quant `B`'s kernel on path `isa` (no intrinsics kernels on this architecture).
+#[cfg(not(target_arch = "x86_64"))]
+fn kernel_k<B: DotBlock>(isa: Isa) -> QuantDot {
+    kernel::<B>(Type::Q8_K, isa)
 }
 
 /// The integer dot kernel of weight type `ty` on path `isa`, or `None` for the types without
@@ -528,9 +544,10 @@ mod tests {
     }
 
     /// For every covered type: the integer dot is within the activations' 8-bit rounding of
-    /// the f64 dot of the dequantized weights with the unquantized activations, and every
-    /// path agrees with the portable one (bit for bit where it compiles the same source, to
-    /// f32 rounding of the block sums where it has intrinsics).
+    /// the f64 dot of the dequantized weights with the unquantized activations; every path
+    /// agrees with the portable one (bit for bit where it compiles the same source, to f32
+    /// rounding of the block sums where it has intrinsics); and a call with several
+    /// activation rows gives each row what a call with that row alone gives.
     #[test]
     fn every_path_agrees_and_matches_the_dequantized_dot() {
         use Type::*;
@@ -539,33 +556,53 @@ mod tests {
             Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
         ] {
             let w = values(k, 7);
-            let x = values(k, 99);
             let mut wq = vec![0u8; ty.row_size(k as i64).unwrap()];
             crate::quants::quantize_chunk(ty, &w, &mut wq, 0, 1, k, None).unwrap();
             let mut wd = vec![0f32; k];
             dequantize_row(ty, &wq, &mut wd).unwrap();
-            let want: f64 = wd.iter().zip(&x).map(|(a, b)| *a as f64 * *b as f64).sum();
-            let scalar = quant_dot(ty, Isa::Scalar).unwrap();
-            let mut xq = vec![0u8; scalar.act.row_size(k as i64).unwrap()];
-            quantize_row_ref(scalar.act, &x, &mut xq).unwrap();
-            // SAFETY: the scalar path needs no CPU feature; both rows hold k values.
-            let got = unsafe { (scalar.dot)(&wq, &xq) };
             let norm: f64 = wd.iter().map(|a| (*a as f64).abs()).sum::<f64>() / 127.0;
-            assert!(
-                (got as f64 - want).abs() <= norm * 0.5 + 1e-3,
-                "{ty}: {got} vs {want}"
-            );
+            let scalar = quant_dot(ty, Isa::Scalar).unwrap();
+            let qbytes = scalar.act.row_size(k as i64).unwrap();
+            // six activation rows: every multi-row kernel width and a remainder
+            let rows = 6;
+            let mut xq = vec![0u8; rows * qbytes];
+            let mut want = Vec::new();
+            for (r, q) in xq.chunks_exact_mut(qbytes).enumerate() {
+                let x = values(k, 99 + r as u32);
+                want.push(
+                    wd.iter()
+                        .zip(&x)
+                        .map(|(a, b)| *a as f64 * *b as f64)
+                        .sum::<f64>(),
+                );
+                quantize_row_ref(scalar.act, &x, q).unwrap();
+            }
+            let mut got = vec![0f32; rows];
+            // SAFETY: the scalar path needs no CPU feature; every row holds k values.
+            unsafe { (scalar.dot)(&wq, &xq, &mut got) };
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (*g as f64 - w).abs() <= norm * 0.5 + 1e-3,
+                    "{ty}: {g} vs {w}"
+                );
+            }
             for isa in Isa::all_available() {
                 let kq = quant_dot(ty, isa).unwrap();
                 assert_eq!(kq.act, scalar.act);
+                let mut all = vec![0f32; rows];
                 // SAFETY: `all_available` lists only paths this CPU runs.
-                let v = unsafe { (kq.dot)(&wq, &xq) };
-                let bits_equal = !matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | IQ4_NL);
-                if bits_equal || isa == Isa::Scalar {
-                    assert_eq!(v.to_bits(), got.to_bits(), "{ty} on {isa:?}");
-                } else {
-                    let tol = 1e-5 * (norm * 127.0) as f32;
-                    assert!((v - got).abs() <= tol, "{ty} on {isa:?}: {v} vs {got}");
+                unsafe { (kq.dot)(&wq, &xq, &mut all) };
+                for (r, (&v, &g)) in all.iter().zip(&got).enumerate() {
+                    let mut one = [0f32];
+                    // SAFETY: as above, for row r alone.
+                    unsafe { (kq.dot)(&wq, &xq[r * qbytes..(r + 1) * qbytes], &mut one) };
+                    assert_eq!(one[0].to_bits(), v.to_bits(), "{ty} on {isa:?}, row {r}");
+                    if isa == Isa::Scalar || ty == IQ4_XS {
+                        assert_eq!(v.to_bits(), g.to_bits(), "{ty} on {isa:?}");
+                    } else {
+                        let tol = 1e-5 * (norm * 127.0) as f32;
+                        assert!((v - g).abs() <= tol, "{ty} on {isa:?}: {v} vs {g}");
+                    }
                 }
             }
         }

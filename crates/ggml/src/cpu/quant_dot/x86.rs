@@ -6,12 +6,11 @@
 
 use std::arch::x86_64::*;
 
-use super::{k_row_dot, DotBlock, GroupCore, KBlock};
+use super::DotBlock;
 use crate::quants::{
     BlockIq4Nl, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, PackedF16,
     IQ4_NL_VALUES,
 };
-use crate::QK_K;
 
 /// An activation block of 32 levels with one scale (Q8_0, Q8_1).
 pub(super) trait Act32 {
@@ -42,9 +41,12 @@ pub(super) trait Simd32: DotBlock<Act: Act32> {
     /// The CPU must have AVX2.
     unsafe fn levels(&self) -> __m256i;
     /// The block's scale.
-    fn d(&self) -> f32;
+    fn d(&self) -> PackedF16;
     /// The term added per block besides the scaled integer sum (`m · s` for Q8_1 pairs).
-    fn extra(&self, y: &Self::Act) -> f32;
+    ///
+    /// # Safety
+    /// The CPU must have F16C.
+    unsafe fn extra(&self, y: &Self::Act) -> f32;
 }
 
 /// Implements [`Simd32`] for a block type with a `d` field: its levels from `$levels` (given
@@ -54,7 +56,8 @@ macro_rules! simd32 {
         simd32!(@impl $t, false, |$b| $levels, |_b, _y| 0.0);
     };
     ($t:ty, with_min, |$b:ident| $levels:expr) => {
-        simd32!(@impl $t, true, |$b| $levels, |b, y| b.m.to_f32() * y.s.to_f32());
+        // SAFETY: `extra`'s caller has F16C.
+        simd32!(@impl $t, true, |$b| $levels, |b, y| unsafe { half(b.m) * half(y.s) });
     };
     (@impl $t:ty, $unsigned:expr, |$b:ident| $levels:expr, |$x:ident, $y:ident| $extra:expr) => {
         impl Simd32 for $t {
@@ -65,15 +68,41 @@ macro_rules! simd32 {
                 // SAFETY: the caller has AVX2; the loads read the block's own bytes.
                 unsafe { $levels }
             }
-            fn d(&self) -> f32 {
-                self.d.to_f32()
+            fn d(&self) -> PackedF16 {
+                self.d
             }
-            fn extra(&self, $y: &<$t as DotBlock>::Act) -> f32 {
+            #[inline(always)]
+            unsafe fn extra(&self, $y: &<$t as DotBlock>::Act) -> f32 {
                 let $x = self;
                 $extra
             }
         }
     };
+}
+
+/// The eight lanes of `v` summed.
+///
+/// # Safety
+/// The CPU must have AVX.
+#[inline(always)]
+pub(super) unsafe fn hsum(v: __m256) -> f32 {
+    // SAFETY: register operations; the caller has AVX.
+    unsafe {
+        let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        let h = _mm_add_ss(h, _mm_movehdup_ps(h));
+        _mm_cvtss_f32(h)
+    }
+}
+
+/// A half widened with F16C (one instruction; the software conversion takes a dozen).
+///
+/// # Safety
+/// The CPU must have F16C.
+#[inline(always)]
+pub(super) unsafe fn half(h: PackedF16) -> f32 {
+    // SAFETY: register operations; the caller has F16C.
+    unsafe { _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h.to_bits() as i32))) }
 }
 
 /// Value j of the low nibbles of `qs` in byte j, value j + 16 of the high ones in byte j + 16.
@@ -132,104 +161,90 @@ simd32!(BlockIq4Nl, signed, |b| {
     _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles(&b.qs))
 });
 
-/// The row dot product; `VNNI` selects `vpdpbusd` for the byte products.
+/// `out[r] = dot(w, activation row r)` for `R` rows of `a`, each `stride` bytes, each block
+/// of `w` unpacked once for all `R`; `VNNI` selects `vpdpbusd` for the byte products.
 // AVX-512 target features and intrinsics are stable since Rust 1.89, so this path needs 1.89
 // while the workspace still declares 1.85 (raising it turns on newer lints workspace-wide,
 // left to the lead).
 #[allow(clippy::incompatible_msrv)]
 #[inline(always)]
-unsafe fn row_dot<B: Simd32, const VNNI: bool>(w: &[u8], a: &[u8]) -> f32 {
-    let w: &[B] = bytemuck::cast_slice(w);
-    let a: &[B::Act] = bytemuck::cast_slice(a);
+unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
+    w: &[B],
+    a: &[u8],
+    stride: usize,
+    out: &mut [f32],
+) {
+    let ys: [&[B::Act]; R] =
+        std::array::from_fn(|r| bytemuck::cast_slice(&a[r * stride..(r + 1) * stride]));
     // SAFETY: the callers' target features include AVX2, FMA and F16C (and AVX-512 VL and
     // VNNI with `VNNI`); every load reads 32 bytes of a block's levels.
     unsafe {
-        let mut acc = _mm256_setzero_ps();
-        let mut extra = 0f32;
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut extra = [0f32; R];
         let ones = _mm256_set1_epi16(1);
-        for (x, y) in w.iter().zip(a) {
-            let (yd, yq) = y.parts();
-            let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
+        for (i, x) in w.iter().enumerate() {
             let xv = x.levels();
             // maddubs multiplies unsigned by signed bytes: move the signs of x onto y.
-            let (ux, sy) = if B::UNSIGNED {
-                (xv, yv)
+            let ux = if B::UNSIGNED {
+                xv
             } else {
-                (_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(yv, xv))
+                _mm256_sign_epi8(xv, xv)
             };
-            let sum = if VNNI {
-                _mm256_dpbusd_epi32(_mm256_setzero_si256(), ux, sy)
-            } else {
-                _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), ones)
-            };
-            let d = _mm256_set1_ps(x.d() * yd.to_f32());
-            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
-            extra += x.extra(y);
+            let xd = half(x.d());
+            for r in 0..R {
+                let y = &ys[r][i];
+                let (yd, yq) = y.parts();
+                let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
+                let sy = if B::UNSIGNED {
+                    yv
+                } else {
+                    _mm256_sign_epi8(yv, xv)
+                };
+                let sum = if VNNI {
+                    _mm256_dpbusd_epi32(_mm256_setzero_si256(), ux, sy)
+                } else {
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), ones)
+                };
+                let d = _mm256_set1_ps(xd * half(yd));
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[r]);
+                extra[r] += x.extra(y);
+            }
         }
-        let h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-        let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        let h = _mm_add_ss(h, _mm_movehdup_ps(h));
-        _mm_cvtss_f32(h) + extra
+        for r in 0..R {
+            out[r] = hsum(acc[r]) + extra[r];
+        }
     }
 }
 
-/// [`row_dot`] with AVX2.
+/// [`dots_r`] over every activation row of `a`, up to four per pass over `w`.
+///
+/// # Safety
+/// As [`super::RowDot`], on a CPU with the features `VNNI` needs.
+#[inline(always)]
+unsafe fn row_dots<B: Simd32, const VNNI: bool>(w: &[u8], a: &[u8], out: &mut [f32]) {
+    let wb: &[B] = bytemuck::cast_slice(w);
+    let stride = wb.len() * std::mem::size_of::<B::Act>();
+    by_fours!(a, stride, out, |N, a, o| dots_r::<B, VNNI, N>(
+        wb, a, stride, o
+    ));
+}
+
+/// [`row_dots`] with AVX2.
 ///
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn row_dot_avx2<B: Simd32>(w: &[u8], a: &[u8]) -> f32 {
+pub(super) unsafe fn row_dots_avx2<B: Simd32>(w: &[u8], a: &[u8], out: &mut [f32]) {
     // SAFETY: forwarded.
-    unsafe { row_dot::<B, false>(w, a) }
+    unsafe { row_dots::<B, false>(w, a, out) }
 }
 
-/// [`row_dot`] with AVX-512 VNNI on 256-bit registers.
+/// [`row_dots`] with AVX-512 VNNI on 256-bit registers.
 ///
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) unsafe fn row_dot_vnni<B: Simd32>(w: &[u8], a: &[u8]) -> f32 {
+pub(super) unsafe fn row_dots_vnni<B: Simd32>(w: &[u8], a: &[u8], out: &mut [f32]) {
     // SAFETY: forwarded.
-    unsafe { row_dot::<B, true>(w, a) }
-}
-
-/// The AVX2 [`GroupCore`]: `maddubs` of 32 levels with 32 activations into 16 pair sums,
-/// `madd` with the two groups' scales into eight i32 sums, added up in i32 (exact, as the
-/// portable core).
-pub(super) struct Avx2Core;
-
-impl GroupCore for Avx2Core {
-    #[inline(always)]
-    unsafe fn sum(levels: &[u8; QK_K], y: &[i8; QK_K], scales: &[i16; QK_K / 16]) -> i32 {
-        // SAFETY: the caller has AVX2; each load reads 32 of the 256 bytes.
-        unsafe {
-            let mut acc = _mm256_setzero_si256();
-            for c in 0..QK_K / 32 {
-                let x = _mm256_loadu_si256(levels.as_ptr().add(32 * c) as *const __m256i);
-                let q = _mm256_loadu_si256(y.as_ptr().add(32 * c) as *const __m256i);
-                let sc = _mm256_set_m128i(
-                    _mm_set1_epi16(scales[2 * c + 1]),
-                    _mm_set1_epi16(scales[2 * c]),
-                );
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, q), sc));
-            }
-            let h = _mm_add_epi32(
-                _mm256_castsi256_si128(acc),
-                _mm256_extracti128_si256(acc, 1),
-            );
-            let h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
-            let h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 1));
-            _mm_cvtsi128_si32(h)
-        }
-    }
-}
-
-/// The k-quant row dot with [`Avx2Core`].
-///
-/// # Safety
-/// The CPU must have AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn k_row_dot_avx2<B: KBlock>(w: &[u8], a: &[u8]) -> f32 {
-    // SAFETY: forwarded.
-    unsafe { k_row_dot::<B, Avx2Core>(w, a) }
+    unsafe { row_dots::<B, true>(w, a, out) }
 }

@@ -1,0 +1,357 @@
+//! AVX2 row dot products of the k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) against Q8_K
+//! activations, straight from the block format: each super-block's 256 levels are unpacked
+//! into eight registers of unsigned bytes (0..64) and its 16 group scales into one register of
+//! i16, once per super-block however many activation rows it is dotted with; per activation
+//! row, `maddubs` gives the pair sums of levels × activations, `madd` with the group scales
+//! eight i32 sums, and the groups' offsets and minimums come from one `madd` of per-group
+//! weights with Q8_K's `bsums`:
+//!
+//! `dot = yd · (d · Σ scale·level·y + c · Σ w_g·bsum_g)`, with `(w, c)` = (minimums, −dmin)
+//! for the types with a minimum and (scales, −offset·d) for the ones with a level offset.
+//!
+//! The integer sums are exact; only the f32 accumulation (in eight lanes, one super-block at
+//! a time) differs from the portable path's order.
+
+use std::arch::x86_64::*;
+
+use super::x86::half;
+use super::x86::hsum;
+use crate::quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, PackedF16};
+use crate::QK_K;
+
+/// One super-block unpacked for [`dot_decoded`].
+pub(super) struct Unpacked {
+    /// Levels 32c..32c + 32 in register c, as unsigned bytes below 64.
+    levels: [__m256i; 8],
+    /// The 16 group scales as i16: the even groups in the low 128-bit lane, the odd ones in
+    /// the high lane (so that one in-lane shuffle gives register c the scales of groups 2c and
+    /// 2c + 1).
+    scales: __m256i,
+    /// The per-group weights of the activations' group sums (i16, group order).
+    corr: __m256i,
+    /// The super-block scale.
+    d: f32,
+    /// The factor of the correction sum.
+    corr_d: f32,
+}
+
+/// A k-quant super-block that unpacks for the AVX2 dot.
+pub(super) trait KUnpack: bytemuck::Pod {
+    /// The block unpacked.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and F16C.
+    unsafe fn unpack(&self) -> Unpacked;
+}
+
+/// `v` AND a byte mask of `m` in every byte.
+#[inline(always)]
+unsafe fn and8(v: __m256i, m: u8) -> __m256i {
+    // SAFETY: register operations; the caller has AVX2.
+    unsafe { _mm256_and_si256(v, _mm256_set1_epi8(m as i8)) }
+}
+
+/// The 16-bit lanes of `v` shifted right by `n` bits.
+#[inline(always)]
+unsafe fn srl16(v: __m256i, n: u32) -> __m256i {
+    // SAFETY: register operations; the caller has AVX2.
+    unsafe { _mm256_srl_epi16(v, _mm_cvtsi32_si128(n as i32)) }
+}
+
+/// In every byte of `v`: the bits `mask` selects after a right shift by `from`, moved up to
+/// bit `to` (the high bits of a level).
+#[inline(always)]
+unsafe fn bits_at(v: __m256i, from: u32, mask: u8, to: u32) -> __m256i {
+    // SAFETY: register operations; the caller has AVX2.
+    unsafe { _mm256_sll_epi16(and8(srl16(v, from), mask), _mm_cvtsi32_si128(to as i32)) }
+}
+
+/// 32 bytes from `p`.
+///
+/// # Safety
+/// 32 readable bytes at `p`; the caller has AVX2.
+#[inline(always)]
+unsafe fn load(p: &[u8]) -> __m256i {
+    debug_assert!(p.len() >= 32);
+    // SAFETY: forwarded from the caller.
+    unsafe { _mm256_loadu_si256(p.as_ptr() as *const __m256i) }
+}
+
+/// 16 group scales (bytes, group order) as [`Unpacked::scales`]; `signed` widens them as i8.
+#[inline(always)]
+unsafe fn even_odd(s: __m128i, signed: bool) -> __m256i {
+    // SAFETY: register operations; the caller has AVX2.
+    unsafe {
+        let order = _mm_set_epi8(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
+        let s = _mm_shuffle_epi8(s, order);
+        if signed {
+            _mm256_cvtepi8_epi16(s)
+        } else {
+            _mm256_cvtepu8_epi16(s)
+        }
+    }
+}
+
+/// `(scales, minimums)` of Q4_K and Q5_K: the 6-bit values of the 12-byte layout as eight
+/// bytes each (little-endian u64), with 32-bit masks instead of a per-byte loop.
+#[inline(always)]
+fn scales_mins(sc: &[u8; 12]) -> (u64, u64) {
+    let w = |i: usize| u32::from_le_bytes([sc[4 * i], sc[4 * i + 1], sc[4 * i + 2], sc[4 * i + 3]]);
+    let (u0, u1, u2) = (w(0), w(1), w(2));
+    const LOW6: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    // groups 0..4: the low six bits of bytes 0..4 (scales) and 4..8 (minimums); groups 4..8:
+    // a nibble of bytes 8..12 and the top two bits of bytes 0..4 (scales) or 4..8 (minimums)
+    let scales_hi = (u2 & LOW4) | (((u0 >> 6) & LOW2) << 4);
+    let mins_hi = ((u2 >> 4) & LOW4) | (((u1 >> 6) & LOW2) << 4);
+    (
+        (u0 & LOW6) as u64 | (scales_hi as u64) << 32,
+        (u1 & LOW6) as u64 | (mins_hi as u64) << 32,
+    )
+}
+
+/// Q4_K's and Q5_K's scales and minimums as [`Unpacked`] wants them: each scale of 32 values
+/// serves both groups of 16 (so both lanes hold the eight scales), each minimum is repeated
+/// for its two groups.
+#[inline(always)]
+unsafe fn scale_min_regs(sc: &[u8; 12]) -> (__m256i, __m256i) {
+    let (s, m) = scales_mins(sc);
+    // SAFETY: register operations; the caller has AVX2.
+    unsafe {
+        let s = _mm_set1_epi64x(s as i64);
+        let m = _mm_set1_epi64x(m as i64);
+        (
+            _mm256_cvtepu8_epi16(s),
+            _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m)),
+        )
+    }
+}
+
+/// Q4_K's and Q5_K's super-block unpacked: levels from the nibbles of `qs` (value 64j + l in
+/// the low nibble of byte 32j + l, value 64j + 32 + l in its high nibble), with bit c of
+/// `qh`'s byte l as the fifth bit of value 32c + l when there is a `qh`.
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C.
+#[inline(always)]
+unsafe fn q45_unpack(
+    qs: &[u8; 128],
+    qh: Option<&[u8; 32]>,
+    sc: &[u8; 12],
+    d: PackedF16,
+    dmin: PackedF16,
+) -> Unpacked {
+    // SAFETY: the caller has AVX2 and F16C; every load reads 32 bytes of `qs` or all of `qh`.
+    unsafe {
+        let (scales, corr) = scale_min_regs(sc);
+        let qh = qh.map(|h| load(h));
+        let mut levels = [_mm256_setzero_si256(); 8];
+        for j in 0..4 {
+            let q = load(&qs[32 * j..]);
+            levels[2 * j] = and8(q, 0xf);
+            levels[2 * j + 1] = and8(srl16(q, 4), 0xf);
+            if let Some(h) = qh {
+                let c = 2 * j as u32;
+                levels[2 * j] = _mm256_or_si256(levels[2 * j], bits_at(h, c, 1, 4));
+                levels[2 * j + 1] = _mm256_or_si256(levels[2 * j + 1], bits_at(h, c + 1, 1, 4));
+            }
+        }
+        Unpacked {
+            levels,
+            scales,
+            corr,
+            d: half(d),
+            corr_d: -half(dmin),
+        }
+    }
+}
+
+impl KUnpack for BlockQ4K {
+    #[inline(always)]
+    unsafe fn unpack(&self) -> Unpacked {
+        // SAFETY: forwarded from the caller.
+        unsafe { q45_unpack(&self.qs, None, &self.scales, self.d, self.dmin) }
+    }
+}
+
+impl KUnpack for BlockQ5K {
+    #[inline(always)]
+    unsafe fn unpack(&self) -> Unpacked {
+        // SAFETY: forwarded from the caller.
+        unsafe { q45_unpack(&self.qs, Some(&self.qh), &self.scales, self.d, self.dmin) }
+    }
+}
+
+impl KUnpack for BlockQ6K {
+    #[inline(always)]
+    unsafe fn unpack(&self) -> Unpacked {
+        // SAFETY: the caller has AVX2; loads read 32 bytes inside `ql`, `qh` and the 16 of
+        // `scales`.
+        unsafe {
+            let mut levels = [_mm256_setzero_si256(); 8];
+            for n in 0..2 {
+                let l0 = load(&self.ql[64 * n..]);
+                let l1 = load(&self.ql[64 * n + 32..]);
+                let h = load(&self.qh[32 * n..]);
+                levels[4 * n] = _mm256_or_si256(and8(l0, 0xf), bits_at(h, 0, 3, 4));
+                levels[4 * n + 1] = _mm256_or_si256(and8(l1, 0xf), bits_at(h, 2, 3, 4));
+                levels[4 * n + 2] = _mm256_or_si256(and8(srl16(l0, 4), 0xf), bits_at(h, 4, 3, 4));
+                levels[4 * n + 3] = _mm256_or_si256(and8(srl16(l1, 4), 0xf), bits_at(h, 6, 3, 4));
+            }
+            let s = _mm_loadu_si128(self.scales.as_ptr() as *const __m128i);
+            let d = half(self.d);
+            Unpacked {
+                levels,
+                scales: even_odd(s, true),
+                corr: _mm256_cvtepi8_epi16(s),
+                d,
+                corr_d: -32.0 * d,
+            }
+        }
+    }
+}
+
+impl KUnpack for BlockQ2K {
+    #[inline(always)]
+    unsafe fn unpack(&self) -> Unpacked {
+        // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and the 16 of `scales`.
+        unsafe {
+            let mut levels = [_mm256_setzero_si256(); 8];
+            for n in 0..2 {
+                let q = load(&self.qs[32 * n..]);
+                for s in 0..4 {
+                    levels[4 * n + s] = and8(srl16(q, 2 * s as u32), 3);
+                }
+            }
+            let sm = _mm_loadu_si128(self.scales.as_ptr() as *const __m128i);
+            let mask = _mm_set1_epi8(0xf);
+            let s = _mm_and_si128(sm, mask);
+            let m = _mm_and_si128(_mm_srli_epi16(sm, 4), mask);
+            Unpacked {
+                levels,
+                scales: even_odd(s, false),
+                corr: _mm256_cvtepu8_epi16(m),
+                d: half(self.d),
+                corr_d: -half(self.dmin),
+            }
+        }
+    }
+}
+
+/// Q3_K's 16 six-bit scales (minus 32) from their 12-byte layout: the low nibbles of bytes
+/// 0..8 (groups 0..8) and their high nibbles (groups 8..16), the top two bits from bytes
+/// 8..12, two bits per group, four groups per shift.
+#[inline(always)]
+unsafe fn q3k_scales(sc: &[u8; 12]) -> __m128i {
+    let lo = u64::from_le_bytes([sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6], sc[7]]);
+    let h = u32::from_le_bytes([sc[8], sc[9], sc[10], sc[11]]);
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    let (l0, l1) = (lo as u32, (lo >> 32) as u32);
+    let w = [
+        (l0 & LOW4) | ((h & LOW2) << 4),
+        (l1 & LOW4) | (((h >> 2) & LOW2) << 4),
+        ((l0 >> 4) & LOW4) | (((h >> 4) & LOW2) << 4),
+        ((l1 >> 4) & LOW4) | (((h >> 6) & LOW2) << 4),
+    ];
+    // SAFETY: register operations; the caller has AVX2.
+    unsafe {
+        let v = _mm_set_epi32(w[3] as i32, w[2] as i32, w[1] as i32, w[0] as i32);
+        _mm_sub_epi8(v, _mm_set1_epi8(32))
+    }
+}
+
+impl KUnpack for BlockQ3K {
+    #[inline(always)]
+    unsafe fn unpack(&self) -> Unpacked {
+        // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and all of `hmask`.
+        unsafe {
+            let hm = load(&self.hmask);
+            let mut levels = [_mm256_setzero_si256(); 8];
+            for n in 0..2 {
+                let q = load(&self.qs[32 * n..]);
+                for s in 0..4 {
+                    let c = 4 * n + s;
+                    // the level is stored as low + 4·high, so the value is level − 4
+                    let high = bits_at(hm, c as u32, 1, 2);
+                    levels[c] = _mm256_or_si256(and8(srl16(q, 2 * s as u32), 3), high);
+                }
+            }
+            let s = q3k_scales(&self.scales);
+            let d = half(self.d);
+            Unpacked {
+                levels,
+                scales: even_odd(s, true),
+                corr: _mm256_cvtepi8_epi16(s),
+                d,
+                corr_d: -4.0 * d,
+            }
+        }
+    }
+}
+
+/// `acc += yd · (d · Σ scale·level·y + corr_d · Σ corr·bsum)` in eight f32 lanes.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[inline(always)]
+unsafe fn dot_decoded(x: &Unpacked, y: &BlockQ8K, acc: __m256) -> __m256 {
+    // SAFETY: the caller has AVX2 and FMA; loads read 32 of y's 256 levels and its 32 bytes
+    // of group sums.
+    unsafe {
+        let mut sumi = _mm256_setzero_si256();
+        for (c, &lv) in x.levels.iter().enumerate() {
+            let q = _mm256_loadu_si256(y.qs.as_ptr().add(32 * c) as *const __m256i);
+            // i16 elements c of each lane: the scales of groups 2c and 2c + 1
+            let pick = _mm256_set1_epi16(((2 * c as i16 + 1) << 8) | (2 * c as i16));
+            let sc = _mm256_shuffle_epi8(x.scales, pick);
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(lv, q), sc));
+        }
+        let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+        let corr = _mm256_madd_epi16(x.corr, bsums);
+        let yd = y.d.get();
+        let part = _mm256_mul_ps(_mm256_set1_ps(x.corr_d * yd), _mm256_cvtepi32_ps(corr));
+        let part = _mm256_fmadd_ps(_mm256_set1_ps(x.d * yd), _mm256_cvtepi32_ps(sumi), part);
+        _mm256_add_ps(acc, part)
+    }
+}
+
+/// `out[r] = dot(w, activation row r)` for `R` rows of `a`, each `stride` bytes: every
+/// super-block of `w` unpacked once for all `R`.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C; `a` holds `R` rows of as many Q8_K blocks as `w`
+/// has super-blocks, `out` `R` values.
+#[inline(always)]
+unsafe fn dots_r<B: KUnpack, const R: usize>(w: &[B], a: &[u8], stride: usize, out: &mut [f32]) {
+    let ys: [&[BlockQ8K]; R] =
+        std::array::from_fn(|r| bytemuck::cast_slice(&a[r * stride..(r + 1) * stride]));
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        for (i, x) in w.iter().enumerate() {
+            let u = x.unpack();
+            for r in 0..R {
+                acc[r] = dot_decoded(&u, &ys[r][i], acc[r]);
+            }
+        }
+        for r in 0..R {
+            out[r] = hsum(acc[r]);
+        }
+    }
+}
+
+/// The AVX2 k-quant row dots ([`super::RowDot`]): up to four activation rows per pass over
+/// the weights.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C; see [`super::RowDot`] for the lengths.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn k_dots_avx2<B: KUnpack>(w: &[u8], a: &[u8], out: &mut [f32]) {
+    let wb: &[B] = bytemuck::cast_slice(w);
+    let stride = wb.len() * std::mem::size_of::<BlockQ8K>();
+    debug_assert_eq!(a.len(), stride * out.len());
+    debug_assert_eq!(QK_K, 256);
+    by_fours!(a, stride, out, |N, a, o| dots_r::<B, N>(wb, a, stride, o));
+}

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Times GGML's MUL_MAT on the CPU at a chosen thread count, as crates/ggml/benches/ops.rs
+times ggml-rs's: the same shapes, the same fill pattern, one warm-up run, then repeated runs
+for at least 0.4 s; prints the median's and the best run's rate.
+
+    ggml_mul_mat.py --lib-dir DIR --threads 1,2 CASE...
+
+CASE is TYPE:M:K:N (weights TYPE of M rows of K values, activations F32 of N rows), e.g.
+q4_K:4096:14336:1. The graph is computed with ggml_graph_plan / ggml_graph_compute on a
+persistent ggml_threadpool of that many threads (test-backend-ops cannot choose its thread
+count: it takes half the hardware threads). Weights live in a plain context buffer (no
+repacking), as in test-backend-ops. Only the Python standard library is used; the GGML
+libraries come from tools/llama_cpp/build.sh. Timing only: nothing asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import ctypes
+import statistics
+import sys
+import time
+from pathlib import Path
+
+TARGET_S = 0.4
+MAX_THREADS = 512  # GGML_MAX_N_THREADS
+TYPE_COUNT = 43  # GGML_TYPE_COUNT of this ggml (0.26.0); removed types have no name
+
+
+class InitParams(ctypes.Structure):
+    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p),
+                ("no_alloc", ctypes.c_bool)]
+
+
+class ThreadpoolParams(ctypes.Structure):
+    _fields_ = [("cpumask", ctypes.c_bool * MAX_THREADS), ("n_threads", ctypes.c_int),
+                ("prio", ctypes.c_int), ("poll", ctypes.c_uint32),
+                ("strict_cpu", ctypes.c_bool), ("paused", ctypes.c_bool)]
+
+
+class Cplan(ctypes.Structure):
+    _fields_ = [("work_size", ctypes.c_size_t), ("work_data", ctypes.c_void_p),
+                ("n_threads", ctypes.c_int), ("threadpool", ctypes.c_void_p),
+                ("abort_callback", ctypes.c_void_p), ("abort_callback_data", ctypes.c_void_p),
+                ("use_ref", ctypes.c_bool)]
+
+
+def load(lib_dir: Path):
+    base = ctypes.CDLL(str(lib_dir / "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
+    cpu = ctypes.CDLL(str(lib_dir / "libggml-cpu.so"), mode=ctypes.RTLD_GLOBAL)
+    vp, i64 = ctypes.c_void_p, ctypes.c_int64
+    sig = {
+        (base, "ggml_init"): (vp, [InitParams]),
+        (base, "ggml_free"): (None, [vp]),
+        (base, "ggml_type_name"): (ctypes.c_char_p, [ctypes.c_int]),
+        (base, "ggml_new_tensor_2d"): (vp, [vp, ctypes.c_int, i64, i64]),
+        (base, "ggml_get_data"): (vp, [vp]),
+        (base, "ggml_nbytes"): (ctypes.c_size_t, [vp]),
+        (base, "ggml_quantize_chunk"): (ctypes.c_size_t, [ctypes.c_int, vp, vp, i64, i64, i64, vp]),
+        (base, "ggml_fp32_to_fp16_row"): (None, [vp, vp, i64]),
+        (base, "ggml_mul_mat"): (vp, [vp, vp, vp]),
+        (base, "ggml_new_graph"): (vp, [vp]),
+        (base, "ggml_build_forward_expand"): (None, [vp, vp]),
+        (base, "ggml_threadpool_params_default"): (ThreadpoolParams, [ctypes.c_int]),
+        (cpu, "ggml_cpu_init"): (None, []),
+        (cpu, "ggml_threadpool_new"): (vp, [ctypes.POINTER(ThreadpoolParams)]),
+        (cpu, "ggml_threadpool_free"): (None, [vp]),
+        (cpu, "ggml_graph_plan"): (Cplan, [vp, ctypes.c_int, vp]),
+        (cpu, "ggml_graph_compute"): (ctypes.c_int, [vp, ctypes.POINTER(Cplan)]),
+    }
+    fns = {}
+    for (lib, name), (res, args) in sig.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+        fns[name] = f
+    fns["ggml_cpu_init"]()
+    return fns
+
+
+def pattern(n: int) -> array.array:
+    """ops.rs's fill: value i is (i·7919 mod 2003)/1001.5 − 1 (period 2003)."""
+    period = array.array("f", [((i * 7919 % 2003) / 1001.5) - 1.0 for i in range(2003)])
+    return (period * (n // 2003 + 1))[:n]
+
+
+def fill(g, t, type_id: int, n_per_row: int, n: int) -> None:
+    src = pattern(n)
+    addr, _ = src.buffer_info()
+    dst = g["ggml_get_data"](t)
+    name = g["ggml_type_name"](type_id).decode()
+    if name == "f32":
+        ctypes.memmove(dst, addr, 4 * n)
+    elif name == "f16":
+        g["ggml_fp32_to_fp16_row"](addr, dst, n)
+    else:
+        g["ggml_quantize_chunk"](type_id, addr, dst, 0, n // n_per_row, n_per_row, None)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lib-dir", type=Path, required=True)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("cases", nargs="+")
+    args = ap.parse_args()
+    g = load(args.lib_dir)
+    names = ((i, g["ggml_type_name"](i)) for i in range(TYPE_COUNT))
+    types = {nm.decode(): i for i, nm in names if nm}
+    threads = [int(t) for t in args.threads.split(",")]
+    pools = {}
+    for n in threads:
+        p = g["ggml_threadpool_params_default"](n)
+        pools[n] = g["ggml_threadpool_new"](ctypes.byref(p))
+    for case in args.cases:
+        tname, m, k, n = case.split(":")
+        m, k, n = int(m), int(k), int(n)
+        if tname not in types:
+            print(f"ggml_mul_mat.py: unknown type {tname!r}", file=sys.stderr)
+            return 2
+        ty = types[tname]
+        mem = m * k * 4 + (k * n + m * n) * 4 + (16 << 20)
+        ctx = g["ggml_init"](InitParams(mem, None, False))
+        a = g["ggml_new_tensor_2d"](ctx, ty, k, m)
+        b = g["ggml_new_tensor_2d"](ctx, types["f32"], k, n)
+        fill(g, a, ty, k, m * k)
+        fill(g, b, types["f32"], k, n * k)
+        out = g["ggml_mul_mat"](ctx, a, b)
+        graph = g["ggml_new_graph"](ctx)
+        g["ggml_build_forward_expand"](graph, out)
+        label = f"GGML mul_mat {tname} weights  M={m} K={k} N={n}"
+        for nt in threads:
+            plan = g["ggml_graph_plan"](graph, nt, pools[nt])
+            work = ctypes.create_string_buffer(max(plan.work_size, 1))
+            plan.work_data = ctypes.cast(work, ctypes.c_void_p)
+
+            def run() -> float:
+                t0 = time.perf_counter()
+                status = g["ggml_graph_compute"](graph, ctypes.byref(plan))
+                if status != 0:
+                    raise RuntimeError(f"ggml_graph_compute returned {status} on {case}")
+                return time.perf_counter() - t0
+
+            run()
+            once = max(run(), 1e-7)
+            reps = min(max(int(TARGET_S / once), 3), 1000)
+            times = sorted(run() for _ in range(reps))
+            flops = 2.0 * m * k * n
+            med = statistics.median_low(times)
+            print(f"{label:<44} {nt:>8} {med * 1e3:>9.3f} ms {flops / med / 1e9:>8.2f} GFLOP/s "
+                  f"{flops / times[0] / 1e9:>8.2f} GFLOP/s", flush=True)
+        g["ggml_free"](ctx)
+    for p in pools.values():
+        g["ggml_threadpool_free"](p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

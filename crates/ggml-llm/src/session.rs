@@ -147,17 +147,21 @@ impl Session {
         Ok(s)
     }
 
-    /// Reserves compute memory for the largest step: `n_batch` tokens (at most `n_ctx`) over
-    /// the whole cache, every row output.
+    /// Reserves compute memory for the largest steps: `n_batch` tokens (at most `n_ctx`) over
+    /// the whole cache with every row output and with the last only, and one token over the
+    /// whole cache (the graphs differ in shape, so each is planned; the buffer takes the
+    /// largest).
     fn reserve(&mut self) -> Result<()> {
-        let n = self.options.n_batch.min(self.options.n_ctx);
-        let worst = Step {
-            n_tokens: n,
-            n_kv: self.options.n_ctx,
-            n_out: n,
-        };
-        let g = arch::build(&self.model, Some(&self.kv), worst, self.options.flash_attn)?;
-        self.galloc.reserve(&g.graph)?;
+        let (n_ctx, n) = (self.options.n_ctx, self.options.n_batch.min(self.options.n_ctx));
+        for (n_tokens, n_out) in [(n, n), (n, 1), (1, 1)] {
+            let step = Step {
+                n_tokens,
+                n_kv: n_ctx,
+                n_out,
+            };
+            let g = arch::build(&self.model, Some(&self.kv), step, self.options.flash_attn)?;
+            self.galloc.reserve(&g.graph)?;
+        }
         self.stats.compute_buffer_bytes = self.galloc.get_buffer_size(0);
         self.stats.kv_cache_bytes = self.kv.size_bytes();
         Ok(())

@@ -111,7 +111,13 @@ fn wants_help(args: &[OsString]) -> bool {
 }
 
 /// The session options for `model`: `n_ctx` capped at the model's context.
-fn session_options(model: &Model, n_ctx: usize, threads: usize, batch: usize, fa: bool) -> SessionOptions {
+fn session_options(
+    model: &Model,
+    n_ctx: usize,
+    threads: usize,
+    batch: usize,
+    fa: bool,
+) -> SessionOptions {
     let train = model.hparams().n_ctx_train;
     SessionOptions {
         n_ctx: if train > 0 { n_ctx.min(train) } else { n_ctx },
@@ -172,7 +178,11 @@ pub fn run(argv: &[OsString]) -> Result<(), CliError> {
         .generate(&tokens, n_predict, &mut sampler, |tok| {
             let piece = vocab.token_to_piece(tok, false)?;
             // A closed stdout (`| head`) ends the generation quietly.
-            if stdout.write_all(piece).and_then(|()| stdout.flush()).is_err() {
+            if stdout
+                .write_all(piece)
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
                 broken_pipe = true;
                 return Ok(false);
             }
@@ -204,7 +214,11 @@ pub fn run(argv: &[OsString]) -> Result<(), CliError> {
         st.compute_buffer_bytes as f64 / 1048576.0,
         st.compute_buffer_grows,
         st.kv_cache_bytes as f64 / 1048576.0,
-        if model.is_mapped() { "memory-mapped (no copy)" } else { "copied to the device" }
+        if model.is_mapped() {
+            "memory-mapped (no copy)"
+        } else {
+            "copied to the device"
+        }
     );
     Ok(())
 }
@@ -312,7 +326,12 @@ fn mean_sd(xs: &[f64]) -> (f64, f64) {
 
 /// One timed run of a test from an empty cache: `n_prompt` tokens in batches, or `n_gen`
 /// tokens one at a time; random token ids as llama-bench uses.
-fn bench_once(session: &mut Session, n_prompt: usize, n_gen: usize, rng: &mut Rng) -> Result<f64, CliError> {
+fn bench_once(
+    session: &mut Session,
+    n_prompt: usize,
+    n_gen: usize,
+    rng: &mut Rng,
+) -> Result<f64, CliError> {
     let n_vocab = session.model().n_vocab() as u64;
     let mut tok = || (rng.next_u64() % n_vocab) as u32;
     session.clear();
@@ -402,7 +421,11 @@ pub fn bench_model(argv: &[OsString]) -> Result<(), CliError> {
         let n = (pp + tg).max(1);
         let opts = session_options(&model, n.max(pp + tg), threads, batch, common.flash_attn);
         let mut session = model.session(opts).map_err(failed)?;
-        let name = if pp > 0 { format!("pp{pp}") } else { format!("tg{tg}") };
+        let name = if pp > 0 {
+            format!("pp{pp}")
+        } else {
+            format!("tg{tg}")
+        };
         let mut tps = Vec::with_capacity(reps);
         for r in 0..=reps {
             progress.advance(0.0, &format!("{name} t={threads} run {r}/{reps}"));

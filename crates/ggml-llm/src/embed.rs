@@ -15,7 +15,12 @@ impl Model {
     /// `normalize`, each scaled to unit Euclidean length. Uses every core. `Err` for a model
     /// that is not an encoder, no tokens, a token outside the vocabulary, or more tokens than
     /// the model has positions for.
-    pub fn embed(&self, tokens: &[Token], pooling: Pooling, normalize: bool) -> Result<Vec<Vec<f32>>> {
+    pub fn embed(
+        &self,
+        tokens: &[Token],
+        pooling: Pooling,
+        normalize: bool,
+    ) -> Result<Vec<Vec<f32>>> {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
         self.embed_with_threads(tokens, pooling, normalize, n)
     }
@@ -39,7 +44,9 @@ impl Model {
             return Err(Error::InvalidArgument("tokens is empty".into()));
         }
         if n_threads == 0 {
-            return Err(Error::InvalidArgument("n_threads = 0; it must be positive".into()));
+            return Err(Error::InvalidArgument(
+                "n_threads = 0; it must be positive".into(),
+            ));
         }
         if let Some((i, &t)) = tokens
             .iter()
@@ -66,6 +73,7 @@ impl Model {
         let step = Step {
             n_tokens: tokens.len(),
             n_kv: 0,
+            n_kv_swa: 0,
             n_out: tokens.len(),
         };
         let g = arch::build(self, None, step, false)?;
@@ -92,7 +100,11 @@ impl Model {
         };
         if normalize {
             for v in &mut out {
-                let norm = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
+                let norm = v
+                    .iter()
+                    .map(|&x| f64::from(x) * f64::from(x))
+                    .sum::<f64>()
+                    .sqrt();
                 let k = if norm > 0.0 { 1.0 / norm } else { 0.0 };
                 v.iter_mut().for_each(|x| *x = (f64::from(*x) * k) as f32);
             }

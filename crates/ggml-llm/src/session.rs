@@ -124,14 +124,22 @@ impl Session {
             ("n_batch", options.n_batch),
         ] {
             if v == 0 {
-                return Err(Error::InvalidArgument(format!("{name} = 0; it must be positive")));
+                return Err(Error::InvalidArgument(format!(
+                    "{name} = 0; it must be positive"
+                )));
             }
         }
         let backend = model.device().init(None)?;
         if backend.get_device().dev_type() == ggml::DeviceType::Cpu {
             backend.set_n_threads(options.n_threads)?;
         }
-        let kv = KvCache::new(hp, options.n_ctx, options.kv_type, &backend)?;
+        let kv = KvCache::new(
+            hp,
+            options.n_ctx,
+            options.n_batch,
+            options.kv_type,
+            &backend,
+        )?;
         let galloc = Gallocr::new(&backend.get_default_buffer_type())?;
         let mut s = Session {
             model,
@@ -152,11 +160,15 @@ impl Session {
     /// whole cache (the graphs differ in shape, so each is planned; the buffer takes the
     /// largest).
     fn reserve(&mut self) -> Result<()> {
-        let (n_ctx, n) = (self.options.n_ctx, self.options.n_batch.min(self.options.n_ctx));
+        let (n_ctx, n) = (
+            self.options.n_ctx,
+            self.options.n_batch.min(self.options.n_ctx),
+        );
         for (n_tokens, n_out) in [(n, n), (n, 1), (1, 1)] {
             let step = Step {
                 n_tokens,
                 n_kv: n_ctx,
+                n_kv_swa: self.kv.swa_cells(),
                 n_out,
             };
             let g = arch::build(&self.model, Some(&self.kv), step, self.options.flash_attn)?;
@@ -219,13 +231,19 @@ impl Session {
                 self.n_past
             )));
         }
-        let mut out = Vec::with_capacity(if all_logits { tokens.len() * n_vocab } else { n_vocab });
+        let mut out = Vec::with_capacity(if all_logits {
+            tokens.len() * n_vocab
+        } else {
+            n_vocab
+        });
         let chunks: Vec<&[Token]> = tokens.chunks(self.options.n_batch).collect();
         for (ci, chunk) in chunks.iter().enumerate() {
             let last = ci + 1 == chunks.len();
+            let used = (self.n_past + chunk.len()).next_multiple_of(KV_PAD);
             let step = Step {
                 n_tokens: chunk.len(),
-                n_kv: (self.n_past + chunk.len()).next_multiple_of(KV_PAD).min(n_ctx),
+                n_kv: used.min(n_ctx),
+                n_kv_swa: used.min(self.kv.swa_cells()),
                 n_out: if all_logits { chunk.len() } else { 1 },
             };
             self.prepare_graph(step)?;

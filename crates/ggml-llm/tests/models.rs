@@ -42,7 +42,11 @@ fn check_reference(spec: Spec) {
     for fa in [false, true] {
         let got = all_logits(&model, opts(512, fa, Type::F32));
         let e = nmse(&got, &want);
-        assert!(e <= 1e-6, "{} flash_attn={fa}: NMSE {e:e} against the f64 reference", spec.arch);
+        assert!(
+            e <= 1e-6,
+            "{} flash_attn={fa}: NMSE {e:e} against the f64 reference",
+            spec.arch
+        );
     }
     // With llama.cpp's F16 cache the keys and values are rounded: close, not equal.
     let got = all_logits(&model, opts(512, true, Type::F16));
@@ -104,7 +108,10 @@ fn bert_hidden_states_and_pooling_match_the_f64_reference() {
     assert!(nmse(&last[0], &want[want.len() - e..]) <= 1e-6);
     // The tokenizer and the file's pooling.
     assert_eq!(model.hparams().pooling, Pooling::Mean);
-    assert_eq!(model.vocab().tokenize("t8 t17", true, true).unwrap(), [2, 8, 17, 3]);
+    assert_eq!(
+        model.vocab().tokenize("t8 t17", true, true).unwrap(),
+        [2, 8, 17, 3]
+    );
 }
 
 /// Batched prompt processing (whole prompt, or chunks of 5) gives the logits of
@@ -130,7 +137,10 @@ fn batched_prompt_equals_token_by_token_for_every_architecture() {
                 let e = nmse(&batched, &as_f64(&single));
                 assert!(e <= 1e-6, "{what}: batched vs token by token NMSE {e:e}");
                 let e = nmse(&chunked, &as_f64(&single));
-                assert!(e <= 1e-6, "{what}: chunks of 5 vs token by token NMSE {e:e}");
+                assert!(
+                    e <= 1e-6,
+                    "{what}: chunks of 5 vs token by token NMSE {e:e}"
+                );
                 // Last-token logits are the last row of all of them.
                 let mut s = model.session(opts(512, fa, Type::F16)).unwrap();
                 let last = s.eval(&PROMPT, false).unwrap();
@@ -170,10 +180,17 @@ fn generation_reuses_graphs_without_reallocating() {
     assert_eq!(st.compute_buffer_bytes, reserved);
     // The prompt in chunks of 8 (two shapes), then one-token steps of one shape.
     assert!(st.graphs_built <= 3, "{st:?}");
+    // The sliding-window layer has window 4 + batch 8 cells, the global one n_ctx = 64:
+    // 2 × 32 (K and V rows of 2 heads × 8) × 4 bytes per cell.
+    assert_eq!(st.kv_cache_bytes, (12 + 64) * 2 * 16 * 2);
     assert!(st.graphs_reused + 3 >= out.len(), "{st:?}");
     // The greedy tokens are the argmax of a fresh evaluation of the same sequence.
     if let Some(&first) = out.first() {
-        let logits = model.session(opts(8, true, Type::F16)).unwrap().eval(&PROMPT, false).unwrap();
+        let logits = model
+            .session(opts(8, true, Type::F16))
+            .unwrap()
+            .eval(&PROMPT, false)
+            .unwrap();
         let argmax = (0..logits.len())
             .max_by(|&a, &b| logits[a].total_cmp(&logits[b]))
             .unwrap() as u32;
@@ -229,15 +246,22 @@ fn bad_input_gets_errors_that_name_it() {
     std::fs::write(&junk, b"this is not a model").unwrap();
     let e = err_of(Model::load(&junk, &LoadOptions::default()));
     assert!(e.contains("not a GGUF model"), "{e}");
-    let e = err_of(Model::load(dir.join("absent.gguf"), &LoadOptions::default()));
+    let e = err_of(Model::load(
+        dir.join("absent.gguf"),
+        &LoadOptions::default(),
+    ));
     assert!(e.contains("absent.gguf"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
-    let bare = ggml::gguf::GgufFile::from_vec(ggml::gguf::GgufWriter::new().to_bytes().unwrap()).unwrap();
+    let bare =
+        ggml::gguf::GgufFile::from_vec(ggml::gguf::GgufWriter::new().to_bytes().unwrap()).unwrap();
     let e = err_of(Model::from_file(bare, &LoadOptions::default()));
     assert!(e.contains("general.architecture"), "{e}");
 
     // An architecture this crate does not run.
-    let t = Tiny::with_kv(Spec::new("llama"), &[("general.architecture", Value::from("gpt2"))]);
+    let t = Tiny::with_kv(
+        Spec::new("llama"),
+        &[("general.architecture", Value::from("gpt2"))],
+    );
     let r = Model::from_file(t.file(), &LoadOptions::default());
     assert!(matches!(r, Err(Error::Unsupported(_))));
     assert!(err_of(r).contains("\"gpt2\""));
@@ -248,7 +272,10 @@ fn bad_input_gets_errors_that_name_it() {
         &[("llama.embedding_length", Value::from(48u32))],
     );
     let e = err_of(Model::from_file(t.file(), &LoadOptions::default()));
-    assert!(e.contains("token_embd.weight") && e.contains("[48, 40]"), "{e}");
+    assert!(
+        e.contains("token_embd.weight") && e.contains("[48, 40]"),
+        "{e}"
+    );
 
     // An unknown device.
     let t = Tiny::new(Spec::new("llama"));
@@ -267,7 +294,10 @@ fn bad_input_gets_errors_that_name_it() {
         })
         .unwrap();
     let e = err_of(s.eval(&PROMPT, true));
-    assert!(e.contains("n_ctx = 8") && e.contains("longer than the context"), "{e}");
+    assert!(
+        e.contains("n_ctx = 8") && e.contains("longer than the context"),
+        "{e}"
+    );
     assert_eq!(s.n_past(), 0, "nothing was evaluated");
     assert!(err_of(s.eval(&[], true)).contains("empty"));
     let e = err_of(s.eval(&[1, 40], true));

@@ -29,7 +29,11 @@ pub(super) fn build(b: &Builder<'_>) -> Result<Tensor> {
         let a = b.rms_norm(&a, l.attn_post_norm.as_ref())?;
         let sa_out = c.add(&a, &x)?;
         let h = b.rms_norm(&sa_out, l.ffn_norm.as_ref())?;
-        let gate = b.linear(l.ffn_gate.as_ref().expect("decoders bind ffn_gate"), &h, None)?;
+        let gate = b.linear(
+            l.ffn_gate.as_ref().expect("decoders bind ffn_gate"),
+            &h,
+            None,
+        )?;
         let up = b.linear(&l.ffn_up, &h, None)?;
         let f = b.linear(&l.ffn_down, &c.geglu_split(&gate, &up)?, None)?;
         let f = b.rms_norm(&f, l.ffn_post_norm.as_ref())?;

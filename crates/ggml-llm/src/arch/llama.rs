@@ -27,9 +27,17 @@ pub(super) fn build(b: &Builder<'_>) -> Result<Tensor> {
         }
         let ffn_inp = c.add(&a, &x)?;
         let h = b.rms_norm(&ffn_inp, l.ffn_norm.as_ref())?;
-        let gate = b.linear(l.ffn_gate.as_ref().expect("decoders bind ffn_gate"), &h, None)?;
+        let gate = b.linear(
+            l.ffn_gate.as_ref().expect("decoders bind ffn_gate"),
+            &h,
+            None,
+        )?;
         let up = b.linear(&l.ffn_up, &h, l.ffn_up_b.as_ref())?;
-        let f = b.linear(&l.ffn_down, &c.swiglu_split(&gate, &up)?, l.ffn_down_b.as_ref())?;
+        let f = b.linear(
+            &l.ffn_down,
+            &c.swiglu_split(&gate, &up)?,
+            l.ffn_down_b.as_ref(),
+        )?;
         x = c.add(&f, &ffn_inp)?;
     }
     b.lm_head(&x)

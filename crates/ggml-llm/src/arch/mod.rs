@@ -3,9 +3,10 @@
 //! layer order (`llama` for llama/qwen2/qwen3, `gemma3`, `bert`).
 //!
 //! A graph computes one step: `n_tokens` new tokens at positions `n_past..n_past + n_tokens`,
-//! attending over the first `n_kv` cells of the cache, and gives `n_out` rows of output (the
-//! last `n_out` tokens). Its shape depends on these three numbers only, so a graph built once
-//! is run again for every step of the same shape with new inputs ([`StepGraph::set_inputs`]).
+//! attending over the first `n_kv` cells of the cache (`n_kv_swa` in sliding-window layers),
+//! and gives `n_out` rows of output (the last `n_out` tokens). Its shape depends on these
+//! numbers only, so a graph built once is run again for every step of the same shape with new
+//! inputs ([`StepGraph::set_inputs`]).
 
 mod bert;
 mod gemma3;
@@ -25,6 +26,8 @@ pub(crate) struct Step {
     pub n_tokens: usize,
     /// Cache cells attended over (0 without a cache).
     pub n_kv: usize,
+    /// Cache cells attended over in sliding-window layers (0 without them).
+    pub n_kv_swa: usize,
     /// Output rows: the last `n_out` tokens.
     pub n_out: usize,
 }
@@ -38,9 +41,11 @@ pub(crate) struct Inputs {
     pos: Tensor,
     /// Cache rows the new keys and values go to, I64 `[n_tokens]`.
     kv_idx: Option<Tensor>,
+    /// The same in the sliding-window layers' ring.
+    kv_idx_swa: Option<Tensor>,
     /// The causal mask, F16 `[n_kv, n_tokens]`: 0 where a token sees a cell, −∞ elsewhere.
     mask: Option<Tensor>,
-    /// The sliding-window mask, as `mask`.
+    /// The sliding-window mask, F16 `[n_kv_swa, n_tokens]`.
     mask_swa: Option<Tensor>,
     /// Rows of the last layer to output, I32 `[n_out]` (absent when all are).
     out_ids: Option<Tensor>,
@@ -56,48 +61,74 @@ pub(crate) struct StepGraph {
     /// Its output: logits `[n_vocab, n_out]` or hidden states `[n_embd, n_out]` (encoders).
     pub out: Tensor,
     inputs: Inputs,
+    /// Cells of the sliding-window layers' ring.
+    swa_cells: usize,
     /// Holds the graph's tensors.
     _ctx: Context,
 }
 
 impl StepGraph {
-    /// Fills the inputs for `tokens` at positions `n_past..` (the sliding window is `n_swa`).
+    /// Fills the inputs for `tokens` at positions `n_past..` (the sliding window is
+    /// `hp.n_swa`).
     pub(crate) fn set_inputs(&self, tokens: &[u32], n_past: usize, hp: &Hparams) -> Result<()> {
         let s = self.step;
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
         self.inputs.tokens.set_i32(&ids)?;
         let pos: Vec<i32> = (0..s.n_tokens).map(|i| (n_past + i) as i32).collect();
         self.inputs.pos.set_i32(&pos)?;
-        if let Some(idx) = &self.inputs.kv_idx {
-            let bytes: Vec<u8> = (0..s.n_tokens)
-                .flat_map(|i| ((n_past + i) as i64).to_le_bytes())
-                .collect();
-            idx.set_bytes(&bytes, 0)?;
-        }
+        let cells = |idx: &Option<Tensor>, ring: usize| -> Result<()> {
+            if let Some(idx) = idx {
+                let bytes: Vec<u8> = (n_past..n_past + s.n_tokens)
+                    .flat_map(|p| ((if ring > 0 { p % ring } else { p }) as i64).to_le_bytes())
+                    .collect();
+                idx.set_bytes(&bytes, 0)?;
+            }
+            Ok(())
+        };
+        cells(&self.inputs.kv_idx, 0)?;
+        cells(&self.inputs.kv_idx_swa, self.swa_cells)?;
         if let Some(m) = &self.inputs.mask {
-            m.set_bytes(&mask_bytes(s, n_past, None), 0)?;
+            m.set_bytes(&mask_bytes(s.n_tokens, s.n_kv, n_past, None), 0)?;
         }
         if let Some(m) = &self.inputs.mask_swa {
-            m.set_bytes(&mask_bytes(s, n_past, Some(hp.n_swa)), 0)?;
+            let ring = Some((self.swa_cells, hp.n_swa));
+            m.set_bytes(&mask_bytes(s.n_tokens, s.n_kv_swa, n_past, ring), 0)?;
         }
         if let Some(o) = &self.inputs.out_ids {
-            let rows: Vec<i32> = (s.n_tokens - s.n_out..s.n_tokens).map(|i| i as i32).collect();
+            let rows: Vec<i32> = (s.n_tokens - s.n_out..s.n_tokens)
+                .map(|i| i as i32)
+                .collect();
             o.set_i32(&rows)?;
         }
         Ok(())
     }
 }
 
-/// The F16 mask of a step: query `i` (position `n_past + i`) sees cell `j` (position `j`)
-/// when `j <= n_past + i` and, with a window `w`, `n_past + i - j < w`.
-fn mask_bytes(s: Step, n_past: usize, window: Option<usize>) -> Vec<u8> {
+/// The F16 mask of a step of `n_tokens` after `n_past` over `n_kv` cells: query `i`
+/// (position `p = n_past + i`) sees the position `q` a cell holds when `q <= p` and, for a
+/// sliding-window ring `(cells, window)`, `p - q < window`. Cell `j` holds position `j`, or in
+/// a ring the last position written to it (`q ≡ j mod cells`, at most the step's last).
+fn mask_bytes(
+    n_tokens: usize,
+    n_kv: usize,
+    n_past: usize,
+    ring: Option<(usize, usize)>,
+) -> Vec<u8> {
     let zero = f16::from_f32(0.0).to_le_bytes();
     let minf = f16::NEG_INFINITY.to_le_bytes();
-    let mut out = Vec::with_capacity(2 * s.n_kv * s.n_tokens);
-    for i in 0..s.n_tokens {
+    let last = n_past + n_tokens - 1;
+    let held = |j: usize| -> Option<usize> {
+        match ring {
+            None => Some(j),
+            Some(_) if j > last => None,
+            Some((cells, _)) => Some(last - (last - j) % cells),
+        }
+    };
+    let mut out = Vec::with_capacity(2 * n_kv * n_tokens);
+    for i in 0..n_tokens {
         let p = n_past + i;
-        for j in 0..s.n_kv {
-            let sees = j <= p && window.is_none_or(|w| p - j < w);
+        for j in 0..n_kv {
+            let sees = held(j).is_some_and(|q| q <= p && ring.is_none_or(|(_, w)| p - q < w));
             out.extend_from_slice(if sees { &zero } else { &minf });
         }
     }
@@ -123,16 +154,20 @@ pub(crate) fn build(
         Ok(t)
     };
     let cached = kv.is_some();
-    let mask = |name: &str| input(Type::F16, &[step.n_kv as i64, nt], name);
+    let mask = |n_kv: usize, name: &str| input(Type::F16, &[n_kv as i64, nt], name);
+    let has_swa = cached && hp.swa_layers.iter().any(|&s| s);
     let inputs = Inputs {
         tokens: input(Type::I32, &[nt], "inp_tokens")?,
         pos: input(Type::I32, &[nt], "inp_pos")?,
         kv_idx: cached
             .then(|| input(Type::I64, &[nt], "inp_kv_idx"))
             .transpose()?,
-        mask: cached.then(|| mask("inp_mask")).transpose()?,
-        mask_swa: (cached && hp.swa_layers.iter().any(|&s| s))
-            .then(|| mask("inp_mask_swa"))
+        kv_idx_swa: has_swa
+            .then(|| input(Type::I64, &[nt], "inp_kv_idx_swa"))
+            .transpose()?,
+        mask: cached.then(|| mask(step.n_kv, "inp_mask")).transpose()?,
+        mask_swa: has_swa
+            .then(|| mask(step.n_kv_swa, "inp_mask_swa"))
             .transpose()?,
         out_ids: (step.n_out < step.n_tokens)
             .then(|| input(Type::I32, &[step.n_out as i64], "inp_out_ids"))
@@ -161,6 +196,7 @@ pub(crate) fn build(
         graph,
         out,
         inputs,
+        swa_cells: kv.map_or(0, KvCache::swa_cells),
         _ctx: ctx,
     })
 }
@@ -303,7 +339,14 @@ impl Builder<'_> {
         let nkv = hp.n_head_kv as i64;
         let (k, v, mask) = match self.kv {
             Some(cache) => {
-                let idx = self.inputs.kv_idx.as_ref().expect("a cached step has indices");
+                let (idx, n_kv, mask) = if hp.is_swa(il) {
+                    let i = &self.inputs;
+                    (&i.kv_idx_swa, self.step.n_kv_swa, i.mask_swa.as_ref())
+                } else {
+                    let i = &self.inputs;
+                    (&i.kv_idx, self.step.n_kv, i.mask.as_ref())
+                };
+                let idx = idx.as_ref().expect("a cached step has indices");
                 let store = |cache_t: &Tensor, cur: &Tensor, hd: i64| -> Result<Tensor> {
                     let rows = c.reshape_2d(cur, hd * nkv, nt)?;
                     let all = c.set_rows(cache_t, &rows, idx)?;
@@ -312,16 +355,11 @@ impl Builder<'_> {
                         &all,
                         hd,
                         nkv,
-                        self.step.n_kv as i64,
+                        n_kv as i64,
                         hd as usize * el,
                         cache_t.nb()[1],
                         0,
                     )?)
-                };
-                let mask = if hp.is_swa(il) {
-                    self.inputs.mask_swa.as_ref()
-                } else {
-                    self.inputs.mask.as_ref()
                 };
                 (store(cache.k(il), k, hk)?, store(cache.v(il), v, hv)?, mask)
             }
@@ -360,7 +398,10 @@ impl Builder<'_> {
     fn lm_head(&self, x: &Tensor) -> Result<Tensor> {
         let (c, w) = (self.ctx, self.model.weights());
         let x = self.rms_norm(x, w.output_norm.as_ref())?;
-        let output = w.output.as_ref().expect("decoders bind an output projection");
+        let output = w
+            .output
+            .as_ref()
+            .expect("decoders bind an output projection");
         let logits = c.mul_mat(output, &x)?;
         let cap = self.hp.final_logit_softcap;
         if cap == 0.0 {

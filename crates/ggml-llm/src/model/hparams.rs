@@ -204,7 +204,10 @@ impl Meta<'_> {
 
     fn usize(&self, suffix: &str) -> Result<usize> {
         self.usize_opt(suffix)?.ok_or_else(|| {
-            Error::Model(format!("the model has no {} (a required key)", self.key(suffix)))
+            Error::Model(format!(
+                "the model has no {} (a required key)",
+                self.key(suffix)
+            ))
         })
     }
 
@@ -228,9 +231,9 @@ impl Hparams {
     /// Reads the hyper-parameters of `file`. `Err` names a missing or malformed key, or an
     /// architecture or feature this crate does not run.
     pub fn from_gguf(file: &GgufFile) -> Result<Hparams> {
-        let arch_name = file
-            .get_val_str("general.architecture")
-            .map_err(|_| Error::Model("the file has no general.architecture: not a model".into()))?;
+        let arch_name = file.get_val_str("general.architecture").map_err(|_| {
+            Error::Model("the file has no general.architecture: not a model".into())
+        })?;
         let arch = Arch::from_name(arch_name)?;
         let m = Meta {
             file,
@@ -253,7 +256,9 @@ impl Hparams {
                 arch.name()
             )));
         }
-        let head_dim_k = m.usize_opt("attention.key_length")?.unwrap_or(n_embd / n_head);
+        let head_dim_k = m
+            .usize_opt("attention.key_length")?
+            .unwrap_or(n_embd / n_head);
         let head_dim_v = m
             .usize_opt("attention.value_length")?
             .unwrap_or(n_embd / n_head);
@@ -283,7 +288,10 @@ impl Hparams {
             "attention.layer_norm_rms_epsilon"
         };
         let norm_eps = m.f32_opt(eps_key)?.ok_or_else(|| {
-            Error::Model(format!("the model has no {} (a required key)", m.key(eps_key)))
+            Error::Model(format!(
+                "the model has no {} (a required key)",
+                m.key(eps_key)
+            ))
         })?;
 
         let mut n_swa = 0;
@@ -291,7 +299,9 @@ impl Hparams {
         if arch == Arch::Gemma3 {
             n_swa = m.usize_opt("attention.sliding_window")?.unwrap_or(0);
             if n_swa > 0 {
-                let pattern = m.usize_opt("attention.sliding_window_pattern")?.unwrap_or(6);
+                let pattern = m
+                    .usize_opt("attention.sliding_window_pattern")?
+                    .unwrap_or(6);
                 // Every `pattern`-th layer is global, the others slide (llama.cpp's
                 // set_swa_pattern without dense_first); a pattern of 0 makes all slide.
                 for (il, s) in swa_layers.iter_mut().enumerate() {
@@ -306,13 +316,14 @@ impl Hparams {
                 .filter(|&s| s != 0.0)
                 .unwrap_or(1.0 / (head_dim_k as f32).sqrt()),
         };
-        let pooling = match m.value("pooling_type") {
-            Some((key, v)) => Pooling::from_gguf(v.as_integer().ok_or_else(|| {
-                Error::Model(format!("{key} = {v:?}; it must be an integer"))
-            })?)?,
-            None if arch.is_encoder() => Pooling::Mean,
-            None => Pooling::None,
-        };
+        let pooling =
+            match m.value("pooling_type") {
+                Some((key, v)) => Pooling::from_gguf(v.as_integer().ok_or_else(|| {
+                    Error::Model(format!("{key} = {v:?}; it must be an integer"))
+                })?)?,
+                None if arch.is_encoder() => Pooling::Mean,
+                None => Pooling::None,
+            };
         let causal = match m.value("attention.causal") {
             Some((_, v)) => v.as_bool().unwrap_or(true),
             None => !arch.is_encoder(),

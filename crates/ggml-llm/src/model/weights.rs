@@ -63,7 +63,10 @@ impl Binder<'_> {
         };
         let ne = t.ne();
         let want: Vec<i64> = shape.iter().map(|&n| n as i64).collect();
-        let fits = ne.iter().enumerate().all(|(d, &n)| n == want.get(d).copied().unwrap_or(1));
+        let fits = ne
+            .iter()
+            .enumerate()
+            .all(|(d, &n)| n == want.get(d).copied().unwrap_or(1));
         if !fits {
             return Err(Error::Model(format!(
                 "tensor {name} has shape {:?}; the hyper-parameters want {want:?}",

@@ -94,22 +94,43 @@ impl Tiny {
         set(format!("{a}.embedding_length"), (s.n_embd as u32).into());
         set(format!("{a}.block_count"), (s.n_layer as u32).into());
         set(format!("{a}.feed_forward_length"), (s.n_ff as u32).into());
-        set(format!("{a}.attention.head_count"), (s.n_head as u32).into());
-        set(format!("{a}.attention.head_count_kv"), (s.n_head_kv as u32).into());
-        set(format!("{a}.attention.key_length"), (s.head_dim as u32).into());
-        set(format!("{a}.attention.value_length"), (s.head_dim as u32).into());
+        set(
+            format!("{a}.attention.head_count"),
+            (s.n_head as u32).into(),
+        );
+        set(
+            format!("{a}.attention.head_count_kv"),
+            (s.n_head_kv as u32).into(),
+        );
+        set(
+            format!("{a}.attention.key_length"),
+            (s.head_dim as u32).into(),
+        );
+        set(
+            format!("{a}.attention.value_length"),
+            (s.head_dim as u32).into(),
+        );
         if a == "bert" {
             set(format!("{a}.attention.layer_norm_epsilon"), 1e-12f32.into());
             set(format!("{a}.attention.token_type_count"), 2u32.into());
             set(format!("{a}.pooling_type"), 1u32.into());
             set(format!("{a}.attention.causal"), false.into());
         } else {
-            set(format!("{a}.attention.layer_norm_rms_epsilon"), 1e-6f32.into());
+            set(
+                format!("{a}.attention.layer_norm_rms_epsilon"),
+                1e-6f32.into(),
+            );
             set(format!("{a}.rope.freq_base"), 10000.0f32.into());
         }
         if let Some((window, pattern)) = s.swa {
-            set(format!("{a}.attention.sliding_window"), (window as u32).into());
-            set(format!("{a}.attention.sliding_window_pattern"), (pattern as u32).into());
+            set(
+                format!("{a}.attention.sliding_window"),
+                (window as u32).into(),
+            );
+            set(
+                format!("{a}.attention.sliding_window_pattern"),
+                (pattern as u32).into(),
+            );
             set(format!("{a}.rope.freq_base"), 1_000_000.0f32.into());
         }
         if let Some(cap) = s.softcap {
@@ -364,9 +385,12 @@ impl Tiny {
             let h: Vec<Vec<f64>> = if bert {
                 x.clone()
             } else {
-                x.iter().map(|v| self.rms(v, &nm("attn_norm.weight"))).collect()
+                x.iter()
+                    .map(|v| self.rms(v, &nm("attn_norm.weight")))
+                    .collect()
             };
-            let heads = |v: Vec<f64>| -> Vec<Vec<f64>> { v.chunks(hd).map(|c| c.to_vec()).collect() };
+            let heads =
+                |v: Vec<f64>| -> Vec<Vec<f64>> { v.chunks(hd).map(|c| c.to_vec()).collect() };
             let mut q = Vec::new();
             let mut k = Vec::new();
             let mut vv = Vec::new();
@@ -375,8 +399,14 @@ impl Tiny {
                 let mut kh = heads(self.lin(&nm("attn_k.weight"), hp, Some(&nm("attn_k.bias"))));
                 let vh = heads(self.lin(&nm("attn_v.weight"), hp, Some(&nm("attn_v.bias"))));
                 if self.opt(&nm("attn_q_norm.weight")).is_some() {
-                    qh = qh.iter().map(|r| self.rms(r, &nm("attn_q_norm.weight"))).collect();
-                    kh = kh.iter().map(|r| self.rms(r, &nm("attn_k_norm.weight"))).collect();
+                    qh = qh
+                        .iter()
+                        .map(|r| self.rms(r, &nm("attn_q_norm.weight")))
+                        .collect();
+                    kh = kh
+                        .iter()
+                        .map(|r| self.rms(r, &nm("attn_k_norm.weight")))
+                        .collect();
                 }
                 if !bert {
                     qh.iter_mut().for_each(|r| self.rope(r, p, base));
@@ -390,34 +420,36 @@ impl Tiny {
             let mut new_x = Vec::with_capacity(n);
             for i in 0..n {
                 let mut att = Vec::with_capacity(e);
-                for hh in 0..s.n_head {
+                for (hh, qh) in q[i].iter().enumerate() {
                     let kvh = hh / group;
                     let seen: Vec<usize> = (0..n)
-                        .filter(|&j| {
-                            bert || (j <= i && !(swa && i - j >= s.swa.unwrap().0))
-                        })
+                        .filter(|&j| bert || (j <= i && !(swa && i - j >= s.swa.unwrap().0)))
                         .collect();
                     let sc: Vec<f64> = seen
                         .iter()
                         .map(|&j| {
-                            scale * q[i][hh].iter().zip(&k[j][kvh]).map(|(a, b)| a * b).sum::<f64>()
+                            scale * qh.iter().zip(&k[j][kvh]).map(|(a, b)| a * b).sum::<f64>()
                         })
                         .collect();
                     let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                     let ex: Vec<f64> = sc.iter().map(|v| (v - m).exp()).collect();
                     let z: f64 = ex.iter().sum();
-                    for d in 0..hd {
-                        att.push(
-                            seen.iter()
-                                .zip(&ex)
-                                .map(|(&j, &p)| p / z * vv[j][kvh][d])
-                                .sum(),
-                        );
-                    }
+                    att.extend((0..hd).map(|d| {
+                        seen.iter()
+                            .zip(&ex)
+                            .map(|(&j, &p)| p / z * vv[j][kvh][d])
+                            .sum::<f64>()
+                    }));
                 }
-                let mut o = self.lin(&nm("attn_output.weight"), &att, Some(&nm("attn_output.bias")));
+                let mut o = self.lin(
+                    &nm("attn_output.weight"),
+                    &att,
+                    Some(&nm("attn_output.bias")),
+                );
                 let xi = &x[i];
-                let add = |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(a, b)| a + b).collect() };
+                let add = |a: &[f64], b: &[f64]| -> Vec<f64> {
+                    a.iter().zip(b).map(|(a, b)| a + b).collect()
+                };
                 let out = if bert {
                     let h1 = self.layer_norm(
                         &add(&o, xi),
@@ -443,7 +475,13 @@ impl Tiny {
                     let act: Vec<f64> = gate
                         .iter()
                         .zip(&up)
-                        .map(|(&g, &u)| if gemma { gelu(g) * u } else { g / (1.0 + (-g).exp()) * u })
+                        .map(|(&g, &u)| {
+                            if gemma {
+                                gelu(g) * u
+                            } else {
+                                g / (1.0 + (-g).exp()) * u
+                            }
+                        })
                         .collect();
                     let mut f = self.lin(&nm("ffn_down.weight"), &act, None);
                     if gemma {

@@ -276,6 +276,16 @@ pub fn embed(argv: &[OsString]) -> Result<(), CliError> {
         return Err(usage("embed needs at least one -p TEXT".into()));
     }
     let model = common.load("embed", EMBED_USAGE)?;
+    if !model.hparams().arch.is_encoder() {
+        return Err(failed(format!(
+            "{}: {} is not an encoder (embed runs bert models)",
+            common
+                .model
+                .as_ref()
+                .map_or(String::new(), |p| p.display().to_string()),
+            model.hparams().arch.name()
+        )));
+    }
     let pooling = pooling.unwrap_or(model.hparams().pooling);
     let mut out = String::from("{");
     crate::json::key(&mut out, "model", true);
@@ -451,7 +461,7 @@ pub fn bench_model(argv: &[OsString]) -> Result<(), CliError> {
         };
         progress.clear();
         let line = format!(
-            "| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>21} |\n",
+            "| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>20} |\n",
             model.description(),
             size,
             params,

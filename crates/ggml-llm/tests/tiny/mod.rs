@@ -136,7 +136,9 @@ impl Tiny {
         if let Some(cap) = s.softcap {
             set(format!("{a}.final_logit_softcapping"), cap.into());
         }
-        // The vocabulary: a SentencePiece one for decoders, WordPiece for BERT.
+        // The vocabulary: WordPiece words `▁t{i}` for BERT; for the decoders a SentencePiece
+        // one of single characters (`▁`, `t`, digits, letters) so that any such text
+        // tokenizes.
         let tokens: Vec<String> = (0..s.n_vocab)
             .map(|i| match (a, i) {
                 ("bert", 0) => "[PAD]".into(),
@@ -146,7 +148,12 @@ impl Tiny {
                 (_, 0) => "<unk>".into(),
                 (_, 1) => "<s>".into(),
                 (_, 2) => "</s>".into(),
-                _ => format!("\u{2581}t{i}"),
+                ("bert", _) => format!("\u{2581}t{i}"),
+                (_, 3) => "\u{2581}".into(),
+                (_, 4) => "t".into(),
+                (_, 5..=14) => ((b'0' + (i - 5) as u8) as char).to_string(),
+                (_, 15..=39) => "abcdefghijklmnopqrsuvwxyz"[i - 15..i - 14].to_string(),
+                _ => format!("x{i}"),
             })
             .collect();
         let types: Vec<i32> = (0..s.n_vocab)

@@ -28,7 +28,8 @@ const RUN_USAGE: &str = "usage: ggml run MODEL.gguf -p PROMPT [options]
   -c, --ctx-size N       context size (default 4096, at most the model's)
   -b, --batch-size N     prompt tokens per graph (default 512)
   --device DEV           the device to run on (default: the CPU)
-  --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT
+  -fa, --flash-attn      attention by FLASH_ATTN_EXT (default: MUL_MAT and SOFT_MAX, faster
+                         here at present)
 
 The generated text goes to stdout as it comes; prompt and generation speed go to stderr.";
 
@@ -51,7 +52,8 @@ const BENCH_USAGE: &str = "usage: ggml bench-model MODEL.gguf [options]
   -r, --repetitions N    runs per test, after one warm-up run (default 5)
   -b, --batch-size N     prompt tokens per graph (default 512)
   --device DEV           the device to run on (default: the CPU)
-  --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT
+  -fa, --flash-attn      attention by FLASH_ATTN_EXT (default: MUL_MAT and SOFT_MAX, faster
+                         here at present)
 
 Prints a table in llama-bench's markdown format (t/s is the mean ± standard deviation over the
 runs).";
@@ -68,7 +70,7 @@ impl Common {
         Common {
             model: None,
             device: None,
-            flash_attn: true,
+            flash_attn: false,
         }
     }
 
@@ -76,6 +78,7 @@ impl Common {
     fn take(&mut self, flag: &str, a: &mut Args<'_>) -> Result<bool, String> {
         match flag {
             "--device" => self.device = Some(a.value(flag)?),
+            "--flash-attn" | "-fa" => self.flash_attn = true,
             "--no-flash-attn" => self.flash_attn = false,
             f if f.starts_with('-') && f.len() > 1 => return Ok(false),
             _ if self.model.is_some() => return Err(format!("more than one MODEL given ({flag})")),

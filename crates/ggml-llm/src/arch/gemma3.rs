@@ -5,6 +5,7 @@
 //! soft-capped when the file says so. The norms' weights in the file already include Gemma's
 //! `1 +`.
 
+use ggml::ops::GluOp;
 use ggml::Tensor;
 
 use super::Builder;
@@ -17,9 +18,7 @@ pub(super) fn build(b: &Builder<'_>) -> Result<Tensor> {
     let mut x = c.scale(&b.embed_tokens()?, (hp.n_embd as f32).sqrt())?;
     for (il, l) in b.model.weights().layers.iter().enumerate() {
         let h = b.rms_norm(&x, l.attn_norm.as_ref())?;
-        let (q, k, v) = b.qkv(l, &h)?;
-        let q = b.rope(&b.rms_norm(&q, l.q_norm.as_ref())?, il)?;
-        let k = b.rope(&b.rms_norm(&k, l.k_norm.as_ref())?, il)?;
+        let (q, k, v) = b.qkv_roped(l, il, &h)?;
         let q = c.scale(&q, hp.attn_scale)?;
         let mut a = b.attention(l, il, &q, &k, &v, 1.0)?;
         if il == hp.n_layer - 1 {
@@ -29,13 +28,7 @@ pub(super) fn build(b: &Builder<'_>) -> Result<Tensor> {
         let a = b.rms_norm(&a, l.attn_post_norm.as_ref())?;
         let sa_out = c.add(&a, &x)?;
         let h = b.rms_norm(&sa_out, l.ffn_norm.as_ref())?;
-        let gate = b.linear(
-            l.ffn_gate.as_ref().expect("decoders bind ffn_gate"),
-            &h,
-            None,
-        )?;
-        let up = b.linear(&l.ffn_up, &h, None)?;
-        let f = b.linear(&l.ffn_down, &c.geglu_split(&gate, &up)?, None)?;
+        let f = b.gated_ffn(l, &h, GluOp::Geglu)?;
         let f = b.rms_norm(&f, l.ffn_post_norm.as_ref())?;
         x = c.add(&f, &sa_out)?;
     }

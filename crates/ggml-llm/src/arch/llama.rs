@@ -3,6 +3,7 @@
 //! to Q, K and V (bound when the file has them); Qwen 3 an RMS norm per head on Q and K before
 //! rope.
 
+use ggml::ops::GluOp;
 use ggml::Tensor;
 
 use super::Builder;
@@ -15,11 +16,7 @@ pub(super) fn build(b: &Builder<'_>) -> Result<Tensor> {
     let n_layer = b.hp.n_layer;
     for (il, l) in b.model.weights().layers.iter().enumerate() {
         let h = b.rms_norm(&x, l.attn_norm.as_ref())?;
-        let (q, k, v) = b.qkv(l, &h)?;
-        let q = b.head_norm(q, l.q_norm.as_ref())?;
-        let k = b.head_norm(k, l.k_norm.as_ref())?;
-        let q = b.rope(&q, il)?;
-        let k = b.rope(&k, il)?;
+        let (q, k, v) = b.qkv_roped(l, il, &h)?;
         let mut a = b.attention(l, il, &q, &k, &v, b.hp.attn_scale)?;
         if il == n_layer - 1 {
             a = b.select_out(&a)?;
@@ -27,17 +24,7 @@ pub(super) fn build(b: &Builder<'_>) -> Result<Tensor> {
         }
         let ffn_inp = c.add(&a, &x)?;
         let h = b.rms_norm(&ffn_inp, l.ffn_norm.as_ref())?;
-        let gate = b.linear(
-            l.ffn_gate.as_ref().expect("decoders bind ffn_gate"),
-            &h,
-            None,
-        )?;
-        let up = b.linear(&l.ffn_up, &h, l.ffn_up_b.as_ref())?;
-        let f = b.linear(
-            &l.ffn_down,
-            &c.swiglu_split(&gate, &up)?,
-            l.ffn_down_b.as_ref(),
-        )?;
+        let f = b.gated_ffn(l, &h, GluOp::Swiglu)?;
         x = c.add(&f, &ffn_inp)?;
     }
     b.lm_head(&x)

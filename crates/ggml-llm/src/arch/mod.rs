@@ -12,7 +12,7 @@ mod bert;
 mod gemma3;
 mod llama;
 
-use ggml::ops::Prec;
+use ggml::ops::{GluOp, Prec};
 use ggml::{f16, Context, Graph, Tensor, Type};
 
 use crate::kv_cache::KvCache;
@@ -297,6 +297,31 @@ impl Builder<'_> {
             one(&l.wk, &l.bk, hk, nkv)?,
             one(&l.wv, &l.bv, hv, nkv)?,
         ))
+    }
+
+    /// The decoders' queries, keys and values of layer `il` for the normed input `h`: the
+    /// projections, the per-head RMS norms where the layer has them (Qwen 3, Gemma 3), and
+    /// rope on the queries and keys.
+    fn qkv_roped(
+        &self,
+        l: &LayerWeights,
+        il: usize,
+        h: &Tensor,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        let (q, k, v) = self.qkv(l, h)?;
+        let q = self.rope(&self.head_norm(q, l.q_norm.as_ref())?, il)?;
+        let k = self.rope(&self.head_norm(k, l.k_norm.as_ref())?, il)?;
+        Ok((q, k, v))
+    }
+
+    /// The gated feed-forward network of the decoders: `down(op(gate(h), up(h)))` with the
+    /// layer's biases where it has them.
+    fn gated_ffn(&self, l: &LayerWeights, h: &Tensor, op: GluOp) -> Result<Tensor> {
+        let gate = l.ffn_gate.as_ref().expect("decoders bind ffn_gate");
+        let gate = self.linear(gate, h, None)?;
+        let up = self.linear(&l.ffn_up, h, l.ffn_up_b.as_ref())?;
+        let act = self.ctx.glu_split(&gate, &up, op)?;
+        self.linear(&l.ffn_down, &act, l.ffn_down_b.as_ref())
     }
 
     /// Rope of `x` `[head_dim, n_heads, n_tokens]` at the input positions, with layer `il`'s

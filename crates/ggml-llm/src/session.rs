@@ -5,7 +5,7 @@
 //! Compute memory is reserved once, when the session is made, for the largest step
 //! (`n_batch` tokens over the whole cache); every later graph is placed in that memory by the
 //! graph allocator without growing it ([`SessionStats::compute_buffer_grows`] counts the
-//! times it had to). A graph is built once per step shape and run again while the shape stays
+//! times it had to: once, for the first step that outputs the logits of every token). A graph is built once per step shape and run again while the shape stays
 //! the same — during generation, a step of one token keeps its shape for 256 positions (the
 //! cache is viewed in multiples of 256 cells) — with only its inputs rewritten
 //! ([`SessionStats::graphs_reused`]).
@@ -157,16 +157,18 @@ impl Session {
         Ok(s)
     }
 
-    /// Reserves compute memory for the largest steps: `n_batch` tokens (at most `n_ctx`) over
-    /// the whole cache with every row output and with the last only, and one token over the
-    /// whole cache (the graphs differ in shape, so each is planned; the buffer takes the
-    /// largest).
+    /// Reserves compute memory for the largest steps that output the last token's logits:
+    /// `n_batch` tokens (at most `n_ctx`) and one token, over the whole cache (the graphs
+    /// differ in shape, so each is planned; the buffer takes the largest). A step that outputs
+    /// every row (`eval(…, true)`) needs room for `n_batch × n_vocab` logits more — 512 MiB
+    /// for Gemma 3 — and grows the buffer once when it first runs
+    /// ([`SessionStats::compute_buffer_grows`]); generation never needs it.
     fn reserve(&mut self) -> Result<()> {
         let (n_ctx, n) = (
             self.options.n_ctx,
             self.options.n_batch.min(self.options.n_ctx),
         );
-        for (n_tokens, n_out) in [(n, n), (n, 1), (1, 1)] {
+        for (n_tokens, n_out) in [(n, 1), (1, 1)] {
             let step = Step {
                 n_tokens,
                 n_kv: n_ctx,

@@ -28,8 +28,8 @@ const RUN_USAGE: &str = "usage: ggml run MODEL.gguf -p PROMPT [options]
   -c, --ctx-size N       context size (default 4096, at most the model's)
   -b, --batch-size N     prompt tokens per graph (default 512)
   --device DEV           the device to run on (default: the CPU)
-  -fa, --flash-attn      attention by FLASH_ATTN_EXT (default: MUL_MAT and SOFT_MAX, faster
-                         here at present)
+  --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT (faster
+                         here at present; greedy text may differ from llama.cpp's default)
 
 The generated text goes to stdout as it comes; prompt and generation speed go to stderr.";
 
@@ -52,8 +52,8 @@ const BENCH_USAGE: &str = "usage: ggml bench-model MODEL.gguf [options]
   -r, --repetitions N    runs per test, after one warm-up run (default 5)
   -b, --batch-size N     prompt tokens per graph (default 512)
   --device DEV           the device to run on (default: the CPU)
-  -fa, --flash-attn      attention by FLASH_ATTN_EXT (default: MUL_MAT and SOFT_MAX, faster
-                         here at present)
+  --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT (faster
+                         here at present; greedy text may differ from llama.cpp's default)
 
 Prints a table in llama-bench's markdown format (t/s is the mean ± standard deviation over the
 runs).";
@@ -70,7 +70,7 @@ impl Common {
         Common {
             model: None,
             device: None,
-            flash_attn: false,
+            flash_attn: true,
         }
     }
 

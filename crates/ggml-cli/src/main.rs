@@ -2,6 +2,7 @@
 
 mod args;
 mod bench;
+mod cmd_llm;
 mod gguf_cmd;
 mod imatrix;
 mod info;
@@ -26,6 +27,12 @@ commands:
   gguf quantize [OPTIONS] IN OUT TYPE
                                quantize a model as llama-quantize does (TYPE: Q4_K_M, IQ4_XS, …)
   tokenize MODEL.gguf -p TEXT  the token ids of TEXT [--pieces] [--no-bos] [--no-parse-special]
+  run MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S] [-t N] [-c CTX]
+       [--device DEV]          generate text (stdout), prompt and generation speed (stderr)
+  embed MODEL.gguf -p TEXT [-p TEXT…] [--pooling mean|cls|last|none] [--normalize]
+                               sentence embeddings as JSON (bert models)
+  bench-model MODEL.gguf [-p 512] [-n 128] [-t 1,2] [-r REPS]
+                               prompt and generation tokens/s, as llama-bench's table
   test-ops [-o OPS] [-d DEVICE] [-p PATTERN] [-v]   the op conformance suite on every device
        [--seed N] [--export FILE] [--fixtures FILE] [--list]
   rpc-server [-H HOST] [-p PORT] [-d DEV,...] [-t N] [-c DIR]   serve devices over GGML RPC
@@ -80,6 +87,9 @@ fn main() -> ExitCode {
         Some("gguf") => gguf_cmd::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("tokenize") => tokenize::run(&args[1..]),
+        Some("run") => cmd_llm::run(&args[1..]),
+        Some("embed") => cmd_llm::embed(&args[1..]),
+        Some("bench-model") => cmd_llm::bench_model(&args[1..]),
         Some("test-ops") => test_ops::run(&args[1..]),
         Some("rpc-server") => rpc_server::run(&args[1..]),
         Some("-h" | "--help" | "help") => {

@@ -1,0 +1,380 @@
+//! A model's hyper-parameters, read from its GGUF metadata with llama.cpp's keys
+//! (`{arch}.embedding_length`, `{arch}.attention.head_count`, …) and defaults.
+
+use ggml::gguf::{GgufFile, Value};
+
+use crate::{Error, Result};
+
+/// The architectures this crate runs (`general.architecture`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arch {
+    /// `llama`: Llama 2/3 and the models that copy its layout.
+    Llama,
+    /// `qwen2`: the Llama layout with biases on Q, K and V.
+    Qwen2,
+    /// `qwen3`: the Llama layout with an RMS norm per head on Q and K.
+    Qwen3,
+    /// `gemma3`: sliding-window and global layers, norms after attention and FFN, scaled
+    /// embeddings.
+    Gemma3,
+    /// `bert`: a bidirectional encoder for sentence embeddings.
+    Bert,
+}
+
+impl Arch {
+    /// The architecture named `name`; `Err` names an architecture this crate does not run.
+    pub fn from_name(name: &str) -> Result<Arch> {
+        Ok(match name {
+            "llama" => Arch::Llama,
+            "qwen2" => Arch::Qwen2,
+            "qwen3" => Arch::Qwen3,
+            "gemma3" => Arch::Gemma3,
+            "bert" => Arch::Bert,
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "general.architecture = {name:?}; this crate runs llama, qwen2, qwen3, \
+                     gemma3 and bert"
+                )))
+            }
+        })
+    }
+
+    /// The name llama.cpp gives the architecture (the metadata key prefix).
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+            Arch::Gemma3 => "gemma3",
+            Arch::Bert => "bert",
+        }
+    }
+
+    /// Whether the model is an encoder that gives embeddings (no logits, no KV cache).
+    pub fn is_encoder(self) -> bool {
+        self == Arch::Bert
+    }
+
+    /// llama.cpp's rope type for the architecture (`llama_model_rope_type`).
+    pub fn rope_type(self) -> i32 {
+        match self {
+            Arch::Llama => ggml::ROPE_TYPE_NORMAL,
+            Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 => ggml::ROPE_TYPE_NEOX,
+            // BERT has learned absolute positions and no rope.
+            Arch::Bert => ggml::ROPE_TYPE_NORMAL,
+        }
+    }
+}
+
+/// How an encoder's per-token states become one embedding (`enum llama_pooling_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pooling {
+    /// One embedding per token.
+    None,
+    /// The mean over the tokens.
+    Mean,
+    /// The state of the first token (`[CLS]`).
+    Cls,
+    /// The state of the last token.
+    Last,
+}
+
+impl Pooling {
+    /// The pooling of `{arch}.pooling_type` (llama.cpp's numbering: 0 none, 1 mean, 2 cls,
+    /// 3 last); `Err` names any other value.
+    pub fn from_gguf(v: i128) -> Result<Pooling> {
+        Ok(match v {
+            0 => Pooling::None,
+            1 => Pooling::Mean,
+            2 => Pooling::Cls,
+            3 => Pooling::Last,
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "pooling_type = {v}; this crate pools by none (0), mean (1), cls (2) or \
+                     last (3)"
+                )))
+            }
+        })
+    }
+
+    /// The pooling named `name` (`none`, `mean`, `cls`, `last`), as the command line spells it.
+    pub fn from_name(name: &str) -> Result<Pooling> {
+        Ok(match name {
+            "none" => Pooling::None,
+            "mean" => Pooling::Mean,
+            "cls" => Pooling::Cls,
+            "last" => Pooling::Last,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "pooling = {name:?}; it must be none, mean, cls or last"
+                )))
+            }
+        })
+    }
+}
+
+/// The hyper-parameters of a model (`llama_hparams`, the parts these architectures use).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hparams {
+    /// The architecture.
+    pub arch: Arch,
+    /// Context length the model was trained with (`{arch}.context_length`).
+    pub n_ctx_train: usize,
+    /// Width of the residual stream (`{arch}.embedding_length`).
+    pub n_embd: usize,
+    /// Number of layers (`{arch}.block_count`).
+    pub n_layer: usize,
+    /// Width of the feed-forward network (`{arch}.feed_forward_length`).
+    pub n_ff: usize,
+    /// Query heads (`{arch}.attention.head_count`).
+    pub n_head: usize,
+    /// Key/value heads (`{arch}.attention.head_count_kv`, default `n_head`).
+    pub n_head_kv: usize,
+    /// Size of a key head (`{arch}.attention.key_length`, default `n_embd / n_head`).
+    pub head_dim_k: usize,
+    /// Size of a value head (`{arch}.attention.value_length`, default `n_embd / n_head`).
+    pub head_dim_v: usize,
+    /// Rotated dimensions per head (`{arch}.rope.dimension_count`, default `head_dim_k`).
+    pub n_rot: usize,
+    /// Rope base of the global layers (`{arch}.rope.freq_base`, default 10000).
+    pub rope_freq_base: f32,
+    /// Rope frequency scale (1 / `{arch}.rope.scaling.factor`, default 1).
+    pub rope_freq_scale: f32,
+    /// Rope base of the sliding-window layers (`{arch}.rope.freq_base_swa`, default 10000).
+    pub rope_freq_base_swa: f32,
+    /// The norms' epsilon (`layer_norm_rms_epsilon`, or `layer_norm_epsilon` for BERT).
+    pub norm_eps: f32,
+    /// The sliding window (`{arch}.attention.sliding_window`); 0 when no layer slides.
+    pub n_swa: usize,
+    /// Per layer: whether it attends over the sliding window only.
+    pub swa_layers: Vec<bool>,
+    /// `{arch}.final_logit_softcapping`; 0 when absent.
+    pub final_logit_softcap: f32,
+    /// The factor the queries are scaled by (Gemma 3), or the attention scale (others).
+    pub attn_scale: f32,
+    /// The pooling the file asks for (encoders).
+    pub pooling: Pooling,
+    /// Whether attention is causal.
+    pub causal: bool,
+    /// Token types (BERT's `{arch}.attention.token_type_count`; 0 elsewhere).
+    pub n_token_types: usize,
+}
+
+/// The metadata of one file, read with the architecture's key prefix.
+struct Meta<'a> {
+    file: &'a GgufFile,
+    arch: &'static str,
+}
+
+impl Meta<'_> {
+    fn key(&self, suffix: &str) -> String {
+        format!("{}.{suffix}", self.arch)
+    }
+
+    fn value(&self, suffix: &str) -> Option<(String, &Value)> {
+        let key = self.key(suffix);
+        self.file.get(&key).map(|v| (key, v))
+    }
+
+    /// A non-negative integer, or an array of equal ones (a per-layer value that does not
+    /// vary); `None` when absent.
+    fn usize_opt(&self, suffix: &str) -> Result<Option<usize>> {
+        let Some((key, v)) = self.value(suffix) else {
+            return Ok(None);
+        };
+        let bad = || Error::Model(format!("{key} = {v:?}; it must be a non-negative integer"));
+        let n = match v.as_array() {
+            Some(a) => {
+                let all: Vec<i128> = (0..a.len())
+                    .map(|i| a.get(i).and_then(|x| x.as_integer()).ok_or_else(bad))
+                    .collect::<Result<_>>()?;
+                match all.first() {
+                    Some(&first) if all.iter().all(|&x| x == first) => first,
+                    _ => {
+                        return Err(Error::Unsupported(format!(
+                            "{key} varies per layer ({all:?}); this crate needs one value"
+                        )))
+                    }
+                }
+            }
+            None => v.as_integer().ok_or_else(bad)?,
+        };
+        usize::try_from(n).map(Some).map_err(|_| bad())
+    }
+
+    fn usize(&self, suffix: &str) -> Result<usize> {
+        self.usize_opt(suffix)?.ok_or_else(|| {
+            Error::Model(format!(
+                "the model has no {} (a required key)",
+                self.key(suffix)
+            ))
+        })
+    }
+
+    fn f32_opt(&self, suffix: &str) -> Result<Option<f32>> {
+        let Some((key, v)) = self.value(suffix) else {
+            return Ok(None);
+        };
+        let x = match v {
+            Value::F32(x) => *x,
+            Value::F64(x) => *x as f32,
+            _ => return Err(Error::Model(format!("{key} = {v:?}; it must be a float"))),
+        };
+        if !x.is_finite() {
+            return Err(Error::Model(format!("{key} = {x}; it must be finite")));
+        }
+        Ok(Some(x))
+    }
+}
+
+impl Hparams {
+    /// Reads the hyper-parameters of `file`. `Err` names a missing or malformed key, or an
+    /// architecture or feature this crate does not run.
+    pub fn from_gguf(file: &GgufFile) -> Result<Hparams> {
+        let arch_name = file.get_val_str("general.architecture").map_err(|_| {
+            Error::Model("the file has no general.architecture: not a model".into())
+        })?;
+        let arch = Arch::from_name(arch_name)?;
+        let m = Meta {
+            file,
+            arch: arch.name(),
+        };
+        let n_embd = m.usize("embedding_length")?;
+        let n_layer = m.usize("block_count")?;
+        let n_head = m.usize("attention.head_count")?;
+        if n_embd == 0 || n_layer == 0 || n_head == 0 {
+            return Err(Error::Model(format!(
+                "{0}.embedding_length = {n_embd}, {0}.block_count = {n_layer}, \
+                 {0}.attention.head_count = {n_head}; each must be positive",
+                arch.name()
+            )));
+        }
+        let n_head_kv = m.usize_opt("attention.head_count_kv")?.unwrap_or(n_head);
+        if n_head_kv == 0 || n_head % n_head_kv != 0 {
+            return Err(Error::Model(format!(
+                "{}.attention.head_count_kv = {n_head_kv}; it must divide head_count = {n_head}",
+                arch.name()
+            )));
+        }
+        let head_dim_k = m
+            .usize_opt("attention.key_length")?
+            .unwrap_or(n_embd / n_head);
+        let head_dim_v = m
+            .usize_opt("attention.value_length")?
+            .unwrap_or(n_embd / n_head);
+        let n_rot = m.usize_opt("rope.dimension_count")?.unwrap_or(head_dim_k);
+        if head_dim_k == 0 || head_dim_v == 0 || n_rot > head_dim_k || n_rot % 2 != 0 {
+            return Err(Error::Model(format!(
+                "key_length = {head_dim_k}, value_length = {head_dim_v}, rope.dimension_count \
+                 = {n_rot}: head sizes must be positive and the rotated part even and within \
+                 the head"
+            )));
+        }
+        if let Some((key, v)) = m.value("rope.scaling.type") {
+            let kind = v.as_string().map(|s| s.to_string_lossy().into_owned());
+            if !matches!(kind.as_deref(), Some("none" | "linear")) {
+                return Err(Error::Unsupported(format!(
+                    "{key} = {v:?}; this crate implements linear rope scaling only"
+                )));
+            }
+        }
+        let scale = m
+            .f32_opt("rope.scaling.factor")?
+            .or(m.f32_opt("rope.scale_linear")?)
+            .unwrap_or(0.0);
+        let eps_key = if arch == Arch::Bert {
+            "attention.layer_norm_epsilon"
+        } else {
+            "attention.layer_norm_rms_epsilon"
+        };
+        let norm_eps = m.f32_opt(eps_key)?.ok_or_else(|| {
+            Error::Model(format!(
+                "the model has no {} (a required key)",
+                m.key(eps_key)
+            ))
+        })?;
+
+        let mut n_swa = 0;
+        let mut swa_layers = vec![false; n_layer];
+        if arch == Arch::Gemma3 {
+            n_swa = m.usize_opt("attention.sliding_window")?.unwrap_or(0);
+            if n_swa > 0 {
+                let pattern = m
+                    .usize_opt("attention.sliding_window_pattern")?
+                    .unwrap_or(6);
+                // Every `pattern`-th layer is global, the others slide (llama.cpp's
+                // set_swa_pattern without dense_first); a pattern of 0 makes all slide.
+                for (il, s) in swa_layers.iter_mut().enumerate() {
+                    *s = pattern == 0 || il % pattern < pattern - 1;
+                }
+            }
+        }
+        let attn_scale = match arch {
+            Arch::Gemma3 => 1.0 / (head_dim_k as f32).sqrt(),
+            _ => m
+                .f32_opt("attention.scale")?
+                .filter(|&s| s != 0.0)
+                .unwrap_or(1.0 / (head_dim_k as f32).sqrt()),
+        };
+        let pooling =
+            match m.value("pooling_type") {
+                Some((key, v)) => Pooling::from_gguf(v.as_integer().ok_or_else(|| {
+                    Error::Model(format!("{key} = {v:?}; it must be an integer"))
+                })?)?,
+                None if arch.is_encoder() => Pooling::Mean,
+                None => Pooling::None,
+            };
+        let causal = match m.value("attention.causal") {
+            Some((_, v)) => v.as_bool().unwrap_or(true),
+            None => !arch.is_encoder(),
+        };
+        let hp = Hparams {
+            arch,
+            n_ctx_train: m.usize_opt("context_length")?.unwrap_or(0),
+            n_embd,
+            n_layer,
+            n_ff: m.usize("feed_forward_length")?,
+            n_head,
+            n_head_kv,
+            head_dim_k,
+            head_dim_v,
+            n_rot,
+            rope_freq_base: m.f32_opt("rope.freq_base")?.unwrap_or(10000.0),
+            rope_freq_scale: if scale == 0.0 { 1.0 } else { 1.0 / scale },
+            rope_freq_base_swa: m.f32_opt("rope.freq_base_swa")?.unwrap_or(10000.0),
+            norm_eps,
+            n_swa,
+            swa_layers,
+            final_logit_softcap: m.f32_opt("final_logit_softcapping")?.unwrap_or(0.0),
+            attn_scale,
+            pooling,
+            causal,
+            n_token_types: m.usize_opt("attention.token_type_count")?.unwrap_or(0),
+        };
+        Ok(hp)
+    }
+
+    /// Width of all key heads together.
+    pub fn n_embd_k_gqa(&self) -> usize {
+        self.head_dim_k * self.n_head_kv
+    }
+
+    /// Width of all value heads together.
+    pub fn n_embd_v_gqa(&self) -> usize {
+        self.head_dim_v * self.n_head_kv
+    }
+
+    /// Whether layer `il` attends over the sliding window only.
+    pub fn is_swa(&self, il: usize) -> bool {
+        self.swa_layers.get(il).copied().unwrap_or(false)
+    }
+
+    /// The rope base and frequency scale of layer `il`.
+    pub fn rope_of(&self, il: usize) -> (f32, f32) {
+        if self.is_swa(il) {
+            (self.rope_freq_base_swa, 1.0)
+        } else {
+            (self.rope_freq_base, self.rope_freq_scale)
+        }
+    }
+}

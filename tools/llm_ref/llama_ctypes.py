@@ -143,6 +143,9 @@ def _load_library():
             [c_void_p, ctypes.c_char_p, c_int32, ctypes.POINTER(c_int32), c_int32, c_bool, c_bool],
             c_int32,
         ),
+        "llama_token_to_piece": (
+            [c_void_p, c_int32, ctypes.c_char_p, c_int32, c_int32, c_bool], c_int32,
+        ),
         "llama_batch_init": ([c_int32, c_int32, c_int32], Batch),
         "llama_batch_free": ([Batch], None),
         "llama_decode": ([c_void_p, Batch], c_int32),
@@ -276,6 +279,14 @@ class Llama:
         if n < 0:
             raise RuntimeError(f"llama_tokenize failed on {text!r}")
         return list(buf[:n])
+
+    def piece(self, token, special=False):
+        """The bytes of one token (`llama_token_to_piece`)."""
+        buf = ctypes.create_string_buffer(256)
+        n = lib().llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+        if n < 0:
+            raise RuntimeError(f"llama_token_to_piece failed on {token}")
+        return buf.raw[:n]
 
     def decode(self, ids, all_outputs=True):
         """Decode `ids` at the next positions; outputs for every token (or only the last)."""

@@ -10,7 +10,7 @@ of text N of `gemma_texts.txt`, written by
         gemma_teacher_forced_matches_llama_cpp
 
 This script recomputes llama.cpp's logits for the same token ids (the reference variant of
-gemma_prompts.py: 1 thread, flash attention off, repack on) and prints, per text and overall,
+gemma_prompts.py: 1 thread, flash attention off, repack off) and prints, per text and overall,
 the NMSE and the argmax agreement; it fails unless every text has NMSE ≤ 1e-3 and the argmax
 agrees at ≥ 99% of all positions (issue 9's thresholds). The full logits (1 MiB per position)
 are never committed; only this script and its summary are.

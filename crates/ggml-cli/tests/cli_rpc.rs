@@ -93,13 +93,13 @@ fn test_ops_runs_on_a_device_named_by_the_environment() {
         .unwrap();
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stdout.contains(&format!("device RPC0: {}", s.1)), "{stdout}");
+    assert!(
+        stdout.contains(&format!("device RPC0: {}", s.1)),
+        "{stdout}"
+    );
     let summary = stdout.lines().last().unwrap();
     let passed: usize = summary.split(' ').next().unwrap().parse().unwrap();
-    assert!(
-        passed > 20 && summary.contains(" 0 failed"),
-        "{summary}"
-    );
+    assert!(passed > 20 && summary.contains(" 0 failed"), "{summary}");
 }
 
 #[test]

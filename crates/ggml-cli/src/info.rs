@@ -6,12 +6,15 @@ use ggml::backend;
 
 use crate::CliError;
 
-const USAGE: &str = "usage: ggml info [--load LIBRARY]... [--meta DEV,DEV[,...]]...
+const USAGE: &str = "usage: ggml info [--load LIBRARY]... [--rpc HOST:PORT[,HOST:PORT...]]...
+                  [--meta DEV,DEV[,...]]...
 
   Loads the backend libraries found as GGML finds them (libggml-<name>[-variant].so in the
   executable's directory and the working directory, then GGML_BACKEND_PATH) and each LIBRARY
-  given, then prints the loaded libraries, every registry with its features, and every device
-  with its properties. Each --meta makes a meta device over the named devices (tensor
+  given, connects to each RPC server given (GGML's rpc-server or `ggml rpc-server`; also
+  those of GGML_RPC_SERVERS), then prints the loaded libraries, every registry with its
+  features, and every device with its properties (remote devices are RPC0, RPC1, ...; wgpu
+  devices WGPU0, ...). Each --meta makes a meta device over the named devices (tensor
   parallelism; up to 16, a device may repeat); meta devices are not registered, and are listed
   after the registered ones.";
 
@@ -20,6 +23,7 @@ const USAGE: &str = "usage: ggml info [--load LIBRARY]... [--meta DEV,DEV[,...]]
 pub fn run(args: &[OsString]) -> Result<(), CliError> {
     let mut libs = Vec::new();
     let mut metas = Vec::new();
+    let mut rpc = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if crate::is_help(a) {
@@ -44,6 +48,15 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
             metas.push(list.to_string_lossy().into_owned());
             continue;
         }
+        if a == "--rpc" {
+            let Some(list) = it.next() else {
+                return Err(CliError::Usage(format!(
+                    "info: --rpc needs HOST:PORT[,HOST:PORT...]\n\n{USAGE}"
+                )));
+            };
+            rpc.push(list.to_string_lossy().into_owned());
+            continue;
+        }
         return Err(CliError::Usage(format!(
             "info: unknown argument {:?}\n\n{USAGE}",
             a.to_string_lossy()
@@ -52,6 +65,9 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
     backend::load_all();
     for p in &libs {
         backend::load(p).map_err(|e| CliError::Failed(e.to_string()))?;
+    }
+    for list in &rpc {
+        crate::rpc_server::add_servers(list, "info --rpc")?;
     }
     // The wgpu devices, after the libraries (one per Vulkan, Metal or DX12 adapter); none is not an error here.
     if let Err(e) = ggml_wgpu::register() {

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: ggml <command> [args]
 
 commands:
-  info                         registries and devices: properties, capabilities, features
+  info [--rpc HOST:PORT,...]   registries and devices: properties, capabilities, features
   bench [-o OPS] [-p PATTERN] [-b BACKEND] [-t N] [--quick]
                                time ops as test-backend-ops perf does
   gguf inspect FILE [--json]   header, metadata and tensors of a GGUF file
@@ -36,6 +36,9 @@ commands:
   test-ops [-o OPS] [-d DEVICE] [-p PATTERN] [-v]   the op conformance suite on every device
        [--seed N] [--export FILE] [--fixtures FILE] [--list]
   rpc-server [-H HOST] [-p PORT] [-d DEV,...] [-t N] [-c DIR]   serve devices over GGML RPC
+
+  GGML_RPC_SERVERS=HOST:PORT,... in the environment registers those RPC servers' devices
+  (RPC0, ...) for every command, e.g. `ggml test-ops -d RPC0`.
 
   -V, --version                the version
   -h, --help                   this text; `ggml COMMAND --help` for a command's";
@@ -82,7 +85,8 @@ pub enum CliError {
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let command = args.first().map(|a| a.to_string_lossy().into_owned());
-    let result = match command.as_deref() {
+    // Remote devices named in the environment are registered before any command looks.
+    let result = rpc_server::add_env_servers().and_then(|()| match command.as_deref() {
         Some("info") => info::run(&args[1..]),
         Some("gguf") => gguf_cmd::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
@@ -104,7 +108,7 @@ fn main() -> ExitCode {
             "unknown command {other:?}\n\n{USAGE}"
         ))),
         None => Err(CliError::Usage(USAGE.to_string())),
-    };
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::Usage(m)) => {

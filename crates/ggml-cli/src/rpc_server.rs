@@ -91,3 +91,30 @@ pub fn run(args: &[OsString]) -> Result<(), CliError> {
     ggml_rpc::start_server(&endpoint, o.cache.as_deref(), o.threads, &devices)
         .map_err(|e| CliError::Failed(format!("rpc-server: {e}")))
 }
+
+/// The environment variable naming RPC servers every command connects to before it runs
+/// (`HOST:PORT[,HOST:PORT…]`), so that their devices (`RPC0`, …) are registered like local
+/// ones: `GGML_RPC_SERVERS=127.0.0.1:50052 ggml test-ops -d RPC0`.
+pub const SERVERS_ENV: &str = "GGML_RPC_SERVERS";
+
+/// Connects to each endpoint of the comma-separated `list` (empty entries are ignored) and
+/// registers its devices globally; `Err` names the endpoint that failed and why.
+pub fn add_servers(list: &str, from: &str) -> Result<(), CliError> {
+    for ep in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let reg = ggml_rpc::add_server(ep)
+            .map_err(|e| CliError::Failed(format!("{from}: rpc server {ep:?}: {e}")))?;
+        if backend::reg_by_name(&reg.name()).is_none() {
+            backend::register(reg);
+        }
+    }
+    Ok(())
+}
+
+/// Registers the servers of [`SERVERS_ENV`], when it is set.
+pub fn add_env_servers() -> Result<(), CliError> {
+    match std::env::var(SERVERS_ENV) {
+        Ok(list) => add_servers(&list, SERVERS_ENV),
+        Err(std::env::VarError::NotPresent) => Ok(()),
+        Err(e) => Err(CliError::Failed(format!("{SERVERS_ENV}: {e}"))),
+    }
+}

@@ -9,7 +9,7 @@ use ggml::{backend, Context, Type};
 
 #[test]
 fn our_client_computes_on_ggml_rpc_server() {
-    let Some((_child, ep)) = start_ggml_server() else {
+    let Some((_child, ep)) = start_ggml_server(1) else {
         return;
     };
     let reg = ggml_rpc::add_server(&ep).unwrap();

@@ -123,16 +123,17 @@ impl Drop for Killed {
     }
 }
 
-/// Starts GGML's server on a free port and waits until it accepts; `None` (with a message)
-/// when the build is absent.
-pub fn start_ggml_server() -> Option<(Killed, String)> {
+/// Starts GGML's server (with `threads` CPU threads) on a free port and waits until it
+/// accepts; `None` (with a message) when the build is absent.
+pub fn start_ggml_server(threads: usize) -> Option<(Killed, String)> {
     let Some(bin) = ggml_rpc_server_binary() else {
         eprintln!("SKIPPED: GGML's ggml-rpc-server is not built (set GGML_RPC_SERVER to its path)");
         return None;
     };
     let port = free_port();
     let child = Command::new(&bin)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string(), "-t", "1"])
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-t", &threads.to_string()])
         .env("LD_LIBRARY_PATH", bin.parent().unwrap())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

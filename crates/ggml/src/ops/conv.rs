@@ -244,10 +244,9 @@ impl OpSpec for Im2col3d {
         want_4d(src, 0)?;
         want_4d(src, 1)?;
         want_positive(src, "IC", p.ic)?;
+        // GGML takes N = ne3 / IC, rounding down: channels past N·IC are not read, and an
+        // input with fewer than IC channels gives an empty result.
         let ic = p.ic as i64;
-        if b.ne[3] % ic != 0 {
-            return Err(src.bad(1, format!("its ne3 must be a multiple of IC = {ic}")));
-        }
         let ow = conv_out(src, 0, b.ne[0], a.ne[0], p.s0, p.p0, p.d0)?;
         let oh = conv_out(src, 1, b.ne[1], a.ne[1], p.s1, p.p1, p.d1)?;
         let od = conv_out(src, 2, b.ne[2], a.ne[2], p.s2, p.p2, p.d2)?;

@@ -87,6 +87,7 @@ fn glu_expr(op: GluOp) -> &'static str {
         }
         GluOp::GegluErf => "gelu_erf_(x) * y",
         GluOp::GegluQuick => "gelu_quick_(x) * y",
+        GluOp::SwigluClamp => "silu_(min(x, opf(3u))) * clamp(y, -opf(3u), opf(3u))",
     }
 }
 

@@ -47,8 +47,8 @@ fn glu_shape_rule_errors() {
     assert_err(ctx.swiglu(&ints), &["GLU", "a", "i32"]);
     let node = ctx.swiglu(&a).unwrap();
     assert_err(
-        validate_with(&node, |p| p[0] = 6),
-        &["GLU", "op_params[0] = 6"],
+        validate_with(&node, |p| p[0] = 7),
+        &["GLU", "op_params[0] = 7"],
     );
     assert_err(validate_with(&node, |p| p[1] = 2), &["GLU", "swapped", "2"]);
 }

@@ -156,6 +156,30 @@ pub fn cases() -> Vec<Case> {
             .metric(cpy_metric(src, Type::F32, 768)),
         );
     }
+    // Quantized to the same type: blocks copied, rows from a permuted source too. The copy is
+    // read through a second CPY to F32: a quantized output would have its reference
+    // re-quantized, which is not exact for every type.
+    for ty in crate::cases::matmul::quantized_types() {
+        let ne = [ty.blck_size() as i64 * 2, 3, 2, 1];
+        for (pname, layout) in [
+            ("[0,1,2,3]", Layout::Contiguous),
+            ("[0,2,1,3]", Layout::Permuted([0, 2, 1, 3])),
+        ] {
+            out.push(
+                Case::new(
+                    "CPY",
+                    cpy_vars(ty, ty, &ne).val("permute_src", pname),
+                    vec![Input::new(ty, &ne).layout(layout)],
+                    move |ctx, x| {
+                        let same = ctx.cpy(&x[0], &ctx.new_tensor(ty, &ne)?)?;
+                        ctx.cpy(&same, &ctx.new_tensor(Type::F32, &ne)?)
+                    },
+                    |x| x[0].clone(),
+                )
+                .metric(Metric::Exact),
+            );
+        }
+    }
     let dup: CopyBuilder = ggml::Context::dup;
     let cont: CopyBuilder = ggml::Context::cont;
     let p0213 = ("permuted", Layout::Permuted([0, 2, 1, 3]));

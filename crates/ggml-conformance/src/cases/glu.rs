@@ -1,4 +1,4 @@
-//! The six GLU ops (GGML's `test_glu`, `test_glu_split`, `test_swiglu_oai`, named by the GLU
+//! The seven GLU ops (GGML's `test_glu`, `test_glu_split`, `test_swiglu_oai`, named by the GLU
 //! op) in fused, swapped and split forms, and XIELU (GGML's `test_xielu`, with its constants).
 
 use std::f64::consts::{FRAC_2_PI, SQRT_2};
@@ -33,6 +33,10 @@ fn gate(op: GluOp, x: f64, g: f64, alpha: f64, limit: f64) -> f64 {
         }
         GluOp::GegluErf => 0.5 * x * (1.0 + erf(x / SQRT_2)) * g,
         GluOp::GegluQuick => x * sigmoid(1.702 * x) * g,
+        GluOp::SwigluClamp => {
+            let x = x.min(limit);
+            x * sigmoid(x) * g.clamp(-limit, limit)
+        }
     }
 }
 
@@ -69,8 +73,17 @@ fn build(ctx: &Context, op: GluOp, form: Form, x: &[Tensor]) -> ggml::Result<Ten
             Context::geglu_quick_swapped,
             Context::geglu_quick_split,
         )),
-        GluOp::SwigluOai => None,
+        GluOp::SwigluOai | GluOp::SwigluClamp => None,
     };
+    if op == GluOp::SwigluClamp {
+        // GGML's only builder is the split one; the fused forms through the generic builder
+        // take limit 0 (as GGML's `ggml_glu` would leave it).
+        return match form {
+            Form::Split => ctx.swiglu_clamp(&x[0], &x[1], OAI_LIMIT),
+            Form::Fused => ctx.glu(&x[0], op, false),
+            Form::Swapped => ctx.glu(&x[0], op, true),
+        };
+    }
     match (named, form) {
         (Some((f, _, _)), Form::Fused) => f(ctx, &x[0]),
         (Some((_, f, _)), Form::Swapped) => f(ctx, &x[0]),
@@ -86,6 +99,8 @@ fn build(ctx: &Context, op: GluOp, form: Form, x: &[Tensor]) -> ggml::Result<Ten
 fn reference(op: GluOp, form: Form, x: &[Host]) -> Host {
     let (alpha, limit) = match (op, form) {
         (GluOp::SwigluOai, Form::Swapped) => (0.0, 0.0),
+        (GluOp::SwigluClamp, Form::Split) => (0.0, OAI_LIMIT as f64),
+        (GluOp::SwigluClamp, _) => (0.0, 0.0),
         _ => (OAI_ALPHA as f64, OAI_LIMIT as f64),
     };
     let a = &x[0];
@@ -126,6 +141,9 @@ fn glu_case(
     };
     if op == GluOp::SwigluOai && form != Form::Swapped {
         vars = vars.float("alpha", OAI_ALPHA).float("limit", OAI_LIMIT);
+    }
+    if op == GluOp::SwigluClamp && form == Form::Split {
+        vars = vars.float("limit", OAI_LIMIT);
     }
     let input = || Input::new(ty, ne).layout(layout.0).uniform(-9.0, 9.0);
     let inputs = match form {

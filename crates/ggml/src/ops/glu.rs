@@ -26,17 +26,21 @@ pub enum GluOp {
     GegluErf = 4,
     /// `GGML_GLU_OP_GEGLU_QUICK`: `gelu_quick(x)·g` (`x·σ(1.702·x)`).
     GegluQuick = 5,
+    /// `GGML_GLU_OP_SWIGLU_CLAMP`: with `x' = min(x, limit)`, `g' = clamp(g, −limit, limit)`:
+    /// `silu(x')·g'`.
+    SwigluClamp = 6,
 }
 
 impl GluOp {
     /// Every GLU op in GGML's order.
-    pub const ALL: [GluOp; 6] = [
+    pub const ALL: [GluOp; 7] = [
         GluOp::Reglu,
         GluOp::Geglu,
         GluOp::Swiglu,
         GluOp::SwigluOai,
         GluOp::GegluErf,
         GluOp::GegluQuick,
+        GluOp::SwigluClamp,
     ];
 
     /// The op with GGML id `v`.
@@ -55,11 +59,13 @@ impl GluOp {
             GluOp::SwigluOai => "SWIGLU_OAI",
             GluOp::GegluErf => "GEGLU_ERF",
             GluOp::GegluQuick => "GEGLU_QUICK",
+            GluOp::SwigluClamp => "SWIGLU_CLAMP",
         }
     }
 }
 
-/// GLU's parameters: the op, whether the halves are swapped, and SWIGLU_OAI's constants.
+/// GLU's parameters: the op, whether the halves are swapped, and SWIGLU_OAI's and
+/// SWIGLU_CLAMP's constants.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GluParams {
@@ -69,7 +75,7 @@ pub struct GluParams {
     pub swapped: i32,
     /// SWIGLU_OAI: the factor inside the sigmoid.
     pub alpha: f32,
-    /// SWIGLU_OAI: the clamp limit.
+    /// SWIGLU_OAI and SWIGLU_CLAMP: the clamp limit.
     pub limit: f32,
 }
 
@@ -83,7 +89,7 @@ impl OpSpec for Glu {
     const SLOTS: &'static [Slot] = &[req("a"), opt("b")];
     fn shape(src: &Srcs<'_>, p: &GluParams) -> Result<Shape> {
         if GluOp::from_i32(p.op).is_none() {
-            return Err(src.err(format!("op_params[0] = {} is not a GLU op (0 to 5)", p.op)));
+            return Err(src.err(format!("op_params[0] = {} is not a GLU op (0 to 6)", p.op)));
         }
         if !matches!(p.swapped, 0 | 1) {
             return Err(src.err(format!(
@@ -136,6 +142,12 @@ impl Context {
         limit: f32,
     ) -> Result<Tensor> {
         self.glu_impl(a, b, GluOp::SwigluOai, false, alpha, limit)
+    }
+
+    /// `ggml_swiglu_clamp`: SWIGLU_CLAMP of `a` and `b` (split form, same type and shape):
+    /// with `x' = min(a, limit)` and `g' = clamp(b, −limit, limit)`: `silu(x')·g'`.
+    pub fn swiglu_clamp(&self, a: &Tensor, b: &Tensor, limit: f32) -> Result<Tensor> {
+        self.glu_impl(a, Some(b), GluOp::SwigluClamp, false, 0.0, limit)
     }
 
     fn glu_impl(

@@ -25,8 +25,29 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
         Ok(Planned::new(quantize_rows, row))
     } else if same_shape && dequantizable(src) && is_float(dst) {
         Ok(Planned::new(dequantize_rows, row))
+    } else if same_shape && src == dst && packed_rows(a) && packed_rows(t) {
+        Ok(Planned::new(copy_block_rows, 0))
     } else {
         Err(unsupported(t))
+    }
+}
+
+/// Whether `t`'s rows are packed blocks (dimension 0 not strided), as a block copy needs.
+fn packed_rows(t: &Tensor) -> bool {
+    t.nb()[0] == t.ty().type_size()
+}
+
+/// Rows of one quantized type into the same type (same shape): each row's blocks copied as
+/// bytes, the other dimensions in any layout (GGML's `dup_bytes`).
+unsafe fn copy_block_rows(n: &NodePtrs, p: &Params) {
+    let (d, a) = (&n.dst, &n.src[0]);
+    let row_bytes = d.ne[0] as usize / d.ty.blck_size() * d.ty.type_size();
+    for r in p.range(d.nrows()) {
+        let idx = d.unravel_row(r);
+        // SAFETY: rows of their tensors (same shape, same type, packed blocks: the plan), so
+        // each holds `row_bytes` bytes; the destination row is this thread's, and a copy onto
+        // itself (the same elements) is allowed by `copy`.
+        unsafe { std::ptr::copy(a.row(idx), d.row(idx), row_bytes) }
     }
 }
 

@@ -20,6 +20,7 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
         Some(GluOp::GegluErf) => |n, p| gated(n, p, |x, g| UnaryOp::GeluErf.eval(x) * g),
         Some(GluOp::GegluQuick) => |n, p| gated(n, p, |x, g| UnaryOp::GeluQuick.eval(x) * g),
         Some(GluOp::SwigluOai) => swiglu_oai,
+        Some(GluOp::SwigluClamp) => swiglu_clamp,
         None => return Err(unsupported(t)),
     };
     Ok(Planned::new(kernel, 0))
@@ -33,6 +34,16 @@ unsafe fn swiglu_oai(n: &NodePtrs, p: &Params) {
         // GGML's std::clamp; written as max/min so a NaN limit cannot panic.
         let g = g.max(-limit).min(limit);
         x / (1.0 + (alpha * -x).exp()) * (g + 1.0)
+    })
+}
+
+/// SWIGLU_CLAMP: `silu(min(x, limit))·clamp(g, −limit, limit)`.
+unsafe fn swiglu_clamp(n: &NodePtrs, p: &Params) {
+    let GluParams { limit, .. } = n.params();
+    gated(n, p, |x, g| {
+        let x = x.min(limit);
+        let g = g.max(-limit).min(limit);
+        x / (1.0 + (-x).exp()) * g
     })
 }
 

@@ -43,7 +43,7 @@ fn verbose_pattern_seed_and_not_supported() {
         "-o",
         "cpy",
         "-p",
-        "type_dst=iq2_xxs.*permute_src=\\[0,1",
+        "type_src=[fb].*type_dst=iq2_xxs.*permute_src=\\[0,1",
         "-v",
         "--seed",
         "0x10",

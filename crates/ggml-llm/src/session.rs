@@ -214,6 +214,14 @@ impl Session {
     /// `n_vocab` logits of the last token. `Err` for no tokens, a token id outside the
     /// vocabulary, or more tokens than the context has room for (nothing is evaluated then).
     pub fn eval(&mut self, tokens: &[Token], all_logits: bool) -> Result<Vec<f32>> {
+        let mut out = Vec::new();
+        self.eval_into(tokens, all_logits, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Session::eval`] into `out` (cleared first), so that a caller stepping token by token
+    /// reuses one buffer instead of allocating `n_vocab` floats per step.
+    fn eval_into(&mut self, tokens: &[Token], all_logits: bool, out: &mut Vec<f32>) -> Result<()> {
         if tokens.is_empty() {
             return Err(Error::InvalidArgument("tokens is empty".into()));
         }
@@ -236,7 +244,8 @@ impl Session {
                 self.n_past
             )));
         }
-        let mut out = Vec::with_capacity(if all_logits {
+        out.clear();
+        out.reserve(if all_logits {
             tokens.len() * n_vocab
         } else {
             n_vocab
@@ -256,11 +265,11 @@ impl Session {
             g.set_inputs(chunk, self.n_past, self.model.hparams())?;
             self.backend.graph_compute(&g.graph)?;
             if all_logits || last {
-                out.extend(g.out.get_f32()?);
+                append_f32(&g.out, out)?;
             }
             self.n_past += chunk.len();
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Makes `self.graph` the graph for `step`: the last one when it has this shape, else a
@@ -322,10 +331,28 @@ impl Session {
             }
             g.n_generated += 1;
             if i + 1 < n_predict {
-                logits = self.eval(&[tok], false)?;
+                self.eval_into(&[tok], false, &mut logits)?;
             }
         }
         g.gen_time = t1.elapsed();
         Ok(g)
     }
+}
+
+/// Appends the values of `t` (the logits) to `out`: an F32 tensor's bytes are read straight
+/// into `out`'s new tail, with no buffer of their own; another type through `get_f32`.
+fn append_f32(t: &ggml::Tensor, out: &mut Vec<f32>) -> Result<()> {
+    if t.ty() != Type::F32 || !t.is_contiguous() {
+        out.extend(t.get_f32()?);
+        return Ok(());
+    }
+    let start = out.len();
+    out.resize(start + t.nelements() as usize, 0.0);
+    let tail = &mut out[start..];
+    t.get_bytes(bytemuck::cast_slice_mut(tail), 0)?;
+    if cfg!(target_endian = "big") {
+        tail.iter_mut()
+            .for_each(|v| *v = f32::from_bits(u32::from_le(v.to_bits())));
+    }
+    Ok(())
 }

@@ -339,9 +339,11 @@ fn call_split(id: u64, info: TensorInfo, n_devs: usize) -> std::result::Result<S
         (info.op as i32).into(),
         (info.flags as i32).into(),
     ];
-    let list = List::from_names_and_values(names, values).map_err(|e| e.to_string())?;
-    let out = crate::rthread::call_r(id, vec![list.into(), (n_devs as i32).into()])?;
-    split_state(&out, n_devs).map_err(|why| format!("for tensor {:?}, {why}", info.name))
+    let state = List::from_names_and_values(names, values)
+        .map_err(|e| e.to_string())
+        .and_then(|list| crate::rthread::call_r(id, vec![list.into(), (n_devs as i32).into()]))
+        .and_then(|out| split_state(&out, n_devs));
+    state.map_err(|why| format!("for tensor {:?}: {why}", info.name))
 }
 
 /// The meta device
@@ -358,8 +360,9 @@ fn call_split(id: u64, info: TensorInfo, n_devs: usize) -> std::result::Result<S
 /// is absent; else `ne` gives the length on each device per segment, `[seg0_dev0, seg0_dev1,
 /// ..., seg1_dev0, ...]`, for `n_segments` segments, default 1), 10 mirrors the tensor on every
 /// device (the default when `axis` is absent or the value is `NULL`), 11 keeps partial sums
-/// (F32). As in ggmlR, an R error in `split_fn` (or a value that is no split state) is a
-/// warning, and from then on every tensor is mirrored without calling it again. Lengths that
+/// (F32). As in ggmlR, after an R error in `split_fn` (or a value that is no split state)
+/// every tensor is mirrored without calling it again; here that is also an R warning (given
+/// at the end of the top-level call; `options(warn = 1)` prints it at once). Lengths that
 /// do not fit the tensor are an R error of the allocating call. `env` is accepted for ggmlR's
 /// signature (the function is called as it is, in its own environment).
 /// @param devs A list of devices.

@@ -611,8 +611,9 @@ ggml_backend_device_register <- function(device) invisible(.Call(wrap__ggml_back
 #' is absent; else `ne` gives the length on each device per segment, `[seg0_dev0, seg0_dev1,
 #' ..., seg1_dev0, ...]`, for `n_segments` segments, default 1), 10 mirrors the tensor on every
 #' device (the default when `axis` is absent or the value is `NULL`), 11 keeps partial sums
-#' (F32). As in ggmlR, an R error in `split_fn` (or a value that is no split state) is a
-#' warning, and from then on every tensor is mirrored without calling it again. Lengths that
+#' (F32). As in ggmlR, after an R error in `split_fn` (or a value that is no split state)
+#' every tensor is mirrored without calling it again; here that is also an R warning (given
+#' at the end of the top-level call; `options(warn = 1)` prints it at once). Lengths that
 #' do not fit the tensor are an R error of the allocating call. `env` is accepted for ggmlR's
 #' signature (the function is called as it is, in its own environment).
 #' @param devs A list of devices.

@@ -17,7 +17,11 @@ impl<T: Send + 'static> Drop for Slot<T> {
     /// for the work that is calling back, so it is deferred to after the callback.
     fn drop(&mut self) {
         if crate::rthread::in_callback() {
-            let h = self.handle.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+            let h = self
+                .handle
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
             if let Some(h) = h {
                 crate::rthread::defer_drop(Box::new(h));
             }
@@ -85,7 +89,12 @@ pub fn handle<T: Clone + Send + 'static>(obj: &Robj, arg: &str, what: &str) -> R
 /// Takes the handle out of `obj` and gives it to `release` (harmless when already freed: then
 /// `release` is not called); an error naming `arg` when `obj` is not a `what` handle.
 /// The lock is released before `release` runs, which may wait for queued work.
-pub fn free<T: Clone + Send + 'static>(obj: &Robj, arg: &str, what: &str, release: fn(T)) -> Result<()> {
+pub fn free<T: Clone + Send + 'static>(
+    obj: &Robj,
+    arg: &str,
+    what: &str,
+    release: fn(T),
+) -> Result<()> {
     if let Some(h) = slot::<T>(obj, arg, what)?.take() {
         release(h);
     }

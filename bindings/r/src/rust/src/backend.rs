@@ -7,8 +7,8 @@ use crate::rthread::wait;
 use crate::{backend_arg, buffer_arg, graph_arg, status, tensor_arg, wrap_opt, BACKEND};
 use extendr_api::prelude::*;
 use extendr_api::Result;
-use ggml::{backend, Backend, BufferType, Device, DeviceType, ErrorKind, Event, GraphPlan};
 use ggml::backend::{SplitState, TensorInfo};
+use ggml::{backend, Backend, BufferType, Device, DeviceType, ErrorKind, Event, GraphPlan};
 use ggml::{Registry, Sched, Tensor, Type};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -335,7 +335,11 @@ fn call_split(id: u64, info: TensorInfo, n_devs: usize) -> std::result::Result<S
     let values: [Robj; 5] = [
         info.name.clone().into(),
         (info.ty as i32).into(),
-        info.ne.iter().map(|&n| n as f64).collect::<Vec<f64>>().into(),
+        info.ne
+            .iter()
+            .map(|&n| n as f64)
+            .collect::<Vec<f64>>()
+            .into(),
         (info.op as i32).into(),
         (info.flags as i32).into(),
     ];
@@ -393,7 +397,7 @@ fn ggml_backend_meta_device(
     #[extendr(default = "environment(split_fn)")] env: Robj,
 ) -> Result<Robj> {
     let items: Vec<Robj> = match devs.as_list() {
-        Some(l) if l.len() > 0 => l.values().collect(),
+        Some(l) if !l.is_empty() => l.values().collect(),
         _ => return Err(bad("devs", "expected a non-empty list of devices")),
     };
     let devices = items

@@ -25,7 +25,10 @@ fn tasks_arg(obj: &Robj) -> Result<()> {
     if n == N_TASKS_MAX || n > 0 {
         Ok(())
     } else {
-        Err(bad("n_tasks", format!("{n}; it must be positive or GGML_N_TASKS_MAX (-1)")))
+        Err(bad(
+            "n_tasks",
+            format!("{n}; it must be positive or GGML_N_TASKS_MAX (-1)"),
+        ))
     }
 }
 
@@ -36,7 +39,10 @@ fn numeric_type(ty: Type, arg: &str) -> Result<()> {
     } else {
         Err(bad(
             arg,
-            format!("has type {}; a custom op's tensors must be F32, F16, BF16 or I32", ty.name()),
+            format!(
+                "has type {}; a custom op's tensors must be F32, F16, BF16 or I32",
+                ty.name()
+            ),
         ))
     }
 }
@@ -106,7 +112,10 @@ fn call(id: u64, inputs: Vec<Values>, want: usize) -> std::result::Result<Vec<f3
     if v.len() == want {
         Ok(v)
     } else {
-        Err(format!("it returned {} values; the result has {want}", v.len()))
+        Err(format!(
+            "it returned {} values; the result has {want}",
+            v.len()
+        ))
     }
 }
 
@@ -162,7 +171,11 @@ fn arg_list(obj: &Robj) -> Result<Vec<Tensor>> {
         None => vec![obj.clone()],
     };
     let names: Vec<String> = (1..=items.len()).map(|i| format!("args[[{i}]]")).collect();
-    let pairs: Vec<(&Robj, &str)> = items.iter().zip(&names).map(|(o, n)| (o, n.as_str())).collect();
+    let pairs: Vec<(&Robj, &str)> = items
+        .iter()
+        .zip(&names)
+        .map(|(o, n)| (o, n.as_str()))
+        .collect();
     operands(&pairs)
 }
 
@@ -217,6 +230,24 @@ map_custom! {
     ggml_map_custom3_inplace(a, b, c) map_custom3_inplace;
 }
 
+/// The kernel of the CUSTOM forms (operands as a slice), after checking `n_tasks` and `fun`.
+fn list_kernel(
+    fname: &'static str,
+    fun: &Robj,
+    n_tasks: &Robj,
+) -> Result<impl Fn(&mut CustomDst<'_>, &[CustomSrc<'_>], usize, usize) + Send + Sync + 'static> {
+    tasks_arg(n_tasks)?;
+    let k = Kernel {
+        fname,
+        fun: RFun::new(fun, "fun")?,
+    };
+    Ok(
+        move |d: &mut CustomDst<'_>, s: &[CustomSrc<'_>], _: usize, _: usize| {
+            k.run(d, &s.iter().collect::<Vec<_>>())
+        },
+    )
+}
+
 /// @rdname ggml_map_custom
 /// @export
 #[allow(clippy::too_many_arguments)]
@@ -235,17 +266,15 @@ fn ggml_custom_4d(
     let c = ctx_arg(&ctx)?;
     let ty = ggml_type(&r#type, "type")?;
     numeric_type(ty, "type")?;
-    let ne = [dim(&ne0, "ne0")?, dim(&ne1, "ne1")?, dim(&ne2, "ne2")?, dim(&ne3, "ne3")?];
+    let ne = [
+        dim(&ne0, "ne0")?,
+        dim(&ne1, "ne1")?,
+        dim(&ne2, "ne2")?,
+        dim(&ne3, "ne3")?,
+    ];
     let ts = arg_list(&args)?;
-    tasks_arg(&n_tasks)?;
-    let k = Kernel {
-        fname: "ggml_custom_4d",
-        fun: RFun::new(&fun, "fun")?,
-    };
+    let f = list_kernel("ggml_custom_4d", &fun, &n_tasks)?;
     let refs: Vec<&Tensor> = ts.iter().collect();
-    let f = move |d: &mut CustomDst<'_>, s: &[CustomSrc<'_>], _: usize, _: usize| {
-        k.run(d, &s.iter().collect::<Vec<_>>())
-    };
     let t = c.custom_4d(ty, ne[0], ne[1], ne[2], ne[3], &refs, f, 1);
     Ok(Slot::wrap(lib("ggml_custom_4d", t)?))
 }
@@ -263,15 +292,8 @@ fn ggml_custom_inplace(
     let c = ctx_arg(&ctx)?;
     let a = operands(&[(&a, "a")])?.remove(0);
     let ts = arg_list(&args)?;
-    tasks_arg(&n_tasks)?;
-    let k = Kernel {
-        fname: "ggml_custom_inplace",
-        fun: RFun::new(&fun, "fun")?,
-    };
+    let f = list_kernel("ggml_custom_inplace", &fun, &n_tasks)?;
     let refs: Vec<&Tensor> = ts.iter().collect();
-    let f = move |d: &mut CustomDst<'_>, s: &[CustomSrc<'_>], _: usize, _: usize| {
-        k.run(d, &s.iter().collect::<Vec<_>>())
-    };
     Ok(Slot::wrap(lib(
         "ggml_custom_inplace",
         c.custom_inplace(&a, &refs, f, 1),
@@ -281,7 +303,12 @@ fn ggml_custom_inplace(
 /// `Err` naming `fname` when `g` has custom ops: their R functions need R's thread, which an
 /// asynchronous call does not wait on.
 pub fn refuse_async(fname: &str, g: &Graph) -> Result<()> {
-    let custom = |op| matches!(op, Op::MapCustom1 | Op::MapCustom2 | Op::MapCustom3 | Op::Custom);
+    let custom = |op| {
+        matches!(
+            op,
+            Op::MapCustom1 | Op::MapCustom2 | Op::MapCustom3 | Op::Custom
+        )
+    };
     match g.nodes().iter().find(|n| custom(n.op())) {
         Some(n) => Err(bad(
             "graph",

@@ -177,7 +177,9 @@ pub fn wait<T: Send + 'static>(
     match r {
         Some(Ok(v)) => Ok(v),
         Some(Err(why)) => Err(Error::Other(format!("{fname}: {why}"))),
-        None => Err(Error::Other(format!("{fname}: the call ended without a result"))),
+        None => Err(Error::Other(format!(
+            "{fname}: the call ended without a result"
+        ))),
     }
 }
 

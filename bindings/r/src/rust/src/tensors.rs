@@ -584,27 +584,107 @@ fn ggml_op_name(op: Robj) -> Result<String> {
 
 /// GGML's math symbol of each op (`ggml_op_symbol`), by op code.
 const OP_SYMBOLS: [&str; ggml::ops::OP_COUNT as usize] = [
-    "none", "x", "x+y", "x[i]+y", "x+y", "view(x,nb,offset)+=y->x", "x-y", "x*y", "x/y", "x^2",
-    "√x", "log(x)", "sin(x)", "cos(x)", "Σx", "Σx_k", "cumsum(x)", "Σx/n", "argmax(x)",
-    "count_equal(x)", "repeat(x)", "repeat_back(x)", "concat(x, y)", "silu_back(x)", "norm(x)",
-    "rms_norm(x)", "rms_norm_back(x)", "group_norm(x)", "l2_norm(x)", "X*Y", "X[i]*Y", "X*Y",
-    "x*v", "y-\\>view(x)", "x-\\>y", "cont(x)", "reshape(x)", "view(x)", "permute(x)",
-    "transpose(x)", "get_rows(x)", "get_rows_back(x)", "set_rows(x)", "diag(x)",
-    "diag_mask_inf(x)", "diag_mask_zero(x)", "soft_max(x)", "soft_max_back(x)", "rope(x)",
-    "rope_back(x)", "clamp(x)", "conv_transpose_1d(x)", "im2col(x)", "im2col_back(x)",
-    "im2col_3d(x)", "col2im_1d(x)", "conv_2d(x)", "conv_3d(x)", "conv_2d_dw(x)",
-    "conv_transpose_2d(x)", "pool_1d(x)", "pool_2d(x)", "pool_2d_back(x)", "upscale(x)",
-    "pad(x)", "pad_reflect_1d(x)", "roll(x)", "arange(start, stop, step)",
-    "timestep_embedding(timesteps, dim, max_period)", "argsort(x)", "top_k(x)",
-    "leaky_relu(x)", "tri(x)", "fill(x, c)", "flash_attn_ext(x)", "flash_attn_back(x)",
-    "ssm_conv(x)", "ssm_scan(x)", "win_part(x)", "win_unpart(x)", "get_rel_pos(x)",
-    "add_rel_pos(x)", "rwkv_wkv6(k, v, r, tf, td, s)", "gated_linear_attn(k, v, q, gate, s)",
-    "rwkv_wkv7(r, w, k, v, a, b, s)", "A X = B, A triangular, solve X",
-    "gated_delta_net(q, k, v, g, beta, s)", "lightning_indexer(q, k, weights, mask)",
-    "dsv4_hc_comb(mixes, scale, base)", "dsv4_hc_pre(x, weights)",
-    "dsv4_hc_post(x, residual, post, comb)", "unary(x)", "map_custom(x)", "map_custom(x,y)",
-    "map_custom(x,y,z)", "custom(x)", "cross_entropy_loss(x,y)", "cross_entropy_loss_back(x,y)",
-    "adamw(x)", "sgd(x)", "glu(x)",
+    "none",
+    "x",
+    "x+y",
+    "x[i]+y",
+    "x+y",
+    "view(x,nb,offset)+=y->x",
+    "x-y",
+    "x*y",
+    "x/y",
+    "x^2",
+    "√x",
+    "log(x)",
+    "sin(x)",
+    "cos(x)",
+    "Σx",
+    "Σx_k",
+    "cumsum(x)",
+    "Σx/n",
+    "argmax(x)",
+    "count_equal(x)",
+    "repeat(x)",
+    "repeat_back(x)",
+    "concat(x, y)",
+    "silu_back(x)",
+    "norm(x)",
+    "rms_norm(x)",
+    "rms_norm_back(x)",
+    "group_norm(x)",
+    "l2_norm(x)",
+    "X*Y",
+    "X[i]*Y",
+    "X*Y",
+    "x*v",
+    "y-\\>view(x)",
+    "x-\\>y",
+    "cont(x)",
+    "reshape(x)",
+    "view(x)",
+    "permute(x)",
+    "transpose(x)",
+    "get_rows(x)",
+    "get_rows_back(x)",
+    "set_rows(x)",
+    "diag(x)",
+    "diag_mask_inf(x)",
+    "diag_mask_zero(x)",
+    "soft_max(x)",
+    "soft_max_back(x)",
+    "rope(x)",
+    "rope_back(x)",
+    "clamp(x)",
+    "conv_transpose_1d(x)",
+    "im2col(x)",
+    "im2col_back(x)",
+    "im2col_3d(x)",
+    "col2im_1d(x)",
+    "conv_2d(x)",
+    "conv_3d(x)",
+    "conv_2d_dw(x)",
+    "conv_transpose_2d(x)",
+    "pool_1d(x)",
+    "pool_2d(x)",
+    "pool_2d_back(x)",
+    "upscale(x)",
+    "pad(x)",
+    "pad_reflect_1d(x)",
+    "roll(x)",
+    "arange(start, stop, step)",
+    "timestep_embedding(timesteps, dim, max_period)",
+    "argsort(x)",
+    "top_k(x)",
+    "leaky_relu(x)",
+    "tri(x)",
+    "fill(x, c)",
+    "flash_attn_ext(x)",
+    "flash_attn_back(x)",
+    "ssm_conv(x)",
+    "ssm_scan(x)",
+    "win_part(x)",
+    "win_unpart(x)",
+    "get_rel_pos(x)",
+    "add_rel_pos(x)",
+    "rwkv_wkv6(k, v, r, tf, td, s)",
+    "gated_linear_attn(k, v, q, gate, s)",
+    "rwkv_wkv7(r, w, k, v, a, b, s)",
+    "A X = B, A triangular, solve X",
+    "gated_delta_net(q, k, v, g, beta, s)",
+    "lightning_indexer(q, k, weights, mask)",
+    "dsv4_hc_comb(mixes, scale, base)",
+    "dsv4_hc_pre(x, weights)",
+    "dsv4_hc_post(x, residual, post, comb)",
+    "unary(x)",
+    "map_custom(x)",
+    "map_custom(x,y)",
+    "map_custom(x,y,z)",
+    "custom(x)",
+    "cross_entropy_loss(x,y)",
+    "cross_entropy_loss_back(x,y)",
+    "adamw(x)",
+    "sgd(x)",
+    "glu(x)",
 ];
 
 /// @rdname ggml_op_name
@@ -665,18 +745,41 @@ fn ggml_get_op_params(tensor: Robj) -> Result<Robj> {
     Ok(Raw::from_bytes(&b).into())
 }
 
-fn slot_arg(obj: &Robj) -> Result<usize> {
-    Ok(args::int_in(obj, "index", 0.0, 15.0)? as usize)
+/// The tensor and the op-parameter slot (0 to 15) an accessor names.
+fn slot_of(tensor: &Robj, index: &Robj) -> Result<(Tensor, usize)> {
+    let t = tensor_arg(tensor, "tensor")?;
+    Ok((t, args::int_in(index, "index", 0.0, 15.0)? as usize))
+}
+
+/// Reads op-parameter slot `index` of `tensor` with `get`.
+fn get_slot<T>(
+    fname: &str,
+    (tensor, index): (&Robj, &Robj),
+    get: fn(&Tensor, usize) -> ggml::Result<T>,
+) -> Result<T> {
+    let (t, i) = slot_of(tensor, index)?;
+    lib(fname, get(&t, i))
+}
+
+/// Writes `value` (read by `read`) into op-parameter slot `index` of `tensor` with `set`.
+fn set_slot<T>(
+    fname: &str,
+    (tensor, index, value): (&Robj, &Robj, &Robj),
+    read: fn(&Robj, &str) -> Result<T>,
+    set: fn(&Tensor, usize, T) -> ggml::Result<()>,
+) -> Result<()> {
+    let (t, i) = slot_of(tensor, index)?;
+    lib(fname, set(&t, i, read(value, "value")?))
 }
 
 /// @rdname ggml_op_name
 /// @export
 #[extendr]
 fn ggml_get_op_params_i32(tensor: Robj, index: Robj) -> Result<i32> {
-    let t = tensor_arg(&tensor, "tensor")?;
-    lib(
+    get_slot(
         "ggml_get_op_params_i32",
-        t.get_op_params_i32(slot_arg(&index)?),
+        (&tensor, &index),
+        Tensor::get_op_params_i32,
     )
 }
 
@@ -684,22 +787,20 @@ fn ggml_get_op_params_i32(tensor: Robj, index: Robj) -> Result<i32> {
 /// @export
 #[extendr]
 fn ggml_get_op_params_f32(tensor: Robj, index: Robj) -> Result<f64> {
-    let t = tensor_arg(&tensor, "tensor")?;
-    Ok(f64::from(lib(
-        "ggml_get_op_params_f32",
-        t.get_op_params_f32(slot_arg(&index)?),
-    )?))
+    let a = (&tensor, &index);
+    get_slot("ggml_get_op_params_f32", a, Tensor::get_op_params_f32).map(f64::from)
 }
 
 /// @rdname ggml_op_name
 /// @export
 #[extendr(invisible)]
 fn ggml_set_op_params_i32(tensor: Robj, index: Robj, value: Robj) -> Result<()> {
-    let t = tensor_arg(&tensor, "tensor")?;
-    let v = args::i32_arg(&value, "value")?;
-    lib(
+    let a = (&tensor, &index, &value);
+    set_slot(
         "ggml_set_op_params_i32",
-        t.set_op_params_i32(slot_arg(&index)?, v),
+        a,
+        args::i32_arg,
+        Tensor::set_op_params_i32,
     )
 }
 
@@ -707,11 +808,12 @@ fn ggml_set_op_params_i32(tensor: Robj, index: Robj, value: Robj) -> Result<()> 
 /// @export
 #[extendr(invisible)]
 fn ggml_set_op_params_f32(tensor: Robj, index: Robj, value: Robj) -> Result<()> {
-    let t = tensor_arg(&tensor, "tensor")?;
-    let v = args::f32_arg(&value, "value")?;
-    lib(
+    let a = (&tensor, &index, &value);
+    set_slot(
         "ggml_set_op_params_f32",
-        t.set_op_params_f32(slot_arg(&index)?, v),
+        a,
+        args::f32_arg,
+        Tensor::set_op_params_f32,
     )
 }
 
@@ -804,7 +906,10 @@ fn compute_on_cpu(fname: &str, ctx: &Robj, graph: &Robj, n_threads: usize) -> Re
     if n_threads > 0 {
         lib(fname, cpu.set_n_threads(n_threads))?;
     }
-    lib(fname, crate::rthread::wait(fname, move || cpu.graph_compute(&g))?)
+    lib(
+        fname,
+        crate::rthread::wait(fname, move || cpu.graph_compute(&g))?,
+    )
 }
 
 /// @rdname ggml_graph_compute

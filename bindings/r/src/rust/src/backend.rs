@@ -416,7 +416,7 @@ fn ggml_backend_meta_device(
         }
         let (id, info) = (fun.id(), info.clone());
         let state = crate::rthread::on_r_thread(move || {
-            call_split(id, info, n).map_err(|why| {
+            crate::rthread::as_callback(|| call_split(id, info, n)).map_err(|why| {
                 let msg = format!(
                     "ggml_backend_meta_device: split_fn failed {why}; this and every later \
                      tensor are mirrored"

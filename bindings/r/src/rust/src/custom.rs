@@ -137,7 +137,7 @@ impl Kernel {
             .collect::<std::result::Result<Vec<Values>, String>>()
             .and_then(|inputs| {
                 let id = self.fun.id();
-                rthread::on_r_thread(move || call(id, inputs, want))
+                rthread::on_r_thread(move || rthread::as_callback(|| call(id, inputs, want)))
                     .unwrap_or_else(|| Err(String::new()))
             })
             .and_then(|v| write(dst, &v));

@@ -233,12 +233,16 @@ impl Drop for RFun {
     }
 }
 
-/// Clears [`IN_CALLBACK`] and hands the handles freed meanwhile to a thread that drops them.
-struct Callback;
+/// Puts back [`IN_CALLBACK`] and, leaving the outermost callback, hands the handles freed
+/// meanwhile to a thread that drops them.
+struct Callback(bool);
 
 impl Drop for Callback {
     fn drop(&mut self) {
-        IN_CALLBACK.store(false, Ordering::SeqCst);
+        IN_CALLBACK.store(self.0, Ordering::SeqCst);
+        if self.0 {
+            return;
+        }
         let freed = std::mem::take(&mut *lock(&DEFERRED));
         if !freed.is_empty() {
             // Were no thread to start, spawn would drop them here, after the callback.
@@ -247,8 +251,17 @@ impl Drop for Callback {
     }
 }
 
-/// Calls the registered R function `id` with `args` (R thread only, from a job): its value, or
-/// its error's message. An interrupt inside it is reported to the waiting call as well.
+/// Runs `f`, a job of the library's on R's thread that calls R (making its arguments, calling
+/// [`call_r`], reading its value), as an R callback: handles are refused meanwhile, and those
+/// the garbage collector frees are dropped afterwards.
+pub fn as_callback<T>(f: impl FnOnce() -> T) -> T {
+    let _done = Callback(IN_CALLBACK.swap(true, Ordering::SeqCst));
+    f()
+}
+
+/// Calls the registered R function `id` with `args` (R thread only, from a job, inside
+/// [`as_callback`]): its value, or its error's message. An interrupt inside it is reported to
+/// the waiting call as well.
 pub fn call_r(id: u64, args: Vec<Robj>) -> std::result::Result<Robj, String> {
     let fun = FUNS
         .with(|f| f.borrow().get(&id).cloned())
@@ -257,8 +270,6 @@ pub fn call_r(id: u64, args: Vec<Robj>) -> std::result::Result<Robj, String> {
     let helper = helper
         .as_function()
         .ok_or_else(|| "rs_call_r is not a function".to_string())?;
-    IN_CALLBACK.store(true, Ordering::SeqCst);
-    let _done = Callback;
     let res = helper
         .call(pairlist!(fun, List::from_values(args)))
         .map_err(|e| format!("the R function could not be called: {e}"))?;

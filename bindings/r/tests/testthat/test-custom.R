@@ -108,3 +108,19 @@ test_that("the R functions of custom ops are kept while their nodes live", {
   gc()
   expect_equal(run_f32(ctx, out), c(3, 6))
 })
+
+test_that("handles the garbage collector frees inside an R function are dropped safely", {
+  ctx <- ggml_init(16 * 1024 * 1024)
+  a <- f32_tensor(ctx, 1:3)
+  local({
+    cpu <- ggml_backend_cpu_init()
+    t <- ggml_new_tensor_1d(ggml_init(1024), GGML_TYPE_F32, 4)
+  })
+  out <- ggml_map_custom1(ctx, a, function(x) {
+    gc()  # runs the finalizers of the backend and tensor above, during the computation
+    x * 3
+  })
+  expect_equal(run_f32(ctx, out), c(3, 6, 9))
+  gc()
+  expect_equal(run_f32(ctx, ggml_relu(ctx, a)), 1:3)
+})

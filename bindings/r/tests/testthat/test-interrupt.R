@@ -77,3 +77,37 @@ test_that("after an interrupt the rest of a computation calls no R function", {
   expect_identical(ggml_backend_graph_compute(cpu, g2), 0L)
   expect_equal(ggml_get_f32(ggml_graph_node(g2, -1)), c(10, 20, 30, 40))
 })
+
+# A real SIGINT (what Ctrl-C sends), from another process half a second later.
+send_sigint_soon <- function() {
+  system(sprintf("sleep 0.5; kill -INT %d", Sys.getpid()), wait = FALSE)
+}
+
+test_that("a real SIGINT stops a waiting call (the wait's own look for Ctrl-C)", {
+  skip_on_os("windows")
+  skip_if(Sys.which("mkfifo") == "")
+  fifo <- tempfile()
+  system2("mkfifo", fifo)
+  on.exit(unlink(fifo))
+  send_sigint_soon()
+  # Opening a FIFO blocks until a writer comes: the call waits until the interrupt.
+  expect_error(gguf_load(fifo), "gguf_load: interrupted")
+  con <- file(fifo, "wb", raw = TRUE)  # the writer: the helper thread's open returns, and it ends
+  close(con)
+  expect_true(file.exists(fifo))
+})
+
+test_that("a real SIGINT inside a custom op's R function stops the compute", {
+  skip_on_os("windows")
+  ctx <- ggml_init(1024 * 1024)
+  a <- f32_tensor(ctx, 1:3)
+  out <- ggml_map_custom1(ctx, a, function(x) {
+    Sys.sleep(10)  # interrupted after half a second
+    x
+  })
+  send_sigint_soon()
+  t0 <- Sys.time()
+  expect_error(ggml_graph_compute(ctx, ggml_build_forward_expand(ctx, out)), "interrupted")
+  expect_lt(as.numeric(difftime(Sys.time(), t0, units = "secs")), 5)
+  expect_equal(run_f32(ctx, ggml_map_custom1(ctx, a, function(x) x + 1)), 2:4)
+})

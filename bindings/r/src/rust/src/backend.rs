@@ -347,7 +347,10 @@ fn call_split(id: u64, info: TensorInfo, n_devs: usize) -> std::result::Result<S
         .map_err(|e| e.to_string())
         .and_then(|list| crate::rthread::call_r(id, vec![list.into(), (n_devs as i32).into()]))
         .and_then(|out| split_state(&out, n_devs));
-    state.map_err(|why| format!("for tensor {:?}: {why}", info.name))
+    state.map_err(|why| {
+        let why = if why.is_empty() { "interrupted" } else { &why };
+        format!("for tensor {:?}: {why}", info.name)
+    })
 }
 
 /// The meta device

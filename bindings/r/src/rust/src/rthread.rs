@@ -144,6 +144,8 @@ pub fn wait<T: Send + 'static>(
             "{fname}: cannot be called from inside an R function that the library is running"
         )));
     }
+    // Failures left by an interrupted call's work belong to no call still waiting.
+    lock(&FAILURES).clear();
     let (tx, rx) = mpsc::channel();
     let _serving = Serving(lock(&SERVICE).replace(tx.clone()));
     let slot = Arc::new(Mutex::new(None));
@@ -260,8 +262,8 @@ pub fn as_callback<T>(f: impl FnOnce() -> T) -> T {
 }
 
 /// Calls the registered R function `id` with `args` (R thread only, from a job, inside
-/// [`as_callback`]): its value, or its error's message. An interrupt inside it is reported to
-/// the waiting call as well.
+/// [`as_callback`]): its value, or its error's message; an empty message for an interrupt
+/// inside it, which the waiting call reports as its own.
 pub fn call_r(id: u64, args: Vec<Robj>) -> std::result::Result<Robj, String> {
     let fun = FUNS
         .with(|f| f.borrow().get(&id).cloned())
@@ -274,8 +276,9 @@ pub fn call_r(id: u64, args: Vec<Robj>) -> std::result::Result<Robj, String> {
         .call(pairlist!(fun, List::from_values(args)))
         .map_err(|e| format!("the R function could not be called: {e}"))?;
     if res.dollar("interrupted").is_ok_and(|v| !v.is_null()) {
+        // Reported as the waiting call's interrupt, not as a failure of the function.
         inject_interrupt();
-        return Err("interrupted".into());
+        return Err(String::new());
     }
     match res.dollar("error") {
         Ok(m) if !m.is_null() => Err(m.as_str().unwrap_or("an R error").to_string()),

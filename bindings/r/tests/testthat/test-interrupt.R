@@ -80,7 +80,9 @@ test_that("after an interrupt the rest of a computation calls no R function", {
 
 # A real SIGINT (what Ctrl-C sends), from another process half a second later.
 send_sigint_soon <- function() {
-  system(sprintf("sleep 0.5; kill -INT %d", Sys.getpid()), wait = FALSE)
+  # In parentheses: R runs the command as `command &`, and only the group goes to the
+  # background.
+  system(sprintf("(sleep 0.5; kill -INT %d)", Sys.getpid()), wait = FALSE)
 }
 
 test_that("a real SIGINT stops a waiting call (the wait's own look for Ctrl-C)", {
@@ -107,5 +109,21 @@ test_that("an interrupt inside a custom op's R function stops the compute", {
   })
   expect_error(ggml_graph_compute(ctx, ggml_build_forward_expand(ctx, out)),
                "ggml_graph_compute: interrupted")
+  expect_equal(run_f32(ctx, ggml_map_custom1(ctx, a, function(x) x + 1)), 2:4)
+})
+
+test_that("a real SIGINT inside a custom op's R function stops the compute", {
+  skip_on_os("windows")
+  ctx <- ggml_init(1024 * 1024)
+  a <- f32_tensor(ctx, 1:3)
+  out <- ggml_map_custom1(ctx, a, function(x) {
+    Sys.sleep(10)  # interrupted after half a second
+    x
+  })
+  send_sigint_soon()
+  t0 <- Sys.time()
+  expect_error(ggml_graph_compute(ctx, ggml_build_forward_expand(ctx, out)),
+               "ggml_graph_compute: interrupted")
+  expect_lt(as.numeric(difftime(Sys.time(), t0, units = "secs")), 5)
   expect_equal(run_f32(ctx, ggml_map_custom1(ctx, a, function(x) x + 1)), 2:4)
 })

@@ -190,15 +190,17 @@ NULL
 #'
 #' `ggml_glu(ctx, a, op, swapped)` splits each row of `a` into halves `x` and `g` (swapped:
 #' `g` first) and gives `act(x) * g` with the `GGML_GLU_OP_*` activation `op` (ReLU, GELU,
-#' SiLU, …); `ggml_glu_split(ctx, a, b, op)` takes `x = a` and `g = b`. `ggml_reglu`,
+#' SiLU, ...); `ggml_glu_split(ctx, a, b, op)` takes `x = a` and `g = b`. `ggml_reglu`,
 #' `ggml_geglu`, `ggml_swiglu`, `ggml_geglu_erf` and `ggml_geglu_quick` are `ggml_glu` with
 #' one op, their `_swapped` forms with `swapped = TRUE` and their `_split` forms
 #' `ggml_glu_split`. `ggml_swiglu_oai` is GPT-OSS's clamped SwiGLU (`b = NULL`: fused).
+#' `ggml_swiglu_clamp(ctx, a, b, limit)` (GGML's `GGML_GLU_OP_SWIGLU_CLAMP`, split form: `a`
+#' and `b` of the same type and shape) is `silu(min(a, limit)) * clamp(b, -limit, limit)`.
 #' @param ctx A context.
 #' @param a,b Tensors.
 #' @param op A `GGML_GLU_OP_*` value.
 #' @param swapped Take the gate from the first half.
-#' @param alpha,limit `ggml_swiglu_oai`'s constants.
+#' @param alpha,limit `ggml_swiglu_oai`'s constants; `limit` is also `ggml_swiglu_clamp`'s.
 #' @return A tensor.
 #' @examples
 #' ctx <- ggml_init(16 * 1024 * 1024)
@@ -218,6 +220,7 @@ NULL
 #'       run(get(paste0("ggml_", op, "_split"))(ctx, x, g)), "\n")
 #' }
 #' run(ggml_swiglu_oai(ctx, a, NULL, 1.702, 7))
+#' run(ggml_swiglu_clamp(ctx, x, g, 1.5))  # silu(min(x, 1.5)) * clamp(g, -1.5, 1.5)
 #' @name ggml_glu
 NULL
 
@@ -289,7 +292,7 @@ NULL
 #'
 #' `ggml_flash_attn_ext` computes `softmax(scale * k^T q + mask) v` per head in one pass:
 #' `q` `[D, n_q, n_head, n_seq]`, `k` `[D, n_kv, n_head_kv, n_seq]`, `v` `[DV, n_kv,
-#' n_head_kv, n_seq]`, an optional F16 `mask` `[n_kv, n_q, …]`; with `logit_softcap > 0` the
+#' n_head_kv, n_seq]`, an optional F16 `mask` `[n_kv, n_q, ...]`; with `logit_softcap > 0` the
 #' scores are soft-capped, with `max_bias > 0` ALiBi slopes apply. The result is F32
 #' `[DV, n_head, n_q, n_seq]`. `ggml_flash_attn_ext_add_sinks` adds per-head sink logits.
 #' @param ctx A context.
@@ -590,7 +593,7 @@ NULL
 
 #' Sequences and recurrent state-space operators
 #'
-#' `ggml_arange` is `start, start + step, …` below `stop` (F32); `ggml_timestep_embedding`
+#' `ggml_arange` is `start, start + step, ...` below `stop` (F32); `ggml_timestep_embedding`
 #' gives sinusoidal embeddings of `dim` values per timestep. The recurrent operators of GGML
 #' (C names; ggmlR lacks them): `ggml_ssm_conv` (Mamba's causal convolution),
 #' `ggml_ssm_scan` (Mamba's selective scan, `K` state snapshots), `ggml_rwkv_wkv6`,
@@ -676,4 +679,54 @@ NULL
 #'   cat(t, length(get(paste0("quantize_row_", t, "_ref"))(x, 256)), "\n")
 #' length(dequantize_row_q8_K(quantize_row_q8_K_ref(x, 256), 256))
 #' @name quantize_q4_0
+NULL
+
+#' Custom operators with R functions
+#'
+#' GGML's custom ops (ggmlR has none): `ggml_map_custom1(ctx, a, fun)` is a tensor of `a`'s
+#' type and shape whose values are `fun(a)`, `ggml_map_custom2` and `_3` give `fun(a, b)` and
+#' `fun(a, b, c)`, and the `_inplace` forms write the result into `a`'s memory.
+#' `ggml_custom_4d(ctx, type, ne0, ne1, ne2, ne3, args, fun)` is a new tensor of that type and
+#' shape computed as `fun(args[[1]], args[[2]], ...)` (at most 9 tensors), and
+#' `ggml_custom_inplace(ctx, a, args, fun)` is `fun(a, args[[1]], ...)` written into `a`.
+#'
+#' `fun` gets each operand's values as doubles (dimension 0 fastest, as `ggml_get_f32` gives
+#' them; an array with `dim` set to the shape when it has more than one dimension) and returns
+#' the result's values, as many as it has elements. Tensors must be F32, F16, BF16 or I32.
+#'
+#' R runs only on its own thread, so the function is called there, while
+#' `ggml_backend_graph_compute`, `ggml_graph_compute`, `ggml_backend_sched_graph_compute`,
+#' `ggml_backend_graph_plan_compute` or a synchronizing call waits for the graph; the
+#' asynchronous `ggml_backend_graph_compute_async` and `ggml_backend_sched_graph_compute_async`
+#' refuse graphs with custom ops. The op runs as one task whatever `n_tasks` says
+#' (`GGML_N_TASKS_MAX` or a positive count, as GGML checks). An error in `fun`, or a result of
+#' the wrong length, is an R error of the computing call (the node's values are then NaN).
+#' Inside `fun` no ggml handle may be used (an R error): the computation is in progress.
+#' After Ctrl-C stopped the waiting call, the R functions of the rest of that computation are
+#' not called and their nodes are NaN.
+#' @param ctx A context.
+#' @param a,b,c Tensors: the operands.
+#' @param fun An R function of the operands' values, returning the result's values.
+#' @param n_tasks `GGML_N_TASKS_MAX` (-1) or a positive number of tasks.
+#' @param type A `GGML_TYPE_*` constant: the result's type.
+#' @param ne0,ne1,ne2,ne3 The result's shape.
+#' @param args A list of tensors (or `NULL`).
+#' @return A tensor.
+#' @examples
+#' ctx <- ggml_init(1024 * 1024)
+#' a <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 2)
+#' ggml_set_f32(a, 1:6)
+#' b <- ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 2)
+#' ggml_set_f32(b, rep(10, 6))
+#' sq <- ggml_map_custom1(ctx, a, function(x) x^2)
+#' s <- ggml_map_custom2(ctx, a, b, function(x, y) x + y)
+#' m <- ggml_custom_4d(ctx, GGML_TYPE_F32, 2, 1, 1, 1, list(a),
+#'                     function(x) colSums(x))  # x is a 3 x 2 array
+#' ggml_graph_compute(ctx, ggml_build_forward_expand(ctx, sq))
+#' ggml_get_f32(sq)
+#' ggml_graph_compute(ctx, ggml_build_forward_expand(ctx, s))
+#' ggml_get_f32(s)
+#' ggml_graph_compute(ctx, ggml_build_forward_expand(ctx, m))
+#' ggml_get_f32(m)  # 6 15
+#' @name ggml_map_custom
 NULL

@@ -8,11 +8,28 @@ use extendr_api::{Error, Result};
 
 /// What an R external pointer of this package holds: a library handle, or nothing once it was
 /// freed. Freeing twice is harmless; using a freed handle is an error naming the argument.
-pub struct Slot<T> {
+pub struct Slot<T: Send + 'static> {
     handle: Mutex<Option<T>>,
 }
 
-impl<T: Clone + 'static> Slot<T> {
+impl<T: Send + 'static> Drop for Slot<T> {
+    /// The finalizer's drop. During an R callback of the library the handle's drop could wait
+    /// for the work that is calling back, so it is deferred to after the callback.
+    fn drop(&mut self) {
+        if crate::rthread::in_callback() {
+            let h = self
+                .handle
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(h) = h {
+                crate::rthread::defer_drop(Box::new(h));
+            }
+        }
+    }
+}
+
+impl<T: Clone + Send + 'static> Slot<T> {
     /// Wraps `handle` in a new R external pointer whose finalizer drops it.
     pub fn wrap(handle: T) -> Robj {
         ExternalPtr::new(Slot {
@@ -32,7 +49,18 @@ impl<T: Clone + 'static> Slot<T> {
 }
 
 /// The `Slot<T>` behind `obj`, or an error naming `arg` when `obj` is something else.
-fn slot<'a, T: Clone + 'static>(obj: &'a Robj, arg: &str, what: &str) -> Result<&'a Slot<T>> {
+fn slot<'a, T: Clone + Send + 'static>(
+    obj: &'a Robj,
+    arg: &str,
+    what: &str,
+) -> Result<&'a Slot<T>> {
+    if crate::rthread::in_callback() {
+        return Err(Error::Other(format!(
+            "argument `{arg}`: a {what} cannot be used inside an R function that the library \
+             is running (a custom op's or a split function): its computation or allocation is \
+             in progress"
+        )));
+    }
     if !obj.is_external_pointer() {
         return Err(Error::Other(format!(
             "argument `{arg}`: expected a {what} (an external pointer), got an R {:?}",
@@ -51,7 +79,7 @@ fn slot<'a, T: Clone + 'static>(obj: &'a Robj, arg: &str, what: &str) -> Result<
 
 /// A clone of the live handle behind `obj`; an error naming `arg` when it is not a `what`
 /// handle or was freed.
-pub fn handle<T: Clone + 'static>(obj: &Robj, arg: &str, what: &str) -> Result<T> {
+pub fn handle<T: Clone + Send + 'static>(obj: &Robj, arg: &str, what: &str) -> Result<T> {
     slot::<T>(obj, arg, what)?
         .lock()
         .clone()
@@ -61,7 +89,12 @@ pub fn handle<T: Clone + 'static>(obj: &Robj, arg: &str, what: &str) -> Result<T
 /// Takes the handle out of `obj` and gives it to `release` (harmless when already freed: then
 /// `release` is not called); an error naming `arg` when `obj` is not a `what` handle.
 /// The lock is released before `release` runs, which may wait for queued work.
-pub fn free<T: Clone + 'static>(obj: &Robj, arg: &str, what: &str, release: fn(T)) -> Result<()> {
+pub fn free<T: Clone + Send + 'static>(
+    obj: &Robj,
+    arg: &str,
+    what: &str,
+    release: fn(T),
+) -> Result<()> {
     if let Some(h) = slot::<T>(obj, arg, what)?.take() {
         release(h);
     }
@@ -70,7 +103,7 @@ pub fn free<T: Clone + 'static>(obj: &Robj, arg: &str, what: &str, release: fn(T
 
 /// Takes the live handle out of `obj`, which then reads as freed (ownership passes to the
 /// caller); an error naming `arg` when it is not a `what` handle or was freed.
-pub fn take<T: Clone + 'static>(obj: &Robj, arg: &str, what: &str) -> Result<T> {
+pub fn take<T: Clone + Send + 'static>(obj: &Robj, arg: &str, what: &str) -> Result<T> {
     slot::<T>(obj, arg, what)?
         .take()
         .ok_or_else(|| Error::Other(format!("argument `{arg}`: the {what} was freed")))

@@ -3,11 +3,15 @@
 //! transfer (synchronous and asynchronous) and the scheduler, under ggmlR's names.
 
 use crate::args::{self, bad, bytes, flag, handle, lib, string, Slot};
+use crate::rthread::wait;
 use crate::{backend_arg, buffer_arg, graph_arg, status, tensor_arg, wrap_opt, BACKEND};
 use extendr_api::prelude::*;
 use extendr_api::Result;
+use ggml::backend::{SplitState, TensorInfo};
 use ggml::{backend, Backend, BufferType, Device, DeviceType, ErrorKind, Event, GraphPlan};
 use ggml::{Registry, Sched, Tensor, Type};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 const DEVICE: &str = "ggml backend device";
 const BUFT: &str = "ggml backend buffer type";
@@ -283,6 +287,156 @@ fn ggml_backend_get_device(backend: Robj) -> Result<Robj> {
 fn ggml_backend_device_register(device: Robj) -> Result<()> {
     backend::device_register(device_arg(&device)?);
     Ok(())
+}
+
+// ---- meta device -----------------------------------------------------------------------------
+
+/// One element of a split function's list (`NULL` when absent) as a whole number.
+fn split_field(out: &Robj, name: &str) -> std::result::Result<Option<f64>, String> {
+    match out.dollar(name) {
+        Ok(v) if !v.is_null() => args::whole(&v, name)
+            .map(Some)
+            .map_err(|e| format!("its `{name}`: {e}")),
+        _ => Ok(None),
+    }
+}
+
+/// ggmlR's reading of a split function's value: `NULL` or not a list is mirrored; `axis` 0 to
+/// 3 splits along that dimension (evenly without `ne`, else `ne`'s per-segment, per-device
+/// lengths for `n_segments` segments), 10 mirrors, 11 holds partial sums.
+fn split_state(out: &Robj, n_devs: usize) -> std::result::Result<SplitState, String> {
+    if !out.is_list() {
+        return Ok(SplitState::mirrored());
+    }
+    let axis = split_field(out, "axis")?.unwrap_or(10.0);
+    match axis as i64 {
+        a @ 0..=3 => {
+            let ne = match out.dollar("ne") {
+                Ok(v) if !v.is_null() => args::f32s(&v, "ne").map_err(|e| e.to_string())?,
+                _ => return Ok(SplitState::axis(a as usize)),
+            };
+            let n_seg = split_field(out, "n_segments")?.map_or(1, |n| n.max(1.0) as usize);
+            let want = n_seg * n_devs;
+            let mut lengths: Vec<i64> = ne.iter().take(want.min(256)).map(|&x| x as i64).collect();
+            lengths.resize(want, 0);
+            Ok(SplitState::segments(a as usize, &lengths, &vec![1; n_seg]))
+        }
+        10 => Ok(SplitState::mirrored()),
+        11 => Ok(SplitState::partial()),
+        a => Err(format!(
+            "it returned axis {a}; a split state is 0 to 3 (an axis), 10 (mirrored) or 11 (partial)"
+        )),
+    }
+}
+
+/// Calls the split function `id` for `info` (R thread): the state, or why there is none.
+fn call_split(id: u64, info: TensorInfo, n_devs: usize) -> std::result::Result<SplitState, String> {
+    let names = ["name", "type", "ne", "op", "flags"];
+    let values: [Robj; 5] = [
+        info.name.clone().into(),
+        (info.ty as i32).into(),
+        info.ne
+            .iter()
+            .map(|&n| n as f64)
+            .collect::<Vec<f64>>()
+            .into(),
+        (info.op as i32).into(),
+        (info.flags as i32).into(),
+    ];
+    let state = List::from_names_and_values(names, values)
+        .map_err(|e| e.to_string())
+        .and_then(|list| crate::rthread::call_r(id, vec![list.into(), (n_devs as i32).into()]))
+        .and_then(|out| split_state(&out, n_devs));
+    state.map_err(|why| {
+        let why = if why.is_empty() { "interrupted" } else { &why };
+        format!("for tensor {:?}: {why}", info.name)
+    })
+}
+
+/// The meta device
+///
+/// `ggml_backend_meta_device(devs, split_fn)` makes one device over the devices of the list
+/// `devs` (1 to 16; the same device may appear twice) for tensor parallelism: each weight
+/// (a tensor no op computes) placed in one of its buffers is split over the devices as
+/// `split_fn(tensor_info, n_devs)` says, and a backend of it (`ggml_backend_dev_init`)
+/// computes a graph on all of them at once. `ggml_backend_dev_type` gives 4 (META) for it.
+///
+/// `split_fn` is called on R's thread when tensors are allocated, with `tensor_info =
+/// list(name, type, ne, op, flags)` (`ne` the 5 sizes) and the number of devices; it returns
+/// `list(axis, ne, n_segments)`: `axis` 0 to 3 splits along that dimension (evenly when `ne`
+/// is absent; else `ne` gives the length on each device per segment, `[seg0_dev0, seg0_dev1,
+/// ..., seg1_dev0, ...]`, for `n_segments` segments, default 1), 10 mirrors the tensor on every
+/// device (the default when `axis` is absent or the value is `NULL`), 11 keeps partial sums
+/// (F32). As in ggmlR, after an R error in `split_fn` (or a value that is no split state)
+/// every tensor is mirrored without calling it again; here that is also an R warning (given
+/// at the end of the top-level call; `options(warn = 1)` prints it at once). Lengths that
+/// do not fit the tensor are an R error of the allocating call. `env` is accepted for ggmlR's
+/// signature (the function is called as it is, in its own environment).
+/// @param devs A list of devices.
+/// @param split_fn An R function `(tensor_info, n_devs)` giving a split state.
+/// @param env `NULL` or an environment (unused).
+/// @return A device.
+/// @examples
+/// cpu <- ggml_backend_dev_get(0)
+/// meta <- ggml_backend_meta_device(list(cpu, cpu), function(info, n_devs) {
+///   if (info$name == "w") list(axis = 1L) else list(axis = 10L)
+/// })
+/// ggml_backend_dev_type(meta)  # 4: META
+/// backend <- ggml_backend_dev_init(meta)
+/// ctx <- ggml_init(1024 * 1024, no_alloc = TRUE)
+/// w <- ggml_set_name(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 4), "w")
+/// x <- ggml_set_name(ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 3), "x")
+/// y <- ggml_mul_mat(ctx, w, x)
+/// buf <- ggml_backend_alloc_ctx_tensors(ctx, backend)
+/// ggml_backend_tensor_set_data(w, 1:12)  # rows 1-2 on one device, 3-4 on the other
+/// ggml_backend_tensor_set_data(x, c(1, 0, 1))
+/// ggml_backend_graph_compute(backend, ggml_build_forward_expand(ctx, y))
+/// ggml_backend_tensor_get_data(y)  # 4 10 16 22
+/// @export
+#[extendr]
+fn ggml_backend_meta_device(
+    devs: Robj,
+    split_fn: Robj,
+    #[extendr(default = "environment(split_fn)")] env: Robj,
+) -> Result<Robj> {
+    let items: Vec<Robj> = match devs.as_list() {
+        Some(l) if !l.is_empty() => l.values().collect(),
+        _ => return Err(bad("devs", "expected a non-empty list of devices")),
+    };
+    let devices = items
+        .iter()
+        .enumerate()
+        .map(|(i, d)| handle::<Device>(d, &format!("devs[[{}]]", i + 1), DEVICE))
+        .collect::<Result<Vec<Device>>>()?;
+    if !(env.is_null() || env.is_environment()) {
+        return Err(bad("env", "expected an environment or NULL"));
+    }
+    let fun = crate::rthread::RFun::new(&split_fn, "split_fn")?;
+    let failed = Arc::new(AtomicBool::new(false));
+    let split = move |info: &TensorInfo, n: usize| {
+        if failed.load(Ordering::SeqCst) {
+            return SplitState::mirrored();
+        }
+        let (id, info) = (fun.id(), info.clone());
+        let state = crate::rthread::on_r_thread(move || {
+            crate::rthread::as_callback(|| call_split(id, info, n)).map_err(|why| {
+                let msg = format!(
+                    "ggml_backend_meta_device: split_fn failed {why}; this and every later \
+                     tensor are mirrored"
+                );
+                // A warning turned into an error (options(warn = 2)) is caught by R_tryEval.
+                let _ = call!("warning", msg);
+            })
+        });
+        state.and_then(|s| s.ok()).unwrap_or_else(|| {
+            failed.store(true, Ordering::SeqCst);
+            SplitState::mirrored()
+        })
+    };
+    Ok(Slot::wrap(lib(
+        "ggml_backend_meta_device",
+        backend::meta_device(&devices, split),
+    )?))
 }
 
 // ---- buffer types -------------------------------------------------------------------------------
@@ -602,10 +756,9 @@ fn ggml_backend_event_record(event: Robj, backend: Robj) -> Result<()> {
 /// @export
 #[extendr(invisible)]
 fn ggml_backend_event_synchronize(event: Robj) -> Result<()> {
-    lib(
-        "ggml_backend_event_synchronize",
-        event_arg(&event)?.synchronize(),
-    )
+    let e = event_arg(&event)?;
+    let fname = "ggml_backend_event_synchronize";
+    lib(fname, wait(fname, move || e.synchronize())?)
 }
 
 /// @rdname ggml_backend_event_new
@@ -653,7 +806,8 @@ fn ggml_backend_graph_plan_create(backend: Robj, graph: Robj) -> Result<Robj> {
 fn ggml_backend_graph_plan_compute(backend: Robj, plan: Robj) -> Result<i32> {
     let b = backend_arg(&backend)?;
     let p: GraphPlan = handle(&plan, "plan", PLAN)?;
-    status("ggml_backend_graph_plan_compute", b.graph_plan_compute(&p))
+    let fname = "ggml_backend_graph_plan_compute";
+    status(fname, wait(fname, move || b.graph_plan_compute(&p))?)
 }
 
 /// @rdname ggml_backend_graph_plan_create
@@ -888,7 +1042,8 @@ fn get_bytes(
         return Ok(out);
     }
     let b = backend_arg(backend)?;
-    lib(fname, b.tensor_get_async(&t, off, n).and_then(|p| p.wait()))
+    let pending = lib(fname, b.tensor_get_async(&t, off, n))?;
+    lib(fname, wait(fname, move || pending.wait())?)
 }
 
 /// @rdname ggml_backend_tensor_set_async
@@ -1062,7 +1217,8 @@ fn ggml_backend_sched_alloc_graph(sched: Robj, graph: Robj) -> Result<bool> {
 #[extendr]
 fn ggml_backend_sched_graph_compute(sched: Robj, graph: Robj) -> Result<i32> {
     let (s, g) = (sched_arg(&sched)?, graph_arg(&graph)?);
-    status("ggml_backend_sched_graph_compute", s.graph_compute(&g))
+    let fname = "ggml_backend_sched_graph_compute";
+    status(fname, wait(fname, move || s.graph_compute(&g))?)
 }
 
 /// @rdname ggml_backend_sched_new
@@ -1070,6 +1226,7 @@ fn ggml_backend_sched_graph_compute(sched: Robj, graph: Robj) -> Result<i32> {
 #[extendr]
 fn ggml_backend_sched_graph_compute_async(sched: Robj, graph: Robj) -> Result<i32> {
     let (s, g) = (sched_arg(&sched)?, graph_arg(&graph)?);
+    crate::custom::refuse_async("ggml_backend_sched_graph_compute_async", &g)?;
     status(
         "ggml_backend_sched_graph_compute_async",
         s.graph_compute_async(&g),
@@ -1080,10 +1237,9 @@ fn ggml_backend_sched_graph_compute_async(sched: Robj, graph: Robj) -> Result<i3
 /// @export
 #[extendr(invisible)]
 fn ggml_backend_sched_synchronize(sched: Robj) -> Result<()> {
-    lib(
-        "ggml_backend_sched_synchronize",
-        sched_arg(&sched)?.synchronize(),
-    )
+    let s = sched_arg(&sched)?;
+    let fname = "ggml_backend_sched_synchronize";
+    lib(fname, wait(fname, move || s.synchronize())?)
 }
 
 /// @rdname ggml_backend_sched_new
@@ -1175,6 +1331,7 @@ extendr_module! {
     fn ggml_backend_dev_init;
     fn ggml_backend_get_device;
     fn ggml_backend_device_register;
+    fn ggml_backend_meta_device;
     fn ggml_backend_dev_buffer_type;
     fn ggml_backend_get_default_buffer_type;
     fn ggml_backend_buft_name;

@@ -27,7 +27,7 @@ fn file_arg(x: &Robj) -> Result<(Arc<GgufFile>, bool)> {
 
 /// Reading GGUF files
 ///
-/// `gguf_load` opens a GGUF file (memory-mapped) and returns a list of class `"gguf"` with
+/// `gguf_load` opens a GGUF file (memory-mapped; Ctrl-C stops the wait) and returns a list of class `"gguf"` with
 /// `ptr`, `path`, `version`, `n_tensors`, `n_kv` and `meta_only` (with `meta_only = TRUE`
 /// the tensor data cannot be read). `gguf_metadata` gives the key-value pairs as a named list
 /// (numbers as doubles, booleans as logicals, strings as character, arrays as vectors or
@@ -69,7 +69,9 @@ fn file_arg(x: &Robj) -> Result<(Arc<GgufFile>, bool)> {
 fn gguf_load(path: Robj, #[extendr(default = "FALSE")] meta_only: Robj) -> Result<Robj> {
     let p = string(&path, "path")?;
     let meta = flag(&meta_only, "meta_only")?;
-    let f = lib("gguf_load", GgufFile::open(&p))?;
+    let path_owned = p.clone();
+    let opened = crate::rthread::wait("gguf_load", move || GgufFile::open(&path_owned))?;
+    let f = lib("gguf_load", opened)?;
     let (version, n_tensors, n_kv) = (f.version(), f.n_tensors(), f.n_kv());
     let full = std::fs::canonicalize(&p)
         .map(|q| q.to_string_lossy().into_owned())

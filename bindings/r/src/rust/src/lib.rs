@@ -8,9 +8,11 @@
 
 mod args;
 mod backend;
+mod custom;
 mod gguf;
 mod ops;
 mod quant;
+mod rthread;
 mod tensors;
 
 use ops::{
@@ -47,7 +49,7 @@ pub(crate) fn opt_tensor(obj: &Robj, arg: &str) -> Result<Option<Tensor>> {
 }
 
 /// A handle as an external pointer, or `NULL` for none (GGML's NULL returns).
-pub(crate) fn wrap_opt<T: Clone + 'static>(h: Option<T>) -> Robj {
+pub(crate) fn wrap_opt<T: Clone + Send + 'static>(h: Option<T>) -> Robj {
     h.map(Slot::wrap).unwrap_or_else(|| ().into())
 }
 
@@ -729,7 +731,10 @@ pub(crate) fn status(fname: &str, r: ggml::Result<()>) -> Result<i32> {
     }
 }
 
-/// Computes the graph on the backend and waits (`ggml_backend_graph_compute`).
+/// Computes the graph on the backend and waits (`ggml_backend_graph_compute`). Ctrl-C stops
+/// the wait with an R error; the computation, which cannot be stopped midway, finishes in the
+/// background. The R functions of custom ops (`ggml_map_custom1` …) run here, on R's thread,
+/// while this waits; an error in one is an R error of this call.
 /// @param backend A backend.
 /// @param graph A graph from `ggml_build_forward_expand`.
 /// @return The status, `0` on success.
@@ -745,11 +750,14 @@ pub(crate) fn status(fname: &str, r: ggml::Result<()>) -> Result<i32> {
 #[extendr]
 fn ggml_backend_graph_compute(backend: Robj, graph: Robj) -> Result<i32> {
     let (b, g) = (backend_arg(&backend)?, graph_arg(&graph)?);
-    status("ggml_backend_graph_compute", b.graph_compute(&g))
+    let fname = "ggml_backend_graph_compute";
+    status(fname, rthread::wait(fname, move || b.graph_compute(&g))?)
 }
 
 /// Queues the graph on the backend's stream and returns at once
-/// (`ggml_backend_graph_compute_async`); `ggml_backend_synchronize` waits for it.
+/// (`ggml_backend_graph_compute_async`); `ggml_backend_synchronize` waits for it. A graph with
+/// custom ops whose R functions must run on R's thread is refused (an R error): compute it with
+/// `ggml_backend_graph_compute`.
 /// @param backend A backend.
 /// @param graph A graph from `ggml_build_forward_expand`.
 /// @return The status, `0` when the work was queued.
@@ -766,6 +774,7 @@ fn ggml_backend_graph_compute(backend: Robj, graph: Robj) -> Result<i32> {
 #[extendr]
 fn ggml_backend_graph_compute_async(backend: Robj, graph: Robj) -> Result<i32> {
     let (b, g) = (backend_arg(&backend)?, graph_arg(&graph)?);
+    custom::refuse_async("ggml_backend_graph_compute_async", &g)?;
     status(
         "ggml_backend_graph_compute_async",
         b.graph_compute_async(&g),
@@ -773,7 +782,7 @@ fn ggml_backend_graph_compute_async(backend: Robj, graph: Robj) -> Result<i32> {
 }
 
 /// Waits for the backend's queued work (`ggml_backend_synchronize`); an error that work raised
-/// is an R error here.
+/// is an R error here. Ctrl-C stops the wait (an R error); the work goes on in the background.
 /// @param backend A backend.
 /// @return `NULL`, invisibly.
 /// @examples
@@ -782,18 +791,25 @@ fn ggml_backend_graph_compute_async(backend: Robj, graph: Robj) -> Result<i32> {
 /// @export
 #[extendr(invisible)]
 fn ggml_backend_synchronize(backend: Robj) -> Result<()> {
-    lib(
-        "ggml_backend_synchronize",
-        backend_arg(&backend)?.synchronize(),
-    )
+    let b = backend_arg(&backend)?;
+    let fname = "ggml_backend_synchronize";
+    lib(fname, rthread::wait(fname, move || b.synchronize())?)
 }
 
-/// Called by `.onLoad`. extendr turns an `Err` into an R error by way of a caught panic, so
-/// Rust's default panic hook would print every R error a second time on stderr, with a
-/// backtrace; the R error carries the message, so the hook prints nothing.
+/// Called by `.onLoad`: records R's thread, and quiets panics. extendr turns an `Err` into an R
+/// error by way of a caught panic, so Rust's default panic hook would print every R error a
+/// second time on stderr, with a backtrace; the R error carries the message, so the hook
+/// prints nothing.
 #[extendr(invisible)]
-fn rs_quiet_panics() {
+fn rs_init() {
+    rthread::init();
     std::panic::set_hook(Box::new(|_| {}));
+}
+
+/// The tests' Ctrl-C: the next look for an interrupt of a long call sees one.
+#[extendr(invisible)]
+fn rs_inject_interrupt() {
+    rthread::inject_interrupt();
 }
 
 extendr_module! {
@@ -817,7 +833,9 @@ extendr_module! {
     use sequence;
     use quant;
     use tensors;
-    fn rs_quiet_panics;
+    use custom;
+    fn rs_init;
+    fn rs_inject_interrupt;
     fn ggml_init;
     fn ggml_free;
     fn ggml_reset;

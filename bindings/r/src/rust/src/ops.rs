@@ -236,6 +236,7 @@ ops! { mod glu, " @rdname ggml_glu";
     fn ggml_geglu_quick_swapped(cx, a: T) cx.geglu_quick_swapped(&a);
     fn ggml_geglu_quick_split(cx, a: T, b: T) cx.geglu_quick_split(&a, &b);
     fn ggml_swiglu_oai(cx, a: T, b: OT, alpha: F, limit: F) cx.swiglu_oai(&a, b.as_ref(), alpha, limit);
+    fn ggml_swiglu_clamp(cx, a: T, b: T, limit: F) cx.swiglu_clamp(&a, &b, limit);
 }
 
 ops! { mod norm, " @rdname ggml_norm";

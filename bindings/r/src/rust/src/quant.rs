@@ -42,13 +42,15 @@ fn quantize(
         Some(floats(imatrix, "imatrix", per_row)?)
     };
     let row = lib(fname, ty.row_size(per_row as i64))?;
-    let mut out = vec![0u8; row * rows];
-    let written = lib(
-        fname,
-        quants::quantize_chunk(ty, &x, &mut out, 0, rows, per_row, im.as_deref()),
-    )?;
-    out.truncate(written);
-    Ok(Raw::from_bytes(&out).into())
+    // On a helper thread that owns its data, so that Ctrl-C can stop the wait.
+    let out = crate::rthread::wait(fname, move || {
+        let mut out = vec![0u8; row * rows];
+        quants::quantize_chunk(ty, &x, &mut out, 0, rows, per_row, im.as_deref()).map(|n| {
+            out.truncate(n);
+            out
+        })
+    })?;
+    Ok(Raw::from_bytes(&lib(fname, out)?).into())
 }
 
 /// Quantization
@@ -58,7 +60,8 @@ fn quantize(
 /// and returns the blocks as a raw vector. `ggml_quantize_requires_imatrix` says whether a
 /// type needs an importance matrix (IQ2_XXS, IQ2_XS, IQ1_S). `ggml_quant_block_info`
 /// lists a type's `type_name`, `type_size` (bytes per block), `block_size` (elements per
-/// block) and `is_quantized`. `ggml_quantize_init` checks `type` and `ggml_quantize_free`
+/// block) and `is_quantized`. Quantizing can be stopped with Ctrl-C (an R error).
+/// `ggml_quantize_init` checks `type` and `ggml_quantize_free`
 /// does nothing: this library builds its lookup tables on first use and keeps them, so there
 /// is nothing to prepare or release (both exist so that ggmlR code runs).
 /// @param type A `GGML_TYPE_*` code.

@@ -546,7 +546,8 @@ fn unary_arg(obj: &Robj) -> Result<UnaryOp> {
 /// Operations and their parameters
 ///
 /// `ggml_op_name` and `ggml_unary_op_name` name a `GGML_OP_*` or `GGML_UNARY_OP_*` code
-/// (`"ADD"`, `"RELU"`); `ggml_op_desc` names a tensor's op (its unary op for UNARY);
+/// (`"ADD"`, `"RELU"`), `ggml_op_symbol` gives GGML's math symbol of an op (`"x+y"` for ADD,
+/// `"X*Y"` for MUL_MAT); `ggml_op_desc` names a tensor's op (its unary op for UNARY);
 /// `ggml_op_can_inplace` says whether the graph allocator may compute the op in its
 /// operand's memory; `ggml_get_unary_op` is a UNARY tensor's unary op code (an R error for
 /// another op). The op parameters are 64 bytes: `ggml_get_op_params` gives them raw,
@@ -566,6 +567,7 @@ fn unary_arg(obj: &Robj) -> Result<UnaryOp> {
 /// ggml_get_unary_op(r)
 /// ggml_unary_op_name(ggml_get_unary_op(r))
 /// ggml_op_name(2L)
+/// ggml_op_symbol(2L)  # "x+y"
 /// ggml_op_can_inplace(2L)
 /// s <- ggml_scale(ctx, a, 2.5)
 /// ggml_get_op_params_f32(s, 0)
@@ -578,6 +580,118 @@ fn unary_arg(obj: &Robj) -> Result<UnaryOp> {
 #[extendr]
 fn ggml_op_name(op: Robj) -> Result<String> {
     Ok(op_arg(&op)?.name().to_string())
+}
+
+/// GGML's math symbol of each op (`ggml_op_symbol`), by op code.
+const OP_SYMBOLS: [&str; ggml::ops::OP_COUNT as usize] = [
+    "none",
+    "x",
+    "x+y",
+    "x[i]+y",
+    "x+y",
+    "view(x,nb,offset)+=y->x",
+    "x-y",
+    "x*y",
+    "x/y",
+    "x^2",
+    "√x",
+    "log(x)",
+    "sin(x)",
+    "cos(x)",
+    "Σx",
+    "Σx_k",
+    "cumsum(x)",
+    "Σx/n",
+    "argmax(x)",
+    "count_equal(x)",
+    "repeat(x)",
+    "repeat_back(x)",
+    "concat(x, y)",
+    "silu_back(x)",
+    "norm(x)",
+    "rms_norm(x)",
+    "rms_norm_back(x)",
+    "group_norm(x)",
+    "l2_norm(x)",
+    "X*Y",
+    "X[i]*Y",
+    "X*Y",
+    "x*v",
+    "y-\\>view(x)",
+    "x-\\>y",
+    "cont(x)",
+    "reshape(x)",
+    "view(x)",
+    "permute(x)",
+    "transpose(x)",
+    "get_rows(x)",
+    "get_rows_back(x)",
+    "set_rows(x)",
+    "diag(x)",
+    "diag_mask_inf(x)",
+    "diag_mask_zero(x)",
+    "soft_max(x)",
+    "soft_max_back(x)",
+    "rope(x)",
+    "rope_back(x)",
+    "clamp(x)",
+    "conv_transpose_1d(x)",
+    "im2col(x)",
+    "im2col_back(x)",
+    "im2col_3d(x)",
+    "col2im_1d(x)",
+    "conv_2d(x)",
+    "conv_3d(x)",
+    "conv_2d_dw(x)",
+    "conv_transpose_2d(x)",
+    "pool_1d(x)",
+    "pool_2d(x)",
+    "pool_2d_back(x)",
+    "upscale(x)",
+    "pad(x)",
+    "pad_reflect_1d(x)",
+    "roll(x)",
+    "arange(start, stop, step)",
+    "timestep_embedding(timesteps, dim, max_period)",
+    "argsort(x)",
+    "top_k(x)",
+    "leaky_relu(x)",
+    "tri(x)",
+    "fill(x, c)",
+    "flash_attn_ext(x)",
+    "flash_attn_back(x)",
+    "ssm_conv(x)",
+    "ssm_scan(x)",
+    "win_part(x)",
+    "win_unpart(x)",
+    "get_rel_pos(x)",
+    "add_rel_pos(x)",
+    "rwkv_wkv6(k, v, r, tf, td, s)",
+    "gated_linear_attn(k, v, q, gate, s)",
+    "rwkv_wkv7(r, w, k, v, a, b, s)",
+    "A X = B, A triangular, solve X",
+    "gated_delta_net(q, k, v, g, beta, s)",
+    "lightning_indexer(q, k, weights, mask)",
+    "dsv4_hc_comb(mixes, scale, base)",
+    "dsv4_hc_pre(x, weights)",
+    "dsv4_hc_post(x, residual, post, comb)",
+    "unary(x)",
+    "map_custom(x)",
+    "map_custom(x,y)",
+    "map_custom(x,y,z)",
+    "custom(x)",
+    "cross_entropy_loss(x,y)",
+    "cross_entropy_loss_back(x,y)",
+    "adamw(x)",
+    "sgd(x)",
+    "glu(x)",
+];
+
+/// @rdname ggml_op_name
+/// @export
+#[extendr]
+fn ggml_op_symbol(op: Robj) -> Result<String> {
+    Ok(OP_SYMBOLS[op_arg(&op)? as usize].to_string())
 }
 
 /// @rdname ggml_op_name
@@ -631,18 +745,41 @@ fn ggml_get_op_params(tensor: Robj) -> Result<Robj> {
     Ok(Raw::from_bytes(&b).into())
 }
 
-fn slot_arg(obj: &Robj) -> Result<usize> {
-    Ok(args::int_in(obj, "index", 0.0, 15.0)? as usize)
+/// The tensor and the op-parameter slot (0 to 15) an accessor names.
+fn slot_of(tensor: &Robj, index: &Robj) -> Result<(Tensor, usize)> {
+    let t = tensor_arg(tensor, "tensor")?;
+    Ok((t, args::int_in(index, "index", 0.0, 15.0)? as usize))
+}
+
+/// Reads op-parameter slot `index` of `tensor` with `get`.
+fn get_slot<T>(
+    fname: &str,
+    (tensor, index): (&Robj, &Robj),
+    get: fn(&Tensor, usize) -> ggml::Result<T>,
+) -> Result<T> {
+    let (t, i) = slot_of(tensor, index)?;
+    lib(fname, get(&t, i))
+}
+
+/// Writes `value` (read by `read`) into op-parameter slot `index` of `tensor` with `set`.
+fn set_slot<T>(
+    fname: &str,
+    (tensor, index, value): (&Robj, &Robj, &Robj),
+    read: fn(&Robj, &str) -> Result<T>,
+    set: fn(&Tensor, usize, T) -> ggml::Result<()>,
+) -> Result<()> {
+    let (t, i) = slot_of(tensor, index)?;
+    lib(fname, set(&t, i, read(value, "value")?))
 }
 
 /// @rdname ggml_op_name
 /// @export
 #[extendr]
 fn ggml_get_op_params_i32(tensor: Robj, index: Robj) -> Result<i32> {
-    let t = tensor_arg(&tensor, "tensor")?;
-    lib(
+    get_slot(
         "ggml_get_op_params_i32",
-        t.get_op_params_i32(slot_arg(&index)?),
+        (&tensor, &index),
+        Tensor::get_op_params_i32,
     )
 }
 
@@ -650,22 +787,20 @@ fn ggml_get_op_params_i32(tensor: Robj, index: Robj) -> Result<i32> {
 /// @export
 #[extendr]
 fn ggml_get_op_params_f32(tensor: Robj, index: Robj) -> Result<f64> {
-    let t = tensor_arg(&tensor, "tensor")?;
-    Ok(f64::from(lib(
-        "ggml_get_op_params_f32",
-        t.get_op_params_f32(slot_arg(&index)?),
-    )?))
+    let a = (&tensor, &index);
+    get_slot("ggml_get_op_params_f32", a, Tensor::get_op_params_f32).map(f64::from)
 }
 
 /// @rdname ggml_op_name
 /// @export
 #[extendr(invisible)]
 fn ggml_set_op_params_i32(tensor: Robj, index: Robj, value: Robj) -> Result<()> {
-    let t = tensor_arg(&tensor, "tensor")?;
-    let v = args::i32_arg(&value, "value")?;
-    lib(
+    let a = (&tensor, &index, &value);
+    set_slot(
         "ggml_set_op_params_i32",
-        t.set_op_params_i32(slot_arg(&index)?, v),
+        a,
+        args::i32_arg,
+        Tensor::set_op_params_i32,
     )
 }
 
@@ -673,11 +808,12 @@ fn ggml_set_op_params_i32(tensor: Robj, index: Robj, value: Robj) -> Result<()> 
 /// @export
 #[extendr(invisible)]
 fn ggml_set_op_params_f32(tensor: Robj, index: Robj, value: Robj) -> Result<()> {
-    let t = tensor_arg(&tensor, "tensor")?;
-    let v = args::f32_arg(&value, "value")?;
-    lib(
+    let a = (&tensor, &index, &value);
+    set_slot(
         "ggml_set_op_params_f32",
-        t.set_op_params_f32(slot_arg(&index)?, v),
+        a,
+        args::f32_arg,
+        Tensor::set_op_params_f32,
     )
 }
 
@@ -708,12 +844,15 @@ fn ggml_set_op_params(tensor: Robj, params: Robj) -> Result<()> {
 /// Graphs
 ///
 /// `ggml_graph_compute` computes the graph on a CPU backend made for the call and returns
-/// when done (a failure is an R error); `ggml_graph_compute_with_ctx` does the same with
+/// when done (a failure is an R error; Ctrl-C stops the wait, the computation finishing in the
+/// background); `ggml_graph_compute_with_ctx` does the same with
 /// `n_threads` threads (0: the CPU backend's default). `ggml_graph_n_nodes` counts the nodes,
 /// `ggml_graph_node` gives the node at 0-based index `i` (negative counts from the end),
 /// `ggml_graph_get_tensor` the tensor named `name` (or `NULL`), `ggml_graph_view` the graph of
 /// nodes `i0` to `i1 - 1`, `ggml_graph_print` prints the nodes and `ggml_graph_dump_dot`
-/// writes the graph (nodes, leafs and their edges) as a Graphviz DOT file.
+/// writes the graph (nodes, leafs and their edges) as a Graphviz DOT file. `ggml_graph_reset`
+/// resets a backward graph's gradients (GGML); this library builds no backward graphs, so for
+/// any graph it is an R error that says so (and, as in GGML, nothing for `NULL`).
 /// @param ctx A context.
 /// @param graph A graph.
 /// @param n_threads Number of threads (0: default).
@@ -735,6 +874,8 @@ fn ggml_set_op_params(tensor: Robj, params: Robj) -> Result<()> {
 /// ggml_get_name(ggml_graph_get_tensor(graph, "a"))
 /// ggml_graph_n_nodes(ggml_graph_view(graph, 0, 1))
 /// ggml_graph_print(graph)
+/// ggml_graph_reset(NULL)  # nothing to reset
+/// try(ggml_graph_reset(graph))  # a forward graph has no gradients
 /// dot <- tempfile(fileext = ".dot")
 /// ggml_graph_dump_dot(graph, NULL, dot)
 /// readLines(dot)[1]
@@ -756,6 +897,8 @@ fn ggml_graph_compute_with_ctx(
     compute_on_cpu("ggml_graph_compute_with_ctx", &ctx, &graph, n)
 }
 
+/// Computes `graph` on a CPU backend of its own, waiting with Ctrl-C (after an interrupt the
+/// backend finishes and is freed in the background).
 fn compute_on_cpu(fname: &str, ctx: &Robj, graph: &Robj, n_threads: usize) -> Result<()> {
     ctx_arg(ctx)?;
     let g = graph_arg(graph)?;
@@ -763,7 +906,28 @@ fn compute_on_cpu(fname: &str, ctx: &Robj, graph: &Robj, n_threads: usize) -> Re
     if n_threads > 0 {
         lib(fname, cpu.set_n_threads(n_threads))?;
     }
-    lib(fname, cpu.graph_compute(&g))
+    lib(
+        fname,
+        crate::rthread::wait(fname, move || cpu.graph_compute(&g))?,
+    )
+}
+
+/// @rdname ggml_graph_compute
+/// @export
+#[extendr(invisible)]
+fn ggml_graph_reset(graph: Robj) -> Result<()> {
+    if graph.is_null() {
+        return Ok(());
+    }
+    let g = graph_arg(&graph)?;
+    Err(bad(
+        "graph",
+        format!(
+            "a forward graph of {} nodes has no gradients to reset; GGML's ggml_graph_reset needs \
+             a backward graph, and this library builds none",
+            g.n_nodes()
+        ),
+    ))
 }
 
 /// @rdname ggml_graph_compute
@@ -1083,6 +1247,7 @@ extendr_module! {
     fn ggml_set_zero;
     fn ggml_tensor_copy;
     fn ggml_op_name;
+    fn ggml_op_symbol;
     fn ggml_unary_op_name;
     fn ggml_op_can_inplace;
     fn ggml_op_desc;
@@ -1095,6 +1260,7 @@ extendr_module! {
     fn ggml_set_op_params;
     fn ggml_graph_compute;
     fn ggml_graph_compute_with_ctx;
+    fn ggml_graph_reset;
     fn ggml_graph_n_nodes;
     fn ggml_graph_node;
     fn ggml_graph_get_tensor;

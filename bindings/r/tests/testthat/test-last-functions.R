@@ -1,0 +1,40 @@
+# ggml_swiglu_clamp, ggml_op_symbol and ggml_graph_reset.
+
+test_that("ggml_swiglu_clamp is silu(min(a, limit)) * clamp(b, -limit, limit)", {
+  ctx <- ggml_init(16 * 1024 * 1024)
+  av <- c(-3, -0.5, 0.25, 1, 2.5, 6)
+  bv <- c(4, -4, 0.5, -1.5, 2, 1)
+  a <- f32_tensor(ctx, av, c(3, 2))
+  b <- f32_tensor(ctx, bv, c(3, 2))
+  out <- ggml_swiglu_clamp(ctx, a, b, 2)
+  xs <- pmin(av, 2)
+  gs <- pmin(pmax(bv, -2), 2)
+  expect_equal(run_f32(ctx, out), xs / (1 + exp(-xs)) * gs, tolerance = 1e-6)
+  expect_equal(ggml_tensor_shape(out)[1:2], c(3, 2))
+  expect_identical(ggml_op_desc(out), "GLU")
+  expect_identical(ggml_get_op_params_i32(out, 0), GGML_GLU_OP_SWIGLU_CLAMP)
+  expect_error(ggml_swiglu_clamp(ctx, a, f32_tensor(ctx, 1:4), 2), "ggml_swiglu_clamp")
+  expect_error(ggml_swiglu_clamp(ctx, a, b, "x"), "argument `limit`")
+})
+
+test_that("ggml_op_symbol gives GGML's symbols", {
+  expect_identical(ggml_op_symbol(0L), "none")
+  expect_identical(ggml_op_symbol(2L), "x+y")
+  expect_identical(ggml_op_symbol(6L), "x-y")
+  expect_identical(ggml_op_symbol(10L), "\u221ax")
+  expect_identical(ggml_op_symbol(14L), "\u03a3x")
+  expect_identical(ggml_op_symbol(29L), "X*Y")
+  expect_identical(ggml_op_symbol(33L), "y-\\>view(x)")
+  expect_identical(ggml_op_symbol(92L), "map_custom(x)")
+  expect_identical(ggml_op_symbol(100L), "glu(x)")
+  expect_error(ggml_op_symbol(101L), "argument `op`")
+  expect_error(ggml_op_symbol(-1L), "argument `op`")
+})
+
+test_that("ggml_graph_reset does nothing for NULL and refuses a forward graph", {
+  expect_null(ggml_graph_reset(NULL))
+  ctx <- ggml_init(1024 * 1024)
+  g <- ggml_build_forward_expand(ctx, ggml_relu(ctx, ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 2)))
+  expect_error(ggml_graph_reset(g), "argument `graph`: a forward graph of 1 nodes has no gradients")
+  expect_error(ggml_graph_reset(ctx), "argument `graph`")
+})

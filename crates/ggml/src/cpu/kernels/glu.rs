@@ -48,13 +48,13 @@ unsafe fn swiglu_clamp(n: &NodePtrs, p: &Params) {
     })
 }
 
-/// `dst[j] = f(x[j], g[j])` over every row; threads split the rows (compiled per ISA by
-/// [`vec::wide`]; packed F32 rows through plain loops the compiler vectorises).
-#[inline(always)]
-fn gated(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
-    vec::wide(|| gated_rows(n, p, f))
-}
+vec::wide_fn!(
+    /// [`gated_rows`] compiled for the CPU's ISA path.
+    fn gated<F: Fn(f32, f32) -> f32>(n: &NodePtrs, p: &Params, f: F) = gated_rows
+);
 
+/// `dst[j] = f(x[j], g[j])` over every row; threads split the rows (packed F32 rows through
+/// plain loops the compiler vectorises).
 #[inline(always)]
 fn gated_rows(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
     let d = &n.dst;

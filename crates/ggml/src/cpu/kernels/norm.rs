@@ -2,7 +2,7 @@
 //! op_params 0, and GROUP_NORM over groups of channels. Statistics accumulate in f64, as
 //! GGML's `ggml_float`.
 
-use super::vec::wide;
+use super::vec::wide_fn;
 use super::{is_float, ld, sum_f64, unsupported, KernelFn, NodePtrs, Params};
 use super::{operand, Planned};
 use crate::error::Result;
@@ -17,9 +17,15 @@ pub(super) fn plan(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
     Ok(Planned::new(kernel, t.ne()[0] as usize * 4))
 }
 
+wide_fn!(
+    /// [`per_row_body`] compiled for the CPU's ISA path.
+    fn per_row<F: Fn(&mut [f32])>(n: &NodePtrs, p: &Params, f: F) = per_row_body
+);
+
 /// Applies `f` to every row of `a` (loaded as f32 into the thread's scratch, so in-place
 /// results never overwrite what is still to be read) and stores the row into `dst`.
-fn per_row(n: &NodePtrs, p: &Params, f: impl Fn(&mut [f32])) {
+#[inline(always)]
+fn per_row_body(n: &NodePtrs, p: &Params, f: impl Fn(&mut [f32])) {
     let (d, a) = (&n.dst, &n.src[0]);
     // SAFETY: the plan sized each thread's scratch for ne0 f32 values.
     let buf = unsafe { p.scratch_f32(a.ne[0] as usize) };
@@ -36,16 +42,14 @@ fn per_row(n: &NodePtrs, p: &Params, f: impl Fn(&mut [f32])) {
 /// `(x − mean)/√(var + eps)`; the statistics accumulate in f64 (GGML's `ggml_float`).
 pub(super) unsafe fn norm(n: &NodePtrs, p: &Params) {
     let eps = n.params::<NormParams>().eps as f64;
-    wide(|| {
-        per_row(n, p, |x| {
-            let len = x.len() as f64;
-            let mean = sum_f64(x, |v| v) / len;
-            let var = sum_f64(x, |v| (v - mean) * (v - mean)) / len;
-            let scale = 1.0 / (var + eps).sqrt();
-            for v in x.iter_mut() {
-                *v = ((*v as f64 - mean) * scale) as f32;
-            }
-        })
+    per_row(n, p, |x| {
+        let len = x.len() as f64;
+        let mean = sum_f64(x, |v| v) / len;
+        let var = sum_f64(x, |v| (v - mean) * (v - mean)) / len;
+        let scale = 1.0 / (var + eps).sqrt();
+        for v in x.iter_mut() {
+            *v = ((*v as f64 - mean) * scale) as f32;
+        }
     })
 }
 
@@ -60,13 +64,11 @@ fn rms_scale(x: &[f32], eps: f64) -> f32 {
 /// `x/√(mean(x²) + eps)`.
 pub(super) unsafe fn rms_norm(n: &NodePtrs, p: &Params) {
     let eps = n.params::<NormParams>().eps as f64;
-    wide(|| {
-        per_row(n, p, |x| {
-            let scale = rms_scale(x, eps);
-            for v in x.iter_mut() {
-                *v *= scale;
-            }
-        })
+    per_row(n, p, |x| {
+        let scale = rms_scale(x, eps);
+        for v in x.iter_mut() {
+            *v *= scale;
+        }
     })
 }
 
@@ -75,10 +77,20 @@ pub(super) unsafe fn rms_norm(n: &NodePtrs, p: &Params) {
 /// `x`'s, broadcast over rows), `op_params` RMS_NORM's. The same f32 operations in the same
 /// order as the two nodes, so the same bits, without writing the normalised rows out.
 pub(crate) unsafe fn rms_norm_mul(n: &NodePtrs, p: &Params) {
+    rms_norm_mul_wide(n, p)
+}
+
+wide_fn!(
+    /// [`rms_norm_mul_rows`] compiled for the CPU's ISA path.
+    fn rms_norm_mul_wide(n: &NodePtrs, p: &Params) = rms_norm_mul_rows
+);
+
+#[inline(always)]
+fn rms_norm_mul_rows(n: &NodePtrs, p: &Params) {
     let eps = n.params::<NormParams>().eps as f64;
     let (d, a, w) = (&n.dst, &n.src[0], &n.src[1]);
     let ne0 = a.ne[0] as usize;
-    wide(|| {
+    {
         // SAFETY: the plan sized each thread's scratch for ne0 f32 values.
         let buf = unsafe { p.scratch_f32(ne0) };
         for r in p.range(a.nrows()) {
@@ -97,19 +109,17 @@ pub(crate) unsafe fn rms_norm_mul(n: &NodePtrs, p: &Params) {
                 d.write_row(d.row(idx), buf);
             }
         }
-    })
+    }
 }
 
 /// `x / max(‖x‖₂, eps)`.
 pub(super) unsafe fn l2_norm(n: &NodePtrs, p: &Params) {
     let eps = n.params::<NormParams>().eps;
-    wide(|| {
-        per_row(n, p, |x| {
-            let scale = 1.0 / (sum_f64(x, |v| v * v).sqrt() as f32).max(eps);
-            for v in x.iter_mut() {
-                *v *= scale;
-            }
-        })
+    per_row(n, p, |x| {
+        let scale = 1.0 / (sum_f64(x, |v| v * v).sqrt() as f32).max(eps);
+        for v in x.iter_mut() {
+            *v *= scale;
+        }
     })
 }
 

@@ -83,8 +83,13 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
 }
 
 pub(super) unsafe fn soft_max(n: &NodePtrs, p: &Params) {
-    vec::wide(|| soft_max_rows(n, p))
+    soft_max_wide(n, p)
 }
+
+vec::wide_fn!(
+    /// [`soft_max_rows`] compiled for the CPU's ISA path.
+    fn soft_max_wide(n: &NodePtrs, p: &Params) = soft_max_rows
+);
 
 /// This thread's rows: each loaded as f32 into scratch (with an F16 mask row converted into
 /// the second half), then the plain loops the compiler vectorises.

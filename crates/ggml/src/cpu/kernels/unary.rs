@@ -92,12 +92,12 @@ pub(super) unsafe fn scale(n: &NodePtrs, p: &Params) {
     map(n, p, |x| x * s + b)
 }
 
-/// `dst = f(a)` element-wise; threads split the rows (compiled per ISA by [`vec::wide`]).
-#[inline(always)]
-fn map(n: &NodePtrs, p: &Params, f: impl Fn(f32) -> f32) {
-    vec::wide(|| map_rows(n, p, f))
-}
+vec::wide_fn!(
+    /// [`map_rows`] compiled for the CPU's ISA path.
+    fn map<F: Fn(f32) -> f32>(n: &NodePtrs, p: &Params, f: F) = map_rows
+);
 
+/// `dst = f(a)` element-wise; threads split the rows.
 #[inline(always)]
 fn map_rows(n: &NodePtrs, p: &Params, f: impl Fn(f32) -> f32) {
     let (d, a) = (&n.dst, &n.src[0]);

@@ -1,4 +1,4 @@
-//! What the bandwidth-bound kernels share: [`wide`], which compiles a kernel's loops once more
+//! What the bandwidth-bound kernels share: [`wide_fn`], which compiles a kernel's loops once more
 //! for each x86 ISA path (so the compiler vectorises them 8 or 16 lanes wide instead of the
 //! baseline's 4) and runs the one [`isa`] chose; F16 row conversions with F16C; and the
 //! element functions (SiLU, GELU, …) written without libm calls, so their loops vectorise.
@@ -12,39 +12,43 @@ use crate::cpu::quant_dot::{isa, Isa};
 use crate::ops::{GELU_COEF_A, GELU_QUICK_COEF, SQRT_2_OVER_PI};
 use crate::types::f16;
 
-/// Runs `body` compiled for the ISA path the CPU kernels take ([`isa`]).
-#[inline(always)]
-pub(crate) fn wide<R>(body: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    match isa() {
-        // SAFETY: `isa` returns a path only when this CPU has its features.
-        Isa::Avx512 => return unsafe { with_avx512(body) },
-        // SAFETY: as above.
-        Isa::Avx2 => return unsafe { with_avx2(body) },
-        Isa::Scalar => {}
-    }
-    body()
-}
-
-/// `body`, inlined here and compiled with AVX-512.
+/// Defines `fn NAME(args)`, which runs the `#[inline(always)]` function `BODY(args)`
+/// compiled for the ISA path the CPU kernels take ([`isa`]): the body is inlined into one
+/// copy per x86 path, each compiled with that path's features, so its loops (and the
+/// element closure it is given, inlined into them) vectorise 8 or 16 lanes wide.
 ///
-/// # Safety
-/// The CPU must have AVX-512 F/BW/VL, AVX2, FMA and F16C.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn with_avx512<R>(body: impl FnOnce() -> R) -> R {
-    body()
+/// `wide_fn!(fn map<F: Fn(f32) -> f32>(n: &NodePtrs, p: &Params, f: F) = map_rows);`
+macro_rules! wide_fn {
+    ($(#[$m:meta])* fn $name:ident $(<$g:ident: $b:path>)? ($($arg:ident: $ty:ty),*) = $body:path) => {
+        $(#[$m])*
+        #[inline(always)]
+        fn $name $(<$g: $b>)? ($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                use $crate::cpu::quant_dot::{isa, Isa};
+                /// The body compiled with AVX-512 (the CPU must have it).
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+                unsafe fn avx512 $(<$g: $b>)? ($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                /// The body compiled with AVX2 (the CPU must have it).
+                #[target_feature(enable = "avx2,fma,f16c")]
+                unsafe fn avx2 $(<$g: $b>)? ($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                match isa() {
+                    // SAFETY: `isa` returns a path only when this CPU has its features.
+                    Isa::Avx512 => return unsafe { avx512($($arg),*) },
+                    // SAFETY: as above.
+                    Isa::Avx2 => return unsafe { avx2($($arg),*) },
+                    Isa::Scalar => {}
+                }
+            }
+            $body($($arg),*)
+        }
+    };
 }
-
-/// `body`, inlined here and compiled with AVX2.
-///
-/// # Safety
-/// The CPU must have AVX2, FMA and F16C.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn with_avx2<R>(body: impl FnOnce() -> R) -> R {
-    body()
-}
+pub(crate) use wide_fn;
 
 /// Converts `n` packed F16 values at `src` into packed F32 values at `dst`.
 ///

@@ -56,19 +56,8 @@ pub(crate) use wide_fn;
 /// `src` must hold `n` F16 values and `dst` room for `n` F32 values (any alignment); they must
 /// not overlap.
 pub(crate) unsafe fn f16_to_f32_row(src: *const u8, dst: *mut u8, n: usize) {
-    let mut done = 0;
-    #[cfg(target_arch = "x86_64")]
-    if isa() >= Isa::Avx2 {
-        // SAFETY: the Avx2 path has F16C; forwarded from the caller.
-        done = unsafe { x86::f16_to_f32(src, dst, n) };
-    }
-    for i in done..n {
-        // SAFETY: forwarded from the caller; i < n.
-        unsafe {
-            let h = (src as *const f16).add(i).read_unaligned();
-            (dst as *mut f32).add(i).write_unaligned(h.to_f32());
-        }
-    }
+    // SAFETY: forwarded from the caller.
+    unsafe { convert_row::<false>(src, dst, n) }
 }
 
 /// Converts `n` packed F32 values at `src` into packed F16 values at `dst` (round to nearest
@@ -78,17 +67,39 @@ pub(crate) unsafe fn f16_to_f32_row(src: *const u8, dst: *mut u8, n: usize) {
 /// `src` must hold `n` F32 values and `dst` room for `n` F16 values (any alignment); they must
 /// not overlap.
 pub(crate) unsafe fn f32_to_f16_row(src: *const u8, dst: *mut u8, n: usize) {
+    // SAFETY: forwarded from the caller.
+    unsafe { convert_row::<true>(src, dst, n) }
+}
+
+/// F32 → F16 (`TO_F16`) or F16 → F32 for `n` packed values: whole groups of 8 with F16C
+/// where the ISA path has it, the rest one by one.
+///
+/// # Safety
+/// As [`f16_to_f32_row`] / [`f32_to_f16_row`].
+#[inline(always)]
+unsafe fn convert_row<const TO_F16: bool>(src: *const u8, dst: *mut u8, n: usize) {
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if isa() >= Isa::Avx2 {
         // SAFETY: the Avx2 path has F16C; forwarded from the caller.
-        done = unsafe { x86::f32_to_f16(src, dst, n) };
+        done = unsafe {
+            if TO_F16 {
+                x86::f32_to_f16(src, dst, n)
+            } else {
+                x86::f16_to_f32(src, dst, n)
+            }
+        };
     }
     for i in done..n {
         // SAFETY: forwarded from the caller; i < n.
         unsafe {
-            let v = (src as *const f32).add(i).read_unaligned();
-            (dst as *mut f16).add(i).write_unaligned(f16::from_f32(v));
+            if TO_F16 {
+                let v = (src as *const f32).add(i).read_unaligned();
+                (dst as *mut f16).add(i).write_unaligned(f16::from_f32(v));
+            } else {
+                let h = (src as *const f16).add(i).read_unaligned();
+                (dst as *mut f32).add(i).write_unaligned(h.to_f32());
+            }
         }
     }
 }

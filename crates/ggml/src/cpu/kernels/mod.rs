@@ -304,7 +304,7 @@ impl TensorPtr {
                 let apart = from as usize >= to as usize + n * dsize
                     || to as usize >= from as usize + n * ssize;
                 match (src.ty, self.ty) {
-                    (s, d) if s == d && (apart || to == from as *mut u8) => {
+                    (s, d) if s == d && (apart || std::ptr::eq(to, from)) => {
                         return std::ptr::copy(from, to, n * dsize)
                     }
                     (Type::F16, Type::F32) if apart => return vec::f16_to_f32_row(from, to, n),

@@ -221,7 +221,8 @@ mod tests {
     /// libm forms in [`UnaryOp::eval`].
     #[test]
     fn element_functions_match_libm() {
-        let table: [(UnaryOp, fn(f32) -> f32); 5] = [
+        type Element = fn(f32) -> f32;
+        let table: [(UnaryOp, Element); 5] = [
             (UnaryOp::Sigmoid, sigmoid),
             (UnaryOp::Silu, silu),
             (UnaryOp::Tanh, tanh),

@@ -97,6 +97,27 @@ def fill(g, t, type_id: int, n_per_row: int, n: int) -> None:
         g["ggml_quantize_chunk"](type_id, addr, dst, 0, n // n_per_row, n_per_row, None)
 
 
+def time_graph(g, graph, nt: int, pool, case: str) -> tuple[float, float]:
+    """Seconds per run of `graph` on `nt` threads of `pool`: (median, best) of repeated runs
+    (enough to fill TARGET_S, 3 to 1000 of them) after one warm-up, as benches/common does."""
+    plan = g["ggml_graph_plan"](graph, nt, pool)
+    work = ctypes.create_string_buffer(max(plan.work_size, 1))
+    plan.work_data = ctypes.cast(work, ctypes.c_void_p)
+
+    def run() -> float:
+        t0 = time.perf_counter()
+        status = g["ggml_graph_compute"](graph, ctypes.byref(plan))
+        if status != 0:
+            raise RuntimeError(f"ggml_graph_compute returned {status} on {case}")
+        return time.perf_counter() - t0
+
+    run()
+    once = max(run(), 1e-7)
+    reps = min(max(int(TARGET_S / once), 3), 1000)
+    times = sorted(run() for _ in range(reps))
+    return statistics.median_low(times), times[0]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lib-dir", type=Path, required=True)
@@ -129,25 +150,10 @@ def main() -> int:
         g["ggml_build_forward_expand"](graph, out)
         label = f"GGML mul_mat {tname} weights  M={m} K={k} N={n}"
         for nt in threads:
-            plan = g["ggml_graph_plan"](graph, nt, pools[nt])
-            work = ctypes.create_string_buffer(max(plan.work_size, 1))
-            plan.work_data = ctypes.cast(work, ctypes.c_void_p)
-
-            def run() -> float:
-                t0 = time.perf_counter()
-                status = g["ggml_graph_compute"](graph, ctypes.byref(plan))
-                if status != 0:
-                    raise RuntimeError(f"ggml_graph_compute returned {status} on {case}")
-                return time.perf_counter() - t0
-
-            run()
-            once = max(run(), 1e-7)
-            reps = min(max(int(TARGET_S / once), 3), 1000)
-            times = sorted(run() for _ in range(reps))
+            med, best = time_graph(g, graph, nt, pools[nt], case)
             flops = 2.0 * m * k * n
-            med = statistics.median_low(times)
             print(f"{label:<44} {nt:>8} {med * 1e3:>9.3f} ms {flops / med / 1e9:>8.2f} GFLOP/s "
-                  f"{flops / times[0] / 1e9:>8.2f} GFLOP/s", flush=True)
+                  f"{flops / best / 1e9:>8.2f} GFLOP/s", flush=True)
         g["ggml_free"](ctx)
     for p in pools.values():
         g["ggml_threadpool_free"](p)

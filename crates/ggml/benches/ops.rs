@@ -1,5 +1,6 @@
 //! Micro-benchmark of the CPU kernels: GFLOP/s of MUL_MAT (F32 and F16 weights) and GB/s of
-//! ADD, RMS_NORM and SOFT_MAX, with 1 and 2 threads. Run with
+//! the bandwidth-bound ops (the lines named `bw …`, on [4096, 512] F32 tensors, beyond L2; the
+//! same cases as `tools/bench-vs-ggml/ggml_bw_ops.py` times in GGML), with 1 and 2 threads. Run with
 //! `cargo bench -p ggml --bench ops` (optionally `-- <filter>...` to run the lines containing
 //! any of the filters).
 //! Timing lives here, never in a test.
@@ -8,6 +9,7 @@ mod common;
 
 use std::time::Duration;
 
+use ggml::ops::GluOp;
 use ggml::{backend, Backend, Context, Tensor, Type};
 
 /// Minimum measuring time per line.
@@ -84,8 +86,113 @@ fn stream_line(
     }
 }
 
-fn lines() -> Vec<Line> {
+/// An input tensor of type `ty` and shape `ne`, filled with the pattern.
+fn input(ctx: &Context, ty: Type, ne: &[i64]) -> Tensor {
+    let x = ctx.new_tensor(ty, ne).unwrap();
+    fill(&x);
+    x
+}
+
+/// A `bw` line: `bytes` read and written per run (the tensors' bytes, as GGML's
+/// `test-backend-ops perf` counts them, except that GET_ROWS counts the rows it reads).
+fn bw_line(name: &str, bytes: usize, build: impl Fn(&Context) -> Tensor + 'static) -> Line {
+    Line {
+        name: format!("bw {name}"),
+        work: bytes as f64,
+        unit: "GB/s",
+        build: Box::new(build),
+        mem: bytes + (16 << 20),
+    }
+}
+
+/// The bandwidth-bound ops of a Llama-style layer on [4096, 512] F32 tensors.
+fn bw_lines() -> Vec<Line> {
+    const NE0: i64 = 4096;
+    const NE1: i64 = 512;
+    const N: usize = (NE0 * NE1) as usize;
+    let f32x = |ctx: &Context| input(ctx, Type::F32, &[NE0, NE1]);
     let mut v = Vec::new();
+    type Bin = fn(&Context, &Tensor, &Tensor) -> ggml::Result<Tensor>;
+    for (op, f) in [("add", Context::add as Bin), ("mul", Context::mul as Bin)] {
+        v.push(bw_line(&format!("{op} [4096, 512]"), 12 * N, move |c| {
+            f(c, &f32x(c), &f32x(c)).unwrap()
+        }));
+        v.push(bw_line(
+            &format!("{op} [4096, 512] + row"),
+            8 * N + 4 * NE0 as usize,
+            move |c| f(c, &f32x(c), &input(c, Type::F32, &[NE0, 1])).unwrap(),
+        ));
+    }
+    v.push(bw_line("scale [4096, 512]", 8 * N, move |c| {
+        c.scale(&f32x(c), 0.125).unwrap()
+    }));
+    v.push(bw_line("silu [4096, 512]", 8 * N, move |c| {
+        c.silu(&f32x(c)).unwrap()
+    }));
+    v.push(bw_line("gelu [4096, 512]", 8 * N, move |c| {
+        c.gelu(&f32x(c)).unwrap()
+    }));
+    for (name, op) in [("geglu", GluOp::Geglu), ("swiglu", GluOp::Swiglu)] {
+        v.push(bw_line(&format!("{name} [8192, 512]"), 12 * N, move |c| {
+            let a = input(c, Type::F32, &[2 * NE0, NE1]);
+            c.glu(&a, op, false).unwrap()
+        }));
+    }
+    v.push(bw_line("soft_max [4096, 512] F16 mask", 10 * N, move |c| {
+        let mask = input(c, Type::F16, &[NE0, NE1]);
+        c.soft_max_ext(&f32x(c), Some(&mask), 0.125, 0.0).unwrap()
+    }));
+    v.push(bw_line("rms_norm [4096, 512]", 8 * N, move |c| {
+        c.rms_norm(&f32x(c), 1e-6).unwrap()
+    }));
+    v.push(bw_line("norm [4096, 512]", 8 * N, move |c| {
+        c.norm(&f32x(c), 1e-6).unwrap()
+    }));
+    for (name, mode) in [("normal", 0), ("neox", ggml::ROPE_TYPE_NEOX)] {
+        v.push(bw_line(
+            &format!("rope {name} [128, 32, 512]"),
+            8 * N + 4 * 512,
+            move |c| {
+                let a = input(c, Type::F32, &[128, 32, 512]);
+                let pos = c.new_tensor_1d(Type::I32, 512).unwrap();
+                pos.set_i32(&(0..512).collect::<Vec<_>>()).unwrap();
+                c.rope_ext(
+                    &a, &pos, None, 128, mode, 4096, 10000.0, 1.0, 0.0, 1.0, 32.0, 1.0,
+                )
+                .unwrap()
+            },
+        ));
+    }
+    v.push(bw_line(
+        "get_rows [4096, 1024] x 512",
+        8 * N + 4 * 512,
+        move |c| {
+            let a = input(c, Type::F32, &[NE0, 2 * NE1]);
+            let ids = c.new_tensor_1d(Type::I32, NE1).unwrap();
+            ids.set_i32(&(0..NE1 as i32).map(|i| (i * 7) % 1024).collect::<Vec<_>>())
+                .unwrap();
+            c.get_rows(&a, &ids).unwrap()
+        },
+    ));
+    for (name, from, to) in [
+        ("F32 -> F16", Type::F32, Type::F16),
+        ("F16 -> F32", Type::F16, Type::F32),
+    ] {
+        v.push(bw_line(
+            &format!("cpy {name} [4096, 512]"),
+            6 * N,
+            move |c| {
+                let a = input(c, from, &[NE0, NE1]);
+                let b = c.new_tensor(to, &[NE0, NE1]).unwrap();
+                c.cpy(&a, &b).unwrap()
+            },
+        ));
+    }
+    v
+}
+
+fn lines() -> Vec<Line> {
+    let mut v = bw_lines();
     for size in [1024, 2048] {
         v.push(mul_mat_line(Type::F32, size, size, size));
     }

@@ -763,24 +763,49 @@ impl Tensor {
         let n = self.nelements() as usize;
         self.check_plain(what, n)?;
         let bytes = self.to_bytes()?;
-        let ty = self.ty();
-        let size = ty.type_size();
+        let size = self.ty().type_size();
         bytes
             .chunks_exact(size)
-            .map(|c| {
-                Ok(match ty {
-                    Type::F32 => f32::from_le_bytes(c.try_into().unwrap()) as f64,
-                    Type::F64 => f64::from_le_bytes(c.try_into().unwrap()),
-                    Type::F16 => f16_to_f32(crate::f16::from_le_bytes([c[0], c[1]])) as f64,
-                    Type::BF16 => bf16_to_f32(crate::bf16::from_le_bytes([c[0], c[1]])) as f64,
-                    Type::I8 => c[0] as i8 as f64,
-                    Type::I16 => i16::from_le_bytes([c[0], c[1]]) as f64,
-                    Type::I32 => i32::from_le_bytes(c.try_into().unwrap()) as f64,
-                    Type::I64 => i64::from_le_bytes(c.try_into().unwrap()) as f64,
-                    _ => return Err(unconvertible(what, self)),
-                })
-            })
+            .map(|c| self.decode_one(what, c))
             .collect()
+    }
+
+    /// One element of the tensor's type, from its little-endian bytes `c`.
+    fn decode_one(&self, what: &str, c: &[u8]) -> Result<f64> {
+        Ok(match self.ty() {
+            Type::F32 => f32::from_le_bytes(c.try_into().unwrap()) as f64,
+            Type::F64 => f64::from_le_bytes(c.try_into().unwrap()),
+            Type::F16 => f16_to_f32(crate::f16::from_le_bytes([c[0], c[1]])) as f64,
+            Type::BF16 => bf16_to_f32(crate::bf16::from_le_bytes([c[0], c[1]])) as f64,
+            Type::I8 => c[0] as i8 as f64,
+            Type::I16 => i16::from_le_bytes([c[0], c[1]]) as f64,
+            Type::I32 => i32::from_le_bytes(c.try_into().unwrap()) as f64,
+            Type::I64 => i64::from_le_bytes(c.try_into().unwrap()) as f64,
+            _ => return Err(unconvertible(what, self)),
+        })
+    }
+
+    /// Reads a contiguous F32, F16, BF16 or integer tensor as f32 values into `out`, whose
+    /// length must equal the element count. Unlike [`Tensor::get_f32`] it allocates nothing:
+    /// F32 bytes are copied straight into `out`, other types are converted through a small
+    /// buffer on the stack, so a caller can reuse one `out` (logits, say) from run to run.
+    pub fn get_f32_into(&self, out: &mut [f32]) -> Result<()> {
+        const WHAT: &str = "get_f32_into";
+        self.check_plain(WHAT, out.len())?;
+        if self.ty() == Type::F32 {
+            return self.get_bytes(bytemuck::cast_slice_mut(out), 0);
+        }
+        let size = self.ty().type_size();
+        let mut chunk = [0u8; 4096];
+        let per_chunk = chunk.len() / size;
+        for (k, dst) in out.chunks_mut(per_chunk).enumerate() {
+            let bytes = &mut chunk[..dst.len() * size];
+            self.get_bytes(bytes, k * per_chunk * size)?;
+            for (v, c) in dst.iter_mut().zip(bytes.chunks_exact(size)) {
+                *v = self.decode_one(WHAT, c)? as f32;
+            }
+        }
+        Ok(())
     }
 }
 

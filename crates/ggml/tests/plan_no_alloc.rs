@@ -3,8 +3,10 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-use ggml::{backend, Context, Type};
+use ggml::ops::GluOp;
+use ggml::{backend, Context, Graph, Tensor, Type};
 
 struct Counting;
 
@@ -31,8 +33,28 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// The tests of this file run one at a time, so each counts only its own allocations.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Allocations made by `f`.
+fn allocations_of(f: impl FnOnce()) -> usize {
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    f();
+    ALLOCATIONS.load(Ordering::SeqCst) - before
+}
+
+/// Fills `t` with a deterministic pattern in [-1, 1).
+fn fill(t: &Tensor, salt: usize) {
+    let n = t.nelements() as usize;
+    let v: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919 + salt * 104_729) % 2003) as f32 / 1001.5 - 1.0)
+        .collect();
+    t.set_f32(&v).unwrap();
+}
+
 #[test]
 fn plan_compute_allocates_nothing() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let cpu = backend::cpu_init().unwrap();
     cpu.set_n_threads(2).unwrap();
     let ctx = Context::init(8 << 20, false).unwrap();
@@ -66,11 +88,11 @@ fn plan_compute_allocates_nothing() {
     cpu.graph_plan_compute(&plan).unwrap(); // warm-up: queues and scratch reach their sizes
     let first = out.get_f32().unwrap();
 
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
-    for _ in 0..50 {
-        cpu.graph_plan_compute(&plan).unwrap();
-    }
-    let allocated = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    let allocated = allocations_of(|| {
+        for _ in 0..50 {
+            cpu.graph_plan_compute(&plan).unwrap();
+        }
+    });
     assert_eq!(
         allocated, 0,
         "50 plan computations allocated {allocated} times"
@@ -79,5 +101,154 @@ fn plan_compute_allocates_nothing() {
         out.get_f32().unwrap(),
         first,
         "each run computes the same values"
+    );
+}
+
+/// The op set of one Llama-style layer with a KV cache and a mixture of experts: GET_ROWS,
+/// RMS_NORM × MUL (fused), MUL_MAT (F16 weights), ROPE, SET_ROWS and CPY into F16 caches,
+/// SOFT_MAX with an F16 mask, GLU, MUL_MAT_ID, ADD.
+fn llama_layer(ctx: &Context) -> (Graph, Tensor) {
+    const D: i64 = 64;
+    const HD: i64 = 16;
+    const T: i64 = 8;
+    const CTX: i64 = 16;
+    const FFN: i64 = 96;
+    let t2 = |ty, a, b, salt| {
+        let t = ctx.new_tensor_2d(ty, a, b).unwrap();
+        fill(&t, salt);
+        t
+    };
+    let ints = |ne: &[i64], v: &[i32]| {
+        let t = ctx.new_tensor(Type::I32, ne).unwrap();
+        t.set_i32(v).unwrap();
+        t
+    };
+    let emb = t2(Type::F32, D, 32, 1);
+    let tokens = ints(&[T], &[3, 1, 4, 1, 5, 9, 2, 6]);
+    let pos = ints(&[T], &(0..T as i32).collect::<Vec<_>>());
+    let slots = ints(&[T], &(4..4 + T as i32).collect::<Vec<_>>());
+    let experts = ints(&[2, T], &[0, 3, 1, 2, 2, 0, 3, 1, 0, 1, 2, 3, 1, 0, 3, 2]);
+    let norm_w = ctx.new_tensor_1d(Type::F32, D).unwrap();
+    fill(&norm_w, 2);
+    let (wq, wk, wv) = (
+        t2(Type::F16, D, D, 3),
+        t2(Type::F16, D, D, 4),
+        t2(Type::F16, D, D, 5),
+    );
+    let k_cache = t2(Type::F16, D, CTX, 6);
+    let v_cache = t2(Type::F16, D, CTX, 7);
+    let mask = t2(Type::F16, CTX, T, 8);
+    let wo = t2(Type::F16, CTX, D, 9);
+    let w_gate_up = t2(Type::F16, D, 2 * FFN, 10);
+    let w_down = t2(Type::F16, FFN, D, 11);
+    let moe = ctx.new_tensor_3d(Type::F16, D, D, 4).unwrap();
+    fill(&moe, 12);
+
+    let x = ctx.get_rows(&emb, &tokens).unwrap();
+    let h = ctx.mul(&ctx.rms_norm(&x, 1e-5).unwrap(), &norm_w).unwrap();
+    let rope = |w: &Tensor| {
+        let y = ctx
+            .reshape_3d(&ctx.mul_mat(w, &h).unwrap(), HD, D / HD, T)
+            .unwrap();
+        let y = ctx
+            .rope_ext(
+                &y,
+                &pos,
+                None,
+                HD as i32,
+                ggml::ROPE_TYPE_NEOX,
+                64,
+                1e4,
+                1.0,
+                0.0,
+                1.0,
+                32.0,
+                1.0,
+            )
+            .unwrap();
+        ctx.reshape_2d(&y, D, T).unwrap()
+    };
+    let (q, k) = (rope(&wq), rope(&wk));
+    let k_stored = ctx.set_rows(&k_cache, &k, &slots).unwrap();
+    let v = ctx.mul_mat(&wv, &h).unwrap();
+    let v_stored = ctx
+        .cpy(
+            &v,
+            &ctx.view_2d(&v_cache, D, T, v_cache.nb()[1], 0).unwrap(),
+        )
+        .unwrap();
+    let scores = ctx.mul_mat(&k_stored, &q).unwrap();
+    let probs = ctx.soft_max_ext(&scores, Some(&mask), 0.25, 0.0).unwrap();
+    let x2 = ctx.add(&x, &ctx.mul_mat(&wo, &probs).unwrap()).unwrap();
+    let h2 = ctx.mul(&ctx.rms_norm(&x2, 1e-5).unwrap(), &norm_w).unwrap();
+    let act = ctx
+        .glu(&ctx.mul_mat(&w_gate_up, &h2).unwrap(), GluOp::Swiglu, false)
+        .unwrap();
+    let down = ctx.mul_mat(&w_down, &act).unwrap();
+    let routed = ctx
+        .mul_mat_id(&moe, &ctx.reshape_3d(&h2, D, 1, T).unwrap(), &experts)
+        .unwrap();
+    let slot0 = ctx.view_2d(&routed, D, T, routed.nb()[2], 0).unwrap();
+    let out = ctx.add(&x2, &ctx.add(&down, &slot0).unwrap()).unwrap();
+    let graph = ctx.new_graph().unwrap();
+    for t in [&v_stored, &out] {
+        graph.build_forward_expand(t).unwrap();
+    }
+    (graph, out)
+}
+
+#[test]
+fn a_llama_layer_plan_allocates_nothing() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cpu = backend::cpu_init().unwrap();
+    cpu.set_n_threads(2).unwrap();
+    let ctx = Context::init(16 << 20, false).unwrap();
+    let (graph, out) = llama_layer(&ctx);
+    let plan = cpu.graph_plan_create(&graph).unwrap();
+    cpu.graph_plan_compute(&plan).unwrap();
+    let mut first = vec![0f32; out.nelements() as usize];
+    out.get_f32_into(&mut first).unwrap();
+    assert!(first.iter().all(|v| v.is_finite()), "{first:?}");
+
+    let mut again = vec![0f32; first.len()];
+    let allocated = allocations_of(|| {
+        for _ in 0..20 {
+            cpu.graph_plan_compute(&plan).unwrap();
+        }
+        out.get_f32_into(&mut again).unwrap();
+    });
+    assert_eq!(
+        allocated, 0,
+        "20 runs of the layer allocated {allocated} times"
+    );
+    assert_eq!(again, first, "each run computes the same values");
+}
+
+/// get_f32_into reads what get_f32 reads, for F32 and for converted types, without
+/// allocating; a wrong length or type is an error naming the function.
+#[test]
+fn get_f32_into_reads_without_allocating() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let ctx = Context::init(1 << 20, false).unwrap();
+    for ty in [Type::F32, Type::F16, Type::BF16, Type::I32] {
+        // more elements than one conversion chunk, so the chunking is exercised
+        let t = ctx.new_tensor_2d(ty, 1500, 3).unwrap();
+        fill(&t, 13);
+        let want = t.get_f32().unwrap();
+        let mut got = vec![f32::NAN; want.len()];
+        let allocated = allocations_of(|| t.get_f32_into(&mut got).unwrap());
+        assert_eq!(allocated, 0, "{ty}: {allocated} allocations");
+        assert_eq!(got, want, "{ty}");
+        let err = t.get_f32_into(&mut got[1..]).unwrap_err().to_string();
+        assert!(
+            err.contains("get_f32_into") && err.contains("4499"),
+            "{err}"
+        );
+    }
+    let q = ctx.new_tensor_1d(Type::Q8_0, 64).unwrap();
+    let err = q.get_f32_into(&mut [0.0; 64]).unwrap_err().to_string();
+    assert!(
+        err.contains("get_f32_into") && err.contains("q8_0"),
+        "{err}"
     );
 }

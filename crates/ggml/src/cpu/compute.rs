@@ -8,6 +8,7 @@ use crate::backend::{BackendImpl, PlacedGraph};
 use crate::error::{Error, Result};
 use crate::tensor::{flags, Tensor};
 
+use super::fusion::{self, Fusion};
 use super::kernels::{self, Faults, KernelFn, NodePtrs, Params};
 use super::threadpool::{SpinBarrier, ThreadPool};
 
@@ -31,6 +32,8 @@ struct PlannedNode {
     /// The node's index in the graph (where its places are).
     index: usize,
     kernel: KernelFn,
+    /// The node this one computes too ([`fusion`]).
+    fused: Option<usize>,
 }
 
 /// What a graph needs, computed once (`ggml_cplan`): the nodes to run with their kernels, the
@@ -75,12 +78,17 @@ impl CpuPlan {
             if t.op().is_empty() || t.flags() & flags::COMPUTE == 0 || t.is_empty() {
                 continue;
             }
-            let planned = kernels::plan(t)?;
+            let (planned, fused) = match fusion::fusion(graph, index) {
+                Fusion::Alone => (kernels::plan(t)?, None),
+                Fusion::Absorbed => continue,
+                Fusion::With { first, planned } => (planned, Some(first)),
+            };
             work_per_thread = work_per_thread.max(planned.work);
             self.nodes.push(PlannedNode {
                 tensor: t.clone(),
                 index,
                 kernel: planned.kernel,
+                fused,
             });
         }
         self.n_threads = n_threads;
@@ -104,7 +112,7 @@ impl CpuPlan {
                     n.tensor.name()
                 )));
             }
-            let ptrs = NodePtrs::resolve(graph, n.index)?;
+            let ptrs = fusion::resolve(graph, n.index, n.fused)?;
             let one_thread = ptrs.needs_one_thread();
             self.resolved.push((ptrs, one_thread));
         }
@@ -263,6 +271,7 @@ mod tests {
                 tensor: b.clone(),
                 index: 0,
                 kernel,
+                fused: None,
             };
             let mut plan = CpuPlan {
                 nodes: vec![planned(panics_on_thread_1), planned(writes_seven)],

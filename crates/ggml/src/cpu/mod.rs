@@ -2,6 +2,7 @@
 
 mod compute;
 mod features;
+mod fusion;
 pub(crate) mod kernels;
 pub(crate) mod quant_dot;
 mod threadpool;

@@ -56,6 +56,7 @@ pub use sort::{ArgsortParams, SortOrder};
 pub use spec::{read_params, write_params, Meta, NoParams, NodeMeta, Shape, Slot};
 pub use ssm::SsmScanParams;
 pub use unary::{ScaleParams, UnaryOp, UnaryParams};
+pub(crate) use unary::{GELU_COEF_A, GELU_QUICK_COEF, SQRT_2_OVER_PI};
 pub use upscale::{ScaleMode, UpscaleParams, SCALE_FLAG_ALIGN_CORNERS, SCALE_FLAG_ANTIALIAS};
 pub use view::{PermuteParams, ViewParams};
 pub use window::{AddRelPosParams, WinPartParams, WinUnpartParams};

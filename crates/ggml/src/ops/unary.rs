@@ -139,9 +139,9 @@ unary_ops! {
     Round = 20, "ROUND", round, round_inplace; Trunc = 21, "TRUNC", trunc, trunc_inplace;
 }
 
-const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-const GELU_COEF_A: f32 = 0.044_715;
-const GELU_QUICK_COEF: f32 = -1.702;
+pub(crate) const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+pub(crate) const GELU_COEF_A: f32 = 0.044_715;
+pub(crate) const GELU_QUICK_COEF: f32 = -1.702;
 
 impl UnaryOp {
     /// The op applied to one value, in f32 (XIELU, which needs parameters, gives NaN; its

@@ -1,5 +1,6 @@
 //! Element-wise binary ops with broadcasting of the second operand: ADD, SUB, MUL, DIV, ADD1.
 
+use super::vec::wide_fn;
 use super::{is_float, ld, operand, st, unsupported, KernelFn, NodePtrs, Params, Planned};
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -14,19 +15,25 @@ pub(super) fn plan(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
 }
 
 pub(super) unsafe fn add(n: &NodePtrs, p: &Params) {
-    broadcast(n, p, |x, y| x + y)
+    broadcast_wide(n, p, |x, y| x + y)
 }
 pub(super) unsafe fn sub(n: &NodePtrs, p: &Params) {
-    broadcast(n, p, |x, y| x - y)
+    broadcast_wide(n, p, |x, y| x - y)
 }
 pub(super) unsafe fn mul(n: &NodePtrs, p: &Params) {
-    broadcast(n, p, |x, y| x * y)
+    broadcast_wide(n, p, |x, y| x * y)
 }
 pub(super) unsafe fn div(n: &NodePtrs, p: &Params) {
-    broadcast(n, p, |x, y| x / y)
+    broadcast_wide(n, p, |x, y| x / y)
 }
 
-/// `dst = f(a, b)` with `b` tiled over `a`'s shape; threads split the rows of `dst`.
+wide_fn!(
+    /// [`broadcast`] compiled for the CPU's ISA path.
+    fn broadcast_wide<F: Fn(f32, f32) -> f32>(n: &NodePtrs, p: &Params, f: F) = broadcast
+);
+
+/// `dst = f(a, b)` with `b` tiled over `a`'s shape; threads split the rows of `dst`. Packed
+/// F32 rows go through plain loops the compiler vectorises.
 #[inline(always)]
 fn broadcast(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);

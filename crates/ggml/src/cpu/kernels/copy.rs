@@ -131,11 +131,7 @@ pub(super) unsafe fn copy(n: &NodePtrs, p: &Params) {
             let idx = d.unravel_row(r);
             let (drow, arow) = (d.row(idx), a.row(idx));
             // SAFETY: rows of their tensors, indices below ne[0].
-            unsafe {
-                for i in 0..d.ne[0] as usize {
-                    d.copy_from(drow, i, a, arow, i);
-                }
-            }
+            unsafe { d.copy_run(drow, 0, a, arow, 0, d.ne[0] as usize) }
         }
         return;
     }

@@ -1,7 +1,8 @@
 //! GLU: `dst = act(x)·g` per element, `x` and `g` from the halves of each row of `a` (fused)
 //! or from `a` and `b` (split). Computed in f32 for every float type, as GGML's F16 kernels.
 
-use super::{is_float, operand, unsupported, NodePtrs, Params, Planned};
+use super::softmax::exp_f32;
+use super::{is_float, ld, operand, st, unsupported, vec, NodePtrs, Params, Planned};
 use crate::error::Result;
 use crate::ops::{GluOp, GluParams, UnaryOp};
 use crate::tensor::Tensor;
@@ -15,10 +16,10 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     }
     let kernel: super::KernelFn = match GluOp::from_i32(t.op_params()[0]) {
         Some(GluOp::Reglu) => |n, p| gated(n, p, |x, g| if x > 0.0 { x * g } else { 0.0 }),
-        Some(GluOp::Geglu) => |n, p| gated(n, p, |x, g| UnaryOp::Gelu.eval(x) * g),
-        Some(GluOp::Swiglu) => |n, p| gated(n, p, |x, g| UnaryOp::Silu.eval(x) * g),
+        Some(GluOp::Geglu) => |n, p| gated(n, p, |x, g| vec::gelu(x) * g),
+        Some(GluOp::Swiglu) => |n, p| gated(n, p, |x, g| vec::silu(x) * g),
         Some(GluOp::GegluErf) => |n, p| gated(n, p, |x, g| UnaryOp::GeluErf.eval(x) * g),
-        Some(GluOp::GegluQuick) => |n, p| gated(n, p, |x, g| UnaryOp::GeluQuick.eval(x) * g),
+        Some(GluOp::GegluQuick) => |n, p| gated(n, p, |x, g| vec::gelu_quick(x) * g),
         Some(GluOp::SwigluOai) => swiglu_oai,
         Some(GluOp::SwigluClamp) => swiglu_clamp,
         None => return Err(unsupported(t)),
@@ -33,7 +34,7 @@ unsafe fn swiglu_oai(n: &NodePtrs, p: &Params) {
         let x = x.min(limit);
         // GGML's std::clamp; written as max/min so a NaN limit cannot panic.
         let g = g.max(-limit).min(limit);
-        x / (1.0 + (alpha * -x).exp()) * (g + 1.0)
+        x / (1.0 + exp_f32(alpha * -x)) * (g + 1.0)
     })
 }
 
@@ -43,13 +44,19 @@ unsafe fn swiglu_clamp(n: &NodePtrs, p: &Params) {
     gated(n, p, |x, g| {
         let x = x.min(limit);
         let g = g.max(-limit).min(limit);
-        x / (1.0 + (-x).exp()) * g
+        vec::silu(x) * g
     })
 }
 
-/// `dst[j] = f(x[j], g[j])` over every row; threads split the rows.
+vec::wide_fn!(
+    /// [`gated_rows`] compiled for the CPU's ISA path.
+    fn gated<F: Fn(f32, f32) -> f32>(n: &NodePtrs, p: &Params, f: F) = gated_rows
+);
+
+/// `dst[j] = f(x[j], g[j])` over every row; threads split the rows (packed F32 rows through
+/// plain loops the compiler vectorises).
 #[inline(always)]
-fn gated(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
+fn gated_rows(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
     let d = &n.dst;
     let a = &n.src[0];
     let split = !n.src[1].data.is_null();
@@ -61,9 +68,17 @@ fn gated(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
         (false, false) => (0, nc, a),
         (false, true) => (nc, 0, a),
     };
+    let fast = d.f32_rows() && a.f32_rows() && gt.f32_rows();
     for r in p.range(d.nrows()) {
         let idx = d.unravel_row(r);
         let (drow, arow, grow) = (d.row(idx), a.row(idx), gt.row(idx));
+        if fast {
+            for j in 0..nc {
+                // SAFETY: as below, packed F32 rows.
+                unsafe { st(drow, j, f(ld(arow, xo + j), ld(grow, go + j))) }
+            }
+            continue;
+        }
         for j in 0..nc {
             // SAFETY: the shape rule gives dst a's rows (halved in the fused form, where
             // xo + j and go + j stay below a.ne0); in the split form b has a's shape.

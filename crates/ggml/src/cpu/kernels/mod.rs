@@ -33,6 +33,7 @@ mod sort;
 mod ssm;
 mod unary;
 mod upscale;
+mod vec;
 mod window;
 
 use std::ops::Range;
@@ -43,6 +44,7 @@ use crate::ops::Op;
 use crate::tensor::{Tensor, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC};
 use crate::types::{bf16, bf16_to_f32, f16, f32_to_bf16, Type};
 pub(crate) use fault::{Faults, IndexFault};
+pub(crate) use norm::rms_norm_mul;
 
 /// A tensor's address and layout, resolved for one run.
 #[derive(Clone, Copy)]
@@ -54,7 +56,8 @@ pub(crate) struct TensorPtr {
 }
 
 impl TensorPtr {
-    const NULL: TensorPtr = TensorPtr {
+    /// No tensor (an empty operand slot).
+    pub(crate) const NULL: TensorPtr = TensorPtr {
         data: std::ptr::null_mut(),
         ty: Type::F32,
         ne: [0; MAX_DIMS],
@@ -270,6 +273,49 @@ impl TensorPtr {
             } else {
                 self.set(drow, i, src.get(srow, j));
             }
+        }
+    }
+}
+
+impl TensorPtr {
+    /// Copies `n` elements from `src` (row `srow`, from element `j0`) into this tensor (row
+    /// `drow`, from element `i0`): between packed rows a byte copy for equal types and an
+    /// F16C conversion between F16 and F32 (when the runs do not overlap), else element by
+    /// element ([`Self::copy_from`]).
+    ///
+    /// # Safety
+    /// Both rows must belong to their tensors and hold the `n` elements from those positions,
+    /// and the pair of types must satisfy [`copyable`].
+    #[inline]
+    pub unsafe fn copy_run(
+        &self,
+        drow: *mut u8,
+        i0: usize,
+        src: &TensorPtr,
+        srow: *const u8,
+        j0: usize,
+        n: usize,
+    ) {
+        let (dsize, ssize) = (self.ty.type_size(), src.ty.type_size());
+        if self.rows_packed() && src.rows_packed() {
+            // SAFETY: forwarded from the caller: n packed elements from each start.
+            unsafe {
+                let (to, from) = (drow.add(i0 * dsize), srow.add(j0 * ssize));
+                let apart = from as usize >= to as usize + n * dsize
+                    || to as usize >= from as usize + n * ssize;
+                match (src.ty, self.ty) {
+                    (s, d) if s == d && (apart || std::ptr::eq(to, from)) => {
+                        return std::ptr::copy(from, to, n * dsize)
+                    }
+                    (Type::F16, Type::F32) if apart => return vec::f16_to_f32_row(from, to, n),
+                    (Type::F32, Type::F16) if apart => return vec::f32_to_f16_row(from, to, n),
+                    _ => {}
+                }
+            }
+        }
+        for k in 0..n {
+            // SAFETY: forwarded from the caller.
+            unsafe { self.copy_from(drow, i0 + k, src, srow, j0 + k) }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! MUL_MAT_ID: `dst[i, e, t] = dot(as row i of expert ids[e, t], b row (e mod n_b, t))`.
-//! Every thread lists the (slot, token) pairs of each expert (the same list on every thread);
-//! threads split the rows of the experts. For each expert, its pairs' `b` rows are taken
+//! Every thread lists the (slot, token) pairs of each expert (the same list on every thread) by
+//! a counting sort in its scratch, so a run allocates nothing; threads split the rows of the
+//! experts. For each expert, its pairs' `b` rows are taken
 //! [`JB`] at a time into the thread's scratch as f32, and each row of the expert (converted
 //! once per block) is dotted with the whole block by MUL_MAT's routine. Pairs whose id is
 //! outside `0..n_expert` get a zero row and read nothing.
@@ -20,7 +21,66 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     if t.ty() != Type::F32 || !weights_ok || !is_float(b.ty()) || ids.ty() != Type::I32 {
         return Err(unsupported(t));
     }
-    Ok(Planned::new(mul_mat_id, (1 + JB) * w.ne()[0] as usize * 4))
+    let pairs = ids.ne()[0] as usize * ids.ne()[1] as usize;
+    if u32::try_from(pairs).is_err() {
+        return Err(crate::error::Error::invalid(format!(
+            "MUL_MAT_ID: ids has {pairs} (slot, token) pairs; at most {} are supported",
+            u32::MAX
+        )));
+    }
+    let sort = w.ne()[2] as usize + 1 + pairs;
+    Ok(Planned::new(
+        mul_mat_id,
+        ((1 + JB) * w.ne()[0] as usize + sort) * 4,
+    ))
+}
+
+/// Sorts the (slot, token) pairs of `ids` by expert into `list` (each pair as
+/// `token · n_used + slot`, in token order within an expert; ids outside `0..n_expert` sort
+/// last, as expert `n_expert`), leaving in `ends[x]` the end of expert `x`'s run. Thread 0
+/// reports the out-of-range ids.
+///
+/// # Safety
+/// `ids` must be an I32 tensor of `[n_used, n_tokens]`; `ends` holds `n_expert + 1` values
+/// and `list` `n_used · n_tokens`.
+unsafe fn sort_by_expert(
+    ids: &super::TensorPtr,
+    n_expert: usize,
+    p: &Params,
+    ends: &mut [u32],
+    list: &mut [u32],
+) {
+    let (n_used, n_tokens) = (ids.ne[0] as usize, ids.ne[1] as usize);
+    // The expert of pair (e, t), n_expert for an id outside the experts.
+    let expert = |e: usize, t: usize| {
+        // SAFETY: (e, t) is inside ids (the caller's shape).
+        let id =
+            unsafe { (ids.row([t, 0, 0, 0]).add(e * ids.nb[0]) as *const i32).read_unaligned() };
+        let x = usize::try_from(id).ok().filter(|&x| x < n_expert);
+        (x.unwrap_or(n_expert), id)
+    };
+    ends.fill(0);
+    for t in 0..n_tokens {
+        for e in 0..n_used {
+            let (x, id) = expert(e, t);
+            if x == n_expert && p.ith == 0 {
+                p.index_fault(2, [e, t, 0], id.into(), n_expert as i64);
+            }
+            ends[x] += 1;
+        }
+    }
+    // Each expert's count becomes its start.
+    let mut start = 0;
+    for c in ends.iter_mut() {
+        (*c, start) = (start, start + *c);
+    }
+    for t in 0..n_tokens {
+        for e in 0..n_used {
+            let x = expert(e, t).0;
+            list[ends[x] as usize] = (t * n_used + e) as u32;
+            ends[x] += 1;
+        }
+    }
 }
 
 unsafe fn mul_mat_id(n: &NodePtrs, p: &Params) {
@@ -32,38 +92,30 @@ unsafe fn mul_mat_id(n: &NodePtrs, p: &Params) {
     let k = w.ne[0] as usize;
     let n_expert = w.ne[2] as usize;
     let (n_used, n_tokens, n_b) = (ids.ne[0] as usize, ids.ne[1] as usize, b.ne[1] as usize);
-    // The pairs (slot, token) of each expert, in token order; those of invalid ids last.
-    let mut by_expert: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n_expert + 1];
-    for t in 0..n_tokens {
-        for e in 0..n_used {
-            // SAFETY: ids is I32 [n_used, n_tokens]; (e, t) is inside it.
-            let id = unsafe {
-                (ids.row([t, 0, 0, 0]).add(e * ids.nb[0]) as *const i32).read_unaligned()
-            };
-            let x = usize::try_from(id)
-                .ok()
-                .filter(|&x| x < n_expert)
-                .unwrap_or(n_expert);
-            if x == n_expert && p.ith == 0 {
-                p.index_fault(2, [e, t, 0], id.into(), n_expert as i64);
-            }
-            by_expert[x].push((e, t));
-        }
-    }
-    for &(e, t) in &by_expert[n_expert] {
+    // SAFETY: the plan sized each thread's scratch for (1 + JB)·K f32 values and the sort.
+    let scratch = unsafe { p.scratch_f32((1 + JB) * k + n_expert + 1 + n_used * n_tokens) };
+    let (bufs, sort) = scratch.split_at_mut((1 + JB) * k);
+    let (wbuf, bbuf) = bufs.split_at_mut(k);
+    let (ends, list) = bytemuck::cast_slice_mut::<f32, u32>(sort).split_at_mut(n_expert + 1);
+    // SAFETY: ids is I32 [n_used, n_tokens]; the slices have the sizes asked for.
+    unsafe { sort_by_expert(ids, n_expert, p, ends, list) };
+    // The sorted pairs of expert x (x = n_expert: the invalid ids), and one pair as
+    // (slot, token).
+    let (ends, list) = (&*ends, &*list);
+    let run = |x: usize| &list[if x == 0 { 0 } else { ends[x - 1] as usize }..ends[x] as usize];
+    let pair = |j: u32| (j as usize % n_used, j as usize / n_used);
+    for (e, t) in run(n_expert).iter().map(|&j| pair(j)) {
         for i in rows.clone() {
             // SAFETY: dst is [M, n_used, n_tokens]; i < M, only this thread writes row i.
             unsafe { d.set(d.row([e, t, 0, 0]), i, 0.0) }
         }
     }
     let borrow_w = !d.overlaps(w);
-    // SAFETY: the plan sized each thread's scratch for (1 + JB)·K f32 values.
-    let scratch = unsafe { p.scratch_f32((1 + JB) * k) };
-    let (wbuf, bbuf) = scratch.split_at_mut(k);
     let mut out = [0f32; JB];
-    for (x, pairs) in by_expert[..n_expert].iter().enumerate() {
-        for chunk in pairs.chunks(JB) {
-            for (&(e, t), buf) in chunk.iter().zip(bbuf.chunks_exact_mut(k.max(1))) {
+    for x in 0..n_expert {
+        for chunk in run(x).chunks(JB) {
+            for (&j, buf) in chunk.iter().zip(bbuf.chunks_exact_mut(k.max(1))) {
+                let (e, t) = pair(j);
                 // SAFETY: e mod n_b < b.ne1 (n_b divides n_used, so n_b > 0 here), t < b.ne2.
                 unsafe { b.read_row(b.row([e % n_b, t, 0, 0]), &mut buf[..k]) };
             }
@@ -84,7 +136,8 @@ unsafe fn mul_mat_id(n: &NodePtrs, p: &Params) {
                         &mut out[..chunk.len()],
                     )
                 };
-                for (&(e, t), &v) in chunk.iter().zip(&out) {
+                for (&j, &v) in chunk.iter().zip(&out) {
+                    let (e, t) = pair(j);
                     // SAFETY: as for the zero rows above.
                     unsafe { d.set(d.row([e, t, 0, 0]), i, v) }
                 }

@@ -2,11 +2,12 @@
 //! op_params 0, and GROUP_NORM over groups of channels. Statistics accumulate in f64, as
 //! GGML's `ggml_float`.
 
-use super::{is_float, sum_f64, unsupported, KernelFn, NodePtrs, Params};
+use super::vec::wide_fn;
+use super::{is_float, ld, sum_f64, unsupported, KernelFn, NodePtrs, Params};
 use super::{operand, Planned};
 use crate::error::Result;
 use crate::ops::{GroupNormParams, NormParams};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, MAX_DIMS};
 
 /// `kernel` on float rows, with one f32 row of scratch per thread.
 pub(super) fn plan(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
@@ -16,9 +17,15 @@ pub(super) fn plan(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
     Ok(Planned::new(kernel, t.ne()[0] as usize * 4))
 }
 
+wide_fn!(
+    /// [`per_row_body`] compiled for the CPU's ISA path.
+    fn per_row<F: Fn(&mut [f32])>(n: &NodePtrs, p: &Params, f: F) = per_row_body
+);
+
 /// Applies `f` to every row of `a` (loaded as f32 into the thread's scratch, so in-place
 /// results never overwrite what is still to be read) and stores the row into `dst`.
-fn per_row(n: &NodePtrs, p: &Params, f: impl Fn(&mut [f32])) {
+#[inline(always)]
+fn per_row_body(n: &NodePtrs, p: &Params, f: impl Fn(&mut [f32])) {
     let (d, a) = (&n.dst, &n.src[0]);
     // SAFETY: the plan sized each thread's scratch for ne0 f32 values.
     let buf = unsafe { p.scratch_f32(a.ne[0] as usize) };
@@ -46,16 +53,63 @@ pub(super) unsafe fn norm(n: &NodePtrs, p: &Params) {
     })
 }
 
-/// `x/√(mean(x²) + eps)` (GGML adds eps to the mean square, inside the root).
+/// RMS_NORM's factor for a row: `1/√(mean(x²) + eps)` (GGML adds eps to the mean square,
+/// inside the root), the sum in f64.
+#[inline(always)]
+fn rms_scale(x: &[f32], eps: f64) -> f32 {
+    let ms = sum_f64(x, |v| v * v) / x.len() as f64;
+    (1.0 / (ms + eps).sqrt()) as f32
+}
+
+/// `x/√(mean(x²) + eps)`.
 pub(super) unsafe fn rms_norm(n: &NodePtrs, p: &Params) {
     let eps = n.params::<NormParams>().eps as f64;
     per_row(n, p, |x| {
-        let ms = sum_f64(x, |v| v * v) / x.len() as f64;
-        let scale = (1.0 / (ms + eps).sqrt()) as f32;
+        let scale = rms_scale(x, eps);
         for v in x.iter_mut() {
             *v *= scale;
         }
     })
+}
+
+/// RMS_NORM followed by MUL, fused (see [`crate::cpu::fusion`]): `dst = (x·scale)·w`, where
+/// `src[0]` is RMS_NORM's operand, `src[1]` the MUL's other operand (F32 rows as long as
+/// `x`'s, broadcast over rows), `op_params` RMS_NORM's. The same f32 operations in the same
+/// order as the two nodes, so the same bits, without writing the normalised rows out.
+pub(crate) unsafe fn rms_norm_mul(n: &NodePtrs, p: &Params) {
+    rms_norm_mul_wide(n, p)
+}
+
+wide_fn!(
+    /// [`rms_norm_mul_rows`] compiled for the CPU's ISA path.
+    fn rms_norm_mul_wide(n: &NodePtrs, p: &Params) = rms_norm_mul_rows
+);
+
+#[inline(always)]
+fn rms_norm_mul_rows(n: &NodePtrs, p: &Params) {
+    let eps = n.params::<NormParams>().eps as f64;
+    let (d, a, w) = (&n.dst, &n.src[0], &n.src[1]);
+    let ne0 = a.ne[0] as usize;
+    {
+        // SAFETY: the plan sized each thread's scratch for ne0 f32 values.
+        let buf = unsafe { p.scratch_f32(ne0) };
+        for r in p.range(a.nrows()) {
+            let idx = a.unravel_row(r);
+            let widx: [usize; MAX_DIMS - 1] =
+                std::array::from_fn(|k| idx[k] % w.ne[k + 1] as usize);
+            // SAFETY: rows of their tensors with ne0 elements (w's rows too: the fusion pass
+            // checked); buf is private scratch, so dst may be any operand's memory.
+            unsafe {
+                a.read_row(a.row(idx), buf);
+                let scale = rms_scale(buf, eps);
+                let wrow = w.row(widx);
+                for (i, v) in buf.iter_mut().enumerate() {
+                    *v = (*v * scale) * ld(wrow, i);
+                }
+                d.write_row(d.row(idx), buf);
+            }
+        }
+    }
 }
 
 /// `x / max(‖x‖₂, eps)`.

@@ -1,9 +1,8 @@
 //! Row gathering and tiling: GET_ROWS, REPEAT, CONCAT. Elements move bit for bit between
 //! equal types (so I32 rows stay exact) and are converted between F32, F16 and BF16.
 
-use super::{
-    copyable, dequantizable, dequantize_into, unsupported, KernelFn, NodePtrs, Params, TensorPtr,
-};
+use super::TensorPtr;
+use super::{copyable, dequantizable, dequantize_into, unsupported, KernelFn, NodePtrs, Params};
 use super::{operand, Planned};
 use crate::error::Result;
 use crate::ops::ConcatParams;
@@ -35,27 +34,6 @@ pub(super) fn plan_copies(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
     Ok(Planned::new(kernel, 0))
 }
 
-/// Copies `n` elements from `src` (row `srow`, from element `j0`) into `dst` (row `drow`,
-/// from element `i0`).
-///
-/// # Safety
-/// Both rows must belong to their tensors and hold the `n` elements from those positions.
-#[inline]
-unsafe fn copy_run(
-    d: &TensorPtr,
-    drow: *mut u8,
-    i0: usize,
-    s: &TensorPtr,
-    srow: *const u8,
-    j0: usize,
-    n: usize,
-) {
-    for k in 0..n {
-        // SAFETY: forwarded from the caller.
-        unsafe { d.copy_from(drow, i0 + k, s, srow, j0 + k) }
-    }
-}
-
 /// `dst[:, i, j, k] = a[:, idx[i, j, k], j, k]`. An index outside `0..a.ne1` gives a row of
 /// zeros and fails the run after this node (GGML asserts instead; the builder cannot see
 /// index values, and this never reads outside `a`).
@@ -70,7 +48,7 @@ pub(super) unsafe fn get_rows(n: &NodePtrs, p: &Params) {
         // and 2); element indices stay below ne[0].
         unsafe {
             match source_row(a, idx, di, p) {
-                Some(row) => copy_run(d, drow, 0, a, a.row([row, di[1], di[2], 0]), 0, ne0),
+                Some(row) => d.copy_run(drow, 0, a, a.row([row, di[1], di[2], 0]), 0, ne0),
                 None => (0..ne0).for_each(|i| d.zero(drow, i)),
             }
         }
@@ -134,7 +112,7 @@ pub(super) unsafe fn repeat(n: &NodePtrs, p: &Params) {
         // SAFETY: rows of their tensors; each run stays inside both rows (a0 divides ne0).
         unsafe {
             for start in (0..ne0).step_by(a0.max(1)) {
-                copy_run(d, drow, start, a, arow, 0, a0.min(ne0 - start));
+                d.copy_run(drow, start, a, arow, 0, a0.min(ne0 - start));
             }
         }
     }
@@ -153,8 +131,8 @@ pub(super) unsafe fn concat(n: &NodePtrs, p: &Params) {
             // SAFETY: the row of dst is a's row (na elements) followed by b's (ne0 − na); the
             // other indices agree between the three tensors.
             unsafe {
-                copy_run(d, drow, 0, a, a.row(di), 0, na);
-                copy_run(d, drow, na, b, b.row(di), 0, ne0 - na);
+                d.copy_run(drow, 0, a, a.row(di), 0, na);
+                d.copy_run(drow, na, b, b.row(di), 0, ne0 - na);
             }
             continue;
         }
@@ -167,6 +145,6 @@ pub(super) unsafe fn concat(n: &NodePtrs, p: &Params) {
         };
         // SAFETY: `si` indexes `src` (shapes agree outside `dim`, and inside it the index was
         // shifted into b's range); the row has ne0 elements in all three tensors.
-        unsafe { copy_run(d, drow, 0, src, src.row(si), 0, ne0) }
+        unsafe { d.copy_run(drow, 0, src, src.row(si), 0, ne0) }
     }
 }

@@ -3,22 +3,22 @@
 //! the head (dimension 2) when `max_bias > 0`. op_params: scale, max_bias. Optional F32
 //! sinks (one per head) join each row's normalisation as one more logit.
 
-use super::{is_float, ld, sum_f64, unsupported, NodePtrs, Params};
+use super::{is_float, sum_f64, unsupported, vec, NodePtrs, Params};
 use super::{operand, Planned};
 use crate::error::Result;
 use crate::ops::SoftMaxParams;
 use crate::tensor::Tensor;
 use crate::types::Type;
 
-/// The kernel for float rows and an optional float mask, with one f32 row of scratch per
-/// thread.
+/// The kernel for float rows and an optional float mask, with two f32 rows of scratch per
+/// thread (the row, the mask's row).
 pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     let mask_ok = t.src(1).is_none_or(|m| is_float(m.ty()));
     let sinks_ok = t.src(2).is_none_or(|s| s.ty() == Type::F32);
     if !is_float(t.ty()) || !is_float(operand(t, 0)?.ty()) || !mask_ok || !sinks_ok {
         return Err(unsupported(t));
     }
-    Ok(Planned::new(soft_max, t.ne()[0] as usize * 4))
+    Ok(Planned::new(soft_max, t.ne()[0] as usize * 8))
 }
 
 /// ALiBi slope of head `h` of `n_head` for `max_bias` (1 when `max_bias <= 0`).
@@ -83,12 +83,24 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
 }
 
 pub(super) unsafe fn soft_max(n: &NodePtrs, p: &Params) {
+    soft_max_wide(n, p)
+}
+
+vec::wide_fn!(
+    /// [`soft_max_rows`] compiled for the CPU's ISA path.
+    fn soft_max_wide(n: &NodePtrs, p: &Params) = soft_max_rows
+);
+
+/// This thread's rows: each loaded as f32 into scratch (with an F16 mask row converted into
+/// the second half), then the plain loops the compiler vectorises.
+#[inline(always)]
+fn soft_max_rows(n: &NodePtrs, p: &Params) {
     let SoftMaxParams { scale, max_bias } = n.params();
     let (d, a, m, sk) = (&n.dst, &n.src[0], &n.src[1], &n.src[2]);
     let has_mask = !m.data.is_null();
     let ne0 = a.ne[0] as usize;
-    // SAFETY: the plan sized each thread's scratch for ne0 f32 values.
-    let buf = unsafe { p.scratch_f32(ne0) };
+    // SAFETY: the plan sized each thread's scratch for 2·ne0 f32 values.
+    let (buf, mbuf) = unsafe { p.scratch_f32(2 * ne0) }.split_at_mut(ne0);
     for r in p.range(a.nrows()) {
         let idx = a.unravel_row(r);
         let slope = alibi_slope(max_bias, idx[1], a.ne[2] as usize);
@@ -106,17 +118,16 @@ pub(super) unsafe fn soft_max(n: &NodePtrs, p: &Params) {
                     midx[k] = idx[k] % m.ne[k + 1] as usize;
                 }
                 let mrow = m.row(midx);
-                if m.f32_rows() {
-                    for (i, v) in buf.iter_mut().enumerate() {
-                        *v += slope * ld(mrow, i);
-                    }
+                if m.ty == Type::F16 && m.rows_packed() {
+                    vec::f16_to_f32_row(mrow, mbuf.as_mut_ptr() as *mut u8, ne0);
                 } else {
-                    for (i, v) in buf.iter_mut().enumerate() {
-                        *v += slope * m.get(mrow, i);
-                    }
+                    m.read_row(mrow, mbuf);
+                }
+                for (v, &mv) in buf.iter_mut().zip(mbuf.iter()) {
+                    *v += slope * mv;
                 }
             }
-            let mut max = buf.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut max = vec::max_f32(buf);
             // The head's sink (F32 vector, element idx[1] < a.ne2) counts as one more logit.
             let sink = (!sk.data.is_null())
                 .then(|| (sk.data.add(idx[1] * sk.nb[0]) as *const f32).read_unaligned());

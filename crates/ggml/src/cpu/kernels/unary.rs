@@ -1,6 +1,6 @@
 //! Element-wise unary ops: SCALE, SQR, SQRT, LOG, SIN, COS and every UNARY sub-op.
 
-use super::{is_float, ld, st, unsupported, KernelFn, NodePtrs, Params};
+use super::{is_float, ld, st, unsupported, vec, KernelFn, NodePtrs, Params};
 use super::{operand, Planned};
 use crate::error::Result;
 use crate::ops::{ScaleParams, UnaryOp, UnaryParams};
@@ -30,12 +30,17 @@ pub(super) unsafe fn cos(n: &NodePtrs, p: &Params) {
     map(n, p, f32::cos)
 }
 
-/// UNARY: one monomorphised kernel per sub-op, so the per-element function is inlined.
+/// UNARY: one monomorphised kernel per sub-op, so the per-element function is inlined; the
+/// exponential ones use [`vec`]'s libm-free forms, so their loops vectorise.
 pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
     macro_rules! table {
         ($($op:ident),*) => {
             match UnaryOp::from_i32(t.op_params()[0]) {
                 $(Some(UnaryOp::$op) => plan(t, |n, p| map(n, p, |x| UnaryOp::$op.eval(x))),)*
+                Some(UnaryOp::Sigmoid) => plan(t, |n, p| map(n, p, vec::sigmoid)),
+                Some(UnaryOp::Gelu) => plan(t, |n, p| map(n, p, vec::gelu)),
+                Some(UnaryOp::GeluQuick) => plan(t, |n, p| map(n, p, vec::gelu_quick)),
+                Some(UnaryOp::Silu) => plan(t, |n, p| map(n, p, vec::silu)),
                 Some(UnaryOp::Xielu) => plan(t, xielu),
                 None => Err(unsupported(t)),
             }
@@ -49,10 +54,6 @@ pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
         Tanh,
         Elu,
         Relu,
-        Sigmoid,
-        Gelu,
-        GeluQuick,
-        Silu,
         Hardswish,
         Hardsigmoid,
         Exp,
@@ -91,9 +92,14 @@ pub(super) unsafe fn scale(n: &NodePtrs, p: &Params) {
     map(n, p, |x| x * s + b)
 }
 
+vec::wide_fn!(
+    /// [`map_rows`] compiled for the CPU's ISA path.
+    fn map<F: Fn(f32) -> f32>(n: &NodePtrs, p: &Params, f: F) = map_rows
+);
+
 /// `dst = f(a)` element-wise; threads split the rows.
 #[inline(always)]
-fn map(n: &NodePtrs, p: &Params, f: impl Fn(f32) -> f32) {
+fn map_rows(n: &NodePtrs, p: &Params, f: impl Fn(f32) -> f32) {
     let (d, a) = (&n.dst, &n.src[0]);
     let ne0 = d.ne[0] as usize;
     let fast = d.f32_rows() && a.f32_rows();

@@ -1,0 +1,246 @@
+//! What the bandwidth-bound kernels share: [`wide_fn`], which compiles a kernel's loops once more
+//! for each x86 ISA path (so the compiler vectorises them 8 or 16 lanes wide instead of the
+//! baseline's 4) and runs the one [`isa`] chose; F16 row conversions with F16C; and the
+//! element functions (SiLU, GELU, …) written without libm calls, so their loops vectorise.
+//!
+//! The wide copies are the same source as the portable loop and the compiler does not
+//! contract `a * b + c` into FMAs, so every path gives the same bits.
+
+use super::softmax::exp_f32;
+#[cfg(target_arch = "x86_64")]
+use crate::cpu::quant_dot::{isa, Isa};
+use crate::ops::{GELU_COEF_A, GELU_QUICK_COEF, SQRT_2_OVER_PI};
+use crate::types::f16;
+
+/// Defines `fn NAME(args)`, which runs the `#[inline(always)]` function `BODY(args)`
+/// compiled for the ISA path the CPU kernels take ([`isa`]): the body is inlined into one
+/// copy per x86 path, each compiled with that path's features, so its loops (and the
+/// element closure it is given, inlined into them) vectorise 8 or 16 lanes wide.
+///
+/// `wide_fn!(fn map<F: Fn(f32) -> f32>(n: &NodePtrs, p: &Params, f: F) = map_rows);`
+macro_rules! wide_fn {
+    ($(#[$m:meta])* fn $name:ident $(<$g:ident: $b:path>)? ($($arg:ident: $ty:ty),*) = $body:path) => {
+        $(#[$m])*
+        #[inline(always)]
+        fn $name $(<$g: $b>)? ($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                use $crate::cpu::quant_dot::{isa, Isa};
+                /// The body compiled with AVX-512 (the CPU must have it).
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+                unsafe fn avx512 $(<$g: $b>)? ($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                /// The body compiled with AVX2 (the CPU must have it).
+                #[target_feature(enable = "avx2,fma,f16c")]
+                unsafe fn avx2 $(<$g: $b>)? ($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                match isa() {
+                    // SAFETY: `isa` returns a path only when this CPU has its features.
+                    Isa::Avx512 => return unsafe { avx512($($arg),*) },
+                    // SAFETY: as above.
+                    Isa::Avx2 => return unsafe { avx2($($arg),*) },
+                    Isa::Scalar => {}
+                }
+            }
+            $body($($arg),*)
+        }
+    };
+}
+pub(crate) use wide_fn;
+
+/// Converts `n` packed F16 values at `src` into packed F32 values at `dst`.
+///
+/// # Safety
+/// `src` must hold `n` F16 values and `dst` room for `n` F32 values (any alignment); they must
+/// not overlap.
+pub(crate) unsafe fn f16_to_f32_row(src: *const u8, dst: *mut u8, n: usize) {
+    // SAFETY: forwarded from the caller.
+    unsafe { convert_row::<false>(src, dst, n) }
+}
+
+/// Converts `n` packed F32 values at `src` into packed F16 values at `dst` (round to nearest
+/// even, as F16C and `f16::from_f32` do).
+///
+/// # Safety
+/// `src` must hold `n` F32 values and `dst` room for `n` F16 values (any alignment); they must
+/// not overlap.
+pub(crate) unsafe fn f32_to_f16_row(src: *const u8, dst: *mut u8, n: usize) {
+    // SAFETY: forwarded from the caller.
+    unsafe { convert_row::<true>(src, dst, n) }
+}
+
+/// F32 → F16 (`TO_F16`) or F16 → F32 for `n` packed values: whole groups of 8 with F16C
+/// where the ISA path has it, the rest one by one.
+///
+/// # Safety
+/// As [`f16_to_f32_row`] / [`f32_to_f16_row`].
+#[inline(always)]
+unsafe fn convert_row<const TO_F16: bool>(src: *const u8, dst: *mut u8, n: usize) {
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if isa() >= Isa::Avx2 {
+        // SAFETY: the Avx2 path has F16C; forwarded from the caller.
+        done = unsafe {
+            if TO_F16 {
+                x86::f32_to_f16(src, dst, n)
+            } else {
+                x86::f16_to_f32(src, dst, n)
+            }
+        };
+    }
+    for i in done..n {
+        // SAFETY: forwarded from the caller; i < n.
+        unsafe {
+            if TO_F16 {
+                let v = (src as *const f32).add(i).read_unaligned();
+                (dst as *mut f16).add(i).write_unaligned(f16::from_f32(v));
+            } else {
+                let h = (src as *const f16).add(i).read_unaligned();
+                (dst as *mut f32).add(i).write_unaligned(h.to_f32());
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// F16C conversion of the whole groups of 8 of `n` values; returns how many it converted.
+    ///
+    /// # Safety
+    /// As [`super::f16_to_f32_row`], and the CPU must have F16C and AVX.
+    #[target_feature(enable = "avx,f16c")]
+    pub(super) unsafe fn f16_to_f32(src: *const u8, dst: *mut u8, n: usize) -> usize {
+        let whole = n / 8 * 8;
+        for i in (0..whole).step_by(8) {
+            // SAFETY: i + 8 <= n values on both sides; unaligned loads and stores.
+            unsafe {
+                let h = _mm_loadu_si128(src.add(2 * i) as *const __m128i);
+                _mm256_storeu_ps(dst.add(4 * i) as *mut f32, _mm256_cvtph_ps(h));
+            }
+        }
+        whole
+    }
+
+    /// F16C conversion of the whole groups of 8 of `n` values; returns how many it converted.
+    ///
+    /// # Safety
+    /// As [`super::f32_to_f16_row`], and the CPU must have F16C and AVX.
+    #[target_feature(enable = "avx,f16c")]
+    pub(super) unsafe fn f32_to_f16(src: *const u8, dst: *mut u8, n: usize) -> usize {
+        let whole = n / 8 * 8;
+        for i in (0..whole).step_by(8) {
+            // SAFETY: i + 8 <= n values on both sides; unaligned loads and stores.
+            unsafe {
+                let v = _mm256_loadu_ps(src.add(4 * i) as *const f32);
+                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+                _mm_storeu_si128(dst.add(2 * i) as *mut __m128i, h);
+            }
+        }
+        whole
+    }
+}
+
+/// Largest of `x` (−∞ for none; NaNs ignored), in 16 lanes so the loop vectorises.
+#[inline(always)]
+pub(crate) fn max_f32(x: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 16];
+    let mut chunks = x.chunks_exact(16);
+    for c in &mut chunks {
+        for l in 0..16 {
+            acc[l] = if c[l] > acc[l] { c[l] } else { acc[l] };
+        }
+    }
+    let tail = chunks.remainder().iter();
+    acc.iter()
+        .chain(tail)
+        .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m })
+}
+
+/// σ(x) = 1/(1 + e^−x) with [`exp_f32`].
+#[inline(always)]
+pub(crate) fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + exp_f32(-x))
+}
+
+/// SiLU, x·σ(x), as x/(1 + e^−x) with [`exp_f32`].
+#[inline(always)]
+pub(crate) fn silu(x: f32) -> f32 {
+    x / (1.0 + exp_f32(-x))
+}
+
+/// tanh(x) = 1 − 2/(e^2x + 1) with [`exp_f32`] (absolute error below 2e-7; ±1 beyond ±44).
+#[inline(always)]
+pub(crate) fn tanh(x: f32) -> f32 {
+    1.0 - 2.0 / (exp_f32(2.0 * x) + 1.0)
+}
+
+/// GELU's tanh form, `0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²)))`, with [`tanh`].
+#[inline(always)]
+pub(crate) fn gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + tanh(SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)))
+}
+
+/// GELU's quick form, `x·σ(1.702·x)`.
+#[inline(always)]
+pub(crate) fn gelu_quick(x: f32) -> f32 {
+    x * (1.0 / (1.0 + exp_f32(GELU_QUICK_COEF * x)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::UnaryOp;
+
+    /// The F16C row conversions give the bits the portable ones give, tails included.
+    #[test]
+    fn f16_rows_match_the_portable_conversion() {
+        let xs: Vec<f32> = (0..1037)
+            .map(|i| ((i * 7919 % 2003) as f32 - 1001.0) * 0.37)
+            .chain([0.0, -0.0, 65504.0, 1e6, -1e6, 1e-8, f32::INFINITY])
+            .collect();
+        let mut h = vec![0u8; xs.len() * 2];
+        let mut back = vec![0f32; xs.len()];
+        // SAFETY: the buffers hold xs.len() values of each type.
+        unsafe {
+            f32_to_f16_row(xs.as_ptr() as *const u8, h.as_mut_ptr(), xs.len());
+            f16_to_f32_row(h.as_ptr(), back.as_mut_ptr() as *mut u8, xs.len());
+        }
+        for (i, &x) in xs.iter().enumerate() {
+            let want = f16::from_f32(x);
+            let got = f16::from_le_bytes([h[2 * i], h[2 * i + 1]]);
+            assert_eq!(got.to_bits(), want.to_bits(), "f16 of {x}");
+            assert_eq!(back[i].to_bits(), want.to_f32().to_bits(), "f32 of {want}");
+        }
+    }
+
+    /// The libm-free element functions stay within 2e-6 (relative, or absolute near 0) of the
+    /// libm forms in [`UnaryOp::eval`].
+    #[test]
+    fn element_functions_match_libm() {
+        type Element = fn(f32) -> f32;
+        let table: [(UnaryOp, Element); 5] = [
+            (UnaryOp::Sigmoid, sigmoid),
+            (UnaryOp::Silu, silu),
+            (UnaryOp::Tanh, tanh),
+            (UnaryOp::Gelu, gelu),
+            (UnaryOp::GeluQuick, gelu_quick),
+        ];
+        for (op, f) in table {
+            let mut x = -60.0f32;
+            while x < 60.0 {
+                let (got, want) = (f(x), op.eval(x));
+                let err = (got - want).abs() / want.abs().max(1.0);
+                assert!(err < 2e-6, "{op:?}({x}) = {got}, want {want}");
+                x += 0.0123;
+            }
+        }
+        assert_eq!(max_f32(&[]), f32::NEG_INFINITY);
+        let v: Vec<f32> = (0..37).map(|i| (i * 13 % 37) as f32).collect();
+        assert_eq!(max_f32(&v), 36.0);
+        assert_eq!(max_f32(&[f32::NAN, -3.0, f32::NAN]), -3.0);
+    }
+}

@@ -233,6 +233,52 @@ fn a_memory_mapped_file_is_not_copied() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Loading reports the weights' bytes bound; a prompt reports its tokens after each chunk,
+/// one-token steps nothing.
+#[test]
+fn loads_and_prompts_report_their_progress() {
+    let t = Tiny::new(Spec::new("qwen3"));
+    let dir = std::env::temp_dir().join(format!("ggml-llm-progress-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tiny-qwen3.gguf");
+    std::fs::write(&path, &t.bytes).unwrap();
+    let mut bytes = Vec::new();
+    let model = Model::load_with_progress(&path, &LoadOptions::default(), |done, total| {
+        bytes.push((done, total))
+    })
+    .unwrap();
+    let total = model.n_bytes() as usize;
+    assert!(total > 0);
+    // Mapped: every byte at once.
+    assert_eq!(bytes, [(total, total)]);
+
+    let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut s = model.session(opts(5, true, Type::F16)).unwrap();
+    let seen = calls.clone();
+    s.set_progress(Some(Box::new(move |done, total| {
+        seen.lock().unwrap().push((done, total))
+    })));
+    s.eval(&PROMPT, false).unwrap();
+    assert_eq!(*calls.lock().unwrap(), [(5, 12), (10, 12), (12, 12)]);
+    s.eval(&[3], false).unwrap();
+    assert_eq!(calls.lock().unwrap().len(), 3);
+    s.clear();
+    calls.lock().unwrap().clear();
+    let mut greedy = Chain::from_params(&ggml_llm::sampling::Params {
+        temp: 0.0,
+        ..Default::default()
+    })
+    .unwrap();
+    s.generate(&PROMPT[..7], 4, &mut greedy, |_| Ok(true))
+        .unwrap();
+    assert_eq!(*calls.lock().unwrap(), [(5, 7), (7, 7)]);
+    s.set_progress(None);
+    s.clear();
+    s.eval(&PROMPT, false).unwrap();
+    assert_eq!(calls.lock().unwrap().len(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 fn err_of<T: std::fmt::Debug>(r: ggml_llm::Result<T>) -> String {
     r.expect_err("an error").to_string()
 }

@@ -34,6 +34,7 @@ pub mod kv_cache;
 pub mod model;
 pub mod sampling;
 pub mod session;
+mod strings;
 mod tokenizer;
 mod unicode;
 pub mod vocab;

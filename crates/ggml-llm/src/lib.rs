@@ -40,7 +40,7 @@ mod unicode;
 pub mod vocab;
 
 pub use kv_cache::KvCache;
-pub use model::{Arch, Hparams, LoadOptions, Model, Pooling};
+pub use model::{Arch, Hparams, LoadOptions, Model, Pooling, RopeScaling};
 pub use session::{Generation, Session, SessionOptions, SessionStats};
 pub use vocab::{PreType, SpecialTokens, Token, Vocab, VocabKind};
 

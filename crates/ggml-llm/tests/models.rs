@@ -312,6 +312,32 @@ fn bad_input_gets_errors_that_name_it() {
     assert!(matches!(r, Err(Error::Unsupported(_))));
     assert!(err_of(r).contains("\"gpt2\""));
 
+    // A rope scaling this crate does not implement; `none` ignores the factor.
+    let scaled = |kind: &str| {
+        Tiny::with_kv(
+            Spec::new("qwen2"),
+            &[
+                ("qwen2.rope.scaling.type", Value::from(kind)),
+                ("qwen2.rope.scaling.factor", Value::from(4.0f32)),
+            ],
+        )
+    };
+    let r = Model::from_file(scaled("longrope").file(), &LoadOptions::default());
+    assert!(matches!(r, Err(Error::Unsupported(_))));
+    let e = err_of(r);
+    assert!(
+        e.contains("\"longrope\"") && e.contains("qwen2.rope.scaling.type"),
+        "{e}"
+    );
+    let hp = load(&scaled("none")).hparams().clone();
+    assert_eq!((hp.rope_freq_scale, hp.rope_ext_factor), (1.0, 0.0));
+    let hp = load(&scaled("linear")).hparams().clone();
+    assert_eq!((hp.rope_freq_scale, hp.rope_ext_factor), (0.25, 0.0));
+    // No original_context_length: YaRN's is the training context.
+    let hp = load(&scaled("yarn")).hparams().clone();
+    assert_eq!((hp.rope_freq_scale, hp.rope_ext_factor), (0.25, 1.0));
+    assert_eq!(hp.rope_n_ctx_orig, hp.n_ctx_train);
+
     // A missing required key and a tensor of the wrong shape.
     let t = Tiny::with_kv(
         Spec::new("llama"),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ggml::gguf::{GgufFile, LoadedTensors};
 use ggml::{backend, Backend, Device};
 
-pub use hparams::{Arch, Hparams, Pooling};
+pub use hparams::{Arch, Hparams, Pooling, RopeScaling};
 pub(crate) use weights::{LayerWeights, Weights};
 
 use crate::session::{Session, SessionOptions};

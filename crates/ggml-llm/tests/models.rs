@@ -215,13 +215,20 @@ fn generation_reuses_graphs_without_reallocating() {
     assert_eq!(sample(5), sample(5));
 }
 
+/// `t` written to a file of its own in a new temporary directory `ggml-llm-NAME-PID`: the
+/// directory and the file (to be memory-mapped).
+fn write_file(t: &Tiny, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("ggml-llm-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("tiny-{}.gguf", t.spec.arch));
+    std::fs::write(&path, &t.bytes).unwrap();
+    (dir, path)
+}
+
 #[test]
 fn a_memory_mapped_file_is_not_copied() {
     let t = Tiny::new(Spec::new("llama"));
-    let dir = std::env::temp_dir().join(format!("ggml-llm-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("tiny-llama.gguf");
-    std::fs::write(&path, &t.bytes).unwrap();
+    let (dir, path) = write_file(&t, "mapped");
     let mapped = Model::load(&path, &LoadOptions::default()).unwrap();
     assert!(mapped.is_mapped());
     assert!(!load(&t).is_mapped());
@@ -238,10 +245,7 @@ fn a_memory_mapped_file_is_not_copied() {
 #[test]
 fn loads_and_prompts_report_their_progress() {
     let t = Tiny::new(Spec::new("qwen3"));
-    let dir = std::env::temp_dir().join(format!("ggml-llm-progress-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("tiny-qwen3.gguf");
-    std::fs::write(&path, &t.bytes).unwrap();
+    let (dir, path) = write_file(&t, "progress");
     let mut bytes = Vec::new();
     let model = Model::load_with_progress(&path, &LoadOptions::default(), |done, total| {
         bytes.push((done, total))

@@ -6,7 +6,7 @@
 For each `tiny-ARCH.gguf` in DIR (default `crates/ggml-llm/tests/fixtures/llm_ref/`) this drives
 libllama.so through ctypes (llama_ctypes.py) on a fixed token-id prompt and writes
 
-* decoders (llama, qwen2, qwen3, gemma3): `tiny-ARCH.logits.bin`, the logits of every position
+* decoders (llama, qwen2, qwen3, qwen3-yarn, gemma3): `tiny-ARCH.logits.bin`, the logits of every position
   of the prompt, decoded as one batch (flash attention off, 1 thread, llama.cpp's default F16
   KV cache);
 * bert: `tiny-bert.tokens.bin`, the per-token output embeddings (pooling none), and
@@ -43,7 +43,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DEFAULT_DIR = os.path.join(ROOT, "crates", "ggml-llm", "tests", "fixtures", "llm_ref")
 MAGIC = b"LLRF"
 VERSION = 1
-DECODERS = ["llama", "qwen2", "qwen3", "gemma3"]
+DECODERS = ["llama", "qwen2", "qwen3", "qwen3-yarn", "gemma3"]
 PROMPT_LEN = 40  # > gemma3's sliding window of 8, several times over
 SPLIT = 17  # first chunk of the two-chunk evaluation
 

@@ -10,7 +10,7 @@ this script again writes the same bytes.
 
     python3 tools/llm_ref/make_tiny.py [--out DIR] [--vocab-dir DIR]
 
-writes `tiny-llama.gguf`, `tiny-qwen2.gguf`, `tiny-qwen3.gguf`, `tiny-gemma3.gguf` and
+writes `tiny-llama.gguf`, `tiny-qwen2.gguf`, `tiny-qwen3.gguf`, `tiny-qwen3-yarn.gguf`, `tiny-gemma3.gguf` and
 `tiny-bert.gguf` to DIR (default `crates/ggml-llm/tests/fixtures/llm_ref/`). What each model
 covers:
 
@@ -19,6 +19,7 @@ covers:
 | tiny-llama  | F32     | llama-bpe (BPE)       | GQA 4/2, rope NORM, separate output.weight         |
 | tiny-qwen2  | F16     | qwen2 (BPE)           | q/k/v biases, rope NEOX, output tied to embeddings |
 | tiny-qwen3  | F32     | qwen2 (BPE)           | q/k RMS norms, head_dim 32 ≠ n_embd/n_head         |
+| tiny-qwen3-yarn | F32 | qwen2 (BPE)           | tiny-qwen3 with YaRN rope scaling (factor 4 of 64, attn_factor 0.9) |
 | tiny-gemma3 | F16     | llama-spm (SPM)       | sliding window 8 on layers 0 and 2, global layer 1, |
 |             |         |                       | per-kind rope base, post norms, GELU, tied output  |
 | tiny-bert   | F16     | bert-bge (WordPiece)  | non-causal, absolute positions, token types, LN    |
@@ -209,16 +210,25 @@ def make_llama(path, vocabs):
     return w
 
 
-def make_qwen(path, vocabs, arch):
+def make_qwen(path, vocabs, arch, yarn=False):
     w = gguf.GGUFWriter(path, arch)
     qwen3 = arch == "qwen3"
     n_embd, n_ff, n_layer, n_head, n_head_kv = 64, 128, 2, 4, 2
     head_dim = 32 if qwen3 else n_embd // n_head
-    common_keys(w, f"tiny-{arch}", 256, n_embd, n_ff, n_layer, n_head, n_head_kv)
+    name = f"tiny-{arch}-yarn" if yarn else f"tiny-{arch}"
+    common_keys(w, name, 256, n_embd, n_ff, n_layer, n_head, n_head_kv)
     if qwen3:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
     w.add_rope_freq_base(1000000.0)
+    if yarn:
+        # YaRN as Qwen's long-context files have it: trained on 64 positions, stretched 4x to
+        # the 256 of context_length; attn_factor (llama.cpp's rope_attn_factor) not 1 so that
+        # it is checked too. The weights are tiny-qwen3's (same seed).
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(4.0)
+        w.add_rope_scaling_orig_ctx_len(64)
+        w.add_rope_scaling_attn_factors(0.9)
     w.add_layer_norm_rms_eps(1e-6)
     dtype = np.float32 if qwen3 else np.float16
     w.add_file_type(gguf.LlamaFileType.ALL_F32 if qwen3 else gguf.LlamaFileType.MOSTLY_F16)
@@ -295,6 +305,7 @@ MAKERS = {
     "llama": make_llama,
     "qwen2": lambda p, v: make_qwen(p, v, "qwen2"),
     "qwen3": lambda p, v: make_qwen(p, v, "qwen3"),
+    "qwen3-yarn": lambda p, v: make_qwen(p, v, "qwen3", yarn=True),
     "gemma3": make_gemma3,
     "bert": make_bert,
 }

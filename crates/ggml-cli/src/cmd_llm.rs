@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use ggml_llm::sampling::{Chain, Params, Rng};
+use ggml_llm::session::ProgressFn;
 use ggml_llm::{LoadOptions, Model, Pooling, Session, SessionOptions};
 
 use crate::args::{self, Args};
@@ -95,8 +96,31 @@ impl Common {
         let options = LoadOptions {
             device: self.device.clone(),
         };
-        Model::load(path, &options).map_err(|e| CliError::Failed(e.to_string()))
+        // A terminal sees the weights' bytes bound (copied, for a device that cannot use the
+        // mapped file) when it takes more than a moment.
+        let mut bar = Progress::new(0.0);
+        let model = Model::load_with_progress(path, &options, |done, total| {
+            let mib = |b: usize| b as f64 / 1048576.0;
+            let now = format!("loading: {:.0} of {:.0} MiB", mib(done), mib(total));
+            bar.set(done as f64, total as f64, &now);
+        });
+        bar.clear();
+        model.map_err(failed)
     }
+}
+
+/// A report of the prompt's tokens processed, on stderr while it is a terminal, erased when
+/// the prompt is done (before the first generated text).
+fn prompt_progress() -> ProgressFn {
+    let mut bar = Progress::new(0.0);
+    Box::new(move |done, total| {
+        if done < total {
+            let now = format!("prompt: {done} of {total} tokens");
+            bar.set(done as f64, total as f64, &now);
+        } else {
+            bar.clear();
+        }
+    })
 }
 
 fn parse_num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
@@ -174,6 +198,7 @@ pub fn run(argv: &[OsString]) -> Result<(), CliError> {
         .map_err(failed)?;
     let opts = session_options(&model, n_ctx, threads, batch, common.flash_attn);
     let mut session = model.session(opts).map_err(failed)?;
+    session.set_progress(Some(prompt_progress()));
     let mut sampler = Chain::from_params(&params).map_err(failed)?;
     let mut stdout = std::io::stdout().lock();
     let mut broken_pipe = false;

@@ -1,5 +1,6 @@
 //! A one-line progress report on stderr with an estimate of the time left, for commands that
-//! run for more than a moment (`bench`, `gguf quantize`). It is drawn only when stderr is a
+//! run for more than a moment (`bench`, `gguf quantize`, loading a model and processing its
+//! prompt). It is drawn only when stderr is a
 //! terminal, once the work has run for a second, and at most ten times a second; other stderr
 //! lines are printed through [`Progress::println`], which keeps the report below them.
 
@@ -38,7 +39,14 @@ impl Progress {
 
     /// Marks `amount` more units done; `now` names what runs next.
     pub fn advance(&mut self, amount: f64, now: &str) {
-        self.done += amount;
+        self.set(self.done + amount, self.total, now);
+    }
+
+    /// Marks `done` units of `total` done (for work whose size is learnt as it runs); `now`
+    /// names what runs next.
+    pub fn set(&mut self, done: f64, total: f64, now: &str) {
+        self.done = done;
+        self.total = total;
         if !self.tty || self.start.elapsed() < QUIET_FOR {
             return;
         }

@@ -207,3 +207,76 @@ fn bad_models_are_clear_errors() {
     );
     std::fs::remove_file(path).unwrap();
 }
+
+/// `ggml run` with stderr on a pseudo-terminal (made by util-linux's `script`): the prompt's
+/// progress is drawn there (once the work has run for a second) and erased before the text;
+/// with stderr a pipe, no report at all.
+#[test]
+fn run_reports_prompt_progress_on_a_terminal_only() {
+    // Wide enough that a prompt evaluated one token per graph takes seconds.
+    let spec = tiny::Spec {
+        n_embd: 256,
+        n_head: 4,
+        n_head_kv: 4,
+        head_dim: 64,
+        n_ff: 1024,
+        n_ctx_train: 1024,
+        ..tiny::Spec::new("llama")
+    };
+    let path = model_file(spec, "progress");
+    let p = path.to_str().unwrap();
+    let prompt = "t5 ".repeat(200);
+    let model = Model::load(&path, &LoadOptions::default()).unwrap();
+    let n = model.vocab().tokenize(&prompt, true, true).unwrap().len();
+    let report = format!(" of {n} tokens");
+    let args = [
+        "run", p, "-p", &prompt, "-b", "1", "-c", "1024", "-n", "2", "--temp", "0", "-t", "1",
+    ];
+    // A pipe: the text and the speed lines, no report and no terminal control codes.
+    let (code, out, err) = ggml(&args);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains(&report) && !err.contains('\r') && !err.contains('\x1b'));
+    assert!(err.contains("tokens/s"), "{err}");
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("no `script` to make a terminal with; the terminal half is not checked");
+        std::fs::remove_file(path).unwrap();
+        return;
+    }
+    let mut line = String::from(env!("CARGO_BIN_EXE_ggml"));
+    for a in &args[..2] {
+        line.push(' ');
+        line.push_str(a);
+    }
+    line.push_str(&format!(" -p '{prompt}'"));
+    for a in &args[4..] {
+        line.push(' ');
+        line.push_str(a);
+    }
+    let t0 = std::time::Instant::now();
+    let tty = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .output()
+        .unwrap();
+    let secs = t0.elapsed().as_secs_f64();
+    assert!(tty.status.success());
+    let shown = String::from_utf8_lossy(&tty.stdout).into_owned();
+    // The report appears only once the prompt has taken a second.
+    if secs > 1.5 {
+        let at = shown
+            .find(&report)
+            .unwrap_or_else(|| panic!("no report in {shown:?}"));
+        assert!(shown[..at].contains("prompt: "), "{shown}");
+    }
+    // Erased before the generated text, which is the same as through the pipe.
+    let text = out.trim_end_matches('\n');
+    let at = shown.find(text).expect("the generated text");
+    if let Some(last_report) = shown.rfind(" tokens\r") {
+        assert!(last_report < at);
+        assert!(shown[last_report..at].contains("\x1b[2K"), "{shown}");
+    }
+    std::fs::remove_file(path).unwrap();
+}

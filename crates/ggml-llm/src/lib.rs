@@ -34,12 +34,13 @@ pub mod kv_cache;
 pub mod model;
 pub mod sampling;
 pub mod session;
+mod strings;
 mod tokenizer;
 mod unicode;
 pub mod vocab;
 
 pub use kv_cache::KvCache;
-pub use model::{Arch, Hparams, LoadOptions, Model, Pooling};
+pub use model::{Arch, Hparams, LoadOptions, Model, Pooling, RopeScaling};
 pub use session::{Generation, Session, SessionOptions, SessionStats};
 pub use vocab::{PreType, SpecialTokens, Token, Vocab, VocabKind};
 

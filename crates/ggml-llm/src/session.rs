@@ -98,9 +98,11 @@ impl Generation {
     }
 }
 
+/// What [`Session::set_progress`] calls: `(tokens_done, tokens_total)`.
+pub type ProgressFn = Box<dyn FnMut(usize, usize) + Send + Sync>;
+
 /// A decoder with its KV cache: evaluates tokens in order, each at the next position.
 /// `Send + Sync`.
-#[derive(Debug)]
 pub struct Session {
     model: Model,
     options: SessionOptions,
@@ -110,6 +112,19 @@ pub struct Session {
     graph: Option<StepGraph>,
     n_past: usize,
     stats: SessionStats,
+    progress: Option<ProgressFn>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("model", &self.model)
+            .field("options", &self.options)
+            .field("n_past", &self.n_past)
+            .field("stats", &self.stats)
+            .field("progress", &self.progress.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Session {
@@ -153,6 +168,7 @@ impl Session {
             graph: None,
             n_past: 0,
             stats: SessionStats::default(),
+            progress: None,
         };
         s.reserve()?;
         Ok(s)
@@ -204,6 +220,14 @@ impl Session {
         self.stats
     }
 
+    /// Sets (or with `None` removes) the function told how far an evaluation of several
+    /// tokens — a prompt — has got: after each chunk of `n_batch` tokens it is called with
+    /// the tokens done so far and the tokens of the call ([`Session::eval`], the prompt of
+    /// [`Session::generate`]). One-token steps do not call it.
+    pub fn set_progress(&mut self, progress: Option<ProgressFn>) {
+        self.progress = progress;
+    }
+
     /// Forgets every position (the cache is overwritten from position 0 on).
     pub fn clear(&mut self) {
         self.n_past = 0;
@@ -251,6 +275,7 @@ impl Session {
             n_vocab
         });
         let chunks: Vec<&[Token]> = tokens.chunks(self.options.n_batch).collect();
+        let mut done = 0;
         for (ci, chunk) in chunks.iter().enumerate() {
             let last = ci + 1 == chunks.len();
             let used = (self.n_past + chunk.len()).next_multiple_of(KV_PAD);
@@ -268,6 +293,10 @@ impl Session {
                 append_f32(&g.out, out)?;
             }
             self.n_past += chunk.len();
+            done += chunk.len();
+            if let Some(report) = self.progress.as_mut().filter(|_| tokens.len() > 1) {
+                report(done, tokens.len());
+            }
         }
         Ok(())
     }

@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet};
 
 use ggml::gguf::{Array, GgufFile, Value};
 
+use crate::strings::Strings;
 use crate::tokenizer::pretokenize::PreTokenizer;
 use crate::tokenizer::{bpe, spm, wpm};
 use crate::{Error, Result};
@@ -78,10 +79,9 @@ pub mod attr {
     pub const RSTRIP: u32 = 1 << 8;
 }
 
-/// One vocabulary entry.
-#[derive(Clone, Debug)]
+/// One vocabulary entry (its text is in [`Vocab::texts`]).
+#[derive(Clone, Copy, Debug)]
 struct TokenData {
-    text: Vec<u8>,
     score: f32,
     attr: u32,
 }
@@ -137,7 +137,8 @@ pub struct Vocab {
     /// The pre-tokenizer (used by BPE vocabularies only).
     pre_tokenizer: PreTokenizer,
     tokens: Vec<TokenData>,
-    token_to_id: HashMap<Vec<u8>, Token>,
+    /// Each token's text, indexed by text (`token_to_id`).
+    texts: Strings,
     bpe_ranks: HashMap<(Vec<u8>, Vec<u8>), u32>,
     special: SpecialTokens,
     eog: HashSet<Token>,
@@ -154,7 +155,7 @@ pub struct Vocab {
     /// Control, user-defined and unknown tokens, longest text first (`cache_special_tokens`).
     special_by_len: Vec<Token>,
     /// Each token's piece with `special = true` (`cache_token_to_piece`).
-    pieces: Vec<Vec<u8>>,
+    pieces: Strings,
 }
 
 fn vocab_err(msg: impl Into<String>) -> Error {
@@ -465,25 +466,27 @@ impl Vocab {
             }
         }
         let mut tokens = Vec::with_capacity(n);
-        let mut token_to_id = HashMap::with_capacity(n);
+        let n_bytes = texts.iter().map(|t| t.as_bytes().len()).sum();
+        let mut strings = Strings::with_capacity(n, n_bytes);
         let mut max_token_len = 0;
         for (i, t) in texts.iter().enumerate() {
-            let mut text = t.as_bytes().to_vec();
+            let text = t.as_bytes();
             if text.is_empty() {
-                text = format!("[EMPTY_{i}]").into_bytes();
+                strings.push(format!("[EMPTY_{i}]").as_bytes());
+            } else {
+                strings.push(text);
             }
-            max_token_len = max_token_len.max(text.len());
-            token_to_id.insert(text.clone(), i as Token);
+            max_token_len = max_token_len.max(strings.get(i).map_or(0, <[u8]>::len));
             tokens.push(TokenData {
-                text,
                 score: scores.as_ref().map_or(0.0, |s| s[i]),
                 attr: types.map_or(attr::NORMAL, |t| attr_of_type(t[i])),
             });
         }
-        if token_to_id.len() != n {
+        strings.shrink_to_fit();
+        let distinct = strings.index();
+        if distinct != n {
             return Err(vocab_err(format!(
-                "tokenizer.ggml.tokens has {} distinct texts among {n} tokens",
-                token_to_id.len()
+                "tokenizer.ggml.tokens has {distinct} distinct texts among {n} tokens"
             )));
         }
 
@@ -510,7 +513,7 @@ impl Vocab {
             pre,
             pre_tokenizer: PreTokenizer::for_type(pre),
             tokens,
-            token_to_id,
+            texts: strings,
             bpe_ranks,
             special,
             eog: HashSet::new(),
@@ -525,7 +528,7 @@ impl Vocab {
             strip_accents: false,
             max_token_len,
             special_by_len: Vec::new(),
-            pieces: Vec::new(),
+            pieces: Strings::default(),
         };
         vocab.read_special(file)?;
         vocab.build_caches();
@@ -575,7 +578,7 @@ impl Vocab {
             }
             let found = texts
                 .iter()
-                .filter_map(|t| self.token_to_id.get(t.as_bytes()).copied())
+                .filter_map(|t| self.text_to_token(t.as_bytes()))
                 .min();
             if let Some(id) = found {
                 *slot(&mut self.special) = Some(id);
@@ -583,8 +586,9 @@ impl Vocab {
             }
         }
 
-        for t in &mut self.tokens {
-            if t.attr & attr::CONTROL != 0 && contains(&t.text, b"unused") {
+        for (i, t) in self.tokens.iter_mut().enumerate() {
+            let text = self.texts.get(i).unwrap_or_default();
+            if t.attr & attr::CONTROL != 0 && contains(text, b"unused") {
                 t.attr |= attr::UNUSED;
             }
         }
@@ -595,35 +599,32 @@ impl Vocab {
             .flatten()
             .collect();
         for text in EOG_TEXTS {
-            if let Some(&id) = self.token_to_id.get(text.as_bytes()) {
+            if let Some(id) = self.text_to_token(text.as_bytes()) {
                 eog.insert(id);
                 self.tokens[id as usize].attr |= attr::CONTROL;
             }
         }
         for text in ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"] {
-            if let Some(&id) = self.token_to_id.get(text.as_bytes()) {
+            if let Some(id) = self.text_to_token(text.as_bytes()) {
                 self.tokens[id as usize].attr = attr::USER_DEFINED;
             }
         }
         eog.extend([s.eos, s.eot, s.eom].into_iter().flatten());
-        let in_eog: Vec<&[u8]> = eog
-            .iter()
-            .map(|&id| self.tokens[id as usize].text.as_slice())
-            .collect();
+        let in_eog: Vec<&[u8]> = eog.iter().map(|&id| self.text(id)).collect();
         let has = |t: &str| in_eog.contains(&t.as_bytes());
         let (return_or_flush, call) = (
             has("<|return|>") || has("<|flush|>"),
             has("<|call|>") || has("<|calls|>"),
         );
         let tool_or_plamo = has("<|tool_response>") || has("<|plamo:eos|>");
-        let end = self.token_to_id.get(b"<|end|>".as_slice()).copied();
+        let end = self.text_to_token(b"<|end|>");
         if let Some(end) = end.filter(|e| eog.contains(e)) {
             if return_or_flush && call {
                 eog.remove(&end);
                 self.tokens[end as usize].attr = attr::USER_DEFINED;
             }
         }
-        let s_id = self.token_to_id.get(b"</s>".as_slice()).copied();
+        let s_id = self.text_to_token(b"</s>");
         if let Some(s_id) = s_id.filter(|e| eog.contains(e)) {
             if tool_or_plamo {
                 eog.remove(&s_id);
@@ -640,11 +641,14 @@ impl Vocab {
         let mut ids: Vec<Token> = (0..self.tokens.len() as Token)
             .filter(|&id| self.tokens[id as usize].attr & special != 0)
             .collect();
-        ids.sort_by_key(|&id| std::cmp::Reverse(self.tokens[id as usize].text.len()));
+        ids.sort_by_key(|&id| std::cmp::Reverse(self.text(id).len()));
         self.special_by_len = ids;
-        self.pieces = (0..self.tokens.len())
-            .map(|id| self.render_piece(id))
-            .collect();
+        let mut pieces = Strings::with_capacity(self.tokens.len(), self.texts.n_bytes());
+        for id in 0..self.tokens.len() {
+            pieces.push(&self.render_piece(id));
+        }
+        pieces.shrink_to_fit();
+        self.pieces = pieces;
     }
 
     /// Per-model attributes llama.cpp sets by name (`<mask>` lstrip, Phi-3's rstrip).
@@ -656,7 +660,7 @@ impl Vocab {
         let pre = string(file, "tokenizer.ggml.pre")?.unwrap_or("");
         let any = |s: &str, subs: &[&str]| subs.iter().any(|x| s.contains(x));
         let mut set = |text: &str, bit: u32, on: bool| {
-            if let Some(&id) = self.token_to_id.get(text.as_bytes()) {
+            if let Some(id) = self.text_to_token(text.as_bytes()) {
                 let a = &mut self.tokens[id as usize].attr;
                 *a = if on { *a | bit } else { *a & !bit };
             }
@@ -670,7 +674,7 @@ impl Vocab {
                 self.tokens[id as usize].attr |= attr::RSTRIP;
             }
             let mut set = |text: &str, on: bool| {
-                if let Some(&id) = self.token_to_id.get(text.as_bytes()) {
+                if let Some(id) = self.text_to_token(text.as_bytes()) {
                     let a = &mut self.tokens[id as usize].attr;
                     *a = if on {
                         *a | attr::RSTRIP
@@ -691,20 +695,25 @@ impl Vocab {
 
     /// The piece of `id` as `token_to_piece(…, special = true)` renders it.
     fn render_piece(&self, id: usize) -> Vec<u8> {
-        let t = &self.tokens[id];
+        let (t, text) = (&self.tokens[id], self.text(id as Token));
         if t.attr & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
-            return t.text.clone();
+            return text.to_vec();
         }
         if t.attr & attr::NORMAL != 0 {
             if self.kind == VocabKind::Bpe && !self.escape_whitespaces {
-                return decode_byte_level(&t.text);
+                return decode_byte_level(text);
             }
-            return replace(&t.text, "\u{2581}".as_bytes(), b" ");
+            return replace(text, "\u{2581}".as_bytes(), b" ");
         }
         if t.attr & attr::BYTE != 0 && self.kind != VocabKind::Wpm {
-            return vec![hex_byte(&t.text).unwrap_or(0)];
+            return vec![hex_byte(text).unwrap_or(0)];
         }
         Vec::new()
+    }
+
+    /// The text of token `id`, known to be in range.
+    fn text(&self, id: Token) -> &[u8] {
+        self.texts.get(id as usize).unwrap_or_default()
     }
 
     // --- accessors -----------------------------------------------------------------------
@@ -743,7 +752,8 @@ impl Vocab {
     }
     /// The stored text of token `id` (`llama_vocab_get_text`).
     pub fn token_text(&self, id: Token) -> Result<&[u8]> {
-        Ok(&self.token(id)?.text)
+        self.token(id)?;
+        Ok(self.text(id))
     }
     /// The score of token `id` (`llama_vocab_get_score`).
     pub fn token_score(&self, id: Token) -> Result<f32> {
@@ -755,7 +765,7 @@ impl Vocab {
     }
     /// The id of the token whose text is exactly `text`.
     pub fn text_to_token(&self, text: &[u8]) -> Option<Token> {
-        self.token_to_id.get(text).copied()
+        self.texts.find(text)
     }
 
     fn token(&self, id: Token) -> Result<&TokenData> {
@@ -866,7 +876,7 @@ impl Vocab {
             vec![Fragment::Text(text)]
         };
         for &id in &self.special_by_len {
-            let t = &self.tokens[id as usize];
+            let (t, text) = (&self.tokens[id as usize], self.text(id));
             if !parse_special && t.attr & (attr::CONTROL | attr::UNKNOWN) != 0 {
                 continue;
             }
@@ -876,7 +886,7 @@ impl Vocab {
                     next.push(frag);
                     continue;
                 };
-                while let Some(at) = find(rest, &t.text) {
+                while let Some(at) = find(rest, text) {
                     let mut left = &rest[..at];
                     if t.attr & attr::LSTRIP != 0 {
                         while let [init @ .., last] = left {
@@ -890,7 +900,7 @@ impl Vocab {
                         next.push(Fragment::Text(left));
                     }
                     next.push(Fragment::Token(id));
-                    rest = &rest[at + t.text.len()..];
+                    rest = &rest[at + text.len()..];
                     if t.attr & attr::RSTRIP != 0 {
                         while let [first, tail @ ..] = rest {
                             if !is_c_space(*first) {
@@ -917,7 +927,7 @@ impl Vocab {
         if !special && t.attr & (attr::UNKNOWN | attr::CONTROL) != 0 {
             return Ok(&[]);
         }
-        Ok(&self.pieces[id as usize])
+        Ok(self.pieces.get(id as usize).unwrap_or_default())
     }
 
     /// Joins the pieces of `ids` (`llama_detokenize`) as bytes: with `remove_special` a leading

@@ -172,6 +172,21 @@ fn tiny_qwen3_logits_match_llama_cpp() {
     check_tiny_decoder("qwen3");
 }
 
+/// YaRN rope scaling (factor 4 over an original context of 64, attn_factor 0.9).
+#[test]
+fn tiny_qwen3_yarn_logits_match_llama_cpp() {
+    let hp = load(&fixtures().join("tiny-qwen3-yarn.gguf"))
+        .hparams()
+        .clone();
+    assert_eq!(hp.rope_scaling, ggml_llm::RopeScaling::Yarn);
+    assert_eq!(
+        (hp.rope_freq_scale, hp.rope_n_ctx_orig, hp.n_ctx_train),
+        (0.25, 64, 256)
+    );
+    assert_eq!((hp.rope_ext_factor, hp.rope_attn_factor), (1.0, 0.9));
+    check_tiny_decoder("qwen3-yarn");
+}
+
 #[test]
 fn tiny_gemma3_logits_match_llama_cpp() {
     check_tiny_decoder("gemma3");

@@ -215,13 +215,20 @@ fn generation_reuses_graphs_without_reallocating() {
     assert_eq!(sample(5), sample(5));
 }
 
+/// `t` written to a file of its own in a new temporary directory `ggml-llm-NAME-PID`: the
+/// directory and the file (to be memory-mapped).
+fn write_file(t: &Tiny, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("ggml-llm-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("tiny-{}.gguf", t.spec.arch));
+    std::fs::write(&path, &t.bytes).unwrap();
+    (dir, path)
+}
+
 #[test]
 fn a_memory_mapped_file_is_not_copied() {
     let t = Tiny::new(Spec::new("llama"));
-    let dir = std::env::temp_dir().join(format!("ggml-llm-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("tiny-llama.gguf");
-    std::fs::write(&path, &t.bytes).unwrap();
+    let (dir, path) = write_file(&t, "mapped");
     let mapped = Model::load(&path, &LoadOptions::default()).unwrap();
     assert!(mapped.is_mapped());
     assert!(!load(&t).is_mapped());
@@ -230,6 +237,49 @@ fn a_memory_mapped_file_is_not_copied() {
     assert_eq!(a, b);
     // No general.file_type: the type of most weight bytes names it.
     assert_eq!(mapped.description(), "llama ?B f32");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Loading reports the weights' bytes bound; a prompt reports its tokens after each chunk,
+/// one-token steps nothing.
+#[test]
+fn loads_and_prompts_report_their_progress() {
+    let t = Tiny::new(Spec::new("qwen3"));
+    let (dir, path) = write_file(&t, "progress");
+    let mut bytes = Vec::new();
+    let model = Model::load_with_progress(&path, &LoadOptions::default(), |done, total| {
+        bytes.push((done, total))
+    })
+    .unwrap();
+    let total = model.n_bytes() as usize;
+    assert!(total > 0);
+    // Mapped: every byte at once.
+    assert_eq!(bytes, [(total, total)]);
+
+    let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut s = model.session(opts(5, true, Type::F16)).unwrap();
+    let seen = calls.clone();
+    s.set_progress(Some(Box::new(move |done, total| {
+        seen.lock().unwrap().push((done, total))
+    })));
+    s.eval(&PROMPT, false).unwrap();
+    assert_eq!(*calls.lock().unwrap(), [(5, 12), (10, 12), (12, 12)]);
+    s.eval(&[3], false).unwrap();
+    assert_eq!(calls.lock().unwrap().len(), 3);
+    s.clear();
+    calls.lock().unwrap().clear();
+    let mut greedy = Chain::from_params(&ggml_llm::sampling::Params {
+        temp: 0.0,
+        ..Default::default()
+    })
+    .unwrap();
+    s.generate(&PROMPT[..7], 4, &mut greedy, |_| Ok(true))
+        .unwrap();
+    assert_eq!(*calls.lock().unwrap(), [(5, 7), (7, 7)]);
+    s.set_progress(None);
+    s.clear();
+    s.eval(&PROMPT, false).unwrap();
+    assert_eq!(calls.lock().unwrap().len(), 2);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -265,6 +315,32 @@ fn bad_input_gets_errors_that_name_it() {
     let r = Model::from_file(t.file(), &LoadOptions::default());
     assert!(matches!(r, Err(Error::Unsupported(_))));
     assert!(err_of(r).contains("\"gpt2\""));
+
+    // A rope scaling this crate does not implement; `none` ignores the factor.
+    let scaled = |kind: &str| {
+        Tiny::with_kv(
+            Spec::new("qwen2"),
+            &[
+                ("qwen2.rope.scaling.type", Value::from(kind)),
+                ("qwen2.rope.scaling.factor", Value::from(4.0f32)),
+            ],
+        )
+    };
+    let r = Model::from_file(scaled("longrope").file(), &LoadOptions::default());
+    assert!(matches!(r, Err(Error::Unsupported(_))));
+    let e = err_of(r);
+    assert!(
+        e.contains("\"longrope\"") && e.contains("qwen2.rope.scaling.type"),
+        "{e}"
+    );
+    let hp = load(&scaled("none")).hparams().clone();
+    assert_eq!((hp.rope_freq_scale, hp.rope_ext_factor), (1.0, 0.0));
+    let hp = load(&scaled("linear")).hparams().clone();
+    assert_eq!((hp.rope_freq_scale, hp.rope_ext_factor), (0.25, 0.0));
+    // No original_context_length: YaRN's is the training context.
+    let hp = load(&scaled("yarn")).hparams().clone();
+    assert_eq!((hp.rope_freq_scale, hp.rope_ext_factor), (0.25, 1.0));
+    assert_eq!(hp.rope_n_ctx_orig, hp.n_ctx_train);
 
     // A missing required key and a tensor of the wrong shape.
     let t = Tiny::with_kv(

@@ -110,6 +110,35 @@ fn copied_load_is_writable() {
 }
 
 #[test]
+fn loading_reports_its_progress_in_bytes() {
+    let dir = tmpdir("progress");
+    let path = write_model(&dir);
+    let cpu = backend::cpu_init().unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    let total: usize = file.tensors().iter().map(|t| t.size()).sum();
+    // w: 3x4 f32, b: 3 f32, h: 8 f16.
+    assert_eq!(total, 12 * 4 + 3 * 4 + 8 * 2);
+    let mut calls = Vec::new();
+    let mapped = file
+        .load_tensors_with_progress(&cpu, &mut |done, all| calls.push((done, all)))
+        .unwrap();
+    assert!(mapped.mapped);
+    // Mapping binds every byte at once.
+    assert_eq!(calls, [(total, total)]);
+
+    let in_memory = GgufFile::from_vec(std::fs::read(&path).unwrap()).unwrap();
+    calls.clear();
+    let copied = in_memory
+        .load_tensors_with_progress(&cpu, &mut |done, all| calls.push((done, all)))
+        .unwrap();
+    assert!(!copied.mapped);
+    // One report per tensor copied, in file order.
+    assert_eq!(calls, [(48, total), (60, total), (76, total)]);
+    check_affine(&copied.ctx, &cpu);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn a_file_without_tensors_loads_empty_either_way() {
     let dir = tmpdir("empty");
     let path = dir.join("meta.gguf");

@@ -325,7 +325,8 @@ impl Builder<'_> {
     }
 
     /// Rope of `x` `[head_dim, n_heads, n_tokens]` at the input positions, with layer `il`'s
-    /// base and scale.
+    /// base and scale and the model's YaRN parameters (inert without YaRN: no extrapolation
+    /// mix, output factor `rope.scaling.attn_factor`).
     fn rope(&self, x: &Tensor, il: usize) -> Result<Tensor> {
         let hp = self.hp;
         let (base, scale) = hp.rope_of(il);
@@ -335,13 +336,13 @@ impl Builder<'_> {
             self.model.weights().rope_freqs.as_ref(),
             hp.n_rot as i32,
             hp.arch.rope_type(),
-            hp.n_ctx_train as i32,
+            hp.rope_n_ctx_orig as i32,
             base,
             scale,
-            0.0,
-            1.0,
-            32.0,
-            1.0,
+            hp.rope_ext_factor,
+            hp.rope_attn_factor,
+            hp.rope_yarn_beta.0,
+            hp.rope_yarn_beta.1,
         )?)
     }
 

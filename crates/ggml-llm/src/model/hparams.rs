@@ -66,6 +66,35 @@ impl Arch {
     }
 }
 
+/// How the rope's frequencies are scaled for a context longer than the model was trained on
+/// (`enum llama_rope_scaling_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RopeScaling {
+    /// `none`: never scaled, whatever the factor.
+    None,
+    /// `linear`: positions divided by the factor.
+    Linear,
+    /// `yarn`: YaRN, interpolating the slow dimensions and extrapolating the fast ones.
+    Yarn,
+}
+
+impl RopeScaling {
+    /// The scaling named `name` as GGUF writes it; `Err` names any other (`longrope` is not
+    /// implemented).
+    pub fn from_name(name: &str) -> Result<RopeScaling> {
+        Ok(match name {
+            "none" => RopeScaling::None,
+            "linear" => RopeScaling::Linear,
+            "yarn" => RopeScaling::Yarn,
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "rope.scaling.type = {name:?}; this crate implements none, linear and yarn"
+                )))
+            }
+        })
+    }
+}
+
 /// How an encoder's per-token states become one embedding (`enum llama_pooling_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Pooling {
@@ -138,8 +167,26 @@ pub struct Hparams {
     pub n_rot: usize,
     /// Rope base of the global layers (`{arch}.rope.freq_base`, default 10000).
     pub rope_freq_base: f32,
-    /// Rope frequency scale (1 / `{arch}.rope.scaling.factor`, default 1).
+    /// Rope frequency scale (1 / `{arch}.rope.scaling.factor`, default 1; 1 when
+    /// `{arch}.rope.scaling.type` is `none`).
     pub rope_freq_scale: f32,
+    /// The rope scaling: `{arch}.rope.scaling.type`, default linear.
+    pub rope_scaling: RopeScaling,
+    /// The context the rope was trained for before scaling, YaRN's `n_ctx_orig`
+    /// (`{arch}.rope.scaling.original_context_length`, default `n_ctx_train`).
+    pub rope_n_ctx_orig: usize,
+    /// YaRN's extrapolation mix: 1 with YaRN scaling, else 0 (llama.cpp's `yarn_ext_factor`
+    /// when not given on its command line).
+    pub rope_ext_factor: f32,
+    /// The factor rope scales its output by (llama.cpp's `yarn_attn_factor`): with YaRN,
+    /// the magnitude correction `0.1·ln(s) + 1` of the scale factor `s > 1` cancelled by
+    /// the one GGML's rope applies itself, so only `{arch}.rope.scaling.attn_factor`
+    /// (default 1) remains.
+    pub rope_attn_factor: f32,
+    /// YaRN's β_fast and β_slow: the dimensions rotating more than β_fast times over
+    /// `rope_n_ctx_orig` positions are not interpolated, those rotating fewer than β_slow
+    /// times fully (llama.cpp's defaults, 32 and 1; it reads no key for these architectures).
+    pub rope_yarn_beta: (f32, f32),
     /// Rope base of the sliding-window layers (`{arch}.rope.freq_base_swa`, default 10000).
     pub rope_freq_base_swa: f32,
     /// The norms' epsilon (`layer_norm_rms_epsilon`, or `layer_norm_epsilon` for BERT).
@@ -261,6 +308,26 @@ impl Meta<'_> {
     }
 }
 
+/// YaRN's extrapolation mix and the factor rope scales its output by, as llama.cpp derives
+/// them when its command line sets neither (`llama_context`'s constructor): the mix is 1 with
+/// YaRN, else 0; with a mix, the magnitude correction `get_mscale(s) = 0.1·ln(s) + 1` of the
+/// scale factor `s = 1 / freq_scale` (1 for `s ≤ 1`) divided by the `1 + 0.1·ln(s)` GGML's
+/// rope multiplies in by itself; then `attn_factor` (`rope.scaling.attn_factor`, default 1).
+fn yarn_factors(scaling: RopeScaling, freq_scale: f32, attn_factor: Option<f32>) -> (f32, f32) {
+    let ext_factor = if scaling == RopeScaling::Yarn {
+        1.0
+    } else {
+        0.0
+    };
+    let mut factor = 1.0f32;
+    if ext_factor != 0.0 {
+        let s = 1.0 / freq_scale;
+        let mscale = if s <= 1.0 { 1.0 } else { 0.1 * s.ln() + 1.0 };
+        factor = mscale / (1.0 + 0.1 * s.ln());
+    }
+    (ext_factor, factor * attn_factor.unwrap_or(1.0))
+}
+
 impl Hparams {
     /// Reads the hyper-parameters of `file`. `Err` names a missing or malformed key, or an
     /// architecture or feature this crate does not run.
@@ -304,18 +371,34 @@ impl Hparams {
                  the head"
             )));
         }
-        if let Some((key, v)) = m.value("rope.scaling.type") {
-            let kind = v.as_string().map(|s| s.to_string_lossy().into_owned());
-            if !matches!(kind.as_deref(), Some("none" | "linear")) {
-                return Err(Error::Unsupported(format!(
-                    "{key} = {v:?}; this crate implements linear rope scaling only"
-                )));
+        let rope_scaling = match m.value("rope.scaling.type") {
+            None => RopeScaling::Linear,
+            Some((key, v)) => {
+                let name = v
+                    .as_string()
+                    .ok_or_else(|| Error::Model(format!("{key} = {v:?}; it must be a string")))?;
+                let name = name.to_string_lossy();
+                RopeScaling::from_name(&name).map_err(|_| {
+                    Error::Unsupported(format!(
+                        "{key} = {name:?}; this crate implements none, linear and yarn"
+                    ))
+                })?
             }
-        }
+        };
         let scale = m
             .f32_opt("rope.scaling.factor")?
             .or(m.f32_opt("rope.scale_linear")?)
             .unwrap_or(0.0);
+        let rope_freq_scale = match (rope_scaling, scale) {
+            (RopeScaling::None, _) | (_, 0.0) => 1.0,
+            _ => 1.0 / scale,
+        };
+        let (rope_ext_factor, rope_attn_factor) = yarn_factors(
+            rope_scaling,
+            rope_freq_scale,
+            m.f32_opt("rope.scaling.attn_factor")?,
+        );
+        let n_ctx_train = m.usize_opt("context_length")?.unwrap_or(0);
         let eps_key = if arch == Arch::Bert {
             "attention.layer_norm_epsilon"
         } else {
@@ -357,7 +440,7 @@ impl Hparams {
         };
         let hp = Hparams {
             arch,
-            n_ctx_train: m.usize_opt("context_length")?.unwrap_or(0),
+            n_ctx_train,
             n_embd,
             n_layer,
             n_ff: m.usize("feed_forward_length")?,
@@ -367,7 +450,15 @@ impl Hparams {
             head_dim_v,
             n_rot,
             rope_freq_base: m.f32_opt("rope.freq_base")?.unwrap_or(10000.0),
-            rope_freq_scale: if scale == 0.0 { 1.0 } else { 1.0 / scale },
+            rope_freq_scale,
+            rope_scaling,
+            rope_n_ctx_orig: m
+                .usize_opt("rope.scaling.original_context_length")?
+                .filter(|&n| n > 0)
+                .unwrap_or(n_ctx_train),
+            rope_ext_factor,
+            rope_attn_factor,
+            rope_yarn_beta: (32.0, 1.0),
             rope_freq_base_swa: m.f32_opt("rope.freq_base_swa")?.unwrap_or(10000.0),
             norm_eps,
             n_swa,
@@ -413,5 +504,39 @@ impl Hparams {
         } else {
             (self.rope_freq_base, self.rope_freq_scale)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yarn_factors_are_llama_cpps() {
+        // s = 4: GGML's rope applies 1 + 0.1 ln 4 itself, so only attn_factor remains.
+        assert_eq!(yarn_factors(RopeScaling::Yarn, 0.25, None), (1.0, 1.0));
+        assert_eq!(yarn_factors(RopeScaling::Yarn, 0.25, Some(0.9)), (1.0, 0.9));
+        // s = 1/2 ≤ 1: get_mscale is 1, the division by 1 + 0.1 ln s is not cancelled.
+        let (ext, f) = yarn_factors(RopeScaling::Yarn, 2.0, None);
+        assert_eq!(ext, 1.0);
+        assert!((f - 1.0 / (1.0 + 0.1 * 0.5f32.ln())).abs() < 1e-7, "{f}");
+        // Without YaRN: no mix, the factor is attn_factor.
+        assert_eq!(
+            yarn_factors(RopeScaling::Linear, 0.25, Some(0.9)),
+            (0.0, 0.9)
+        );
+        assert_eq!(yarn_factors(RopeScaling::None, 1.0, None), (0.0, 1.0));
+    }
+
+    #[test]
+    fn rope_scaling_names() {
+        assert_eq!(RopeScaling::from_name("yarn").unwrap(), RopeScaling::Yarn);
+        assert_eq!(RopeScaling::from_name("none").unwrap(), RopeScaling::None);
+        assert_eq!(
+            RopeScaling::from_name("linear").unwrap(),
+            RopeScaling::Linear
+        );
+        let e = RopeScaling::from_name("longrope").unwrap_err().to_string();
+        assert!(e.contains("\"longrope\""), "{e}");
     }
 }

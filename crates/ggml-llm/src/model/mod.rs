@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ggml::gguf::{GgufFile, LoadedTensors};
 use ggml::{backend, Backend, Device};
 
-pub use hparams::{Arch, Hparams, Pooling};
+pub use hparams::{Arch, Hparams, Pooling, RopeScaling};
 pub(crate) use weights::{LayerWeights, Weights};
 
 use crate::session::{Session, SessionOptions};
@@ -34,8 +34,6 @@ struct Inner {
     n_params: u64,
     n_bytes: u64,
     description: String,
-    // Keeps the mapping the weights point into alive for as long as the model.
-    _file: GgufFile,
 }
 
 /// A loaded model. Cheap to clone (the weights are shared); `Send + Sync`.
@@ -60,18 +58,39 @@ impl Model {
     /// the file is not a GGUF model, names an architecture this crate does not run, or lacks a
     /// key or tensor the architecture needs.
     pub fn load(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Model> {
+        Model::load_with_progress(path, options, |_, _| {})
+    }
+
+    /// [`Model::load`], calling `progress(bytes_done, bytes_total)` as the weights are bound:
+    /// once with every byte when they are the mapped file, else after each tensor copied to
+    /// the device (for a progress report on a long load).
+    pub fn load_with_progress(
+        path: impl AsRef<Path>,
+        options: &LoadOptions,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Model> {
         let path = path.as_ref();
         let file = GgufFile::open(path).map_err(|e| {
             Error::Model(format!("{}: not a GGUF model file ({e})", path.display()))
         })?;
-        Model::from_file(file, options)
+        Model::bind(&file, options, &mut progress)
     }
 
     /// [`Model::load`] for a file already opened (or read from memory, in which case the
-    /// weights are copied into the device's buffers).
+    /// weights are copied into the device's buffers). The model keeps what it needs of
+    /// `file` (the mapping its weights point into); the rest — the metadata, with the
+    /// vocabulary's strings — is freed when `file` is dropped.
     pub fn from_file(file: GgufFile, options: &LoadOptions) -> Result<Model> {
-        let hparams = Hparams::from_gguf(&file)?;
-        let vocab = Vocab::from_gguf(&file)?;
+        Model::bind(&file, options, &mut |_, _| {})
+    }
+
+    fn bind(
+        file: &GgufFile,
+        options: &LoadOptions,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Model> {
+        let hparams = Hparams::from_gguf(file)?;
+        let vocab = Vocab::from_gguf(file)?;
         let device = match &options.device {
             None => backend::dev_by_type(ggml::DeviceType::Cpu)
                 .ok_or_else(|| Error::InvalidArgument("no CPU device is registered".into()))?,
@@ -82,7 +101,7 @@ impl Model {
             })?,
         };
         let be: Backend = device.init(None)?;
-        let tensors = file.load_tensors(&be)?;
+        let tensors = file.load_tensors_with_progress(&be, progress)?;
         let weights = Weights::bind(&tensors.ctx, &hparams, vocab.n_tokens())?;
         let infos = file.tensors();
         let n_params = infos.iter().map(|t| t.n_elements() as u64).sum();
@@ -91,7 +110,7 @@ impl Model {
             .get("general.size_label")
             .and_then(|v| v.as_string())
             .map_or_else(|| "?B".to_string(), |s| s.to_string_lossy().into_owned());
-        let description = format!("{} {size} {}", hparams.arch.name(), file_type_name(&file));
+        let description = format!("{} {size} {}", hparams.arch.name(), file_type_name(file));
         Ok(Model {
             inner: Arc::new(Inner {
                 hparams,
@@ -102,7 +121,6 @@ impl Model {
                 n_params,
                 n_bytes,
                 description,
-                _file: file,
             }),
         })
     }

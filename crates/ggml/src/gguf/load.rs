@@ -53,13 +53,27 @@ impl GgufFile {
     /// without a copy when the file is memory-mapped and the backend's device can use host
     /// memory, else copied into the device's buffer type.
     pub fn load_tensors(&self, backend: &Backend) -> Result<LoadedTensors> {
+        self.load_tensors_with_progress(backend, &mut |_, _| {})
+    }
+
+    /// [`GgufFile::load_tensors`], calling `progress(bytes_done, bytes_total)` as the tensors'
+    /// bytes are bound: once with all of them when the file is mapped without a copy, else
+    /// after each tensor copied (for a progress report on a long load).
+    pub fn load_tensors_with_progress(
+        &self,
+        backend: &Backend,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<LoadedTensors> {
         let dev = backend.get_device();
         let caps = dev.get_props().caps;
         let host_ok = caps.buffer_from_host_ptr && dev.buffer_type().is_host();
         if self.file_bytes().is_mapped() && host_ok {
-            self.load_tensors_mapped(&dev)
+            let loaded = self.load_tensors_mapped(&dev)?;
+            let total = self.total_tensor_bytes();
+            progress(total, total);
+            Ok(loaded)
         } else {
-            self.load_tensors_copied(&dev.buffer_type())
+            self.copy_tensors(&dev.buffer_type(), progress)
         }
     }
 
@@ -81,6 +95,16 @@ impl GgufFile {
     /// Allocates the tensors in buffers of `buft` (a multi-buffer past its maximum size) and
     /// copies their bytes in.
     pub fn load_tensors_copied(&self, buft: &BufferType) -> Result<LoadedTensors> {
+        self.copy_tensors(buft, &mut |_, _| {})
+    }
+
+    /// [`GgufFile::load_tensors_copied`], calling `progress(bytes_done, bytes_total)` after
+    /// each tensor.
+    fn copy_tensors(
+        &self,
+        buft: &BufferType,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<LoadedTensors> {
         let (ctx, tensors) = self.tensor_context()?;
         // A file without tensor data (metadata only, or only empty tensors) loads into an
         // empty buffer, as the mapped path does.
@@ -89,14 +113,22 @@ impl GgufFile {
         } else {
             alloc_ctx_tensors_from_buft(&ctx, buft)?
         };
+        let (total, mut done) = (self.total_tensor_bytes(), 0);
         for (t, info) in tensors.iter().zip(self.tensors()) {
-            t.set_bytes(self.data_of(info), 0)?;
+            let data = self.data_of(info);
+            t.set_bytes(data, 0)?;
+            done += data.len();
+            progress(done, total);
         }
         Ok(LoadedTensors {
             ctx,
             buffer,
             mapped: false,
         })
+    }
+
+    fn total_tensor_bytes(&self) -> usize {
+        self.tensors().iter().map(|i| i.size()).sum()
     }
 
     fn max_tensor_size(&self) -> usize {

@@ -2,6 +2,7 @@
 
 mod compute;
 mod features;
+pub(crate) mod gemm;
 pub(crate) mod kernels;
 pub(crate) mod quant_dot;
 mod threadpool;

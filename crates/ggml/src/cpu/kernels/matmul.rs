@@ -13,6 +13,7 @@
 
 use super::{dequantizable, dequantize_into, is_float, unsupported, NodePtrs, Params, TensorPtr};
 use super::{operand, Planned};
+use crate::cpu::gemm;
 use crate::cpu::quant_dot::{isa, quant_dot, Isa};
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -40,7 +41,77 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
         let qbytes = qd.act.row_size(k as i64)?;
         return Ok(Planned::new(mul_mat_quant, k * 4 + JQ * qbytes));
     }
-    Ok(Planned::new(mul_mat, (1 + JB) * k * 4))
+    let dots_work = (1 + JB) * k * 4;
+    let n = b.ne()[1] as usize;
+    if is_float(a.ty()) && n >= GEMM_MIN_COLS && t.nb()[0] == 4 && t.nb()[1] % 4 == 0 {
+        // the dot path's scratch too: the kernel falls back to it for a result it cannot
+        // write as packed f32 rows or that overlaps an operand
+        let work = (gemm::scratch_len(n) * 4).max(dots_work);
+        return Ok(Planned::new(mul_mat_gemm, work));
+    }
+    Ok(Planned::new(mul_mat, dots_work))
+}
+
+/// Columns of `b` from which float weights go through the packed GEMM ([`gemm`]); fewer
+/// take the dot products of [`mul_mat`], faster for matrix-vector products (where packing
+/// `a` costs as much as using it).
+const GEMM_MIN_COLS: usize = 4;
+
+/// MUL_MAT with F32, F16 or BF16 weights through the packed GEMM: the products of all
+/// batches split into rectangles of whole tiles ([`gemm::Split`]), each thread taking a
+/// contiguous run of them, so each result element is computed by one thread in an order
+/// that does not depend on the thread count.
+///
+/// # Safety
+/// As [`KernelFn`](super::KernelFn), with the plan [`plan`] made for the node.
+unsafe fn mul_mat_gemm(n: &NodePtrs, p: &Params) {
+    let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
+    if d.overlaps(a) || d.overlaps(b) || d.data as usize % 4 != 0 {
+        // SAFETY: forwarded; the plan reserved the dot path's scratch too.
+        return unsafe { mul_mat(n, p) };
+    }
+    let kern = gemm::Kernel::for_isa(isa());
+    let (m, ncols, k) = (a.ne[1] as usize, b.ne[1] as usize, a.ne[0] as usize);
+    let batches = batch_count(b);
+    let split = gemm::Split::new(&kern, m, ncols, batches, p.nth);
+    let units = p.range(split.units(batches));
+    if units.is_empty() {
+        return;
+    }
+    // SAFETY: the plan sized each thread's scratch for `scratch_len(b.ne1)` f32 values.
+    let scratch = unsafe { p.scratch_f32(gemm::scratch_len(ncols)) };
+    let mat = |t: &TensorPtr, i: [usize; 3]| gemm::Mat {
+        ptr: t.row([0, i[0], i[1], i[2]]),
+        ty: t.ty,
+        row_stride: t.nb[1],
+        elem_stride: t.nb[0],
+    };
+    let round = gemm::Round::for_weights(a.ty);
+    for u in units {
+        let (batch, rows, cols) = split.unit(u, m, ncols);
+        let (ai, bi) = batch_index(a, b, batch);
+        let out = gemm::Out {
+            ptr: d.row([0, bi[0], bi[1], bi[2]]) as *mut f32,
+            ld: d.nb[1] / 4,
+        };
+        // SAFETY: a holds m rows and b `cols` rows of k elements in these batches; dst is
+        // [m, b.ne1, …] of packed f32 rows nb1 bytes apart (checked by the plan), 4-byte
+        // aligned and overlapping neither operand (checked above); the units of the threads
+        // are disjoint rectangles; `isa()` chose a path this CPU runs.
+        unsafe {
+            gemm::gemm(
+                &kern,
+                &mat(a, ai),
+                &mat(b, bi),
+                k,
+                round,
+                out,
+                rows,
+                cols,
+                scratch,
+            )
+        };
+    }
 }
 
 /// Row `row` of `t` as f32: borrowed when `may_borrow` and it already is packed, aligned f32,
@@ -361,6 +432,7 @@ pub(super) unsafe fn mul_mat(n: &NodePtrs, p: &Params) {
     let (abuf, bbuf) = scratch.split_at_mut(k);
     let nb1 = b.ne[1] as usize;
     let mut out = [0f32; JB];
+    let round = gemm::Round::for_weights(a.ty);
     for batch in 0..batch_count(b) {
         let (ai, bi) = batch_index(a, b, batch);
         for j0 in (0..nb1).step_by(JB) {
@@ -372,14 +444,16 @@ pub(super) unsafe fn mul_mat(n: &NodePtrs, p: &Params) {
                 .take(nj)
                 .zip(bbuf.chunks_exact_mut(k.max(1)))
             {
+                let row = b.row([j0 + t, bi[0], bi[1], bi[2]]);
                 // SAFETY: j0 + t < b.ne[1]; bi is within b's batch dimensions; buf holds ne00.
-                *slot = unsafe {
-                    row_f32(
-                        b,
-                        b.row([j0 + t, bi[0], bi[1], bi[2]]),
-                        &mut buf[..k],
-                        borrow_b,
-                    )
+                *slot = if round == gemm::Round::F32 {
+                    unsafe { row_f32(b, row, &mut buf[..k], borrow_b) }
+                } else {
+                    // rounded to the weights' dot type, as the GEMM and GGML do
+                    unsafe { row_f32(b, row, &mut buf[..k], false) };
+                    round.slice(&mut buf[..k]);
+                    let buf: &[f32] = buf;
+                    &buf[..k]
                 };
             }
             for i in rows.clone() {

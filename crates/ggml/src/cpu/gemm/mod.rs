@@ -30,7 +30,7 @@
 //! ## Paths
 //! Three micro-kernels, chosen by [`Kernel::for_isa`] from [`isa`](crate::cpu::quant_dot::isa)
 //! (so `GGML_CPU_FORCE=scalar|avx2|avx512` forces one): portable (arrays the compiler
-//! vectorises), AVX2+FMA (16 × 6) and AVX-512 F (32 × 12).
+//! vectorises), AVX2+FMA (16 × 6) and AVX-512 F (48 × 8).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;

@@ -287,29 +287,14 @@ fn activations_are_rounded_to_the_weights_dot_type() {
     }
 }
 
-fn cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat").unwrap().split_whitespace().next().unwrap().parse().unwrap()
-}
-
+/// A 32-column batch of many weight rows is cut along the rows, so each of two threads packs
+/// half of the weights rather than all of them.
 #[test]
-#[ignore]
-fn tmp_speed() {
-    let shapes: Vec<(usize, usize, usize, Type)> = std::env::var("SHAPES").unwrap_or("1024,1024,1024,f32;4096,32,4096,f16".into())
-        .split(';').map(|s| { let v: Vec<&str> = s.split(',').collect();
-            (v[0].parse().unwrap(), v[1].parse().unwrap(), v[2].parse().unwrap(), match v[3] {"f16"=>Type::F16, "bf16"=>Type::BF16, _=>Type::F32}) }).collect();
+fn few_columns_split_the_weight_rows() {
     for (isa, kern) in kernels() {
-        if isa == Isa::Scalar { continue; }
-        for &(m, n, k, wt) in &shapes {
-            let a = Operand::new(wt, m, k, false, 1);
-            let b = Operand::new(Type::F32, n, k, false, 2);
-            run(&kern, &a, &b, 1);
-            let mut best = f64::MAX;
-            for _ in 0..5 {
-                let t = cpu_ns();
-                run(&kern, &a, &b, 1);
-                best = best.min((cpu_ns() - t) as f64);
-            }
-            println!("{isa:?} {wt} m {m} n {n} k {k}: {:.1} GFLOP/s (cpu time)", 2.0 * (m * n * k) as f64 / best);
-        }
+        let split = Split::new(&kern, 4096, 32, 1, 2);
+        let (_, rows, cols) = split.unit(0, 4096, 32);
+        assert_eq!(cols, 0..32, "{isa:?}");
+        assert!(rows.len() >= 2000 && rows.len() <= 2100, "{isa:?}: {rows:?}");
     }
 }

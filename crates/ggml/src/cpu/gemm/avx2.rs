@@ -29,7 +29,8 @@ unsafe fn micro(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize
     for p in 0..kc {
         // SAFETY: p < kc, and the panels hold kc · 8·MV and kc · NR values.
         unsafe {
-            let av: [__m256; MV] = std::array::from_fn(|v| _mm256_loadu_ps(a.add(p * 8 * MV + 8 * v)));
+            let av: [__m256; MV] =
+                std::array::from_fn(|v| _mm256_loadu_ps(a.add(p * 8 * MV + 8 * v)));
             for (j, s) in sum.iter_mut().enumerate() {
                 let bv = _mm256_broadcast_ss(&*b.add(p * NR + j));
                 for v in 0..MV {
@@ -43,7 +44,11 @@ unsafe fn micro(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize
             // SAFETY: row j of the caller's tile holds 8·MV values.
             unsafe {
                 let o = c.add(j * ldc + 8 * v);
-                let x = if acc { _mm256_add_ps(_mm256_loadu_ps(o), x) } else { x };
+                let x = if acc {
+                    _mm256_add_ps(_mm256_loadu_ps(o), x)
+                } else {
+                    x
+                };
                 _mm256_storeu_ps(o, x);
             }
         }

@@ -3,6 +3,10 @@
 //! 32 × 12 and 64 × 6 on an Emerald Rapids Xeon, and 32-column batches take whole tiles), and
 //! widening with `vcvtph2ps`.
 
+// AVX-512 target features and intrinsics are stable since Rust 1.89, so this path needs 1.89
+// while the workspace still declares 1.85 (as quant_dot's AVX-512 path).
+#![allow(clippy::incompatible_msrv)]
+
 use super::Kernel;
 use crate::types::{f16, Type};
 use std::arch::x86_64::*;
@@ -46,7 +50,11 @@ unsafe fn micro(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize
             // SAFETY: row j of the caller's tile holds 16·MV values.
             unsafe {
                 let o = c.add(j * ldc + 16 * v);
-                let x = if acc { _mm512_add_ps(_mm512_loadu_ps(o), x) } else { x };
+                let x = if acc {
+                    _mm512_add_ps(_mm512_loadu_ps(o), x)
+                } else {
+                    x
+                };
                 _mm512_storeu_ps(o, x);
             }
         }

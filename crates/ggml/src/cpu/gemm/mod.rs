@@ -128,7 +128,8 @@ impl Round {
 ///
 /// Safety: `a` must hold `kc · MR` values, `b` `kc · NR`, `c` a tile of `NR` rows `ldc` apart
 /// with `MR` values each, and the CPU the path's features.
-type MicroFn = unsafe fn(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, acc: bool);
+type MicroFn =
+    unsafe fn(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, acc: bool);
 
 /// Widens `src` (packed f16) into `out` (as long).
 type WidenF16 = fn(src: &[f16], out: &mut [f32]);
@@ -183,6 +184,7 @@ pub(crate) fn scratch_len(n: usize) -> usize {
 /// `c` rows `cols` with values `rows` must be writable and overlap neither operand, nor be
 /// written by anyone else meanwhile; the CPU must have the kernel's path; `scratch` must hold
 /// [`scratch_len`]`(cols.len())` values.
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gemm(
     kern: &Kernel,
     a: &Mat,
@@ -267,7 +269,11 @@ unsafe fn tile(
     for j in 0..h {
         for i in 0..w {
             // SAFETY: (j, i) is in the part of the tile the caller owns.
-            t[j * mr + i] = if acc { unsafe { *c.add(j * ldc + i) } } else { 0.0 };
+            t[j * mr + i] = if acc {
+                unsafe { *c.add(j * ldc + i) }
+            } else {
+                0.0
+            };
         }
     }
     // SAFETY: `t` holds mr · nr <= TILE values; the panels as forwarded.

@@ -53,9 +53,14 @@ struct Operand {
 
 impl Operand {
     fn new(ty: Type, rows: usize, k: usize, transposed: bool, seed: u32) -> Operand {
-        let vals: Vec<f32> = values(rows * k, seed).iter().map(|&x| stored(x, ty)).collect();
+        let vals: Vec<f32> = values(rows * k, seed)
+            .iter()
+            .map(|&x| stored(x, ty))
+            .collect();
         let laid: Vec<f32> = if transposed {
-            (0..rows * k).map(|e| vals[e % rows * k + e / rows]).collect()
+            (0..rows * k)
+                .map(|e| vals[e % rows * k + e / rows])
+                .collect()
         } else {
             vals.clone()
         };
@@ -228,7 +233,9 @@ fn results_do_not_depend_on_the_thread_count() {
             for nth in [2, 3, 4, 7, 8] {
                 let many = run(&kern, &a, &b, nth);
                 assert!(
-                    one.iter().zip(&many).all(|(x, y)| x.to_bits() == y.to_bits()),
+                    one.iter()
+                        .zip(&many)
+                        .all(|(x, y)| x.to_bits() == y.to_bits()),
                     "{isa:?} m {m} n {n} k {k}: {nth} threads differ from one"
                 );
             }
@@ -241,7 +248,12 @@ fn results_do_not_depend_on_the_thread_count() {
 #[test]
 fn the_split_covers_every_element_once() {
     let kern = Kernel::for_isa(Isa::Scalar);
-    for &(m, n, batches, nth) in &[(100, 50, 1, 2), (7, 3, 3, 2), (64, 64, 16, 4), (5, 900, 1, 6)] {
+    for &(m, n, batches, nth) in &[
+        (100, 50, 1, 2),
+        (7, 3, 3, 2),
+        (64, 64, 16, 4),
+        (5, 900, 1, 6),
+    ] {
         let split = Split::new(&kern, m, n, batches, nth);
         let mut seen = vec![0u8; batches * m * n];
         for u in 0..split.units(batches) {
@@ -252,10 +264,17 @@ fn the_split_covers_every_element_once() {
                 }
             }
         }
-        assert!(seen.iter().all(|&s| s == 1), "m {m} n {n} b {batches} nth {nth}");
+        assert!(
+            seen.iter().all(|&s| s == 1),
+            "m {m} n {n} b {batches} nth {nth}"
+        );
         let whole = batches >= 4 * nth || batches % nth == 0;
         let want = if whole { batches } else { batches * nth };
-        assert_eq!(split.units(batches), want, "m {m} n {n} b {batches} nth {nth}");
+        assert_eq!(
+            split.units(batches),
+            want,
+            "m {m} n {n} b {batches} nth {nth}"
+        );
     }
 }
 
@@ -265,7 +284,10 @@ fn the_split_covers_every_element_once() {
 fn activations_are_rounded_to_the_weights_dot_type() {
     for (isa, kern) in kernels() {
         // 1 + 2^-11 lies halfway between 1 and the next f16, 1 + 2^-8 likewise for bf16
-        for (wt, x) in [(Type::F16, 1.0 + 2f32.powi(-11)), (Type::BF16, 1.0 + 2f32.powi(-8))] {
+        for (wt, x) in [
+            (Type::F16, 1.0 + 2f32.powi(-11)),
+            (Type::BF16, 1.0 + 2f32.powi(-8)),
+        ] {
             let a = Operand {
                 vals: vec![1.0],
                 bytes: encode(&[1.0, 0.0], wt),
@@ -295,6 +317,9 @@ fn few_columns_split_the_weight_rows() {
         let split = Split::new(&kern, 4096, 32, 1, 2);
         let (_, rows, cols) = split.unit(0, 4096, 32);
         assert_eq!(cols, 0..32, "{isa:?}");
-        assert!(rows.len() >= 2000 && rows.len() <= 2100, "{isa:?}: {rows:?}");
+        assert!(
+            rows.len() >= 2000 && rows.len() <= 2100,
+            "{isa:?}: {rows:?}"
+        );
     }
 }

@@ -166,6 +166,11 @@ impl Kernel {
             _ => portable::KERNEL,
         }
     }
+
+    /// `out[i] = src[i]` widened (exact; F16C or AVX-512 where the path has them).
+    pub(crate) fn widen_f16(&self, src: &[f16], out: &mut [f32]) {
+        (self.widen_f16)(&src[..out.len()], out);
+    }
 }
 
 /// Scratch f32 values one thread needs for [`gemm`] over at most `n` columns: a packed slice

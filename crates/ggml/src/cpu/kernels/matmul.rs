@@ -4,8 +4,14 @@
 //! GGML's integer dot against `b` quantized to Q8), activations `b` in F32, F16 or BF16;
 //! result F32.
 //!
-//! Threads split the rows of `a`. Rows of `b` are taken [`JB`] at a time (converted to f32 in
-//! the thread's scratch unless they already are packed, aligned f32), and every row of `a`
+//! F32, F16 and BF16 weights against [`GEMM_MIN_COLS`] or more columns go through the packed
+//! GEMM of [`crate::cpu::gemm`] (`b` rounded to the weights' dot type as GGML does; see there).
+//! Fewer columns, and quantized weights without an integer dot kernel, take the dot products
+//! below, with `b` rounded the same way for F16 and BF16 weights.
+//!
+//! In the dot products, threads split the rows of `a`. Rows of `b` are taken [`JB`] at a time
+//! (converted to f32 in the thread's scratch unless they already are packed, aligned f32, or
+//! must be rounded), and every row of `a`
 //! (likewise converted once per block) is dotted with the whole block. On x86-64 CPUs with
 //! AVX2 and FMA an intrinsics path, chosen at run time, does four `b` rows per pass over the
 //! row of `a`; every thread takes the same path, so results do not depend on the thread
@@ -14,7 +20,7 @@
 use super::{dequantizable, dequantize_into, is_float, unsupported, NodePtrs, Params, TensorPtr};
 use super::{operand, Planned};
 use crate::cpu::gemm;
-use crate::cpu::quant_dot::{isa, quant_dot, Isa};
+use crate::cpu::quant_dot::{isa, quant_dot};
 use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::types::{bf16_to_f32, f16, Type};
@@ -138,7 +144,7 @@ pub(super) unsafe fn row_f32<'a>(
         Type::F16 if packed && row as usize % std::mem::align_of::<f16>() == 0 => {
             // SAFETY: as above, for f16.
             let src = unsafe { std::slice::from_raw_parts(row as *const f16, n) };
-            f16_to_f32(src, out);
+            gemm::Kernel::for_isa(isa()).widen_f16(src, out);
         }
         q if q.is_quantized() => {
             // SAFETY: forwarded from the caller; rows of quantized tensors are packed blocks.
@@ -159,20 +165,6 @@ pub(super) unsafe fn row_f32<'a>(
         }
     }
     out
-}
-
-/// `out[i] = src[i]` widened, with F16C eight at a time where [`isa`] has it (the conversion
-/// is exact, so both ways give the same values).
-fn f16_to_f32(src: &[f16], out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if isa() >= Isa::Avx2 {
-        // SAFETY: the path was chosen after detecting F16C; `out` is as long as `src`.
-        unsafe { avx2::f16_to_f32(src, &mut out[..src.len()]) };
-        return;
-    }
-    for (o, h) in out.iter_mut().zip(src) {
-        *o = h.to_f32();
-    }
 }
 
 /// Sums the lanes pairwise (a fixed order).
@@ -212,28 +204,7 @@ mod avx2 {
     //! The block dot products with AVX2 and FMA intrinsics: four rows of `b` per pass over
     //! `a`, two independent accumulators per row (16 elements per step).
     use super::{reduce, tail_dot, LANES};
-    use crate::types::f16;
     use std::arch::x86_64::*;
-
-    /// `out[i] = src[i]` widened with F16C.
-    ///
-    /// # Safety
-    /// The CPU must have AVX2 and F16C; `out` must be as long as `src`.
-    #[target_feature(enable = "avx2,f16c")]
-    pub(super) unsafe fn f16_to_f32(src: &[f16], out: &mut [f32]) {
-        let n8 = src.len() / 8 * 8;
-        let (ps, po) = (src.as_ptr() as *const u16, out.as_mut_ptr());
-        for i in (0..n8).step_by(8) {
-            // SAFETY: i + 8 <= len of both slices.
-            unsafe {
-                let h = _mm_loadu_si128(ps.add(i) as *const __m128i);
-                _mm256_storeu_ps(po.add(i), _mm256_cvtph_ps(h));
-            }
-        }
-        for i in n8..src.len() {
-            out[i] = src[i].to_f32();
-        }
-    }
 
     /// The lanes of `v`, reduced as the portable path reduces them.
     #[target_feature(enable = "avx2,fma")]

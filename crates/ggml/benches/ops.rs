@@ -196,9 +196,17 @@ fn lines() -> Vec<Line> {
     for size in [1024, 2048] {
         v.push(mul_mat_line(Type::F32, size, size, size));
     }
-    for wt in [Type::F32, Type::F16] {
+    for wt in [Type::F32, Type::F16, Type::BF16] {
         v.push(mul_mat_line(wt, 4096, 4096, 1));
         v.push(mul_mat_line(wt, 1024, 1024, 64));
+    }
+    // float weights against 32 columns, and the crossover between the dot products and the
+    // packed GEMM (2 to 8 columns)
+    for wt in [Type::F32, Type::BF16] {
+        v.push(mul_mat_line(wt, 4096, 4096, 32));
+    }
+    for n in [2, 3, 4, 5, 8] {
+        v.push(mul_mat_line(Type::F16, 4096, 4096, n));
     }
     // the shape of GGML's own `test-backend-ops perf -o MUL_MAT` matrix-vector cases
     for wt in [

@@ -73,7 +73,8 @@ fn flash_attn_line(d: i64, n_q: i64, n_kv: i64, n_head: i64) -> Line {
                 fill(t);
             }
             let scale = 1.0 / (d as f32).sqrt();
-            ctx.flash_attn_ext(&q, &k, &v, None, scale, 0.0, 0.0).unwrap()
+            ctx.flash_attn_ext(&q, &k, &v, None, scale, 0.0, 0.0)
+                .unwrap()
         }),
         mem,
     }

@@ -404,7 +404,7 @@ unsafe fn tile<B: Build>(g: &Geo, rows: &[Row], scratch: &mut [f32]) {
         }
         let kq = &mut kq[..m * KT];
         kq.fill(0.0);
-        B::gemm(kq, KT, qt, dk, kt, KT, [m, KT, dk]);
+        B::gemm((kq, KT), (qt, dk), (kt, KT), [m, KT, dk]);
         num::scale_f32(kq, g.scale);
         if g.softcap != 0.0 {
             kq.iter_mut().for_each(|x| *x = x.tanh());
@@ -437,7 +437,7 @@ unsafe fn tile<B: Build>(g: &Geo, rows: &[Row], scratch: &mut [f32]) {
             // SAFETY: value ic0 + j of V head vh.
             unsafe { load_row(v, v.row([ic0 + j, vh, seq, 0]), &mut vt[j * dv..][..dv]) };
         }
-        B::gemm(acc, dv, kq, KT, vt, dv, [m, dv, kv]);
+        B::gemm((acc, dv), (kq, KT), (vt, dv), [m, dv, kv]);
     }
     for (r, row) in rows.iter().enumerate() {
         let a = &mut acc[r * dv..][..dv];

@@ -61,16 +61,8 @@ pub(super) trait Build {
     const HALF_NATIVE: bool;
     /// `c[i][j] += Σ_k a[i][k]·b[k][j]`, each element one chain of [`Fma::fma`] in order of
     /// `k` (GGML's `simd_gemm`), for `shape = [m, n, k]`: `m` rows, `n` columns, depth `k`;
-    /// leading dimensions `ldc`, `lda`, `ldb`.
-    fn gemm(
-        c: &mut [f32],
-        ldc: usize,
-        a: &[f32],
-        lda: usize,
-        b: &[f32],
-        ldb: usize,
-        shape: [usize; 3],
-    );
+    /// each matrix is given with its leading dimension.
+    fn gemm(c: (&mut [f32], usize), a: (&[f32], usize), b: (&[f32], usize), shape: [usize; 3]);
 }
 
 /// Rows of the `gemm` micro tile of every build.
@@ -88,16 +80,8 @@ macro_rules! build {
             const EXP: Exp = $exp;
             const HALF_NATIVE: bool = $half;
             #[inline(always)]
-            fn gemm(
-                c: &mut [f32],
-                ldc: usize,
-                a: &[f32],
-                lda: usize,
-                b: &[f32],
-                ldb: usize,
-                shape: [usize; 3],
-            ) {
-                gemm::<$f, $cb>(c, ldc, a, lda, b, ldb, shape)
+            fn gemm(c: (&mut [f32], usize), a: (&[f32], usize), b: (&[f32], usize), shape: [usize; 3]) {
+                gemm::<$f, $cb>(c, a, b, shape)
             }
         }
     };
@@ -123,12 +107,9 @@ build!(
 /// `c += a·b` (see [`Build::gemm`]) with micro tiles of [`RM`] rows by `CB` columns.
 #[inline(always)]
 fn gemm<F: Fma, const CB: usize>(
-    c: &mut [f32],
-    ldc: usize,
-    a: &[f32],
-    lda: usize,
-    b: &[f32],
-    ldb: usize,
+    (c, ldc): (&mut [f32], usize),
+    (a, lda): (&[f32], usize),
+    (b, ldb): (&[f32], usize),
     [m, n, k]: [usize; 3],
 ) {
     let mut i = 0;
@@ -138,14 +119,15 @@ fn gemm<F: Fma, const CB: usize>(
         while j < n {
             let cols = CB.min(n - j);
             if rows == RM && cols == CB {
+                let ar: [&[f32]; RM] = std::array::from_fn(|r| &a[(i + r) * lda..][..k]);
                 let mut acc = [[0f32; CB]; RM];
                 for (r, row) in acc.iter_mut().enumerate() {
                     row.copy_from_slice(&c[(i + r) * ldc + j..][..CB]);
                 }
                 for kk in 0..k {
                     let bv: &[f32; CB] = b[kk * ldb + j..][..CB].try_into().unwrap();
-                    for (r, row) in acc.iter_mut().enumerate() {
-                        let av = a[(i + r) * lda + kk];
+                    for (row, ar) in acc.iter_mut().zip(&ar) {
+                        let av = ar[kk];
                         for (x, &y) in row.iter_mut().zip(bv) {
                             *x = F::fma(av, y, *x);
                         }

@@ -253,12 +253,13 @@ pub(super) fn dot<B: Build>(x: &[f32], y: &[f32]) -> f32 {
                 }
             }
         }
+        let [mut a, mut b, c, d] = acc;
         for i in 0..l {
-            acc[0][i] += acc[2][i];
-            acc[1][i] += acc[3][i];
-            acc[0][i] += acc[1][i];
+            a[i] += c[i];
+            b[i] += d[i];
+            a[i] += b[i];
         }
-        let a = &mut acc[0];
+        let a = &mut a;
         sum = if B::DOT_HADD {
             let t: [f32; 4] = std::array::from_fn(|i| a[i] + a[i + 4]);
             (t[0] + t[1]) + (t[2] + t[3])

@@ -23,9 +23,15 @@ fn our_results_agree_with_ggml() {
     let mut bugs = Vec::new();
     let mut missing = 0usize;
     let all = cases::all();
+    // FLASH_ATTN_EXT reproduces GGML's roundings: how close it comes (cases, bit-identical,
+    // largest NMSE).
+    let mut fattn = (0usize, 0usize, 0f64);
     for case in &all {
         let r = compare_with_fixture(&target, case, DEFAULT_SEED, &fixture);
         summary.add(&r);
+        if let (true, Some(e)) = (r.op == "FLASH_ATTN_EXT", r.error) {
+            fattn = (fattn.0 + 1, fattn.1 + usize::from(e == 0.0), fattn.2.max(e));
+        }
         match r.status {
             Status::Fail => failures.push(r.to_string()),
             Status::Skipped if r.message.starts_with("stale") => stale.push(r.case.clone()),
@@ -39,6 +45,10 @@ fn our_results_agree_with_ggml() {
         "{summary} ({} cases in the fixture, {} in the suite)",
         fixture.cases.len(),
         all.len()
+    );
+    eprintln!(
+        "FLASH_ATTN_EXT: {} cases compared, {} bit-identical to GGML, largest NMSE {:.2e}",
+        fattn.0, fattn.1, fattn.2
     );
     for r in &refused {
         eprintln!("  {r}");

@@ -1,6 +1,7 @@
-//! Micro-benchmark of the CPU kernels: GFLOP/s of MUL_MAT (F32 and F16 weights) and GB/s of
-//! the bandwidth-bound ops (the lines named `bw …`, on [4096, 512] F32 tensors, beyond L2; the
-//! same cases as `tools/bench-vs-ggml/ggml_bw_ops.py` times in GGML), with 1 and 2 threads. Run with
+//! Micro-benchmark of the CPU kernels: GFLOP/s of MUL_MAT (F32, F16 and BF16 weights) and
+//! FLASH_ATTN_EXT (Gemma 3 270M's attention shape), and GB/s of the bandwidth-bound ops (the
+//! lines named `bw …`, on [4096, 512] F32 tensors, beyond L2; the same cases as
+//! `tools/bench-vs-ggml/ggml_bw_ops.py` times in GGML), with 1 and 2 threads. Run with
 //! `cargo bench -p ggml --bench ops` (optionally `-- <filter>...` to run the lines containing
 //! any of the filters).
 //! Timing lives here, never in a test.
@@ -53,6 +54,29 @@ fn mul_mat_line(wt: Type, m: i64, k: i64, n: i64) -> Line {
             fill(&a);
             fill(&b);
             ctx.mul_mat(&a, &b).unwrap()
+        }),
+        mem,
+    }
+}
+
+/// FLASH_ATTN_EXT with F16 K and V, `DK = DV = d`, `n_head` query heads sharing one K/V
+/// head, no mask; FLOPs = 4 · d · n_q · n_kv · n_head (the two products).
+fn flash_attn_line(d: i64, n_q: i64, n_kv: i64, n_head: i64) -> Line {
+    let mem = ((d * n_q * n_head * 8) + 2 * d * n_kv * 2) as usize + (4 << 20);
+    Line {
+        name: format!("flash_attn F16 KV d={d} q={n_q} kv={n_kv} heads={n_head}/1"),
+        work: 4.0 * (d * n_q * n_kv * n_head) as f64,
+        unit: "GFLOP/s",
+        build: Box::new(move |ctx| {
+            let q = ctx.new_tensor_4d(Type::F32, d, n_q, n_head, 1).unwrap();
+            let k = ctx.new_tensor_4d(Type::F16, d, n_kv, 1, 1).unwrap();
+            let v = ctx.new_tensor_4d(Type::F16, d, n_kv, 1, 1).unwrap();
+            for t in [&q, &k, &v] {
+                fill(t);
+            }
+            let scale = 1.0 / (d as f32).sqrt();
+            ctx.flash_attn_ext(&q, &k, &v, None, scale, 0.0, 0.0)
+                .unwrap()
         }),
         mem,
     }
@@ -235,6 +259,9 @@ fn lines() -> Vec<Line> {
     ] {
         v.push(mul_mat_line(wt, 4096, 4096, 1));
         v.push(mul_mat_line(wt, 4096, 4096, 32));
+    }
+    for (n_q, n_kv) in [(256, 256), (1, 256), (1, 1024)] {
+        v.push(flash_attn_line(256, n_q, n_kv, 4));
     }
     for (ne0, ne1) in [(4096, 256), (4096, 4096)] {
         v.push(stream_line("add", ne0, ne1, 2, |c, x| {

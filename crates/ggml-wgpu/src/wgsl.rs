@@ -13,6 +13,7 @@ const COMMON: &str = include_str!("wgsl/common.wgsl");
 const REDUCE: &str = include_str!("wgsl/reduce.wgsl");
 pub(crate) const ELEM: &str = include_str!("wgsl/elem.wgsl");
 pub(crate) const GET_ROWS: &str = include_str!("wgsl/get_rows.wgsl");
+pub(crate) const FAULT: &str = include_str!("wgsl/fault.wgsl");
 pub(crate) const SET_ROWS: &str = include_str!("wgsl/set_rows.wgsl");
 pub(crate) const NORM: &str = include_str!("wgsl/norm.wgsl");
 pub(crate) const SOFT_MAX: &str = include_str!("wgsl/soft_max.wgsl");
@@ -218,6 +219,7 @@ pub(crate) struct Cache {
 }
 
 /// A compiled kernel and the bind group layout its nodes' bindings follow.
+#[derive(Clone)]
 pub(crate) struct Kernel {
     pub(crate) pipeline: Arc<wgpu::ComputePipeline>,
     pub(crate) group: wgpu::BindGroupLayout,

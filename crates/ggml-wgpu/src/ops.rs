@@ -533,7 +533,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
     // The kernels that check indices bind the fault slots after their operands.
     let n_bindings = operands.len() + usize::from(checks_indices(kind));
     let kernel = gpu.kernels.kernel(gpu, &key, n_bindings, || {
-        wgsl::source(&body, n.ty(), &types)
+        wgsl::source(&body, n.ty(), &types, gpu.f16)
     })?;
     let mut buffers = vec![dst_buf];
     buffers.extend(operands.iter().map(|o| o.buffer));

@@ -24,6 +24,14 @@ fn each_adapter_is_a_registered_device_with_device_memory() {
         "device memory has no host address"
     );
     assert!(dev.init(Some("x")).is_err());
+    let f16 = dev.features().into_iter().find(|(k, _)| k == "SHADER_F16");
+    let f16 = f16.map(|(_, v)| v).unwrap_or_default();
+    eprintln!("{}: SHADER_F16 used: {f16}", dev.name());
+    if std::env::var_os(ggml_wgpu::DISABLE_F16_ENV).is_some() {
+        assert_eq!(f16, "0", "{} is set", ggml_wgpu::DISABLE_F16_ENV);
+    } else {
+        assert!(f16 == "0" || f16 == "1", "{f16:?}");
+    }
     let too_big = buft.get_max_size() + 1;
     let e = buft.alloc_buffer(too_big).unwrap_err().to_string();
     assert!(e.contains(&too_big.to_string()), "{e}");

@@ -90,7 +90,6 @@ pub(crate) struct Gpu {
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
     pub(crate) limits: wgpu::Limits,
-    pub(crate) features: wgpu::Features,
     /// Whether the kernels bind F16 tensors as `f16` arrays (`SHADER_F16` was granted).
     pub(crate) f16: bool,
     /// The first error wgpu reported outside an error scope since a stream last synchronized.
@@ -127,7 +126,6 @@ impl Gpu {
             id: NEXT_GPU_ID.fetch_add(1, Ordering::Relaxed),
             name: format!("WGPU{index}"),
             f16: device.features().contains(wgpu::Features::SHADER_F16),
-            features: device.features(),
             limits: device.limits(),
             info,
             device,
@@ -230,7 +228,6 @@ impl DeviceImpl for WgpuDevice {
         batch >= MIN_BATCH_SIZE && ops::supports(&self.gpu, op)
     }
     fn features(&self) -> Vec<(String, String)> {
-        let f = self.gpu.features;
         vec![
             ("BACKEND".into(), format!("{:?}", self.gpu.info.backend)),
             // Whether the kernels use the adapter's SHADER_F16 (off with DISABLE_F16_ENV).

@@ -155,13 +155,15 @@ fn smk_§(j: u32, s: u32) -> vec2<u32> {
 /// the same rounding (to nearest even; overflow to infinity).
 fn store(ty: Type, f16: bool) -> Result<String> {
     if f16 && ty == Type::F16 {
-        return Ok("@group(0) @binding(1) var<storage, read_write> d: array<f16>;
+        return Ok(
+            "@group(0) @binding(1) var<storage, read_write> d: array<f16>;
 fn st(o: u32, v: f32) {
     // Rounded first (exactly as without the feature), so the conversion is exact.
     d[o >> 1u] = f16(f16_f32(f32_f16(v)));
 }
 "
-        .to_string());
+            .to_string(),
+        );
     }
     let half = |convert: &str| {
         format!(

@@ -164,14 +164,32 @@ fn quantized_products_round_activations_as_the_cpu_does() {
     };
     let w: Vec<f32> = (0..k * 16).map(|_| next()).collect();
     let x: Vec<f32> = (0..k * 3).map(|_| 40.0 * next()).collect();
-    for ty in [Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q8_0, Type::Q4_K, Type::Q6_K] {
-        let (g, c) = (mul_mat_on(&gpu, ty, &w, &x, k), mul_mat_on(&cpu, ty, &w, &x, k));
-        let err: f64 = g.iter().zip(&c).map(|(&a, &b)| f64::from(a - b).powi(2)).sum();
+    for ty in [
+        Type::Q4_0,
+        Type::Q4_1,
+        Type::Q5_0,
+        Type::Q8_0,
+        Type::Q4_K,
+        Type::Q6_K,
+    ] {
+        let (g, c) = (
+            mul_mat_on(&gpu, ty, &w, &x, k),
+            mul_mat_on(&cpu, ty, &w, &x, k),
+        );
+        let err: f64 = g
+            .iter()
+            .zip(&c)
+            .map(|(&a, &b)| f64::from(a - b).powi(2))
+            .sum();
         let norm: f64 = c.iter().map(|&b| f64::from(b).powi(2)).sum();
         // Without the activations' 8-bit rounding the difference is ~1e-5 (NMSE); with it,
         // only the order of the sums differs, and for Q4_1 the f16 rounding of Q8_1's block
         // sums, which the CPU multiplies by the weights' minimums.
         eprintln!("{ty}: NMSE {:.3e} against the CPU", err / norm);
-        assert!(err / norm < 1e-6, "{ty}: NMSE {:.3e} against the CPU", err / norm);
+        assert!(
+            err / norm < 1e-6,
+            "{ty}: NMSE {:.3e} against the CPU",
+            err / norm
+        );
     }
 }

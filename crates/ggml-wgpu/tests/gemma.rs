@@ -121,8 +121,9 @@ fn model_path() -> Option<PathBuf> {
 #[test]
 #[ignore = "issue 13's target not met: on lavapipe, 10 texts (345 positions), worst per-text \
             NMSE 2.5e-3 against the CPU (target 1e-3), argmax equal at 94.5% (target 99%); \
-            llama.cpp's own variants differ by as much (tools/llm_ref/results/gemma_wgpu.txt); \
-            run with --ignored"]
+            llama.cpp's own variants differ by as much; greedy: 5 of 7 prompts equal for 16 \
+            tokens, 2 part at near ties where the device's token is llama.cpp's \
+            (tools/llm_ref/results/gemma_wgpu.txt); run with --ignored"]
 fn gemma_through_the_scheduler_on_the_wgpu_device_agrees_with_the_cpu() {
     let Some(path) = model_path() else { return };
     let Some(dev) = common::device() else { return };

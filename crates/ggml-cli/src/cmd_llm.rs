@@ -28,7 +28,8 @@ const RUN_USAGE: &str = "usage: ggml run MODEL.gguf -p PROMPT [options]
   -t, --threads N        CPU threads (default: every core)
   -c, --ctx-size N       context size (default 4096, at most the model's)
   -b, --batch-size N     prompt tokens per graph (default 512)
-  --device DEV           the device to run on (default: the CPU)
+  --device DEV           the device to run on with the CPU, through the scheduler (WGPU0, …;
+                         default: the CPU alone)
   --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT (faster
                          here at present; greedy text may differ from llama.cpp's default)
 
@@ -40,7 +41,8 @@ const EMBED_USAGE: &str = "usage: ggml embed MODEL.gguf -p TEXT [-p TEXT…] [op
   --pooling P            mean, cls, last or none (one vector per token); default: the model's
   --normalize            scale each embedding to unit Euclidean length
   -t, --threads N        CPU threads (default: every core)
-  --device DEV           the device to run on (default: the CPU)
+  --device DEV           the device to run on with the CPU, through the scheduler (WGPU0, …;
+                         default: the CPU alone)
 
 Prints one JSON object: {\"model\", \"pooling\", \"normalized\", \"n_embd\", \"data\": [{\"text\",
 \"n_tokens\", \"embedding\"}]}; with --pooling none each embedding is a list of per-token vectors.";
@@ -52,7 +54,8 @@ const BENCH_USAGE: &str = "usage: ggml bench-model MODEL.gguf [options]
   -t, --threads N,M,…    thread counts to test (default: every core)
   -r, --repetitions N    runs per test, after one warm-up run (default 5)
   -b, --batch-size N     prompt tokens per graph (default 512)
-  --device DEV           the device to run on (default: the CPU)
+  --device DEV           the device to run on with the CPU, through the scheduler (WGPU0, …;
+                         default: the CPU alone)
   --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT (faster
                          here at present; greedy text may differ from llama.cpp's default)
 
@@ -93,6 +96,7 @@ impl Common {
             .model
             .as_ref()
             .ok_or_else(|| CliError::Usage(format!("{command} needs a MODEL.gguf\n\n{usage}")))?;
+        crate::register_wgpu_if_named(self.device.as_deref())?;
         let options = LoadOptions {
             device: self.device.clone(),
         };
@@ -235,17 +239,22 @@ pub fn run(argv: &[OsString]) -> Result<(), CliError> {
         g.gen_tps()
     );
     eprintln!(
-        "graphs: {} built, {} reused; compute buffer {:.2} MiB reserved once ({} growths); KV \
-         cache {:.2} MiB; weights {}",
+        "graphs: {} built, {} reused, {} split(s); compute buffer {:.2} MiB reserved once ({} \
+         growths); KV cache {:.2} MiB; weights {}",
         st.graphs_built,
         st.graphs_reused,
+        st.n_splits,
         st.compute_buffer_bytes as f64 / 1048576.0,
         st.compute_buffer_grows,
         st.kv_cache_bytes as f64 / 1048576.0,
-        if model.is_mapped() {
-            "memory-mapped (no copy)"
-        } else {
-            "copied to the device"
+        match (model.is_mapped(), model.device_bytes()) {
+            (true, _) => "memory-mapped (no copy)".to_string(),
+            (false, 0) => "copied".to_string(),
+            (false, n) => format!(
+                "{:.2} MiB copied to {} (the rest mapped on the CPU)",
+                n as f64 / 1048576.0,
+                model.device().name()
+            ),
         }
     );
     Ok(())

@@ -2,10 +2,9 @@
 //! then pooling and optional L2 normalisation of the hidden states, as llama.cpp's
 //! `llama-embedding` does.
 
-use ggml::Gallocr;
-
 use crate::arch::{self, Step};
 use crate::model::{Model, Pooling};
+use crate::session::Compute;
 use crate::vocab::Token;
 use crate::{Error, Result};
 
@@ -66,10 +65,7 @@ impl Model {
                 hp.n_ctx_train
             )));
         }
-        let backend = self.device().init(None)?;
-        if backend.get_device().dev_type() == ggml::DeviceType::Cpu {
-            backend.set_n_threads(n_threads)?;
-        }
+        let compute = Compute::new(self, n_threads, 2 * arch::max_nodes(hp))?;
         let step = Step {
             n_tokens: tokens.len(),
             n_kv: 0,
@@ -77,10 +73,9 @@ impl Model {
             n_out: tokens.len(),
         };
         let g = arch::build(self, None, step, false)?;
-        let galloc = Gallocr::new(&backend.get_default_buffer_type())?;
-        galloc.alloc_graph(&g.graph)?;
+        compute.alloc(&g.graph)?;
         g.set_inputs(tokens, 0, hp)?;
-        backend.graph_compute(&g.graph)?;
+        compute.compute(&g.graph)?;
         let states = g.out.get_f32()?;
         let rows: Vec<&[f32]> = states.chunks(hp.n_embd).collect();
         let mut out: Vec<Vec<f32>> = match pooling {

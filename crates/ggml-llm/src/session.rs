@@ -9,10 +9,16 @@
 //! the same — during generation, a step of one token keeps its shape for 256 positions (the
 //! cache is viewed in multiples of 256 cells) — with only its inputs rewritten
 //! ([`SessionStats::graphs_reused`]).
+//!
+//! On the CPU a session computes on one backend. On any other device (a GPU) it computes
+//! through the scheduler over that device and the CPU: the weights and the KV cache are in the
+//! device's memory, except the token embeddings (their GET_ROWS runs on the CPU, as in
+//! llama.cpp), and the CPU computes what the device does not support
+//! ([`SessionStats::n_splits`] counts the runs of consecutive nodes on one backend).
 
 use std::time::{Duration, Instant};
 
-use ggml::{Backend, Gallocr, Type};
+use ggml::{backend, Backend, DeviceType, Gallocr, Graph, Sched, Type};
 
 use crate::arch::{self, Step, StepGraph};
 use crate::kv_cache::KvCache;
@@ -71,6 +77,9 @@ pub struct SessionStats {
     pub compute_buffer_grows: usize,
     /// Bytes of the KV cache.
     pub kv_cache_bytes: usize,
+    /// Splits of the last graph: runs of consecutive nodes on one backend (1 on the CPU; on
+    /// another device, each change between it and the CPU adds one).
+    pub n_splits: usize,
 }
 
 /// What [`Session::generate`] did, with timings.
@@ -107,8 +116,7 @@ pub struct Session {
     model: Model,
     options: SessionOptions,
     kv: KvCache,
-    backend: Backend,
-    galloc: Gallocr,
+    compute: Compute,
     graph: Option<StepGraph>,
     n_past: usize,
     stats: SessionStats,
@@ -147,24 +155,19 @@ impl Session {
                 )));
             }
         }
-        let backend = model.device().init(None)?;
-        if backend.get_device().dev_type() == ggml::DeviceType::Cpu {
-            backend.set_n_threads(options.n_threads)?;
-        }
+        let compute = Compute::new(&model, options.n_threads, 2 * arch::max_nodes(hp))?;
         let kv = KvCache::new(
             hp,
             options.n_ctx,
             options.n_batch,
             options.kv_type,
-            &backend,
+            compute.backend(),
         )?;
-        let galloc = Gallocr::new(&backend.get_default_buffer_type())?;
         let mut s = Session {
             model,
             options,
             kv,
-            backend,
-            galloc,
+            compute,
             graph: None,
             n_past: 0,
             stats: SessionStats::default(),
@@ -193,9 +196,9 @@ impl Session {
                 n_out,
             };
             let g = arch::build(&self.model, Some(&self.kv), step, self.options.flash_attn)?;
-            self.galloc.reserve(&g.graph)?;
+            self.compute.reserve(&g.graph)?;
         }
-        self.stats.compute_buffer_bytes = self.galloc.get_buffer_size(0);
+        self.stats.compute_buffer_bytes = self.compute.buffer_size()?;
         self.stats.kv_cache_bytes = self.kv.size_bytes();
         Ok(())
     }
@@ -288,7 +291,7 @@ impl Session {
             self.prepare_graph(step)?;
             let g = self.graph.as_ref().expect("prepared");
             g.set_inputs(chunk, self.n_past, self.model.hparams())?;
-            self.backend.graph_compute(&g.graph)?;
+            self.compute.compute(&g.graph)?;
             if all_logits || last {
                 append_f32(&g.out, out)?;
             }
@@ -310,11 +313,13 @@ impl Session {
             // Drop the old graph first: its tensors' memory goes back to the allocator.
             self.graph = None;
             let g = arch::build(&self.model, Some(&self.kv), step, self.options.flash_attn)?;
-            self.galloc.alloc_graph(&g.graph)?;
-            if self.galloc.get_buffer_size(0) > self.stats.compute_buffer_bytes {
+            self.compute.alloc(&g.graph)?;
+            let size = self.compute.buffer_size()?;
+            if size > self.stats.compute_buffer_bytes {
                 self.stats.compute_buffer_grows += 1;
-                self.stats.compute_buffer_bytes = self.galloc.get_buffer_size(0);
+                self.stats.compute_buffer_bytes = size;
             }
+            self.stats.n_splits = self.compute.n_splits();
             self.stats.graphs_built += 1;
             self.graph = Some(g);
         }
@@ -384,4 +389,105 @@ fn append_f32(t: &ggml::Tensor, out: &mut Vec<f32>) -> Result<()> {
             .for_each(|v| *v = f32::from_bits(u32::from_le(v.to_bits())));
     }
     Ok(())
+}
+
+/// Where a model's graphs are computed: on the CPU alone (one backend, graphs placed by a
+/// graph allocator), or — for any other device — through the scheduler over that device and
+/// the CPU, which computes what the device refuses (the token embeddings' GET_ROWS, whose
+/// weights stay in host memory, and any op the device does not support).
+#[derive(Debug)]
+pub(crate) enum Compute {
+    /// The CPU alone.
+    Cpu {
+        /// The CPU stream.
+        backend: Backend,
+        /// Places every graph in one compute buffer.
+        galloc: Gallocr,
+    },
+    /// The model's device, then the CPU, through the scheduler.
+    Sched {
+        /// The device's stream (the KV cache lives in its memory).
+        device: Backend,
+        /// The scheduler over `[device, CPU]`.
+        sched: Sched,
+    },
+}
+
+impl Compute {
+    /// The compute of `model` with `n_threads` CPU threads, for graphs of at most
+    /// `graph_size` nodes and leafs.
+    pub(crate) fn new(model: &Model, n_threads: usize, graph_size: usize) -> Result<Compute> {
+        let dev = model.device();
+        if dev.dev_type() == DeviceType::Cpu {
+            let backend = dev.init(None)?;
+            backend.set_n_threads(n_threads)?;
+            let galloc = Gallocr::new(&backend.get_default_buffer_type())?;
+            return Ok(Compute::Cpu { backend, galloc });
+        }
+        let device = dev.init(None)?;
+        let cpu = backend::cpu_init()?;
+        cpu.set_n_threads(n_threads)?;
+        let sched = backend::sched_new(&[device.clone(), cpu], graph_size, false)?;
+        Ok(Compute::Sched { device, sched })
+    }
+
+    /// The stream of the model's device (where the KV cache goes).
+    pub(crate) fn backend(&self) -> &Backend {
+        match self {
+            Compute::Cpu { backend, .. } => backend,
+            Compute::Sched { device, .. } => device,
+        }
+    }
+
+    /// Plans `graph` as one of the largest to come and reserves the compute memory it needs
+    /// (buffers only grow).
+    pub(crate) fn reserve(&self, graph: &Graph) -> Result<()> {
+        match self {
+            Compute::Cpu { galloc, .. } => galloc.reserve(graph)?,
+            Compute::Sched { sched, .. } => sched.reserve(graph)?,
+        }
+        Ok(())
+    }
+
+    /// Places `graph` (a new one: the scheduler forgets the last graph's assignment first).
+    /// Its inputs can be set after this call.
+    pub(crate) fn alloc(&self, graph: &Graph) -> Result<()> {
+        match self {
+            Compute::Cpu { galloc, .. } => galloc.alloc_graph(graph)?,
+            Compute::Sched { sched, .. } => {
+                sched.reset();
+                sched.alloc_graph(graph)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Computes `graph`, the last one placed by [`Compute::alloc`], and waits for it.
+    pub(crate) fn compute(&self, graph: &Graph) -> Result<()> {
+        match self {
+            Compute::Cpu { backend, .. } => backend.graph_compute(graph)?,
+            Compute::Sched { sched, .. } => sched.graph_compute(graph)?,
+        }
+        Ok(())
+    }
+
+    /// Bytes of the compute buffers, every backend's together.
+    pub(crate) fn buffer_size(&self) -> Result<usize> {
+        Ok(match self {
+            Compute::Cpu { galloc, .. } => galloc.get_buffer_size(0),
+            Compute::Sched { sched, .. } => (0..sched.get_n_backends())
+                .filter_map(|i| sched.get_backend(i))
+                .map(|b| sched.get_buffer_size(&b))
+                .sum::<ggml::Result<usize>>()?,
+        })
+    }
+
+    /// Splits of the last graph placed: 1 on the CPU alone, else the scheduler's count (each
+    /// change of backend along the graph is one more).
+    pub(crate) fn n_splits(&self) -> usize {
+        match self {
+            Compute::Cpu { .. } => 1,
+            Compute::Sched { sched, .. } => sched.get_n_splits(),
+        }
+    }
 }

@@ -28,6 +28,8 @@ pub(crate) struct Engine {
     /// The last submission this stream made.
     last: Option<wgpu::SubmissionIndex>,
     reads: Vec<PendingRead>,
+    /// The index-fault slots of the graphs submitted since the last `synchronize`.
+    faults: Vec<crate::ops::FaultCheck>,
 }
 
 impl Engine {
@@ -36,6 +38,7 @@ impl Engine {
             gpu,
             last: None,
             reads: Vec::new(),
+            faults: Vec::new(),
         }
     }
 
@@ -67,8 +70,9 @@ impl BackendImpl for Engine {
     }
 
     fn graph_compute(&mut self, graph: &PlacedGraph<'_>) -> Result<()> {
-        if let Some(index) = crate::ops::record(&self.gpu, graph)? {
+        if let Some((index, faults)) = crate::ops::record(&self.gpu, graph)? {
             self.last = Some(index);
+            self.faults.extend(faults);
         }
         self.gpu.peek_error("graph_compute")
     }
@@ -85,6 +89,11 @@ impl BackendImpl for Engine {
             // returns (see `PendingRead`).
             let out = unsafe { std::slice::from_raw_parts_mut(r.out, r.len) };
             if let Err(e) = r.read.finish(&self.gpu, out) {
+                first.get_or_insert(e);
+            }
+        }
+        for f in std::mem::take(&mut self.faults) {
+            if let Err(e) = f.finish(&self.gpu) {
                 first.get_or_insert(e);
             }
         }

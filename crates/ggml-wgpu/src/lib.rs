@@ -45,6 +45,11 @@ use ggml::{BufferType, Device, DeviceType, Error, Registry, Result, Tensor};
 
 pub use buffer::ALIGNMENT;
 
+/// When this environment variable is set, the devices do not use the adapters' `SHADER_F16`
+/// (F16 tensors are then read and written as halves of 32-bit words, as on adapters without
+/// it), so that both paths can be tested on one adapter.
+pub const DISABLE_F16_ENV: &str = "GGML_WGPU_DISABLE_F16";
+
 /// Name of the registry [`register`] adds.
 pub const REGISTRY_NAME: &str = "WGPU";
 
@@ -85,7 +90,8 @@ pub(crate) struct Gpu {
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
     pub(crate) limits: wgpu::Limits,
-    pub(crate) features: wgpu::Features,
+    /// Whether the kernels bind F16 tensors as `f16` arrays (`SHADER_F16` was granted).
+    pub(crate) f16: bool,
     /// The first error wgpu reported outside an error scope since a stream last synchronized.
     pub(crate) errors: Arc<Mutex<Option<String>>>,
     /// Compiled pipelines, by kernel key.
@@ -96,9 +102,15 @@ impl Gpu {
     fn open(index: usize, adapter: &wgpu::Adapter) -> Result<Gpu> {
         let info = adapter.get_info();
         let limits = adapter.limits();
+        let f16 = adapter.features().contains(wgpu::Features::SHADER_F16)
+            && std::env::var_os(DISABLE_F16_ENV).is_none();
         let desc = wgpu::DeviceDescriptor {
             label: Some("ggml-wgpu"),
-            required_features: wgpu::Features::empty(),
+            required_features: if f16 {
+                wgpu::Features::SHADER_F16
+            } else {
+                wgpu::Features::empty()
+            },
             required_limits: limits.clone(),
             ..Default::default()
         };
@@ -113,7 +125,7 @@ impl Gpu {
         Ok(Gpu {
             id: NEXT_GPU_ID.fetch_add(1, Ordering::Relaxed),
             name: format!("WGPU{index}"),
-            features: device.features(),
+            f16: device.features().contains(wgpu::Features::SHADER_F16),
             limits: device.limits(),
             info,
             device,
@@ -200,7 +212,7 @@ impl DeviceImpl for WgpuDevice {
         self.buft.clone()
     }
     fn supports_op(&self, op: &Tensor) -> bool {
-        ops::supports(op)
+        ops::supports(&self.gpu, op)
     }
     fn supports_buft(&self, buft: &BufferType) -> bool {
         *buft == self.buft
@@ -213,16 +225,13 @@ impl DeviceImpl for WgpuDevice {
             ggml::Op::GetRows => return false,
             _ => op.ne()[1],
         };
-        batch >= MIN_BATCH_SIZE && ops::supports(op)
+        batch >= MIN_BATCH_SIZE && ops::supports(&self.gpu, op)
     }
     fn features(&self) -> Vec<(String, String)> {
-        let f = self.gpu.features;
         vec![
             ("BACKEND".into(), format!("{:?}", self.gpu.info.backend)),
-            (
-                "SHADER_F16".into(),
-                (f.contains(wgpu::Features::SHADER_F16) as u8).to_string(),
-            ),
+            // Whether the kernels use the adapter's SHADER_F16 (off with DISABLE_F16_ENV).
+            ("SHADER_F16".into(), (self.gpu.f16 as u8).to_string()),
             (
                 "MAX_BUFFER".into(),
                 buffer::max_buffer_size(&self.gpu).to_string(),

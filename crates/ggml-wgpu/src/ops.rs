@@ -5,7 +5,7 @@ use ggml::backend::{Place, PlacedGraph};
 use ggml::ops::{read_params, FlashAttnExtParams, GluOp, GluParams, RopeParams, UnaryOp};
 use ggml::{Error, Op, Result, Tensor, Type};
 
-use crate::buffer::WgpuBuffer;
+use crate::buffer::{StagedRead, WgpuBuffer};
 use crate::wgsl::{self, Kernel, DESC_WORDS, OP_AT, PARAM_WORDS, X_AT};
 use crate::Gpu;
 
@@ -249,19 +249,25 @@ fn alibi(x: &mut [u32; 12], max_bias: f32, n_head: u32) {
 }
 
 /// Whether the kernels' 32-bit indices and byte addresses reach every element of `t` and its
-/// operands.
-fn fits(t: &Tensor) -> bool {
+/// operands, and each of them fits in one of `gpu`'s buffers (a kernel binds whole buffers; a
+/// larger operand, e.g. a vocabulary's embeddings in host memory, could not be copied in).
+fn fits(gpu: &Gpu, t: &Tensor) -> bool {
     let max = u64::from(u32::MAX);
+    let max_buffer = crate::buffer::max_buffer_size(gpu);
     t.srcs().chain([t]).all(|x| {
         let sizes_fit = (x.ne().iter()).all(|&n| u64::try_from(n).is_ok_and(|n| n < max));
         let strides_fit = x.nb().iter().all(|&b| (b as u64) < max);
-        sizes_fit && strides_fit && (x.nelements() as u64) < max && (x.nbytes() as u64) < max
+        sizes_fit
+            && strides_fit
+            && (x.nelements() as u64) < max
+            && (x.nbytes() as u64) < max
+            && x.nbytes() <= max_buffer
     })
 }
 
-/// Whether the device computes `t` as it is.
-pub(crate) fn supports(t: &Tensor) -> bool {
-    kind(t).is_some() && fits(t)
+/// Whether `gpu` computes `t` as it is.
+pub(crate) fn supports(gpu: &Gpu, t: &Tensor) -> bool {
+    kind(t).is_some() && fits(gpu, t)
 }
 
 /// A value as `u32`, or `Err` naming `what`.
@@ -293,6 +299,7 @@ struct Operand<'a> {
 }
 
 /// A node ready to record: its kernel, parameter block, buffers (result first) and workgroups.
+#[derive(Clone)]
 struct Step<'a> {
     kernel: Kernel,
     params: [u32; PARAM_WORDS],
@@ -410,7 +417,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
         }
         Kind::GetRows => (
             "get_rows",
-            wgsl::GET_ROWS.to_string(),
+            format!("{}{}", wgsl::FAULT, wgsl::GET_ROWS),
             vec![operand(0)?, operand(1)?],
             per_item(d_n),
         ),
@@ -418,7 +425,8 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             let ops = vec![operand(0)?, operand(1)?];
             x[0] = (ops[1].ty == Type::I64) as u32;
             let items = u64::from(ops[0].desc[11]);
-            ("set_rows", wgsl::SET_ROWS.to_string(), ops, per_item(items))
+            let body = format!("{}{}", wgsl::FAULT, wgsl::SET_ROWS);
+            ("set_rows", body, ops, per_item(items))
         }
         Kind::Norm(mode) => {
             let rows = n.src(0).map_or(0, |a| a.nrows()) as u64;
@@ -490,7 +498,8 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             x[2] = b.desc[2] / a.desc[2].max(1);
             x[3] = b.desc[3] / a.desc[3].max(1);
             x[4] = word(row_groups, "mul_mat row groups")?;
-            ("mul_mat", wgsl::MUL_MAT.to_string(), vec![a, b], groups)
+            let body = wgsl::MUL_MAT.replace("{QB}", &act_block(a.ty).to_string());
+            ("mul_mat", body, vec![a, b], groups)
         }
         Kind::FlashAttn => {
             let p: FlashAttnExtParams = read_params(&op_params);
@@ -521,8 +530,10 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
     params[X_AT..].copy_from_slice(&x);
     let types: Vec<Type> = operands.iter().map(|o| o.ty).collect();
     let key = format!("{name}|{}|{}|{:?}", kernel_variant(kind), n.ty(), types);
-    let kernel = gpu.kernels.kernel(gpu, &key, operands.len(), || {
-        wgsl::source(&body, n.ty(), &types)
+    // The kernels that check indices bind the fault slots after their operands.
+    let n_bindings = operands.len() + usize::from(checks_indices(kind));
+    let kernel = gpu.kernels.kernel(gpu, &key, n_bindings, || {
+        wgsl::source(&body, n.ty(), &types, gpu.f16)
     })?;
     let mut buffers = vec![dst_buf];
     buffers.extend(operands.iter().map(|o| o.buffer));
@@ -532,6 +543,69 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
         buffers,
         groups,
     })
+}
+
+/// Values per block of the 8-bit rounding the CPU gives MUL_MAT's activations for weights of
+/// type `ty` (GGML's `vec_dot_type`: Q8_0 or Q8_1 for the legacy quantized types, Q8_K for the
+/// k-quants), or 0 for float weights (activations used as they are).
+fn act_block(ty: Type) -> u32 {
+    match ty {
+        Type::Q4_0 | Type::Q4_1 | Type::Q5_0 | Type::Q5_1 | Type::Q8_0 => 32,
+        Type::Q4_K | Type::Q5_K | Type::Q6_K => 256,
+        _ => 0,
+    }
+}
+
+/// Whether `kind`'s kernel checks index operands and records faults (`fault.wgsl`).
+fn checks_indices(kind: &Kind) -> bool {
+    matches!(kind, Kind::GetRows | Kind::SetRows)
+}
+
+/// A node whose kernel checks its indices: its fault slot is the `k`-th of the graph's.
+struct Checked {
+    /// The node's position in the graph.
+    index: usize,
+    /// Its op and name, for the error.
+    op: &'static str,
+    name: String,
+    /// The shape of its index operand (dims 0..2), to turn a position back into coordinates.
+    idx_ne: [u32; 3],
+}
+
+/// The fault slots of a submitted graph, being read back.
+pub(crate) struct FaultCheck {
+    read: StagedRead,
+    nodes: Vec<Checked>,
+}
+
+/// Words per fault slot (`fault.wgsl`).
+const FAULT_WORDS: usize = 4;
+
+impl FaultCheck {
+    /// Waits for the slots and returns the CPU's error for the first node that met an index
+    /// outside its range (the earliest position in it, dimension 2 slowest), if any.
+    pub(crate) fn finish(self, gpu: &Gpu) -> Result<()> {
+        let mut bytes = vec![0u8; 4 * FAULT_WORDS * self.nodes.len()];
+        self.read.finish(gpu, &mut bytes)?;
+        let words: Vec<u32> = bytes
+            .chunks_exact(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
+        for (slot, c) in words.chunks_exact(FAULT_WORDS).zip(&self.nodes) {
+            let pos = slot[0];
+            if pos == u32::MAX {
+                continue;
+            }
+            let [n0, n1, _] = c.idx_ne.map(|n| n.max(1));
+            let at = [pos % n0, pos / n0 % n1, pos / (n0 * n1)];
+            let value = (u64::from(slot[2]) << 32 | u64::from(slot[1])) as i64;
+            return Err(Error::Compute(format!(
+                "{} (graph node {}, {:?}): src1 index {value} at {at:?} is outside 0..{}",
+                c.op, c.index, c.name, slot[3]
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The part of a kernel's key that its types do not give (an element-wise expression).
@@ -575,14 +649,38 @@ fn elem_body(expr: &str, linear: bool, with_b: bool) -> String {
 }
 
 /// Records every node of `graph` the device computes into one command buffer with one compute
-/// pass, and submits it; `None` when there was nothing to compute.
-pub(crate) fn record(gpu: &Gpu, graph: &PlacedGraph<'_>) -> Result<Option<wgpu::SubmissionIndex>> {
+/// pass, and submits it; `None` when there was nothing to compute. Nodes that check indices get
+/// a fault slot each, whose read-back is queued after the graph (the returned check).
+pub(crate) fn record(
+    gpu: &Gpu,
+    graph: &PlacedGraph<'_>,
+) -> Result<Option<(wgpu::SubmissionIndex, Option<FaultCheck>)>> {
+    let n_checked = graph
+        .nodes()
+        .iter()
+        .filter(|n| !n.is_empty() && kind(n).is_some_and(|k| checks_indices(&k)))
+        .count();
+    let fault_words: Vec<u8> = (0..n_checked)
+        .flat_map(|_| [u32::MAX, 0, 0, 0])
+        .flat_map(u32::to_le_bytes)
+        .collect();
+    let faults = (n_checked > 0).then(|| {
+        wgpu::util::DeviceExt::create_buffer_init(
+            &gpu.device,
+            &wgpu::util::BufferInitDescriptor {
+                label: Some("ggml index faults"),
+                contents: &fault_words,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            },
+        )
+    });
+    let mut checked = Vec::with_capacity(n_checked);
     let mut steps = Vec::new();
     for (i, n) in graph.nodes().iter().enumerate() {
         if n.is_empty() {
             continue;
         }
-        let k = kind(n).filter(|_| fits(n)).ok_or_else(|| {
+        let k = kind(n).filter(|_| fits(gpu, n)).ok_or_else(|| {
             Error::unsupported(format!(
                 "{}: cannot compute {} into {} (node {:?})",
                 gpu.name,
@@ -594,7 +692,25 @@ pub(crate) fn record(gpu: &Gpu, graph: &PlacedGraph<'_>) -> Result<Option<wgpu::
         if matches!(k, Kind::Skip) {
             continue;
         }
-        steps.push(plan(gpu, graph, i, &k)?);
+        let mut step = plan(gpu, graph, i, &k)?;
+        if let (true, Some(f)) = (checks_indices(&k), &faults) {
+            step.params[X_AT + 1] = checked.len() as u32;
+            step.buffers.push(f);
+            let idx = n.src(1).map_or([1; 5], |b| b.ne().map(|v| v as u32));
+            checked.push(Checked {
+                index: i,
+                op: n.op().name(),
+                name: n.name(),
+                idx_ne: [idx[0], idx[1], idx[2]],
+            });
+            let mut report = step.clone();
+            report.params[X_AT + 2] = 1;
+            report.groups = 1;
+            steps.push(step);
+            steps.push(report);
+        } else {
+            steps.push(step);
+        }
     }
     if steps.is_empty() {
         return Ok(None);
@@ -660,5 +776,10 @@ pub(crate) fn record(gpu: &Gpu, graph: &PlacedGraph<'_>) -> Result<Option<wgpu::
             pass.dispatch_workgroups(word(x, "workgroups")?, word(y, "workgroups")?, 1);
         }
     }
-    Ok(Some(gpu.queue.submit(std::iter::once(enc.finish()))))
+    let index = gpu.queue.submit(std::iter::once(enc.finish()));
+    let check = faults.map(|f| FaultCheck {
+        read: crate::buffer::stage_read(gpu, &f, 0, fault_words.len()),
+        nodes: checked,
+    });
+    Ok(Some((index, check)))
 }

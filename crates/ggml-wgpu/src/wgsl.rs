@@ -13,6 +13,7 @@ const COMMON: &str = include_str!("wgsl/common.wgsl");
 const REDUCE: &str = include_str!("wgsl/reduce.wgsl");
 pub(crate) const ELEM: &str = include_str!("wgsl/elem.wgsl");
 pub(crate) const GET_ROWS: &str = include_str!("wgsl/get_rows.wgsl");
+pub(crate) const FAULT: &str = include_str!("wgsl/fault.wgsl");
 pub(crate) const SET_ROWS: &str = include_str!("wgsl/set_rows.wgsl");
 pub(crate) const NORM: &str = include_str!("wgsl/norm.wgsl");
 pub(crate) const SOFT_MAX: &str = include_str!("wgsl/soft_max.wgsl");
@@ -149,8 +150,21 @@ fn smk_§(j: u32, s: u32) -> vec2<u32> {
 ";
 
 /// The result's binding and `st(byte, value)` for `ty`: F32 as words; F16 and BF16 as halves
-/// of words, written with atomics (the other half may be another invocation's).
-fn store(ty: Type) -> Result<String> {
+/// of words, written with atomics (the other half may be another invocation's) — F16 as
+/// `f16` elements of their own when `f16` (the adapter's `SHADER_F16`: 16-bit storage), with
+/// the same rounding (to nearest even; overflow to infinity).
+fn store(ty: Type, f16: bool) -> Result<String> {
+    if f16 && ty == Type::F16 {
+        return Ok(
+            "@group(0) @binding(1) var<storage, read_write> d: array<f16>;
+fn st(o: u32, v: f32) {
+    // Rounded first (exactly as without the feature), so the conversion is exact.
+    d[o >> 1u] = f16(f16_f32(f32_f16(v)));
+}
+"
+            .to_string(),
+        );
+    }
     let half = |convert: &str| {
         format!(
             "@group(0) @binding(1) var<storage, read_write> d: array<atomic<u32>>;
@@ -179,20 +193,35 @@ fn st(o: u32, v: f32) {
     })
 }
 
+/// An F16 operand `§` bound as `f16` elements (with `SHADER_F16`): its loads need no unpacking.
+const F16_HELPERS: &str = "
+fn h_§(o: u32) -> f32 {
+    return f32(§[o >> 1u]);
+}
+";
+
 /// The source of a kernel with body `body` storing `dst` and reading operands of `srcs` types
 /// (bound as `a`, `b`, … in order). Bodies that give one workgroup a row get the reductions.
-pub(crate) fn source(body: &str, dst: Type, srcs: &[Type]) -> Result<String> {
+/// With `f16` (the device has `SHADER_F16`), F16 operands and results are bound as `f16`
+/// arrays instead of words.
+pub(crate) fn source(body: &str, dst: Type, srcs: &[Type], f16: bool) -> Result<String> {
     let mut s = String::with_capacity(16 << 10);
+    if f16 {
+        s.push_str("enable f16;\n");
+    }
     s.push_str(COMMON);
-    s.push_str(&store(dst)?);
+    s.push_str(&store(dst, f16)?);
     for (k, (&ty, name)) in srcs.iter().zip(OPERANDS).enumerate() {
         let ld = loader_body(ty)
             .ok_or_else(|| Error::unsupported(format!("wgpu kernels cannot load {ty}")))?;
+        let halves = f16 && ty == Type::F16;
         s.push_str(&format!(
-            "@group(0) @binding({}) var<storage, read_write> {name}: array<u32>;\n",
-            k + 2
+            "@group(0) @binding({}) var<storage, read_write> {name}: array<{}>;\n",
+            k + 2,
+            if halves { "f16" } else { "u32" }
         ));
-        s.push_str(&HELPERS.replace('§', name));
+        let helpers = if halves { F16_HELPERS } else { HELPERS };
+        s.push_str(&helpers.replace('§', name));
         s.push_str(
             &format!("fn ld_§(row: u32, k: u32) -> f32 {{\n    {ld}\n}}\n").replace('§', name),
         );
@@ -218,6 +247,7 @@ pub(crate) struct Cache {
 }
 
 /// A compiled kernel and the bind group layout its nodes' bindings follow.
+#[derive(Clone)]
 pub(crate) struct Kernel {
     pub(crate) pipeline: Arc<wgpu::ComputePipeline>,
     pub(crate) group: wgpu::BindGroupLayout,

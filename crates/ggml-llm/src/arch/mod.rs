@@ -135,6 +135,11 @@ fn mask_bytes(
     out
 }
 
+/// The most nodes (and, separately, leafs) a step's graph of a model with `hp` has.
+pub(crate) fn max_nodes(hp: &Hparams) -> usize {
+    64 * hp.n_layer + 256
+}
+
 /// Builds the graph of `step` for `model`; `kv` is the cache (decoders) or `None`
 /// (encoders). `flash_attn` picks FLASH_ATTN_EXT over MUL_MAT + SOFT_MAX for cached attention.
 pub(crate) fn build(
@@ -144,7 +149,7 @@ pub(crate) fn build(
     flash_attn: bool,
 ) -> Result<StepGraph> {
     let hp = model.hparams();
-    let n_nodes = 64 * hp.n_layer + 256;
+    let n_nodes = max_nodes(hp);
     let ctx = Context::for_metadata(n_nodes, n_nodes)?;
     let nt = step.n_tokens as i64;
     let input = |ty: Type, ne: &[i64], name: &str| -> Result<Tensor> {

@@ -1,6 +1,10 @@
 //! A GGUF model loaded for inference: its hyper-parameters ([`Hparams`]), vocabulary
-//! ([`Vocab`]) and weights, bound to the memory-mapped file without a copy on the CPU (copied
-//! into the device's buffers elsewhere).
+//! ([`Vocab`]) and weights, bound to the memory-mapped file without a copy on the CPU. On
+//! another device the weights are copied into its buffers, except the input layer's (token,
+//! position and token-type embeddings: only a few rows are read per step, by a GET_ROWS the CPU
+//! computes, as llama.cpp keeps them on the CPU) and any tensor larger than the device's
+//! largest buffer, which stay mapped on the CPU; a tied output projection gets a copy of the
+//! token embeddings on the device when they fit there.
 
 mod hparams;
 mod weights;
@@ -8,8 +12,8 @@ mod weights;
 use std::path::Path;
 use std::sync::Arc;
 
-use ggml::gguf::{GgufFile, LoadedTensors};
-use ggml::{backend, Backend, Device};
+use ggml::gguf::{GgufFile, TensorInfo};
+use ggml::{backend, Buffer, BufferUsage, Context, Device, DeviceType, Tensor};
 
 pub use hparams::{Arch, Hparams, Pooling, RopeScaling};
 pub(crate) use weights::{LayerWeights, Weights};
@@ -29,7 +33,7 @@ struct Inner {
     hparams: Hparams,
     vocab: Vocab,
     weights: Weights,
-    tensors: LoadedTensors,
+    placed: Placed,
     device: Device,
     n_params: u64,
     n_bytes: u64,
@@ -47,7 +51,8 @@ impl std::fmt::Debug for Model {
         f.debug_struct("Model")
             .field("arch", &self.inner.hparams.arch)
             .field("n_params", &self.inner.n_params)
-            .field("mapped", &self.inner.tensors.mapped)
+            .field("mapped", &self.inner.placed.mapped)
+            .field("device_bytes", &self.inner.placed.device_bytes)
             .finish()
     }
 }
@@ -100,9 +105,8 @@ impl Model {
                 ))
             })?,
         };
-        let be: Backend = device.init(None)?;
-        let tensors = file.load_tensors_with_progress(&be, progress)?;
-        let weights = Weights::bind(&tensors.ctx, &hparams, vocab.n_tokens())?;
+        let placed = Placed::new(file, &device, !hparams.arch.is_encoder(), progress)?;
+        let weights = Weights::bind(&placed.ctx, &hparams, vocab.n_tokens())?;
         let infos = file.tensors();
         let n_params = infos.iter().map(|t| t.n_elements() as u64).sum();
         let n_bytes = infos.iter().map(|t| t.size() as u64).sum();
@@ -116,7 +120,7 @@ impl Model {
                 hparams,
                 vocab,
                 weights,
-                tensors,
+                placed,
                 device,
                 n_params,
                 n_bytes,
@@ -140,14 +144,20 @@ impl Model {
         self.inner.vocab.n_tokens()
     }
 
-    /// The device the model runs on.
+    /// The device the model runs on (with the CPU, through the scheduler, when it is not the
+    /// CPU).
     pub fn device(&self) -> &Device {
         &self.inner.device
     }
 
     /// Whether the weights are the file's mapped bytes (no copy was made).
     pub fn is_mapped(&self) -> bool {
-        self.inner.tensors.mapped
+        self.inner.placed.mapped
+    }
+
+    /// Bytes of weights copied into the device's memory (0 on the CPU, where they are mapped).
+    pub fn device_bytes(&self) -> usize {
+        self.inner.placed.device_bytes
     }
 
     /// Number of weights (elements of all tensors).
@@ -175,6 +185,108 @@ impl Model {
     /// [`Model::embed`]) or bad options.
     pub fn session(&self, options: SessionOptions) -> Result<Session> {
         Session::new(self.clone(), options)
+    }
+}
+
+/// The weight tensors as placed for the device: one context (named as in the file, plus
+/// `output.weight` when a tied output projection has a device copy) and the buffers holding
+/// the data.
+struct Placed {
+    ctx: Context,
+    /// Whether every weight is the file's mapped bytes.
+    mapped: bool,
+    /// Bytes of the device's copies.
+    device_bytes: usize,
+    // Hold the weights' memory.
+    _buffers: Vec<Buffer>,
+}
+
+/// Tensors of the input layer: read a few rows per step by GET_ROWS, kept on the CPU.
+const INPUT_LAYER: [&str; 3] = [
+    "token_embd.weight",
+    "position_embd.weight",
+    "token_types.weight",
+];
+
+impl Placed {
+    /// Places `file`'s tensors for `device`: on the CPU, all bound to the file's bytes (copied
+    /// when the file is not mapped); elsewhere as the module says. `tied_output`: the model
+    /// projects its output with the token embeddings when the file has no `output.weight`.
+    /// `progress(bytes_done, bytes_total)` as for [`GgufFile::load_tensors_with_progress`]:
+    /// on another device, after each tensor copied to it.
+    fn new(
+        file: &GgufFile,
+        device: &Device,
+        tied_output: bool,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Placed> {
+        let cpu = backend::dev_by_type(DeviceType::Cpu)
+            .ok_or_else(|| Error::InvalidArgument("no CPU device is registered".into()))?;
+        if device.dev_type() == DeviceType::Cpu {
+            let t = file.load_tensors_with_progress(&device.init(None)?, progress)?;
+            t.buffer.set_usage(BufferUsage::Weights);
+            return Ok(Placed {
+                ctx: t.ctx,
+                mapped: t.mapped,
+                device_bytes: 0,
+                _buffers: vec![t.buffer],
+            });
+        }
+        let max = device.buffer_type().get_max_size();
+        let infos = file.tensors();
+        let ctx = Context::for_metadata(infos.len() + 1, 0)?;
+        let new = |info: &TensorInfo, name: &str| -> Result<Tensor> {
+            let t = ctx.new_tensor(info.ty(), &info.ne())?;
+            t.set_name(name);
+            Ok(t)
+        };
+        let mut host: Vec<(Tensor, &TensorInfo)> = Vec::new();
+        let mut dev: Vec<(Tensor, &TensorInfo)> = Vec::new();
+        for info in infos {
+            let t = new(info, info.name())?;
+            if INPUT_LAYER.contains(&info.name()) || info.size() > max {
+                host.push((t, info));
+            } else {
+                dev.push((t, info));
+            }
+        }
+        if tied_output && file.find_tensor("output.weight").is_none() {
+            if let Some(embd) = infos.iter().find(|i| i.name() == INPUT_LAYER[0]) {
+                if embd.size() <= max {
+                    dev.push((new(embd, "output.weight")?, embd));
+                }
+            }
+        }
+        let mut buffers = Vec::new();
+        let mapped = dev.is_empty() && file.file_bytes().is_mapped();
+        if !host.is_empty() {
+            let largest = host.iter().map(|(_, i)| i.size()).max().unwrap_or(0);
+            let buf = cpu.buffer_from_host_bytes(file.file_bytes().clone(), largest)?;
+            for (t, info) in &host {
+                backend::tensor_alloc(&buf, t, info.file_range().start)?;
+            }
+            buffers.push(buf);
+        }
+        let mut device_bytes = 0;
+        if !dev.is_empty() {
+            let buf = backend::alloc_ctx_tensors_from_buft(&ctx, &device.buffer_type())?;
+            let total = dev.iter().map(|(_, i)| i.size()).sum();
+            for (t, info) in &dev {
+                t.set_bytes(file.data_of(info), 0)?;
+                device_bytes += info.size();
+                progress(device_bytes, total);
+            }
+            buffers.push(buf);
+        }
+        for b in &buffers {
+            b.set_usage(BufferUsage::Weights);
+        }
+        Ok(Placed {
+            ctx,
+            mapped,
+            device_bytes,
+            _buffers: buffers,
+        })
     }
 }
 

@@ -44,12 +44,15 @@ macro_rules! by_fours {
     }};
 }
 
+mod act;
 #[cfg(target_arch = "x86_64")]
 mod kquant_x86;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
 use std::sync::OnceLock;
+
+pub(crate) use act::quantize_act;
 
 use bytemuck::Pod;
 

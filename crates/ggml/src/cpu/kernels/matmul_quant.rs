@@ -1,0 +1,124 @@
+//! MUL_MAT with quantized weights, as GGML's CPU backend does it: the activations `b` are
+//! quantized once per node to the weights' dot type (Q8_0, Q8_1, Q8_K) into the node's shared
+//! work area (the threads split the rows of `b`, with the vectorised quantizers of
+//! [`quantize_act`]), the threads meet at a barrier, then claim chunks of the product — a
+//! block of weight rows × a block of [`JQ`] activation columns of one batch — from an atomic
+//! counter until none is left, so a thread that starts late does not hold the others at the
+//! node's end. Every output element is one dot kernel call's result for its row and column,
+//! which does not depend on which thread computes it or how the columns are grouped (the
+//! kernels give each column what they give it alone; a unit test holds them to that), so the
+//! result does not depend on the thread count or the claiming order.
+
+use super::matmul::{batch_count, batch_index, row_f32};
+use super::{NodePtrs, Params, Planned};
+use crate::cpu::quant_dot::{isa, quant_dot, quantize_act, QuantDot};
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+/// Activation columns per chunk (dotted with each weight row of the chunk in one kernel call).
+const JQ: usize = 64;
+
+/// Chunks the claiming aims at per thread, so the last ones are small next to a thread's share.
+const CHUNKS_PER_THREAD: usize = 8;
+
+/// Weight rows per chunk, at least and at most.
+const ROWS_MIN: usize = 16;
+const ROWS_MAX: usize = 128;
+
+/// The plan of a quantized MUL_MAT: scratch per thread for one row of `b` as f32, and a shared
+/// area for every row of `b` quantized to the dot type of `qd`, with one barrier.
+pub(super) fn plan(a: &Tensor, b: &Tensor, qd: QuantDot) -> Result<Planned> {
+    let k = a.ne()[0];
+    let qbytes = qd.act.row_size(k)?;
+    let b_rows = b.ne()[1..].iter().product::<i64>() as usize;
+    Ok(Planned::new(mul_mat_quant, k as usize * 4).with_shared(b_rows * qbytes, 1))
+}
+
+/// Weight rows per chunk for `m` rows, `blocks` (batch, column block) pairs and `nth` threads:
+/// enough chunks for [`CHUNKS_PER_THREAD`] each, within [`ROWS_MIN`]..=[`ROWS_MAX`].
+fn rows_per_chunk(m: usize, blocks: usize, nth: usize) -> usize {
+    let row_chunks = (CHUNKS_PER_THREAD * nth).div_ceil(blocks.max(1));
+    m.div_ceil(row_chunks.max(1)).clamp(ROWS_MIN, ROWS_MAX)
+}
+
+/// The kernel ([`plan`] gave it its scratch and shared area).
+///
+/// # Safety
+/// As [`KernelFn`](super::KernelFn), with the plan [`plan`] made for the node.
+unsafe fn mul_mat_quant(n: &NodePtrs, p: &Params) {
+    let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
+    let path = isa();
+    let Some(qd) = quant_dot(a.ty, path) else {
+        unreachable!("planned for a type with a dot kernel")
+    };
+    let k = a.ne[0] as usize;
+    let wbytes = k / a.ty.blck_size() * a.ty.type_size();
+    let qbytes = k / qd.act.blck_size() * qd.act.type_size();
+    let (m, nb1, batches) = (a.ne[1] as usize, b.ne[1] as usize, batch_count(b));
+    let b_rows = nb1 * batches;
+    let shared = p.shared_ptr(b_rows * qbytes);
+
+    // Phase 0: this thread's rows of b, quantized into the shared area. Every read of b ends
+    // before the barrier, so a result placed over b (one thread) cannot change what is read.
+    {
+        // SAFETY: the plan sized each thread's scratch for k f32 values.
+        let fbuf = unsafe { p.scratch_f32(k) };
+        for r in p.range(b_rows) {
+            let (j, batch) = (r % nb1, r / nb1);
+            let (_, bi) = batch_index(a, b, batch);
+            // SAFETY: j < b.ne[1] and bi within b's batch dimensions; fbuf holds ne10 values;
+            // nothing writes b during this phase.
+            let row = unsafe { row_f32(b, b.row([j, bi[0], bi[1], bi[2]]), fbuf, true) };
+            // SAFETY: row r's bytes of the shared area (sized for b_rows rows), which only
+            // this thread touches before the barrier.
+            let q = unsafe { std::slice::from_raw_parts_mut(shared.add(r * qbytes), qbytes) };
+            quantize_act(qd.act, path, row, q);
+        }
+    }
+    p.sync();
+
+    // Phase 1: chunks of (batch, column block, row block), rows fastest.
+    // SAFETY: every thread's rows are written (the barrier above); only read from here on.
+    let all = unsafe { std::slice::from_raw_parts(shared as *const u8, b_rows * qbytes) };
+    let col_blocks = nb1.div_ceil(JQ);
+    let rows = rows_per_chunk(m, col_blocks * batches, p.nth);
+    let row_blocks = m.div_ceil(rows);
+    let mut out = [0f32; JQ];
+    for c in p.chunks(row_blocks * col_blocks * batches) {
+        let (rb, rest) = (c % row_blocks, c / row_blocks);
+        let (cb, batch) = (rest % col_blocks, rest / col_blocks);
+        let (ai, bi) = batch_index(a, b, batch);
+        let j0 = cb * JQ;
+        let nj = JQ.min(nb1 - j0);
+        let r0 = (batch * nb1 + j0) * qbytes;
+        let block = &all[r0..r0 + nj * qbytes];
+        for i in rb * rows..m.min((rb + 1) * rows) {
+            // SAFETY: i < a.ne[1], ai within a's batch dimensions; a row of a quantized
+            // tensor is wbytes of packed blocks, not written by this node.
+            let w = unsafe { std::slice::from_raw_parts(a.row([i, ai[0], ai[1], ai[2]]), wbytes) };
+            // SAFETY: `isa()` chose a path this CPU runs; `block` holds nj rows of k values.
+            unsafe { (qd.dot)(w, block, &mut out[..nj]) };
+            for (t, &v) in out[..nj].iter().enumerate() {
+                // SAFETY: (j0 + t, bi) is a row of dst and i < dst.ne[0]; only the thread
+                // that claimed this chunk writes these elements.
+                unsafe { d.set(d.row([j0 + t, bi[0], bi[1], bi[2]]), i, v) }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Chunk sizes stay within bounds and give every thread several chunks where there are
+    /// rows enough.
+    #[test]
+    fn chunks_are_bounded_and_plenty() {
+        assert_eq!(rows_per_chunk(262_144, 1, 2), ROWS_MAX);
+        assert_eq!(rows_per_chunk(640, 1, 2), 40);
+        assert_eq!(rows_per_chunk(640, 4, 2), 160usize.min(ROWS_MAX));
+        assert_eq!(rows_per_chunk(8, 1, 4), ROWS_MIN);
+        assert_eq!(rows_per_chunk(1000, 0, 1), 125);
+    }
+}

@@ -8,9 +8,12 @@
 //! which does not depend on which thread computes it or how the columns are grouped (the
 //! kernels give each column what they give it alone; a unit test holds them to that), so the
 //! result does not depend on the thread count or the claiming order.
+//!
+//! With at most [`PRIVATE_ROWS`] rows of `b` (token generation), each thread quantizes them
+//! all into its own scratch instead: a few hundred values cost less than the barrier.
 
 use super::matmul::{batch_count, batch_index, row_f32};
-use super::{NodePtrs, Params, Planned};
+use super::{st, NodePtrs, Params, Planned};
 use crate::cpu::quant_dot::{isa, quant_dot, quantize_act, QuantDot};
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -25,13 +28,22 @@ const CHUNKS_PER_THREAD: usize = 8;
 const ROWS_MIN: usize = 16;
 const ROWS_MAX: usize = 128;
 
+/// Rows of `b` up to which every thread quantizes all of them itself (no barrier).
+const PRIVATE_ROWS: usize = 4;
+
 /// The plan of a quantized MUL_MAT: scratch per thread for one row of `b` as f32, and a shared
-/// area for every row of `b` quantized to the dot type of `qd`, with one barrier.
+/// area for every row of `b` quantized to the dot type of `qd`, with one barrier (or, for at
+/// most [`PRIVATE_ROWS`] rows, room for them in each thread's scratch, and no barrier).
 pub(super) fn plan(a: &Tensor, b: &Tensor, qd: QuantDot) -> Result<Planned> {
     let k = a.ne()[0];
     let qbytes = qd.act.row_size(k)?;
     let b_rows = b.ne()[1..].iter().product::<i64>() as usize;
-    Ok(Planned::new(mul_mat_quant, k as usize * 4).with_shared(b_rows * qbytes, 1))
+    let (row, quantized) = (k as usize * 4, (b_rows * qbytes).next_multiple_of(4));
+    Ok(if b_rows <= PRIVATE_ROWS {
+        Planned::new(mul_mat_quant::<false>, row + quantized)
+    } else {
+        Planned::new(mul_mat_quant::<true>, row).with_shared(quantized, 1)
+    })
 }
 
 /// Weight rows per chunk for `m` rows, `blocks` (batch, column block) pairs and `nth` threads:
@@ -41,11 +53,12 @@ fn rows_per_chunk(m: usize, blocks: usize, nth: usize) -> usize {
     m.div_ceil(row_chunks.max(1)).clamp(ROWS_MIN, ROWS_MAX)
 }
 
-/// The kernel ([`plan`] gave it its scratch and shared area).
+/// The kernel ([`plan`] gave it its scratch and shared area): `b` quantized into the shared
+/// area when `SHARED`, else by every thread into its scratch.
 ///
 /// # Safety
 /// As [`KernelFn`](super::KernelFn), with the plan [`plan`] made for the node.
-unsafe fn mul_mat_quant(n: &NodePtrs, p: &Params) {
+unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
     let path = isa();
     let Some(qd) = quant_dot(a.ty, path) else {
@@ -56,30 +69,43 @@ unsafe fn mul_mat_quant(n: &NodePtrs, p: &Params) {
     let qbytes = k / qd.act.blck_size() * qd.act.type_size();
     let (m, nb1, batches) = (a.ne[1] as usize, b.ne[1] as usize, batch_count(b));
     let b_rows = nb1 * batches;
-    let shared = p.shared_ptr(b_rows * qbytes);
+    let quantized = (b_rows * qbytes).next_multiple_of(4);
+    // SAFETY: the plan sized each thread's scratch for k f32 values, and the quantized rows
+    // too when not SHARED.
+    let scratch = unsafe { p.scratch_f32(k + if SHARED { 0 } else { quantized / 4 }) };
+    let (fbuf, private) = scratch.split_at_mut(k);
+    let qbase = if SHARED {
+        p.shared_ptr(quantized)
+    } else {
+        private.as_mut_ptr() as *mut u8
+    };
+    let mine = if SHARED { p.range(b_rows) } else { 0..b_rows };
 
-    // Phase 0: this thread's rows of b, quantized into the shared area. Every read of b ends
-    // before the barrier, so a result placed over b (one thread) cannot change what is read.
+    // Phase 0: this thread's rows of b (all of them when not SHARED), quantized. Every read
+    // of b ends before any write of the result (and, shared, before the barrier), so a result
+    // placed over b cannot change what is read.
     {
-        // SAFETY: the plan sized each thread's scratch for k f32 values.
-        let fbuf = unsafe { p.scratch_f32(k) };
-        for r in p.range(b_rows) {
+        for r in mine {
             let (j, batch) = (r % nb1, r / nb1);
             let (_, bi) = batch_index(a, b, batch);
             // SAFETY: j < b.ne[1] and bi within b's batch dimensions; fbuf holds ne10 values;
             // nothing writes b during this phase.
             let row = unsafe { row_f32(b, b.row([j, bi[0], bi[1], bi[2]]), fbuf, true) };
-            // SAFETY: row r's bytes of the shared area (sized for b_rows rows), which only
-            // this thread touches before the barrier.
-            let q = unsafe { std::slice::from_raw_parts_mut(shared.add(r * qbytes), qbytes) };
+            // SAFETY: row r's bytes of the area (sized for b_rows rows), which only this
+            // thread touches before the barrier.
+            let q = unsafe { std::slice::from_raw_parts_mut(qbase.add(r * qbytes), qbytes) };
             quantize_act(qd.act, path, row, q);
         }
     }
-    p.sync();
+    if SHARED {
+        p.sync();
+    }
 
     // Phase 1: chunks of (batch, column block, row block), rows fastest.
-    // SAFETY: every thread's rows are written (the barrier above); only read from here on.
-    let all = unsafe { std::slice::from_raw_parts(shared as *const u8, b_rows * qbytes) };
+    // SAFETY: every row is written (by this thread, or before the barrier above); only read
+    // from here on.
+    let all = unsafe { std::slice::from_raw_parts(qbase as *const u8, b_rows * qbytes) };
+    let packed = d.nb[0] == 4;
     let col_blocks = nb1.div_ceil(JQ);
     let rows = rows_per_chunk(m, col_blocks * batches, p.nth);
     let row_blocks = m.div_ceil(rows);
@@ -99,9 +125,16 @@ unsafe fn mul_mat_quant(n: &NodePtrs, p: &Params) {
             // SAFETY: `isa()` chose a path this CPU runs; `block` holds nj rows of k values.
             unsafe { (qd.dot)(w, block, &mut out[..nj]) };
             for (t, &v) in out[..nj].iter().enumerate() {
-                // SAFETY: (j0 + t, bi) is a row of dst and i < dst.ne[0]; only the thread
-                // that claimed this chunk writes these elements.
-                unsafe { d.set(d.row([j0 + t, bi[0], bi[1], bi[2]]), i, v) }
+                let row = d.row([j0 + t, bi[0], bi[1], bi[2]]);
+                // SAFETY: (j0 + t, bi) is a row of the F32 result and i < dst.ne[0]; only
+                // the thread that claimed this chunk writes these elements.
+                unsafe {
+                    if packed {
+                        st(row, i, v)
+                    } else {
+                        d.set(row, i, v)
+                    }
+                }
             }
         }
     }

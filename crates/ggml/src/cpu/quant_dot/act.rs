@@ -146,26 +146,30 @@ mod avx2 {
         debug_assert_eq!(x.len(), 32);
         // SAFETY: 32 readable values; 32 writable levels; the caller has AVX2.
         unsafe {
-            let v: [__m256; 4] = std::array::from_fn(|i| _mm256_loadu_ps(x.as_ptr().add(8 * i)));
-            let parts = v.map(|v| abs_nonfinite(v));
-            let bad = _mm256_or_ps(
-                _mm256_or_ps(parts[0].1, parts[1].1),
-                _mm256_or_ps(parts[2].1, parts[3].1),
-            );
+            // (plain loops, not closures: a closure would not inherit the caller's target
+            // features, and the intrinsics in it would not be inlined)
+            let mut v = [_mm256_setzero_ps(); 4];
+            let mut m = _mm256_setzero_ps();
+            let mut bad = _mm256_setzero_ps();
+            for (i, v) in v.iter_mut().enumerate() {
+                *v = _mm256_loadu_ps(x.as_ptr().add(8 * i));
+                let (a, nf) = abs_nonfinite(*v);
+                m = _mm256_max_ps(m, a);
+                bad = _mm256_or_ps(bad, nf);
+            }
             if _mm256_movemask_ps(bad) != 0 {
                 return None;
             }
-            let m = _mm256_max_ps(
-                _mm256_max_ps(parts[0].0, parts[1].0),
-                _mm256_max_ps(parts[2].0, parts[3].0),
-            );
             let d = hmax(m) / 127.0;
             let id = if d != 0.0 { 1.0 / d } else { 0.0 };
             if !id.is_finite() {
                 return None;
             }
             let idv = _mm256_set1_ps(id);
-            let q = v.map(|v| round_away(_mm256_mul_ps(v, idv)));
+            let mut q = [_mm256_setzero_si256(); 4];
+            for (q, v) in q.iter_mut().zip(v) {
+                *q = round_away(_mm256_mul_ps(v, idv));
+            }
             store_levels(q, qs.as_mut_ptr());
             let sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
             Some((d, sum))
@@ -253,9 +257,10 @@ mod avx2 {
             }
             let sv = _mm256_set1_ps(iscale);
             for g in 0..QK_K / 32 {
-                let q: [__m256i; 4] = std::array::from_fn(|i| {
-                    nearest_min127(_mm256_mul_ps(sv, _mm256_loadu_ps(p.add(32 * g + 8 * i))))
-                });
+                let mut q = [_mm256_setzero_si256(); 4];
+                for (i, q) in q.iter_mut().enumerate() {
+                    *q = nearest_min127(_mm256_mul_ps(sv, _mm256_loadu_ps(p.add(32 * g + 8 * i))));
+                }
                 store_levels(q, y.qs.as_mut_ptr().add(32 * g));
                 // groups of 16: registers 0 and 1, then 2 and 3
                 for h in 0..2 {

@@ -16,26 +16,44 @@
 /// Runs a multi-row kernel over every activation row: `by_fours!(a, stride, out, |N, a, o|
 /// kernel::<.., N>(..))` calls the kernel instantiated for `N` = 4 rows (then 3, 2 or 1 for
 /// the rest) with the rows' bytes `a` (from the group's first row on, rows `stride` bytes
-/// apart) and their `n` outputs `o`.
+/// apart) and their `n` outputs `o`. `by_fours!(8; …)` takes up to eight rows per call
+/// (8, then 4, 2, 1), for the AVX-512 paths, which have registers for eight accumulators.
 #[cfg(target_arch = "x86_64")]
 macro_rules! by_fours {
-    ($a:expr, $stride:expr, $out:expr, |$n:ident, $ra:ident, $ro:ident| $call:expr) => {{
+    (8; $a:expr, $stride:expr, $out:expr, |$n:ident, $ra:ident, $ro:ident| $call:expr) => {
+        by_fours!(@loop 8, $a, $stride, $out, |rows, $n, $ra, $ro| match rows {
+            8 => by_fours!(@call 8, $n, $call),
+            4 => by_fours!(@call 4, $n, $call),
+            2 => by_fours!(@call 2, $n, $call),
+            _ => by_fours!(@call 1, $n, $call),
+        })
+    };
+    ($a:expr, $stride:expr, $out:expr, |$n:ident, $ra:ident, $ro:ident| $call:expr) => {
+        by_fours!(@loop 4, $a, $stride, $out, |rows, $n, $ra, $ro| match rows {
+            4 => by_fours!(@call 4, $n, $call),
+            3 => by_fours!(@call 3, $n, $call),
+            2 => by_fours!(@call 2, $n, $call),
+            _ => by_fours!(@call 1, $n, $call),
+        })
+    };
+    (@loop $max:literal, $a:expr, $stride:expr, $out:expr,
+     |$rows:ident, $n:ident, $ra:ident, $ro:ident| $dispatch:expr) => {{
         let (all, stride, out): (&[u8], usize, &mut [f32]) = ($a, $stride, $out);
         let mut r0 = 0;
         while r0 < out.len() {
-            let rows = (out.len() - r0).min(4);
-            let ($ra, $ro) = (&all[r0 * stride..], &mut out[r0..r0 + rows]);
-            // SAFETY: `rows` activation rows from row r0 on and as many outputs; the kernel's
-            // other requirements are forwarded from the caller.
-            unsafe {
-                match rows {
-                    4 => by_fours!(@call 4, $n, $call),
-                    3 => by_fours!(@call 3, $n, $call),
-                    2 => by_fours!(@call 2, $n, $call),
-                    _ => by_fours!(@call 1, $n, $call),
-                }
-            }
-            r0 += rows;
+            // the widest kernel that fits: $max, then halves (or 3 for the four-row form)
+            let $rows = match out.len() - r0 {
+                r if r >= $max => $max,
+                r if $max == 8 && r >= 4 => 4,
+                r if $max == 4 && r == 3 => 3,
+                r if r >= 2 => 2,
+                _ => 1,
+            };
+            let ($ra, $ro) = (&all[r0 * stride..], &mut out[r0..r0 + $rows]);
+            // SAFETY: `$rows` activation rows from row r0 on and as many outputs; the
+            // kernel's other requirements are forwarded from the caller.
+            unsafe { $dispatch }
+            r0 += $rows;
         }
     }};
     (@call $k:literal, $n:ident, $call:expr) => {{
@@ -495,7 +513,8 @@ fn kernel32<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
 #[cfg(target_arch = "x86_64")]
 fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     let dot: RowDot = match isa {
-        Isa::Avx2 | Isa::Avx512 => kquant_x86::k_dots_avx2::<B>,
+        Isa::Avx512 => kquant_x86::k_dots_avx512::<B>,
+        Isa::Avx2 => kquant_x86::k_dots_avx2::<B>,
         Isa::Scalar => row_dots_scalar::<B>,
     };
     QuantDot {
@@ -566,8 +585,8 @@ mod tests {
             let norm: f64 = wd.iter().map(|a| (*a as f64).abs()).sum::<f64>() / 127.0;
             let scalar = quant_dot(ty, Isa::Scalar).unwrap();
             let qbytes = scalar.act.row_size(k as i64).unwrap();
-            // six activation rows: every multi-row kernel width and a remainder
-            let rows = 6;
+            // fifteen activation rows: every multi-row kernel width (8, 4, 3, 2, 1)
+            let rows = 15;
             let mut xq = vec![0u8; rows * qbytes];
             let mut want = Vec::new();
             for (r, q) in xq.chunks_exact_mut(qbytes).enumerate() {

@@ -216,7 +216,8 @@ unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
     }
 }
 
-/// [`dots_r`] over every activation row of `a`, up to four per pass over `w`.
+/// [`dots_r`] over every activation row of `a`, up to four per pass over `w` (eight with
+/// `VNNI`, whose AVX-512 target has the registers for them).
 ///
 /// # Safety
 /// As [`super::RowDot`], on a CPU with the features `VNNI` needs.
@@ -224,9 +225,13 @@ unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
 unsafe fn row_dots<B: Simd32, const VNNI: bool>(w: &[u8], a: &[u8], out: &mut [f32]) {
     let wb: &[B] = bytemuck::cast_slice(w);
     let stride = wb.len() * std::mem::size_of::<B::Act>();
-    by_fours!(a, stride, out, |N, a, o| dots_r::<B, VNNI, N>(
-        wb, a, stride, o
-    ));
+    if VNNI {
+        by_fours!(8; a, stride, out, |N, a, o| dots_r::<B, true, N>(wb, a, stride, o));
+    } else {
+        by_fours!(a, stride, out, |N, a, o| dots_r::<B, false, N>(
+            wb, a, stride, o
+        ));
+    }
 }
 
 /// [`row_dots`] with AVX2.

@@ -14,7 +14,7 @@
 
 use super::matmul::{batch_count, batch_index, row_f32};
 use super::{st, NodePtrs, Params, Planned};
-use crate::cpu::quant_dot::{isa, quant_dot, quantize_act, QuantDot};
+use crate::cpu::quant_dot::{isa, quant_dot, quantize_act, QuantDot, TILE_ROWS};
 use crate::error::Result;
 use crate::tensor::Tensor;
 
@@ -109,7 +109,21 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
     let col_blocks = nb1.div_ceil(JQ);
     let rows = rows_per_chunk(m, col_blocks * batches, p.nth);
     let row_blocks = m.div_ceil(rows);
-    let mut out = [0f32; JQ];
+    let mut out = [[0f32; JQ]; TILE_ROWS];
+    // SAFETY (of every write below): (j0 + t, bi) is a row of the F32 result and i < ne[0];
+    // only the thread that claimed the chunk writes these elements.
+    let write = |i: usize, j0: usize, bi: [usize; 3], vals: &[f32]| {
+        for (t, &v) in vals.iter().enumerate() {
+            let row = d.row([j0 + t, bi[0], bi[1], bi[2]]);
+            unsafe {
+                if packed {
+                    st(row, i, v)
+                } else {
+                    d.set(row, i, v)
+                }
+            }
+        }
+    };
     for c in p.chunks(row_blocks * col_blocks * batches) {
         let (rb, rest) = (c % row_blocks, c / row_blocks);
         let (cb, batch) = (rest % col_blocks, rest / col_blocks);
@@ -118,24 +132,31 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
         let nj = JQ.min(nb1 - j0);
         let r0 = (batch * nb1 + j0) * qbytes;
         let block = &all[r0..r0 + nj * qbytes];
-        for i in rb * rows..m.min((rb + 1) * rows) {
-            // SAFETY: i < a.ne[1], ai within a's batch dimensions; a row of a quantized
-            // tensor is wbytes of packed blocks, not written by this node.
-            let w = unsafe { std::slice::from_raw_parts(a.row([i, ai[0], ai[1], ai[2]]), wbytes) };
-            // SAFETY: `isa()` chose a path this CPU runs; `block` holds nj rows of k values.
-            unsafe { (qd.dot)(w, block, &mut out[..nj]) };
-            for (t, &v) in out[..nj].iter().enumerate() {
-                let row = d.row([j0 + t, bi[0], bi[1], bi[2]]);
-                // SAFETY: (j0 + t, bi) is a row of the F32 result and i < dst.ne[0]; only
-                // the thread that claimed this chunk writes these elements.
-                unsafe {
-                    if packed {
-                        st(row, i, v)
-                    } else {
-                        d.set(row, i, v)
-                    }
+        // SAFETY: i < a.ne[1], ai within a's batch dimensions; a row of a quantized tensor is
+        // wbytes of packed blocks, not written by this node.
+        let weights = |i: usize| unsafe {
+            std::slice::from_raw_parts(a.row([i, ai[0], ai[1], ai[2]]), wbytes)
+        };
+        let (mut i, end) = (rb * rows, m.min((rb + 1) * rows));
+        if let Some(tile) = qd.tile {
+            // TILE_ROWS weight rows at a time (bit for bit what the row dot gives each)
+            while i + TILE_ROWS <= end {
+                let [o0, o1, o2, o3] = &mut out;
+                let mut outs = [&mut o0[..nj], &mut o1[..nj], &mut o2[..nj], &mut o3[..nj]];
+                let ws = std::array::from_fn(|t| weights(i + t));
+                // SAFETY: `isa()` chose a path this CPU runs; `block` holds nj rows of k
+                // values; the weight rows have wbytes each.
+                unsafe { tile(ws, block, &mut outs) };
+                for (t, o) in out.iter().enumerate() {
+                    write(i + t, j0, bi, &o[..nj]);
                 }
+                i += TILE_ROWS;
             }
+        }
+        for i in i..end {
+            // SAFETY: `isa()` chose a path this CPU runs; `block` holds nj rows of k values.
+            unsafe { (qd.dot)(weights(i), block, &mut out[0][..nj]) };
+            write(i, j0, bi, &out[0][..nj]);
         }
     }
 }

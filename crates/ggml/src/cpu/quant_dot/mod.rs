@@ -470,13 +470,28 @@ unsafe fn row_dots_avx512<B: DotBlock>(w: &[u8], a: &[u8], out: &mut [f32]) {
 /// The CPU must have the features of the path it was resolved for.
 pub(crate) type RowDot = unsafe fn(&[u8], &[u8], &mut [f32]);
 
-/// A weight type's dot kernel: the activation type and the row dot of one path.
+/// Weight rows a [`TileDot`] takes at once.
+pub(crate) const TILE_ROWS: usize = 4;
+
+/// Tile dot products: `(w, a, out)` sets `out[t][r]` to the dot product of weight row `w[t]`
+/// with activation row `r` of `a` (laid out as for [`RowDot`], `out[t].len()` rows), bit for
+/// bit what the path's [`RowDot`] gives each weight row, so a caller may mix the two freely.
+///
+/// # Safety
+/// The CPU must have the features of the path it was resolved for; the weight rows must have
+/// equal lengths.
+pub(crate) type TileDot = unsafe fn([&[u8]; TILE_ROWS], &[u8], &mut [&mut [f32]; TILE_ROWS]);
+
+/// A weight type's dot kernel: the activation type and the row dot of one path, with a tile
+/// dot where the path has one (the 32-value types on AVX-512 VNNI).
 #[derive(Clone, Copy)]
 pub(crate) struct QuantDot {
     /// The type activations are quantized to (GGML's `vec_dot_type`).
     pub act: Type,
     /// The row dot products.
     pub dot: RowDot,
+    /// Dot products of [`TILE_ROWS`] weight rows at once.
+    pub tile: Option<TileDot>,
 }
 
 /// `B`'s kernel on path `isa`.
@@ -488,18 +503,23 @@ fn kernel<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
         Isa::Avx2 => row_dots_avx2::<B>,
         _ => row_dots_scalar::<B>,
     };
-    QuantDot { act, dot }
+    QuantDot {
+        act,
+        dot,
+        tile: None,
+    }
 }
 
 /// `B`'s kernel on path `isa`, with the intrinsics kernels on x86.
 #[cfg(target_arch = "x86_64")]
 fn kernel32<B: x86::Simd32>(act: Type, isa: Isa) -> QuantDot {
-    let dot: RowDot = match isa {
-        Isa::Avx512 => x86::row_dots_vnni::<B>,
-        Isa::Avx2 => x86::row_dots_avx2::<B>,
-        Isa::Scalar => row_dots_scalar::<B>,
+    const _: () = assert!(x86::TILE_ROWS == TILE_ROWS);
+    let (dot, tile): (RowDot, Option<TileDot>) = match isa {
+        Isa::Avx512 => (x86::row_dots_vnni::<B>, Some(x86::row_tiles_vnni::<B>)),
+        Isa::Avx2 => (x86::row_dots_avx2::<B>, None),
+        Isa::Scalar => (row_dots_scalar::<B>, None),
     };
-    QuantDot { act, dot }
+    QuantDot { act, dot, tile }
 }
 
 /// `B`'s kernel on path `isa` (no intrinsics kernels on this architecture).
@@ -520,6 +540,7 @@ fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     QuantDot {
         act: Type::Q8_K,
         dot,
+        tile: None,
     }
 }
 
@@ -614,6 +635,38 @@ mod tests {
                 let mut all = vec![0f32; rows];
                 // SAFETY: `all_available` lists only paths this CPU runs.
                 unsafe { (kq.dot)(&wq, &xq, &mut all) };
+                if let Some(tile) = kq.tile {
+                    // four weight rows (this one and three others) at once: each bit for bit
+                    // what the row dot gives it
+                    let others: Vec<Vec<u8>> = (0..TILE_ROWS as u32 - 1)
+                        .map(|s| {
+                            let mut q = vec![0u8; wq.len()];
+                            let v = values(k, 11 + s);
+                            crate::quants::quantize_chunk(ty, &v, &mut q, 0, 1, k, None).unwrap();
+                            q
+                        })
+                        .collect();
+                    let ws = [&wq[..], &others[0], &others[1], &others[2]];
+                    let mut outs = vec![vec![0f32; rows]; TILE_ROWS];
+                    let [o0, o1, o2, o3] = &mut outs[..] else {
+                        unreachable!()
+                    };
+                    // SAFETY: as above; four rows of equal length.
+                    unsafe { tile(ws, &xq, &mut [o0, o1, o2, o3]) };
+                    for (t, w) in ws.iter().enumerate() {
+                        let mut each = vec![0f32; rows];
+                        // SAFETY: as above.
+                        unsafe { (kq.dot)(w, &xq, &mut each) };
+                        let same = each
+                            .iter()
+                            .zip(&outs[t])
+                            .all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(
+                            same,
+                            "{ty} on {isa:?}: tile row {t} differs from the row dot"
+                        );
+                    }
+                }
                 for (r, (&v, &g)) in all.iter().zip(&got).enumerate() {
                     let mut one = [0f32];
                     // SAFETY: as above, for row r alone.

@@ -110,11 +110,12 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
     let rows = rows_per_chunk(m, col_blocks * batches, p.nth);
     let row_blocks = m.div_ceil(rows);
     let mut out = [[0f32; JQ]; TILE_ROWS];
-    // SAFETY (of every write below): (j0 + t, bi) is a row of the F32 result and i < ne[0];
+    // The chunk's result rows (its columns of b), found once per chunk.
+    let mut dst_rows = [std::ptr::null_mut::<u8>(); JQ];
+    // SAFETY (of every write below): dst_rows[t] is a row of the F32 result and i < ne[0];
     // only the thread that claimed the chunk writes these elements.
-    let write = |i: usize, j0: usize, bi: [usize; 3], vals: &[f32]| {
-        for (t, &v) in vals.iter().enumerate() {
-            let row = d.row([j0 + t, bi[0], bi[1], bi[2]]);
+    let write = |dst_rows: &[*mut u8; JQ], i: usize, vals: &[f32]| {
+        for (&row, &v) in dst_rows.iter().zip(vals) {
             unsafe {
                 if packed {
                     st(row, i, v)
@@ -132,6 +133,9 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
         let nj = JQ.min(nb1 - j0);
         let r0 = (batch * nb1 + j0) * qbytes;
         let block = &all[r0..r0 + nj * qbytes];
+        for (t, row) in dst_rows.iter_mut().enumerate().take(nj) {
+            *row = d.row([j0 + t, bi[0], bi[1], bi[2]]);
+        }
         // SAFETY: i < a.ne[1], ai within a's batch dimensions; a row of a quantized tensor is
         // wbytes of packed blocks, not written by this node.
         let weights = |i: usize| unsafe {
@@ -148,7 +152,7 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
                 // values; the weight rows have wbytes each.
                 unsafe { tile(ws, block, &mut outs) };
                 for (t, o) in out.iter().enumerate() {
-                    write(i + t, j0, bi, &o[..nj]);
+                    write(&dst_rows, i + t, &o[..nj]);
                 }
                 i += TILE_ROWS;
             }
@@ -156,7 +160,7 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
         for i in i..end {
             // SAFETY: `isa()` chose a path this CPU runs; `block` holds nj rows of k values.
             unsafe { (qd.dot)(weights(i), block, &mut out[0][..nj]) };
-            write(i, j0, bi, &out[0][..nj]);
+            write(&dst_rows, i, &out[0][..nj]);
         }
     }
 }

@@ -207,7 +207,10 @@ unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
                 };
                 let d = _mm256_set1_ps(xd * half(yd));
                 acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[r]);
-                extra[r] += x.extra(y);
+                // (only for the types with one: adding 0.0 is not free, nor removable)
+                if B::UNSIGNED {
+                    extra[r] += x.extra(y);
+                }
             }
         }
         for r in 0..R {
@@ -282,7 +285,7 @@ unsafe fn tile_r<B: Simd32, const R: usize>(
         let mut extra = [[0f32; R]; TILE_ROWS];
         let offset = _mm256_set1_epi8(0x80u8 as i8);
         let mut ux = [_mm256_setzero_si256(); TILE_ROWS];
-        let mut xd = [0f32; TILE_ROWS];
+        let mut xd = [_mm256_setzero_ps(); TILE_ROWS];
         for i in 0..w[0].len() {
             for t in 0..TILE_ROWS {
                 let levels = w[t][i].levels();
@@ -291,7 +294,7 @@ unsafe fn tile_r<B: Simd32, const R: usize>(
                 } else {
                     _mm256_xor_si256(levels, offset)
                 };
-                xd[t] = half(w[t][i].d());
+                xd[t] = _mm256_set1_ps(half(w[t][i].d()));
             }
             for r in 0..R {
                 let y = &ys[r][i];
@@ -303,12 +306,15 @@ unsafe fn tile_r<B: Simd32, const R: usize>(
                     let corr = _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset, yv);
                     _mm256_sub_epi32(_mm256_setzero_si256(), corr)
                 };
-                let yd = half(yd);
+                let yd = _mm256_set1_ps(half(yd));
                 for t in 0..TILE_ROWS {
                     let sum = _mm256_dpbusd_epi32(seed, ux[t], yv);
-                    let d = _mm256_set1_ps(xd[t] * yd);
+                    // the same product as the row kernel's scalar one, in every lane
+                    let d = _mm256_mul_ps(xd[t], yd);
                     acc[t][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[t][r]);
-                    extra[t][r] += w[t][i].extra(y);
+                    if B::UNSIGNED {
+                        extra[t][r] += w[t][i].extra(y);
+                    }
                 }
             }
         }

@@ -252,3 +252,57 @@ fn get_f32_into_reads_without_allocating() {
         "{err}"
     );
 }
+
+/// `graph_plan_compute` of quantized MUL_MATs (activations quantized once into the node's
+/// shared area, chunks claimed by the threads: Q4_K with Q8_K activations, Q8_0 with Q8_0,
+/// one and several columns) allocates nothing after the first run, and gives the same values.
+#[test]
+fn quantized_mul_mat_plan_allocates_nothing() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cpu = backend::cpu_init().unwrap();
+    cpu.set_n_threads(2).unwrap();
+    let ctx = Context::init(8 << 20, false).unwrap();
+    let k = 512;
+    let values = |n: usize, m: usize| (0..n).map(move |i| (i % m) as f32 * 0.05 - 0.3);
+    let mut outs = Vec::new();
+    for (ty, rows, cols) in [
+        (Type::Q4_K, 48, 9),
+        (Type::Q8_0, 40, 1),
+        (Type::Q8_0, 24, 70),
+    ] {
+        let w = ctx.new_tensor_2d(ty, k, rows).unwrap();
+        let f: Vec<f32> = values(k as usize * rows as usize, 13).collect();
+        let mut q = vec![0u8; ty.row_size(k).unwrap() * rows as usize];
+        ggml::quants::quantize_chunk(ty, &f, &mut q, 0, rows as usize, k as usize, None).unwrap();
+        w.set_bytes(&q, 0).unwrap();
+        let x = ctx.new_tensor_2d(Type::F32, k, cols).unwrap();
+        x.set_f32(&values(k as usize * cols as usize, 11).collect::<Vec<_>>())
+            .unwrap();
+        outs.push(ctx.mul_mat(&w, &x).unwrap());
+    }
+    let graph = ctx.new_graph().unwrap();
+    for o in &outs {
+        graph.build_forward_expand(o).unwrap();
+    }
+    let plan = cpu.graph_plan_create(&graph).unwrap();
+    cpu.graph_plan_compute(&plan).unwrap(); // warm-up
+    let first: Vec<Vec<f32>> = outs.iter().map(|o| o.get_f32().unwrap()).collect();
+    assert!(first.iter().flatten().any(|v| *v != 0.0));
+
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    for _ in 0..50 {
+        cpu.graph_plan_compute(&plan).unwrap();
+    }
+    let allocated = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    assert_eq!(
+        allocated, 0,
+        "50 quantized plan computations allocated {allocated} times"
+    );
+    for (o, f) in outs.iter().zip(&first) {
+        assert_eq!(
+            &o.get_f32().unwrap(),
+            f,
+            "each run computes the same values"
+        );
+    }
+}

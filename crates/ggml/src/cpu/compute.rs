@@ -1,15 +1,24 @@
 //! The CPU compute engine: plans a graph (a kernel and a scratch size per node), resolves
 //! tensor addresses, and runs every node on the thread pool with a barrier between nodes.
+//!
+//! A node's threads may also share work ([`Planned::with_shared`]): one work area for the
+//! whole node (placed before the threads' private scratch in the plan's buffer), barriers
+//! inside the node ([`Params::sync`]: the same spinning barrier as between nodes, which every
+//! thread of the node passes the declared number of times: the engine passes the ones a thread
+//! skipped, panicked before or did not run), and a chunk counter per phase between those
+//! barriers ([`Params::claim`]), all reset before each run. The quantized MUL_MAT quantizes its
+//! activations once into the shared area, meets at a barrier, then claims chunks of the
+//! product.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::backend::{BackendImpl, PlacedGraph};
 use crate::error::{Error, Result};
 use crate::tensor::{flags, Tensor};
 
 use super::fusion::{self, Fusion};
-use super::kernels::{self, Faults, KernelFn, NodePtrs, Params};
+use super::kernels::{self, Faults, KernelFn, NodePtrs, NodeShared, Params};
 use super::threadpool::{SpinBarrier, ThreadPool};
 
 /// Threads a new CPU stream computes with: the processor's parallelism, at most 8 (GGML's
@@ -34,6 +43,10 @@ struct PlannedNode {
     kernel: KernelFn,
     /// The node this one computes too ([`fusion`]).
     fused: Option<usize>,
+    /// Barriers the kernel passes inside the node ([`Params::sync`]).
+    syncs: usize,
+    /// The node's first chunk counter in [`CpuPlan::chunks`] (it has `syncs + 1`).
+    chunk_base: usize,
 }
 
 /// What a graph needs, computed once (`ggml_cplan`): the nodes to run with their kernels, the
@@ -43,7 +56,12 @@ pub(crate) struct CpuPlan {
     n_threads: usize,
     /// Scratch bytes per thread, a multiple of the cache line.
     work_per_thread: usize,
+    /// Bytes of the work area a node's threads share (the largest any node asks for), a
+    /// multiple of the cache line, at the start of `work`.
+    work_shared: usize,
     work: Vec<u64>,
+    /// Every node's chunk counters, one per phase ([`Params::claim`]).
+    chunks: Vec<AtomicUsize>,
     /// Every node's addresses for the current run, and whether it must run on one thread
     /// ([`NodePtrs::needs_one_thread`]).
     resolved: Vec<(NodePtrs, bool)>,
@@ -56,7 +74,9 @@ impl CpuPlan {
             nodes: Vec::new(),
             n_threads,
             work_per_thread: 0,
+            work_shared: 0,
             work: Vec::new(),
+            chunks: Vec::new(),
             resolved: Vec::new(),
         }
     }
@@ -73,7 +93,7 @@ impl CpuPlan {
     fn rebuild(&mut self, graph: &[Tensor], n_threads: usize) -> Result<()> {
         self.nodes.clear();
         self.resolved.clear();
-        let mut work_per_thread = 0;
+        let (mut work_per_thread, mut work_shared, mut n_chunks) = (0, 0, 0);
         for (index, t) in graph.iter().enumerate() {
             if t.op().is_empty() || t.flags() & flags::COMPUTE == 0 || t.is_empty() {
                 continue;
@@ -84,16 +104,24 @@ impl CpuPlan {
                 Fusion::With { first, planned } => (planned, Some(first)),
             };
             work_per_thread = work_per_thread.max(planned.work);
+            work_shared = work_shared.max(planned.shared);
             self.nodes.push(PlannedNode {
                 tensor: t.clone(),
                 index,
                 kernel: planned.kernel,
                 fused,
+                syncs: planned.syncs,
+                chunk_base: n_chunks,
             });
+            n_chunks += planned.syncs + 1;
         }
         self.n_threads = n_threads;
         self.work_per_thread = work_per_thread.div_ceil(CACHE_LINE) * CACHE_LINE;
-        let words = (self.work_per_thread * n_threads).div_ceil(8);
+        self.work_shared = work_shared.div_ceil(CACHE_LINE) * CACHE_LINE;
+        if self.chunks.len() < n_chunks {
+            self.chunks.resize_with(n_chunks, AtomicUsize::default);
+        }
+        let words = (self.work_shared + self.work_per_thread * n_threads).div_ceil(8);
         if self.work.len() < words {
             self.work.resize(words, 0);
         }
@@ -118,10 +146,16 @@ impl CpuPlan {
         }
         let n = self.n_threads.min(pool.n_threads()).max(1);
         let barrier = SpinBarrier::new(n);
+        for c in &self.chunks {
+            c.store(0, Ordering::Relaxed);
+        }
         let nodes = &self.nodes;
         let resolved = &self.resolved;
-        let work = self.work.as_mut_ptr() as usize;
-        let per_thread = self.work_per_thread;
+        let chunks = &self.chunks;
+        // The shared area first, then each thread's scratch.
+        let shared = self.work.as_mut_ptr() as usize;
+        let (shared_size, per_thread) = (self.work_shared, self.work_per_thread);
+        let work = shared + shared_size;
         // A panicking kernel must not leave the other threads at the barrier: every thread
         // catches its kernel's panic, still reaches every barrier, and skips the nodes after it.
         let failed = AtomicBool::new(false);
@@ -135,21 +169,34 @@ impl CpuPlan {
             let wdata = (work + ith * per_thread) as *mut u8;
             for (k, (node, (ptrs, one_thread))) in nodes.iter().zip(resolved).enumerate() {
                 let stopped = failed.load(Ordering::Acquire) || faults.before(k);
+                let node_nth = if *one_thread { 1 } else { nth };
+                let node_shared = NodeShared {
+                    data: shared as *mut u8,
+                    size: shared_size,
+                    barrier: &barrier,
+                    chunks: &chunks[node.chunk_base..node.chunk_base + node.syncs + 1],
+                };
+                let p = &Params::new(
+                    (ith, node_nth),
+                    (wdata, per_thread),
+                    &faults,
+                    k,
+                    &node_shared,
+                );
                 if !stopped && (ith == 0 || !one_thread) {
-                    let p = &Params {
-                        ith,
-                        nth: if *one_thread { 1 } else { nth },
-                        wdata,
-                        wsize: per_thread,
-                        faults: &faults,
-                        node: k,
-                    };
                     // SAFETY: the plan chose this kernel for the node's types and shapes, and
                     // `ptrs` addresses the node's tensors in the buffers this job reserved;
                     // overlapping layouts run on one thread (`needs_one_thread`).
                     let run = || unsafe { (node.kernel)(ptrs, p) };
                     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).is_err() {
                         failed.store(true, Ordering::Release);
+                    }
+                }
+                // The node's barriers this thread did not pass (it skipped the node, or its
+                // kernel panicked), so the others are not left waiting inside the node.
+                if node_nth > 1 {
+                    for _ in p.phase()..node.syncs {
+                        barrier.wait();
                     }
                 }
                 barrier.wait();
@@ -272,13 +319,13 @@ mod tests {
                 index: 0,
                 kernel,
                 fused: None,
+                syncs: 0,
+                chunk_base: 0,
             };
             let mut plan = CpuPlan {
                 nodes: vec![planned(panics_on_thread_1), planned(writes_seven)],
-                n_threads: 2,
-                work_per_thread: 0,
-                work: Vec::new(),
-                resolved: Vec::new(),
+                chunks: vec![AtomicUsize::new(0)],
+                ..CpuPlan::empty(2)
             };
             let run = |plan: &mut CpuPlan, pool: &mut ThreadPool| {
                 with_placed(vec![b.clone()], |g| plan.execute(pool, g))
@@ -298,6 +345,106 @@ mod tests {
         assert!(matches!(failed, Err(Error::Compute(_))));
         ok.unwrap();
         assert_eq!(values, vec![7.0; 64]);
+    }
+
+    /// Writes its thread index into the shared area, meets the others at a barrier, then claims
+    /// chunks: chunk c of dst gets the sum of every thread's index plus c, so a missing write,
+    /// a barrier passed early or a chunk claimed twice or never shows in the values.
+    unsafe fn shares_and_claims(n: &NodePtrs, p: &Params) {
+        let shared = p.shared_ptr(8 * p.nth) as *mut u64;
+        // SAFETY: slot ith of the shared area, written only by this thread before the barrier.
+        unsafe { shared.add(p.ith).write(p.ith as u64 + 1) };
+        p.sync();
+        // SAFETY: every slot was written before the barrier; only read now.
+        let total: u64 = (0..p.nth).map(|t| unsafe { shared.add(t).read() }).sum();
+        for c in p.chunks(n.dst.nelements()) {
+            // SAFETY: dst is a contiguous F32 vector; chunk c is claimed by this thread only.
+            unsafe { n.dst.set(n.dst.data, c, (total + c as u64) as f32) };
+        }
+    }
+
+    /// Panics on thread 1 before the node's barrier, which thread 0 waits at.
+    unsafe fn panics_before_sync(_: &NodePtrs, p: &Params) {
+        if p.ith == 1 {
+            panic!("kernel panicked before its barrier on purpose");
+        }
+        p.sync();
+    }
+
+    /// A plan of `kernels` (each with one barrier) over `b`, run twice on `pool` (the second
+    /// time after a first run, so the chunk counters must have been reset).
+    fn run_with_one_sync(
+        b: &Tensor,
+        kernels: &[KernelFn],
+        pool: &mut ThreadPool,
+    ) -> (Result<()>, Result<()>) {
+        let mut plan = CpuPlan {
+            nodes: kernels
+                .iter()
+                .enumerate()
+                .map(|(i, &kernel)| PlannedNode {
+                    tensor: b.clone(),
+                    index: 0,
+                    kernel,
+                    fused: None,
+                    syncs: 1,
+                    chunk_base: 2 * i,
+                })
+                .collect(),
+            work_shared: 64,
+            work: vec![0; 8],
+            chunks: (0..2 * kernels.len())
+                .map(|_| AtomicUsize::new(0))
+                .collect(),
+            ..CpuPlan::empty(pool.n_threads())
+        };
+        let first = with_placed(vec![b.clone()], |g| plan.execute(pool, g));
+        let second = with_placed(vec![b.clone()], |g| plan.execute(pool, g));
+        (first, second)
+    }
+
+    /// The shared area, the barrier inside a node and chunk claiming, on 1, 2 and 3 threads:
+    /// every chunk written once with every thread's contribution seen.
+    #[test]
+    fn threads_share_a_node_work_area_and_claim_chunks() {
+        let ctx = Context::init(1 << 16, false).unwrap();
+        let a = ctx.new_tensor_1d(Type::F32, 37).unwrap();
+        let b = ctx.relu(&a).unwrap();
+        for n in [1, 2, 3] {
+            b.set_f32(&[-1.0; 37]).unwrap();
+            let mut pool = ThreadPool::new(n);
+            let (first, second) = run_with_one_sync(&b, &[shares_and_claims], &mut pool);
+            first.unwrap();
+            second.unwrap();
+            let total = (n * (n + 1) / 2) as f32;
+            let want: Vec<f32> = (0..37).map(|c| total + c as f32).collect();
+            assert_eq!(b.get_f32().unwrap(), want, "{n} threads");
+        }
+    }
+
+    /// A thread that panics before a barrier inside its node does not leave the others there:
+    /// the run fails, the node after it is skipped by every thread, and the pool still works.
+    #[test]
+    fn a_panic_before_a_node_barrier_fails_the_run_without_deadlock() {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let ctx = Context::init(1 << 16, false).unwrap();
+            let a = ctx.new_tensor_1d(Type::F32, 16).unwrap();
+            let b = ctx.relu(&a).unwrap();
+            let mut pool = ThreadPool::new(2);
+            let failed = run_with_one_sync(&b, &[panics_before_sync, shares_and_claims], &mut pool);
+            let ok = run_with_one_sync(&b, &[shares_and_claims], &mut pool);
+            tx.send((failed, ok, b.get_f32().unwrap())).unwrap();
+        });
+        let ((f1, f2), (ok1, ok2), values) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the run deadlocked");
+        assert!(matches!(f1, Err(Error::Compute(_))));
+        assert!(matches!(f2, Err(Error::Compute(_))));
+        ok1.unwrap();
+        ok2.unwrap();
+        let want: Vec<f32> = (0..16).map(|c| 3.0 + c as f32).collect();
+        assert_eq!(values, want);
     }
 
     /// Zero threads would plan no scratch yet still run one thread, so the engine refuses it

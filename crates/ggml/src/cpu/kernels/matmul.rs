@@ -2,7 +2,7 @@
 //! dimensions of `b`. Weights `a` in F32, F16, BF16 or any quantized type with a dequantizer
 //! (each row dequantized once per block of `b` rows, then dotted in f32: more precise than
 //! GGML's integer dot against `b` quantized to Q8), activations `b` in F32, F16 or BF16;
-//! result F32.
+//! result F32. Weight types with an integer dot kernel go to [`super::matmul_quant`] instead.
 //!
 //! F32, F16 and BF16 weights against [`GEMM_MIN_COLS`] or more columns go through the packed
 //! GEMM of [`crate::cpu::gemm`] (`b` rounded to the weights' dot type as GGML does; see there).
@@ -30,12 +30,9 @@ pub(super) const JB: usize = 8;
 /// Lanes of the partial sums of one dot product.
 const LANES: usize = 8;
 
-/// Columns of `b` quantized at a time by the quantized kernel.
-const JQ: usize = 64;
-
-/// The kernel: for weights with an integer dot kernel ([`quant_dot`]), the quantized one, with
-/// scratch per thread for one row of `b` as f32 and [`JQ`] rows of `b` quantized to the dot
-/// type; else the f32 one, with scratch for one row of `a` and [`JB`] rows of `b` as f32.
+/// The kernel: for weights with an integer dot kernel ([`quant_dot`]), the quantized one
+/// ([`super::matmul_quant`]); else the f32 one, with scratch for one row of `a` and [`JB`]
+/// rows of `b` as f32.
 pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     let (a, b) = (operand(t, 0)?, operand(t, 1)?);
     let weights_ok = is_float(a.ty()) || dequantizable(a.ty());
@@ -44,8 +41,7 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     }
     let k = a.ne()[0] as usize;
     if let Some(qd) = quant_dot(a.ty(), isa()) {
-        let qbytes = qd.act.row_size(k as i64)?;
-        return Ok(Planned::new(mul_mat_quant, k * 4 + JQ * qbytes));
+        return super::matmul_quant::plan(a, b, qd);
     }
     let dots_work = (1 + JB) * k * 4;
     let n = b.ne()[1] as usize;
@@ -317,12 +313,12 @@ pub(super) unsafe fn row_dots(
 }
 
 /// The batches of `b` (its dimensions past the second, multiplied).
-fn batch_count(b: &TensorPtr) -> usize {
+pub(super) fn batch_count(b: &TensorPtr) -> usize {
     b.ne[2..].iter().product::<i64>() as usize
 }
 
 /// The batch indices of `a` and of `b` for batch `batch` of `b`, `a` broadcast over `b`.
-fn batch_index(a: &TensorPtr, b: &TensorPtr, batch: usize) -> ([usize; 3], [usize; 3]) {
+pub(super) fn batch_index(a: &TensorPtr, b: &TensorPtr, batch: usize) -> ([usize; 3], [usize; 3]) {
     let bi = [
         batch % b.ne[2] as usize,
         batch / b.ne[2] as usize % b.ne[3] as usize,
@@ -330,62 +326,6 @@ fn batch_index(a: &TensorPtr, b: &TensorPtr, batch: usize) -> ([usize; 3], [usiz
     ];
     let ratio: [usize; 3] = std::array::from_fn(|i| (b.ne[i + 2] / a.ne[i + 2]) as usize);
     (std::array::from_fn(|i| bi[i] / ratio[i]), bi)
-}
-
-/// MUL_MAT with quantized weights, as GGML: each block of [`JQ`] rows of `b` is quantized to
-/// the weights' dot type (every thread quantizes the block itself, in its scratch: a small
-/// fraction of its share of the products), then each row of `a` in this thread's range is
-/// dotted with the whole block in block format (the dot kernels unpack each weight block once
-/// for several activation rows).
-///
-/// # Safety
-/// As [`KernelFn`](super::KernelFn), with the plan [`plan`] made for the node.
-unsafe fn mul_mat_quant(n: &NodePtrs, p: &Params) {
-    let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
-    let rows = p.range(a.ne[1] as usize);
-    let Some(qd) = quant_dot(a.ty, isa()) else {
-        unreachable!("planned for a type with a dot kernel")
-    };
-    if rows.is_empty() {
-        return;
-    }
-    let k = a.ne[0] as usize;
-    let wbytes = k / a.ty.blck_size() * a.ty.type_size();
-    let qbytes = k / qd.act.blck_size() * qd.act.type_size();
-    // SAFETY: the plan sized each thread's scratch for k f32 values and JQ quantized rows.
-    let scratch = unsafe { p.scratch_f32(k + (JQ * qbytes).div_ceil(4)) };
-    let (fbuf, qbuf) = scratch.split_at_mut(k);
-    let qbuf: &mut [u8] = &mut bytemuck::cast_slice_mut(qbuf)[..JQ * qbytes];
-    let borrow_b = !d.overlaps(b);
-    let nb1 = b.ne[1] as usize;
-    let mut out = [0f32; JQ];
-    for batch in 0..batch_count(b) {
-        let (ai, bi) = batch_index(a, b, batch);
-        for j0 in (0..nb1).step_by(JQ) {
-            let nj = JQ.min(nb1 - j0);
-            for (t, q) in qbuf.chunks_exact_mut(qbytes).take(nj).enumerate() {
-                // SAFETY: j0 + t < b.ne[1]; bi is within b's batch dimensions; fbuf holds ne10.
-                let row =
-                    unsafe { row_f32(b, b.row([j0 + t, bi[0], bi[1], bi[2]]), fbuf, borrow_b) };
-                crate::quants::quantize_row_ref(qd.act, row, q)
-                    .expect("a row of whole blocks has a reference quantizer");
-            }
-            let block = &qbuf[..nj * qbytes];
-            for i in rows.clone() {
-                // SAFETY: i < a.ne[1], ai within a's batch dimensions; a row of a quantized
-                // tensor is wbytes of packed blocks, not written by this node.
-                let w =
-                    unsafe { std::slice::from_raw_parts(a.row([i, ai[0], ai[1], ai[2]]), wbytes) };
-                // SAFETY: `isa()` chose a path this CPU runs; `block` holds nj rows of k values.
-                unsafe { (qd.dot)(w, block, &mut out[..nj]) };
-                for (t, &v) in out[..nj].iter().enumerate() {
-                    // SAFETY: as in `mul_mat`: (j0 + t, bi) is a row of dst, and only this
-                    // thread writes element i of it.
-                    unsafe { d.set(d.row([j0 + t, bi[0], bi[1], bi[2]]), i, v) }
-                }
-            }
-        }
-    }
 }
 
 pub(super) unsafe fn mul_mat(n: &NodePtrs, p: &Params) {

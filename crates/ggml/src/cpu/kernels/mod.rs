@@ -18,6 +18,7 @@ mod fault;
 mod flash_attn;
 mod glu;
 mod matmul;
+mod matmul_quant;
 mod mul_mat_id;
 mod norm;
 mod out_prod;
@@ -36,8 +37,11 @@ mod upscale;
 mod vec;
 mod window;
 
+use std::cell::Cell;
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::threadpool::SpinBarrier;
 use crate::backend::{Place, PlacedGraph};
 use crate::error::{Error, Result};
 use crate::ops::Op;
@@ -475,8 +479,25 @@ impl NodePtrs {
     }
 }
 
-/// A thread's share of one run: its index, the thread count, its private scratch, and where
-/// it reports an out-of-range index.
+/// What the threads of one node share besides its tensors (GGML's `wdata` and
+/// `current_chunk`): a work area every thread of the node reads and writes, the barrier the
+/// threads meet at inside the node ([`Params::sync`]), and one chunk counter per phase of the
+/// node ([`Params::claim`]). The engine gives a node these when its [`Planned`] asks for them
+/// ([`Planned::shared`]); a kernel that declares `syncs` barriers works in `syncs + 1` phases,
+/// each with its own counter, reset to 0 before the graph runs.
+pub(crate) struct NodeShared<'a> {
+    /// The shared work area, at a multiple of 64 bytes.
+    pub data: *mut u8,
+    /// Its size in bytes.
+    pub size: usize,
+    /// The barrier of the run's threads.
+    pub barrier: &'a SpinBarrier,
+    /// The node's chunk counters, one per phase.
+    pub chunks: &'a [AtomicUsize],
+}
+
+/// A thread's share of one run: its index, the thread count, its private scratch, what the
+/// node's threads share, and where it reports an out-of-range index.
 pub(crate) struct Params<'a> {
     pub ith: usize,
     pub nth: usize,
@@ -485,9 +506,84 @@ pub(crate) struct Params<'a> {
     pub faults: &'a Faults,
     /// The node's position among the planned nodes (named by a fault).
     pub node: usize,
+    /// The node's shared work area, barrier and chunk counters.
+    pub shared: &'a NodeShared<'a>,
+    /// The barriers this thread has passed in this node (its phase).
+    phase: Cell<usize>,
 }
 
-impl Params<'_> {
+impl<'a> Params<'a> {
+    /// Thread `ith` of `nth`'s share of node `node`, in phase 0.
+    pub(crate) fn new(
+        (ith, nth): (usize, usize),
+        (wdata, wsize): (*mut u8, usize),
+        faults: &'a Faults,
+        node: usize,
+        shared: &'a NodeShared<'a>,
+    ) -> Params<'a> {
+        Params {
+            ith,
+            nth,
+            wdata,
+            wsize,
+            faults,
+            node,
+            shared,
+            phase: Cell::new(0),
+        }
+    }
+
+    /// The barriers this thread has passed in this node.
+    pub(crate) fn phase(&self) -> usize {
+        self.phase.get()
+    }
+
+    /// Waits until every thread of the node has reached this point (a no-op on one thread);
+    /// what any thread wrote to the shared area before is visible to all after. Every thread
+    /// of the node must call it the same number of times, at most the `syncs` the kernel's
+    /// plan declared; more panics (failing the run) instead of waiting for a barrier the
+    /// others never reach. A thread that panics or skips the node is waited for by the engine,
+    /// which passes the barriers the thread did not.
+    pub fn sync(&self) {
+        let phase = self.phase.get();
+        assert!(
+            phase + 1 < self.shared.chunks.len(),
+            "a kernel passed more barriers than its plan declared ({})",
+            self.shared.chunks.len().saturating_sub(1)
+        );
+        if self.nth > 1 {
+            self.shared.barrier.wait();
+        }
+        self.phase.set(phase + 1);
+    }
+
+    /// Claims the next chunk of the current phase's work: the node's threads together get
+    /// 0, 1, 2, … once each, in the order they ask (GGML's `ggml_threadpool_chunk_add`), so a
+    /// thread that starts late takes fewer chunks instead of holding the others at the next
+    /// barrier. Which thread gets which chunk varies from run to run: a chunk's result must
+    /// not depend on it.
+    pub fn claim(&self) -> usize {
+        self.shared.chunks[self.phase.get()].fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The chunks below `n` this thread claims, one by one ([`Params::claim`]).
+    pub fn chunks(&self, n: usize) -> impl Iterator<Item = usize> + '_ {
+        std::iter::from_fn(move || Some(self.claim()).filter(|&c| c < n))
+    }
+
+    /// The start of the node's shared work area, checked to hold `len` bytes (a panic, which
+    /// fails the run, if the plan gave less). Its users must not make overlapping slices of
+    /// it, one of them mutable, between two barriers ([`Params::sync`]), nor keep slices past
+    /// the kernel call.
+    pub fn shared_ptr(&self, len: usize) -> *mut u8 {
+        assert!(
+            len <= self.shared.size,
+            "shared work area of {} bytes, {len} wanted",
+            self.shared.size
+        );
+        self.shared.data
+    }
+
     /// Reports index `value` at position `at` of operand slot `operand` as outside `0..limit`
     /// (the run fails after this node; see [`fault`]).
     #[cold]
@@ -535,16 +631,37 @@ impl Params<'_> {
 /// when the node runs on one thread ([`NodePtrs::needs_one_thread`]).
 pub(crate) type KernelFn = unsafe fn(&NodePtrs, &Params<'_>);
 
-/// A node's kernel and the scratch bytes one thread needs for it.
+/// A node's kernel, the scratch bytes one thread needs for it, and what its threads share:
+/// the bytes of a work area all of them use and the barriers the kernel passes inside the
+/// node ([`Params::sync`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Planned {
     pub kernel: KernelFn,
     pub work: usize,
+    /// Bytes of the node's shared work area ([`Params::shared_ptr`]).
+    pub shared: usize,
+    /// Barriers every thread passes inside the node.
+    pub syncs: usize,
 }
 
 impl Planned {
+    /// `kernel` with `work` scratch bytes per thread, nothing shared.
     pub(crate) fn new(kernel: KernelFn, work: usize) -> Planned {
-        Planned { kernel, work }
+        Planned {
+            kernel,
+            work,
+            shared: 0,
+            syncs: 0,
+        }
+    }
+
+    /// This plan with a shared work area of `bytes` and `syncs` barriers inside the node.
+    pub(crate) fn with_shared(self, bytes: usize, syncs: usize) -> Planned {
+        Planned {
+            shared: bytes,
+            syncs,
+            ..self
+        }
     }
 }
 
@@ -690,9 +807,10 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Faults, NodePtrs, Params, TensorPtr};
+    use super::{Faults, NodePtrs, NodeShared, Params, SpinBarrier, TensorPtr};
     use crate::tensor::{MAX_OP_PARAMS, MAX_SRC};
     use crate::types::Type;
+    use std::sync::atomic::AtomicUsize;
 
     /// An F32 tensor at address `at` (never dereferenced) with shape `ne` and strides `nb`.
     fn f32_at(at: usize, ne: [i64; 5], nb: [usize; 5]) -> TensorPtr {
@@ -745,14 +863,21 @@ mod tests {
     fn scratch_larger_than_planned_panics() {
         let mut storage = [0u64; 1];
         let faults = Faults::default();
-        let p = Params {
-            ith: 0,
-            nth: 1,
-            wdata: storage.as_mut_ptr() as *mut u8,
-            wsize: 8,
-            faults: &faults,
-            node: 0,
+        let barrier = SpinBarrier::new(1);
+        let chunks = [AtomicUsize::new(0)];
+        let shared = NodeShared {
+            data: std::ptr::null_mut(),
+            size: 0,
+            barrier: &barrier,
+            chunks: &chunks,
         };
+        let p = Params::new(
+            (0, 1),
+            (storage.as_mut_ptr() as *mut u8, 8),
+            &faults,
+            0,
+            &shared,
+        );
         // SAFETY: the slice is not kept; the call panics before making it.
         let _ = unsafe { p.scratch_f32(3) };
     }

@@ -145,7 +145,13 @@ unsafe fn q45_unpack(
     // SAFETY: the caller has AVX2 and F16C; every load reads 32 bytes of `qs` or all of `qh`.
     unsafe {
         let (scales, corr) = scale_min_regs(sc);
-        let qh = qh.map(|h| load(h));
+        // not `Option::map`: a closure would not inherit the target features, and the load
+        // in it would not be inlined
+        #[allow(clippy::manual_map)]
+        let qh = match qh {
+            Some(h) => Some(load(h)),
+            None => None,
+        };
         let mut levels = [_mm256_setzero_si256(); 8];
         for j in 0..4 {
             let q = load(&qs[32 * j..]);
@@ -354,4 +360,17 @@ pub(super) unsafe fn k_dots_avx2<B: KUnpack>(w: &[u8], a: &[u8], out: &mut [f32]
     debug_assert_eq!(a.len(), stride * out.len());
     debug_assert_eq!(QK_K, 256);
     by_fours!(a, stride, out, |N, a, o| dots_r::<B, N>(wb, a, stride, o));
+}
+
+/// The k-quant row dots compiled for AVX-512 (its 32 vector registers hold a super-block's
+/// levels and scales beside eight accumulators): up to eight activation rows per pass.
+///
+/// # Safety
+/// The CPU must have [`super::Isa::Avx512`]'s features; see [`super::RowDot`] for the lengths.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) unsafe fn k_dots_avx512<B: KUnpack>(w: &[u8], a: &[u8], out: &mut [f32]) {
+    let wb: &[B] = bytemuck::cast_slice(w);
+    let stride = wb.len() * std::mem::size_of::<BlockQ8K>();
+    debug_assert_eq!(a.len(), stride * out.len());
+    by_fours!(8; a, stride, out, |N, a, o| dots_r::<B, N>(wb, a, stride, o));
 }

@@ -16,26 +16,44 @@
 /// Runs a multi-row kernel over every activation row: `by_fours!(a, stride, out, |N, a, o|
 /// kernel::<.., N>(..))` calls the kernel instantiated for `N` = 4 rows (then 3, 2 or 1 for
 /// the rest) with the rows' bytes `a` (from the group's first row on, rows `stride` bytes
-/// apart) and their `n` outputs `o`.
+/// apart) and their `n` outputs `o`. `by_fours!(8; …)` takes up to eight rows per call
+/// (8, then 4, 2, 1), for the AVX-512 paths, which have registers for eight accumulators.
 #[cfg(target_arch = "x86_64")]
 macro_rules! by_fours {
-    ($a:expr, $stride:expr, $out:expr, |$n:ident, $ra:ident, $ro:ident| $call:expr) => {{
+    (8; $a:expr, $stride:expr, $out:expr, |$n:ident, $ra:ident, $ro:ident| $call:expr) => {
+        by_fours!(@loop 8, $a, $stride, $out, |rows, $n, $ra, $ro| match rows {
+            8 => by_fours!(@call 8, $n, $call),
+            4 => by_fours!(@call 4, $n, $call),
+            2 => by_fours!(@call 2, $n, $call),
+            _ => by_fours!(@call 1, $n, $call),
+        })
+    };
+    ($a:expr, $stride:expr, $out:expr, |$n:ident, $ra:ident, $ro:ident| $call:expr) => {
+        by_fours!(@loop 4, $a, $stride, $out, |rows, $n, $ra, $ro| match rows {
+            4 => by_fours!(@call 4, $n, $call),
+            3 => by_fours!(@call 3, $n, $call),
+            2 => by_fours!(@call 2, $n, $call),
+            _ => by_fours!(@call 1, $n, $call),
+        })
+    };
+    (@loop $max:literal, $a:expr, $stride:expr, $out:expr,
+     |$rows:ident, $n:ident, $ra:ident, $ro:ident| $dispatch:expr) => {{
         let (all, stride, out): (&[u8], usize, &mut [f32]) = ($a, $stride, $out);
         let mut r0 = 0;
         while r0 < out.len() {
-            let rows = (out.len() - r0).min(4);
-            let ($ra, $ro) = (&all[r0 * stride..], &mut out[r0..r0 + rows]);
-            // SAFETY: `rows` activation rows from row r0 on and as many outputs; the kernel's
-            // other requirements are forwarded from the caller.
-            unsafe {
-                match rows {
-                    4 => by_fours!(@call 4, $n, $call),
-                    3 => by_fours!(@call 3, $n, $call),
-                    2 => by_fours!(@call 2, $n, $call),
-                    _ => by_fours!(@call 1, $n, $call),
-                }
-            }
-            r0 += rows;
+            // the widest kernel that fits: $max, then halves (or 3 for the four-row form)
+            let $rows = match out.len() - r0 {
+                r if r >= $max => $max,
+                r if $max == 8 && r >= 4 => 4,
+                r if $max == 4 && r == 3 => 3,
+                r if r >= 2 => 2,
+                _ => 1,
+            };
+            let ($ra, $ro) = (&all[r0 * stride..], &mut out[r0..r0 + $rows]);
+            // SAFETY: `$rows` activation rows from row r0 on and as many outputs; the
+            // kernel's other requirements are forwarded from the caller.
+            unsafe { $dispatch }
+            r0 += $rows;
         }
     }};
     (@call $k:literal, $n:ident, $call:expr) => {{
@@ -44,12 +62,15 @@ macro_rules! by_fours {
     }};
 }
 
+mod act;
 #[cfg(target_arch = "x86_64")]
 mod kquant_x86;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
 use std::sync::OnceLock;
+
+pub(crate) use act::quantize_act;
 
 use bytemuck::Pod;
 
@@ -449,13 +470,28 @@ unsafe fn row_dots_avx512<B: DotBlock>(w: &[u8], a: &[u8], out: &mut [f32]) {
 /// The CPU must have the features of the path it was resolved for.
 pub(crate) type RowDot = unsafe fn(&[u8], &[u8], &mut [f32]);
 
-/// A weight type's dot kernel: the activation type and the row dot of one path.
+/// Weight rows a [`TileDot`] takes at once.
+pub(crate) const TILE_ROWS: usize = 4;
+
+/// Tile dot products: `(w, a, out)` sets `out[t][r]` to the dot product of weight row `w[t]`
+/// with activation row `r` of `a` (laid out as for [`RowDot`], `out[t].len()` rows), bit for
+/// bit what the path's [`RowDot`] gives each weight row, so a caller may mix the two freely.
+///
+/// # Safety
+/// The CPU must have the features of the path it was resolved for; the weight rows must have
+/// equal lengths.
+pub(crate) type TileDot = unsafe fn([&[u8]; TILE_ROWS], &[u8], &mut [&mut [f32]; TILE_ROWS]);
+
+/// A weight type's dot kernel: the activation type and the row dot of one path, with a tile
+/// dot where the path has one (the 32-value types on AVX-512 VNNI).
 #[derive(Clone, Copy)]
 pub(crate) struct QuantDot {
     /// The type activations are quantized to (GGML's `vec_dot_type`).
     pub act: Type,
     /// The row dot products.
     pub dot: RowDot,
+    /// Dot products of [`TILE_ROWS`] weight rows at once.
+    pub tile: Option<TileDot>,
 }
 
 /// `B`'s kernel on path `isa`.
@@ -467,18 +503,23 @@ fn kernel<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
         Isa::Avx2 => row_dots_avx2::<B>,
         _ => row_dots_scalar::<B>,
     };
-    QuantDot { act, dot }
+    QuantDot {
+        act,
+        dot,
+        tile: None,
+    }
 }
 
 /// `B`'s kernel on path `isa`, with the intrinsics kernels on x86.
 #[cfg(target_arch = "x86_64")]
 fn kernel32<B: x86::Simd32>(act: Type, isa: Isa) -> QuantDot {
-    let dot: RowDot = match isa {
-        Isa::Avx512 => x86::row_dots_vnni::<B>,
-        Isa::Avx2 => x86::row_dots_avx2::<B>,
-        Isa::Scalar => row_dots_scalar::<B>,
+    const _: () = assert!(x86::TILE_ROWS == TILE_ROWS);
+    let (dot, tile): (RowDot, Option<TileDot>) = match isa {
+        Isa::Avx512 => (x86::row_dots_vnni::<B>, Some(x86::row_tiles_vnni::<B>)),
+        Isa::Avx2 => (x86::row_dots_avx2::<B>, None),
+        Isa::Scalar => (row_dots_scalar::<B>, None),
     };
-    QuantDot { act, dot }
+    QuantDot { act, dot, tile }
 }
 
 /// `B`'s kernel on path `isa` (no intrinsics kernels on this architecture).
@@ -492,12 +533,14 @@ fn kernel32<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
 #[cfg(target_arch = "x86_64")]
 fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     let dot: RowDot = match isa {
-        Isa::Avx2 | Isa::Avx512 => kquant_x86::k_dots_avx2::<B>,
+        Isa::Avx512 => kquant_x86::k_dots_avx512::<B>,
+        Isa::Avx2 => kquant_x86::k_dots_avx2::<B>,
         Isa::Scalar => row_dots_scalar::<B>,
     };
     QuantDot {
         act: Type::Q8_K,
         dot,
+        tile: None,
     }
 }
 
@@ -563,8 +606,8 @@ mod tests {
             let norm: f64 = wd.iter().map(|a| (*a as f64).abs()).sum::<f64>() / 127.0;
             let scalar = quant_dot(ty, Isa::Scalar).unwrap();
             let qbytes = scalar.act.row_size(k as i64).unwrap();
-            // six activation rows: every multi-row kernel width and a remainder
-            let rows = 6;
+            // fifteen activation rows: every multi-row kernel width (8, 4, 3, 2, 1)
+            let rows = 15;
             let mut xq = vec![0u8; rows * qbytes];
             let mut want = Vec::new();
             for (r, q) in xq.chunks_exact_mut(qbytes).enumerate() {
@@ -592,6 +635,38 @@ mod tests {
                 let mut all = vec![0f32; rows];
                 // SAFETY: `all_available` lists only paths this CPU runs.
                 unsafe { (kq.dot)(&wq, &xq, &mut all) };
+                if let Some(tile) = kq.tile {
+                    // four weight rows (this one and three others) at once: each bit for bit
+                    // what the row dot gives it
+                    let others: Vec<Vec<u8>> = (0..TILE_ROWS as u32 - 1)
+                        .map(|s| {
+                            let mut q = vec![0u8; wq.len()];
+                            let v = values(k, 11 + s);
+                            crate::quants::quantize_chunk(ty, &v, &mut q, 0, 1, k, None).unwrap();
+                            q
+                        })
+                        .collect();
+                    let ws = [&wq[..], &others[0], &others[1], &others[2]];
+                    let mut outs = vec![vec![0f32; rows]; TILE_ROWS];
+                    let [o0, o1, o2, o3] = &mut outs[..] else {
+                        unreachable!()
+                    };
+                    // SAFETY: as above; four rows of equal length.
+                    unsafe { tile(ws, &xq, &mut [o0, o1, o2, o3]) };
+                    for (t, w) in ws.iter().enumerate() {
+                        let mut each = vec![0f32; rows];
+                        // SAFETY: as above.
+                        unsafe { (kq.dot)(w, &xq, &mut each) };
+                        let same = each
+                            .iter()
+                            .zip(&outs[t])
+                            .all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(
+                            same,
+                            "{ty} on {isa:?}: tile row {t} differs from the row dot"
+                        );
+                    }
+                }
                 for (r, (&v, &g)) in all.iter().zip(&got).enumerate() {
                     let mut one = [0f32];
                     // SAFETY: as above, for row r alone.

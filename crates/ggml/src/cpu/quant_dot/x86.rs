@@ -207,7 +207,10 @@ unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
                 };
                 let d = _mm256_set1_ps(xd * half(yd));
                 acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[r]);
-                extra[r] += x.extra(y);
+                // (only for the types with one: adding 0.0 is not free, nor removable)
+                if B::UNSIGNED {
+                    extra[r] += x.extra(y);
+                }
             }
         }
         for r in 0..R {
@@ -216,7 +219,8 @@ unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
     }
 }
 
-/// [`dots_r`] over every activation row of `a`, up to four per pass over `w`.
+/// [`dots_r`] over every activation row of `a`, up to four per pass over `w` (eight with
+/// `VNNI`, whose AVX-512 target has the registers for them).
 ///
 /// # Safety
 /// As [`super::RowDot`], on a CPU with the features `VNNI` needs.
@@ -224,9 +228,13 @@ unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
 unsafe fn row_dots<B: Simd32, const VNNI: bool>(w: &[u8], a: &[u8], out: &mut [f32]) {
     let wb: &[B] = bytemuck::cast_slice(w);
     let stride = wb.len() * std::mem::size_of::<B::Act>();
-    by_fours!(a, stride, out, |N, a, o| dots_r::<B, VNNI, N>(
-        wb, a, stride, o
-    ));
+    if VNNI {
+        by_fours!(8; a, stride, out, |N, a, o| dots_r::<B, true, N>(wb, a, stride, o));
+    } else {
+        by_fours!(a, stride, out, |N, a, o| dots_r::<B, false, N>(
+            wb, a, stride, o
+        ));
+    }
 }
 
 /// [`row_dots`] with AVX2.
@@ -247,4 +255,108 @@ pub(super) unsafe fn row_dots_avx2<B: Simd32>(w: &[u8], a: &[u8], out: &mut [f32
 pub(super) unsafe fn row_dots_vnni<B: Simd32>(w: &[u8], a: &[u8], out: &mut [f32]) {
     // SAFETY: forwarded.
     unsafe { row_dots::<B, true>(w, a, out) }
+}
+
+/// Weight rows of one [`row_tiles_vnni`] pass.
+pub(super) const TILE_ROWS: usize = 4;
+
+/// `out[t][r] = dot(w[t], activation row r)` for [`TILE_ROWS`] weight rows and `R` activation
+/// rows in one pass: each activation block is loaded once for all weight rows, and with VNNI
+/// the signs need no per-pair work: signed levels `x` are offset to the unsigned `x + 128`
+/// (one XOR per weight block), and `128 · Σ y` (one `vpdpbusd` per activation block) seeds
+/// every pair's sum, which so comes out as `Σ x·y` lane by lane — the same integers as
+/// [`dots_r`]'s, scaled and accumulated in the same order, so each output is bit for bit
+/// what [`dots_r`] gives it.
+#[allow(clippy::incompatible_msrv)]
+#[inline(always)]
+unsafe fn tile_r<B: Simd32, const R: usize>(
+    w: [&[B]; TILE_ROWS],
+    a: &[u8],
+    stride: usize,
+    out: &mut [&mut [f32]; TILE_ROWS],
+    r0: usize,
+) {
+    let ys: [&[B::Act]; R] =
+        std::array::from_fn(|r| bytemuck::cast_slice(&a[r * stride..(r + 1) * stride]));
+    // SAFETY: the caller's target features include AVX2, FMA, F16C, AVX-512 VL and VNNI;
+    // every load reads 32 bytes of a block's levels.
+    unsafe {
+        let mut acc = [[_mm256_setzero_ps(); R]; TILE_ROWS];
+        let mut extra = [[0f32; R]; TILE_ROWS];
+        let offset = _mm256_set1_epi8(0x80u8 as i8);
+        let mut ux = [_mm256_setzero_si256(); TILE_ROWS];
+        let mut xd = [_mm256_setzero_ps(); TILE_ROWS];
+        for i in 0..w[0].len() {
+            for t in 0..TILE_ROWS {
+                let levels = w[t][i].levels();
+                ux[t] = if B::UNSIGNED {
+                    levels
+                } else {
+                    _mm256_xor_si256(levels, offset)
+                };
+                xd[t] = _mm256_set1_ps(half(w[t][i].d()));
+            }
+            for r in 0..R {
+                let y = &ys[r][i];
+                let (yd, yq) = y.parts();
+                let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
+                let seed = if B::UNSIGNED {
+                    _mm256_setzero_si256()
+                } else {
+                    let corr = _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset, yv);
+                    _mm256_sub_epi32(_mm256_setzero_si256(), corr)
+                };
+                let yd = _mm256_set1_ps(half(yd));
+                for t in 0..TILE_ROWS {
+                    let sum = _mm256_dpbusd_epi32(seed, ux[t], yv);
+                    // the same product as the row kernel's scalar one, in every lane
+                    let d = _mm256_mul_ps(xd[t], yd);
+                    acc[t][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[t][r]);
+                    if B::UNSIGNED {
+                        extra[t][r] += w[t][i].extra(y);
+                    }
+                }
+            }
+        }
+        for t in 0..TILE_ROWS {
+            for r in 0..R {
+                out[t][r0 + r] = hsum(acc[t][r]) + extra[t][r];
+            }
+        }
+    }
+}
+
+/// [`tile_r`] over every activation row of `a`, up to four per pass ([`super::TileDot`]).
+///
+/// # Safety
+/// The CPU must have [`super::Isa::Avx512`]'s features; every row of `w` has as many blocks,
+/// `a` holds `out[t].len()` activation rows of as many blocks, and every `out[t]` is as long.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) unsafe fn row_tiles_vnni<B: Simd32>(
+    w: [&[u8]; TILE_ROWS],
+    a: &[u8],
+    out: &mut [&mut [f32]; TILE_ROWS],
+) {
+    let wb: [&[B]; TILE_ROWS] = [
+        bytemuck::cast_slice(w[0]),
+        bytemuck::cast_slice(w[1]),
+        bytemuck::cast_slice(w[2]),
+        bytemuck::cast_slice(w[3]),
+    ];
+    let stride = wb[0].len() * std::mem::size_of::<B::Act>();
+    let n = out[0].len();
+    let mut r0 = 0;
+    while r0 < n {
+        let ra = &a[r0 * stride..];
+        // SAFETY: rows r0.. of `a` and outputs r0.. exist (forwarded from the caller).
+        unsafe {
+            match n - r0 {
+                4.. => tile_r::<B, 4>(wb, ra, stride, out, r0),
+                3 => tile_r::<B, 3>(wb, ra, stride, out, r0),
+                2 => tile_r::<B, 2>(wb, ra, stride, out, r0),
+                _ => tile_r::<B, 1>(wb, ra, stride, out, r0),
+            }
+        }
+        r0 += (n - r0).min(4);
+    }
 }

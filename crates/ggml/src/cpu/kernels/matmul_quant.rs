@@ -1,0 +1,182 @@
+//! MUL_MAT with quantized weights, as GGML's CPU backend does it: the activations `b` are
+//! quantized once per node to the weights' dot type (Q8_0, Q8_1, Q8_K) into the node's shared
+//! work area (the threads split the rows of `b`, with the vectorised quantizers of
+//! [`quantize_act`]), the threads meet at a barrier, then claim chunks of the product — a
+//! block of weight rows × a block of [`JQ`] activation columns of one batch — from an atomic
+//! counter until none is left, so a thread that starts late does not hold the others at the
+//! node's end. Every output element is one dot kernel call's result for its row and column,
+//! which does not depend on which thread computes it or how the columns are grouped (the
+//! kernels give each column what they give it alone; a unit test holds them to that), so the
+//! result does not depend on the thread count or the claiming order.
+//!
+//! With at most [`PRIVATE_ROWS`] rows of `b` (token generation), each thread quantizes them
+//! all into its own scratch instead: a few hundred values cost less than the barrier.
+
+use super::matmul::{batch_count, batch_index, row_f32};
+use super::{st, NodePtrs, Params, Planned};
+use crate::cpu::quant_dot::{isa, quant_dot, quantize_act, QuantDot, TILE_ROWS};
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+/// Activation columns per chunk (dotted with each weight row of the chunk in one kernel call).
+const JQ: usize = 64;
+
+/// Chunks the claiming aims at per thread, so the last ones are small next to a thread's share.
+const CHUNKS_PER_THREAD: usize = 8;
+
+/// Weight rows per chunk, at least and at most.
+const ROWS_MIN: usize = 16;
+const ROWS_MAX: usize = 128;
+
+/// Rows of `b` up to which every thread quantizes all of them itself (no barrier).
+const PRIVATE_ROWS: usize = 4;
+
+/// The plan of a quantized MUL_MAT: scratch per thread for one row of `b` as f32, and a shared
+/// area for every row of `b` quantized to the dot type of `qd`, with one barrier (or, for at
+/// most [`PRIVATE_ROWS`] rows, room for them in each thread's scratch, and no barrier).
+pub(super) fn plan(a: &Tensor, b: &Tensor, qd: QuantDot) -> Result<Planned> {
+    let k = a.ne()[0];
+    let qbytes = qd.act.row_size(k)?;
+    let b_rows = b.ne()[1..].iter().product::<i64>() as usize;
+    let (row, quantized) = (k as usize * 4, (b_rows * qbytes).next_multiple_of(4));
+    Ok(if b_rows <= PRIVATE_ROWS {
+        Planned::new(mul_mat_quant::<false>, row + quantized)
+    } else {
+        Planned::new(mul_mat_quant::<true>, row).with_shared(quantized, 1)
+    })
+}
+
+/// Weight rows per chunk for `m` rows, `blocks` (batch, column block) pairs and `nth` threads:
+/// enough chunks for [`CHUNKS_PER_THREAD`] each, within [`ROWS_MIN`]..=[`ROWS_MAX`].
+fn rows_per_chunk(m: usize, blocks: usize, nth: usize) -> usize {
+    let row_chunks = (CHUNKS_PER_THREAD * nth).div_ceil(blocks.max(1));
+    m.div_ceil(row_chunks.max(1)).clamp(ROWS_MIN, ROWS_MAX)
+}
+
+/// The kernel ([`plan`] gave it its scratch and shared area): `b` quantized into the shared
+/// area when `SHARED`, else by every thread into its scratch.
+///
+/// # Safety
+/// As [`KernelFn`](super::KernelFn), with the plan [`plan`] made for the node.
+unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
+    let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
+    let path = isa();
+    let Some(qd) = quant_dot(a.ty, path) else {
+        unreachable!("planned for a type with a dot kernel")
+    };
+    let k = a.ne[0] as usize;
+    let wbytes = k / a.ty.blck_size() * a.ty.type_size();
+    let qbytes = k / qd.act.blck_size() * qd.act.type_size();
+    let (m, nb1, batches) = (a.ne[1] as usize, b.ne[1] as usize, batch_count(b));
+    let b_rows = nb1 * batches;
+    let quantized = (b_rows * qbytes).next_multiple_of(4);
+    // SAFETY: the plan sized each thread's scratch for k f32 values, and the quantized rows
+    // too when not SHARED.
+    let scratch = unsafe { p.scratch_f32(k + if SHARED { 0 } else { quantized / 4 }) };
+    let (fbuf, private) = scratch.split_at_mut(k);
+    let qbase = if SHARED {
+        p.shared_ptr(quantized)
+    } else {
+        private.as_mut_ptr() as *mut u8
+    };
+    let mine = if SHARED { p.range(b_rows) } else { 0..b_rows };
+
+    // Phase 0: this thread's rows of b (all of them when not SHARED), quantized. Every read
+    // of b ends before any write of the result (and, shared, before the barrier), so a result
+    // placed over b cannot change what is read.
+    {
+        for r in mine {
+            let (j, batch) = (r % nb1, r / nb1);
+            let (_, bi) = batch_index(a, b, batch);
+            // SAFETY: j < b.ne[1] and bi within b's batch dimensions; fbuf holds ne10 values;
+            // nothing writes b during this phase.
+            let row = unsafe { row_f32(b, b.row([j, bi[0], bi[1], bi[2]]), fbuf, true) };
+            // SAFETY: row r's bytes of the area (sized for b_rows rows), which only this
+            // thread touches before the barrier.
+            let q = unsafe { std::slice::from_raw_parts_mut(qbase.add(r * qbytes), qbytes) };
+            quantize_act(qd.act, path, row, q);
+        }
+    }
+    if SHARED {
+        p.sync();
+    }
+
+    // Phase 1: chunks of (batch, column block, row block), rows fastest.
+    // SAFETY: every row is written (by this thread, or before the barrier above); only read
+    // from here on.
+    let all = unsafe { std::slice::from_raw_parts(qbase as *const u8, b_rows * qbytes) };
+    let packed = d.nb[0] == 4;
+    let col_blocks = nb1.div_ceil(JQ);
+    let rows = rows_per_chunk(m, col_blocks * batches, p.nth);
+    let row_blocks = m.div_ceil(rows);
+    let mut out = [[0f32; JQ]; TILE_ROWS];
+    // The chunk's result rows (its columns of b), found once per chunk.
+    let mut dst_rows = [std::ptr::null_mut::<u8>(); JQ];
+    // SAFETY (of every write below): dst_rows[t] is a row of the F32 result and i < ne[0];
+    // only the thread that claimed the chunk writes these elements.
+    let write = |dst_rows: &[*mut u8; JQ], i: usize, vals: &[f32]| {
+        for (&row, &v) in dst_rows.iter().zip(vals) {
+            unsafe {
+                if packed {
+                    st(row, i, v)
+                } else {
+                    d.set(row, i, v)
+                }
+            }
+        }
+    };
+    for c in p.chunks(row_blocks * col_blocks * batches) {
+        let (rb, rest) = (c % row_blocks, c / row_blocks);
+        let (cb, batch) = (rest % col_blocks, rest / col_blocks);
+        let (ai, bi) = batch_index(a, b, batch);
+        let j0 = cb * JQ;
+        let nj = JQ.min(nb1 - j0);
+        let r0 = (batch * nb1 + j0) * qbytes;
+        let block = &all[r0..r0 + nj * qbytes];
+        for (t, row) in dst_rows.iter_mut().enumerate().take(nj) {
+            *row = d.row([j0 + t, bi[0], bi[1], bi[2]]);
+        }
+        // SAFETY: i < a.ne[1], ai within a's batch dimensions; a row of a quantized tensor is
+        // wbytes of packed blocks, not written by this node.
+        let weights = |i: usize| unsafe {
+            std::slice::from_raw_parts(a.row([i, ai[0], ai[1], ai[2]]), wbytes)
+        };
+        let (mut i, end) = (rb * rows, m.min((rb + 1) * rows));
+        if let Some(tile) = qd.tile {
+            // TILE_ROWS weight rows at a time (bit for bit what the row dot gives each)
+            while i + TILE_ROWS <= end {
+                let [o0, o1, o2, o3] = &mut out;
+                let mut outs = [&mut o0[..nj], &mut o1[..nj], &mut o2[..nj], &mut o3[..nj]];
+                let ws = std::array::from_fn(|t| weights(i + t));
+                // SAFETY: `isa()` chose a path this CPU runs; `block` holds nj rows of k
+                // values; the weight rows have wbytes each.
+                unsafe { tile(ws, block, &mut outs) };
+                for (t, o) in out.iter().enumerate() {
+                    write(&dst_rows, i + t, &o[..nj]);
+                }
+                i += TILE_ROWS;
+            }
+        }
+        for i in i..end {
+            // SAFETY: `isa()` chose a path this CPU runs; `block` holds nj rows of k values.
+            unsafe { (qd.dot)(weights(i), block, &mut out[0][..nj]) };
+            write(&dst_rows, i, &out[0][..nj]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Chunk sizes stay within bounds and give every thread several chunks where there are
+    /// rows enough.
+    #[test]
+    fn chunks_are_bounded_and_plenty() {
+        assert_eq!(rows_per_chunk(262_144, 1, 2), ROWS_MAX);
+        assert_eq!(rows_per_chunk(640, 1, 2), 40);
+        assert_eq!(rows_per_chunk(640, 4, 2), 160usize.min(ROWS_MAX));
+        assert_eq!(rows_per_chunk(8, 1, 4), ROWS_MIN);
+        assert_eq!(rows_per_chunk(1000, 0, 1), 125);
+    }
+}

@@ -258,17 +258,6 @@ fn partial_weights_add_to_partial_results() {
     assert!(e <= 1e-12, "NMSE {e}");
 }
 
-/// NMSE bound of a result against its f64 reference: tight, or, with GELU (which GGML's CPU,
-/// and so ours, computes through an F16 table: within F16's rounding of the exact function),
-/// what that rounding leaves.
-fn bound(act: &str) -> f64 {
-    if act == "gelu" {
-        1e-6
-    } else {
-        1e-12
-    }
-}
-
 fn gelu_ref(x: f64) -> f64 {
     0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * x * (1.0 + 0.044715 * x * x)).tanh())
 }
@@ -330,7 +319,7 @@ fn two_layer_mlp_splits_rows_then_columns() {
         let want = run(&one(), &mlp(act));
         let reference = mlp_ref(act, &model(&mlp(act)).inputs);
         assert!(
-            nmse(&want[1], &reference) <= bound(act),
+            nmse(&want[1], &reference) <= 1e-12,
             "one device against f64"
         );
         for n in [2, 3, 4] {
@@ -341,7 +330,7 @@ fn two_layer_mlp_splits_rows_then_columns() {
                 "{act}, {n} members: the hidden layer, bit for bit"
             );
             let e = nmse(&got[1], &reference);
-            assert!(e <= bound(act), "{act}, {n} members: NMSE {e}");
+            assert!(e <= 1e-12, "{act}, {n} members: NMSE {e}");
         }
     }
 }
@@ -686,10 +675,10 @@ fn the_scheduler_runs_graphs_on_a_meta_backend() {
         assert_eq!(sched.get_n_splits(), 2);
         let want = weights.reference(&x, xv);
         let e = nmse(&y.get_f32().unwrap(), &want);
-        assert!(e <= bound("gelu"), "seed {seed}: NMSE {e}");
+        assert!(e <= 1e-12, "seed {seed}: NMSE {e}");
         let doubled: Vec<f64> = want.iter().map(|v| 2.0 * v).collect();
         let e = nmse(&out.get_f32().unwrap(), &doubled);
-        assert!(e <= bound("gelu"), "seed {seed}: NMSE {e}");
+        assert!(e <= 1e-12, "seed {seed}: NMSE {e}");
     }
 }
 
@@ -714,7 +703,7 @@ fn graph_allocator_places_intermediates_and_graphs_run_again() {
         b.graph_compute(&g).unwrap();
         let want: Vec<f64> = weights.reference(&x, xv).iter().map(|v| v * 0.5).collect();
         let e = nmse(&y.get_f32().unwrap(), &want);
-        assert!(e <= bound("gelu"), "seed {seed}: NMSE {e}");
+        assert!(e <= 1e-12, "seed {seed}: NMSE {e}");
     }
 }
 

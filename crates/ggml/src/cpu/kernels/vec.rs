@@ -180,52 +180,14 @@ pub(crate) fn tanh(x: f32) -> f32 {
 
 /// GELU's tanh form, `0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²)))`, with [`tanh`].
 #[inline(always)]
-fn gelu_tanh(x: f32) -> f32 {
+pub(crate) fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + tanh(SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)))
 }
 
 /// GELU's quick form, `x·σ(1.702·x)`.
 #[inline(always)]
-fn gelu_quick_exact(x: f32) -> f32 {
-    x * (1.0 / (1.0 + exp_f32(GELU_QUICK_COEF * x)))
-}
-
-/// `f` at every F16 value, rounded to F16: GGML's CPU tables for GELU and its quick form.
-fn f16_table(f: fn(f32) -> f32) -> Box<[f16]> {
-    (0..=u16::MAX)
-        .map(|b| f16::from_f32(f(f16::from_bits(b).to_f32())))
-        .collect()
-}
-
-/// `f(x)` as GGML's CPU computes it with a table (`GGML_GELU_FP16`, `GGML_GELU_QUICK_FP16`):
-/// `x` rounded to F16 and looked up in `table`, built once.
-#[inline(always)]
-fn by_f16_table(table: &std::sync::OnceLock<Box<[f16]>>, f: fn(f32) -> f32, x: f32) -> f32 {
-    table.get_or_init(|| f16_table(f))[f16::from_f32(x).to_bits() as usize].to_f32()
-}
-
-static GELU_TABLE: std::sync::OnceLock<Box<[f16]>> = std::sync::OnceLock::new();
-static GELU_QUICK_TABLE: std::sync::OnceLock<Box<[f16]>> = std::sync::OnceLock::new();
-
-/// GELU as GGML's CPU computes it for F32: 0 at or below −10, `x` at or above 10, else the
-/// tanh form at `x` rounded to F16, rounded to F16 (a table). Its results are within F16's
-/// rounding (about 1e-3 relative) of the exact function, and equal to GGML's.
-#[inline(always)]
-pub(crate) fn gelu(x: f32) -> f32 {
-    if x <= -10.0 {
-        0.0
-    } else if x >= 10.0 {
-        x
-    } else {
-        by_f16_table(&GELU_TABLE, gelu_tanh, x)
-    }
-}
-
-/// GELU's quick form, `x·σ(1.702·x)`, as GGML's CPU computes it for F32: at `x` rounded to
-/// F16, rounded to F16 (a table).
-#[inline(always)]
 pub(crate) fn gelu_quick(x: f32) -> f32 {
-    by_f16_table(&GELU_QUICK_TABLE, gelu_quick_exact, x)
+    x * (1.0 / (1.0 + exp_f32(GELU_QUICK_COEF * x)))
 }
 
 #[cfg(test)]
@@ -264,8 +226,8 @@ mod tests {
             (UnaryOp::Sigmoid, sigmoid),
             (UnaryOp::Silu, silu),
             (UnaryOp::Tanh, tanh),
-            (UnaryOp::Gelu, gelu_tanh),
-            (UnaryOp::GeluQuick, gelu_quick_exact),
+            (UnaryOp::Gelu, gelu),
+            (UnaryOp::GeluQuick, gelu_quick),
         ];
         for (op, f) in table {
             let mut x = -60.0f32;
@@ -275,14 +237,6 @@ mod tests {
                 assert!(err < 2e-6, "{op:?}({x}) = {got}, want {want}");
                 x += 0.0123;
             }
-        }
-        // The F16-table forms: GGML's clamps, and the exact values rounded through F16.
-        assert_eq!((gelu(-10.0), gelu(12.5)), (0.0, 12.5));
-        for x in [-3.7f32, -0.3, 0.0, 0.25, 1.1, 7.9] {
-            let h = f16::from_f32(x).to_f32();
-            assert_eq!(gelu(x), f16::from_f32(gelu_tanh(h)).to_f32(), "gelu({x})");
-            let q = f16::from_f32(gelu_quick_exact(h)).to_f32();
-            assert_eq!(gelu_quick(x), q, "gelu_quick({x})");
         }
         assert_eq!(max_f32(&[]), f32::NEG_INFINITY);
         let v: Vec<f32> = (0..37).map(|i| (i * 13 % 37) as f32).collect();

@@ -498,7 +498,9 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             x[2] = b.desc[2] / a.desc[2].max(1);
             x[3] = b.desc[3] / a.desc[3].max(1);
             x[4] = word(row_groups, "mul_mat row groups")?;
-            let body = wgsl::MUL_MAT.replace("{QB}", &act_block(a.ty).to_string());
+            let body = wgsl::MUL_MAT
+                .replace("{QB}", &act_block(a.ty).to_string())
+                .replace("{BR}", &float_act_rounding(a.ty).to_string());
             ("mul_mat", body, vec![a, b], groups)
         }
         Kind::FlashAttn => {
@@ -552,6 +554,16 @@ fn act_block(ty: Type) -> u32 {
     match ty {
         Type::Q4_0 | Type::Q4_1 | Type::Q5_0 | Type::Q5_1 | Type::Q8_0 => 32,
         Type::Q4_K | Type::Q5_K | Type::Q6_K => 256,
+        _ => 0,
+    }
+}
+
+/// The rounding the CPU gives MUL_MAT's activations for float weights of type `ty` (GGML's
+/// `vec_dot_type`): 1 to F16 for F16 weights, 2 to BF16 for BF16 weights, else 0 (none).
+fn float_act_rounding(ty: Type) -> u32 {
+    match ty {
+        Type::F16 => 1,
+        Type::BF16 => 2,
         _ => 0,
     }
 }

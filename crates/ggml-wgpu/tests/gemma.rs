@@ -310,7 +310,10 @@ fn tiny_models_through_the_scheduler_on_the_wgpu_device_match_the_cpu() {
             "tiny {arch}: NMSE {e:.3e} against the CPU, {} splits",
             gs.n_splits
         );
-        assert!(e < 1e-8, "tiny {arch}: NMSE {e:.3e} against the CPU");
+        // The CPU rounds as GGML's CPU does where the device computes in f32 (FLASH_ATTN_EXT's
+        // F16 queries and value accumulator) and takes GELU's tanh from its own exp: 1e-7
+        // to 5e-7 between them, depending on the CPU. A misplaced or wrong op gives 1e-2 or more.
+        assert!(e < 1e-5, "tiny {arch}: NMSE {e:.3e} against the CPU");
         // The token embeddings' GET_ROWS on the CPU, everything after on the device.
         assert_eq!(gs.n_splits, 2, "tiny {arch}");
         assert!(gs.graphs_reused >= 3, "tiny {arch}: {gs:?}");

@@ -9,6 +9,20 @@ const NC: u32 = 8u;
 // legacy quantized weights) or 256 (Q8_K, for the k-quants).
 const QB: u32 = {QB}u;
 
+// The rounding of b for float weights (GGML's vec_dot_type): 0 none (F32), 1 to F16 (F16
+// weights), 2 to BF16 (BF16 weights), so the products are the CPU's.
+const BR: u32 = {BR}u;
+
+fn round_b(v: f32) -> f32 {
+    if (BR == 1u) {
+        return f16_f32(f32_f16(v));
+    }
+    if (BR == 2u) {
+        return bitcast<f32>(f32_bf16(v) << 16u);
+    }
+    return v;
+}
+
 // The rounding of b's block of QB values at k0 of the row at rb: (multiplier to levels, scale
 // of a level). Q8_0/Q8_1: scale amax / 127 (rounded to f16, as the block stores it), levels
 // rounded half away from zero. Q8_K: multiplier -127 / max with max the value of largest
@@ -68,7 +82,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var k = 0u; k < p.a.ne.x; k = k + 1u) {
             let w = ld_a(ra, k);
             for (var c = 0u; c < nc; c = c + 1u) {
-                acc[c] = acc[c] + w * ld_b(rb + c * p.b.nb.y, k);
+                acc[c] = acc[c] + w * round_b(ld_b(rb + c * p.b.nb.y, k));
             }
         }
     } else {

@@ -2,7 +2,7 @@
 //! of `b`: twelve accumulators), and F16C widening.
 
 use super::Kernel;
-use crate::types::{f16, Type};
+use crate::types::Type;
 use std::arch::x86_64::*;
 
 /// Vectors of eight rows of `a` per tile.
@@ -15,7 +15,6 @@ pub(super) const KERNEL: Kernel = Kernel {
     mr: 8 * MV,
     nr: NR,
     micro,
-    widen_f16,
     pack_panel,
 };
 
@@ -53,29 +52,6 @@ unsafe fn micro(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize
             }
         }
     }
-}
-
-/// `out[i] = src[i]` widened with F16C.
-fn widen_f16(src: &[f16], out: &mut [f32]) {
-    assert_eq!(src.len(), out.len());
-    // SAFETY: this path is only chosen on CPUs with AVX2, FMA and F16C; lengths checked.
-    unsafe { widen_f16_f16c(src, out) }
-}
-
-/// # Safety
-/// The CPU must have F16C; `out` as long as `src`.
-#[target_feature(enable = "avx2,f16c")]
-unsafe fn widen_f16_f16c(src: &[f16], out: &mut [f32]) {
-    let n8 = src.len() / 8 * 8;
-    let (ps, po) = (src.as_ptr() as *const u16, out.as_mut_ptr());
-    for i in (0..n8).step_by(8) {
-        // SAFETY: i + 8 <= the length of both.
-        unsafe {
-            let h = _mm_loadu_si128(ps.add(i) as *const __m128i);
-            _mm256_storeu_ps(po.add(i), _mm256_cvtph_ps(h));
-        }
-    }
-    super::widen_f16_scalar(&src[n8..], &mut out[n8..]);
 }
 
 /// Eight values of `ty` (F32, F16 or BF16) at `p`, widened.

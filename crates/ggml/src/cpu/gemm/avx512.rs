@@ -8,7 +8,7 @@
 #![allow(clippy::incompatible_msrv)]
 
 use super::Kernel;
-use crate::types::{f16, Type};
+use crate::types::Type;
 use std::arch::x86_64::*;
 
 /// Vectors of sixteen rows of `a` per tile.
@@ -21,7 +21,6 @@ pub(super) const KERNEL: Kernel = Kernel {
     mr: 16 * MV,
     nr: NR,
     micro,
-    widen_f16,
     pack_panel,
 };
 
@@ -59,29 +58,6 @@ unsafe fn micro(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize
             }
         }
     }
-}
-
-/// `out[i] = src[i]` widened sixteen at a time.
-fn widen_f16(src: &[f16], out: &mut [f32]) {
-    assert_eq!(src.len(), out.len());
-    // SAFETY: this path is only chosen on CPUs with AVX-512 F; lengths checked.
-    unsafe { widen_f16_512(src, out) }
-}
-
-/// # Safety
-/// The CPU must have AVX-512 F; `out` as long as `src`.
-#[target_feature(enable = "avx512f")]
-unsafe fn widen_f16_512(src: &[f16], out: &mut [f32]) {
-    let n16 = src.len() / 16 * 16;
-    let (ps, po) = (src.as_ptr() as *const u16, out.as_mut_ptr());
-    for i in (0..n16).step_by(16) {
-        // SAFETY: i + 16 <= the length of both.
-        unsafe {
-            let h = _mm256_loadu_si256(ps.add(i) as *const __m256i);
-            _mm512_storeu_ps(po.add(i), _mm512_cvtph_ps(h));
-        }
-    }
-    super::widen_f16_scalar(&src[n16..], &mut out[n16..]);
 }
 
 /// Sixteen values of `ty` (F32, F16 or BF16) at `p`, widened.

@@ -41,6 +41,7 @@ mod portable;
 use std::ops::Range;
 
 use crate::cpu::kernels::load;
+use crate::cpu::kernels::vec::f16_to_f32_row;
 use crate::cpu::quant_dot::Isa;
 use crate::types::{bf16, bf16_to_f32, f16, f32_to_bf16, Type};
 
@@ -131,9 +132,6 @@ impl Round {
 type MicroFn =
     unsafe fn(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, acc: bool);
 
-/// Widens `src` (packed f16) into `out` (as long).
-type WidenF16 = fn(src: &[f16], out: &mut [f32]);
-
 /// Packs a whole panel of `MR` rows of `a` (`rows_stride` bytes apart, their elements of type
 /// `ty` packed), elements `0..kc` from `base` on, into `out` k-major (value `(p, r)` at
 /// `p · MR + r`), widened to f32.
@@ -150,7 +148,6 @@ pub(crate) struct Kernel {
     /// Columns of `b` per tile.
     nr: usize,
     micro: MicroFn,
-    widen_f16: WidenF16,
     pack_panel: PanelFn,
 }
 
@@ -166,10 +163,20 @@ impl Kernel {
             _ => portable::KERNEL,
         }
     }
+}
 
-    /// `out[i] = src[i]` widened (exact; F16C or AVX-512 where the path has them).
-    pub(crate) fn widen_f16(&self, src: &[f16], out: &mut [f32]) {
-        (self.widen_f16)(&src[..out.len()], out);
+/// `out[i] = src[i]` widened (exact), with F16C where the CPU has it (the element kernels'
+/// row conversion).
+pub(crate) fn widen_f16(src: &[f16], out: &mut [f32]) {
+    let src = &src[..out.len()];
+    // SAFETY: `src` holds `out.len()` f16 values, `out` room for as many f32; two slices
+    // cannot overlap mutably.
+    unsafe {
+        f16_to_f32_row(
+            src.as_ptr() as *const u8,
+            out.as_mut_ptr() as *mut u8,
+            out.len(),
+        )
     }
 }
 
@@ -333,7 +340,7 @@ unsafe fn pack(
                 continue;
             }
             // SAFETY: row r0 + ri, elements p0..p0 + kc, forwarded from the caller.
-            unsafe { read(kern, m, r0 + ri, p0, row) };
+            unsafe { read(m, r0 + ri, p0, row) };
             round.slice(row);
             for (p, &v) in row.iter().enumerate() {
                 panel[p * pr + r] = v;
@@ -346,7 +353,7 @@ unsafe fn pack(
 ///
 /// # Safety
 /// They must be readable.
-unsafe fn read(kern: &Kernel, m: &Mat, r: usize, p0: usize, out: &mut [f32]) {
+unsafe fn read(m: &Mat, r: usize, p0: usize, out: &mut [f32]) {
     let n = out.len();
     // SAFETY: element (r, p0) and the n - 1 after it are readable (caller).
     let start = unsafe { m.ptr.add(r * m.row_stride + p0 * m.elem_stride) };
@@ -362,7 +369,7 @@ unsafe fn read(kern: &Kernel, m: &Mat, r: usize, p0: usize, out: &mut [f32]) {
             Type::F16 if start as usize % 2 == 0 => {
                 // SAFETY: n packed, aligned f16 values.
                 let src = unsafe { std::slice::from_raw_parts(start as *const f16, n) };
-                (kern.widen_f16)(src, out);
+                widen_f16(src, out);
                 return;
             }
             Type::BF16 => {
@@ -461,14 +468,6 @@ impl Split {
         let rows = (bm * self.band_m).min(m)..((bm + 1) * self.band_m).min(m);
         let cols = (bn * self.band_n).min(n)..((bn + 1) * self.band_n).min(n);
         (batch, rows, cols)
-    }
-}
-
-/// Shared body of the paths' f16 widening loops: `out[i] = src[i]`.
-#[inline(always)]
-fn widen_f16_scalar(src: &[f16], out: &mut [f32]) {
-    for (o, h) in out.iter_mut().zip(src) {
-        *o = h.to_f32();
     }
 }
 

@@ -1,7 +1,7 @@
 //! The portable micro-kernel: a 16 × 4 tile in arrays the compiler vectorises for whatever
 //! the compile target has (products and sums rounded separately: no FMA assumed).
 
-use super::{pack_panel_tail, widen_f16_scalar, Kernel};
+use super::{pack_panel_tail, Kernel};
 use crate::types::Type;
 
 /// Rows of `a` per tile.
@@ -14,7 +14,6 @@ pub(super) const KERNEL: Kernel = Kernel {
     mr: MR,
     nr: NR,
     micro,
-    widen_f16: widen_f16_scalar,
     pack_panel,
 };
 

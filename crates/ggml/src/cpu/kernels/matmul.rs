@@ -140,7 +140,7 @@ pub(super) unsafe fn row_f32<'a>(
         Type::F16 if packed && row as usize % std::mem::align_of::<f16>() == 0 => {
             // SAFETY: as above, for f16.
             let src = unsafe { std::slice::from_raw_parts(row as *const f16, n) };
-            gemm::Kernel::for_isa(isa()).widen_f16(src, out);
+            gemm::widen_f16(src, out);
         }
         q if q.is_quantized() => {
             // SAFETY: forwarded from the caller; rows of quantized tensors are packed blocks.

@@ -34,7 +34,7 @@ mod sort;
 mod ssm;
 mod unary;
 mod upscale;
-mod vec;
+pub(crate) mod vec;
 mod window;
 
 use std::cell::Cell;

@@ -2,7 +2,9 @@
 //! graph as one command buffer.
 
 use ggml::backend::{Place, PlacedGraph};
-use ggml::ops::{read_params, FlashAttnExtParams, GluOp, GluParams, RopeParams, UnaryOp};
+use ggml::ops::{
+    read_params, ConcatParams, FlashAttnExtParams, GluOp, GluParams, RopeParams, UnaryOp,
+};
 use ggml::{Error, Op, Result, Tensor, Type};
 
 use crate::buffer::{StagedRead, WgpuBuffer};
@@ -34,6 +36,12 @@ enum Kind {
     Glu {
         expr: &'static str,
     },
+    /// `concat.wgsl`.
+    Concat,
+    /// `pad.wgsl`: PAD (false) or PAD_REFLECT_1D (true).
+    Pad {
+        reflect: bool,
+    },
     GetRows,
     SetRows,
     /// `norm.wgsl`: RMS_NORM (0), NORM (1), L2_NORM (2), SUM_ROWS (3), MEAN (4).
@@ -41,7 +49,9 @@ enum Kind {
     SoftMax,
     Rope,
     MulMat,
+    MulMatId,
     FlashAttn,
+    Argsort,
 }
 
 fn float(ty: Type) -> bool {
@@ -49,8 +59,8 @@ fn float(ty: Type) -> bool {
 }
 
 /// The GGML expression of a unary sub-op, in `x`.
-fn unary_expr(op: UnaryOp) -> Option<&'static str> {
-    Some(match op {
+fn unary_expr(op: UnaryOp) -> &'static str {
+    match op {
         UnaryOp::Abs => "abs(x)",
         UnaryOp::Sgn => "sign(x)",
         UnaryOp::Neg => "-x",
@@ -65,15 +75,19 @@ fn unary_expr(op: UnaryOp) -> Option<&'static str> {
         UnaryOp::Hardswish => "x * clamp((x + 3.0) / 6.0, 0.0, 1.0)",
         UnaryOp::Hardsigmoid => "clamp((x + 3.0) / 6.0, 0.0, 1.0)",
         UnaryOp::Exp => "exp(x)",
-        UnaryOp::Expm1 => "exp(x) - 1.0",
+        UnaryOp::Expm1 => "expm1_(x)",
         UnaryOp::Softplus => "select(log(1.0 + exp(x)), x, x > 20.0)",
         UnaryOp::GeluErf => "gelu_erf_(x)",
         UnaryOp::Floor => "floor(x)",
         UnaryOp::Ceil => "ceil(x)",
         UnaryOp::Round => "round_(x)",
         UnaryOp::Trunc => "trunc(x)",
-        UnaryOp::Xielu => return None,
-    })
+        // op_params 1..4: αₙ, αₚ, β, eps (as `ggml::Context::xielu` stores them).
+        UnaryOp::Xielu => {
+            "select((expm1_(min(x, opf(4u))) - x) * opf(1u) + opf(3u) * x, \
+             opf(2u) * x * x + opf(3u) * x, x > 0.0)"
+        }
+    }
 }
 
 /// The expression of a GLU op, in `x` (the activation's input) and `y` (the gate).
@@ -143,7 +157,7 @@ fn kind(t: &Tensor) -> Option<Kind> {
         Op::Repeat => simple("x"),
         Op::Unary => {
             let sub = UnaryOp::from_i32(t.get_op_params_i32(0).ok()?)?;
-            simple(unary_expr(sub)?)
+            simple(unary_expr(sub))
         }
         Op::Cpy | Op::Dup | Op::Cont => {
             let x = t.src(0)?;
@@ -159,6 +173,23 @@ fn kind(t: &Tensor) -> Option<Kind> {
             let g = GluOp::from_i32(p.op)?;
             let split_ok = src_ty(t, 1).is_none_or(float);
             (float_a && split_ok).then(|| Kind::Glu { expr: glu_expr(g) })
+        }
+        Op::Concat => {
+            let dim = read_params::<ConcatParams>(&t.op_params()).dim;
+            let ok = float_a && src_ty(t, 1).is_some_and(float) && (0..4).contains(&dim);
+            ok.then_some(Kind::Concat)
+        }
+        Op::Pad | Op::PadReflect1d => {
+            let ok = float_a && t.src(0)?.ne()[4] == t.ne()[4];
+            ok.then_some(Kind::Pad {
+                reflect: op == Op::PadReflect1d,
+            })
+        }
+        Op::Argsort => {
+            let ok = a.is_some_and(float)
+                && t.ty() == Type::I32
+                && t.src(0)?.ne()[0] <= i64::from(wgsl::ARGSORT_MAX);
+            ok.then_some(Kind::Argsort)
         }
         Op::GetRows => {
             let ok = a.is_some_and(wgsl::loadable)
@@ -215,6 +246,16 @@ fn kind(t: &Tensor) -> Option<Kind> {
                 && t.ty() == Type::F32
                 && t.srcs().chain([t]).all(|x| x.ne()[4] == 1);
             ok.then_some(Kind::MulMat)
+        }
+        Op::MulMatId => {
+            let ok = a.is_some_and(wgsl::loadable)
+                && src_ty(t, 1).is_some_and(float)
+                && src_ty(t, 2) == Some(Type::I32)
+                && t.ty() == Type::F32
+                && t.srcs()
+                    .chain([t])
+                    .all(|x| x.ne()[3] == 1 && x.ne()[4] == 1);
+            ok.then_some(Kind::MulMatId)
         }
         Op::FlashAttnExt => {
             let (k, v) = (t.src(1)?, t.src(2)?);
@@ -415,9 +456,27 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             };
             ("glu", elem_body(expr, false, true), ops, per_item(d_n))
         }
+        Kind::Concat => (
+            "concat",
+            format!("{}{}", wgsl::CONCAT, wgsl::PER_ELEM),
+            vec![operand(0)?, operand(1)?],
+            per_item(d_n),
+        ),
+        Kind::Pad { reflect } => {
+            x[0] = u32::from(*reflect);
+            let body = format!("{}{}", wgsl::PAD, wgsl::PER_ELEM);
+            ("pad", body, vec![operand(0)?], per_item(d_n))
+        }
+        Kind::Argsort => {
+            let a = operand(0)?;
+            let rows = n.src(0).map_or(0, |a| a.nrows()) as u64;
+            x[0] = word(rows, "rows")?;
+            x[1] = a.desc[0].next_power_of_two();
+            ("argsort", wgsl::ARGSORT.to_string(), vec![a], rows)
+        }
         Kind::GetRows => (
             "get_rows",
-            format!("{}{}", wgsl::FAULT, wgsl::GET_ROWS),
+            format!("{}{}", wgsl::fault(1, 2), wgsl::GET_ROWS),
             vec![operand(0)?, operand(1)?],
             per_item(d_n),
         ),
@@ -425,9 +484,15 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             let ops = vec![operand(0)?, operand(1)?];
             x[0] = (ops[1].ty == Type::I64) as u32;
             let items = u64::from(ops[0].desc[11]);
-            let body = format!("{}{}", wgsl::FAULT, wgsl::SET_ROWS);
+            let body = format!("{}{}", wgsl::fault(1, 2), wgsl::SET_ROWS);
             ("set_rows", body, ops, per_item(items))
         }
+        Kind::MulMatId => (
+            "mul_mat_id",
+            format!("{}{}", wgsl::fault(2, 3), wgsl::MUL_MAT_ID),
+            vec![operand(0)?, operand(1)?, operand(2)?],
+            per_item(d_n),
+        ),
         Kind::Norm(mode) => {
             let rows = n.src(0).map_or(0, |a| a.nrows()) as u64;
             x[0] = word(rows, "rows")?;
@@ -533,7 +598,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
     let types: Vec<Type> = operands.iter().map(|o| o.ty).collect();
     let key = format!("{name}|{}|{}|{:?}", kernel_variant(kind), n.ty(), types);
     // The kernels that check indices bind the fault slots after their operands.
-    let n_bindings = operands.len() + usize::from(checks_indices(kind));
+    let n_bindings = operands.len() + usize::from(index_operand(kind).is_some());
     let kernel = gpu.kernels.kernel(gpu, &key, n_bindings, || {
         wgsl::source(&body, n.ty(), &types, gpu.f16)
     })?;
@@ -568,9 +633,14 @@ fn float_act_rounding(ty: Type) -> u32 {
     }
 }
 
-/// Whether `kind`'s kernel checks index operands and records faults (`fault.wgsl`).
-fn checks_indices(kind: &Kind) -> bool {
-    matches!(kind, Kind::GetRows | Kind::SetRows)
+/// The operand whose values `kind`'s kernel checks as indices, recording faults
+/// (`fault.wgsl`), if any.
+fn index_operand(kind: &Kind) -> Option<usize> {
+    match kind {
+        Kind::GetRows | Kind::SetRows => Some(1),
+        Kind::MulMatId => Some(2),
+        _ => None,
+    }
 }
 
 /// A node whose kernel checks its indices: its fault slot is the `k`-th of the graph's.
@@ -580,7 +650,9 @@ struct Checked {
     /// Its op and name, for the error.
     op: &'static str,
     name: String,
-    /// The shape of its index operand (dims 0..2), to turn a position back into coordinates.
+    /// Its index operand's slot and shape (dims 0..2, to turn a position back into
+    /// coordinates).
+    slot: usize,
     idx_ne: [u32; 3],
 }
 
@@ -612,8 +684,8 @@ impl FaultCheck {
             let at = [pos % n0, pos / n0 % n1, pos / (n0 * n1)];
             let value = (u64::from(slot[2]) << 32 | u64::from(slot[1])) as i64;
             return Err(Error::Compute(format!(
-                "{} (graph node {}, {:?}): src1 index {value} at {at:?} is outside 0..{}",
-                c.op, c.index, c.name, slot[3]
+                "{} (graph node {}, {:?}): src{} index {value} at {at:?} is outside 0..{}",
+                c.op, c.index, c.name, c.slot, slot[3]
             )));
         }
         Ok(())
@@ -654,10 +726,11 @@ fn elem_body(expr: &str, linear: bool, with_b: bool) -> String {
     } else {
         ""
     };
-    wgsl::ELEM
+    let value = wgsl::ELEM
         .replace("{A_INDEX}", a_index)
         .replace("{B}", b)
-        .replace("{EXPR}", expr)
+        .replace("{EXPR}", expr);
+    value + wgsl::PER_ELEM
 }
 
 /// Records every node of `graph` the device computes into one command buffer with one compute
@@ -670,7 +743,7 @@ pub(crate) fn record(
     let n_checked = graph
         .nodes()
         .iter()
-        .filter(|n| !n.is_empty() && kind(n).is_some_and(|k| checks_indices(&k)))
+        .filter(|n| !n.is_empty() && kind(n).is_some_and(|k| index_operand(&k).is_some()))
         .count();
     let fault_words: Vec<u8> = (0..n_checked)
         .flat_map(|_| [u32::MAX, 0, 0, 0])
@@ -705,14 +778,15 @@ pub(crate) fn record(
             continue;
         }
         let mut step = plan(gpu, graph, i, &k)?;
-        if let (true, Some(f)) = (checks_indices(&k), &faults) {
+        if let (Some(slot), Some(f)) = (index_operand(&k), &faults) {
             step.params[X_AT + 1] = checked.len() as u32;
             step.buffers.push(f);
-            let idx = n.src(1).map_or([1; 5], |b| b.ne().map(|v| v as u32));
+            let idx = n.src(slot).map_or([1; 5], |b| b.ne().map(|v| v as u32));
             checked.push(Checked {
                 index: i,
                 op: n.op().name(),
                 name: n.name(),
+                slot,
                 idx_ne: [idx[0], idx[1], idx[2]],
             });
             let mut report = step.clone();

@@ -157,6 +157,15 @@ fn gelu_erf_(x: f32) -> f32 {
     return 0.5 * x * (1.0 + erf_(x * 0.7071067811865476));
 }
 
+// exp(x) - 1 without the cancellation near 0 (a Taylor polynomial there, to about 1e-12
+// relative).
+fn expm1_(x: f32) -> f32 {
+    if (abs(x) < 1e-2) {
+        return x * (1.0 + x * (0.5 + x * (0.16666666666666666 + x * 0.041666666666666664)));
+    }
+    return exp(x) - 1.0;
+}
+
 // Rounds half away from zero (C's roundf).
 fn round_(x: f32) -> f32 {
     let r = trunc(x);

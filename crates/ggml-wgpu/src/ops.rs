@@ -585,6 +585,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
                 p.scale
             };
             x[8] = scale.to_bits();
+            x[9] = flash_attn_roundings(q.desc[1], k.ty, v.ty);
             let mask = optional(3, &q)?;
             let sinks = optional(4, &q)?;
             let ops = vec![q, k, v, mask, sinks];
@@ -610,6 +611,23 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
         buffers,
         groups,
     })
+}
+
+/// The roundings of the CPU's FLASH_ATTN_EXT (`x9` of `flash_attn.wgsl`) for `n_q` query rows
+/// and K and V of types `k` and `v`: none on its tiled path (K and V both F32 or both F16, at
+/// least 64 rows: Q stays F32, the accumulator f32), else its rows path's: Q rounded to K's
+/// F16 or BF16 (1, 2) and an F16 value accumulator for F16 V (4).
+fn flash_attn_roundings(n_q: u32, k: Type, v: Type) -> u32 {
+    const TILE_ROWS: u32 = 64;
+    if k == v && matches!(k, Type::F32 | Type::F16) && n_q >= TILE_ROWS {
+        return 0;
+    }
+    let q = match k {
+        Type::F16 => 1,
+        Type::BF16 => 2,
+        _ => 0,
+    };
+    q | if v == Type::F16 { 4 } else { 0 }
 }
 
 /// Values per block of the 8-bit rounding the CPU gives MUL_MAT's activations for weights of

@@ -3,7 +3,8 @@
 
 use ggml::backend::{Place, PlacedGraph};
 use ggml::ops::{
-    read_params, ConcatParams, FlashAttnExtParams, GluOp, GluParams, RopeParams, UnaryOp,
+    read_params, ConcatParams, FlashAttnExtParams, GluOp, GluParams, Im2col3dParams, Im2colParams,
+    RopeParams, UnaryOp,
 };
 use ggml::{Error, Op, Result, Tensor, Type};
 
@@ -41,6 +42,10 @@ enum Kind {
     /// `pad.wgsl`: PAD (false) or PAD_REFLECT_1D (true).
     Pad {
         reflect: bool,
+    },
+    /// `im2col.wgsl`: IM2COL (false) or IM2COL_3D (true).
+    Im2col {
+        three_d: bool,
     },
     GetRows,
     SetRows,
@@ -190,6 +195,18 @@ fn kind(t: &Tensor) -> Option<Kind> {
                 && t.ty() == Type::I32
                 && t.src(0)?.ne()[0] <= i64::from(wgsl::ARGSORT_MAX);
             ok.then_some(Kind::Argsort)
+        }
+        Op::Im2col | Op::Im2col3d => {
+            let three_d = op == Op::Im2col3d;
+            let b = t.src(1)?;
+            let ic = read_params::<Im2col3dParams>(&t.op_params()).ic;
+            let ic_ok = !three_d || (ic > 0 && b.ne()[3] % i64::from(ic) == 0);
+            let ok = matches!(t.ty(), Type::F32 | Type::F16)
+                && a.is_some_and(wgsl::loadable)
+                && float(b.ty())
+                && ic_ok
+                && t.srcs().chain([t]).all(|x| x.ne()[4] == 1);
+            ok.then_some(Kind::Im2col { three_d })
         }
         Op::GetRows => {
             let ok = a.is_some_and(wgsl::loadable)
@@ -474,6 +491,13 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             x[1] = a.desc[0].next_power_of_two();
             ("argsort", wgsl::ARGSORT.to_string(), vec![a], rows)
         }
+        Kind::Im2col { three_d } => {
+            let (a, mut b) = (operand(0)?, operand(1)?);
+            let d = &mut params[..DESC_WORDS];
+            x = im2col_views(&op_params, *three_d, &a.desc, &mut b.desc, d)?;
+            let body = format!("{}{}", wgsl::IM2COL, wgsl::PER_ELEM);
+            ("im2col", body, vec![a, b], per_item(d_n))
+        }
         Kind::GetRows => (
             "get_rows",
             format!("{}{}", wgsl::fault(1, 2), wgsl::GET_ROWS),
@@ -611,6 +635,95 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
         buffers,
         groups,
     })
+}
+
+/// IM2COL's and IM2COL_3D's views for `im2col.wgsl`: the input descriptor `b` rewritten as
+/// (x, y, z, channel, batch) and the result's `d` as (j, ox, oy, oz, batch), from the kernel
+/// descriptor `a` and the op's parameters; returns the kernel's per-axis taps, strides,
+/// paddings and dilations (unused axes: one tap, no padding).
+fn im2col_views(
+    op_params: &[i32; 16],
+    three_d: bool,
+    a: &[u32; DESC_WORDS],
+    b: &mut [u32; DESC_WORDS],
+    d: &mut [u32],
+) -> Result<[u32; 12]> {
+    let big = || Error::invalid("wgpu IM2COL: a stride exceeds 32 bits");
+    let (ne_b, nb_b, ne_d, nb_d) = (
+        [b[0], b[1], b[2], b[3]],
+        [b[4], b[5], b[6], b[7]],
+        [d[0], d[1], d[2], d[3]],
+        [d[4], d[5], d[6], d[7]],
+    );
+    // (ne 0..3, ne4), (nb 0..3, nb4) of each view.
+    let (bv, dv, taps, s, pad, dil);
+    if three_d {
+        let p: Im2col3dParams = read_params(op_params);
+        let ic = p.ic as u32;
+        let n = ne_b[3] / ic.max(1);
+        let od = ne_d[3] / n.max(1);
+        bv = (
+            [ne_b[0], ne_b[1], ne_b[2], ic, n],
+            [
+                nb_b[0],
+                nb_b[1],
+                nb_b[2],
+                nb_b[3],
+                ic.checked_mul(nb_b[3]).ok_or_else(big)?,
+            ],
+        );
+        dv = (
+            [ne_d[0], ne_d[1], ne_d[2], od, n],
+            [
+                nb_d[0],
+                nb_d[1],
+                nb_d[2],
+                nb_d[3],
+                od.checked_mul(nb_d[3]).ok_or_else(big)?,
+            ],
+        );
+        taps = [a[0], a[1], a[2]];
+        (s, pad, dil) = ([p.s0, p.s1, p.s2], [p.p0, p.p1, p.p2], [p.d0, p.d1, p.d2]);
+    } else {
+        let p: Im2colParams = read_params(op_params);
+        if p.is_2d == 1 {
+            bv = (
+                [ne_b[0], ne_b[1], 1, ne_b[2], ne_b[3]],
+                [nb_b[0], nb_b[1], 0, nb_b[2], nb_b[3]],
+            );
+            dv = (
+                [ne_d[0], ne_d[1], ne_d[2], 1, ne_d[3]],
+                [nb_d[0], nb_d[1], nb_d[2], 0, nb_d[3]],
+            );
+            taps = [a[0], a[1], 1];
+            (s, pad, dil) = ([p.s0, p.s1, 1], [p.p0, p.p1, 0], [p.d0, p.d1, 1]);
+        } else {
+            bv = (
+                [ne_b[0], 1, 1, ne_b[1], ne_b[2]],
+                [nb_b[0], 0, 0, nb_b[1], nb_b[2]],
+            );
+            dv = (
+                [ne_d[0], ne_d[1], 1, 1, ne_d[2]],
+                [nb_d[0], nb_d[1], 0, 0, nb_d[2]],
+            );
+            taps = [a[0], 1, 1];
+            (s, pad, dil) = ([p.s0, 1, 1], [p.p0, 0, 0], [p.d0, 1, 1]);
+        }
+    }
+    for (desc, (ne, nb)) in [(&mut b[..], bv), (d, dv)] {
+        desc[..4].copy_from_slice(&ne[..4]);
+        desc[4..8].copy_from_slice(&nb[..4]);
+        desc[9] = ne[4];
+        desc[10] = nb[4];
+    }
+    let mut x = [0u32; 12];
+    x[..3].copy_from_slice(&taps);
+    for k in 0..3 {
+        x[3 + k] = s[k] as u32;
+        x[6 + k] = pad[k] as u32;
+        x[9 + k] = dil[k] as u32;
+    }
+    Ok(x)
 }
 
 /// The roundings of the CPU's FLASH_ATTN_EXT (`x9` of `flash_attn.wgsl`) for `n_q` query rows

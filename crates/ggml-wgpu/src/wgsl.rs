@@ -15,6 +15,7 @@ pub(crate) const ELEM: &str = include_str!("wgsl/elem.wgsl");
 pub(crate) const PER_ELEM: &str = include_str!("wgsl/per_elem.wgsl");
 pub(crate) const CONCAT: &str = include_str!("wgsl/concat.wgsl");
 pub(crate) const PAD: &str = include_str!("wgsl/pad.wgsl");
+pub(crate) const IM2COL: &str = include_str!("wgsl/im2col.wgsl");
 pub(crate) const ARGSORT: &str = include_str!("wgsl/argsort.wgsl");
 pub(crate) const GET_ROWS: &str = include_str!("wgsl/get_rows.wgsl");
 const FAULT: &str = include_str!("wgsl/fault.wgsl");

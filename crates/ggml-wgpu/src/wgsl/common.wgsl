@@ -62,6 +62,10 @@ fn opf(k: u32) -> f32 {
     return bitcast<f32>(p.op[k >> 2u][k & 3u]);
 }
 
+fn opi(k: u32) -> i32 {
+    return bitcast<i32>(p.op[k >> 2u][k & 3u]);
+}
+
 fn xu(k: u32) -> u32 {
     return p.x[k >> 2u][k & 3u];
 }

@@ -2,10 +2,6 @@
 // PAD_REFLECT_1D (x0 = 1; op_params p0, p1): the element of `a` a result element comes from,
 // or 0 in zero padding.
 
-fn opi(w: u32) -> i32 {
-    return bitcast<i32>(p.op[w >> 2u][w & 3u]);
-}
-
 fn value(t: u32, ix: Idx) -> f32 {
     var s = ix;
     if (xu(0u) == 1u) {

@@ -4,7 +4,7 @@
 use ggml::backend::{Place, PlacedGraph};
 use ggml::ops::{
     read_params, ConcatParams, FlashAttnExtParams, GluOp, GluParams, Im2col3dParams, Im2colParams,
-    RopeParams, UnaryOp,
+    RopeParams, ScaleMode, UnaryOp, UpscaleParams, SCALE_FLAG_ALIGN_CORNERS, SCALE_FLAG_ANTIALIAS,
 };
 use ggml::{Error, Op, Result, Tensor, Type};
 
@@ -47,6 +47,8 @@ enum Kind {
     Im2col {
         three_d: bool,
     },
+    /// `upscale.wgsl`.
+    Upscale,
     GetRows,
     SetRows,
     /// `norm.wgsl`: RMS_NORM (0), NORM (1), L2_NORM (2), SUM_ROWS (3), MEAN (4).
@@ -207,6 +209,12 @@ fn kind(t: &Tensor) -> Option<Kind> {
                 && ic_ok
                 && t.srcs().chain([t]).all(|x| x.ne()[4] == 1);
             ok.then_some(Kind::Im2col { three_d })
+        }
+        Op::Upscale => {
+            let ok = a == Some(Type::F32)
+                && t.ty() == Type::F32
+                && t.srcs().chain([t]).all(|x| x.ne()[4] == 1);
+            ok.then_some(Kind::Upscale)
         }
         Op::GetRows => {
             let ok = a.is_some_and(wgsl::loadable)
@@ -497,6 +505,33 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             x = im2col_views(&op_params, *three_d, &a.desc, &mut b.desc, d)?;
             let body = format!("{}{}", wgsl::IM2COL, wgsl::PER_ELEM);
             ("im2col", body, vec![a, b], per_item(d_n))
+        }
+        Kind::Upscale => {
+            let a = operand(0)?;
+            let flags = read_params::<UpscaleParams>(&op_params).mode as u32;
+            let (src, dst) = (&a.desc[..4], &params[..4]);
+            let mut sf: [f32; 4] = std::array::from_fn(|k| dst[k] as f32 / src[k] as f32);
+            let mut offset = 0.5f32;
+            if flags & SCALE_FLAG_ALIGN_CORNERS != 0 {
+                offset = 0.0;
+                for k in 0..2 {
+                    if dst[k] > 1 && src[k] > 1 {
+                        sf[k] = (dst[k] - 1) as f32 / (src[k] - 1) as f32;
+                    }
+                }
+            }
+            for (w, f) in x.iter_mut().zip(sf) {
+                *w = f.to_bits();
+            }
+            x[4] = offset.to_bits();
+            x[5] = match flags & 0xff {
+                m if m == ScaleMode::Nearest as u32 => 0,
+                m if m == ScaleMode::Bilinear as u32 => 1,
+                _ => 2,
+            };
+            x[6] = u32::from(flags & SCALE_FLAG_ANTIALIAS != 0);
+            let body = format!("{}{}", wgsl::UPSCALE, wgsl::PER_ELEM);
+            ("upscale", body, vec![a], per_item(d_n))
         }
         Kind::GetRows => (
             "get_rows",

@@ -16,6 +16,7 @@ pub(crate) const PER_ELEM: &str = include_str!("wgsl/per_elem.wgsl");
 pub(crate) const CONCAT: &str = include_str!("wgsl/concat.wgsl");
 pub(crate) const PAD: &str = include_str!("wgsl/pad.wgsl");
 pub(crate) const IM2COL: &str = include_str!("wgsl/im2col.wgsl");
+pub(crate) const UPSCALE: &str = include_str!("wgsl/upscale.wgsl");
 pub(crate) const ARGSORT: &str = include_str!("wgsl/argsort.wgsl");
 pub(crate) const GET_ROWS: &str = include_str!("wgsl/get_rows.wgsl");
 const FAULT: &str = include_str!("wgsl/fault.wgsl");

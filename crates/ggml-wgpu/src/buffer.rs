@@ -2,6 +2,7 @@
 //! (writes staged by `Queue::write_buffer`, reads copied into a mapped staging buffer).
 
 use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use ggml::backend::{BufferImpl, BufferTypeImpl};
@@ -70,6 +71,7 @@ impl BufferTypeImpl for WgpuBufferType {
                 self.gpu.name
             )));
         }
+        (self.gpu.allocated).fetch_add(words as u64, Ordering::Relaxed);
         Ok(Box::new(WgpuBuffer {
             gpu: self.gpu.clone(),
             buf,
@@ -89,6 +91,12 @@ pub(crate) struct WgpuBuffer {
     pub(crate) gpu: Arc<Gpu>,
     pub(crate) buf: wgpu::Buffer,
     size: usize,
+}
+
+impl Drop for WgpuBuffer {
+    fn drop(&mut self) {
+        (self.gpu.allocated).fetch_sub(self.buf.size(), Ordering::Relaxed);
+    }
 }
 
 impl WgpuBuffer {

@@ -12,6 +12,8 @@
 //! - **Memory**: buffers are wgpu storage buffers in device memory
 //!   ([`ggml::backend::BufferImpl::host_ptr`] is `None`); the host reaches them through the
 //!   queue (writes staged by `Queue::write_buffer`, reads through a mapped staging buffer).
+//!   [`Device::memory`](ggml::Device::memory) reports a Vulkan adapter's device-local heaps
+//!   (free: their budget less their usage, or the total less this backend's buffers).
 //! - **Streams**: a stream's engine has a queue of its own (the device's): a graph is recorded as
 //!   one command buffer with one compute pass, submitted without waiting; `set`/`get`/`copy`
 //!   are queued too, and `synchronize` waits for the last submission. Events are markers in the
@@ -33,6 +35,7 @@
 
 mod buffer;
 mod engine;
+mod memory;
 mod ops;
 mod wgsl;
 
@@ -96,6 +99,8 @@ pub(crate) struct Gpu {
     pub(crate) errors: Arc<Mutex<Option<String>>>,
     /// Compiled pipelines, by kernel key.
     pub(crate) kernels: wgsl::Cache,
+    /// Bytes this backend's buffers hold on the device.
+    pub(crate) allocated: AtomicU64,
 }
 
 impl Gpu {
@@ -132,6 +137,7 @@ impl Gpu {
             queue,
             errors,
             kernels: wgsl::Cache::default(),
+            allocated: AtomicU64::new(0),
         })
     }
 
@@ -186,8 +192,8 @@ impl DeviceImpl for WgpuDevice {
         format!("{} ({:?}, {driver})", i.name, i.backend)
     }
     fn memory(&self) -> (usize, usize) {
-        // wgpu does not report a device's memory: unknown.
-        (0, 0)
+        let (free, total, _) = memory::query(&self.gpu);
+        (free, total)
     }
     fn dev_type(&self) -> DeviceType {
         match self.gpu.info.device_type {
@@ -236,6 +242,8 @@ impl DeviceImpl for WgpuDevice {
                 "MAX_BUFFER".into(),
                 buffer::max_buffer_size(&self.gpu).to_string(),
             ),
+            // Where `memory()`'s free figure comes from.
+            ("MEMORY".into(), memory::query(&self.gpu).2.into()),
         ]
     }
 }

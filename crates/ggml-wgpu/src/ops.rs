@@ -2,7 +2,10 @@
 //! graph as one command buffer.
 
 use ggml::backend::{Place, PlacedGraph};
-use ggml::ops::{read_params, FlashAttnExtParams, GluOp, GluParams, RopeParams, UnaryOp};
+use ggml::ops::{
+    read_params, ConcatParams, FlashAttnExtParams, GluOp, GluParams, Im2col3dParams, Im2colParams,
+    RopeParams, ScaleMode, UnaryOp, UpscaleParams, SCALE_FLAG_ALIGN_CORNERS, SCALE_FLAG_ANTIALIAS,
+};
 use ggml::{Error, Op, Result, Tensor, Type};
 
 use crate::buffer::{StagedRead, WgpuBuffer};
@@ -34,6 +37,18 @@ enum Kind {
     Glu {
         expr: &'static str,
     },
+    /// `concat.wgsl`.
+    Concat,
+    /// `pad.wgsl`: PAD (false) or PAD_REFLECT_1D (true).
+    Pad {
+        reflect: bool,
+    },
+    /// `im2col.wgsl`: IM2COL (false) or IM2COL_3D (true).
+    Im2col {
+        three_d: bool,
+    },
+    /// `upscale.wgsl`.
+    Upscale,
     GetRows,
     SetRows,
     /// `norm.wgsl`: RMS_NORM (0), NORM (1), L2_NORM (2), SUM_ROWS (3), MEAN (4).
@@ -41,7 +56,9 @@ enum Kind {
     SoftMax,
     Rope,
     MulMat,
+    MulMatId,
     FlashAttn,
+    Argsort,
 }
 
 fn float(ty: Type) -> bool {
@@ -49,8 +66,8 @@ fn float(ty: Type) -> bool {
 }
 
 /// The GGML expression of a unary sub-op, in `x`.
-fn unary_expr(op: UnaryOp) -> Option<&'static str> {
-    Some(match op {
+fn unary_expr(op: UnaryOp) -> &'static str {
+    match op {
         UnaryOp::Abs => "abs(x)",
         UnaryOp::Sgn => "sign(x)",
         UnaryOp::Neg => "-x",
@@ -65,15 +82,19 @@ fn unary_expr(op: UnaryOp) -> Option<&'static str> {
         UnaryOp::Hardswish => "x * clamp((x + 3.0) / 6.0, 0.0, 1.0)",
         UnaryOp::Hardsigmoid => "clamp((x + 3.0) / 6.0, 0.0, 1.0)",
         UnaryOp::Exp => "exp(x)",
-        UnaryOp::Expm1 => "exp(x) - 1.0",
+        UnaryOp::Expm1 => "expm1_(x)",
         UnaryOp::Softplus => "select(log(1.0 + exp(x)), x, x > 20.0)",
         UnaryOp::GeluErf => "gelu_erf_(x)",
         UnaryOp::Floor => "floor(x)",
         UnaryOp::Ceil => "ceil(x)",
         UnaryOp::Round => "round_(x)",
         UnaryOp::Trunc => "trunc(x)",
-        UnaryOp::Xielu => return None,
-    })
+        // op_params 1..4: αₙ, αₚ, β, eps (as `ggml::Context::xielu` stores them).
+        UnaryOp::Xielu => {
+            "select((expm1_(min(x, opf(4u))) - x) * opf(1u) + opf(3u) * x, \
+             opf(2u) * x * x + opf(3u) * x, x > 0.0)"
+        }
+    }
 }
 
 /// The expression of a GLU op, in `x` (the activation's input) and `y` (the gate).
@@ -143,7 +164,7 @@ fn kind(t: &Tensor) -> Option<Kind> {
         Op::Repeat => simple("x"),
         Op::Unary => {
             let sub = UnaryOp::from_i32(t.get_op_params_i32(0).ok()?)?;
-            simple(unary_expr(sub)?)
+            simple(unary_expr(sub))
         }
         Op::Cpy | Op::Dup | Op::Cont => {
             let x = t.src(0)?;
@@ -159,6 +180,41 @@ fn kind(t: &Tensor) -> Option<Kind> {
             let g = GluOp::from_i32(p.op)?;
             let split_ok = src_ty(t, 1).is_none_or(float);
             (float_a && split_ok).then(|| Kind::Glu { expr: glu_expr(g) })
+        }
+        Op::Concat => {
+            let dim = read_params::<ConcatParams>(&t.op_params()).dim;
+            let ok = float_a && src_ty(t, 1).is_some_and(float) && (0..4).contains(&dim);
+            ok.then_some(Kind::Concat)
+        }
+        Op::Pad | Op::PadReflect1d => {
+            let ok = float_a && t.src(0)?.ne()[4] == t.ne()[4];
+            ok.then_some(Kind::Pad {
+                reflect: op == Op::PadReflect1d,
+            })
+        }
+        Op::Argsort => {
+            let ok = a.is_some_and(float)
+                && t.ty() == Type::I32
+                && t.src(0)?.ne()[0] <= i64::from(wgsl::ARGSORT_MAX);
+            ok.then_some(Kind::Argsort)
+        }
+        Op::Im2col | Op::Im2col3d => {
+            let three_d = op == Op::Im2col3d;
+            let b = t.src(1)?;
+            let ic = read_params::<Im2col3dParams>(&t.op_params()).ic;
+            let ic_ok = !three_d || (ic > 0 && b.ne()[3] % i64::from(ic) == 0);
+            let ok = matches!(t.ty(), Type::F32 | Type::F16)
+                && a.is_some_and(wgsl::loadable)
+                && float(b.ty())
+                && ic_ok
+                && t.srcs().chain([t]).all(|x| x.ne()[4] == 1);
+            ok.then_some(Kind::Im2col { three_d })
+        }
+        Op::Upscale => {
+            let ok = a == Some(Type::F32)
+                && t.ty() == Type::F32
+                && t.srcs().chain([t]).all(|x| x.ne()[4] == 1);
+            ok.then_some(Kind::Upscale)
         }
         Op::GetRows => {
             let ok = a.is_some_and(wgsl::loadable)
@@ -215,6 +271,16 @@ fn kind(t: &Tensor) -> Option<Kind> {
                 && t.ty() == Type::F32
                 && t.srcs().chain([t]).all(|x| x.ne()[4] == 1);
             ok.then_some(Kind::MulMat)
+        }
+        Op::MulMatId => {
+            let ok = a.is_some_and(wgsl::loadable)
+                && src_ty(t, 1).is_some_and(float)
+                && src_ty(t, 2) == Some(Type::I32)
+                && t.ty() == Type::F32
+                && t.srcs()
+                    .chain([t])
+                    .all(|x| x.ne()[3] == 1 && x.ne()[4] == 1);
+            ok.then_some(Kind::MulMatId)
         }
         Op::FlashAttnExt => {
             let (k, v) = (t.src(1)?, t.src(2)?);
@@ -415,9 +481,61 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             };
             ("glu", elem_body(expr, false, true), ops, per_item(d_n))
         }
+        Kind::Concat => (
+            "concat",
+            format!("{}{}", wgsl::CONCAT, wgsl::PER_ELEM),
+            vec![operand(0)?, operand(1)?],
+            per_item(d_n),
+        ),
+        Kind::Pad { reflect } => {
+            x[0] = u32::from(*reflect);
+            let body = format!("{}{}", wgsl::PAD, wgsl::PER_ELEM);
+            ("pad", body, vec![operand(0)?], per_item(d_n))
+        }
+        Kind::Argsort => {
+            let a = operand(0)?;
+            let rows = n.src(0).map_or(0, |a| a.nrows()) as u64;
+            x[0] = word(rows, "rows")?;
+            x[1] = a.desc[0].next_power_of_two();
+            ("argsort", wgsl::ARGSORT.to_string(), vec![a], rows)
+        }
+        Kind::Im2col { three_d } => {
+            let (a, mut b) = (operand(0)?, operand(1)?);
+            let d = &mut params[..DESC_WORDS];
+            x = im2col_views(&op_params, *three_d, &a.desc, &mut b.desc, d)?;
+            let body = format!("{}{}", wgsl::IM2COL, wgsl::PER_ELEM);
+            ("im2col", body, vec![a, b], per_item(d_n))
+        }
+        Kind::Upscale => {
+            let a = operand(0)?;
+            let flags = read_params::<UpscaleParams>(&op_params).mode as u32;
+            let (src, dst) = (&a.desc[..4], &params[..4]);
+            let mut sf: [f32; 4] = std::array::from_fn(|k| dst[k] as f32 / src[k] as f32);
+            let mut offset = 0.5f32;
+            if flags & SCALE_FLAG_ALIGN_CORNERS != 0 {
+                offset = 0.0;
+                for k in 0..2 {
+                    if dst[k] > 1 && src[k] > 1 {
+                        sf[k] = (dst[k] - 1) as f32 / (src[k] - 1) as f32;
+                    }
+                }
+            }
+            for (w, f) in x.iter_mut().zip(sf) {
+                *w = f.to_bits();
+            }
+            x[4] = offset.to_bits();
+            x[5] = match flags & 0xff {
+                m if m == ScaleMode::Nearest as u32 => 0,
+                m if m == ScaleMode::Bilinear as u32 => 1,
+                _ => 2,
+            };
+            x[6] = u32::from(flags & SCALE_FLAG_ANTIALIAS != 0);
+            let body = format!("{}{}", wgsl::UPSCALE, wgsl::PER_ELEM);
+            ("upscale", body, vec![a], per_item(d_n))
+        }
         Kind::GetRows => (
             "get_rows",
-            format!("{}{}", wgsl::FAULT, wgsl::GET_ROWS),
+            format!("{}{}", wgsl::fault(1, 2), wgsl::GET_ROWS),
             vec![operand(0)?, operand(1)?],
             per_item(d_n),
         ),
@@ -425,9 +543,15 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             let ops = vec![operand(0)?, operand(1)?];
             x[0] = (ops[1].ty == Type::I64) as u32;
             let items = u64::from(ops[0].desc[11]);
-            let body = format!("{}{}", wgsl::FAULT, wgsl::SET_ROWS);
+            let body = format!("{}{}", wgsl::fault(1, 2), wgsl::SET_ROWS);
             ("set_rows", body, ops, per_item(items))
         }
+        Kind::MulMatId => (
+            "mul_mat_id",
+            format!("{}{}", wgsl::fault(2, 3), wgsl::MUL_MAT_ID),
+            vec![operand(0)?, operand(1)?, operand(2)?],
+            per_item(d_n),
+        ),
         Kind::Norm(mode) => {
             let rows = n.src(0).map_or(0, |a| a.nrows()) as u64;
             x[0] = word(rows, "rows")?;
@@ -520,6 +644,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
                 p.scale
             };
             x[8] = scale.to_bits();
+            x[9] = flash_attn_roundings(q.desc[1], k.ty, v.ty);
             let mask = optional(3, &q)?;
             let sinks = optional(4, &q)?;
             let ops = vec![q, k, v, mask, sinks];
@@ -533,7 +658,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
     let types: Vec<Type> = operands.iter().map(|o| o.ty).collect();
     let key = format!("{name}|{}|{}|{:?}", kernel_variant(kind), n.ty(), types);
     // The kernels that check indices bind the fault slots after their operands.
-    let n_bindings = operands.len() + usize::from(checks_indices(kind));
+    let n_bindings = operands.len() + usize::from(index_operand(kind).is_some());
     let kernel = gpu.kernels.kernel(gpu, &key, n_bindings, || {
         wgsl::source(&body, n.ty(), &types, gpu.f16)
     })?;
@@ -545,6 +670,112 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
         buffers,
         groups,
     })
+}
+
+/// IM2COL's and IM2COL_3D's views for `im2col.wgsl`: the input descriptor `b` rewritten as
+/// (x, y, z, channel, batch) and the result's `d` as (j, ox, oy, oz, batch), from the kernel
+/// descriptor `a` and the op's parameters; returns the kernel's per-axis taps, strides,
+/// paddings and dilations (unused axes: one tap, no padding).
+fn im2col_views(
+    op_params: &[i32; 16],
+    three_d: bool,
+    a: &[u32; DESC_WORDS],
+    b: &mut [u32; DESC_WORDS],
+    d: &mut [u32],
+) -> Result<[u32; 12]> {
+    let big = || Error::invalid("wgpu IM2COL: a stride exceeds 32 bits");
+    let (ne_b, nb_b, ne_d, nb_d) = (
+        [b[0], b[1], b[2], b[3]],
+        [b[4], b[5], b[6], b[7]],
+        [d[0], d[1], d[2], d[3]],
+        [d[4], d[5], d[6], d[7]],
+    );
+    // (ne 0..3, ne4), (nb 0..3, nb4) of each view.
+    let (bv, dv, taps, s, pad, dil);
+    if three_d {
+        let p: Im2col3dParams = read_params(op_params);
+        let ic = p.ic as u32;
+        let n = ne_b[3] / ic.max(1);
+        let od = ne_d[3] / n.max(1);
+        bv = (
+            [ne_b[0], ne_b[1], ne_b[2], ic, n],
+            [
+                nb_b[0],
+                nb_b[1],
+                nb_b[2],
+                nb_b[3],
+                ic.checked_mul(nb_b[3]).ok_or_else(big)?,
+            ],
+        );
+        dv = (
+            [ne_d[0], ne_d[1], ne_d[2], od, n],
+            [
+                nb_d[0],
+                nb_d[1],
+                nb_d[2],
+                nb_d[3],
+                od.checked_mul(nb_d[3]).ok_or_else(big)?,
+            ],
+        );
+        taps = [a[0], a[1], a[2]];
+        (s, pad, dil) = ([p.s0, p.s1, p.s2], [p.p0, p.p1, p.p2], [p.d0, p.d1, p.d2]);
+    } else {
+        let p: Im2colParams = read_params(op_params);
+        if p.is_2d == 1 {
+            bv = (
+                [ne_b[0], ne_b[1], 1, ne_b[2], ne_b[3]],
+                [nb_b[0], nb_b[1], 0, nb_b[2], nb_b[3]],
+            );
+            dv = (
+                [ne_d[0], ne_d[1], ne_d[2], 1, ne_d[3]],
+                [nb_d[0], nb_d[1], nb_d[2], 0, nb_d[3]],
+            );
+            taps = [a[0], a[1], 1];
+            (s, pad, dil) = ([p.s0, p.s1, 1], [p.p0, p.p1, 0], [p.d0, p.d1, 1]);
+        } else {
+            bv = (
+                [ne_b[0], 1, 1, ne_b[1], ne_b[2]],
+                [nb_b[0], 0, 0, nb_b[1], nb_b[2]],
+            );
+            dv = (
+                [ne_d[0], ne_d[1], 1, 1, ne_d[2]],
+                [nb_d[0], nb_d[1], 0, 0, nb_d[2]],
+            );
+            taps = [a[0], 1, 1];
+            (s, pad, dil) = ([p.s0, 1, 1], [p.p0, 0, 0], [p.d0, 1, 1]);
+        }
+    }
+    for (desc, (ne, nb)) in [(&mut b[..], bv), (d, dv)] {
+        desc[..4].copy_from_slice(&ne[..4]);
+        desc[4..8].copy_from_slice(&nb[..4]);
+        desc[9] = ne[4];
+        desc[10] = nb[4];
+    }
+    let mut x = [0u32; 12];
+    x[..3].copy_from_slice(&taps);
+    for k in 0..3 {
+        x[3 + k] = s[k] as u32;
+        x[6 + k] = pad[k] as u32;
+        x[9 + k] = dil[k] as u32;
+    }
+    Ok(x)
+}
+
+/// The roundings of the CPU's FLASH_ATTN_EXT (`x9` of `flash_attn.wgsl`) for `n_q` query rows
+/// and K and V of types `k` and `v`: none on its tiled path (K and V both F32 or both F16, at
+/// least 64 rows: Q stays F32, the accumulator f32), else its rows path's: Q rounded to K's
+/// F16 or BF16 (1, 2) and an F16 value accumulator for F16 V (4).
+fn flash_attn_roundings(n_q: u32, k: Type, v: Type) -> u32 {
+    const TILE_ROWS: u32 = 64;
+    if k == v && matches!(k, Type::F32 | Type::F16) && n_q >= TILE_ROWS {
+        return 0;
+    }
+    let q = match k {
+        Type::F16 => 1,
+        Type::BF16 => 2,
+        _ => 0,
+    };
+    q | if v == Type::F16 { 4 } else { 0 }
 }
 
 /// Values per block of the 8-bit rounding the CPU gives MUL_MAT's activations for weights of
@@ -568,9 +799,14 @@ fn float_act_rounding(ty: Type) -> u32 {
     }
 }
 
-/// Whether `kind`'s kernel checks index operands and records faults (`fault.wgsl`).
-fn checks_indices(kind: &Kind) -> bool {
-    matches!(kind, Kind::GetRows | Kind::SetRows)
+/// The operand whose values `kind`'s kernel checks as indices, recording faults
+/// (`fault.wgsl`), if any.
+fn index_operand(kind: &Kind) -> Option<usize> {
+    match kind {
+        Kind::GetRows | Kind::SetRows => Some(1),
+        Kind::MulMatId => Some(2),
+        _ => None,
+    }
 }
 
 /// A node whose kernel checks its indices: its fault slot is the `k`-th of the graph's.
@@ -580,7 +816,9 @@ struct Checked {
     /// Its op and name, for the error.
     op: &'static str,
     name: String,
-    /// The shape of its index operand (dims 0..2), to turn a position back into coordinates.
+    /// Its index operand's slot and shape (dims 0..2, to turn a position back into
+    /// coordinates).
+    slot: usize,
     idx_ne: [u32; 3],
 }
 
@@ -612,8 +850,8 @@ impl FaultCheck {
             let at = [pos % n0, pos / n0 % n1, pos / (n0 * n1)];
             let value = (u64::from(slot[2]) << 32 | u64::from(slot[1])) as i64;
             return Err(Error::Compute(format!(
-                "{} (graph node {}, {:?}): src1 index {value} at {at:?} is outside 0..{}",
-                c.op, c.index, c.name, slot[3]
+                "{} (graph node {}, {:?}): src{} index {value} at {at:?} is outside 0..{}",
+                c.op, c.index, c.name, c.slot, slot[3]
             )));
         }
         Ok(())
@@ -654,10 +892,11 @@ fn elem_body(expr: &str, linear: bool, with_b: bool) -> String {
     } else {
         ""
     };
-    wgsl::ELEM
+    let value = wgsl::ELEM
         .replace("{A_INDEX}", a_index)
         .replace("{B}", b)
-        .replace("{EXPR}", expr)
+        .replace("{EXPR}", expr);
+    value + wgsl::PER_ELEM
 }
 
 /// Records every node of `graph` the device computes into one command buffer with one compute
@@ -670,7 +909,7 @@ pub(crate) fn record(
     let n_checked = graph
         .nodes()
         .iter()
-        .filter(|n| !n.is_empty() && kind(n).is_some_and(|k| checks_indices(&k)))
+        .filter(|n| !n.is_empty() && kind(n).is_some_and(|k| index_operand(&k).is_some()))
         .count();
     let fault_words: Vec<u8> = (0..n_checked)
         .flat_map(|_| [u32::MAX, 0, 0, 0])
@@ -705,14 +944,15 @@ pub(crate) fn record(
             continue;
         }
         let mut step = plan(gpu, graph, i, &k)?;
-        if let (true, Some(f)) = (checks_indices(&k), &faults) {
+        if let (Some(slot), Some(f)) = (index_operand(&k), &faults) {
             step.params[X_AT + 1] = checked.len() as u32;
             step.buffers.push(f);
-            let idx = n.src(1).map_or([1; 5], |b| b.ne().map(|v| v as u32));
+            let idx = n.src(slot).map_or([1; 5], |b| b.ne().map(|v| v as u32));
             checked.push(Checked {
                 index: i,
                 op: n.op().name(),
                 name: n.name(),
+                slot,
                 idx_ne: [idx[0], idx[1], idx[2]],
             });
             let mut report = step.clone();

@@ -12,14 +12,33 @@ use crate::{lock, Gpu};
 const COMMON: &str = include_str!("wgsl/common.wgsl");
 const REDUCE: &str = include_str!("wgsl/reduce.wgsl");
 pub(crate) const ELEM: &str = include_str!("wgsl/elem.wgsl");
+pub(crate) const PER_ELEM: &str = include_str!("wgsl/per_elem.wgsl");
+pub(crate) const CONCAT: &str = include_str!("wgsl/concat.wgsl");
+pub(crate) const PAD: &str = include_str!("wgsl/pad.wgsl");
+pub(crate) const IM2COL: &str = include_str!("wgsl/im2col.wgsl");
+pub(crate) const UPSCALE: &str = include_str!("wgsl/upscale.wgsl");
+pub(crate) const ARGSORT: &str = include_str!("wgsl/argsort.wgsl");
 pub(crate) const GET_ROWS: &str = include_str!("wgsl/get_rows.wgsl");
-pub(crate) const FAULT: &str = include_str!("wgsl/fault.wgsl");
+const FAULT: &str = include_str!("wgsl/fault.wgsl");
 pub(crate) const SET_ROWS: &str = include_str!("wgsl/set_rows.wgsl");
 pub(crate) const NORM: &str = include_str!("wgsl/norm.wgsl");
 pub(crate) const SOFT_MAX: &str = include_str!("wgsl/soft_max.wgsl");
 pub(crate) const ROPE: &str = include_str!("wgsl/rope.wgsl");
 pub(crate) const MUL_MAT: &str = include_str!("wgsl/mul_mat.wgsl");
 pub(crate) const FLASH_ATTN: &str = include_str!("wgsl/flash_attn.wgsl");
+pub(crate) const MUL_MAT_ID: &str = include_str!("wgsl/mul_mat_id.wgsl");
+
+/// The largest row ARGSORT sorts (`MAX_N` in `argsort.wgsl`: the row's values and indices fill
+/// WebGPU's guaranteed 16 KiB of workgroup memory).
+pub(crate) const ARGSORT_MAX: u32 = 2048;
+
+/// The index-fault part of a kernel (`fault.wgsl`) whose index operand is operand `slot` (0 is
+/// `a`) of `n_operands`: its fault slots are bound after the operands.
+pub(crate) fn fault(slot: usize, n_operands: usize) -> String {
+    FAULT
+        .replace("{FB}", &(n_operands + 2).to_string())
+        .replace('§', OPERANDS[slot])
+}
 
 /// The operands' binding names, in binding order after the result's.
 pub(crate) const OPERANDS: [&str; 5] = ["a", "b", "c", "e", "f"];
@@ -42,7 +61,8 @@ pub(crate) fn loadable(ty: Type) -> bool {
     loader_body(ty).is_some() && !matches!(ty, Type::I32 | Type::I64)
 }
 
-/// Whether the store function can write `ty`.
+/// Whether the store function can write `ty` as a value (I32 results are indices, stored only
+/// by the kernels that make them).
 pub(crate) fn storable(ty: Type) -> bool {
     matches!(ty, Type::F32 | Type::F16 | Type::BF16)
 }
@@ -185,6 +205,13 @@ fn st(o: u32, v: f32) {
         .to_string(),
         Type::F16 => half("f32_f16"),
         Type::BF16 => half("f32_bf16"),
+        // An index (exact below 2^24, which the kernels storing I32 stay under).
+        Type::I32 => "@group(0) @binding(1) var<storage, read_write> d: array<u32>;
+fn st(o: u32, v: f32) {
+    d[o >> 2u] = bitcast<u32>(i32(v));
+}
+"
+        .to_string(),
         _ => {
             return Err(Error::unsupported(format!(
                 "wgpu kernels cannot store {ty}"

@@ -9,6 +9,7 @@ use ggml_conformance::{cases, rng::DEFAULT_SEED, Metric, Status, Summary, Target
 /// Families the device has kernels for.
 const FAMILIES: &[&str] = &[
     "binary", "unary", "glu", "copy", "norm", "softmax", "rope", "rows", "set_rows", "matmul",
+    "arith", "moe", "sort", "conv", "pool",
 ];
 
 #[test]

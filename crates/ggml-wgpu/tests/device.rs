@@ -38,6 +38,42 @@ fn each_adapter_is_a_registered_device_with_device_memory() {
 }
 
 #[test]
+fn the_device_reports_its_memory_and_what_its_buffers_take_of_it() {
+    let Some(dev) = common::device() else {
+        return;
+    };
+    let (free, total) = dev.memory();
+    let backend = dev.features().into_iter().find(|(k, _)| k == "BACKEND");
+    let backend = backend.map(|(_, v)| v).unwrap_or_default();
+    eprintln!("{} ({backend}): {free} free of {total}", dev.name());
+    if backend != "Vulkan" {
+        // No memory query outside Vulkan: unknown.
+        assert_eq!((free, total), (0, 0));
+        return;
+    }
+    assert!(total > 0 && free <= total, "{free} free of {total}");
+    let buft = dev.buffer_type();
+    let size = (64usize << 20).min(buft.get_max_size());
+    let buf = buft.alloc_buffer(size).unwrap();
+    let (held, total_held) = dev.memory();
+    // Other tests allocate small buffers on the same device meanwhile.
+    const SLACK: usize = 1 << 20;
+    let source = dev.features().into_iter().find(|(k, _)| k == "MEMORY");
+    eprintln!("with a buffer of {size}: {held} free ({source:?})");
+    assert_eq!(total_held, total);
+    assert!(
+        held + size <= free + SLACK,
+        "{held} free with {size} allocated, {free} before"
+    );
+    drop(buf);
+    let (after, _) = dev.memory();
+    assert!(
+        after + SLACK >= held + size,
+        "{after} free after the buffer, {held} with it"
+    );
+}
+
+#[test]
 fn bytes_round_trip_at_any_offset_and_length() {
     let Some(dev) = common::device() else {
         return;

@@ -62,6 +62,10 @@ fn opf(k: u32) -> f32 {
     return bitcast<f32>(p.op[k >> 2u][k & 3u]);
 }
 
+fn opi(k: u32) -> i32 {
+    return bitcast<i32>(p.op[k >> 2u][k & 3u]);
+}
+
 fn xu(k: u32) -> u32 {
     return p.x[k >> 2u][k & 3u];
 }
@@ -155,6 +159,15 @@ fn erf_(x: f32) -> f32 {
 
 fn gelu_erf_(x: f32) -> f32 {
     return 0.5 * x * (1.0 + erf_(x * 0.7071067811865476));
+}
+
+// exp(x) - 1 without the cancellation near 0 (a Taylor polynomial there, to about 1e-12
+// relative).
+fn expm1_(x: f32) -> f32 {
+    if (abs(x) < 1e-2) {
+        return x * (1.0 + x * (0.5 + x * (0.16666666666666666 + x * 0.041666666666666664)));
+    }
+    return exp(x) - 1.0;
 }
 
 // Rounds half away from zero (C's roundf).

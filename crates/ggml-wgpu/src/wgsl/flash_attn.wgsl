@@ -3,12 +3,34 @@
 // invocation keeping the output elements j ≡ lid (mod 64). q = a, k = b, v = c, mask = e
 // (x1 = present), sinks = f (x2 = present); x0 = rows, x6 = heads per K head, x7 = per V head,
 // x8 = the scale applied to q·k (scale / softcap with a softcap); op_params[2] = logit_softcap.
+// x9 = the roundings of the CPU's rows path (GGML's `one_chunk`: fewer than 64 query rows, or
+// K and V not both F32 or both F16): bit 0 q rounded to F16 (F16 K), bit 1 to BF16 (BF16 K),
+// bit 2 the value accumulator F16 (F16 V: each scaling and each multiply-add rounded to F16).
+// The updates are the CPU's: on a new maximum the accumulator is scaled first, then the value
+// row added by fused multiply-adds, and S = fma(S, ms, vs).
 
 const MAX_D: u32 = 512u;
 const SKIP: f32 = -3.0e38;
 
 var<workgroup> qs: array<f32, 512>;
 var<workgroup> sc: array<f32, 64>;
+
+fn round_q(v: f32) -> f32 {
+    if ((xu(9u) & 1u) != 0u) {
+        return f16_f32(f32_f16(v));
+    }
+    if ((xu(9u) & 2u) != 0u) {
+        return bitcast<f32>(f32_bf16(v) << 16u);
+    }
+    return v;
+}
+
+fn round_acc(v: f32) -> f32 {
+    if ((xu(9u) & 4u) != 0u) {
+        return f16_f32(f32_f16(v));
+    }
+    return v;
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -27,7 +49,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let n_kv = p.b.ne.y;
     let rq = p.a.off + iq1 * p.a.nb.y + iq2 * p.a.nb.z + iq3 * p.a.nb.w;
     for (var i = lid; i < dk; i = i + 64u) {
-        qs[i] = ld_a(rq, i);
+        qs[i] = round_q(ld_a(rq, i));
     }
     workgroupBarrier();
     let slope = alibi(iq2);
@@ -70,7 +92,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
             var ms = 1.0;
             var vs = 1.0;
-            if (sv > big_m) {
+            let grows = sv > big_m;
+            if (grows) {
                 ms = exp(big_m - sv);
                 big_m = sv;
             } else {
@@ -80,10 +103,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var t = 0u; t < 8u; t = t + 1u) {
                 let j = lid + 64u * t;
                 if (j < dv) {
-                    acc[t] = acc[t] * ms + ld_c(vr, j) * vs;
+                    var a = acc[t];
+                    if (grows) {
+                        a = round_acc(a * ms);
+                    }
+                    acc[t] = round_acc(fma(ld_c(vr, j), vs, a));
                 }
             }
-            big_s = big_s * ms + vs;
+            big_s = fma(big_s, ms, vs);
         }
         workgroupBarrier();
     }
@@ -99,7 +126,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var t = 0u; t < 8u; t = t + 1u) {
             acc[t] = acc[t] * ms;
         }
-        big_s = big_s * ms + vs;
+        big_s = fma(big_s, ms, vs);
     }
     var inv = 0.0;
     if (big_s != 0.0) {

@@ -3,7 +3,7 @@
 //! GGML's `ggml_float`.
 
 use super::vec::wide_fn;
-use super::{is_float, ld, sum_f64, unsupported, KernelFn, NodePtrs, Params};
+use super::{is_float, ld, st, sum_f64, sums_f64, unsupported, KernelFn, NodePtrs, Params};
 use super::{operand, Planned};
 use crate::error::Result;
 use crate::ops::{GroupNormParams, NormParams};
@@ -17,39 +17,75 @@ pub(super) fn plan(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
     Ok(Planned::new(kernel, t.ne()[0] as usize * 4))
 }
 
-wide_fn!(
-    /// [`per_row_body`] compiled for the CPU's ISA path.
-    fn per_row<F: Fn(&mut [f32])>(n: &NodePtrs, p: &Params, f: F) = per_row_body
-);
-
-/// Applies `f` to every row of `a` (loaded as f32 into the thread's scratch, so in-place
-/// results never overwrite what is still to be read) and stores the row into `dst`.
+/// Each of this thread's rows: `stats(row, row indices)` (read only), then every element
+/// replaced by `apply(&stats, x, i)`. Packed F32 rows are read and written where they are;
+/// other layouts go through the thread's f32 scratch row (so in-place results never
+/// overwrite what is still to be read).
 #[inline(always)]
-fn per_row_body(n: &NodePtrs, p: &Params, f: impl Fn(&mut [f32])) {
+fn per_row<S>(
+    n: &NodePtrs,
+    p: &Params,
+    stats: impl Fn(&[f32], [usize; MAX_DIMS - 1]) -> S,
+    apply: impl Fn(&S, f32, usize) -> f32,
+) {
     let (d, a) = (&n.dst, &n.src[0]);
+    let ne0 = a.ne[0] as usize;
+    let fast = a.f32_rows() && d.f32_rows();
     // SAFETY: the plan sized each thread's scratch for ne0 f32 values.
-    let buf = unsafe { p.scratch_f32(a.ne[0] as usize) };
-    for r in p.range(a.nrows()) {
-        let idx = a.unravel_row(r);
-        // SAFETY: rows of their tensors with ne0 elements; the scratch is private.
-        unsafe { a.read_row(a.row(idx), buf) };
-        f(buf);
-        // SAFETY: as above.
-        unsafe { d.write_row(d.row(idx), buf) };
+    let buf = if fast { &mut [][..] } else { unsafe { p.scratch_f32(ne0) } };
+    let rows = p.range(a.nrows());
+    let mut idx = a.unravel_row(rows.start);
+    for _ in rows {
+        let (arow, drow) = (a.row(idx), d.row(idx));
+        if fast {
+            // SAFETY: packed F32 rows of ne0 values; the shared view of a's row ends before
+            // dst (which may be a's memory) is written, each element after it is read.
+            unsafe {
+                let s = stats(std::slice::from_raw_parts(arow as *const f32, ne0), idx);
+                for i in 0..ne0 {
+                    st(drow, i, apply(&s, ld(arow, i), i));
+                }
+            }
+        } else {
+            // SAFETY: rows of their tensors with ne0 elements; the scratch is private.
+            unsafe { a.read_row(arow, buf) };
+            let s = stats(buf, idx);
+            for (i, v) in buf.iter_mut().enumerate() {
+                *v = apply(&s, *v, i);
+            }
+            // SAFETY: as above.
+            unsafe { d.write_row(drow, buf) };
+        }
+        a.next_row(&mut idx);
     }
 }
 
-/// `(x − mean)/√(var + eps)`; the statistics accumulate in f64 (GGML's `ggml_float`).
+/// NORM, `(x − mean)/√(var + eps)`: the mean and variance from one pass of f64 sums
+/// (GGML's `ggml_float`) of `x − x₀` and its square (shifting by the row's first value keeps
+/// `E[(x − x₀)²] − E[x − x₀]²` from cancelling catastrophically when the mean is large
+/// against the spread), each result in f64 rounded once.
 pub(super) unsafe fn norm(n: &NodePtrs, p: &Params) {
+    norm_wide(n, p)
+}
+
+wide_fn!(
+    /// [`norm_rows`] compiled for the CPU's ISA path.
+    fn norm_wide(n: &NodePtrs, p: &Params) = norm_rows
+);
+
+#[inline(always)]
+fn norm_rows(n: &NodePtrs, p: &Params) {
     let eps = n.params::<NormParams>().eps as f64;
-    per_row(n, p, |x| {
+    let stats = |x: &[f32], _| {
         let len = x.len() as f64;
-        let mean = sum_f64(x, |v| v) / len;
-        let var = sum_f64(x, |v| (v - mean) * (v - mean)) / len;
-        let scale = 1.0 / (var + eps).sqrt();
-        for v in x.iter_mut() {
-            *v = ((*v as f64 - mean) * scale) as f32;
-        }
+        let k = x.first().map_or(0.0, |&v| v as f64);
+        let [s, sq] = sums_f64(x, |v| [v - k, (v - k) * (v - k)]);
+        let m = s / len;
+        let var = (sq / len - m * m).max(0.0);
+        (k + m, 1.0 / (var + eps).sqrt())
+    };
+    per_row(n, p, stats, |&(mean, scale), v, _| {
+        ((v as f64 - mean) * scale) as f32
     })
 }
 
@@ -63,13 +99,18 @@ fn rms_scale(x: &[f32], eps: f64) -> f32 {
 
 /// `x/√(mean(x²) + eps)`.
 pub(super) unsafe fn rms_norm(n: &NodePtrs, p: &Params) {
+    rms_norm_wide(n, p)
+}
+
+wide_fn!(
+    /// [`rms_norm_rows`] compiled for the CPU's ISA path.
+    fn rms_norm_wide(n: &NodePtrs, p: &Params) = rms_norm_rows
+);
+
+#[inline(always)]
+fn rms_norm_rows(n: &NodePtrs, p: &Params) {
     let eps = n.params::<NormParams>().eps as f64;
-    per_row(n, p, |x| {
-        let scale = rms_scale(x, eps);
-        for v in x.iter_mut() {
-            *v *= scale;
-        }
-    })
+    per_row(n, p, |x, _| rms_scale(x, eps), |&s, v, _| v * s)
 }
 
 /// RMS_NORM followed by MUL, fused (see [`crate::cpu::fusion`]): `dst = (x·scale)·w`, where
@@ -88,39 +129,31 @@ wide_fn!(
 #[inline(always)]
 fn rms_norm_mul_rows(n: &NodePtrs, p: &Params) {
     let eps = n.params::<NormParams>().eps as f64;
-    let (d, a, w) = (&n.dst, &n.src[0], &n.src[1]);
-    let ne0 = a.ne[0] as usize;
-    {
-        // SAFETY: the plan sized each thread's scratch for ne0 f32 values.
-        let buf = unsafe { p.scratch_f32(ne0) };
-        for r in p.range(a.nrows()) {
-            let idx = a.unravel_row(r);
-            let widx: [usize; MAX_DIMS - 1] =
-                std::array::from_fn(|k| idx[k] % w.ne[k + 1] as usize);
-            // SAFETY: rows of their tensors with ne0 elements (w's rows too: the fusion pass
-            // checked); buf is private scratch, so dst may be any operand's memory.
-            unsafe {
-                a.read_row(a.row(idx), buf);
-                let scale = rms_scale(buf, eps);
-                let wrow = w.row(widx);
-                for (i, v) in buf.iter_mut().enumerate() {
-                    *v = (*v * scale) * ld(wrow, i);
-                }
-                d.write_row(d.row(idx), buf);
-            }
-        }
-    }
+    let w = &n.src[1];
+    let stats = |x: &[f32], idx: [usize; MAX_DIMS - 1]| {
+        let widx: [usize; MAX_DIMS - 1] = std::array::from_fn(|k| idx[k] % w.ne[k + 1] as usize);
+        (rms_scale(x, eps), w.row(widx))
+    };
+    // SAFETY: w's rows are packed F32 rows of ne0 values (the fusion pass checked) and
+    // `widx` is within w's shape.
+    per_row(n, p, stats, |&(s, wrow), v, i| (v * s) * unsafe { ld(wrow, i) })
 }
 
 /// `x / max(‖x‖₂, eps)`.
 pub(super) unsafe fn l2_norm(n: &NodePtrs, p: &Params) {
+    l2_norm_wide(n, p)
+}
+
+wide_fn!(
+    /// [`l2_norm_rows`] compiled for the CPU's ISA path.
+    fn l2_norm_wide(n: &NodePtrs, p: &Params) = l2_norm_rows
+);
+
+#[inline(always)]
+fn l2_norm_rows(n: &NodePtrs, p: &Params) {
     let eps = n.params::<NormParams>().eps;
-    per_row(n, p, |x| {
-        let scale = 1.0 / (sum_f64(x, |v| v * v).sqrt() as f32).max(eps);
-        for v in x.iter_mut() {
-            *v *= scale;
-        }
-    })
+    let stats = |x: &[f32], _| 1.0 / (sum_f64(x, |v| v * v).sqrt() as f32).max(eps);
+    per_row(n, p, stats, |&s, v, _| v * s)
 }
 
 /// GROUP_NORM on float tensors, no scratch (each group is read twice, then written).

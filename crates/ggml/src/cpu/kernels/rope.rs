@@ -2,6 +2,7 @@
 //! GGML's recurrences (the angle of pair `i + 1` is that of pair `i` times
 //! `freq_base^(−2/n_dims)`), YaRN's ramp and the optional frequency factors.
 
+use super::vec::wide_fn;
 use super::{operand, unsupported, NodePtrs, Params, Planned, TensorPtr};
 use crate::error::Result;
 use crate::ops::{rope_yarn_corr_dims, RopeParams, ROPE_TYPE_IMROPE, ROPE_TYPE_MROPE};
@@ -135,18 +136,50 @@ unsafe fn fill_cache(
     }
 }
 
-/// Rotates `x[i]` with `x[i + stride]` for the pairs starting at `firsts`, by the cache's
-/// `(cos, sin)` pairs in order.
-fn rotate(x: &mut [f32], firsts: impl Iterator<Item = usize>, stride: usize, cache: &[f32]) {
-    for (i, cs) in firsts.zip(cache.chunks_exact(2)) {
-        let (x0, x1) = (x[i], x[i + stride]);
-        x[i] = x0 * cs[0] - x1 * cs[1];
-        x[i + stride] = x0 * cs[1] + x1 * cs[0];
+/// Rotates the interleaved pairs `(x[2i], x[2i + 1])` of `x` by the cache's `(cos, sin)`
+/// pairs in order (NORMAL mode): both slices are walked in whole pairs, so the loop vectorises
+/// (pairs de-interleaved by shuffles).
+#[inline(always)]
+fn rotate_interleaved(x: &mut [f32], cache: &[f32]) {
+    let n = x.len().min(cache.len()) / 2 * 2;
+    let (x, cache) = (&mut x[..n], &cache[..n]);
+    for (xp, cs) in x.chunks_exact_mut(2).zip(cache.chunks_exact(2)) {
+        let (x0, x1) = (xp[0], xp[1]);
+        xp[0] = x0 * cs[0] - x1 * cs[1];
+        xp[1] = x0 * cs[1] + x1 * cs[0];
+    }
+}
+
+/// Rotates `x[i]` with `x[i + stride]` for `i` in `0..pairs` by the cache's `(cos, sin)`
+/// pairs in order (NEOX, MROPE and VISION modes): the two halves as separate slices, so the
+/// loop vectorises.
+#[inline(always)]
+fn rotate_split(x: &mut [f32], pairs: usize, stride: usize, cache: &[f32]) {
+    let (lo, hi) = x.split_at_mut(stride);
+    let n = pairs.min(lo.len()).min(hi.len()).min(cache.len() / 2);
+    let (lo, hi, cache) = (&mut lo[..n], &mut hi[..n], &cache[..2 * n]);
+    for ((a, b), cs) in lo.iter_mut().zip(hi.iter_mut()).zip(cache.chunks_exact(2)) {
+        let (x0, x1) = (*a, *b);
+        *a = x0 * cs[0] - x1 * cs[1];
+        *b = x0 * cs[1] + x1 * cs[0];
     }
 }
 
 /// ROPE over this thread's rows (dimensions 1..5 of a, positions indexed by dimension 2).
 pub(super) unsafe fn rope(n: &NodePtrs, p: &Params) {
+    rope_wide(n, p)
+}
+
+wide_fn!(
+    /// [`rope_rows`] compiled for the CPU's ISA path.
+    fn rope_wide(n: &NodePtrs, p: &Params) = rope_rows
+);
+
+/// Each row is loaded as f32 into scratch (F16 rows converted), rotated there and stored; the
+/// cos/sin cache is filled once per token (dimension 2), as GGML does, and shared by the
+/// token's heads.
+#[inline(always)]
+fn rope_rows(n: &NodePtrs, p: &Params) {
     let prm: RopeParams = n.params();
     let (d, a, b, c) = (&n.dst, &n.src[0], &n.src[1], &n.src[2]);
     let ne0 = a.ne[0] as usize;
@@ -173,9 +206,10 @@ pub(super) unsafe fn rope(n: &NodePtrs, p: &Params) {
     let scratch = unsafe { p.scratch_f32(ne0 + ne0.next_multiple_of(2)) };
     let (buf, rest) = scratch.split_at_mut(ne0);
     let cache = &mut rest[..2 * pairs];
+    let rows = p.range(a.nrows());
+    let mut idx = a.unravel_row(rows.start);
     let mut last_i2 = usize::MAX;
-    for r in p.range(a.nrows()) {
-        let idx = a.unravel_row(r);
+    for _ in rows {
         if idx[1] != last_i2 {
             // SAFETY: the shape rule sized b (positions per token) and c (factors per pair).
             unsafe { fill_cache(&prm, &ang, b, c, idx[1], ne2, cache) };
@@ -186,11 +220,12 @@ pub(super) unsafe fn rope(n: &NodePtrs, p: &Params) {
         unsafe { a.read_row(a.row(idx), buf) };
         let x = &mut buf[n_offs..];
         match prm.mode {
-            ROPE_TYPE_NORMAL => rotate(x, (0..n_dims).step_by(2), 1, cache),
-            _ if vision => rotate(x, 0..pairs, n_dims, cache),
-            _ => rotate(x, 0..pairs, n_dims / 2, cache),
+            ROPE_TYPE_NORMAL => rotate_interleaved(&mut x[..n_dims], cache),
+            _ if vision => rotate_split(x, pairs, n_dims, cache),
+            _ => rotate_split(x, pairs, n_dims / 2, cache),
         }
         // SAFETY: as above; buf is scratch, not the result's memory.
         unsafe { d.write_row(d.row(idx), buf) };
+        a.next_row(&mut idx);
     }
 }

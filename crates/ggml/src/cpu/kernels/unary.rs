@@ -37,10 +37,10 @@ pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
         ($($op:ident),*) => {
             match UnaryOp::from_i32(t.op_params()[0]) {
                 $(Some(UnaryOp::$op) => plan(t, |n, p| map(n, p, |x| UnaryOp::$op.eval(x))),)*
-                Some(UnaryOp::Sigmoid) => plan(t, |n, p| map(n, p, vec::sigmoid)),
+                Some(UnaryOp::Sigmoid) => plan(t, act::<true>),
                 Some(UnaryOp::Gelu) => plan(t, |n, p| map(n, p, vec::gelu)),
                 Some(UnaryOp::GeluQuick) => plan(t, |n, p| map(n, p, vec::gelu_quick)),
-                Some(UnaryOp::Silu) => plan(t, |n, p| map(n, p, vec::silu)),
+                Some(UnaryOp::Silu) => plan(t, act::<false>),
                 Some(UnaryOp::Xielu) => plan(t, xielu),
                 None => Err(unsupported(t)),
             }
@@ -65,6 +65,26 @@ pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
         Round,
         Trunc
     )
+}
+
+/// SIGMOID (`SIGMOID`) or SILU: packed F32 rows through [`vec::act_row`] (the SIMD exp), any
+/// other layout element by element.
+unsafe fn act<const SIGMOID: bool>(n: &NodePtrs, p: &Params) {
+    let (d, a) = (&n.dst, &n.src[0]);
+    if !(d.f32_rows() && a.f32_rows()) {
+        return map(n, p, if SIGMOID { vec::sigmoid } else { vec::silu });
+    }
+    let ne0 = d.ne[0] as usize;
+    let rows = p.range(d.nrows());
+    let mut idx = d.unravel_row(rows.start);
+    for _ in rows {
+        // SAFETY: packed F32 rows of ne0 values; dst is a's memory exactly or none of it.
+        unsafe {
+            let (x, y) = (a.row(idx) as *const f32, d.row(idx) as *mut f32);
+            vec::act_row::<SIGMOID, false>(x, x, y, ne0);
+        }
+        d.next_row(&mut idx);
+    }
 }
 
 /// XIELU with the constants of [`UnaryParams`] (as GGML stores them): `αₚ·x² + β·x` for

@@ -35,18 +35,17 @@ unsafe fn swiglu(n: &NodePtrs, p: &Params) {
     if !(d.f32_rows() && a.f32_rows() && gt.f32_rows()) {
         return gated(n, p, |x, g| vec::silu(x) * g);
     }
-    let nc = d.ne[0] as usize;
-    let rows = p.range(d.nrows());
-    let mut idx = d.unravel_row(rows.start);
-    for _ in rows {
-        // SAFETY: packed F32 rows; x and g are nc values from xo / go within their rows (as
-        // in `gated_rows`); dst is either operand's memory exactly or none of it.
+    for (r, span) in p.row_pieces(d.nrows(), d.ne[0] as usize) {
+        let idx = d.unravel_row(r);
+        // SAFETY: packed F32 rows; x and g are the span of the ne0 values from xo / go
+        // within their rows (as in `gated_rows`); dst is either operand's memory exactly or
+        // none of it.
         unsafe {
-            let x = (a.row(idx) as *const f32).add(xo);
-            let g = (gt.row(idx) as *const f32).add(go);
-            vec::act_row::<false, true>(x, g, d.row(idx) as *mut f32, nc);
+            let x = (a.row(idx) as *const f32).add(xo + span.start);
+            let g = (gt.row(idx) as *const f32).add(go + span.start);
+            let y = (d.row(idx) as *mut f32).add(span.start);
+            vec::act_row::<false, true>(x, g, y, span.len());
         }
-        d.next_row(&mut idx);
     }
 }
 

@@ -648,6 +648,33 @@ impl<'a> Params<'a> {
         });
     }
 
+    /// The pieces of `rows` rows of `len` elements this thread computes, as `(row, elements)`,
+    /// claimed in chunks ([`Params::claim`]), so a thread that starts late or loses its core
+    /// does fewer instead of holding the others: whole rows, about [`CHUNKS_PER_THREAD`]
+    /// chunks per thread, where there are at least [`ROWS_PER_THREAD`] rows per thread;
+    /// otherwise each row cut into segments of [`SEGMENT`] elements, so a few long rows (or
+    /// one) are shared too. Which thread gets which piece varies from run to run.
+    pub fn row_pieces(
+        &self,
+        rows: usize,
+        len: usize,
+    ) -> impl Iterator<Item = (usize, Range<usize>)> + '_ {
+        let segs = if rows >= ROWS_PER_THREAD * self.nth {
+            1
+        } else {
+            len.div_ceil(SEGMENT).max(1)
+        };
+        let seg_len = if segs == 1 { len } else { SEGMENT };
+        let units = rows * segs;
+        let per_chunk = (units / (self.nth * CHUNKS_PER_THREAD)).max(1);
+        self.chunks(units.div_ceil(per_chunk)).flat_map(move |c| {
+            (c * per_chunk..((c + 1) * per_chunk).min(units)).map(move |u| {
+                let s = u % segs;
+                (u / segs, s * seg_len..((s + 1) * seg_len).min(len))
+            })
+        })
+    }
+
     /// This thread's part of `0..n` (contiguous, balanced).
     pub fn range(&self, n: usize) -> Range<usize> {
         let per = n.div_ceil(self.nth);
@@ -672,6 +699,13 @@ impl<'a> Params<'a> {
         unsafe { std::slice::from_raw_parts_mut(self.wdata as *mut f32, len) }
     }
 }
+
+/// [`Params::row_pieces`]: rows per thread below which rows are cut into segments.
+const ROWS_PER_THREAD: usize = 4;
+/// [`Params::row_pieces`]: elements per segment of a cut row (32 KiB of f32).
+const SEGMENT: usize = 8192;
+/// [`Params::row_pieces`]: chunks per thread to claim.
+const CHUNKS_PER_THREAD: usize = 8;
 
 /// A kernel: computes this thread's share of a node.
 ///

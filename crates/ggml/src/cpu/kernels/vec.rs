@@ -397,8 +397,9 @@ mod tests {
     /// Every path of [`act_row`] (the portable loop, and the AVX2 and AVX-512 FMA exp where
     /// this CPU has them) against SiLU, sigmoid and SwiGLU in f64 over [−100, 100] (a length
     /// that is not a whole number of vectors, so the masked tails are checked too): within
-    /// 4e-7 relative (2.4e-7 measured on AVX-512 and AVX2, 2.1e-7 portable) or 1e-38 absolute;
-    /// the limits and NaN exact.
+    /// 4e-7 relative (measured: 2.2e-7 on AVX-512 and AVX2, 1.5e-7 portable) or 1e-36 absolute
+    /// (SiLU below −88.7, where `1 + e^−x` overflows on every
+    /// path, is −0 for at most 5e-37); the limits and NaN exact.
     #[test]
     fn act_rows_match_f64_on_every_path() {
         type Row = unsafe fn(*const f32, *const f32, *mut f32, usize);
@@ -466,11 +467,11 @@ mod tests {
                         continue;
                     }
                     let err = (got - want).abs();
-                    if err > 1e-38 {
+                    if err > 1e-36 {
                         worst = worst.max(err / want.abs());
                     }
                     assert!(
-                        err <= 4e-7 * want.abs() || err <= 1e-38,
+                        err <= 4e-7 * want.abs() || err <= 1e-36,
                         "{name} {k}: f({xi}) = {got}, want {want}"
                     );
                 }

@@ -204,6 +204,9 @@ unsafe fn rotate_split(src: *const f32, dst: *mut f32, stride: usize, cos: &[f32
 }
 
 #[cfg(target_arch = "x86_64")]
+// AVX-512 target features and intrinsics are stable since Rust 1.89, so these paths need 1.89
+// while the workspace still declares 1.85 (as gemm's and quant_dot's AVX-512 paths).
+#[allow(clippy::incompatible_msrv)]
 mod x86 {
     //! The rotations 16 or 8 values at a time; each returns how many pairs it did (whole
     //! vectors), the caller does the rest. Safety, for all: as the caller's, and the CPU has

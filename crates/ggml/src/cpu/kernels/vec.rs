@@ -105,6 +105,9 @@ unsafe fn convert_row<const TO_F16: bool>(src: *const u8, dst: *mut u8, n: usize
 }
 
 #[cfg(target_arch = "x86_64")]
+// AVX-512 target features and intrinsics are stable since Rust 1.89, so these paths need 1.89
+// while the workspace still declares 1.85 (as gemm's and quant_dot's AVX-512 paths).
+#[allow(clippy::incompatible_msrv)]
 mod x86 {
     use std::arch::x86_64::*;
 
@@ -146,7 +149,7 @@ mod x86 {
     /// log2(e), and ln 2 in two parts (`LN2_HI` the f32 nearest ln 2, `LN2_LO` the rest), so
     /// that `x − n·ln 2` by two FMAs is exact enough for |n| ≤ 150.
     const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_147_2;
+    const LN2_HI: f32 = std::f32::consts::LN_2;
     const LN2_LO: f32 = -1.904_654_3e-9;
     /// The arguments are clamped to `[LO, HI]`: e^HI overflows to +∞ and e^LO rounds to 0,
     /// and the clamp keeps ±∞ from making `x − n·ln 2` a NaN (NaN passes through).

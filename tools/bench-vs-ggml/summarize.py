@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Prints the Markdown table of a tools/bench-vs-ggml/run.sh log: per case and thread count,
 ggml-rs's and GGML's rate (the median over the repetitions of each repetition's best run,
-with the lowest and highest in brackets) and the ratio of the two medians.
+with the lowest and highest in brackets) and the ratio of the two medians. For a MODE=bw log
+also each case's ggml-rs rate as a fraction of the STREAM-like line of as many arrays
+(`stream triad` for the ops of two operands, `stream scale` for the rest).
 
     summarize.py LOG
 """
@@ -15,6 +17,9 @@ from collections import defaultdict
 
 LINE = re.compile(r"^(GGML )?mul_mat (\S+) weights\s+M=(\d+) K=(\d+) N=(\d+)\s+(\d+)\s+"
                   r"[\d.]+ ms\s+([\d.]+) GFLOP/s\s+([\d.]+) GFLOP/s")
+BW = re.compile(r"^(GGML )?((?:bw|stream) .+?)\s+(\d+)\s+[\d.]+ ms\s+([\d.]+) GB/s\s+([\d.]+) GB/s")
+# The bw cases that stream three arrays (two operands and the result), as the triad does.
+THREE = ("bw add", "bw mul", "bw geglu", "bw swiglu", "bw soft_max")
 
 
 def main() -> int:
@@ -23,8 +28,17 @@ def main() -> int:
         return 2
     rates: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     order: list[tuple] = []
+    bw: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    bw_order: list[tuple] = []
     with open(sys.argv[1], encoding="utf-8") as f:
         for line in f:
+            b = BW.match(line.strip())
+            if b:
+                key = (b.group(2), int(b.group(3)))
+                if key not in bw_order:
+                    bw_order.append(key)
+                bw[key]["ggml" if b.group(1) else "ours"].append(float(b.group(5)))
+                continue
             m = LINE.match(line.strip())
             if not m:
                 continue
@@ -39,6 +53,9 @@ def main() -> int:
             return "–"
         return f"{statistics.median(v):.1f} [{min(v):.1f}–{max(v):.1f}]"
 
+    if bw_order:
+        print_bw(bw, bw_order, cell)
+        return 0
     print("| weights | m × k × n | threads | ggml-rs GFLOP/s | GGML GFLOP/s | ratio |")
     print("|---|---|---|---|---|---|")
     for key in order:
@@ -48,6 +65,26 @@ def main() -> int:
                  if ours and ggml else "–")
         print(f"| {ty} | {m}×{k}×{n} | {th} | {cell(ours)} | {cell(ggml)} | {ratio} |")
     return 0
+
+
+def print_bw(bw, order, cell) -> None:
+    """The MODE=bw table (see the module's description)."""
+    def med(key, who):
+        v = bw.get(key, {}).get(who)
+        return statistics.median(v) if v else None
+
+    print("| case | threads | ggml-rs GB/s | GGML GB/s | ours / GGML | ours / stream |")
+    print("|---|---|---|---|---|---|")
+    for key in order:
+        name, th = key
+        ours, ggml = med(key, "ours"), med(key, "ggml")
+        kind = "triad" if name.startswith(THREE) else "scale"
+        stream = med((f"stream {kind} [4096, 512]", th), "ours")
+        ratio = f"{ours / ggml:.2f}" if ours and ggml else "–"
+        frac = (f"{ours / stream:.2f} ({kind})"
+                if ours and stream and not name.startswith("stream") else "–")
+        print(f"| {name} | {th} | {cell(bw[key]['ours'])} | {cell(bw[key]['ggml'])} | {ratio} "
+              f"| {frac} |")
 
 
 if __name__ == "__main__":

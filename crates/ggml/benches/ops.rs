@@ -3,7 +3,8 @@
 //! lines named `bw …`, on [4096, 512] F32 tensors, beyond L2; the same cases as
 //! `tools/bench-vs-ggml/ggml_bw_ops.py` times in GGML), with 1 and 2 threads. Run with
 //! `cargo bench -p ggml --bench ops` (optionally `-- <filter>...` to run the lines containing
-//! any of the filters).
+//! any of the filters). The `stream …` lines are STREAM-like loops (no graph), the yardstick
+//! for the `bw` lines: what one and two cores can stream here.
 //! Timing lives here, never in a test.
 
 mod common;
@@ -281,6 +282,84 @@ fn lines() -> Vec<Line> {
     v
 }
 
+/// One STREAM-like kernel over arrays of [`STREAM_N`] f32 (8 MiB, as the `bw` cases' [4096,
+/// 512]): `a = s·b` ("scale", 8 bytes per element moved, the shape of the unary `bw` lines)
+/// or `a = b + s·c` ("triad", 12 bytes, the binary ones); plain loops with ordinary stores, as
+/// the kernels do.
+#[derive(Clone, Copy)]
+enum Stream {
+    Scale,
+    Triad,
+}
+
+const STREAM_N: usize = 4096 * 512;
+
+/// `reps` runs of `kind` on `nt` threads, each taking a contiguous part of every array, with
+/// a barrier before and after each run; the seconds of each run (barrier to barrier).
+fn stream_runs(
+    kind: Stream,
+    nt: usize,
+    reps: usize,
+    a: &mut [f32],
+    b: &[f32],
+    c: &[f32],
+) -> Vec<f64> {
+    let per = a.len().div_ceil(nt);
+    let barrier = std::sync::Barrier::new(nt);
+    let times = std::sync::Mutex::new(Vec::with_capacity(reps));
+    std::thread::scope(|s| {
+        for (t, a) in a.chunks_mut(per).enumerate() {
+            let (b, c) = (&b[t * per..][..a.len()], &c[t * per..][..a.len()]);
+            let (barrier, times) = (&barrier, &times);
+            s.spawn(move || {
+                for _ in 0..reps {
+                    barrier.wait();
+                    let t0 = std::time::Instant::now();
+                    match kind {
+                        Stream::Scale => a.iter_mut().zip(b).for_each(|(a, &b)| *a = 0.5 * b),
+                        Stream::Triad => {
+                            for ((a, &b), &c) in a.iter_mut().zip(b).zip(c) {
+                                *a = b + 0.5 * c;
+                            }
+                        }
+                    }
+                    barrier.wait();
+                    if t == 0 {
+                        times.lock().unwrap().push(t0.elapsed().as_secs_f64());
+                    }
+                }
+            });
+        }
+    });
+    times.into_inner().unwrap()
+}
+
+/// Prints the STREAM-like lines (`stream scale`, `stream triad`) at 1 and 2 threads: what the
+/// cores can stream here, the yardstick for the `bw` lines. Timed as the other lines: a
+/// warm-up, then runs for at least [`TARGET`]; median and best.
+fn stream_lines(filters: &[String]) {
+    let b: Vec<f32> = (0..STREAM_N).map(|i| (i % 2003) as f32).collect();
+    let (c, mut a) = (b.clone(), vec![0f32; STREAM_N]);
+    for (name, kind, bytes) in [("scale", Stream::Scale, 8), ("triad", Stream::Triad, 12)] {
+        let name = format!("stream {name} [4096, 512]");
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        for nt in [1, 2] {
+            let (_, once) = common::median_best(stream_runs(kind, nt, 3, &mut a, &b, &c));
+            let reps = common::reps_for(once, TARGET);
+            let (med, best) = common::median_best(stream_runs(kind, nt, reps, &mut a, &b, &c));
+            let work = (bytes * STREAM_N) as f64;
+            println!(
+                "{name:<44} {nt:>8} {:>9.3} ms {:>8.2} GB/s {:>8.2} GB/s",
+                med * 1e3,
+                work / med / 1e9,
+                work / best / 1e9
+            );
+        }
+    }
+}
+
 fn main() {
     // every argument that is not a flag is a filter; a line runs if it contains any of them
     let filters: Vec<String> = std::env::args()
@@ -299,6 +378,7 @@ fn main() {
         "{:<44} {:>8} {:>12} {:>12} {:>12}",
         "op", "threads", "median", "rate", "best rate"
     );
+    stream_lines(&filters);
     for line in lines() {
         if !filters.is_empty() && !filters.iter().any(|f| line.name.contains(f.as_str())) {
             continue;

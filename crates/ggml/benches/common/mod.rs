@@ -11,15 +11,23 @@ pub fn time(be: &Backend, graph: &Graph, target: Duration) -> (f64, f64) {
     be.graph_compute(graph).unwrap();
     let t0 = Instant::now();
     be.graph_compute(graph).unwrap();
-    let once = t0.elapsed().as_secs_f64().max(1e-7);
-    let reps = ((target.as_secs_f64() / once) as usize).clamp(3, 1000);
-    let mut times: Vec<f64> = (0..reps)
+    let times: Vec<f64> = (0..reps_for(t0.elapsed().as_secs_f64(), target))
         .map(|_| {
             let t = Instant::now();
             be.graph_compute(graph).unwrap();
             t.elapsed().as_secs_f64()
         })
         .collect();
+    median_best(times)
+}
+
+/// Runs to fill `target` when one takes `once` seconds: 3 to 1000.
+pub fn reps_for(once: f64, target: Duration) -> usize {
+    ((target.as_secs_f64() / once.max(1e-7)) as usize).clamp(3, 1000)
+}
+
+/// (median, best) of run times in seconds (at least one).
+pub fn median_best(mut times: Vec<f64>) -> (f64, f64) {
     times.sort_by(f64::total_cmp);
-    (times[reps / 2], times[0])
+    (times[times.len() / 2], times[0])
 }

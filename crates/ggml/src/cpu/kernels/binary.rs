@@ -32,15 +32,15 @@ wide_fn!(
     fn broadcast_wide<F: Fn(f32, f32) -> f32>(n: &NodePtrs, p: &Params, f: F) = broadcast
 );
 
-/// `dst = f(a, b)` with `b` tiled over `a`'s shape; threads split the rows of `dst`. Packed
-/// F32 rows go through plain loops the compiler vectorises.
+/// `dst = f(a, b)` with `b` tiled over `a`'s shape; threads claim pieces of `dst`'s rows
+/// ([`Params::row_pieces`]). Packed F32 rows go through plain loops the compiler vectorises.
 #[inline(always)]
 fn broadcast(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
     let ne0 = d.ne[0] as usize;
     let nb0 = b.ne[0] as usize;
     let fast = d.f32_rows() && a.f32_rows() && b.f32_rows();
-    for r in p.range(d.nrows()) {
+    for (r, span) in p.row_pieces(d.nrows(), ne0) {
         let idx = d.unravel_row(r);
         let mut bidx = idx;
         for (k, i) in bidx.iter_mut().enumerate() {
@@ -52,16 +52,16 @@ fn broadcast(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
         // element is read before it is written).
         unsafe {
             if fast && nb0 == ne0 {
-                for i in 0..ne0 {
+                for i in span {
                     st(drow, i, f(ld(arow, i), ld(brow, i)));
                 }
             } else if fast && nb0 == 1 {
                 let y = ld(brow, 0);
-                for i in 0..ne0 {
+                for i in span {
                     st(drow, i, f(ld(arow, i), y));
                 }
             } else {
-                for i in 0..ne0 {
+                for i in span {
                     let y = b.get(brow, i % nb0);
                     d.set(drow, i, f(a.get(arow, i), y));
                 }

@@ -17,7 +17,7 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     let kernel: super::KernelFn = match GluOp::from_i32(t.op_params()[0]) {
         Some(GluOp::Reglu) => |n, p| gated(n, p, |x, g| if x > 0.0 { x * g } else { 0.0 }),
         Some(GluOp::Geglu) => |n, p| gated(n, p, |x, g| vec::gelu(x) * g),
-        Some(GluOp::Swiglu) => |n, p| gated(n, p, |x, g| vec::silu(x) * g),
+        Some(GluOp::Swiglu) => swiglu,
         Some(GluOp::GegluErf) => |n, p| gated(n, p, |x, g| UnaryOp::GeluErf.eval(x) * g),
         Some(GluOp::GegluQuick) => |n, p| gated(n, p, |x, g| vec::gelu_quick(x) * g),
         Some(GluOp::SwigluOai) => swiglu_oai,
@@ -25,6 +25,28 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
         None => return Err(unsupported(t)),
     };
     Ok(Planned::new(kernel, 0))
+}
+
+/// SWIGLU, `silu(x)·g`: packed F32 rows through [`vec::act_row`] (the SIMD exp), any other
+/// layout element by element.
+unsafe fn swiglu(n: &NodePtrs, p: &Params) {
+    let (d, a) = (&n.dst, &n.src[0]);
+    let (xo, go, gt) = operands(n);
+    if !(d.f32_rows() && a.f32_rows() && gt.f32_rows()) {
+        return gated(n, p, |x, g| vec::silu(x) * g);
+    }
+    for (r, span) in p.row_pieces(d.nrows(), d.ne[0] as usize) {
+        let idx = d.unravel_row(r);
+        // SAFETY: packed F32 rows; x and g are the span of the ne0 values from xo / go
+        // within their rows (as in `gated_rows`); dst is either operand's memory exactly or
+        // none of it.
+        unsafe {
+            let x = (a.row(idx) as *const f32).add(xo + span.start);
+            let g = (gt.row(idx) as *const f32).add(go + span.start);
+            let y = (d.row(idx) as *mut f32).add(span.start);
+            vec::act_row::<false, true>(x, g, y, span.len());
+        }
+    }
 }
 
 /// SWIGLU_OAI: `min(x, limit)·σ(alpha·min(x, limit))·(clamp(g, −limit, limit) + 1)`.
@@ -48,6 +70,18 @@ unsafe fn swiglu_clamp(n: &NodePtrs, p: &Params) {
     })
 }
 
+/// Where x and g start within their rows, and which tensor g comes from (`a` itself in the
+/// fused form, `b` in the split form).
+fn operands(n: &NodePtrs) -> (usize, usize, &super::TensorPtr) {
+    let nc = n.dst.ne[0] as usize;
+    let split = !n.src[1].data.is_null();
+    match (split, n.params::<GluParams>().swapped != 0) {
+        (true, _) => (0, 0, &n.src[1]),
+        (false, false) => (0, nc, &n.src[0]),
+        (false, true) => (nc, 0, &n.src[0]),
+    }
+}
+
 vec::wide_fn!(
     /// [`gated_rows`] compiled for the CPU's ISA path.
     fn gated<F: Fn(f32, f32) -> f32>(n: &NodePtrs, p: &Params, f: F) = gated_rows
@@ -59,15 +93,8 @@ vec::wide_fn!(
 fn gated_rows(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
     let d = &n.dst;
     let a = &n.src[0];
-    let split = !n.src[1].data.is_null();
     let nc = d.ne[0] as usize;
-    let swapped = n.params::<GluParams>().swapped != 0;
-    // Where x and g start within their rows, and which tensor g comes from.
-    let (xo, go, gt) = match (split, swapped) {
-        (true, _) => (0, 0, &n.src[1]),
-        (false, false) => (0, nc, a),
-        (false, true) => (nc, 0, a),
-    };
+    let (xo, go, gt) = operands(n);
     let fast = d.f32_rows() && a.f32_rows() && gt.f32_rows();
     for r in p.range(d.nrows()) {
         let idx = d.unravel_row(r);

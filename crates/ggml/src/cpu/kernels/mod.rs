@@ -200,15 +200,18 @@ impl TensorPtr {
         self.nb[0] == self.ty.type_size()
     }
 
-    /// Reads the row at `row` into `out` as f32 (a byte copy for packed F32 rows).
+    /// Reads the row at `row` into `out` as f32 (a byte copy for packed F32 rows, the F16C
+    /// conversion for packed F16 rows).
     ///
     /// # Safety
     /// `row` must be a row of this tensor and `out.len() == ne[0]`.
     pub unsafe fn read_row(&self, row: *const u8, out: &mut [f32]) {
-        // SAFETY: a packed F32 row holds out.len() elements; otherwise forwarded.
+        // SAFETY: a packed F32 (F16) row holds out.len() elements; otherwise forwarded.
         unsafe {
             if self.f32_rows() {
                 std::ptr::copy_nonoverlapping(row, out.as_mut_ptr() as *mut u8, out.len() * 4);
+            } else if self.f16_rows() {
+                vec::f16_to_f32_row(row, out.as_mut_ptr() as *mut u8, out.len());
             } else {
                 for (i, v) in out.iter_mut().enumerate() {
                     *v = self.get(row, i);
@@ -217,7 +220,8 @@ impl TensorPtr {
         }
     }
 
-    /// Writes `src` into the row at `row` (a byte copy for packed F32 rows).
+    /// Writes `src` into the row at `row` (a byte copy for packed F32 rows, the F16C
+    /// conversion, rounding to nearest even, for packed F16 rows).
     ///
     /// # Safety
     /// `row` must be a row of this tensor, `src.len() == ne[0]`, and `src` must not overlap
@@ -227,6 +231,8 @@ impl TensorPtr {
         unsafe {
             if self.f32_rows() {
                 std::ptr::copy_nonoverlapping(src.as_ptr() as *const u8, row, src.len() * 4);
+            } else if self.f16_rows() {
+                vec::f32_to_f16_row(src.as_ptr() as *const u8, row, src.len());
             } else {
                 for (i, &v) in src.iter().enumerate() {
                     self.set(row, i, v);
@@ -238,6 +244,24 @@ impl TensorPtr {
     /// Whether rows are packed F32, the case the kernels' fast paths handle.
     pub fn f32_rows(&self) -> bool {
         self.ty == Type::F32 && self.rows_packed()
+    }
+
+    /// Whether rows are packed F16.
+    pub fn f16_rows(&self) -> bool {
+        self.ty == Type::F16 && self.rows_packed()
+    }
+
+    /// Steps the row indices `idx` (dimensions 1..5, as [`TensorPtr::unravel_row`] gives) to
+    /// the next row, dimension 1 fastest: what `unravel_row(r + 1)` gives, without divisions.
+    #[inline(always)]
+    pub fn next_row(&self, idx: &mut [usize; MAX_DIMS - 1]) {
+        for (d, i) in idx.iter_mut().enumerate() {
+            *i += 1;
+            if *i < self.ne[d + 1] as usize {
+                return;
+            }
+            *i = 0;
+        }
     }
 
     /// Writes zero bits (0 in every type) to element `i` of the row at `row`.
@@ -407,18 +431,45 @@ pub(crate) unsafe fn store(p: *mut u8, ty: Type, v: f32) {
     }
 }
 
-/// Σ f(x) over `x` in f64 (GGML's `ggml_float` accumulator), with four partial sums so the
-/// loop vectorises instead of waiting on one chain of additions.
+/// Σ f(x) over `x` in f64 (GGML's `ggml_float` accumulator); see [`sums_f64`].
 #[inline(always)]
 pub(crate) fn sum_f64(x: &[f32], f: impl Fn(f64) -> f64) -> f64 {
-    let mut acc = [0f64; 4];
-    for c in x.chunks_exact(4) {
-        for l in 0..4 {
-            acc[l] += f(c[l] as f64);
+    sums_f64(x, |v| [f(v)])[0]
+}
+
+/// The `K` sums Σ f(x)[k] over `x` in f64, each with 16 partial sums (lane `l` takes the
+/// elements `≡ l` mod 16, the tail goes to lane 0 onwards) added pairwise at the end: the loop
+/// vectorises on every ISA path (two zmm or four ymm chains per sum) instead of waiting on
+/// one chain of additions.
+#[inline(always)]
+pub(crate) fn sums_f64<const K: usize>(x: &[f32], f: impl Fn(f64) -> [f64; K]) -> [f64; K] {
+    const L: usize = 16;
+    let mut acc = [[0f64; L]; K];
+    let mut chunks = x.chunks_exact(L);
+    for c in &mut chunks {
+        for l in 0..L {
+            let v = f(c[l] as f64);
+            for k in 0..K {
+                acc[k][l] += v[k];
+            }
         }
     }
-    let tail: f64 = x[x.len() / 4 * 4..].iter().map(|&v| f(v as f64)).sum();
-    (acc[0] + acc[2]) + (acc[1] + acc[3]) + tail
+    for (l, &x) in chunks.remainder().iter().enumerate() {
+        let v = f(x as f64);
+        for k in 0..K {
+            acc[k][l] += v[k];
+        }
+    }
+    acc.map(|mut a| {
+        let mut w = L;
+        while w > 1 {
+            w /= 2;
+            for l in 0..w {
+                a[l] += a[l + w];
+            }
+        }
+        a[0]
+    })
 }
 
 /// A node's addresses and parameters, resolved for one run.
@@ -597,6 +648,33 @@ impl<'a> Params<'a> {
         });
     }
 
+    /// The pieces of `rows` rows of `len` elements this thread computes, as `(row, elements)`,
+    /// claimed in chunks ([`Params::claim`]), so a thread that starts late or loses its core
+    /// does fewer instead of holding the others: whole rows, about [`CHUNKS_PER_THREAD`]
+    /// chunks per thread, where there are at least [`ROWS_PER_THREAD`] rows per thread;
+    /// otherwise each row cut into segments of [`SEGMENT`] elements, so a few long rows (or
+    /// one) are shared too. Which thread gets which piece varies from run to run.
+    pub fn row_pieces(
+        &self,
+        rows: usize,
+        len: usize,
+    ) -> impl Iterator<Item = (usize, Range<usize>)> + '_ {
+        let segs = if rows >= ROWS_PER_THREAD * self.nth {
+            1
+        } else {
+            len.div_ceil(SEGMENT).max(1)
+        };
+        let seg_len = if segs == 1 { len } else { SEGMENT };
+        let units = rows * segs;
+        let per_chunk = (units / (self.nth * CHUNKS_PER_THREAD)).max(1);
+        self.chunks(units.div_ceil(per_chunk)).flat_map(move |c| {
+            (c * per_chunk..((c + 1) * per_chunk).min(units)).map(move |u| {
+                let s = u % segs;
+                (u / segs, s * seg_len..((s + 1) * seg_len).min(len))
+            })
+        })
+    }
+
     /// This thread's part of `0..n` (contiguous, balanced).
     pub fn range(&self, n: usize) -> Range<usize> {
         let per = n.div_ceil(self.nth);
@@ -621,6 +699,13 @@ impl<'a> Params<'a> {
         unsafe { std::slice::from_raw_parts_mut(self.wdata as *mut f32, len) }
     }
 }
+
+/// [`Params::row_pieces`]: rows per thread below which rows are cut into segments.
+const ROWS_PER_THREAD: usize = 4;
+/// [`Params::row_pieces`]: elements per segment of a cut row (32 KiB of f32).
+const SEGMENT: usize = 8192;
+/// [`Params::row_pieces`]: chunks per thread to claim.
+const CHUNKS_PER_THREAD: usize = 8;
 
 /// A kernel: computes this thread's share of a node.
 ///

@@ -3,8 +3,8 @@
 //! GGML's `ggml_float`.
 
 use super::vec::wide_fn;
-use super::{is_float, ld, sum_f64, unsupported, KernelFn, NodePtrs, Params};
-use super::{operand, Planned};
+use super::{is_float, ld, st, sum_f64, sums_f64, unsupported, KernelFn, NodePtrs, Params};
+use super::{operand, Planned, TensorPtr};
 use crate::error::Result;
 use crate::ops::{GroupNormParams, NormParams};
 use crate::tensor::{Tensor, MAX_DIMS};
@@ -17,40 +17,100 @@ pub(super) fn plan(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
     Ok(Planned::new(kernel, t.ne()[0] as usize * 4))
 }
 
-wide_fn!(
-    /// [`per_row_body`] compiled for the CPU's ISA path.
-    fn per_row<F: Fn(&mut [f32])>(n: &NodePtrs, p: &Params, f: F) = per_row_body
-);
+/// A row normalisation: statistics of the row, then each element from its value and them.
+/// Methods rather than closures, `#[inline(always)]`, so they are inlined into each ISA
+/// path's copy of [`per_row`] (a closure with a loop inside may not be, and then runs as
+/// baseline code).
+trait RowNorm {
+    type Stats;
+    /// The statistics of row `x` (indices `idx` of dimensions 1..5).
+    fn stats(&self, x: &[f32], idx: [usize; MAX_DIMS - 1]) -> Self::Stats;
+    /// Element `i` of the result from its value `v`.
+    fn apply(&self, s: &Self::Stats, v: f32, i: usize) -> f32;
+}
 
-/// Applies `f` to every row of `a` (loaded as f32 into the thread's scratch, so in-place
-/// results never overwrite what is still to be read) and stores the row into `dst`.
+/// Each of this thread's rows through `op`. Packed F32 rows are read and written where they
+/// are; other layouts go through the thread's f32 scratch row (so in-place results never
+/// overwrite what is still to be read).
 #[inline(always)]
-fn per_row_body(n: &NodePtrs, p: &Params, f: impl Fn(&mut [f32])) {
+fn per_row(n: &NodePtrs, p: &Params, op: impl RowNorm) {
     let (d, a) = (&n.dst, &n.src[0]);
+    let ne0 = a.ne[0] as usize;
+    let fast = a.f32_rows() && d.f32_rows();
     // SAFETY: the plan sized each thread's scratch for ne0 f32 values.
-    let buf = unsafe { p.scratch_f32(a.ne[0] as usize) };
-    for r in p.range(a.nrows()) {
-        let idx = a.unravel_row(r);
-        // SAFETY: rows of their tensors with ne0 elements; the scratch is private.
-        unsafe { a.read_row(a.row(idx), buf) };
-        f(buf);
-        // SAFETY: as above.
-        unsafe { d.write_row(d.row(idx), buf) };
+    let buf = if fast {
+        &mut [][..]
+    } else {
+        unsafe { p.scratch_f32(ne0) }
+    };
+    let rows = p.range(a.nrows());
+    let mut idx = a.unravel_row(rows.start);
+    for _ in rows {
+        let (arow, drow) = (a.row(idx), d.row(idx));
+        let x: &[f32] = if fast {
+            // SAFETY: a packed F32 row of ne0 values; this shared view ends before dst
+            // (which may be a's memory) is written.
+            unsafe { std::slice::from_raw_parts(arow as *const f32, ne0) }
+        } else {
+            // SAFETY: a row of a with ne0 elements into the private scratch.
+            unsafe { a.read_row(arow, buf) };
+            buf
+        };
+        let s = op.stats(x, idx);
+        let (src, dst) = if fast {
+            (arow as *const u8, drow)
+        } else {
+            (buf.as_ptr() as *const u8, buf.as_mut_ptr() as *mut u8)
+        };
+        for i in 0..ne0 {
+            // SAFETY: src and dst hold ne0 F32 values (packed rows, or the scratch), the same
+            // memory or apart; each element is read before it is written.
+            unsafe { st(dst, i, op.apply(&s, ld(src, i), i)) };
+        }
+        if !fast {
+            // SAFETY: a row of dst with ne0 elements; the scratch is private.
+            unsafe { d.write_row(drow, buf) };
+        }
+        a.next_row(&mut idx);
     }
 }
 
-/// `(x − mean)/√(var + eps)`; the statistics accumulate in f64 (GGML's `ggml_float`).
-pub(super) unsafe fn norm(n: &NodePtrs, p: &Params) {
-    let eps = n.params::<NormParams>().eps as f64;
-    per_row(n, p, |x| {
+/// NORM, `(x − mean)/√(var + eps)`: the mean and variance from one pass of f64 sums
+/// (GGML's `ggml_float`) of `x − x₀` and its square (shifting by the row's first value keeps
+/// `E[(x − x₀)²] − E[x − x₀]²` from cancelling catastrophically when the mean is large
+/// against the spread), each result in f64 rounded once.
+struct Norm(f64);
+
+impl RowNorm for Norm {
+    /// The mean and `1/√(var + eps)`.
+    type Stats = (f64, f64);
+    #[inline(always)]
+    fn stats(&self, x: &[f32], _: [usize; MAX_DIMS - 1]) -> (f64, f64) {
         let len = x.len() as f64;
-        let mean = sum_f64(x, |v| v) / len;
-        let var = sum_f64(x, |v| (v - mean) * (v - mean)) / len;
-        let scale = 1.0 / (var + eps).sqrt();
-        for v in x.iter_mut() {
-            *v = ((*v as f64 - mean) * scale) as f32;
-        }
-    })
+        let k = x.first().map_or(0.0, |&v| v as f64);
+        let [s, sq] = sums_f64(x, |v| [v - k, (v - k) * (v - k)]);
+        let m = s / len;
+        let var = (sq / len - m * m).max(0.0);
+        (k + m, 1.0 / (var + self.0).sqrt())
+    }
+    #[inline(always)]
+    fn apply(&self, &(mean, scale): &(f64, f64), v: f32, _: usize) -> f32 {
+        ((v as f64 - mean) * scale) as f32
+    }
+}
+
+pub(super) unsafe fn norm(n: &NodePtrs, p: &Params) {
+    norm_wide(n, p)
+}
+
+wide_fn!(
+    /// NORM ([`Norm`]) compiled for the CPU's ISA path.
+    fn norm_wide(n: &NodePtrs, p: &Params) = norm_rows
+);
+
+#[inline(always)]
+fn norm_rows(n: &NodePtrs, p: &Params) {
+    per_row(n, p, Norm(n.params::<NormParams>().eps as f64))
 }
 
 /// RMS_NORM's factor for a row: `1/√(mean(x²) + eps)` (GGML adds eps to the mean square,
@@ -61,66 +121,104 @@ fn rms_scale(x: &[f32], eps: f64) -> f32 {
     (1.0 / (ms + eps).sqrt()) as f32
 }
 
-/// `x/√(mean(x²) + eps)`.
+/// RMS_NORM, `x/√(mean(x²) + eps)`.
+struct Rms(f64);
+
+impl RowNorm for Rms {
+    type Stats = f32;
+    #[inline(always)]
+    fn stats(&self, x: &[f32], _: [usize; MAX_DIMS - 1]) -> f32 {
+        rms_scale(x, self.0)
+    }
+    #[inline(always)]
+    fn apply(&self, &s: &f32, v: f32, _: usize) -> f32 {
+        v * s
+    }
+}
+
 pub(super) unsafe fn rms_norm(n: &NodePtrs, p: &Params) {
-    let eps = n.params::<NormParams>().eps as f64;
-    per_row(n, p, |x| {
-        let scale = rms_scale(x, eps);
-        for v in x.iter_mut() {
-            *v *= scale;
-        }
-    })
+    rms_norm_wide(n, p)
+}
+
+wide_fn!(
+    /// RMS_NORM ([`Rms`]) compiled for the CPU's ISA path.
+    fn rms_norm_wide(n: &NodePtrs, p: &Params) = rms_norm_rows
+);
+
+#[inline(always)]
+fn rms_norm_rows(n: &NodePtrs, p: &Params) {
+    per_row(n, p, Rms(n.params::<NormParams>().eps as f64))
 }
 
 /// RMS_NORM followed by MUL, fused (see [`crate::cpu::fusion`]): `dst = (x·scale)·w`, where
 /// `src[0]` is RMS_NORM's operand, `src[1]` the MUL's other operand (F32 rows as long as
 /// `x`'s, broadcast over rows), `op_params` RMS_NORM's. The same f32 operations in the same
 /// order as the two nodes, so the same bits, without writing the normalised rows out.
+struct RmsMul<'a> {
+    eps: f64,
+    w: &'a TensorPtr,
+}
+
+impl RowNorm for RmsMul<'_> {
+    /// The factor and the multiplier's row.
+    type Stats = (f32, *const u8);
+    #[inline(always)]
+    fn stats(&self, x: &[f32], idx: [usize; MAX_DIMS - 1]) -> (f32, *const u8) {
+        let w = self.w;
+        let widx: [usize; MAX_DIMS - 1] = std::array::from_fn(|k| idx[k] % w.ne[k + 1] as usize);
+        (rms_scale(x, self.eps), w.row(widx))
+    }
+    #[inline(always)]
+    fn apply(&self, &(s, wrow): &(f32, *const u8), v: f32, i: usize) -> f32 {
+        // SAFETY: w's rows are packed F32 rows of ne0 values (the fusion pass checked), the
+        // row index is within w's shape and i < ne0.
+        (v * s) * unsafe { ld(wrow, i) }
+    }
+}
+
+/// RMS_NORM × MUL fused ([`RmsMul`]).
 pub(crate) unsafe fn rms_norm_mul(n: &NodePtrs, p: &Params) {
     rms_norm_mul_wide(n, p)
 }
 
 wide_fn!(
-    /// [`rms_norm_mul_rows`] compiled for the CPU's ISA path.
+    /// RMS_NORM × MUL ([`RmsMul`]) compiled for the CPU's ISA path.
     fn rms_norm_mul_wide(n: &NodePtrs, p: &Params) = rms_norm_mul_rows
 );
 
 #[inline(always)]
 fn rms_norm_mul_rows(n: &NodePtrs, p: &Params) {
     let eps = n.params::<NormParams>().eps as f64;
-    let (d, a, w) = (&n.dst, &n.src[0], &n.src[1]);
-    let ne0 = a.ne[0] as usize;
-    {
-        // SAFETY: the plan sized each thread's scratch for ne0 f32 values.
-        let buf = unsafe { p.scratch_f32(ne0) };
-        for r in p.range(a.nrows()) {
-            let idx = a.unravel_row(r);
-            let widx: [usize; MAX_DIMS - 1] =
-                std::array::from_fn(|k| idx[k] % w.ne[k + 1] as usize);
-            // SAFETY: rows of their tensors with ne0 elements (w's rows too: the fusion pass
-            // checked); buf is private scratch, so dst may be any operand's memory.
-            unsafe {
-                a.read_row(a.row(idx), buf);
-                let scale = rms_scale(buf, eps);
-                let wrow = w.row(widx);
-                for (i, v) in buf.iter_mut().enumerate() {
-                    *v = (*v * scale) * ld(wrow, i);
-                }
-                d.write_row(d.row(idx), buf);
-            }
-        }
+    per_row(n, p, RmsMul { eps, w: &n.src[1] })
+}
+
+/// L2_NORM, `x / max(‖x‖₂, eps)`, the sum in f64.
+struct L2(f32);
+
+impl RowNorm for L2 {
+    type Stats = f32;
+    #[inline(always)]
+    fn stats(&self, x: &[f32], _: [usize; MAX_DIMS - 1]) -> f32 {
+        1.0 / (sum_f64(x, |v| v * v).sqrt() as f32).max(self.0)
+    }
+    #[inline(always)]
+    fn apply(&self, &s: &f32, v: f32, _: usize) -> f32 {
+        v * s
     }
 }
 
-/// `x / max(‖x‖₂, eps)`.
 pub(super) unsafe fn l2_norm(n: &NodePtrs, p: &Params) {
-    let eps = n.params::<NormParams>().eps;
-    per_row(n, p, |x| {
-        let scale = 1.0 / (sum_f64(x, |v| v * v).sqrt() as f32).max(eps);
-        for v in x.iter_mut() {
-            *v *= scale;
-        }
-    })
+    l2_norm_wide(n, p)
+}
+
+wide_fn!(
+    /// L2_NORM ([`L2`]) compiled for the CPU's ISA path.
+    fn l2_norm_wide(n: &NodePtrs, p: &Params) = l2_norm_rows
+);
+
+#[inline(always)]
+fn l2_norm_rows(n: &NodePtrs, p: &Params) {
+    per_row(n, p, L2(n.params::<NormParams>().eps))
 }
 
 /// GROUP_NORM on float tensors, no scratch (each group is read twice, then written).

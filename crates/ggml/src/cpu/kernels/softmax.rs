@@ -91,7 +91,7 @@ vec::wide_fn!(
     fn soft_max_wide(n: &NodePtrs, p: &Params) = soft_max_rows
 );
 
-/// This thread's rows: each loaded as f32 into scratch (with an F16 mask row converted into
+/// This thread's rows: each loaded as f32 into scratch (with the mask's row, converted, into
 /// the second half), then the plain loops the compiler vectorises.
 #[inline(always)]
 fn soft_max_rows(n: &NodePtrs, p: &Params) {
@@ -117,12 +117,7 @@ fn soft_max_rows(n: &NodePtrs, p: &Params) {
                 for k in 0..4 {
                     midx[k] = idx[k] % m.ne[k + 1] as usize;
                 }
-                let mrow = m.row(midx);
-                if m.ty == Type::F16 && m.rows_packed() {
-                    vec::f16_to_f32_row(mrow, mbuf.as_mut_ptr() as *mut u8, ne0);
-                } else {
-                    m.read_row(mrow, mbuf);
-                }
+                m.read_row(m.row(midx), mbuf);
                 for (v, &mv) in buf.iter_mut().zip(mbuf.iter()) {
                     *v += slope * mv;
                 }

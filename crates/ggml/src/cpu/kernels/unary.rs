@@ -37,10 +37,10 @@ pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
         ($($op:ident),*) => {
             match UnaryOp::from_i32(t.op_params()[0]) {
                 $(Some(UnaryOp::$op) => plan(t, |n, p| map(n, p, |x| UnaryOp::$op.eval(x))),)*
-                Some(UnaryOp::Sigmoid) => plan(t, |n, p| map(n, p, vec::sigmoid)),
+                Some(UnaryOp::Sigmoid) => plan(t, act::<true>),
                 Some(UnaryOp::Gelu) => plan(t, |n, p| map(n, p, vec::gelu)),
                 Some(UnaryOp::GeluQuick) => plan(t, |n, p| map(n, p, vec::gelu_quick)),
-                Some(UnaryOp::Silu) => plan(t, |n, p| map(n, p, vec::silu)),
+                Some(UnaryOp::Silu) => plan(t, act::<false>),
                 Some(UnaryOp::Xielu) => plan(t, xielu),
                 None => Err(unsupported(t)),
             }
@@ -65,6 +65,24 @@ pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
         Round,
         Trunc
     )
+}
+
+/// SIGMOID (`SIGMOID`) or SILU: packed F32 rows through [`vec::act_row`] (the SIMD exp), any
+/// other layout element by element.
+unsafe fn act<const SIGMOID: bool>(n: &NodePtrs, p: &Params) {
+    let (d, a) = (&n.dst, &n.src[0]);
+    if !(d.f32_rows() && a.f32_rows()) {
+        return map(n, p, if SIGMOID { vec::sigmoid } else { vec::silu });
+    }
+    for (r, span) in p.row_pieces(d.nrows(), d.ne[0] as usize) {
+        let idx = d.unravel_row(r);
+        // SAFETY: packed F32 rows, span within ne0; dst is a's memory exactly or none of it.
+        unsafe {
+            let x = (a.row(idx) as *const f32).add(span.start);
+            let y = (d.row(idx) as *mut f32).add(span.start);
+            vec::act_row::<SIGMOID, false>(x, x, y, span.len());
+        }
+    }
 }
 
 /// XIELU with the constants of [`UnaryParams`] (as GGML stores them): `αₚ·x² + β·x` for
@@ -97,24 +115,23 @@ vec::wide_fn!(
     fn map<F: Fn(f32) -> f32>(n: &NodePtrs, p: &Params, f: F) = map_rows
 );
 
-/// `dst = f(a)` element-wise; threads split the rows.
+/// `dst = f(a)` element-wise; threads claim pieces of the rows ([`Params::row_pieces`]).
 #[inline(always)]
 fn map_rows(n: &NodePtrs, p: &Params, f: impl Fn(f32) -> f32) {
     let (d, a) = (&n.dst, &n.src[0]);
-    let ne0 = d.ne[0] as usize;
     let fast = d.f32_rows() && a.f32_rows();
-    for r in p.range(d.nrows()) {
+    for (r, span) in p.row_pieces(d.nrows(), d.ne[0] as usize) {
         let idx = d.unravel_row(r);
         let (drow, arow) = (d.row(idx), a.row(idx));
         // SAFETY: rows of their tensors, indices below ne[0]; dst may alias a (each element
         // is read before it is written).
         unsafe {
             if fast {
-                for i in 0..ne0 {
+                for i in span {
                     st(drow, i, f(ld(arow, i)));
                 }
             } else {
-                for i in 0..ne0 {
+                for i in span {
                     d.set(drow, i, f(a.get(arow, i)));
                 }
             }

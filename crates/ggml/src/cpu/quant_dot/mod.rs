@@ -6,7 +6,9 @@
 //!
 //! Three paths: portable, AVX2+FMA+F16C, and AVX-512 (F, BW, VL, VNNI); [`isa`] picks the
 //! widest the CPU has once per process (or the one `GGML_CPU_FORCE=scalar|avx2|avx512` names,
-//! when the CPU has it). Each kernel takes one weight row and several activation rows, so a
+//! when the CPU has it). On the AVX-512 path, batches of 5 columns or more take AMX int8 tiles
+//! where the process may use them ([`amx()`], `amx.rs`; `GGML_CPU_FORCE=amx` names that path,
+//! the other values exclude AMX). Each kernel takes one weight row and several activation rows, so a
 //! weight block is unpacked once per group of up to four activation rows (GGML's 32-column
 //! batches). On x86 the 32-value types (`x86.rs`) and the k-quants (`kquant_x86.rs`) have
 //! intrinsics kernels, which sum in eight f32 lanes and so differ from the portable path by

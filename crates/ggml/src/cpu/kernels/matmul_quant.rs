@@ -59,8 +59,8 @@ pub(super) fn plan(a: &Tensor, b: &Tensor, qd: QuantDot) -> Result<Planned> {
 /// `k` values per row against `cols` columns per batch; 0 where it is not taken.
 fn amx_scratch(ty: Type, cols: usize, k: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if crate::cpu::quant_dot::amx_kernel(ty, cols).is_some() {
-        return crate::cpu::quant_dot::amx::scratch_bytes(k).next_multiple_of(4);
+    if let Some(kernel) = crate::cpu::quant_dot::amx_kernel(ty, cols) {
+        return crate::cpu::quant_dot::amx::scratch_bytes(kernel, k).next_multiple_of(4);
     }
     let _ = (ty, cols, k);
     0

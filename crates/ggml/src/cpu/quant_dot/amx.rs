@@ -25,7 +25,11 @@ use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use super::x86::{half, Simd32};
-use crate::quants::{BlockIq4Nl, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
+use crate::quants::{
+    scale_min, BlockIq4Nl, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ6K,
+    BlockQ8_0, PackedF16,
+};
+use crate::QK_K;
 use crate::types::Type;
 
 /// Activation columns per chunk the kernel takes at most (the callers' column block).
@@ -36,12 +40,8 @@ pub(crate) const MAX_COLS: usize = 64;
 /// 16 columns; at 8 columns of 4096² Q5_0 the tiles took 9 ms against the VNNI kernels' 24).
 pub(crate) const MIN_COLS: usize = 5;
 
-/// Rows and columns of one output tile, values per block (the K of one tile product).
+/// Rows and columns of one output tile.
 const T: usize = 16;
-const QK: usize = 32;
-/// Bytes of one tile operand for one block: 16 rows of 32 weight bytes, or 8 rows of 64
-/// activation bytes (16 columns × 4 consecutive values).
-const PANEL: usize = T * QK;
 /// Column groups of 16 in a chunk.
 const GROUPS: usize = MAX_COLS / T;
 
@@ -113,8 +113,9 @@ pub(crate) fn granted() -> bool {
     *GRANTED.get_or_init(|| cpu_has_amx_int8() && request_permission())
 }
 
-/// The tile configuration (palette 1): tiles 0 and 1 hold 16 × 16 int32 sums, 2 and 3 16 rows
-/// of 32 weight bytes, 4 and 5 8 rows of 64 activation bytes.
+/// A tile configuration (palette 1) for tile products over `g` values: tiles 0 and 1 hold
+/// 16 × 16 int32 sums, 2 and 3 16 rows of `g` weight bytes, 4 and 5 `g / 4` rows of 64
+/// activation bytes.
 #[repr(C, align(64))]
 struct TileConfig {
     palette: u8,
@@ -124,10 +125,10 @@ struct TileConfig {
     rows: [u8; 16],
 }
 
-static CONFIG: TileConfig = {
+const fn config(g: u16) -> TileConfig {
     let mut colsb = [0u16; 16];
     let mut rows = [0u8; 16];
-    let shapes = [(64, 16), (64, 16), (32, 16), (32, 16), (64, 8), (64, 8)];
+    let shapes = [(64, 16), (64, 16), (g, 16), (g, 16), (64, g as u8 / 4), (64, g as u8 / 4)];
     let mut t = 0;
     while t < shapes.len() {
         colsb[t] = shapes[t].0;
@@ -141,68 +142,223 @@ static CONFIG: TileConfig = {
         colsb,
         rows,
     }
-};
-
-/// A weight type the kernel takes: its blocks' levels and scales (from [`Simd32`]), the
-/// layout of its activation blocks, and the minimum of the unsigned types.
-trait AmxBlock: Simd32 {
-    /// Bytes of one activation block, and the offset of its 32 levels in it.
-    const ACT: (usize, usize);
-    /// The block's minimum (the unsigned types), else zero.
-    fn min(&self) -> f32;
 }
 
-macro_rules! amx_block {
-    ($($t:ty: $act:expr, |$b:ident| $min:expr);* $(;)?) => {$(
-        impl AmxBlock for $t {
-            const ACT: (usize, usize) = $act;
+static CONFIG_32: TileConfig = config(32);
+static CONFIG_16: TileConfig = config(16);
+
+/// The activation types: Q8_0 (`d`, 32 levels), Q8_1 (`d`, `s`, 32 levels), Q8_K (`d` as
+/// f32, 256 levels, 16 sums of 16 levels).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Act {
+    Q8_0,
+    Q8_1,
+    Q8K,
+}
+
+impl Act {
+    /// Bytes and values of one block.
+    const fn block(self) -> (usize, usize) {
+        match self {
+            Act::Q8_0 => (34, 32),
+            Act::Q8_1 => (36, 32),
+            Act::Q8K => (292, 256),
+        }
+    }
+}
+
+/// A weight type the kernel takes. Its blocks are cut into units of `G` values that share one
+/// scale (and minimum): the K of one tile product.
+trait Tiled: bytemuck::Pod {
+    /// Values per unit (32, or 16 for the k-quants with a scale per 16 values).
+    const G: usize;
+    /// Values per block.
+    const VALUES: usize;
+    /// Whether the unpacked levels are unsigned (`tdpbusd`), else signed (`tdpbssd`).
+    const UNSIGNED: bool;
+    /// Whether the units have a minimum term (`min · activation sum`).
+    const HAS_MIN: bool;
+    /// The activation type.
+    const ACT: Act;
+    /// Unpacks the block: unit `u`'s `G` levels as bytes to `dst(u)`, its scale (the weight's
+    /// factor of `activation scale · Σ level · activation level`) to `scale[u]` and, where
+    /// the type has one, its minimum (the factor of the activations' `d · Σ levels` over the
+    /// unit) to `min[u]`.
+    ///
+    /// # Safety
+    /// `dst(u)` must be writable for `G` bytes for every unit; AVX2 and F16C.
+    unsafe fn unpack(&self, dst: impl Fn(usize) -> *mut u8, scale: &mut [f32], min: &mut [f32]);
+}
+
+/// The 32-value types through [`Simd32`]: one unit per block.
+macro_rules! tiled32 {
+    ($($t:ty: $act:ident, |$b:ident| $min:expr);* $(;)?) => {$(
+        impl Tiled for $t {
+            const G: usize = 32;
+            const VALUES: usize = 32;
+            const UNSIGNED: bool = <$t as Simd32>::UNSIGNED;
+            const HAS_MIN: bool = <$t as Simd32>::UNSIGNED;
+            const ACT: Act = Act::$act;
             #[inline(always)]
-            fn min(&self) -> f32 {
+            unsafe fn unpack(
+                &self,
+                dst: impl Fn(usize) -> *mut u8,
+                scale: &mut [f32],
+                min: &mut [f32],
+            ) {
                 let $b = self;
-                $min
+                // SAFETY: 32 writable bytes at dst(0); the caller has AVX2 and F16C.
+                unsafe {
+                    _mm256_storeu_si256(dst(0) as *mut __m256i, self.levels());
+                    scale[0] = half(self.d());
+                }
+                min[0] = $min;
             }
         }
     )*};
 }
 
-// Q8_0: d, 32 levels; Q8_1: d, s, 32 levels.
-amx_block!(
-    BlockQ4_0: (34, 2), |_b| 0.0;
-    BlockQ5_0: (34, 2), |_b| 0.0;
-    BlockQ8_0: (34, 2), |_b| 0.0;
-    BlockIq4Nl: (34, 2), |_b| 0.0;
-    BlockQ4_1: (36, 4), |b| b.m.to_f32();
-    BlockQ5_1: (36, 4), |b| b.m.to_f32();
+tiled32!(
+    BlockQ4_0: Q8_0, |_b| 0.0;
+    BlockQ5_0: Q8_0, |_b| 0.0;
+    BlockQ8_0: Q8_0, |_b| 0.0;
+    BlockIq4Nl: Q8_0, |_b| 0.0;
+    BlockQ4_1: Q8_1, |b| b.m.to_f32();
+    BlockQ5_1: Q8_1, |b| b.m.to_f32();
 );
+
+impl Tiled for BlockQ4K {
+    const G: usize = 32;
+    const VALUES: usize = QK_K;
+    const UNSIGNED: bool = true;
+    const HAS_MIN: bool = true;
+    const ACT: Act = Act::Q8K;
+    #[inline(always)]
+    unsafe fn unpack(&self, dst: impl Fn(usize) -> *mut u8, scale: &mut [f32], min: &mut [f32]) {
+        let (d, dmin) = (half_sw(self.d), half_sw(self.dmin));
+        for j in 0..QK_K / 32 {
+            let (sc, m) = scale_min(j, &self.scales);
+            scale[j] = d * sc as f32;
+            min[j] = -dmin * m as f32;
+        }
+        // SAFETY: 32 readable bytes of qs per chunk; 32 writable bytes at every dst(u); the
+        // caller has AVX2.
+        unsafe {
+            let low = _mm256_set1_epi8(0xf);
+            for c in 0..4 {
+                // values 64c..64c + 32 in the low nibbles, the next 32 in the high ones
+                let q = _mm256_loadu_si256(self.qs[32 * c..].as_ptr() as *const __m256i);
+                _mm256_storeu_si256(dst(2 * c) as *mut __m256i, _mm256_and_si256(q, low));
+                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
+                _mm256_storeu_si256(dst(2 * c + 1) as *mut __m256i, hi);
+            }
+        }
+    }
+}
+
+impl Tiled for BlockQ6K {
+    const G: usize = 16;
+    const VALUES: usize = QK_K;
+    const UNSIGNED: bool = false;
+    const HAS_MIN: bool = false;
+    const ACT: Act = Act::Q8K;
+    #[inline(always)]
+    unsafe fn unpack(&self, dst: impl Fn(usize) -> *mut u8, scale: &mut [f32], _min: &mut [f32]) {
+        let d = half_sw(self.d);
+        for (s, &sc) in scale.iter_mut().zip(&self.scales) {
+            *s = d * sc as f32;
+        }
+        // SAFETY: 32 readable bytes of ql and qh per load; 16 writable bytes at every dst(u)
+        // (the 32 values of one store are units 2u and 2u + 1); the caller has AVX2.
+        unsafe {
+            let (low, three, bias) = (
+                _mm256_set1_epi8(0xf),
+                _mm256_set1_epi8(3),
+                _mm256_set1_epi8(32),
+            );
+            for h in 0..2 {
+                let ql0 = _mm256_loadu_si256(self.ql[64 * h..].as_ptr() as *const __m256i);
+                let ql1 = _mm256_loadu_si256(self.ql[64 * h + 32..].as_ptr() as *const __m256i);
+                let qh = _mm256_loadu_si256(self.qh[32 * h..].as_ptr() as *const __m256i);
+                let hb = |s: i32| {
+                    let v = match s {
+                        0 => qh,
+                        2 => _mm256_srli_epi16(qh, 2),
+                        4 => _mm256_srli_epi16(qh, 4),
+                        _ => _mm256_srli_epi16(qh, 6),
+                    };
+                    _mm256_slli_epi16(_mm256_and_si256(v, three), 4)
+                };
+                let quarters = [
+                    _mm256_or_si256(_mm256_and_si256(ql0, low), hb(0)),
+                    _mm256_or_si256(_mm256_and_si256(ql1, low), hb(2)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low), hb(4)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low), hb(6)),
+                ];
+                for (q, v) in quarters.into_iter().enumerate() {
+                    // levels 0..64 offset to −32..32 as signed bytes
+                    let v = _mm256_sub_epi8(v, bias);
+                    let u = 8 * h + 2 * q;
+                    _mm_storeu_si128(dst(u) as *mut __m128i, _mm256_castsi256_si128(v));
+                    _mm_storeu_si128(dst(u + 1) as *mut __m128i, _mm256_extracti128_si256(v, 1));
+                }
+            }
+        }
+    }
+}
+
+/// A half widened in software (the k-quants' two per super-block).
+#[inline(always)]
+fn half_sw(h: PackedF16) -> f32 {
+    h.to_f32()
+}
 
 /// One chunk: `(state, weights, weight row stride, rows, activations, columns, key, out)`, see
 /// [`Chunks::run`].
-type ChunkFn =
-    unsafe fn(&mut Chunks<'_>, *const u8, usize, usize, &[u8], usize, usize, &mut dyn FnMut(usize, &[f32]));
+type ChunkFn = unsafe fn(
+    &mut Chunks<'_>,
+    *const u8,
+    usize,
+    usize,
+    &[u8],
+    usize,
+    usize,
+    &mut dyn FnMut(usize, &[f32]),
+);
 
 /// The AMX kernel of one weight type.
 #[derive(Clone, Copy)]
 pub(crate) struct AmxKernel {
     run: ChunkFn,
+    /// Values per unit.
+    g: usize,
 }
 
 /// The AMX kernel for weight type `ty`, if it has one (whether AMX may be used is the
 /// caller's question).
 pub(crate) fn kernel(ty: Type) -> Option<AmxKernel> {
-    let run: ChunkFn = match ty {
-        Type::Q4_0 => run::<BlockQ4_0>,
-        Type::Q5_0 => run::<BlockQ5_0>,
-        Type::Q8_0 => run::<BlockQ8_0>,
-        Type::IQ4_NL => run::<BlockIq4Nl>,
-        Type::Q4_1 => run::<BlockQ4_1>,
-        Type::Q5_1 => run::<BlockQ5_1>,
+    fn of<B: Tiled>() -> AmxKernel {
+        AmxKernel {
+            run: run::<B>,
+            g: B::G,
+        }
+    }
+    Some(match ty {
+        Type::Q4_0 => of::<BlockQ4_0>(),
+        Type::Q5_0 => of::<BlockQ5_0>(),
+        Type::Q8_0 => of::<BlockQ8_0>(),
+        Type::IQ4_NL => of::<BlockIq4Nl>(),
+        Type::Q4_1 => of::<BlockQ4_1>(),
+        Type::Q5_1 => of::<BlockQ5_1>(),
+        Type::Q4_K => of::<BlockQ4K>(),
+        Type::Q6_K => of::<BlockQ6K>(),
         _ => return None,
-    };
-    Some(AmxKernel { run })
+    })
 }
 
-/// The scratch layout for rows of `blocks` blocks: byte offsets of the activation panels, their
-/// scales and sums, the weight panel, its scales and minimums, the tile stores, and the end.
+/// The scratch layout for rows of `units` units of `g` values: byte offsets of the activation
+/// panels, their scales and sums, the weight panel, its scales and minimums, the tile stores,
+/// and the end.
 struct Layout {
     apanel: usize,
     ascale: usize,
@@ -215,14 +371,14 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(blocks: usize) -> Layout {
+    fn new(units: usize, g: usize) -> Layout {
         let apanel = 0;
-        let ascale = apanel + GROUPS * blocks * PANEL;
-        let asum = ascale + GROUPS * blocks * T * 4;
-        let wpanel = asum + GROUPS * blocks * T * 4;
-        let wscale = wpanel + blocks * PANEL;
-        let wmin = wscale + blocks * T * 4;
-        let cbuf = wmin + blocks * T * 4;
+        let ascale = apanel + GROUPS * units * T * g;
+        let asum = ascale + GROUPS * units * T * 4;
+        let wpanel = asum + GROUPS * units * T * 4;
+        let wscale = wpanel + units * T * g;
+        let wmin = wscale + units * T * 4;
+        let cbuf = wmin + units * T * 4;
         let end = cbuf + 2 * T * T * 4;
         Layout {
             apanel,
@@ -237,9 +393,10 @@ impl Layout {
     }
 }
 
-/// Scratch bytes a thread needs for rows of `k` values (with room to align it to 64 bytes).
-pub(crate) fn scratch_bytes(k: usize) -> usize {
-    Layout::new(k / QK).end + 64
+/// Scratch bytes a thread needs for rows of `k` values with `kernel` (with room to align it
+/// to 64 bytes).
+pub(crate) fn scratch_bytes(kernel: AmxKernel, k: usize) -> usize {
+    Layout::new(k / kernel.g, kernel.g).end + 64
 }
 
 /// A thread's AMX state in one MUL_MAT node: its scratch, and which column block's activations
@@ -248,22 +405,23 @@ pub(crate) struct Chunks<'s> {
     kernel: AmxKernel,
     scratch: &'s mut [u8],
     layout: Layout,
-    blocks: usize,
+    units: usize,
     packed: Option<usize>,
 }
 
 impl<'s> Chunks<'s> {
-    /// The state for rows of `k` values (a multiple of 32) in `scratch`, which must hold
-    /// [`scratch_bytes`]`(k)` bytes.
+    /// The state for rows of `k` values (whole blocks) in `scratch`, which must hold
+    /// [`scratch_bytes`]`(kernel, k)` bytes.
     pub(crate) fn new(kernel: AmxKernel, scratch: &'s mut [u8], k: usize) -> Chunks<'s> {
         let skip = scratch.as_ptr().align_offset(64);
-        let layout = Layout::new(k / QK);
+        let units = k / kernel.g;
+        let layout = Layout::new(units, kernel.g);
         let scratch = &mut scratch[skip..skip + layout.end];
         Chunks {
             kernel,
             scratch,
             layout,
-            blocks: k / QK,
+            units,
             packed: None,
         }
     }
@@ -275,9 +433,9 @@ impl<'s> Chunks<'s> {
     ///
     /// # Safety
     /// The process must have AMX ([`granted`]) and the CPU AVX-512 F/BW/VL; `w + i · stride`
-    /// must hold a row of whole blocks of the kernel's type (`k / 32` blocks) for every
-    /// `i < rows`; `acts` must hold `cols` rows of as many activation blocks of the type's
-    /// dot type; `1 <= cols <= MAX_COLS`.
+    /// must hold a row of whole blocks of the kernel's type (`k` values) for every `i < rows`;
+    /// `acts` must hold `cols` rows of as many activation blocks of the type's dot type;
+    /// `1 <= cols <= MAX_COLS`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn run(
         &mut self,
@@ -294,37 +452,37 @@ impl<'s> Chunks<'s> {
     }
 }
 
-/// One tile product per block for blocks `i` (tiles 0, 2, 4) and, with `PAIR`, `i + 1` (tiles
-/// 1, 3, 5): sums zeroed, weights from `a` (16 rows 32 bytes apart, the next block 512 bytes
-/// on), activations from `b` (8 rows 64 bytes apart), the int32 sums stored to `c` (16 rows
-/// 64 bytes apart; the second block's 1024 bytes on). `tdpbusd` for unsigned weights.
-macro_rules! tile_blocks {
-    ($op:literal, $a:expr, $b:expr, $c:expr, pair) => {
+/// One tile product per unit for unit `a`/`b` (tiles 0, 2, 4) and, with `pair`, `a2`/`b2`
+/// (tiles 1, 3, 5): sums zeroed, weights from `a` (16 rows `g` bytes apart), activations from
+/// `b` (rows 64 bytes apart), the int32 sums stored to `c` (16 rows 64 bytes apart; the second
+/// unit's 1024 bytes on). `tdpbusd` for unsigned weights.
+macro_rules! tile_units {
+    ($op:literal, $g:expr, $a:expr, $b:expr, $a2:expr, $b2:expr, $c:expr, pair) => {
         asm!(
             "tilezero tmm0",
             "tilezero tmm1",
-            "tileloadd tmm2, [{a} + {s32}*1]",
+            "tileloadd tmm2, [{a} + {sa}*1]",
             "tileloadd tmm4, [{b} + {s64}*1]",
             concat!($op, " tmm0, tmm2, tmm4"),
-            "tileloadd tmm3, [{a} + {s32}*1 + 512]",
-            "tileloadd tmm5, [{b} + {s64}*1 + 512]",
+            "tileloadd tmm3, [{a2} + {sa}*1]",
+            "tileloadd tmm5, [{b2} + {s64}*1]",
             concat!($op, " tmm1, tmm3, tmm5"),
             "tilestored [{c} + {s64}*1], tmm0",
             "tilestored [{c} + {s64}*1 + 1024], tmm1",
-            a = in(reg) $a, b = in(reg) $b, c = in(reg) $c,
-            s32 = in(reg) 32usize, s64 = in(reg) 64usize,
+            a = in(reg) $a, b = in(reg) $b, a2 = in(reg) $a2, b2 = in(reg) $b2,
+            c = in(reg) $c, sa = in(reg) $g, s64 = in(reg) 64usize,
             options(nostack, preserves_flags),
         )
     };
-    ($op:literal, $a:expr, $b:expr, $c:expr, single) => {
+    ($op:literal, $g:expr, $a:expr, $b:expr, $c:expr, single) => {
         asm!(
             "tilezero tmm0",
-            "tileloadd tmm2, [{a} + {s32}*1]",
+            "tileloadd tmm2, [{a} + {sa}*1]",
             "tileloadd tmm4, [{b} + {s64}*1]",
             concat!($op, " tmm0, tmm2, tmm4"),
             "tilestored [{c} + {s64}*1], tmm0",
             a = in(reg) $a, b = in(reg) $b, c = in(reg) $c,
-            s32 = in(reg) 32usize, s64 = in(reg) 64usize,
+            sa = in(reg) $g, s64 = in(reg) 64usize,
             options(nostack, preserves_flags),
         )
     };
@@ -336,7 +494,7 @@ macro_rules! tile_blocks {
 /// As [`Chunks::run`].
 #[allow(clippy::incompatible_msrv, clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-unsafe fn run<B: AmxBlock>(
+unsafe fn run<B: Tiled>(
     st: &mut Chunks<'_>,
     w: *const u8,
     stride: usize,
@@ -346,7 +504,8 @@ unsafe fn run<B: AmxBlock>(
     key: usize,
     out: &mut dyn FnMut(usize, &[f32]),
 ) {
-    let nb = st.blocks;
+    let (nu, g) = (st.units, B::G);
+    let unit = T * g;
     let groups = cols.div_ceil(T);
     let l = &st.layout;
     let base = st.scratch.as_mut_ptr();
@@ -358,48 +517,51 @@ unsafe fn run<B: AmxBlock>(
         let (wpanel, wscale, wmin) = (base.add(l.wpanel), base.add(l.wscale), base.add(l.wmin));
         let cbuf = base.add(l.cbuf);
         if st.packed != Some(key) {
-            pack_acts::<B>(acts, cols, nb, apanel, ascale as *mut f32, asum as *mut f32);
+            pack_acts::<B>(acts, cols, nu, apanel, ascale as *mut f32, asum as *mut f32);
             st.packed = Some(key);
         }
-        asm!("ldtilecfg [{}]", in(reg) &CONFIG, options(nostack, preserves_flags, readonly));
+        let config = if g == 32 { &CONFIG_32 } else { &CONFIG_16 };
+        asm!("ldtilecfg [{}]", in(reg) config, options(nostack, preserves_flags, readonly));
         let mut res = [[0f32; MAX_COLS]; T];
         for g0 in (0..rows).step_by(T) {
             let valid = T.min(rows - g0);
-            unpack_weights::<B>(w.add(g0 * stride), stride, valid, nb, wpanel, wscale, wmin);
+            let (ws, wm) = (wscale as *mut f32, wmin as *mut f32);
+            unpack_weights::<B>(w.add(g0 * stride), stride, valid, nu, wpanel, ws, wm);
             for (c, cols_out) in (0..groups).map(|c| (c, c * T)) {
-                let (ap, asc) = (apanel.add(c * nb * PANEL), ascale.add(c * nb * T * 4));
-                let asm_ = asum.add(c * nb * T * 4);
+                let ap = apanel.add(c * nu * unit);
+                let (asc, asm_) = (ascale.add(c * nu * T * 4), asum.add(c * nu * T * 4));
                 let mut acc = [_mm512_setzero_ps(); T];
-                let mut i = 0;
-                while i < nb {
-                    let pair = i + 1 < nb;
-                    let (a, b) = (wpanel.add(i * PANEL), ap.add(i * PANEL));
+                let mut u = 0;
+                while u < nu {
+                    let pair = u + 1 < nu;
+                    let (a, b) = (wpanel.add(u * unit), ap.add(u * unit));
+                    let (a2, b2) = (a.add(unit), b.add(unit));
                     match (B::UNSIGNED, pair) {
-                        (false, true) => tile_blocks!("tdpbssd", a, b, cbuf, pair),
-                        (false, false) => tile_blocks!("tdpbssd", a, b, cbuf, single),
-                        (true, true) => tile_blocks!("tdpbusd", a, b, cbuf, pair),
-                        (true, false) => tile_blocks!("tdpbusd", a, b, cbuf, single),
+                        (false, true) => tile_units!("tdpbssd", g, a, b, a2, b2, cbuf, pair),
+                        (false, false) => tile_units!("tdpbssd", g, a, b, cbuf, single),
+                        (true, true) => tile_units!("tdpbusd", g, a, b, a2, b2, cbuf, pair),
+                        (true, false) => tile_units!("tdpbusd", g, a, b, cbuf, single),
                     }
-                    for j in i..i + 1 + pair as usize {
-                        let sums = cbuf.add((j - i) * T * T * 4);
+                    for j in u..u + 1 + pair as usize {
+                        let sums = cbuf.add((j - u) * T * T * 4);
                         let dx = _mm512_loadu_ps(asc.add(j * T * 4) as *const f32);
-                        let ws = wscale.add(j * T * 4) as *const f32;
+                        let wsj = ws.add(j * T);
                         for (m, acc) in acc.iter_mut().enumerate() {
-                            let s = _mm512_mul_ps(_mm512_set1_ps(*ws.add(m)), dx);
+                            let s = _mm512_mul_ps(_mm512_set1_ps(*wsj.add(m)), dx);
                             let v = _mm512_cvtepi32_ps(_mm512_load_si512(
                                 sums.add(m * T * 4) as *const _,
                             ));
                             *acc = _mm512_fmadd_ps(s, v, *acc);
                         }
-                        if B::UNSIGNED {
+                        if B::HAS_MIN {
                             let sx = _mm512_loadu_ps(asm_.add(j * T * 4) as *const f32);
-                            let wm = wmin.add(j * T * 4) as *const f32;
+                            let wmj = wm.add(j * T);
                             for (m, acc) in acc.iter_mut().enumerate() {
-                                *acc = _mm512_fmadd_ps(_mm512_set1_ps(*wm.add(m)), sx, *acc);
+                                *acc = _mm512_fmadd_ps(_mm512_set1_ps(*wmj.add(m)), sx, *acc);
                             }
                         }
                     }
-                    i += 1 + pair as usize;
+                    u += 1 + pair as usize;
                 }
                 for (r, a) in res.iter_mut().zip(&acc) {
                     _mm512_storeu_ps(r[cols_out..].as_mut_ptr(), *a);
@@ -414,25 +576,29 @@ unsafe fn run<B: AmxBlock>(
 }
 
 /// The activations rearranged for the tiles: for column group `c` (16 columns, the last padded
-/// with zeros) and block `i`, 8 rows of 64 bytes at `apanel + (c · nb + i) · 512`, row `r`
-/// holding levels `4r..4r + 4` of each column; the scales (and, for Q8_1, the sums `s`) as
-/// 16 f32 at `(c · nb + i) · 16` of `ascale` (`asum`).
+/// with zeros) and unit `u`, `G / 4` rows of 64 bytes at `apanel + (c · nu + u) · 16 G`, row
+/// `r` holding levels `4r..4r + 4` of the unit in each column; the scales (and the sums of the
+/// types with a minimum: Q8_1's `s`, Q8_K's `d · Σ levels` of the unit) as 16 f32 at
+/// `(c · nu + u) · 16` of `ascale` (`asum`).
 ///
 /// # Safety
-/// `acts` holds `cols` rows of `nb` activation blocks of `B`'s dot type, `cols <= MAX_COLS`;
-/// the three outputs have room for `GROUPS · nb` of their units; AVX-512 F/BW.
+/// `acts` holds `cols` rows of `nu` units of activation blocks of `B`'s dot type,
+/// `cols <= MAX_COLS`; the three outputs have room for `GROUPS · nu` of their units; AVX-512
+/// F/BW.
 #[allow(clippy::incompatible_msrv)]
 #[inline(always)]
-unsafe fn pack_acts<B: AmxBlock>(
+unsafe fn pack_acts<B: Tiled>(
     acts: &[u8],
     cols: usize,
-    nb: usize,
+    nu: usize,
     apanel: *mut u8,
     ascale: *mut f32,
     asum: *mut f32,
 ) {
-    let (ab, qs) = B::ACT;
-    let row = nb * ab;
+    let g = B::G;
+    let (ab, per) = B::ACT.block();
+    let upb = per / g;
+    let row = nu / upb * ab;
     // SAFETY: the gathers read 4 bytes of a block of a column below `cols` (the others are
     // masked off); the stores are within the outputs (the caller).
     unsafe {
@@ -445,24 +611,53 @@ unsafe fn pack_acts<B: AmxBlock>(
             let n = T.min(cols - c * T);
             let mask: __mmask16 = if n == T { !0 } else { (1u16 << n) - 1 };
             let col0 = acts.as_ptr().add(c * T * row);
-            for i in 0..nb {
-                let blk = col0.add(i * ab);
-                let dst = apanel.add((c * nb + i) * PANEL);
-                for r in 0..QK / 4 {
+            for u in 0..nu {
+                let (blk, within) = (col0.add(u / upb * ab), u % upb);
+                let qs = blk.add(match B::ACT {
+                    Act::Q8_0 => 2,
+                    Act::Q8_1 => 4,
+                    Act::Q8K => 4 + within * g,
+                });
+                let dst = apanel.add((c * nu + u) * T * g);
+                for r in 0..g / 4 {
                     let v = _mm512_mask_i32gather_epi32::<1>(
                         zero,
                         mask,
                         idx,
-                        blk.add(qs + 4 * r) as *const _,
+                        qs.add(4 * r) as *const _,
                     );
                     _mm512_store_si512(dst.add(r * 64) as *mut _, v);
                 }
                 let head = _mm512_mask_i32gather_epi32::<1>(zero, mask, idx, blk as *const _);
-                let at = (c * nb + i) * T;
-                let d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
+                let at = (c * nu + u) * T;
+                let d = match B::ACT {
+                    Act::Q8K => _mm512_castsi512_ps(head),
+                    _ => _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head)),
+                };
                 _mm512_storeu_ps(ascale.add(at), d);
-                if B::UNSIGNED {
-                    let s = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(head)));
+                if B::HAS_MIN {
+                    let s = match B::ACT {
+                        Act::Q8K => {
+                            // the unit's group sums (i16 at 260 + 2·group): one per 16 values;
+                            // the dword ending at the last group's sum, so nothing past the
+                            // block is read
+                            let at = 260 + 2 * (within * g / 16) + 2 * (g / 16) - 4;
+                            let v = _mm512_mask_i32gather_epi32::<1>(
+                                zero,
+                                mask,
+                                idx,
+                                blk.add(at) as *const _,
+                            );
+                            let hi = _mm512_srai_epi32::<16>(v);
+                            let sum = if g == 32 {
+                                _mm512_add_epi32(hi, _mm512_srai_epi32::<16>(_mm512_slli_epi32::<16>(v)))
+                            } else {
+                                hi
+                            };
+                            _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum))
+                        }
+                        _ => _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(head))),
+                    };
                     _mm512_storeu_ps(asum.add(at), s);
                 }
             }
@@ -470,43 +665,47 @@ unsafe fn pack_acts<B: AmxBlock>(
     }
 }
 
-/// `valid` rows of weights (`stride` bytes apart from `w`, `nb` blocks each) unpacked for the
-/// tiles: block `i` of row `m` as 32 bytes at `wpanel + (i · 16 + m) · 32`, its scale and
-/// minimum as f32 at `i · 16 + m` of `wscale` and `wmin`; rows `valid..16` zeros.
+/// `valid` rows of weights (`stride` bytes apart from `w`, `nu` units each) unpacked for the
+/// tiles: unit `u` of row `m` as `G` bytes at `wpanel + (u · 16 + m) · G`, its scale and
+/// minimum at `u · 16 + m` of `wscale` and `wmin`; rows `valid..16` zeros.
 ///
 /// # Safety
-/// The rows hold `nb` blocks of `B`; the outputs have room for `nb` blocks of 16 rows;
+/// The rows hold `nu` units of blocks of `B`; the outputs have room for `nu` units of 16 rows;
 /// AVX2 and F16C.
 #[inline(always)]
-unsafe fn unpack_weights<B: AmxBlock>(
+unsafe fn unpack_weights<B: Tiled>(
     w: *const u8,
     stride: usize,
     valid: usize,
-    nb: usize,
+    nu: usize,
     wpanel: *mut u8,
-    wscale: *mut u8,
-    wmin: *mut u8,
+    wscale: *mut f32,
+    wmin: *mut f32,
 ) {
+    let (g, upb) = (B::G, B::VALUES / B::G);
     // SAFETY: reads within the rows and writes within the outputs (the caller).
     unsafe {
         for m in 0..T {
-            let (sc, mn) = (wscale as *mut f32, wmin as *mut f32);
             if m >= valid {
-                for i in 0..nb {
-                    let dst = wpanel.add((i * T + m) * QK) as *mut __m256i;
-                    _mm256_store_si256(dst, _mm256_setzero_si256());
-                    *sc.add(i * T + m) = 0.0;
-                    *mn.add(i * T + m) = 0.0;
+                for u in 0..nu {
+                    std::ptr::write_bytes(wpanel.add((u * T + m) * g), 0, g);
+                    *wscale.add(u * T + m) = 0.0;
+                    *wmin.add(u * T + m) = 0.0;
                 }
                 continue;
             }
-            let row = std::slice::from_raw_parts(w.add(m * stride) as *const B, nb);
+            let row = std::slice::from_raw_parts(w.add(m * stride) as *const B, nu / upb);
+            let (mut sc, mut mn) = ([0f32; QK_K / 16], [0f32; QK_K / 16]);
             for (i, b) in row.iter().enumerate() {
-                let dst = wpanel.add((i * T + m) * QK) as *mut __m256i;
-                _mm256_store_si256(dst, b.levels());
-                *sc.add(i * T + m) = half(b.d());
-                if B::UNSIGNED {
-                    *mn.add(i * T + m) = b.min();
+                let u0 = i * upb;
+                b.unpack(
+                    |u| wpanel.add(((u0 + u) * T + m) * g),
+                    &mut sc[..upb],
+                    &mut mn[..upb],
+                );
+                for u in 0..upb {
+                    *wscale.add((u0 + u) * T + m) = sc[u];
+                    *wmin.add((u0 + u) * T + m) = mn[u];
                 }
             }
         }
@@ -522,8 +721,10 @@ mod tests {
 
     /// Every AMX kernel against the portable row dot, on every remainder shape (weight rows
     /// and columns not multiples of 16, one block per row, full 64-column chunks), within
-    /// `2 (nb + 1) · ε · Σ |w_k| (|x_k| + 0.01)` (both sum `nb` f32 block terms in f32; the
-    /// 0.01 covers the activations' 8-bit rounding of values below 0.5); a second call with
+    /// `2 (n + 1) · ε · Σ (|w_k| + μ) (|x_k| + 0.01)`, n the f32 terms the kernel sums per
+    /// element (one per unit of 32 or 16 values, two with a minimum), μ the row's largest
+    /// |w| for the types with a minimum (which bounds the minimum terms), else 0, and the 0.01
+    /// the activations' 8-bit rounding of values below 0.5; a second call with
     /// the same key (activations reused from the scratch) and one starting at a later row (a
     /// different chunking) give the same values bit for bit.
     #[test]
@@ -536,12 +737,14 @@ mod tests {
             return;
         }
         use Type::*;
-        for ty in [Q4_0, Q5_0, Q8_0, IQ4_NL, Q4_1, Q5_1] {
+        for ty in [Q4_0, Q5_0, Q8_0, IQ4_NL, Q4_1, Q5_1, Q4_K, Q6_K] {
             let kern = kernel(ty).unwrap();
             let scalar = quant_dot(ty, Isa::Scalar).unwrap();
-            for k in [32usize, 96, 1024] {
+            let with_min = matches!(ty, Q4_1 | Q5_1 | Q4_K);
+            let ks: &[usize] = if ty.blck_size() == 32 { &[32, 96, 1024] } else { &[256, 768] };
+            for &k in ks {
                 let (wbytes, qbytes) = (ty.row_size(k as i64).unwrap(), scalar.act.row_size(k as i64).unwrap());
-                let nb = k / QK;
+                let terms = k / kern.g * (1 + with_min as usize);
                 for (rows, cols) in [(1, 1), (16, 16), (21, 7), (5, 64), (40, 23), (33, 50)] {
                     let w = values(rows * k, 3 + rows as u32);
                     let mut wq = vec![0u8; rows * wbytes];
@@ -555,7 +758,7 @@ mod tests {
                     for (v, q) in x.chunks_exact(k).zip(xq.chunks_exact_mut(qbytes)) {
                         quantize_row_ref(scalar.act, v, q).unwrap();
                     }
-                    let mut scratch = vec![0u8; scratch_bytes(k)];
+                    let mut scratch = vec![0u8; scratch_bytes(kern, k)];
                     let mut chunks = Chunks::new(kern, &mut scratch, k);
                     let mut runs = Vec::new();
                     for (first, key) in [(0, 1), (0, 1), (rows / 2, 1), (0, 2)] {
@@ -589,11 +792,17 @@ mod tests {
                         let mut want = vec![0f32; cols];
                         // SAFETY: the portable path needs no CPU feature.
                         unsafe { (scalar.dot)(&wq[i * wbytes..(i + 1) * wbytes], &xq, &mut want) };
+                        let wrow = &wd[i * k..(i + 1) * k];
+                        let mu = if with_min {
+                            wrow.iter().fold(0f32, |a, v| a.max(v.abs()))
+                        } else {
+                            0.0
+                        };
                         for j in 0..cols {
                             let mag: f64 = (0..k)
-                                .map(|t| (wd[i * k + t].abs() * (x[j * k + t].abs() + 0.01)) as f64)
+                                .map(|t| ((wrow[t].abs() + mu) * (x[j * k + t].abs() + 0.01)) as f64)
                                 .sum();
-                            let bound = 2.0 * (nb + 1) as f64 * f32::EPSILON as f64 * mag;
+                            let bound = 2.0 * (terms + 1) as f64 * f32::EPSILON as f64 * mag;
                             let (g, e) = (all[i * cols + j], want[j]);
                             assert!(
                                 ((g - e) as f64).abs() <= bound,

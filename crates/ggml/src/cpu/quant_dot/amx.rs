@@ -29,8 +29,8 @@ use crate::quants::{
     scale_min, BlockIq4Nl, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ6K,
     BlockQ8_0, PackedF16,
 };
-use crate::QK_K;
 use crate::types::Type;
+use crate::QK_K;
 
 /// Activation columns per chunk the kernel takes at most (the callers' column block).
 pub(crate) const MAX_COLS: usize = 64;
@@ -128,7 +128,14 @@ struct TileConfig {
 const fn config(g: u16) -> TileConfig {
     let mut colsb = [0u16; 16];
     let mut rows = [0u8; 16];
-    let shapes = [(64, 16), (64, 16), (g, 16), (g, 16), (64, g as u8 / 4), (64, g as u8 / 4)];
+    let shapes = [
+        (64, 16),
+        (64, 16),
+        (g, 16),
+        (g, 16),
+        (64, g as u8 / 4),
+        (64, g as u8 / 4),
+    ];
     let mut t = 0;
     while t < shapes.len() {
         colsb[t] = shapes[t].0;
@@ -549,7 +556,7 @@ unsafe fn run<B: Tiled>(
                         for (m, acc) in acc.iter_mut().enumerate() {
                             let s = _mm512_mul_ps(_mm512_set1_ps(*wsj.add(m)), dx);
                             let v = _mm512_cvtepi32_ps(_mm512_load_si512(
-                                sums.add(m * T * 4) as *const _,
+                                sums.add(m * T * 4) as *const _
                             ));
                             *acc = _mm512_fmadd_ps(s, v, *acc);
                         }
@@ -650,7 +657,10 @@ unsafe fn pack_acts<B: Tiled>(
                             );
                             let hi = _mm512_srai_epi32::<16>(v);
                             let sum = if g == 32 {
-                                _mm512_add_epi32(hi, _mm512_srai_epi32::<16>(_mm512_slli_epi32::<16>(v)))
+                                _mm512_add_epi32(
+                                    hi,
+                                    _mm512_srai_epi32::<16>(_mm512_slli_epi32::<16>(v)),
+                                )
                             } else {
                                 hi
                             };
@@ -741,9 +751,16 @@ mod tests {
             let kern = kernel(ty).unwrap();
             let scalar = quant_dot(ty, Isa::Scalar).unwrap();
             let with_min = matches!(ty, Q4_1 | Q5_1 | Q4_K);
-            let ks: &[usize] = if ty.blck_size() == 32 { &[32, 96, 1024] } else { &[256, 768] };
+            let ks: &[usize] = if ty.blck_size() == 32 {
+                &[32, 96, 1024]
+            } else {
+                &[256, 768]
+            };
             for &k in ks {
-                let (wbytes, qbytes) = (ty.row_size(k as i64).unwrap(), scalar.act.row_size(k as i64).unwrap());
+                let (wbytes, qbytes) = (
+                    ty.row_size(k as i64).unwrap(),
+                    scalar.act.row_size(k as i64).unwrap(),
+                );
                 let terms = k / kern.g * (1 + with_min as usize);
                 for (rows, cols) in [(1, 1), (16, 16), (21, 7), (5, 64), (40, 23), (33, 50)] {
                     let w = values(rows * k, 3 + rows as u32);
@@ -774,7 +791,8 @@ mod tests {
                                 cols,
                                 key,
                                 &mut |i, v| {
-                                    got[(first + i) * cols..(first + i + 1) * cols].copy_from_slice(v)
+                                    got[(first + i) * cols..(first + i + 1) * cols]
+                                        .copy_from_slice(v)
                                 },
                             )
                         };
@@ -800,7 +818,9 @@ mod tests {
                         };
                         for j in 0..cols {
                             let mag: f64 = (0..k)
-                                .map(|t| ((wrow[t].abs() + mu) * (x[j * k + t].abs() + 0.01)) as f64)
+                                .map(|t| {
+                                    ((wrow[t].abs() + mu) * (x[j * k + t].abs() + 0.01)) as f64
+                                })
                                 .sum();
                             let bound = 2.0 * (terms + 1) as f64 * f32::EPSILON as f64 * mag;
                             let (g, e) = (all[i * cols + j], want[j]);

@@ -177,7 +177,9 @@ pub(crate) fn amx() -> bool {
 /// ([`amx::MIN_COLS`]) for it to beat the VNNI kernels.
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn amx_kernel(ty: Type, cols: usize) -> Option<amx::AmxKernel> {
-    (cols >= amx::MIN_COLS && amx()).then(|| amx::kernel(ty)).flatten()
+    (cols >= amx::MIN_COLS && amx())
+        .then(|| amx::kernel(ty))
+        .flatten()
 }
 
 /// Σ x·y over two runs of levels of the same length.

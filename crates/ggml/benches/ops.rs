@@ -261,6 +261,11 @@ fn lines() -> Vec<Line> {
         v.push(mul_mat_line(wt, 4096, 4096, 1));
         v.push(mul_mat_line(wt, 4096, 4096, 32));
     }
+    // quantized weights about the crossover from the dot kernels to AMX tiles (5 columns and
+    // up, on a CPU with AMX)
+    for n in [4, 8, 16] {
+        v.push(mul_mat_line(Type::Q5_0, 4096, 4096, n));
+    }
     for (n_q, n_kv) in [(256, 256), (1, 256), (1, 1024)] {
         v.push(flash_attn_line(256, n_q, n_kv, 4));
     }

@@ -192,8 +192,22 @@ fn cpu_features_are_the_detected_ones() {
                 "AVX512_VBMI",
                 "AVX512_VNNI",
                 "AVX512_BF16",
+                "AMX_INT8",
             ];
             assert!(known.contains(&name.as_str()), "unexpected feature {name}");
+        }
+        // AMX_INT8 (listed only where Linux also granted the tile state) only on a CPU with it
+        if features.iter().any(|(n, _)| n == "AMX_INT8") {
+            let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+            let flags: Vec<&str> = info
+                .lines()
+                .find(|l| l.starts_with("flags"))
+                .map(|l| l.split_whitespace().collect())
+                .unwrap_or_default();
+            assert!(
+                flags.contains(&"amx_tile") && flags.contains(&"amx_int8"),
+                "AMX_INT8 listed on a CPU without amx_tile/amx_int8: {flags:?}"
+            );
         }
     }
 }

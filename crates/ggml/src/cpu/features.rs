@@ -48,6 +48,12 @@ fn detected() -> Vec<&'static str> {
            "avx2" => "AVX2", "f16c" => "F16C", "fma" => "FMA", "bmi2" => "BMI2",
            "avx512f" => "AVX512", "avx512vbmi" => "AVX512_VBMI", "avx512vnni" => "AVX512_VNNI",
            "avx512bf16" => "AVX512_BF16");
+    // AMX int8 where this process may run it (CPUID, the OS's tile state and Linux's
+    // permission, asked for here if not yet), whatever GGML_CPU_FORCE selects.
+    #[cfg(target_arch = "x86_64")]
+    if crate::cpu::quant_dot::amx::granted() {
+        v.push("AMX_INT8");
+    }
     v
 }
 

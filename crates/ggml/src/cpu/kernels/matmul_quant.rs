@@ -11,15 +11,22 @@
 //!
 //! With at most [`PRIVATE_ROWS`] rows of `b` (token generation), each thread quantizes them
 //! all into its own scratch instead: a few hundred values cost less than the barrier.
+//!
+//! Where the process may use AMX tiles and `b` has columns enough
+//! ([`amx_kernel`](crate::cpu::quant_dot::amx_kernel)), the chunks of the types with an AMX
+//! kernel go to it instead (every chunk of the node, so each element is computed one way).
 
 use super::matmul::{batch_count, batch_index, row_f32};
 use super::{st, NodePtrs, Params, Planned};
 use crate::cpu::quant_dot::{isa, quant_dot, quantize_act, QuantDot, TILE_ROWS};
 use crate::error::Result;
 use crate::tensor::Tensor;
+use crate::types::Type;
 
 /// Activation columns per chunk (dotted with each weight row of the chunk in one kernel call).
 const JQ: usize = 64;
+#[cfg(target_arch = "x86_64")]
+const _: () = assert!(JQ <= crate::cpu::quant_dot::amx::MAX_COLS);
 
 /// Chunks the claiming aims at per thread, so the last ones are small next to a thread's share.
 const CHUNKS_PER_THREAD: usize = 8;
@@ -31,19 +38,32 @@ const ROWS_MAX: usize = 128;
 /// Rows of `b` up to which every thread quantizes all of them itself (no barrier).
 const PRIVATE_ROWS: usize = 4;
 
-/// The plan of a quantized MUL_MAT: scratch per thread for one row of `b` as f32, and a shared
-/// area for every row of `b` quantized to the dot type of `qd`, with one barrier (or, for at
-/// most [`PRIVATE_ROWS`] rows, room for them in each thread's scratch, and no barrier).
+/// The plan of a quantized MUL_MAT: scratch per thread for one row of `b` as f32 (and for the
+/// AMX kernel where it is taken), and a shared area for every row of `b` quantized to the dot
+/// type of `qd`, with one barrier (or, for at most [`PRIVATE_ROWS`] rows, room for them in
+/// each thread's scratch, and no barrier).
 pub(super) fn plan(a: &Tensor, b: &Tensor, qd: QuantDot) -> Result<Planned> {
     let k = a.ne()[0];
     let qbytes = qd.act.row_size(k)?;
     let b_rows = b.ne()[1..].iter().product::<i64>() as usize;
-    let (row, quantized) = (k as usize * 4, (b_rows * qbytes).next_multiple_of(4));
+    let amx = amx_scratch(a.ty(), b.ne()[1] as usize, k as usize);
+    let (row, quantized) = (k as usize * 4 + amx, (b_rows * qbytes).next_multiple_of(4));
     Ok(if b_rows <= PRIVATE_ROWS {
         Planned::new(mul_mat_quant::<false>, row + quantized)
     } else {
         Planned::new(mul_mat_quant::<true>, row).with_shared(quantized, 1)
     })
+}
+
+/// Scratch bytes (a multiple of 4) the AMX kernel needs per thread for weights of type `ty` and
+/// `k` values per row against `cols` columns per batch; 0 where it is not taken.
+fn amx_scratch(ty: Type, cols: usize, k: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(kernel) = crate::cpu::quant_dot::amx_kernel(ty, cols) {
+        return crate::cpu::quant_dot::amx::scratch_bytes(kernel, k).next_multiple_of(4);
+    }
+    let _ = (ty, cols, k);
+    0
 }
 
 /// Weight rows per chunk for `m` rows, `blocks` (batch, column block) pairs and `nth` threads:
@@ -70,10 +90,17 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
     let (m, nb1, batches) = (a.ne[1] as usize, b.ne[1] as usize, batch_count(b));
     let b_rows = nb1 * batches;
     let quantized = (b_rows * qbytes).next_multiple_of(4);
-    // SAFETY: the plan sized each thread's scratch for k f32 values, and the quantized rows
-    // too when not SHARED.
-    let scratch = unsafe { p.scratch_f32(k + if SHARED { 0 } else { quantized / 4 }) };
-    let (fbuf, private) = scratch.split_at_mut(k);
+    let amx_bytes = amx_scratch(a.ty, nb1, k);
+    let private_len = if SHARED { 0 } else { quantized / 4 };
+    // SAFETY: the plan sized each thread's scratch for k f32 values and the AMX kernel's
+    // scratch, and the quantized rows too when not SHARED.
+    let scratch = unsafe { p.scratch_f32(k + amx_bytes / 4 + private_len) };
+    let (fbuf, rest) = scratch.split_at_mut(k);
+    let (_amx_scratch, private) = rest.split_at_mut(amx_bytes / 4);
+    #[cfg(target_arch = "x86_64")]
+    let mut amx = crate::cpu::quant_dot::amx_kernel(a.ty, nb1).map(|kern| {
+        crate::cpu::quant_dot::amx::Chunks::new(kern, bytemuck::cast_slice_mut(_amx_scratch), k)
+    });
     let qbase = if SHARED {
         p.shared_ptr(quantized)
     } else {
@@ -142,6 +169,24 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
             std::slice::from_raw_parts(a.row([i, ai[0], ai[1], ai[2]]), wbytes)
         };
         let (mut i, end) = (rb * rows, m.min((rb + 1) * rows));
+        #[cfg(target_arch = "x86_64")]
+        if let Some(amx) = amx.as_mut() {
+            // SAFETY: `amx_kernel` found AMX granted on the AVX-512 path; rows i..end of a
+            // are a.nb[1] bytes apart, each wbytes of blocks; `block` holds nj <= JQ rows;
+            // `rest` names this column block of this batch.
+            unsafe {
+                amx.run(
+                    weights(i).as_ptr(),
+                    a.nb[1],
+                    end - i,
+                    block,
+                    nj,
+                    rest,
+                    &mut |t, vals| write(&dst_rows, i + t, vals),
+                )
+            };
+            continue;
+        }
         if let Some(tile) = qd.tile {
             // TILE_ROWS weight rows at a time (bit for bit what the row dot gives each)
             while i + TILE_ROWS <= end {

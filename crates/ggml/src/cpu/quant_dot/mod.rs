@@ -6,7 +6,9 @@
 //!
 //! Three paths: portable, AVX2+FMA+F16C, and AVX-512 (F, BW, VL, VNNI); [`isa`] picks the
 //! widest the CPU has once per process (or the one `GGML_CPU_FORCE=scalar|avx2|avx512` names,
-//! when the CPU has it). Each kernel takes one weight row and several activation rows, so a
+//! when the CPU has it). On the AVX-512 path, batches of 5 columns or more take AMX int8 tiles
+//! where the process may use them ([`amx()`], `amx.rs`; `GGML_CPU_FORCE=amx` names that path,
+//! the other values exclude AMX). Each kernel takes one weight row and several activation rows, so a
 //! weight block is unpacked once per group of up to four activation rows (GGML's 32-column
 //! batches). On x86 the 32-value types (`x86.rs`) and the k-quants (`kquant_x86.rs`) have
 //! intrinsics kernels, which sum in eight f32 lanes and so differ from the portable path by
@@ -63,6 +65,8 @@ macro_rules! by_fours {
 }
 
 mod act;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod amx;
 #[cfg(target_arch = "x86_64")]
 mod kquant_x86;
 #[cfg(target_arch = "x86_64")]
@@ -126,20 +130,56 @@ impl Isa {
     }
 }
 
+/// What `GGML_CPU_FORCE` names: a path (`scalar`, `avx2`, `avx512`, or `amx`, which is the
+/// AVX-512 path with AMX tiles), and whether AMX tiles may be used with it.
+fn forced() -> Option<(Isa, bool)> {
+    match std::env::var("GGML_CPU_FORCE").as_deref() {
+        Ok("scalar") => Some((Isa::Scalar, false)),
+        Ok("avx2") => Some((Isa::Avx2, false)),
+        Ok("avx512") => Some((Isa::Avx512, false)),
+        Ok("amx") => Some((Isa::Avx512, true)),
+        _ => None,
+    }
+}
+
 /// The path the CPU kernels take: the widest this CPU has, or the one `GGML_CPU_FORCE` names
-/// (`scalar`, `avx2`, `avx512`) when the CPU has it. Decided once per process.
+/// (`scalar`, `avx2`, `avx512`; `amx` names AVX-512's) when the CPU has it. Decided once per
+/// process.
 pub(crate) fn isa() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
     *ISA.get_or_init(|| {
         let best = *Isa::all_available().last().unwrap_or(&Isa::Scalar);
-        let forced = match std::env::var("GGML_CPU_FORCE").as_deref() {
-            Ok("scalar") => Some(Isa::Scalar),
-            Ok("avx2") => Some(Isa::Avx2),
-            Ok("avx512") => Some(Isa::Avx512),
-            _ => None,
-        };
-        forced.filter(|f| f.available()).unwrap_or(best)
+        forced()
+            .map(|(f, _)| f)
+            .filter(|f| f.available())
+            .unwrap_or(best)
     })
+}
+
+/// Whether quantized MUL_MAT uses AMX int8 tiles for batches: the selected path is AVX-512,
+/// the CPU has AMX-TILE and AMX-INT8, the OS granted this process the tile state
+/// ([`amx::granted`]), and `GGML_CPU_FORCE` is unset or `amx` (`scalar`, `avx2` and `avx512`
+/// exclude it). Decided once per process.
+pub(crate) fn amx() -> bool {
+    static AMX: OnceLock<bool> = OnceLock::new();
+    *AMX.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            isa() == Isa::Avx512 && forced().is_none_or(|(_, amx)| amx) && amx::granted()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    })
+}
+
+/// The AMX kernel MUL_MAT takes for weight type `ty` against `cols` activation columns per
+/// batch: where [`amx`] allows it, the type has one, and there are columns enough
+/// ([`amx::MIN_COLS`]) for it to beat the VNNI kernels.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn amx_kernel(ty: Type, cols: usize) -> Option<amx::AmxKernel> {
+    (cols >= amx::MIN_COLS && amx())
+        .then(|| amx::kernel(ty))
+        .flatten()
 }
 
 /// Σ x·y over two runs of levels of the same length.
@@ -576,7 +616,8 @@ mod tests {
     use super::*;
     use crate::quants::{dequantize_row, quantize_row_ref};
 
-    fn values(n: usize, seed: u32) -> Vec<f32> {
+    /// `n` pseudo-random values in [-0.5, 0.5).
+    pub(super) fn values(n: usize, seed: u32) -> Vec<f32> {
         let mut state = seed;
         (0..n)
             .map(|_| {

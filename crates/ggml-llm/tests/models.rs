@@ -134,11 +134,16 @@ fn batched_prompt_equals_token_by_token_for_every_architecture() {
                     single.extend(s.eval(&[tok], true).unwrap());
                 }
                 let what = format!("{arch} {} flash_attn={fa}", weight_type.name());
+                // Quantized products of one column and of many take different kernels
+                // (VNNI dots, band products, AMX tiles), which sum each block's scaled
+                // integers in another f32 order; the activations' re-quantization at every
+                // product then flips a few Q8 levels, so the bound is wider there.
+                let bound = if weight_type.is_quantized() { 1e-4 } else { 1e-6 };
                 let e = nmse(&batched, &as_f64(&single));
-                assert!(e <= 1e-6, "{what}: batched vs token by token NMSE {e:e}");
+                assert!(e <= bound, "{what}: batched vs token by token NMSE {e:e}");
                 let e = nmse(&chunked, &as_f64(&single));
                 assert!(
-                    e <= 1e-6,
+                    e <= bound,
                     "{what}: chunks of 5 vs token by token NMSE {e:e}"
                 );
                 // Last-token logits are the last row of all of them.

@@ -3,6 +3,7 @@
 mod compute;
 mod features;
 mod fusion;
+mod profile;
 pub(crate) mod gemm;
 pub(crate) mod kernels;
 pub(crate) mod quant_dot;

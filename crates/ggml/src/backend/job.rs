@@ -22,9 +22,11 @@ struct Slot {
 }
 
 /// Nodes resolved to their buffers at queue time. Resolving again reuses the storage, so a
-/// plan computed again and again allocates nothing once its tensors stay where they are.
+/// plan computed again and again allocates nothing once its tensors stay where they are, and
+/// neither does a stream's `graph_compute` of the same graph once [`Resolved::release`]d
+/// storage is given new nodes ([`Resolved::reset`]).
 pub(crate) struct Resolved {
-    nodes: Arc<[Tensor]>,
+    nodes: Vec<Tensor>,
     /// `first[i]`: the slot of node `i`; its operands' slots follow it.
     first: Vec<usize>,
     slots: Vec<Slot>,
@@ -41,25 +43,52 @@ impl Resolved {
     /// `Err` naming `what` when a tensor has no place, lies in a multi-buffer, or does not fit
     /// in its buffer.
     pub(crate) fn new(
-        nodes: Arc<[Tensor]>,
+        nodes: &[Tensor],
         what: &str,
         place: impl FnMut(&Tensor) -> Result<(Buffer, usize)>,
     ) -> Result<Resolved> {
-        let mut r = Resolved {
-            nodes,
+        let mut r = Resolved::empty();
+        r.nodes.extend_from_slice(nodes);
+        r.resolve(what, place)?;
+        Ok(r)
+    }
+
+    /// Storage with no nodes.
+    pub(crate) fn empty() -> Resolved {
+        Resolved {
+            nodes: Vec::new(),
             first: Vec::new(),
             slots: Vec::new(),
             buffers: Arc::from([]),
             scratch: Vec::new(),
             imps: Vec::new(),
-        };
-        r.resolve(what, place)?;
-        Ok(r)
+        }
     }
 
     /// Resolves `nodes` through their own bindings.
-    pub(crate) fn bound(nodes: Arc<[Tensor]>, what: &str) -> Result<Resolved> {
+    pub(crate) fn bound(nodes: &[Tensor], what: &str) -> Result<Resolved> {
         Resolved::new(nodes, what, |t| binding(t, what))
+    }
+
+    /// Resolves `nodes` through their bindings in this storage (allocating nothing once it has
+    /// held as many nodes, operands and buffers, and the buffers are the ones it holds).
+    pub(crate) fn reset(&mut self, nodes: &[Tensor], what: &str) -> Result<()> {
+        self.nodes.clear();
+        self.nodes.extend_from_slice(nodes);
+        self.rebind(what)
+    }
+
+    /// Drops the nodes and the buffers' implementations, keeping the storage and the list of
+    /// buffers, so that resolving over the same buffers again needs no new list. The list
+    /// keeps those buffers alive until then; one that nothing else holds any more is not kept
+    /// (the whole list is dropped).
+    pub(crate) fn release(&mut self) {
+        self.nodes.clear();
+        self.scratch.clear();
+        self.imps.clear();
+        if self.buffers.iter().any(|b| Arc::strong_count(&b.0) == 1) {
+            self.buffers = Arc::from([]);
+        }
     }
 
     /// Resolves the same nodes again through their bindings (they may have moved).
@@ -129,7 +158,7 @@ impl Resolved {
     }
 
     /// The nodes.
-    pub(crate) fn nodes(&self) -> &Arc<[Tensor]> {
+    pub(crate) fn nodes(&self) -> &[Tensor] {
         &self.nodes
     }
 
@@ -181,7 +210,7 @@ fn binding(t: &Tensor, what: &str) -> Result<(Buffer, usize)> {
 /// have them (for unit tests of engines).
 #[cfg(test)]
 pub(crate) fn with_placed<R>(nodes: Vec<Tensor>, f: impl FnOnce(&PlacedGraph<'_>) -> R) -> R {
-    let mut r = Resolved::bound(nodes.into(), "test").expect("allocated nodes");
+    let mut r = Resolved::bound(&nodes, "test").expect("allocated nodes");
     let mut res = Reservation::new(r.buffers().clone(), "test").expect("live buffers");
     res.start(0);
     r.capture(&res, "test").expect("plain buffers");

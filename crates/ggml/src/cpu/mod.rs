@@ -3,9 +3,9 @@
 mod compute;
 mod features;
 mod fusion;
-mod profile;
 pub(crate) mod gemm;
 pub(crate) mod kernels;
+mod profile;
 pub(crate) mod quant_dot;
 mod threadpool;
 

@@ -128,11 +128,19 @@ impl Profile {
         );
         for (title, map, limit) in [
             ("op", &self.by_op, usize::MAX),
-            ("op, first operand's type and shapes -> result", &self.by_shape, top),
+            (
+                "op, first operand's type and shapes -> result",
+                &self.by_shape,
+                top,
+            ),
         ] {
             let mut lines: Vec<(&String, &Sum)> = map.iter().collect();
             lines.sort_by(|a, b| b.1.ns.cmp(&a.1.ns).then(a.0.cmp(b.0)));
-            let _ = writeln!(out, "  {:>9} {:>6} {:>9}  {title}", "ms/run", "%", "nodes/run");
+            let _ = writeln!(
+                out,
+                "  {:>9} {:>6} {:>9}  {title}",
+                "ms/run", "%", "nodes/run"
+            );
             for (key, s) in lines.into_iter().take(limit) {
                 let _ = writeln!(
                     out,
@@ -173,8 +181,14 @@ mod tests {
             p.record([(&g, false), (&s, true)].into_iter(), 5_000_000);
         }
         let r = p.report(2, 10);
-        assert!(r.contains("2 graph runs on 2 threads, 5.000 ms per run"), "{r}");
-        assert!(r.contains("3.000  60.00       1.0  RMS_NORM+SCALE\n"), "{r}");
+        assert!(
+            r.contains("2 graph runs on 2 threads, 5.000 ms per run"),
+            "{r}"
+        );
+        assert!(
+            r.contains("3.000  60.00       1.0  RMS_NORM+SCALE\n"),
+            "{r}"
+        );
         assert!(r.contains("1.000  20.00       1.0  UNARY(GELU)\n"), "{r}");
         assert!(r.contains("UNARY(GELU) f32[4,3] -> [4,3]"), "{r}");
         assert!(!p.is_empty());

@@ -260,6 +260,9 @@ pub(super) unsafe fn row_dots_vnni<B: Simd32>(w: &[u8], a: &[u8], out: &mut [f32
 /// Weight rows of one [`row_tiles_vnni`] pass.
 pub(super) const TILE_ROWS: usize = 4;
 
+/// How many tiles ahead [`tile_r`] prefetches the weights when it has one activation row.
+const PREFETCH_TILES: usize = 2;
+
 /// `out[t][r] = dot(w[t], activation row r)` for [`TILE_ROWS`] weight rows and `R` activation
 /// rows in one pass: each activation block is loaded once for all weight rows, and with VNNI
 /// the signs need no per-pair work: signed levels `x` are offset to the unsigned `x + 128`
@@ -286,8 +289,18 @@ unsafe fn tile_r<B: Simd32, const R: usize>(
         let offset = _mm256_set1_epi8(0x80u8 as i8);
         let mut ux = [_mm256_setzero_si256(); TILE_ROWS];
         let mut xd = [_mm256_setzero_ps(); TILE_ROWS];
+        // With one activation row (token generation) every weight is read once, from memory,
+        // at a few cycles per block: the rows [`PREFETCH_TILES`] tiles on (the weight rows
+        // after these, contiguous in a weight matrix) are fetched ahead, because the hardware
+        // prefetcher stops at every 4 KiB page. Prefetches never fault, so one past the end of
+        // the matrix is harmless (the address is only computed, never dereferenced).
+        let ahead = PREFETCH_TILES * TILE_ROWS * std::mem::size_of_val(w[0]);
         for i in 0..w[0].len() {
             for t in 0..TILE_ROWS {
+                if R == 1 {
+                    let p = w[t].as_ptr().wrapping_add(i) as *const i8;
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead));
+                }
                 let levels = w[t][i].levels();
                 ux[t] = if B::UNSIGNED {
                     levels

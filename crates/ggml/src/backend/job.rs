@@ -2,7 +2,7 @@
 //! is queued, to a buffer and an offset ([`Resolved`]); the buffers it names are the ones the
 //! job's reservation holds. When the job runs, the engine sees them as [`PlacedGraph`].
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -78,16 +78,24 @@ impl Resolved {
         self.rebind(what)
     }
 
-    /// Drops the nodes and the buffers' implementations, keeping the storage and the list of
-    /// buffers, so that resolving over the same buffers again needs no new list. The list
-    /// keeps those buffers alive until then; one that nothing else holds any more is not kept
-    /// (the whole list is dropped).
+    /// Drops the nodes and the buffers' implementations, keeping the storage, and lets go of
+    /// the buffers ([`Resolved::park`]).
     pub(crate) fn release(&mut self) {
         self.nodes.clear();
         self.scratch.clear();
         self.imps.clear();
-        if self.buffers.iter().any(|b| Arc::strong_count(&b.0) == 1) {
-            self.buffers = Arc::from([]);
+        self.park();
+    }
+
+    /// Lets go of the buffers in the list once no reservation shares it: each is replaced by
+    /// an empty placeholder, so the list keeps no memory alive while its storage stays for
+    /// the next resolution over as many buffers. While a reservation still shares the list
+    /// this does nothing (the stream parks it again when it gives the reservation back).
+    pub(crate) fn park(&mut self) {
+        match (Arc::get_mut(&mut self.buffers), placeholder()) {
+            (Some(list), Some(p)) => list.fill(p.clone()),
+            (Some(_), None) => self.buffers = Arc::from([]),
+            (None, _) => {}
         }
     }
 
@@ -147,7 +155,13 @@ impl Resolved {
             s.buf = i.unwrap_or(0) as u32; // every slot's buffer is in `scratch`
         }
         if *self.buffers != *self.scratch {
-            self.buffers = self.scratch.as_slice().into();
+            // The list's storage is reused when nothing else shares it and it has the length.
+            match Arc::get_mut(&mut self.buffers) {
+                Some(list) if list.len() == self.scratch.len() => {
+                    list.clone_from_slice(&self.scratch)
+                }
+                _ => self.buffers = self.scratch.as_slice().into(),
+            }
         }
         Ok(())
     }
@@ -200,6 +214,15 @@ impl Resolved {
             imps: &self.imps,
         }
     }
+}
+
+/// A buffer of no memory, put in place of a parked list's buffers (made once; `None` if the
+/// host allocator refused even that).
+fn placeholder() -> Option<&'static Buffer> {
+    static EMPTY: OnceLock<Option<Buffer>> = OnceLock::new();
+    EMPTY
+        .get_or_init(|| super::host_buffer_type().alloc_buffer(0).ok())
+        .as_ref()
 }
 
 fn binding(t: &Tensor, what: &str) -> Result<(Buffer, usize)> {

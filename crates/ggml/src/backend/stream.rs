@@ -353,6 +353,10 @@ impl<'s> Worker<'s> {
             f(&r);
         }
         self.inflight.clear();
+        // The reservations are given back: the stored graph storage lets go of its buffers.
+        if let Some(stored) = lock(&self.sh.graph_storage).as_mut() {
+            stored.park();
+        }
         let mut q = lock(&self.sh.q);
         q.completed += std::mem::take(&mut self.unsettled);
         if let Err(e) = r {
@@ -618,10 +622,8 @@ impl Backend {
     /// Errors found before queuing (unallocated tensors, unsupported ops, freed buffers) are
     /// returned here; errors while computing are returned by [`Backend::synchronize`].
     ///
-    /// The stream reuses the storage of its last computation, so computing the same graph
-    /// again (its nodes over the same buffers) allocates nothing; between computations it
-    /// keeps the list of the last one's buffers, which it drops once it is the last holder of
-    /// one of them at the end of a computation, or with the stream.
+    /// The stream reuses the storage of its last computation (holding neither its tensors nor
+    /// its buffers once it ran), so computing the same graph again allocates nothing.
     pub fn graph_compute_async(&self, graph: &crate::Graph) -> Result<()> {
         let what = "graph_compute";
         let stored = lock(&self.0.shared.graph_storage).take();

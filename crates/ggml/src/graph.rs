@@ -224,6 +224,11 @@ impl Graph {
         lock(&self.0).nodes.clone()
     }
 
+    /// Runs `f` on the nodes under the graph's lock, without copying the list.
+    pub(crate) fn with_nodes<R>(&self, f: impl FnOnce(&[Tensor]) -> R) -> R {
+        f(&lock(&self.0).nodes)
+    }
+
     /// All leafs.
     pub fn leafs(&self) -> Vec<Tensor> {
         lock(&self.0).leafs.clone()

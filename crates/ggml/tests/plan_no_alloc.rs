@@ -253,15 +253,9 @@ fn get_f32_into_reads_without_allocating() {
     );
 }
 
-/// `graph_plan_compute` of quantized MUL_MATs (activations quantized once into the node's
-/// shared area, chunks claimed by the threads: Q4_K with Q8_K activations, Q8_0 with Q8_0,
-/// one and several columns) allocates nothing after the first run, and gives the same values.
-#[test]
-fn quantized_mul_mat_plan_allocates_nothing() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let cpu = backend::cpu_init().unwrap();
-    cpu.set_n_threads(2).unwrap();
-    let ctx = Context::init(8 << 20, false).unwrap();
+/// Quantized MUL_MATs (activations quantized once into the node's shared area, chunks claimed
+/// by the threads): Q4_K with Q8_K activations, Q8_0 with Q8_0, one and several columns.
+fn quantized_mul_mats(ctx: &Context) -> (Graph, Vec<Tensor>) {
     let k = 512;
     let values = |n: usize, m: usize| (0..n).map(move |i| (i % m) as f32 * 0.05 - 0.3);
     let mut outs = Vec::new();
@@ -284,25 +278,67 @@ fn quantized_mul_mat_plan_allocates_nothing() {
     for o in &outs {
         graph.build_forward_expand(o).unwrap();
     }
-    let plan = cpu.graph_plan_create(&graph).unwrap();
-    cpu.graph_plan_compute(&plan).unwrap(); // warm-up
-    let first: Vec<Vec<f32>> = outs.iter().map(|o| o.get_f32().unwrap()).collect();
-    assert!(first.iter().flatten().any(|v| *v != 0.0));
+    (graph, outs)
+}
 
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
-    for _ in 0..50 {
-        cpu.graph_plan_compute(&plan).unwrap();
-    }
-    let allocated = ALLOCATIONS.load(Ordering::SeqCst) - before;
+/// Runs `compute` once (the warm-up: queues and scratch reach their sizes), then `n` times
+/// more, which must allocate nothing and give `outs` the same values.
+fn assert_repeats_allocate_nothing(what: &str, outs: &[Tensor], n: usize, compute: impl Fn()) {
+    compute();
+    let first: Vec<Vec<f32>> = outs.iter().map(|o| o.get_f32().unwrap()).collect();
+    assert!(first.iter().flatten().any(|v| *v != 0.0), "{what}");
+    assert!(first.iter().flatten().all(|v| v.is_finite()), "{what}");
+    let allocated = allocations_of(|| (0..n).for_each(|_| compute()));
     assert_eq!(
         allocated, 0,
-        "50 quantized plan computations allocated {allocated} times"
+        "{n} runs of {what} allocated {allocated} times"
     );
     for (o, f) in outs.iter().zip(&first) {
         assert_eq!(
             &o.get_f32().unwrap(),
             f,
-            "each run computes the same values"
+            "{what}: each run computes the same values"
+        );
+    }
+}
+
+/// `graph_plan_compute` of quantized MUL_MATs allocates nothing after the first run.
+#[test]
+fn quantized_mul_mat_plan_allocates_nothing() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cpu = backend::cpu_init().unwrap();
+    cpu.set_n_threads(2).unwrap();
+    let ctx = Context::init(8 << 20, false).unwrap();
+    let (graph, outs) = quantized_mul_mats(&ctx);
+    let plan = cpu.graph_plan_create(&graph).unwrap();
+    assert_repeats_allocate_nothing("the quantized plan", &outs, 50, || {
+        cpu.graph_plan_compute(&plan).unwrap()
+    });
+}
+
+/// `graph_compute` (a stream's own path, no plan: the stream keeps its last job's storage,
+/// the CPU engine its plan storage) of the same graph allocates nothing after the first run,
+/// for the Llama-style layer and for quantized MUL_MATs, on 1 and 2 threads.
+#[test]
+fn graph_compute_allocates_nothing_after_the_first_run() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for threads in [1, 2] {
+        let cpu = backend::cpu_init().unwrap();
+        cpu.set_n_threads(threads).unwrap();
+        let ctx = Context::init(24 << 20, false).unwrap();
+        let (layer, out) = llama_layer(&ctx);
+        assert_repeats_allocate_nothing(
+            &format!("the layer, {threads} threads"),
+            &[out],
+            20,
+            || cpu.graph_compute(&layer).unwrap(),
+        );
+        let (graph, outs) = quantized_mul_mats(&ctx);
+        assert_repeats_allocate_nothing(
+            &format!("quantized, {threads} threads"),
+            &outs,
+            20,
+            || cpu.graph_compute(&graph).unwrap(),
         );
     }
 }

@@ -2,7 +2,7 @@
 //! is queued, to a buffer and an offset ([`Resolved`]); the buffers it names are the ones the
 //! job's reservation holds. When the job runs, the engine sees them as [`PlacedGraph`].
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -22,9 +22,11 @@ struct Slot {
 }
 
 /// Nodes resolved to their buffers at queue time. Resolving again reuses the storage, so a
-/// plan computed again and again allocates nothing once its tensors stay where they are.
+/// plan computed again and again allocates nothing once its tensors stay where they are, and
+/// neither does a stream's `graph_compute` of the same graph once [`Resolved::release`]d
+/// storage is given new nodes ([`Resolved::reset`]).
 pub(crate) struct Resolved {
-    nodes: Arc<[Tensor]>,
+    nodes: Vec<Tensor>,
     /// `first[i]`: the slot of node `i`; its operands' slots follow it.
     first: Vec<usize>,
     slots: Vec<Slot>,
@@ -41,25 +43,60 @@ impl Resolved {
     /// `Err` naming `what` when a tensor has no place, lies in a multi-buffer, or does not fit
     /// in its buffer.
     pub(crate) fn new(
-        nodes: Arc<[Tensor]>,
+        nodes: &[Tensor],
         what: &str,
         place: impl FnMut(&Tensor) -> Result<(Buffer, usize)>,
     ) -> Result<Resolved> {
-        let mut r = Resolved {
-            nodes,
+        let mut r = Resolved::empty();
+        r.nodes.extend_from_slice(nodes);
+        r.resolve(what, place)?;
+        Ok(r)
+    }
+
+    /// Storage with no nodes.
+    pub(crate) fn empty() -> Resolved {
+        Resolved {
+            nodes: Vec::new(),
             first: Vec::new(),
             slots: Vec::new(),
             buffers: Arc::from([]),
             scratch: Vec::new(),
             imps: Vec::new(),
-        };
-        r.resolve(what, place)?;
-        Ok(r)
+        }
     }
 
     /// Resolves `nodes` through their own bindings.
-    pub(crate) fn bound(nodes: Arc<[Tensor]>, what: &str) -> Result<Resolved> {
+    pub(crate) fn bound(nodes: &[Tensor], what: &str) -> Result<Resolved> {
         Resolved::new(nodes, what, |t| binding(t, what))
+    }
+
+    /// Resolves `nodes` through their bindings in this storage (allocating nothing once it has
+    /// held as many nodes, operands and buffers, and the buffers are the ones it holds).
+    pub(crate) fn reset(&mut self, nodes: &[Tensor], what: &str) -> Result<()> {
+        self.nodes.clear();
+        self.nodes.extend_from_slice(nodes);
+        self.rebind(what)
+    }
+
+    /// Drops the nodes and the buffers' implementations, keeping the storage, and lets go of
+    /// the buffers ([`Resolved::park`]).
+    pub(crate) fn release(&mut self) {
+        self.nodes.clear();
+        self.scratch.clear();
+        self.imps.clear();
+        self.park();
+    }
+
+    /// Lets go of the buffers in the list once no reservation shares it: each is replaced by
+    /// an empty placeholder, so the list keeps no memory alive while its storage stays for
+    /// the next resolution over as many buffers. While a reservation still shares the list
+    /// this does nothing (the stream parks it again when it gives the reservation back).
+    pub(crate) fn park(&mut self) {
+        match (Arc::get_mut(&mut self.buffers), placeholder()) {
+            (Some(list), Some(p)) => list.fill(p.clone()),
+            (Some(_), None) => self.buffers = Arc::from([]),
+            (None, _) => {}
+        }
     }
 
     /// Resolves the same nodes again through their bindings (they may have moved).
@@ -118,7 +155,13 @@ impl Resolved {
             s.buf = i.unwrap_or(0) as u32; // every slot's buffer is in `scratch`
         }
         if *self.buffers != *self.scratch {
-            self.buffers = self.scratch.as_slice().into();
+            // The list's storage is reused when nothing else shares it and it has the length.
+            match Arc::get_mut(&mut self.buffers) {
+                Some(list) if list.len() == self.scratch.len() => {
+                    list.clone_from_slice(&self.scratch)
+                }
+                _ => self.buffers = self.scratch.as_slice().into(),
+            }
         }
         Ok(())
     }
@@ -129,7 +172,7 @@ impl Resolved {
     }
 
     /// The nodes.
-    pub(crate) fn nodes(&self) -> &Arc<[Tensor]> {
+    pub(crate) fn nodes(&self) -> &[Tensor] {
         &self.nodes
     }
 
@@ -173,6 +216,15 @@ impl Resolved {
     }
 }
 
+/// A buffer of no memory, put in place of a parked list's buffers (made once; `None` if the
+/// host allocator refused even that).
+fn placeholder() -> Option<&'static Buffer> {
+    static EMPTY: OnceLock<Option<Buffer>> = OnceLock::new();
+    EMPTY
+        .get_or_init(|| super::host_buffer_type().alloc_buffer(0).ok())
+        .as_ref()
+}
+
 fn binding(t: &Tensor, what: &str) -> Result<(Buffer, usize)> {
     t.require_binding(what).map(|b| (b.buffer, b.offset))
 }
@@ -181,7 +233,7 @@ fn binding(t: &Tensor, what: &str) -> Result<(Buffer, usize)> {
 /// have them (for unit tests of engines).
 #[cfg(test)]
 pub(crate) fn with_placed<R>(nodes: Vec<Tensor>, f: impl FnOnce(&PlacedGraph<'_>) -> R) -> R {
-    let mut r = Resolved::bound(nodes.into(), "test").expect("allocated nodes");
+    let mut r = Resolved::bound(&nodes, "test").expect("allocated nodes");
     let mut res = Reservation::new(r.buffers().clone(), "test").expect("live buffers");
     res.start(0);
     r.capture(&res, "test").expect("plain buffers");

@@ -40,6 +40,9 @@ pub(crate) enum Job {
     /// Run a plan over the places resolved when it was queued (no boxed closure: computing a
     /// plan allocates nothing).
     Plan(PlanState, Reservation),
+    /// Compute a graph's resolved nodes (`graph_compute`); the storage goes back to the
+    /// stream's [`Shared::graph_storage`] afterwards, so the next graph reuses it.
+    Graph(Resolved, Reservation),
     /// Signal an event: all work queued before it is done.
     Signal(Arc<EventInner>, u64),
     /// Hold later work until an event reaches a generation.
@@ -60,6 +63,9 @@ struct Shared {
     q: Mutex<Queue>,
     work_cv: Condvar,
     done_cv: Condvar,
+    /// The storage of the last `graph_compute` job, released ([`Resolved::release`]): taken by
+    /// the next one, so computing the same graph again allocates nothing.
+    graph_storage: Mutex<Option<Resolved>>,
 }
 
 /// Stream ids, the holders of buffer reservations (0 is the host's).
@@ -109,6 +115,7 @@ impl Backend {
             q: Mutex::new(Queue::default()),
             work_cv: Condvar::new(),
             done_cv: Condvar::new(),
+            graph_storage: Mutex::new(None),
         });
         let name = imp.name();
         let worker = {
@@ -299,6 +306,7 @@ impl<'s> Worker<'s> {
             let result = match job {
                 Job::Run(work, reservation) => self.run_work(work, reservation),
                 Job::Plan(state, reservation) => self.run_plan(&state, reservation),
+                Job::Graph(resolved, reservation) => self.run_graph(resolved, reservation),
                 Job::Signal(ev, generation) => self.signal(&ev, generation),
                 Job::Wait(ev, generation) => self.wait(&ev, generation),
             };
@@ -345,6 +353,10 @@ impl<'s> Worker<'s> {
             f(&r);
         }
         self.inflight.clear();
+        // The reservations are given back: the stored graph storage lets go of its buffers.
+        if let Some(stored) = lock(&self.sh.graph_storage).as_mut() {
+            stored.park();
+        }
         let mut q = lock(&self.sh.q);
         q.completed += std::mem::take(&mut self.unsettled);
         if let Err(e) = r {
@@ -395,6 +407,24 @@ impl<'s> Worker<'s> {
             ))
         };
         drop(plan);
+        self.inflight.push(res);
+        r
+    }
+
+    /// Computes resolved nodes once their reservation holds their buffers, then gives their
+    /// storage back to the stream.
+    fn run_graph(&mut self, mut resolved: Resolved, mut res: Reservation) -> Result<()> {
+        self.start(&mut res);
+        let imp = self.imp.as_mut();
+        // SAFETY: `res` (under which the places were captured) is running until it is pushed to
+        // `inflight` below, after the view's last use.
+        let r = catch(|| imp.graph_compute(&unsafe { resolved.view() }));
+        resolved.release();
+        let mut storage = lock(&self.sh.graph_storage);
+        if storage.is_none() {
+            *storage = Some(resolved);
+        }
+        drop(storage);
         self.inflight.push(res);
         r
     }
@@ -591,9 +621,19 @@ impl Backend {
     /// Queues the computation of `graph` and returns at once (`ggml_backend_graph_compute_async`).
     /// Errors found before queuing (unallocated tensors, unsupported ops, freed buffers) are
     /// returned here; errors while computing are returned by [`Backend::synchronize`].
+    ///
+    /// The stream reuses the storage of its last computation (holding neither its tensors nor
+    /// its buffers once it ran), so computing the same graph again allocates nothing.
     pub fn graph_compute_async(&self, graph: &crate::Graph) -> Result<()> {
-        let r = Resolved::bound(graph.nodes().into(), "graph_compute")?;
-        self.queue_graph(r, "graph_compute", |imp, g| imp.graph_compute(g))
+        let what = "graph_compute";
+        let stored = lock(&self.0.shared.graph_storage).take();
+        let mut r = stored.unwrap_or_else(Resolved::empty);
+        graph.with_nodes(|nodes| r.reset(nodes, what))?;
+        self.check_resolved(&r, what)?;
+        let reservation = Reservation::new(r.buffers().clone(), what)?;
+        r.capture(&reservation, what)?;
+        self.enqueue(Job::Graph(r, reservation));
+        Ok(())
     }
 
     /// Computes `graph` and waits for it (`ggml_backend_graph_compute`).
@@ -614,7 +654,7 @@ impl Backend {
         mut place: impl FnMut(&Tensor) -> Option<(Buffer, usize)>,
     ) -> Result<()> {
         let what = "graph_compute_at";
-        let r = Resolved::new(nodes.into(), what, |t| {
+        let r = Resolved::new(nodes, what, |t| {
             place(t).ok_or_else(|| {
                 Error::invalid(format!(
                     "{what}: no place was given for tensor {:?}",
@@ -629,9 +669,9 @@ impl Backend {
     /// Computes once what repeated computations of `graph` need
     /// (`ggml_backend_graph_plan_create`). The graph's tensors must be allocated.
     pub fn graph_plan_create(&self, graph: &crate::Graph) -> Result<GraphPlan> {
-        let resolved = Resolved::bound(graph.nodes().into(), "graph_plan_create")?;
+        let resolved = Resolved::bound(&graph.nodes(), "graph_plan_create")?;
         self.check_resolved(&resolved, "graph_plan_create")?;
-        let nodes = resolved.nodes().clone();
+        let nodes = resolved.nodes().to_vec();
         let engine = self.call(move |imp| imp.graph_plan_create(&nodes))?;
         Ok(GraphPlan {
             backend: Arc::downgrade(&self.0),

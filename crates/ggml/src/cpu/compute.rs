@@ -19,6 +19,7 @@ use crate::tensor::{flags, Tensor};
 
 use super::fusion::{self, Fusion};
 use super::kernels::{self, Faults, KernelFn, NodePtrs, NodeShared, Params};
+use super::profile::{self, Profile};
 use super::threadpool::{SpinBarrier, ThreadPool};
 
 /// Threads a new CPU stream computes with: the processor's parallelism, at most 8 (GGML's
@@ -129,8 +130,14 @@ impl CpuPlan {
         Ok(())
     }
 
-    /// Runs the plan over `graph` (the planned graph, placed); allocates nothing.
-    fn execute(&mut self, pool: &mut ThreadPool, graph: &PlacedGraph<'_>) -> Result<()> {
+    /// Runs the plan over `graph` (the planned graph, placed); allocates nothing (but for
+    /// the profile's records, when `profile` is given).
+    fn execute(
+        &mut self,
+        pool: &mut ThreadPool,
+        graph: &PlacedGraph<'_>,
+        mut profile: Option<&mut Profile>,
+    ) -> Result<()> {
         self.resolved.clear();
         for n in &self.nodes {
             if graph.nodes().get(n.index) != Some(&n.tensor) {
@@ -163,6 +170,8 @@ impl CpuPlan {
         // after that node's barrier and skips the rest (a fault of a later node, recorded by
         // a thread that ran ahead, does not stop the slower ones short of it).
         let faults = Faults::default();
+        let t0 = profile.as_mut().map(|p| p.start(nodes.len()));
+        let clock = t0.zip(profile.as_deref());
         let ok = pool.run(n, &|ith, nth| {
             // SAFETY: each thread gets its own disjoint `per_thread` slice of `work`, which was
             // sized for `n_threads >= nth` threads.
@@ -200,8 +209,15 @@ impl CpuPlan {
                     }
                 }
                 barrier.wait();
+                if let (0, Some((t0, p))) = (ith, clock) {
+                    p.end(k, t0.elapsed().as_nanos() as u64);
+                }
             }
         });
+        if let (Some(t0), Some(p)) = (t0, profile) {
+            let planned = nodes.iter().map(|n| (&n.tensor, n.fused.is_some()));
+            p.record(planned, t0.elapsed().as_nanos() as u64);
+        }
         if !ok || failed.load(Ordering::Acquire) {
             return Err(Error::Compute("a CPU kernel panicked".into()));
         }
@@ -221,6 +237,8 @@ pub(crate) struct CpuBackend {
     pool: ThreadPool,
     /// The plan storage `graph_compute` reuses from graph to graph.
     scratch: CpuPlan,
+    /// Time per op, when `GGML_CPU_PROFILE` asks for it ([`profile`]).
+    profile: Option<Profile>,
 }
 
 impl CpuBackend {
@@ -230,6 +248,15 @@ impl CpuBackend {
             n_threads: n,
             pool: ThreadPool::new(n),
             scratch: CpuPlan::empty(n),
+            profile: profile::enabled().then(Profile::default),
+        }
+    }
+}
+
+impl Drop for CpuBackend {
+    fn drop(&mut self) {
+        if let Some(p) = self.profile.as_ref().filter(|p| !p.is_empty()) {
+            eprint!("{}", p.report(self.n_threads, 30));
         }
     }
 }
@@ -241,7 +268,8 @@ impl BackendImpl for CpuBackend {
 
     fn graph_compute(&mut self, graph: &PlacedGraph<'_>) -> Result<()> {
         let result = self.scratch.rebuild(graph.nodes(), self.n_threads);
-        let result = result.and_then(|()| self.scratch.execute(&mut self.pool, graph));
+        let profile = self.profile.as_mut();
+        let result = result.and_then(|()| self.scratch.execute(&mut self.pool, graph, profile));
         // Keep the storage, not the graph: the plan must not hold its tensors alive.
         self.scratch.nodes.clear();
         self.scratch.resolved.clear();
@@ -278,7 +306,7 @@ impl BackendImpl for CpuBackend {
         if plan.n_threads > self.pool.n_threads() {
             plan.n_threads = self.pool.n_threads();
         }
-        plan.execute(&mut self.pool, graph)
+        plan.execute(&mut self.pool, graph, self.profile.as_mut())
     }
 }
 
@@ -328,7 +356,7 @@ mod tests {
                 ..CpuPlan::empty(2)
             };
             let run = |plan: &mut CpuPlan, pool: &mut ThreadPool| {
-                with_placed(vec![b.clone()], |g| plan.execute(pool, g))
+                with_placed(vec![b.clone()], |g| plan.execute(pool, g, None))
             };
             let failed = run(&mut plan, &mut pool);
             // the pool still works afterwards
@@ -398,8 +426,8 @@ mod tests {
                 .collect(),
             ..CpuPlan::empty(pool.n_threads())
         };
-        let first = with_placed(vec![b.clone()], |g| plan.execute(pool, g));
-        let second = with_placed(vec![b.clone()], |g| plan.execute(pool, g));
+        let first = with_placed(vec![b.clone()], |g| plan.execute(pool, g, None));
+        let second = with_placed(vec![b.clone()], |g| plan.execute(pool, g, None));
         (first, second)
     }
 

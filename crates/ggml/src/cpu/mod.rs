@@ -5,6 +5,7 @@ mod features;
 mod fusion;
 pub(crate) mod gemm;
 pub(crate) mod kernels;
+mod profile;
 pub(crate) mod quant_dot;
 mod threadpool;
 

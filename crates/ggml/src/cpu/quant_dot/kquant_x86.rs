@@ -16,6 +16,7 @@ use std::arch::x86_64::*;
 
 use super::x86::half;
 use super::x86::hsum;
+use super::x86::{prefetch, PREFETCH_BYTES};
 use crate::quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, PackedF16};
 use crate::QK_K;
 
@@ -337,6 +338,9 @@ unsafe fn dots_r<B: KUnpack, const R: usize>(w: &[B], a: &[u8], stride: usize, o
     unsafe {
         let mut acc = [_mm256_setzero_ps(); R];
         for (i, x) in w.iter().enumerate() {
+            if R == 1 {
+                prefetch(x as *const B as *const u8, PREFETCH_BYTES, size_of::<B>());
+            }
             let u = x.unpack();
             for r in 0..R {
                 acc[r] = dot_decoded(&u, &ys[r][i], acc[r]);

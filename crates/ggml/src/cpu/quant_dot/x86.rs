@@ -95,6 +95,25 @@ pub(super) unsafe fn hsum(v: __m256) -> f32 {
     }
 }
 
+/// Bytes ahead of the block being read that the one-activation-row kernels prefetch, along
+/// their weight row and on into the next rows (contiguous in a weight matrix).
+pub(super) const PREFETCH_BYTES: usize = 2048;
+
+/// Prefetches the cache lines of `len` bytes `ahead` bytes past `p`, into L1 (token
+/// generation reads every weight once, from memory, and the hardware prefetcher stops at each
+/// 4 KiB page). Prefetches never fault: the address is only computed, never dereferenced, so
+/// one past the end of the weights is harmless.
+///
+/// # Safety
+/// The CPU must have SSE (every x86-64 CPU).
+#[inline(always)]
+pub(super) unsafe fn prefetch(p: *const u8, ahead: usize, len: usize) {
+    for line in (0..len).step_by(64) {
+        // SAFETY: a prefetch hint, valid for any address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead + line) as *const i8) };
+    }
+}
+
 /// A half widened with F16C (one instruction; the software conversion takes a dozen).
 ///
 /// # Safety
@@ -183,6 +202,9 @@ unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
         let mut extra = [0f32; R];
         let ones = _mm256_set1_epi16(1);
         for (i, x) in w.iter().enumerate() {
+            if R == 1 {
+                prefetch(x as *const B as *const u8, PREFETCH_BYTES, size_of::<B>());
+            }
             let xv = x.levels();
             // maddubs multiplies unsigned by signed bytes: move the signs of x onto y.
             let ux = if B::UNSIGNED {
@@ -260,6 +282,9 @@ pub(super) unsafe fn row_dots_vnni<B: Simd32>(w: &[u8], a: &[u8], out: &mut [f32
 /// Weight rows of one [`row_tiles_vnni`] pass.
 pub(super) const TILE_ROWS: usize = 4;
 
+/// How many tiles ahead [`tile_r`] prefetches the weights when it has one activation row.
+const PREFETCH_TILES: usize = 2;
+
 /// `out[t][r] = dot(w[t], activation row r)` for [`TILE_ROWS`] weight rows and `R` activation
 /// rows in one pass: each activation block is loaded once for all weight rows, and with VNNI
 /// the signs need no per-pair work: signed levels `x` are offset to the unsigned `x + 128`
@@ -286,8 +311,14 @@ unsafe fn tile_r<B: Simd32, const R: usize>(
         let offset = _mm256_set1_epi8(0x80u8 as i8);
         let mut ux = [_mm256_setzero_si256(); TILE_ROWS];
         let mut xd = [_mm256_setzero_ps(); TILE_ROWS];
+        // With one activation row (token generation), the rows [`PREFETCH_TILES`] tiles on
+        // (the weight rows after these) are fetched ahead ([`prefetch`]).
+        let ahead = PREFETCH_TILES * TILE_ROWS * std::mem::size_of_val(w[0]);
         for i in 0..w[0].len() {
             for t in 0..TILE_ROWS {
+                if R == 1 {
+                    prefetch(w[t][i..].as_ptr() as *const u8, ahead, size_of::<B>());
+                }
                 let levels = w[t][i].levels();
                 ux[t] = if B::UNSIGNED {
                     levels

@@ -48,18 +48,24 @@ const ACT_BSUMS: usize = QUADS * GROUP * 4;
 /// Offset of the scales in an activation tile.
 const ACT_D: usize = ACT_BSUMS + 8 * GROUP * 4;
 
-/// The band's unpacked super-block `i`: each row's levels as `QK_K` bytes, then the 16 group
-/// scales as rows of [`BAND`] i32 (group-major), the 8 correction pairs likewise (i16 pairs,
-/// groups 2p and 2p + 1), the rows' `d` and their `corr_d` as f32.
+/// The band's unpacked super-block `i`: each row's levels as `QK_K` bytes, then each row's 16
+/// group scales as i32 in [`Unpacked::scales`](super::kquant_x86::Unpacked)'s order (see
+/// [`scale_lane`]), each row's 8 correction pairs (i16 pairs, groups 2p and 2p + 1, as
+/// `Unpacked::corr` holds them), the rows' `d` and their `corr_d` as f32.
 const BAND_BLOCK: usize = BAND_CD + BAND * 4;
 /// Offset of the group scales in a band's super-block.
 const BAND_SC: usize = BAND * QK_K;
 /// Offset of the correction pairs.
-const BAND_CP: usize = BAND_SC + 16 * BAND * 4;
+const BAND_CP: usize = BAND_SC + BAND * 16 * 4;
 /// Offset of the super-block scales.
 const BAND_D: usize = BAND_CP + 8 * BAND * 4;
 /// Offset of the correction factors.
 const BAND_CD: usize = BAND_D + BAND * 4;
+
+/// Where group `g`'s scale is among a row's 16: the even groups first.
+const fn scale_lane(g: usize) -> usize {
+    (g % 2) * 8 + g / 2
+}
 
 /// Bytes of the activation tiles of `cols` columns of `k` values (whole super-blocks).
 pub(crate) fn act_tile_bytes(k: usize, cols: usize) -> usize {
@@ -123,28 +129,22 @@ unsafe fn unpack_band<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
     for (t, row) in w.iter().enumerate() {
         let blocks: &[B] = bytemuck::cast_slice(row);
         for (x, out) in blocks.iter().zip(band.chunks_exact_mut(BAND_BLOCK)) {
-            // SAFETY: forwarded from the caller; every store writes 32 bytes inside the
-            // row's QK_K levels, or into a local array of 16 i16.
-            let (scales, corr, d, corr_d) = unsafe {
+            // SAFETY: forwarded from the caller; the stores write 32 bytes inside the row's
+            // QK_K levels, its 64 bytes of scales and its 32 of correction pairs.
+            let (d, corr_d) = unsafe {
                 let u = x.unpack();
                 for (c, lv) in u.levels.iter().enumerate() {
-                    let dst = out[t * QK_K + 32 * c..].as_mut_ptr() as *mut __m256i;
+                    let dst = out[t * QK_K + 32 * c..][..32].as_mut_ptr() as *mut __m256i;
                     _mm256_storeu_si256(dst, *lv);
                 }
-                let (mut sc, mut cr) = ([0i16; 16], [0i16; 16]);
-                _mm256_storeu_si256(sc.as_mut_ptr() as *mut __m256i, u.scales);
-                _mm256_storeu_si256(cr.as_mut_ptr() as *mut __m256i, u.corr);
-                (sc, cr, u.d, u.corr_d)
+                let sc = out[BAND_SC + t * 64..][..64].as_mut_ptr() as *mut __m256i;
+                _mm256_storeu_si256(sc, _mm256_cvtepi16_epi32(_mm256_castsi256_si128(u.scales)));
+                let hi = _mm256_extracti128_si256::<1>(u.scales);
+                _mm256_storeu_si256(sc.add(1), _mm256_cvtepi16_epi32(hi));
+                let cp = out[BAND_CP + t * 32..][..32].as_mut_ptr() as *mut __m256i;
+                _mm256_storeu_si256(cp, u.corr);
+                (u.d, u.corr_d)
             };
-            for g in 0..16 {
-                // `Unpacked::scales` holds the even groups' scales in its low lane
-                let s = scales[(g % 2) * 8 + g / 2] as i32;
-                out[BAND_SC + (g * BAND + t) * 4..][..4].copy_from_slice(&s.to_le_bytes());
-            }
-            for p in 0..8 {
-                let pair = (corr[2 * p] as u16 as u32) | (corr[2 * p + 1] as u16 as u32) << 16;
-                out[BAND_CP + (p * BAND + t) * 4..][..4].copy_from_slice(&pair.to_le_bytes());
-            }
             out[BAND_D + 4 * t..][..4].copy_from_slice(&d.to_le_bytes());
             out[BAND_CD + 4 * t..][..4].copy_from_slice(&corr_d.to_le_bytes());
         }
@@ -187,9 +187,9 @@ unsafe fn band_group<const PAIRED: bool>(
                     }
                 }
                 // group g's scale (for PAIRED, that of its first group of 16)
-                let sg = if PAIRED { 2 * g } else { g };
+                let lane = scale_lane(if PAIRED { 2 * g } else { g });
                 for (t, (s, p)) in sums.iter_mut().zip(part).enumerate() {
-                    let sc = _mm512_set1_epi32(word(bb.add(BAND_SC), sg * BAND + t));
+                    let sc = _mm512_set1_epi32(word(bb.add(BAND_SC), t * 16 + lane));
                     *s = _mm512_add_epi32(*s, _mm512_mullo_epi32(p, sc));
                 }
             }
@@ -204,7 +204,7 @@ unsafe fn band_group<const PAIRED: bool>(
             for p in 0..8 {
                 let y = _mm512_loadu_si512(tb.add(ACT_BSUMS + p * GROUP * 4) as *const __m512i);
                 for (t, c) in corr.iter_mut().enumerate() {
-                    let w = _mm512_set1_epi32(word(bb.add(BAND_CP), p * BAND + t));
+                    let w = _mm512_set1_epi32(word(bb.add(BAND_CP), t * 8 + p));
                     *c = _mm512_dpwssd_epi32(*c, w, y);
                 }
             }

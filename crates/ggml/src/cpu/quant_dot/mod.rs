@@ -64,6 +64,8 @@ macro_rules! by_fours {
 
 mod act;
 #[cfg(target_arch = "x86_64")]
+mod band32;
+#[cfg(target_arch = "x86_64")]
 mod kquant_tile;
 #[cfg(target_arch = "x86_64")]
 mod kquant_x86;
@@ -552,11 +554,18 @@ fn kernel32<B: x86::Simd32>(act: Type, isa: Isa) -> QuantDot {
         Isa::Avx2 => (x86::row_dots_avx2::<B>, None),
         Isa::Scalar => (row_dots_scalar::<B>, None),
     };
+    // band products for the signed types (those with a minimum keep the tile dots)
+    let band = (isa == Isa::Avx512 && !B::UNSIGNED).then_some(BandDot {
+        pack: band32::pack_act::<B::Act>,
+        tile_bytes: band32::act_tile_bytes,
+        scratch_bytes: band32::band_bytes,
+        dots: band32::band_dots::<B>,
+    });
     QuantDot {
         act,
         dot,
         tile,
-        band: None,
+        band,
     }
 }
 
@@ -728,7 +737,8 @@ mod tests {
             }
         }
     }
-    /// The band products, on every path that has them, for every k-quant: each output within
+    /// The band products, on every path that has them, for every type that has them (the
+    /// k-quants and the signed 32-value types on AVX-512 VNNI): each output within
     /// f32 rounding of the row dot's, and bit for bit the same whatever the other columns of
     /// its tile (every column count from 1 to 64, so every remainder of a column group) and
     /// the other rows of its band (a short band that repeats its last row).
@@ -741,17 +751,19 @@ mod tests {
             crate::quants::quantize_chunk(ty, &values(k, seed), &mut q, 0, 1, k, None).unwrap();
             q
         };
-        let qbytes = Q8_K.row_size(k as i64).unwrap();
         let cols = 64;
-        let xq: Vec<u8> = (0..cols as u32)
-            .flat_map(|j| {
-                let mut q = vec![0u8; qbytes];
-                quantize_row_ref(Q8_K, &values(k, 500 + j), &mut q).unwrap();
-                q
-            })
-            .collect();
         let mut checked = 0;
-        for ty in [Q2_K, Q3_K, Q4_K, Q5_K, Q6_K] {
+        let banded = [Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q5_0, Q8_0, IQ4_NL];
+        for ty in banded {
+            let act = quant_dot(ty, Isa::Scalar).unwrap().act;
+            let qbytes = act.row_size(k as i64).unwrap();
+            let xq: Vec<u8> = (0..cols as u32)
+                .flat_map(|j| {
+                    let mut q = vec![0u8; qbytes];
+                    quantize_row_ref(act, &values(k, 500 + j), &mut q).unwrap();
+                    q
+                })
+                .collect();
             let rows: Vec<Vec<u8>> = (0..BAND_ROWS as u32)
                 .map(|s| quantize(ty, 40 + s))
                 .collect();
@@ -817,8 +829,12 @@ mod tests {
                 }
             }
         }
-        // every k-quant has band products on AVX-512 VNNI
-        let want_checked = if Isa::Avx512.available() { 5 * cols } else { 0 };
+        // every one of them has band products on AVX-512 VNNI
+        let want_checked = if Isa::Avx512.available() {
+            banded.len() * cols
+        } else {
+            0
+        };
         assert_eq!(checked, want_checked);
     }
 }

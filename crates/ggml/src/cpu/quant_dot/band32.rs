@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use super::kquant_tile::{BAND, GROUP};
+use super::kquant_tile::{store_group, BAND, GROUP};
 use super::x86::{half, Act32, Simd32};
 
 /// Values per block.
@@ -125,13 +125,11 @@ pub(super) unsafe fn band_dots<B: Simd32>(
             }
             acc
         };
-        let j0 = g * GROUP;
-        let n = GROUP.min(cols - j0);
-        for (dst, a) in out.iter_mut().zip(acc) {
-            let mut o = [0f32; GROUP];
-            // SAFETY: o holds 16 f32; the caller has AVX-512 F.
-            unsafe { _mm512_storeu_ps(o.as_mut_ptr(), a) };
-            dst[j0..j0 + n].copy_from_slice(&o[..n]);
+        let mut o = [[0f32; GROUP]; BAND];
+        for (dst, a) in o.iter_mut().zip(acc) {
+            // SAFETY: a row of o holds 16 f32; the caller has AVX-512 F.
+            unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), a) };
         }
+        store_group(out, g, &o);
     }
 }

@@ -251,10 +251,16 @@ pub(super) unsafe fn band_dots<B: KUnpack>(
                 band_group::<false>(band, t, nb, &mut o)
             }
         }
+        store_group(out, g, &o);
+    }
+}
+
+/// Copies the results `o` of column group `g` into `out` (as many of its columns as `out`
+/// has).
+pub(super) fn store_group(out: &mut [&mut [f32]; BAND], g: usize, o: &[[f32; GROUP]; BAND]) {
+    for (dst, src) in out.iter_mut().zip(o) {
         let j0 = g * GROUP;
-        let n = GROUP.min(cols - j0);
-        for (dst, src) in out.iter_mut().zip(&o) {
-            dst[j0..j0 + n].copy_from_slice(&src[..n]);
-        }
+        let n = GROUP.min(dst.len() - j0);
+        dst[j0..j0 + n].copy_from_slice(&src[..n]);
     }
 }

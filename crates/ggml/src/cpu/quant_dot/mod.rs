@@ -504,14 +504,20 @@ pub(crate) struct BandDot {
     pub tile_bytes: fn(usize, usize) -> usize,
     /// `k`: the bytes of scratch `dots` needs for rows of `k` values.
     pub scratch_bytes: fn(usize) -> usize,
-    /// `(w, tile, scratch, out)`: sets `out[t][j]` to the dot product of weight row `w[t]`
-    /// with activation column `j` of `tile` (packed for `out[t].len()` columns).
-    ///
-    /// # Safety
-    /// The CPU must have the features of the path it was resolved for; the weight rows have
-    /// equal lengths, `tile` and `scratch` the sizes above for that length.
-    pub dots: unsafe fn([&[u8]; BAND_ROWS], &[u8], &mut [u8], &mut [&mut [f32]; BAND_ROWS]),
+    /// The products.
+    pub dots: BandFn,
 }
+
+/// Band products: `(w, tile, scratch, out)` sets `out[t][j]` to the dot product of weight
+/// row `w[t]` with activation column `j` of `tile` (packed for `out[t].len()` columns).
+///
+/// # Safety
+/// The CPU must have the features of the path it was resolved for; the weight rows have equal
+/// lengths, `tile` and `scratch` the sizes [`BandDot`]'s functions give for that length.
+pub(crate) type BandFn = unsafe fn([&[u8]; BAND_ROWS], &[u8], &mut [u8], &mut BandOut<'_>);
+
+/// The outputs of a [`BandFn`]: a row of results per weight row.
+pub(crate) type BandOut<'a> = [&'a mut [f32]; BAND_ROWS];
 
 /// A weight type's dot kernel: the activation type and the row dot of one path, with a tile
 /// dot where the path has one (the 32-value types on AVX-512 VNNI) and band products for

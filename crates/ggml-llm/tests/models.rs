@@ -134,13 +134,14 @@ fn batched_prompt_equals_token_by_token_for_every_architecture() {
                     single.extend(s.eval(&[tok], true).unwrap());
                 }
                 let what = format!("{arch} {} flash_attn={fa}", weight_type.name());
+                // Quantized batches of 8 columns or more take the band products on AVX-512
+                // VNNI, whose f32 rounding differs from the row kernels' one token takes;
+                // the F16 K/V cache can turn such a last-bit difference into an F16 step.
+                let tol = if weight_type == Type::F32 { 1e-6 } else { 1e-4 };
                 let e = nmse(&batched, &as_f64(&single));
-                assert!(e <= 1e-6, "{what}: batched vs token by token NMSE {e:e}");
+                assert!(e <= tol, "{what}: batched vs token by token NMSE {e:e}");
                 let e = nmse(&chunked, &as_f64(&single));
-                assert!(
-                    e <= 1e-6,
-                    "{what}: chunks of 5 vs token by token NMSE {e:e}"
-                );
+                assert!(e <= tol, "{what}: chunks of 5 vs token by token NMSE {e:e}");
                 // Last-token logits are the last row of all of them.
                 let mut s = model.session(opts(512, fa, Type::F16)).unwrap();
                 let last = s.eval(&PROMPT, false).unwrap();

@@ -72,6 +72,55 @@ fn mul_mat_with_quantized_weights() {
     }
 }
 
+/// Batches through the band products (the k-quants and the signed 32-value types on AVX-512
+/// VNNI, from 8 columns on) and the row kernels (other paths, other types): near the f64
+/// product of the dequantized weights for column counts around every group boundary (7, 8,
+/// 9, 16, 17, 64, 65) and row counts that leave a short band (13).
+#[test]
+fn batched_quantized_mul_mat_for_every_remainder() {
+    let cpu = backend::cpu_init().unwrap();
+    let (k, m) = (512usize, 13usize);
+    for ty in [
+        Type::Q4_0,
+        Type::Q5_0,
+        Type::Q8_0,
+        Type::IQ4_NL,
+        Type::Q2_K,
+        Type::Q3_K,
+        Type::Q4_K,
+        Type::Q5_K,
+        Type::Q6_K,
+    ] {
+        let (bytes, w) = quantized(ty, k, m, ty as u64 + 3);
+        for n in [7usize, 8, 9, 16, 17, 64, 65] {
+            let x = values(k * n, n as u64);
+            let ctx = Context::init(4 << 20, false).unwrap();
+            let a = ctx.new_tensor_2d(ty, k as i64, m as i64).unwrap();
+            let b = ctx.new_tensor_2d(Type::F32, k as i64, n as i64).unwrap();
+            a.set_bytes(&bytes, 0).unwrap();
+            b.set_f32(&x).unwrap();
+            let c = ctx.mul_mat(&a, &b).unwrap();
+            cpu.graph_compute(&ctx.build_forward_expand(&c).unwrap())
+                .unwrap();
+            let got = c.get_f32().unwrap();
+            for j in 0..n {
+                for i in 0..m {
+                    let (want, scale) = (0..k).fold((0f64, 0f64), |(s, a), q| {
+                        let p = w[i * k + q] as f64 * x[j * k + q] as f64;
+                        (s + p, a + p.abs())
+                    });
+                    let g = got[j * m + i] as f64;
+                    // the activations' 8-bit rounding: well within 2% of Σ|w·x|
+                    assert!(
+                        (g - want).abs() <= 0.02 * scale,
+                        "{ty}, {n} columns, row {i}, column {j}: {g} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn get_rows_dequantizes_exactly() {
     let cpu = backend::cpu_init().unwrap();

@@ -15,10 +15,17 @@
 //! Where the process may use AMX tiles and `b` has columns enough
 //! ([`amx_kernel`](crate::cpu::quant_dot::amx_kernel)), the chunks of the types with an AMX
 //! kernel go to it instead (every chunk of the node, so each element is computed one way).
+//!
+//! Otherwise, with at least [`BAND_MIN_COLS`] columns and a kernel that has band products ([`BandDot`]:
+//! the k-quants on AVX-512 VNNI), every output of the node comes from those instead: a thread
+//! lays out its chunk's block of columns once in its scratch (kept while its next chunks
+//! are of the same block) and takes the chunk's rows [`BAND_ROWS`] at a time.
 
 use super::matmul::{batch_count, batch_index, row_f32};
 use super::{st, NodePtrs, Params, Planned};
-use crate::cpu::quant_dot::{isa, quant_dot, quantize_act, QuantDot, TILE_ROWS};
+use crate::cpu::quant_dot::{
+    isa, quant_dot, quantize_act, BandDot, QuantDot, BAND_ROWS, TILE_ROWS,
+};
 use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::types::Type;
@@ -38,6 +45,21 @@ const ROWS_MAX: usize = 128;
 /// Rows of `b` up to which every thread quantizes all of them itself (no barrier).
 const PRIVATE_ROWS: usize = 4;
 
+/// Columns of `b` (per batch) from which the band products are used where there are some.
+const BAND_MIN_COLS: usize = 8;
+
+/// The band products the node uses: `qd`'s, when `b` has [`BAND_MIN_COLS`] columns or more.
+fn band_for(qd: &QuantDot, b_cols: i64) -> Option<BandDot> {
+    qd.band.filter(|_| b_cols as usize >= BAND_MIN_COLS)
+}
+
+/// Bytes of scratch (a multiple of 4) the band products take for rows of `k` values: a
+/// tile of [`JQ`] columns and a band's unpacked rows.
+fn band_scratch(band: Option<BandDot>, k: usize) -> usize {
+    band.map_or(0, |bd| (bd.tile_bytes)(k, JQ) + (bd.scratch_bytes)(k))
+        .next_multiple_of(4)
+}
+
 /// The plan of a quantized MUL_MAT: scratch per thread for one row of `b` as f32 (and for the
 /// AMX kernel where it is taken), and a shared area for every row of `b` quantized to the dot
 /// type of `qd`, with one barrier (or, for at most [`PRIVATE_ROWS`] rows, room for them in
@@ -47,7 +69,10 @@ pub(super) fn plan(a: &Tensor, b: &Tensor, qd: QuantDot) -> Result<Planned> {
     let qbytes = qd.act.row_size(k)?;
     let b_rows = b.ne()[1..].iter().product::<i64>() as usize;
     let amx = amx_scratch(a.ty(), b.ne()[1] as usize, k as usize);
+    // the AMX tiles, where they are taken, compute every chunk; otherwise the band products
+    let band = if amx > 0 { None } else { band_for(&qd, b.ne()[1]) };
     let (row, quantized) = (k as usize * 4 + amx, (b_rows * qbytes).next_multiple_of(4));
+    let row = row + band_scratch(band, k as usize);
     Ok(if b_rows <= PRIVATE_ROWS {
         Planned::new(mul_mat_quant::<false>, row + quantized)
     } else {
@@ -91,16 +116,23 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
     let b_rows = nb1 * batches;
     let quantized = (b_rows * qbytes).next_multiple_of(4);
     let amx_bytes = amx_scratch(a.ty, nb1, k);
+    let band = if amx_bytes > 0 { None } else { band_for(&qd, b.ne[1]) };
+    let band_bytes = band_scratch(band, k);
     let private_len = if SHARED { 0 } else { quantized / 4 };
-    // SAFETY: the plan sized each thread's scratch for k f32 values and the AMX kernel's
-    // scratch, and the quantized rows too when not SHARED.
-    let scratch = unsafe { p.scratch_f32(k + amx_bytes / 4 + private_len) };
+    // SAFETY: the plan sized each thread's scratch for k f32 values, the AMX kernel's or the
+    // band products' scratch, and the quantized rows too when not SHARED.
+    let scratch = unsafe { p.scratch_f32(k + amx_bytes / 4 + band_bytes / 4 + private_len) };
     let (fbuf, rest) = scratch.split_at_mut(k);
-    let (_amx_scratch, private) = rest.split_at_mut(amx_bytes / 4);
+    let (_amx_scratch, rest) = rest.split_at_mut(amx_bytes / 4);
+    let (band_buf, private) = rest.split_at_mut(band_bytes / 4);
     #[cfg(target_arch = "x86_64")]
     let mut amx = crate::cpu::quant_dot::amx_kernel(a.ty, nb1).map(|kern| {
         crate::cpu::quant_dot::amx::Chunks::new(kern, bytemuck::cast_slice_mut(_amx_scratch), k)
     });
+    let band_buf: &mut [u8] = bytemuck::cast_slice_mut(band_buf);
+    let (tile, band_rows) = band_buf.split_at_mut(band.map_or(0, |bd| (bd.tile_bytes)(k, JQ)));
+    // the (batch, column block) whose columns `tile` holds
+    let mut tiled = None;
     let qbase = if SHARED {
         p.shared_ptr(quantized)
     } else {
@@ -136,7 +168,7 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
     let col_blocks = nb1.div_ceil(JQ);
     let rows = rows_per_chunk(m, col_blocks * batches, p.nth);
     let row_blocks = m.div_ceil(rows);
-    let mut out = [[0f32; JQ]; TILE_ROWS];
+    let mut out = [[0f32; JQ]; BAND_ROWS];
     // The chunk's result rows (its columns of b), found once per chunk.
     let mut dst_rows = [std::ptr::null_mut::<u8>(); JQ];
     // SAFETY (of every write below): dst_rows[t] is a row of the F32 result and i < ne[0];
@@ -187,16 +219,36 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
             };
             continue;
         }
+        if let Some(bd) = band {
+            if tiled != Some((batch, cb)) {
+                (bd.pack)(block, nj, tile);
+                tiled = Some((batch, cb));
+            }
+            while i < end {
+                // a short last band repeats its last row (computed, not written)
+                let n = BAND_ROWS.min(end - i);
+                let ws = std::array::from_fn(|t| weights(i + t.min(n - 1)));
+                let mut outs = out.each_mut().map(|o| &mut o[..nj]);
+                // SAFETY: `isa()` chose a path this CPU runs; `tile` holds the chunk's nj
+                // columns laid out for rows of k values, `band_rows` the band's scratch.
+                unsafe { (bd.dots)(ws, tile, band_rows, &mut outs) };
+                for (t, o) in out.iter().enumerate().take(n) {
+                    write(&dst_rows, i + t, &o[..nj]);
+                }
+                i += n;
+            }
+            continue;
+        }
         if let Some(tile) = qd.tile {
             // TILE_ROWS weight rows at a time (bit for bit what the row dot gives each)
             while i + TILE_ROWS <= end {
-                let [o0, o1, o2, o3] = &mut out;
+                let [o0, o1, o2, o3, ..] = &mut out;
                 let mut outs = [&mut o0[..nj], &mut o1[..nj], &mut o2[..nj], &mut o3[..nj]];
                 let ws = std::array::from_fn(|t| weights(i + t));
                 // SAFETY: `isa()` chose a path this CPU runs; `block` holds nj rows of k
                 // values; the weight rows have wbytes each.
                 unsafe { tile(ws, block, &mut outs) };
-                for (t, o) in out.iter().enumerate() {
+                for (t, o) in out.iter().enumerate().take(TILE_ROWS) {
                     write(&dst_rows, i + t, &o[..nj]);
                 }
                 i += TILE_ROWS;

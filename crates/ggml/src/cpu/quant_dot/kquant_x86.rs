@@ -23,21 +23,23 @@ use crate::QK_K;
 /// One super-block unpacked for [`dot_decoded`].
 pub(super) struct Unpacked {
     /// Levels 32c..32c + 32 in register c, as unsigned bytes below 64.
-    levels: [__m256i; 8],
+    pub(super) levels: [__m256i; 8],
     /// The 16 group scales as i16: the even groups in the low 128-bit lane, the odd ones in
     /// the high lane (so that one in-lane shuffle gives register c the scales of groups 2c and
     /// 2c + 1).
-    scales: __m256i,
+    pub(super) scales: __m256i,
     /// The per-group weights of the activations' group sums (i16, group order).
-    corr: __m256i,
+    pub(super) corr: __m256i,
     /// The super-block scale.
-    d: f32,
+    pub(super) d: f32,
     /// The factor of the correction sum.
-    corr_d: f32,
+    pub(super) corr_d: f32,
 }
 
 /// A k-quant super-block that unpacks for the AVX2 dot.
 pub(super) trait KUnpack: bytemuck::Pod {
+    /// Whether the group scales come in equal pairs (one scale per 32 values: Q4_K, Q5_K).
+    const PAIRED: bool;
     /// The block unpacked.
     ///
     /// # Safety
@@ -175,6 +177,7 @@ unsafe fn q45_unpack(
 }
 
 impl KUnpack for BlockQ4K {
+    const PAIRED: bool = true;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.
@@ -183,6 +186,7 @@ impl KUnpack for BlockQ4K {
 }
 
 impl KUnpack for BlockQ5K {
+    const PAIRED: bool = true;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.
@@ -191,6 +195,7 @@ impl KUnpack for BlockQ5K {
 }
 
 impl KUnpack for BlockQ6K {
+    const PAIRED: bool = false;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `ql`, `qh` and the 16 of
@@ -220,6 +225,7 @@ impl KUnpack for BlockQ6K {
 }
 
 impl KUnpack for BlockQ2K {
+    const PAIRED: bool = false;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and the 16 of `scales`.
@@ -270,6 +276,7 @@ unsafe fn q3k_scales(sc: &[u8; 12]) -> __m128i {
 }
 
 impl KUnpack for BlockQ3K {
+    const PAIRED: bool = false;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and all of `hmask`.

@@ -68,6 +68,10 @@ mod act;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod amx;
 #[cfg(target_arch = "x86_64")]
+mod band32;
+#[cfg(target_arch = "x86_64")]
+mod kquant_tile;
+#[cfg(target_arch = "x86_64")]
 mod kquant_x86;
 #[cfg(target_arch = "x86_64")]
 mod x86;
@@ -522,8 +526,42 @@ pub(crate) const TILE_ROWS: usize = 4;
 /// equal lengths.
 pub(crate) type TileDot = unsafe fn([&[u8]; TILE_ROWS], &[u8], &mut [&mut [f32]; TILE_ROWS]);
 
+/// Weight rows a [`BandDot`] takes at once.
+pub(crate) const BAND_ROWS: usize = 8;
+
+/// Band products of a batch: weight rows by [`BAND_ROWS`], activation columns laid out once
+/// (per thread and block of columns) in a tile by `pack`, then dotted with every band of
+/// weight rows by `dots` (the k-quants on AVX-512 VNNI). An output's value does not depend on
+/// the other rows of its band nor on the other columns of its tile (a unit test holds the
+/// kernels to that); it differs from the [`RowDot`]'s by f32 rounding, so a MUL_MAT uses one
+/// or the other for all of its outputs.
+#[derive(Clone, Copy)]
+pub(crate) struct BandDot {
+    /// `(a, cols, tile)`: lays out the `cols` activation rows `a` (back to back, whole rows)
+    /// in `tile`, which must hold `tile_bytes(k, cols)`.
+    pub pack: fn(&[u8], usize, &mut [u8]),
+    /// `(k, cols)`: the bytes of the tile of `cols` activation rows of `k` values.
+    pub tile_bytes: fn(usize, usize) -> usize,
+    /// `k`: the bytes of scratch `dots` needs for rows of `k` values.
+    pub scratch_bytes: fn(usize) -> usize,
+    /// The products.
+    pub dots: BandFn,
+}
+
+/// Band products: `(w, tile, scratch, out)` sets `out[t][j]` to the dot product of weight
+/// row `w[t]` with activation column `j` of `tile` (packed for `out[t].len()` columns).
+///
+/// # Safety
+/// The CPU must have the features of the path it was resolved for; the weight rows have equal
+/// lengths, `tile` and `scratch` the sizes [`BandDot`]'s functions give for that length.
+pub(crate) type BandFn = unsafe fn([&[u8]; BAND_ROWS], &[u8], &mut [u8], &mut BandOut<'_>);
+
+/// The outputs of a [`BandFn`]: a row of results per weight row.
+pub(crate) type BandOut<'a> = [&'a mut [f32]; BAND_ROWS];
+
 /// A weight type's dot kernel: the activation type and the row dot of one path, with a tile
-/// dot where the path has one (the 32-value types on AVX-512 VNNI).
+/// dot where the path has one (the 32-value types on AVX-512 VNNI) and band products for
+/// batches where it has them (the k-quants on AVX-512 VNNI).
 #[derive(Clone, Copy)]
 pub(crate) struct QuantDot {
     /// The type activations are quantized to (GGML's `vec_dot_type`).
@@ -532,6 +570,8 @@ pub(crate) struct QuantDot {
     pub dot: RowDot,
     /// Dot products of [`TILE_ROWS`] weight rows at once.
     pub tile: Option<TileDot>,
+    /// Band products for batches of columns.
+    pub band: Option<BandDot>,
 }
 
 /// `B`'s kernel on path `isa`.
@@ -547,6 +587,7 @@ fn kernel<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
         act,
         dot,
         tile: None,
+        band: None,
     }
 }
 
@@ -559,7 +600,19 @@ fn kernel32<B: x86::Simd32>(act: Type, isa: Isa) -> QuantDot {
         Isa::Avx2 => (x86::row_dots_avx2::<B>, None),
         Isa::Scalar => (row_dots_scalar::<B>, None),
     };
-    QuantDot { act, dot, tile }
+    // band products for the signed types (those with a minimum keep the tile dots)
+    let band = (isa == Isa::Avx512 && !B::UNSIGNED).then_some(BandDot {
+        pack: band32::pack_act::<B::Act>,
+        tile_bytes: band32::act_tile_bytes,
+        scratch_bytes: band32::band_bytes,
+        dots: band32::band_dots::<B>,
+    });
+    QuantDot {
+        act,
+        dot,
+        tile,
+        band,
+    }
 }
 
 /// `B`'s kernel on path `isa` (no intrinsics kernels on this architecture).
@@ -572,15 +625,23 @@ fn kernel32<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
 /// x86.
 #[cfg(target_arch = "x86_64")]
 fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
+    const _: () = assert!(kquant_tile::BAND == BAND_ROWS);
     let dot: RowDot = match isa {
         Isa::Avx512 => kquant_x86::k_dots_avx512::<B>,
         Isa::Avx2 => kquant_x86::k_dots_avx2::<B>,
         Isa::Scalar => row_dots_scalar::<B>,
     };
+    let band = (isa == Isa::Avx512).then_some(BandDot {
+        pack: kquant_tile::pack_act,
+        tile_bytes: kquant_tile::act_tile_bytes,
+        scratch_bytes: kquant_tile::band_bytes,
+        dots: kquant_tile::band_dots::<B>,
+    });
     QuantDot {
         act: Type::Q8_K,
         dot,
         tile: None,
+        band,
     }
 }
 
@@ -722,5 +783,105 @@ mod tests {
                 }
             }
         }
+    }
+    /// The band products, on every path that has them, for every type that has them (the
+    /// k-quants and the signed 32-value types on AVX-512 VNNI): each output within
+    /// f32 rounding of the row dot's, and bit for bit the same whatever the other columns of
+    /// its tile (every column count from 1 to 64, so every remainder of a column group) and
+    /// the other rows of its band (a short band that repeats its last row).
+    #[test]
+    fn band_products_match_the_row_dots_for_every_shape() {
+        use Type::*;
+        let k = 3 * QK_K;
+        let quantize = |ty: Type, seed: u32| {
+            let mut q = vec![0u8; ty.row_size(k as i64).unwrap()];
+            crate::quants::quantize_chunk(ty, &values(k, seed), &mut q, 0, 1, k, None).unwrap();
+            q
+        };
+        let cols = 64;
+        let mut checked = 0;
+        let banded = [Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q5_0, Q8_0, IQ4_NL];
+        for ty in banded {
+            let act = quant_dot(ty, Isa::Scalar).unwrap().act;
+            let qbytes = act.row_size(k as i64).unwrap();
+            let xq: Vec<u8> = (0..cols as u32)
+                .flat_map(|j| {
+                    let mut q = vec![0u8; qbytes];
+                    quantize_row_ref(act, &values(k, 500 + j), &mut q).unwrap();
+                    q
+                })
+                .collect();
+            let rows: Vec<Vec<u8>> = (0..BAND_ROWS as u32)
+                .map(|s| quantize(ty, 40 + s))
+                .collect();
+            let norms: Vec<f32> = rows
+                .iter()
+                .map(|r| {
+                    let mut wd = vec![0f32; k];
+                    dequantize_row(ty, r, &mut wd).unwrap();
+                    wd.iter().map(|v| v.abs()).sum::<f32>() * 0.5
+                })
+                .collect();
+            for isa in Isa::all_available() {
+                let kq = quant_dot(ty, isa).unwrap();
+                let Some(bd) = kq.band else { continue };
+                let mut want = vec![vec![0f32; cols]; BAND_ROWS];
+                for (w, row) in want.iter_mut().zip(&rows) {
+                    // SAFETY: `all_available` lists only paths this CPU runs.
+                    unsafe { (kq.dot)(row, &xq, w) };
+                }
+                let mut scratch = vec![0u8; (bd.scratch_bytes)(k)];
+                let mut full: Vec<Vec<f32>> = Vec::new();
+                for n in (1..=cols).rev() {
+                    let mut tile = vec![0u8; (bd.tile_bytes)(k, n)];
+                    (bd.pack)(&xq[..n * qbytes], n, &mut tile);
+                    let mut got = vec![vec![f32::NAN; n]; BAND_ROWS];
+                    let mut outs: [&mut [f32]; BAND_ROWS] = {
+                        let mut it = got.iter_mut();
+                        std::array::from_fn(|_| &mut it.next().unwrap()[..])
+                    };
+                    let ws = std::array::from_fn(|t| &rows[t][..]);
+                    // SAFETY: as above; the tile and scratch have the sizes asked for.
+                    unsafe { (bd.dots)(ws, &tile, &mut scratch, &mut outs) };
+                    if n == cols {
+                        full = got.clone();
+                    }
+                    for t in 0..BAND_ROWS {
+                        for j in 0..n {
+                            let (g, w) = (got[t][j], want[t][j]);
+                            assert!(
+                                (g - w).abs() <= 1e-5 * norms[t],
+                                "{ty} on {isa:?}, row {t}, column {j} of {n}: {g} vs {w}"
+                            );
+                            assert_eq!(g.to_bits(), full[t][j].to_bits(), "{ty}: {n} columns");
+                        }
+                    }
+                    // three rows, the last repeated
+                    let ws = std::array::from_fn(|t| &rows[t.min(2)][..]);
+                    let mut short = vec![vec![0f32; n]; BAND_ROWS];
+                    let mut outs: [&mut [f32]; BAND_ROWS] = {
+                        let mut it = short.iter_mut();
+                        std::array::from_fn(|_| &mut it.next().unwrap()[..])
+                    };
+                    // SAFETY: as above.
+                    unsafe { (bd.dots)(ws, &tile, &mut scratch, &mut outs) };
+                    for t in 0..3 {
+                        let same = short[t]
+                            .iter()
+                            .zip(&got[t])
+                            .all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(same, "{ty}: a short band changes row {t}");
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        // every one of them has band products on AVX-512 VNNI
+        let want_checked = if Isa::Avx512.available() {
+            banded.len() * cols
+        } else {
+            0
+        };
+        assert_eq!(checked, want_checked);
     }
 }

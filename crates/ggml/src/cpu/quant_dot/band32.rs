@@ -1,0 +1,135 @@
+//! AVX-512 VNNI band products of the signed 32-value types (Q4_0, Q5_0, Q8_0, IQ4_NL) with
+//! Q8_0 activations, as `kquant_tile.rs` does them for the k-quants: [`BAND`] weight rows ×
+//! column groups of [`GROUP`], one `vpdpbusd` per four values of a weight row and 16 columns.
+//!
+//! `vpdpbusd` multiplies unsigned by signed bytes, so the weight levels are offset by 128 (one
+//! XOR per block when the band is unpacked) and every block's sums start from `−128 · Σ y`
+//! (from the column's block sum, laid out with the activations), which leaves `Σ x·y` exactly;
+//! each block's sum is then scaled by `xd · yd` and added in f32. An output's value does not
+//! depend on the other rows and columns it is computed with; it differs from the row kernels'
+//! by f32 rounding only.
+
+use std::arch::x86_64::*;
+
+use super::kquant_tile::{store_group, BAND, GROUP};
+use super::x86::{half, Act32, Simd32};
+
+/// Values per block.
+const QK: usize = 32;
+
+/// The activation tile of one block and one column group: the levels as 8 rows of [`GROUP`]
+/// little-endian u32 (four levels of each column), then each column's `−128 · Σ y` as i32,
+/// then the columns' scales as f32.
+const ACT_BLOCK: usize = ACT_D + GROUP * 4;
+/// Offset of the block sums.
+const ACT_SUM: usize = QK / 4 * GROUP * 4;
+/// Offset of the scales.
+const ACT_D: usize = ACT_SUM + GROUP * 4;
+
+/// The band's unpacked block: each row's 32 levels offset by 128, then the rows' scales as f32.
+const BAND_BLOCK: usize = BAND_D + BAND * 4;
+/// Offset of the scales.
+const BAND_D: usize = BAND * QK;
+
+/// Bytes of the activation tiles of `cols` columns of `k` values (whole blocks).
+pub(crate) fn act_tile_bytes(k: usize, cols: usize) -> usize {
+    k / QK * cols.div_ceil(GROUP) * ACT_BLOCK
+}
+
+/// Bytes of an unpacked band of rows of `k` values.
+pub(crate) fn band_bytes(k: usize) -> usize {
+    k / QK * BAND_BLOCK
+}
+
+/// Lays out `cols` activation rows `a` (blocks of `A`, back to back, whole rows) as the tiles
+/// [`band_dots`] reads; the columns past `cols` in the last group are zero.
+///
+/// # Panics
+/// If `tile` is shorter than [`act_tile_bytes`] (a planning error).
+pub(crate) fn pack_act<A: Act32 + bytemuck::Pod>(a: &[u8], cols: usize, tile: &mut [u8]) {
+    let blocks: &[A] = bytemuck::cast_slice(a);
+    let nb = blocks.len() / cols.max(1);
+    let tiles = tile[..act_tile_bytes(nb * QK, cols)].chunks_exact_mut(ACT_BLOCK);
+    for (n, t) in tiles.enumerate() {
+        let (g, i) = (n / nb, n % nb);
+        t.fill(0);
+        for j in 0..GROUP.min(cols.saturating_sub(g * GROUP)) {
+            let (d, qs) = blocks[(g * GROUP + j) * nb + i].parts();
+            let qb: &[u8] = bytemuck::cast_slice(qs);
+            for (q, four) in qb.chunks_exact(4).enumerate() {
+                t[(q * GROUP + j) * 4..][..4].copy_from_slice(four);
+            }
+            let sum: i32 = qs.iter().map(|&v| v as i32).sum();
+            t[ACT_SUM + 4 * j..][..4].copy_from_slice(&(-128 * sum).to_le_bytes());
+            t[ACT_D + 4 * j..][..4].copy_from_slice(&d.to_f32().to_le_bytes());
+        }
+    }
+}
+
+/// The band products ([`super::BandDot`]) of a signed 32-value type `B`: unpacks the
+/// [`BAND`] weight rows `w` into `scratch`, then dots them with each column group of `tile`
+/// (made by [`pack_act`] for `out[t].len()` columns), setting `out[t][j]`.
+///
+/// # Safety
+/// The CPU must have [`super::Isa::Avx512`]'s features; `B` is a signed type; the rows of `w`
+/// have equal lengths of whole blocks; `tile` holds [`act_tile_bytes`] for their length and
+/// `out[t].len()` columns, `scratch` [`band_bytes`].
+#[allow(clippy::incompatible_msrv)]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) unsafe fn band_dots<B: Simd32>(
+    w: [&[u8]; BAND],
+    tile: &[u8],
+    scratch: &mut [u8],
+    out: &mut [&mut [f32]; BAND],
+) {
+    debug_assert!(!B::UNSIGNED);
+    let nb = w[0].len() / size_of::<B>();
+    let cols = out[0].len();
+    let band = &mut scratch[..nb * BAND_BLOCK];
+    for (t, row) in w.iter().enumerate() {
+        let blocks: &[B] = bytemuck::cast_slice(row);
+        for (x, o) in blocks.iter().zip(band.chunks_exact_mut(BAND_BLOCK)) {
+            // SAFETY: the caller has AVX2 and F16C; the store writes the row's 32 bytes.
+            let d = unsafe {
+                let v = _mm256_xor_si256(x.levels(), _mm256_set1_epi8(0x80u8 as i8));
+                _mm256_storeu_si256(o[t * QK..][..QK].as_mut_ptr() as *mut __m256i, v);
+                half(x.d())
+            };
+            o[BAND_D + 4 * t..][..4].copy_from_slice(&d.to_le_bytes());
+        }
+    }
+    let groups = tile[..act_tile_bytes(nb * QK, cols)].chunks_exact(nb * ACT_BLOCK);
+    for (g, tg) in groups.enumerate() {
+        // SAFETY: every read is inside block i's BAND_BLOCK bytes of `band` or ACT_BLOCK
+        // bytes of `tg` (unaligned loads); the caller has the CPU features.
+        let acc = unsafe {
+            let mut acc = [_mm512_setzero_ps(); BAND];
+            for i in 0..nb {
+                let bb = band.as_ptr().add(i * BAND_BLOCK);
+                let tb = tg.as_ptr().add(i * ACT_BLOCK);
+                let seed = _mm512_loadu_si512(tb.add(ACT_SUM) as *const __m512i);
+                let mut sums = [seed; BAND];
+                for q in 0..QK / 4 {
+                    let y = _mm512_loadu_si512(tb.add(q * GROUP * 4) as *const __m512i);
+                    for (t, s) in sums.iter_mut().enumerate() {
+                        let x = (bb.add(t * QK + 4 * q) as *const i32).read_unaligned();
+                        *s = _mm512_dpbusd_epi32(*s, _mm512_set1_epi32(x), y);
+                    }
+                }
+                let yd = _mm512_loadu_ps(tb.add(ACT_D) as *const f32);
+                for (t, (a, s)) in acc.iter_mut().zip(sums).enumerate() {
+                    let xd = (bb.add(BAND_D + 4 * t) as *const f32).read_unaligned();
+                    let d = _mm512_mul_ps(yd, _mm512_set1_ps(xd));
+                    *a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, *a);
+                }
+            }
+            acc
+        };
+        let mut o = [[0f32; GROUP]; BAND];
+        for (dst, a) in o.iter_mut().zip(acc) {
+            // SAFETY: a row of o holds 16 f32; the caller has AVX-512 F.
+            unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), a) };
+        }
+        store_group(out, g, &o);
+    }
+}

@@ -1,0 +1,266 @@
+//! AVX-512 VNNI tiled products of the k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) with Q8_K
+//! activations, for batches of columns: [`BAND`] weight rows × up to [`super::BAND_COLS`]
+//! activation columns per call, as outer products.
+//!
+//! The row kernels of `kquant_x86.rs` multiply 32 levels by 32 activations per `maddubs` and
+//! need two more instructions to weigh and add the pair sums, for every weight row and column.
+//! Here the activations of [`GROUP`] columns are laid out once (per thread and column block)
+//! so that one 512-bit register holds four consecutive values of each of the 16 columns; four
+//! levels of one weight row, broadcast, and one `vpdpbusd` give the 16 columns' sums of those
+//! four products — 64 multiply-adds per instruction, a band of eight weight rows sharing each
+//! activation load. The weight rows are unpacked once per band into bytes (levels 0..64) with
+//! their group scales as i32; per group of 16 (or 32, for Q4_K and Q5_K, whose scales come in
+//! equal pairs) values the integer sums are weighed by the group's scale (`vpmulld`), and the
+//! group corrections (minimums, or the level offset) come from one `vpdpwssd` per pair of
+//! groups with the activations' group sums (Q8_K's `bsums`). Per super-block the two integer
+//! sums are scaled in f32, as the row kernels do:
+//!
+//! `dot += (yd · d) · Σ scale·level·y + (yd · corr_d) · Σ corr·bsum`.
+//!
+//! The integer sums are exact; each output lane is computed by the same instructions whatever
+//! the band's other rows and the group's other columns are, so an element's value does not
+//! depend on how the rows and columns are grouped (nor, so, on the thread count); it differs
+//! from the row kernels' by f32 rounding only.
+
+use std::arch::x86_64::*;
+use std::mem::offset_of;
+
+use super::kquant_x86::KUnpack;
+use crate::quants::BlockQ8K;
+use crate::QK_K;
+
+/// Weight rows per band (one accumulator register each, per column group).
+pub(crate) const BAND: usize = 8;
+
+/// Activation columns per group: the 16 i32 lanes of a 512-bit register.
+pub(crate) const GROUP: usize = 16;
+
+/// Groups of four values in a super-block.
+const QUADS: usize = QK_K / 4;
+
+/// The activation tile of one super-block and one column group: the levels as `QUADS` rows of
+/// [`GROUP`] little-endian u32 (four levels of each column), then the group sums as 8 rows of
+/// [`GROUP`] pairs of i16 (groups 2p and 2p + 1 of each column), then the columns' scales as
+/// f32.
+const ACT_BLOCK: usize = ACT_D + GROUP * 4;
+/// Offset of the group-sum pairs in an activation tile.
+const ACT_BSUMS: usize = QUADS * GROUP * 4;
+/// Offset of the scales in an activation tile.
+const ACT_D: usize = ACT_BSUMS + 8 * GROUP * 4;
+
+/// The band's unpacked super-block `i`: each row's levels as `QK_K` bytes, then each row's 16
+/// group scales as i32 in [`Unpacked::scales`](super::kquant_x86::Unpacked)'s order (see
+/// [`scale_lane`]), each row's 8 correction pairs (i16 pairs, groups 2p and 2p + 1, as
+/// `Unpacked::corr` holds them), the rows' `d` and their `corr_d` as f32.
+const BAND_BLOCK: usize = BAND_CD + BAND * 4;
+/// Offset of the group scales in a band's super-block.
+const BAND_SC: usize = BAND * QK_K;
+/// Offset of the correction pairs.
+const BAND_CP: usize = BAND_SC + BAND * 16 * 4;
+/// Offset of the super-block scales.
+const BAND_D: usize = BAND_CP + 8 * BAND * 4;
+/// Offset of the correction factors.
+const BAND_CD: usize = BAND_D + BAND * 4;
+
+/// Where group `g`'s scale is among a row's 16: the even groups first.
+const fn scale_lane(g: usize) -> usize {
+    (g % 2) * 8 + g / 2
+}
+
+/// Bytes of the activation tiles of `cols` columns of `k` values (whole super-blocks).
+pub(crate) fn act_tile_bytes(k: usize, cols: usize) -> usize {
+    k / QK_K * cols.div_ceil(GROUP) * ACT_BLOCK
+}
+
+/// Bytes of an unpacked band of rows of `k` values.
+pub(crate) fn band_bytes(k: usize) -> usize {
+    k / QK_K * BAND_BLOCK
+}
+
+/// Lays out `cols` activation rows `a` (Q8_K, back to back, whole rows) as the tiles
+/// [`band_dots`] reads, column group by column group, super-block by super-block; the columns
+/// past `cols` in the last group are zero (they give zero, and are not read back).
+///
+/// # Panics
+/// If `tile` is shorter than [`act_tile_bytes`] (a planning error).
+pub(crate) fn pack_act(a: &[u8], cols: usize, tile: &mut [u8]) {
+    let nb = a.len() / cols.max(1) / size_of::<BlockQ8K>();
+    let stride = nb * size_of::<BlockQ8K>();
+    let (qs, bsums, d) = (
+        offset_of!(BlockQ8K, qs),
+        offset_of!(BlockQ8K, bsums),
+        offset_of!(BlockQ8K, d),
+    );
+    let tiles = tile[..act_tile_bytes(nb * QK_K, cols)].chunks_exact_mut(ACT_BLOCK);
+    for (n, t) in tiles.enumerate() {
+        let (g, i) = (n / nb, n % nb);
+        for j in 0..GROUP {
+            let col = g * GROUP + j;
+            let at = |off: usize, len: usize, stride_in: usize, t: &mut [u8]| {
+                for r in 0..len {
+                    let dst = &mut t[off + (r * GROUP + j) * 4..][..4];
+                    if col < cols {
+                        let src = col * stride + i * size_of::<BlockQ8K>() + stride_in + 4 * r;
+                        dst.copy_from_slice(&a[src..src + 4]);
+                    } else {
+                        dst.fill(0);
+                    }
+                }
+            };
+            at(0, QUADS, qs, t);
+            at(ACT_BSUMS, 8, bsums, t);
+            let dst = &mut t[ACT_D + 4 * j..][..4];
+            if col < cols {
+                let src = col * stride + i * size_of::<BlockQ8K>() + d;
+                dst.copy_from_slice(&a[src..src + 4]);
+            } else {
+                dst.fill(0);
+            }
+        }
+    }
+}
+
+/// Unpacks [`BAND`] weight rows into `band` as [`BAND_BLOCK`] describes.
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C; every row holds `band.len() / BAND_BLOCK` super-blocks.
+#[inline(always)]
+unsafe fn unpack_band<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
+    for (t, row) in w.iter().enumerate() {
+        let blocks: &[B] = bytemuck::cast_slice(row);
+        for (x, out) in blocks.iter().zip(band.chunks_exact_mut(BAND_BLOCK)) {
+            // SAFETY: forwarded from the caller; the stores write 32 bytes inside the row's
+            // QK_K levels, its 64 bytes of scales and its 32 of correction pairs.
+            let (d, corr_d) = unsafe {
+                let u = x.unpack();
+                for (c, lv) in u.levels.iter().enumerate() {
+                    let dst = out[t * QK_K + 32 * c..][..32].as_mut_ptr() as *mut __m256i;
+                    _mm256_storeu_si256(dst, *lv);
+                }
+                let sc = out[BAND_SC + t * 64..][..64].as_mut_ptr() as *mut __m256i;
+                _mm256_storeu_si256(sc, _mm256_cvtepi16_epi32(_mm256_castsi256_si128(u.scales)));
+                let hi = _mm256_extracti128_si256::<1>(u.scales);
+                _mm256_storeu_si256(sc.add(1), _mm256_cvtepi16_epi32(hi));
+                let cp = out[BAND_CP + t * 32..][..32].as_mut_ptr() as *mut __m256i;
+                _mm256_storeu_si256(cp, u.corr);
+                (u.d, u.corr_d)
+            };
+            out[BAND_D + 4 * t..][..4].copy_from_slice(&d.to_le_bytes());
+            out[BAND_CD + 4 * t..][..4].copy_from_slice(&corr_d.to_le_bytes());
+        }
+    }
+}
+
+/// `out[t][j] = dot(row t of the band, column j of the group)` over the `nb` super-blocks of
+/// `band` and `tile` (one column group); `PAIRED` weighs groups of 32 values (the scales of
+/// groups 2c and 2c + 1 are equal), else of 16.
+///
+/// # Safety
+/// The CPU must have [`super::Isa::Avx512`]'s features; `band` holds `nb` unpacked
+/// super-blocks, `tile` `nb` activation tiles.
+#[allow(clippy::incompatible_msrv)]
+#[inline(always)]
+unsafe fn band_group<const PAIRED: bool>(
+    band: &[u8],
+    tile: &[u8],
+    nb: usize,
+    out: &mut [[f32; GROUP]; BAND],
+) {
+    debug_assert!(band.len() >= nb * BAND_BLOCK && tile.len() >= nb * ACT_BLOCK);
+    let quads_per_group = if PAIRED { 8 } else { 4 };
+    // SAFETY: every read is inside super-block i's BAND_BLOCK bytes of `band` or ACT_BLOCK
+    // bytes of `tile` (unaligned loads); the caller has the CPU features.
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); BAND];
+        for i in 0..nb {
+            let bb = band.as_ptr().add(i * BAND_BLOCK);
+            let tb = tile.as_ptr().add(i * ACT_BLOCK);
+            let word = |p: *const u8, n: usize| (p.add(4 * n) as *const i32).read_unaligned();
+            let mut sums = [_mm512_setzero_si512(); BAND];
+            for g in 0..QUADS / quads_per_group {
+                let mut part = [_mm512_setzero_si512(); BAND];
+                for q in g * quads_per_group..(g + 1) * quads_per_group {
+                    let y = _mm512_loadu_si512(tb.add(q * GROUP * 4) as *const __m512i);
+                    for (t, p) in part.iter_mut().enumerate() {
+                        let x = _mm512_set1_epi32(word(bb, t * QUADS + q));
+                        *p = _mm512_dpbusd_epi32(*p, x, y);
+                    }
+                }
+                // group g's scale (for PAIRED, that of its first group of 16)
+                let lane = scale_lane(if PAIRED { 2 * g } else { g });
+                for (t, (s, p)) in sums.iter_mut().zip(part).enumerate() {
+                    let sc = _mm512_set1_epi32(word(bb.add(BAND_SC), t * 16 + lane));
+                    *s = _mm512_add_epi32(*s, _mm512_mullo_epi32(p, sc));
+                }
+            }
+            let yd = _mm512_loadu_ps(tb.add(ACT_D) as *const f32);
+            let factor =
+                |off: usize, t: usize| (bb.add(off + 4 * t) as *const f32).read_unaligned();
+            for (t, (a, s)) in acc.iter_mut().zip(sums).enumerate() {
+                let d = _mm512_mul_ps(yd, _mm512_set1_ps(factor(BAND_D, t)));
+                *a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, *a);
+            }
+            let mut corr = [_mm512_setzero_si512(); BAND];
+            for p in 0..8 {
+                let y = _mm512_loadu_si512(tb.add(ACT_BSUMS + p * GROUP * 4) as *const __m512i);
+                for (t, c) in corr.iter_mut().enumerate() {
+                    let w = _mm512_set1_epi32(word(bb.add(BAND_CP), t * 8 + p));
+                    *c = _mm512_dpwssd_epi32(*c, w, y);
+                }
+            }
+            for (t, (a, c)) in acc.iter_mut().zip(corr).enumerate() {
+                let d = _mm512_mul_ps(yd, _mm512_set1_ps(factor(BAND_CD, t)));
+                *a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), d, *a);
+            }
+        }
+        for (o, a) in out.iter_mut().zip(acc) {
+            _mm512_storeu_ps(o.as_mut_ptr(), a);
+        }
+    }
+}
+
+/// The band products ([`super::BandDot`]): unpacks the [`BAND`] weight rows `w` into
+/// `scratch`, then dots them with each column group of `tile` (made by [`pack_act`] for
+/// `out[t].len()` columns), setting `out[t][j]`.
+///
+/// # Safety
+/// The CPU must have [`super::Isa::Avx512`]'s features; the rows of `w` have equal lengths of
+/// whole super-blocks; `tile` holds [`act_tile_bytes`] for their length and `out[t].len()`
+/// columns, `scratch` [`band_bytes`].
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) unsafe fn band_dots<B: KUnpack>(
+    w: [&[u8]; BAND],
+    tile: &[u8],
+    scratch: &mut [u8],
+    out: &mut [&mut [f32]; BAND],
+) {
+    let nb = w[0].len() / size_of::<B>();
+    let cols = out[0].len();
+    let band = &mut scratch[..nb * BAND_BLOCK];
+    // SAFETY: forwarded from the caller (AVX2 and F16C are among the features).
+    unsafe { unpack_band::<B>(w, band) };
+    let groups = tile[..act_tile_bytes(nb * QK_K, cols)].chunks_exact(nb * ACT_BLOCK);
+    for (g, t) in groups.enumerate() {
+        let mut o = [[0f32; GROUP]; BAND];
+        // SAFETY: the band and the group's tiles hold nb super-blocks; the CPU features are
+        // forwarded from the caller.
+        unsafe {
+            if B::PAIRED {
+                band_group::<true>(band, t, nb, &mut o)
+            } else {
+                band_group::<false>(band, t, nb, &mut o)
+            }
+        }
+        store_group(out, g, &o);
+    }
+}
+
+/// Copies the results `o` of column group `g` into `out` (as many of its columns as `out`
+/// has).
+pub(super) fn store_group(out: &mut [&mut [f32]; BAND], g: usize, o: &[[f32; GROUP]; BAND]) {
+    for (dst, src) in out.iter_mut().zip(o) {
+        let j0 = g * GROUP;
+        let n = GROUP.min(dst.len() - j0);
+        dst[j0..j0 + n].copy_from_slice(&src[..n]);
+    }
+}

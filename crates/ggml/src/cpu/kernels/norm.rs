@@ -53,17 +53,22 @@ pub(super) unsafe fn norm(n: &NodePtrs, p: &Params) {
     })
 }
 
-/// RMS_NORM's factor for a row: `1/√(mean(x²) + eps)` (GGML adds eps to the mean square,
-/// inside the root), the sum in f64.
+/// RMS_NORM's factor for a row, in GGML's roundings: the squares in f32, summed in f64
+/// (`ggml_float`), the mean rounded to f32, then `1/√(mean + eps)` in f32 (GGML adds eps to
+/// the mean square, inside the root).
 #[inline(always)]
-fn rms_scale(x: &[f32], eps: f64) -> f32 {
-    let ms = sum_f64(x, |v| v * v) / x.len() as f64;
-    (1.0 / (ms + eps).sqrt()) as f32
+fn rms_scale(x: &[f32], eps: f32) -> f32 {
+    let sum = sum_f64(x, |v| {
+        let v = v as f32;
+        (v * v) as f64
+    });
+    let mean = (sum / x.len() as f64) as f32;
+    1.0 / (mean + eps).sqrt()
 }
 
 /// `x/√(mean(x²) + eps)`.
 pub(super) unsafe fn rms_norm(n: &NodePtrs, p: &Params) {
-    let eps = n.params::<NormParams>().eps as f64;
+    let eps = n.params::<NormParams>().eps;
     per_row(n, p, |x| {
         let scale = rms_scale(x, eps);
         for v in x.iter_mut() {
@@ -87,7 +92,7 @@ wide_fn!(
 
 #[inline(always)]
 fn rms_norm_mul_rows(n: &NodePtrs, p: &Params) {
-    let eps = n.params::<NormParams>().eps as f64;
+    let eps = n.params::<NormParams>().eps;
     let (d, a, w) = (&n.dst, &n.src[0], &n.src[1]);
     let ne0 = a.ne[0] as usize;
     {

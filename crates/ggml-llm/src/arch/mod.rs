@@ -374,7 +374,12 @@ impl Builder<'_> {
         let act = self.ctx.glu_split(&gate, &up, op)?;
         self.cb(&gate, "ffn_gate", il);
         self.cb(&up, "ffn_up", il);
-        self.cb(&act, "ffn_act", il);
+        let act_name = match op {
+            GluOp::Geglu => "ffn_geglu",
+            GluOp::Swiglu => "ffn_swiglu",
+            _ => "ffn_glu",
+        };
+        self.cb(&act, act_name, il);
         self.linear(&l.ffn_down, &act, l.ffn_down_b.as_ref())
     }
 

@@ -10,8 +10,9 @@ of text N of `gemma_texts.txt`, written by
         gemma_teacher_forced_matches_llama_cpp
 
 This script recomputes llama.cpp's logits for the same token ids (the reference variant of
-gemma_prompts.py: 1 thread, flash attention off, repack off; `--variant t1-fa_on-repack_off`
-names another of its variants, e.g. flash attention on to compare like with like) and prints,
+gemma_prompts.py: 1 thread, flash attention on, repack off; `--variant t1-fa_off-repack_off`
+names another of its variants, e.g. flash attention off for ggml-llm run with
+GGML_LLM_FLASH_ATTN=0) and prints,
 per text and overall, the NMSE and the argmax agreement, and with `--consensus` also the
 agreement on the positions where all of llama.cpp's 1-thread variants (flash attention off/on
 × repack off/on) agree on the argmax; it fails unless every text has NMSE ≤ 1e-3 and the argmax

@@ -106,6 +106,30 @@ class Batch(ctypes.Structure):
 LOG_CALLBACK = ctypes.CFUNCTYPE(None, c_int, ctypes.c_char_p, c_void_p)
 
 
+class GgmlTensor(ctypes.Structure):
+    """`struct ggml_tensor` of ggml.h (GGML_MAX_DIMS 4, GGML_MAX_SRC 10, GGML_MAX_NAME 64)."""
+    _fields_ = [
+        ("type", c_int),
+        ("buffer", c_void_p),
+        ("ne", ctypes.c_int64 * 4),
+        ("nb", c_size_t * 4),
+        ("op", c_int),
+        ("op_params", c_int32 * 16),
+        ("flags", c_int32),
+        ("src", c_void_p * 10),
+        ("view_src", c_void_p),
+        ("view_offs", c_size_t),
+        ("data", c_void_p),
+        ("name", ctypes.c_char * 64),
+        ("extra", c_void_p),
+        ("padding", ctypes.c_char * 8),
+    ]
+
+
+# ggml_backend_sched_eval_callback: (tensor, ask, user_data) -> bool.
+EVAL_CALLBACK = ctypes.CFUNCTYPE(c_bool, ctypes.POINTER(GgmlTensor), c_bool, c_void_p)
+
+
 def _quiet(level, text, user_data):
     pass
 
@@ -212,7 +236,7 @@ class Llama:
     """One llama.cpp model and one context on it (sequence 0)."""
 
     def __init__(self, path, n_ctx=256, n_batch=256, n_threads=1, flash_attn=FLASH_ATTN_OFF,
-                 repack=True, embeddings=False, pooling=POOLING_NONE):
+                 repack=True, embeddings=False, pooling=POOLING_NONE, cb_eval=None):
         """`repack`: place the weights llama.cpp repacks on AVX2/AVX-512 CPUs in CPU_REPACK,
         as its default `use_extra_bufts` does. The default itself is not used: on CPUs that
         report AMX it also picks the AMX buffer type, whose tile instructions fault (SIGILL)
@@ -242,6 +266,8 @@ class Llama:
         cp.flash_attn_type = flash_attn
         cp.embeddings = embeddings
         cp.pooling_type = pooling
+        if cb_eval is not None:  # an EVAL_CALLBACK; the caller keeps it alive
+            cp.cb_eval = ctypes.cast(cb_eval, c_void_p)
         self.ctx = L.llama_init_from_model(self.model, cp)
         if not self.ctx:
             L.llama_model_free(self.model)

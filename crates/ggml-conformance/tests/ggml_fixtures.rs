@@ -23,14 +23,21 @@ fn our_results_agree_with_ggml() {
     let mut bugs = Vec::new();
     let mut missing = 0usize;
     let all = cases::all();
-    // FLASH_ATTN_EXT reproduces GGML's roundings: how close it comes (cases, bit-identical,
-    // largest NMSE).
+    // FLASH_ATTN_EXT and the F16-table GELUs reproduce GGML's roundings: how close they come
+    // (cases, bit-identical, largest NMSE).
     let mut fattn = (0usize, 0usize, 0f64);
+    let mut gelu = (0usize, 0usize, 0f64);
+    let gelus = ["GELU", "GELU_QUICK", "GEGLU", "GEGLU_QUICK"];
     for case in &all {
         let r = compare_with_fixture(&target, case, DEFAULT_SEED, &fixture);
         summary.add(&r);
-        if let (true, Some(e)) = (r.op == "FLASH_ATTN_EXT", r.error) {
-            fattn = (fattn.0 + 1, fattn.1 + usize::from(e == 0.0), fattn.2.max(e));
+        let tally = match r.op.as_str() {
+            "FLASH_ATTN_EXT" => Some(&mut fattn),
+            op if gelus.contains(&op) => Some(&mut gelu),
+            _ => None,
+        };
+        if let (Some(t), Some(e)) = (tally, r.error) {
+            *t = (t.0 + 1, t.1 + usize::from(e == 0.0), t.2.max(e));
         }
         match r.status {
             Status::Fail => failures.push(r.to_string()),
@@ -49,6 +56,10 @@ fn our_results_agree_with_ggml() {
     eprintln!(
         "FLASH_ATTN_EXT: {} cases compared, {} bit-identical to GGML, largest NMSE {:.2e}",
         fattn.0, fattn.1, fattn.2
+    );
+    eprintln!(
+        "GELU, GELU_QUICK, GEGLU, GEGLU_QUICK: {} cases compared, {} bit-identical to GGML, largest NMSE {:.2e}",
+        gelu.0, gelu.1, gelu.2
     );
     for r in &refused {
         eprintln!("  {r}");

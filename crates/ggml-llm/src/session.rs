@@ -292,6 +292,9 @@ impl Session {
             let g = self.graph.as_ref().expect("prepared");
             g.set_inputs(chunk, self.n_past, self.model.hparams())?;
             self.compute.compute(&g.graph)?;
+            if let Some(dir) = arch::dump_dir() {
+                arch::dump(&g.graph, dir)?;
+            }
             if all_logits || last {
                 append_f32(&g.out, out)?;
             }

@@ -287,10 +287,9 @@ fn data_lines(name: &str) -> Vec<String> {
 }
 
 #[test]
-#[ignore = "issue 9 target not met: with GGML's flash-attention numerics alone all 7 prompts gave \
-            llama.cpp's 48 tokens, but with this session's vectorised element functions and \
-            kernels together \"The capital of France is\" parts at generated token 11 (a near \
-            tie); run with --ignored"]
+#[ignore = "issue 9 target not met: 6 of 7 prompts give llama.cpp's 48 tokens; \
+            \"The capital of France is\" parts at generated token 11 (a near tie); figures in \
+            tools/llm_ref/results/gemma_numerics.txt; run with --ignored"]
 fn gemma_greedy_matches_llama_cpp() {
     let Some(path) = external_model("GGML_LLM_GEMMA", GEMMA, GEMMA_WHAT) else {
         return;
@@ -298,6 +297,7 @@ fn gemma_greedy_matches_llama_cpp() {
     let model = load(&path);
     let lines = data_lines("gemma_greedy.txt");
     assert!(!lines.is_empty(), "gemma_greedy.txt has no prompts");
+    let mut parted = Vec::new();
     for line in &lines {
         let f: Vec<&str> = line.split('\t').collect();
         let (prompt, ids, want) = (f[0], parse_ids(f[1]), parse_ids(f[2]));
@@ -324,15 +324,25 @@ fn gemma_greedy_matches_llama_cpp() {
             }
             logits = s.eval(&[t], false).unwrap();
         }
-        assert_eq!(got, want, "greedy continuation of {prompt:?}");
+        if let Some(i) = got.iter().zip(&want).position(|(g, w)| g != w) {
+            parted.push(format!("{prompt:?} parts at generated token {i}"));
+        }
     }
+    assert!(
+        parted.is_empty(),
+        "{} of {} prompts give llama.cpp's greedy tokens; {}",
+        lines.len() - parted.len(),
+        lines.len(),
+        parted.join("; ")
+    );
 }
 
 #[test]
-#[ignore = "issue 9 target not met yet: with flash attention (GGML's FLASH_ATTN_EXT numerics) \
-            the argmax agrees at 95.07% of positions with this reference (flash attention off), \
-            as llama.cpp's own flash-attention variant does (95.07%); 97.39% against that \
-            variant, 99.07% where all of llama.cpp's variants agree; run with --ignored"]
+#[ignore = "issue 9 target not met yet: against llama.cpp with flash attention on (its default, \
+            1 thread, repack off) the argmax agrees at 95.94% of positions (99.38% where all of \
+            llama.cpp's 1-thread variants agree), worst per-text NMSE 2.0e-3; layer 0 is \
+            bit-identical up to rope and the Q6_K dot's summation order \
+            (tools/llm_ref/results/gemma_numerics.txt); run with --ignored"]
 fn gemma_teacher_forced_matches_llama_cpp() {
     let Some(path) = external_model("GGML_LLM_GEMMA", GEMMA, GEMMA_WHAT) else {
         return;

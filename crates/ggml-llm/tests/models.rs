@@ -138,7 +138,11 @@ fn batched_prompt_equals_token_by_token_for_every_architecture() {
                 // (VNNI dots, band products, AMX tiles), which sum each block's scaled
                 // integers in another f32 order; the activations' re-quantization at every
                 // product then flips a few Q8 levels, so the bound is wider there.
-                let bound = if weight_type.is_quantized() { 1e-4 } else { 1e-6 };
+                let bound = if weight_type.is_quantized() {
+                    1e-4
+                } else {
+                    1e-6
+                };
                 let e = nmse(&batched, &as_f64(&single));
                 assert!(e <= bound, "{what}: batched vs token by token NMSE {e:e}");
                 let e = nmse(&chunked, &as_f64(&single));

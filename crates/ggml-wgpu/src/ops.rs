@@ -65,8 +65,21 @@ fn float(ty: Type) -> bool {
     matches!(ty, Type::F32 | Type::F16 | Type::BF16)
 }
 
-/// The GGML expression of a unary sub-op, in `x`.
-fn unary_expr(op: UnaryOp) -> &'static str {
+/// GELU or GELU_QUICK (`quick`) of an operand of `ty` in `x`, as the CPU computes them, GGML's
+/// way: its F32 and F16 kernels read tables of F16 values (`x` rounded to F16, the function,
+/// rounded to F16: `gelu_t`, `gelu_h`, `gelu_quick_t` in `common.wgsl`), its BF16 ones compute.
+fn gelu_expr(quick: bool, ty: Type) -> &'static str {
+    match (quick, ty) {
+        (false, Type::F32) => "gelu_t(x)",
+        (false, Type::F16) => "gelu_h(x)",
+        (true, Type::F32 | Type::F16) => "gelu_quick_t(x)",
+        (false, _) => "gelu_(x)",
+        (true, _) => "gelu_quick_(x)",
+    }
+}
+
+/// The GGML expression of a unary sub-op, in `x` (an operand of `ty`).
+fn unary_expr(op: UnaryOp, ty: Type) -> &'static str {
     match op {
         UnaryOp::Abs => "abs(x)",
         UnaryOp::Sgn => "sign(x)",
@@ -76,8 +89,8 @@ fn unary_expr(op: UnaryOp) -> &'static str {
         UnaryOp::Elu => "select(exp(x) - 1.0, x, x > 0.0)",
         UnaryOp::Relu => "select(0.0, x, x > 0.0)",
         UnaryOp::Sigmoid => "sigmoid_(x)",
-        UnaryOp::Gelu => "gelu_(x)",
-        UnaryOp::GeluQuick => "gelu_quick_(x)",
+        UnaryOp::Gelu => gelu_expr(false, ty),
+        UnaryOp::GeluQuick => gelu_expr(true, ty),
         UnaryOp::Silu => "silu_(x)",
         UnaryOp::Hardswish => "x * clamp((x + 3.0) / 6.0, 0.0, 1.0)",
         UnaryOp::Hardsigmoid => "clamp((x + 3.0) / 6.0, 0.0, 1.0)",
@@ -97,16 +110,20 @@ fn unary_expr(op: UnaryOp) -> &'static str {
     }
 }
 
-/// The expression of a GLU op, in `x` (the activation's input) and `y` (the gate).
-fn glu_expr(op: GluOp) -> &'static str {
+/// The expression of a GLU op, in `x` (the activation's input, of `ty`) and `y` (the gate).
+fn glu_expr(op: GluOp, ty: Type) -> &'static str {
     match op {
         GluOp::Reglu => "select(0.0, x, x > 0.0) * y",
+        // GGML's F32 GEGLU: 0 at or below −10, whatever the gate (`geglu_t`).
+        GluOp::Geglu if ty == Type::F32 => "geglu_t(x, y)",
+        GluOp::Geglu if ty == Type::F16 => "gelu_h(x) * y",
         GluOp::Geglu => "gelu_(x) * y",
         GluOp::Swiglu => "silu_(x) * y",
         GluOp::SwigluOai => {
             "min(x, opf(3u)) / (1.0 + exp(-opf(2u) * min(x, opf(3u)))) * (clamp(y, -opf(3u), opf(3u)) + 1.0)"
         }
         GluOp::GegluErf => "gelu_erf_(x) * y",
+        GluOp::GegluQuick if matches!(ty, Type::F32 | Type::F16) => "gelu_quick_t(x) * y",
         GluOp::GegluQuick => "gelu_quick_(x) * y",
         GluOp::SwigluClamp => "silu_(min(x, opf(3u))) * clamp(y, -opf(3u), opf(3u))",
     }
@@ -164,7 +181,7 @@ fn kind(t: &Tensor) -> Option<Kind> {
         Op::Repeat => simple("x"),
         Op::Unary => {
             let sub = UnaryOp::from_i32(t.get_op_params_i32(0).ok()?)?;
-            simple(unary_expr(sub))
+            simple(unary_expr(sub, a?))
         }
         Op::Cpy | Op::Dup | Op::Cont => {
             let x = t.src(0)?;
@@ -179,7 +196,8 @@ fn kind(t: &Tensor) -> Option<Kind> {
             let p: GluParams = read_params(&t.op_params());
             let g = GluOp::from_i32(p.op)?;
             let split_ok = src_ty(t, 1).is_none_or(float);
-            (float_a && split_ok).then(|| Kind::Glu { expr: glu_expr(g) })
+            let expr = glu_expr(g, a?);
+            (float_a && split_ok).then_some(Kind::Glu { expr })
         }
         Op::Concat => {
             let dim = read_params::<ConcatParams>(&t.op_params()).dim;

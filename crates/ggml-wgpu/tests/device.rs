@@ -229,3 +229,97 @@ fn quantized_products_round_activations_as_the_cpu_does() {
         );
     }
 }
+
+/// `op` of `x` (with the gate `g` for the GLU forms), tensors of `ty` (F32 or F16), on `stream`;
+/// the result widened to f32.
+fn gelu_on(stream: &ggml::Backend, op: &str, ty: Type, x: &[f32], g: &[f32]) -> Vec<f32> {
+    let ctx = Context::init(1 << 20, true).unwrap();
+    let n = x.len() as i64;
+    let (a, b) = (
+        ctx.new_tensor_1d(ty, n).unwrap(),
+        ctx.new_tensor_1d(ty, n).unwrap(),
+    );
+    let out = match op {
+        "gelu" => ctx.gelu(&a),
+        "gelu_quick" => ctx.gelu_quick(&a),
+        "geglu" => ctx.geglu_split(&a, &b),
+        _ => ctx.geglu_quick_split(&a, &b),
+    }
+    .unwrap();
+    let graph = ctx.build_forward_expand(&out).unwrap();
+    let _buf = backend::alloc_ctx_tensors(&ctx, stream).unwrap();
+    for (t, v) in [(&a, x), (&b, g)] {
+        let bytes: Vec<u8> = match ty {
+            Type::F32 => v.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            _ => v
+                .iter()
+                .flat_map(|&v| ggml::f16::from_f32(v).to_le_bytes())
+                .collect(),
+        };
+        t.set_bytes(&bytes, 0).unwrap();
+    }
+    stream.graph_compute(&graph).unwrap();
+    let bytes = out.to_bytes().unwrap();
+    match ty {
+        Type::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        _ => bytes
+            .chunks_exact(2)
+            .map(|c| ggml::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+    }
+}
+
+/// GELU, GELU_QUICK, GEGLU and GEGLU_QUICK give the CPU's values, which are GGML's (its F16
+/// tables: `x` rounded to F16, the function, rounded to F16; F32 GELU 0 at or below −10 and
+/// `x` at or above 10): equal bit for bit (all 4096 on lavapipe) except where the device's f32
+/// function lands on the other side of an F16 rounding boundary (then one F16 step apart).
+#[test]
+fn gelus_round_through_f16_as_the_cpu_does() {
+    let Some(dev) = common::device() else {
+        return;
+    };
+    let gpu = dev.init(None).unwrap();
+    let cpu = backend::cpu_init().unwrap();
+    let n = 4096;
+    let x: Vec<f32> = (0..n)
+        .map(|i| -12.0 + 24.0 * i as f32 / n as f32 + 1e-4)
+        .collect();
+    let g: Vec<f32> = (0..n)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+        .collect();
+    for ty in [Type::F32, Type::F16] {
+        for op in ["gelu", "gelu_quick", "geglu", "geglu_quick"] {
+            let (d, c) = (gelu_on(&gpu, op, ty, &x, &g), gelu_on(&cpu, op, ty, &x, &g));
+            let same = d
+                .iter()
+                .zip(&c)
+                .filter(|(a, b)| a.to_bits() == b.to_bits())
+                .count();
+            for (i, (&a, &b)) in d.iter().zip(&c).enumerate() {
+                // One F16 step; near 0 the device's tanh, absolute-accurate to ~1e-7 next to
+                // ±1, decides (x·(1 + tanh) for x down to −10, times the gate).
+                let step = (ggml::f16::from_f32(b).to_f32().abs() / 1024.0).max(2e-6);
+                assert!(
+                    (a - b).abs() <= step * 1.01,
+                    "{op} {ty} at x = {}: {a} vs {b}",
+                    x[i]
+                );
+            }
+            eprintln!("{op} {ty}: {same} of {n} bit-identical to the CPU");
+            assert!(
+                same >= n * 99 / 100,
+                "{op} {ty}: {same} of {n} bit-identical"
+            );
+            if op == "gelu" && ty == Type::F32 {
+                // GGML's clamps, and table values (F16-representable) between them.
+                let at = |v: f32| x.iter().position(|&t| t >= v).unwrap();
+                assert_eq!((d[at(-10.5)], d[at(11.0)]), (0.0, x[at(11.0)]));
+                let mid = at(0.7);
+                assert_eq!(d[mid], ggml::f16::from_f32(d[mid]).to_f32());
+            }
+        }
+    }
+}

@@ -10,7 +10,8 @@ use ggml::{Context, Tensor, Type, UnaryOp};
 type Builder = fn(&Context, &Tensor) -> ggml::Result<Tensor>;
 
 /// One op: its name, the named builder and its in-place form, the generic sub-op (for
-/// UNARY), the reference and the domain (`Positive`: inputs are kept above zero).
+/// UNARY), the reference, the domain (`Positive`: inputs are kept above zero) and whether
+/// GGML's CPU reads it from an F16 table (see [`Op::reference`]).
 struct Op {
     name: &'static str,
     build: Builder,
@@ -18,6 +19,31 @@ struct Op {
     sub: Option<UnaryOp>,
     f: fn(f64) -> f64,
     domain: Domain,
+    table: Option<Table>,
+}
+
+/// GGML's CPU computes GELU and GELU_QUICK of F32 and F16 through a table of F16 values
+/// (`GGML_GELU_FP16`, `GGML_GELU_QUICK_FP16` in `ggml-cpu/vec.h`): the function at `x` rounded
+/// to F16, rounded to F16; its F32 GELU takes 0 at or below −10 and `x` at or above 10
+/// instead (where the exact function is that, to 1e-22). BF16 is computed directly.
+#[derive(Clone, Copy)]
+struct Table {
+    /// From this |x| up, F32 inputs get the exact function (GELU's clamps); ∞ for none.
+    exact_from: f64,
+}
+
+impl Op {
+    /// The f64 reference at `x` (an input value of type `ty`): the function, through F16 on
+    /// each side where GGML uses its table, so the bound stays GGML's 1e-7 (the table's own
+    /// F16 rounding leaves ~1e-7..1e-6).
+    fn reference(&self, ty: Type, x: f64) -> f64 {
+        match self.table {
+            Some(t) if ty != Type::BF16 && !(ty == Type::F32 && x.abs() >= t.exact_from) => {
+                round_to(Type::F16, (self.f)(round_to(Type::F16, x)))
+            }
+            _ => (self.f)(x),
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -41,6 +67,7 @@ fn ops() -> Vec<Op> {
                 sub: Some(UnaryOp::$sub),
                 f: $f,
                 domain: All,
+                table: None,
             }
         };
     }
@@ -53,6 +80,7 @@ fn ops() -> Vec<Op> {
                 sub: None,
                 f: $f,
                 domain: $d,
+                table: None,
             }
         };
     }
@@ -83,19 +111,27 @@ fn ops() -> Vec<Op> {
             0.0
         }),
         unary!("sigmoid", sigmoid, sigmoid_inplace, Sigmoid, sigmoid),
-        // GGML: 0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²))).
-        unary!("gelu", gelu, gelu_inplace, Gelu, |x| {
-            let c = (2.0 / std::f64::consts::PI).sqrt();
-            0.5 * x * (1.0 + (c * x * (1.0 + 0.044715 * x * x)).tanh())
-        }),
-        // GGML: x·σ(1.702·x).
-        unary!(
-            "gelu_quick",
-            gelu_quick,
-            gelu_quick_inplace,
-            GeluQuick,
-            |x| x * sigmoid(1.702 * x)
-        ),
+        // GGML: 0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²))), through its F16 table.
+        Op {
+            table: Some(Table { exact_from: 10.0 }),
+            ..unary!("gelu", gelu, gelu_inplace, Gelu, |x| {
+                let c = (2.0 / std::f64::consts::PI).sqrt();
+                0.5 * x * (1.0 + (c * x * (1.0 + 0.044715 * x * x)).tanh())
+            })
+        },
+        // GGML: x·σ(1.702·x), through its F16 table (no clamps).
+        Op {
+            table: Some(Table {
+                exact_from: f64::INFINITY,
+            }),
+            ..unary!(
+                "gelu_quick",
+                gelu_quick,
+                gelu_quick_inplace,
+                GeluQuick,
+                |x| x * sigmoid(1.702 * x)
+            )
+        },
         unary!("silu", silu, silu_inplace, Silu, |x| x * sigmoid(x)),
         unary!("hardswish", hardswish, hardswish_inplace, Hardswish, |x| x
             * ((x + 3.0) / 6.0).clamp(0.0, 1.0)),
@@ -150,7 +186,7 @@ fn run(op: &Op, ty: Type, ne: &[i64], layout: Layout, bound: f64, inplace: bool)
             assert_eq!(out.op_params()[0], sub as i32, "{name}: sub-op id");
         }
         assert_eq!(out.ty(), ty);
-        Ok((out, Host::from_fn(ha.ne, |i| (op.f)(ha.at(i)))))
+        Ok((out, Host::from_fn(ha.ne, |i| op.reference(ty, ha.at(i)))))
     });
 }
 
@@ -214,7 +250,10 @@ fn generic_unary_builder_matches_named_ones() {
                 10.0,
             )?;
             let out = ctx.unary(&a, sub)?;
-            Ok((out, Host::from_fn(ha.ne, |i| (op.f)(ha.at(i)))))
+            Ok((
+                out,
+                Host::from_fn(ha.ne, |i| op.reference(Type::F32, ha.at(i))),
+            ))
         });
         let name = format!("unary_inplace({}) generic", sub.name());
         check(&name, TOL, |ctx, rng| {
@@ -228,7 +267,10 @@ fn generic_unary_builder_matches_named_ones() {
                 10.0,
             )?;
             let out = ctx.unary_inplace(&a, sub)?;
-            Ok((out, Host::from_fn(ha.ne, |i| (op.f)(ha.at(i)))))
+            Ok((
+                out,
+                Host::from_fn(ha.ne, |i| op.reference(Type::BF16, ha.at(i))),
+            ))
         });
     }
 }
@@ -241,7 +283,10 @@ fn rounding_of_halves_and_special_values() {
         check(&name, TOL, |ctx, _| {
             let (a, ha) = input_values(ctx, Type::F32, &[values.len() as i64], &values)?;
             let out = (op.build)(ctx, &a)?;
-            Ok((out, Host::from_fn(ha.ne, |i| (op.f)(ha.at(i)))))
+            Ok((
+                out,
+                Host::from_fn(ha.ne, |i| op.reference(Type::F32, ha.at(i))),
+            ))
         });
     }
 }
@@ -269,16 +314,49 @@ fn reference_erf_is_accurate() {
 #[test]
 fn extreme_finite_inputs() {
     // Where the function is finite (or the f32 result overflows to the same infinity), no
-    // NaN may appear: silu, sigmoid, softplus, gelu, … at ±150 and at the ends of f32.
+    // NaN may appear: silu, sigmoid, softplus, gelu, … at ±150 and at the ends of f32. Not
+    // GELU_QUICK beyond F16's range, where GGML's table gives NaN (next test).
     let values = [
         -150.0, 150.0, -88.8, 88.8, -1e4, 1e4, -3e38, 3e38, -1e-30, 1e-30,
     ];
     for op in ops().iter().filter(|o| o.domain == Domain::All) {
         let name = format!("{} extreme values", op.name);
+        let values: Vec<f64> = match op.sub {
+            Some(UnaryOp::GeluQuick) => values.into_iter().filter(|&x| x > -65520.0).collect(),
+            _ => values.to_vec(),
+        };
         check(&name, TOL, |ctx, _| {
             let (a, ha) = input_values(ctx, Type::F32, &[values.len() as i64], &values)?;
             let out = (op.build)(ctx, &a)?;
-            Ok((out, Host::from_fn(ha.ne, |i| (op.f)(ha.at(i)))))
+            Ok((
+                out,
+                Host::from_fn(ha.ne, |i| op.reference(Type::F32, ha.at(i))),
+            ))
         });
     }
+}
+
+/// GELU_QUICK of F32 as GGML's CPU gives it beyond F16's range: its table is read at `x`
+/// rounded to F16, which is ±∞ from 65520 up, and −∞·σ(−∞) is NaN; so NaN at or below
+/// −65520 (and at −∞), +∞ at or above 65520, −0 just inside (−60000).
+#[test]
+fn gelu_quick_beyond_f16_range_as_ggml() {
+    let ctx = Context::init(1 << 20, false).unwrap();
+    let values = [
+        -3e38f32,
+        f32::NEG_INFINITY,
+        -65520.0,
+        -60000.0,
+        65520.0,
+        3e38,
+    ];
+    let a = ctx.new_tensor_1d(Type::F32, values.len() as i64).unwrap();
+    a.set_f32(&values).unwrap();
+    let out = ctx.gelu_quick(&a).unwrap();
+    let graph = ctx.build_forward_expand(&out).unwrap();
+    backends()[0].1.graph_compute(&graph).unwrap();
+    let got = out.get_f32().unwrap();
+    assert!(got[..3].iter().all(|v| v.is_nan()), "{got:?}");
+    assert_eq!(got[3].to_bits(), (-0.0f32).to_bits(), "{got:?}");
+    assert_eq!(&got[4..], &[f32::INFINITY; 2], "{got:?}");
 }

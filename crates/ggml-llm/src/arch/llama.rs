@@ -24,7 +24,7 @@ pub(super) fn build(b: &Builder<'_>) -> Result<Tensor> {
         }
         let ffn_inp = c.add(&a, &x)?;
         let h = b.rms_norm(&ffn_inp, l.ffn_norm.as_ref())?;
-        let f = b.gated_ffn(l, &h, GluOp::Swiglu)?;
+        let f = b.gated_ffn(l, il, &h, GluOp::Swiglu)?;
         x = c.add(&f, &ffn_inp)?;
     }
     b.lm_head(&x)

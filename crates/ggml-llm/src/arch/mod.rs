@@ -206,6 +206,35 @@ pub(crate) fn build(
     })
 }
 
+/// The directory named by `GGML_LLM_DUMP_TENSORS` (read once), a debugging aid: the
+/// intermediates the architectures name as llama.cpp's graph callback does ([`Builder::cb`],
+/// `NAME-LAYER`) are kept (graph outputs) and, after each step, written to `DIR/NAME-LAYER.f32`
+/// (their f32 values in logical order, no header), to compare with llama.cpp's
+/// (`tools/llm_ref/gemma_intermediates.py`).
+pub(crate) fn dump_dir() -> Option<&'static std::path::Path> {
+    static DIR: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| std::env::var_os("GGML_LLM_DUMP_TENSORS").map(Into::into))
+        .as_deref()
+}
+
+/// Writes the intermediates [`Builder::cb`] named in `graph` to `dir` (see [`dump_dir`]).
+pub(crate) fn dump(graph: &ggml::Graph, dir: &std::path::Path) -> Result<()> {
+    for t in graph.nodes() {
+        let name = t.name();
+        if name.ends_with(|c: char| c.is_ascii_digit()) && name.contains('-') {
+            let bytes: Vec<u8> = t.get_f32()?.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let path = dir.join(format!("{name}.f32"));
+            std::fs::write(&path, bytes).map_err(|e| {
+                crate::Error::InvalidArgument(format!(
+                    "GGML_LLM_DUMP_TENSORS: writing {}: {e}",
+                    path.display()
+                ))
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// What the architecture modules build with.
 pub(crate) struct Builder<'a> {
     ctx: &'a Context,
@@ -218,6 +247,15 @@ pub(crate) struct Builder<'a> {
 }
 
 impl Builder<'_> {
+    /// Names `t` as llama.cpp's graph callback does, `NAME-LAYER`; kept for [`dump`] when
+    /// [`dump_dir`] is set.
+    fn cb(&self, t: &Tensor, name: &str, il: usize) {
+        t.set_name(&format!("{name}-{il}"));
+        if dump_dir().is_some() {
+            t.set_output();
+        }
+    }
+
     /// The token embeddings of the inputs, `[n_embd, n_tokens]`.
     fn embed_tokens(&self) -> Result<Tensor> {
         Ok(self
@@ -314,18 +352,34 @@ impl Builder<'_> {
         h: &Tensor,
     ) -> Result<(Tensor, Tensor, Tensor)> {
         let (q, k, v) = self.qkv(l, h)?;
-        let q = self.rope(&self.head_norm(q, l.q_norm.as_ref())?, il)?;
-        let k = self.rope(&self.head_norm(k, l.k_norm.as_ref())?, il)?;
+        let (q, k) = (
+            self.head_norm(q, l.q_norm.as_ref())?,
+            self.head_norm(k, l.k_norm.as_ref())?,
+        );
+        self.cb(&q, "Qcur_normed", il);
+        self.cb(&k, "Kcur_normed", il);
+        self.cb(&v, "Vcur", il);
+        let (q, k) = (self.rope(&q, il)?, self.rope(&k, il)?);
+        self.cb(&q, "Qcur", il);
+        self.cb(&k, "Kcur", il);
         Ok((q, k, v))
     }
 
     /// The gated feed-forward network of the decoders: `down(op(gate(h), up(h)))` with the
     /// layer's biases where it has them.
-    fn gated_ffn(&self, l: &LayerWeights, h: &Tensor, op: GluOp) -> Result<Tensor> {
+    fn gated_ffn(&self, l: &LayerWeights, il: usize, h: &Tensor, op: GluOp) -> Result<Tensor> {
         let gate = l.ffn_gate.as_ref().expect("decoders bind ffn_gate");
         let gate = self.linear(gate, h, None)?;
         let up = self.linear(&l.ffn_up, h, l.ffn_up_b.as_ref())?;
         let act = self.ctx.glu_split(&gate, &up, op)?;
+        self.cb(&gate, "ffn_gate", il);
+        self.cb(&up, "ffn_up", il);
+        let act_name = match op {
+            GluOp::Geglu => "ffn_geglu",
+            GluOp::Swiglu => "ffn_swiglu",
+            _ => "ffn_glu",
+        };
+        self.cb(&act, act_name, il);
         self.linear(&l.ffn_down, &act, l.ffn_down_b.as_ref())
     }
 
@@ -413,6 +467,7 @@ impl Builder<'_> {
             let o = c.permute(&kqv, 0, 2, 1, 3)?;
             c.cont_2d(&o, hv * nh, nt)?
         };
+        self.cb(&out, "kqv_out", il);
         self.linear(&l.wo, &out, l.bo.as_ref())
     }
 

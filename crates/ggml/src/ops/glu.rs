@@ -15,7 +15,10 @@ use crate::tensor::Tensor;
 pub enum GluOp {
     /// `GGML_GLU_OP_REGLU`: `relu(x)·g` (`x > 0 ? x·g : 0`).
     Reglu = 0,
-    /// `GGML_GLU_OP_GEGLU`: `gelu(x)·g` (tanh approximation).
+    /// `GGML_GLU_OP_GEGLU`: `gelu(x)·g` (tanh approximation). The CPU computes it as GGML's
+    /// CPU does: for F32 and F16, `gelu` read from a table of F16 values at `x` rounded to
+    /// F16 (so within F16's rounding of the exact function); F32 gives 0 at or below −10
+    /// whatever `g`, and `x·g` at or above 10.
     Geglu = 1,
     /// `GGML_GLU_OP_SWIGLU`: `silu(x)·g`.
     Swiglu = 2,
@@ -24,7 +27,8 @@ pub enum GluOp {
     SwigluOai = 3,
     /// `GGML_GLU_OP_GEGLU_ERF`: `gelu_erf(x)·g` (the exact erf form).
     GegluErf = 4,
-    /// `GGML_GLU_OP_GEGLU_QUICK`: `gelu_quick(x)·g` (`x·σ(1.702·x)`).
+    /// `GGML_GLU_OP_GEGLU_QUICK`: `gelu_quick(x)·g` (`x·σ(1.702·x)`); for F32 and F16 the CPU
+    /// reads `gelu_quick` from GGML's table of F16 values, as for GELU_QUICK.
     GegluQuick = 5,
     /// `GGML_GLU_OP_SWIGLU_CLAMP`: with `x' = min(x, limit)`, `g' = clamp(g, −limit, limit)`:
     /// `silu(x')·g'`.

@@ -85,12 +85,13 @@ impl OpSpec for Unary {
 }
 
 macro_rules! unary_ops {
-    ($($name:ident = $v:literal, $s:literal $(, $method:ident, $inplace:ident)?;)*) => {
+    ($($(#[doc = $doc:literal])* $name:ident = $v:literal, $s:literal $(, $method:ident, $inplace:ident)?;)*) => {
         /// Sub-op of a UNARY node (`enum ggml_unary_op`), stored in `op_params[0]`.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum UnaryOp {
             $(
                 #[doc = concat!("`GGML_UNARY_OP_", $s, "`")]
+                $(#[doc = $doc])*
                 $name = $v,
             )*
         }
@@ -109,7 +110,8 @@ macro_rules! unary_ops {
 
         impl Context {
             $($(
-                #[doc = concat!("`ggml_", stringify!($method), "`: the ", $s, " unary op, element-wise.")]
+                #[doc = concat!("`ggml_", stringify!($method), "`: the ", $s,
+                    " unary op, element-wise (see [`UnaryOp::", stringify!($name), "`]).")]
                 pub fn $method(&self, a: &Tensor) -> Result<Tensor> {
                     self.unary(a, UnaryOp::$name)
                 }
@@ -129,7 +131,17 @@ unary_ops! {
     Neg = 2, "NEG", neg, neg_inplace; Step = 3, "STEP", step, step_inplace;
     Tanh = 4, "TANH", tanh, tanh_inplace; Elu = 5, "ELU", elu, elu_inplace;
     Relu = 6, "RELU", relu, relu_inplace; Sigmoid = 7, "SIGMOID", sigmoid, sigmoid_inplace;
-    Gelu = 8, "GELU", gelu, gelu_inplace; GeluQuick = 9, "GELU_QUICK", gelu_quick, gelu_quick_inplace;
+    ///
+    /// The CPU computes it as GGML's CPU does: for F32 and F16, read from a table of F16
+    /// values (the tanh form at each F16 value, rounded to F16) at `x` rounded to F16, so
+    /// within F16's rounding of the exact function; F32 gives 0 at or below −10 and `x` at
+    /// or above 10. BF16 is computed directly.
+    Gelu = 8, "GELU", gelu, gelu_inplace;
+    ///
+    /// The CPU computes it as GGML's CPU does: for F32 and F16, read from a table of F16
+    /// values at `x` rounded to F16, with no clamps (so F32 inputs that F16 rounds to ±∞, from
+    /// ±65520 out, give NaN below and +∞ above, as GGML's). BF16 is computed directly.
+    GeluQuick = 9, "GELU_QUICK", gelu_quick, gelu_quick_inplace;
     Silu = 10, "SILU", silu, silu_inplace; Hardswish = 11, "HARDSWISH", hardswish, hardswish_inplace;
     Hardsigmoid = 12, "HARDSIGMOID", hardsigmoid, hardsigmoid_inplace;
     Exp = 13, "EXP", exp, exp_inplace; Expm1 = 14, "EXPM1", expm1, expm1_inplace;
@@ -145,7 +157,8 @@ pub(crate) const GELU_QUICK_COEF: f32 = -1.702;
 
 impl UnaryOp {
     /// The op applied to one value, in f32 (XIELU, which needs parameters, gives NaN; its
-    /// kernel reads them from the node).
+    /// kernel reads them from the node). GELU and GELU_QUICK are the exact functions here; the
+    /// CPU kernels' F16 tables (see [`UnaryOp::Gelu`]) are within F16's rounding of them.
     #[inline(always)]
     pub fn eval(self, x: f32) -> f32 {
         match self {
@@ -178,8 +191,8 @@ impl UnaryOp {
                 }
             }
             UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-            // GGML's CPU kernel reads this formula from an f16 table for |x| < 10; computing
-            // it directly is more accurate and stays within GGML's tolerance of it.
+            // The exact tanh form (the CPU kernels read GGML's F16 table of it for F32 and
+            // F16, see the variant's doc).
             UnaryOp::Gelu => {
                 0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)).tanh())
             }

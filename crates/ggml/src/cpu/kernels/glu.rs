@@ -1,11 +1,14 @@
 //! GLU: `dst = act(x)·g` per element, `x` and `g` from the halves of each row of `a` (fused)
-//! or from `a` and `b` (split). Computed in f32 for every float type, as GGML's F16 kernels.
+//! or from `a` and `b` (split). Computed in f32 for every float type, as GGML's F16 kernels;
+//! GEGLU and GEGLU_QUICK of F32 and F16 through GGML's F16 tables ([`GeluTable`]).
 
 use super::softmax::exp_f32;
+use super::vec::GeluTable;
 use super::{is_float, ld, operand, st, unsupported, vec, NodePtrs, Params, Planned};
 use crate::error::Result;
 use crate::ops::{GluOp, GluParams, UnaryOp};
 use crate::tensor::Tensor;
+use crate::types::Type;
 
 /// One kernel per op, so the activation is inlined.
 pub(super) fn plan(t: &Tensor) -> Result<Planned> {
@@ -16,10 +19,32 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     }
     let kernel: super::KernelFn = match GluOp::from_i32(t.op_params()[0]) {
         Some(GluOp::Reglu) => |n, p| gated(n, p, |x, g| if x > 0.0 { x * g } else { 0.0 }),
-        Some(GluOp::Geglu) => |n, p| gated(n, p, |x, g| vec::gelu(x) * g),
+        // GGML's F32 and F16 kernels read F16 tables (F32 GEGLU with GELU's clamps: 0 at
+        // or below −10, whatever the gate; x·g at or above 10); its BF16 ones compute.
+        Some(GluOp::Geglu) => match a.ty() {
+            Type::F32 => |n, p| {
+                let t = GeluTable::get();
+                gated(
+                    n,
+                    p,
+                    |x, g| if x <= -10.0 { 0.0 } else { t.gelu_f32(x) * g },
+                )
+            },
+            Type::F16 => |n, p| {
+                let t = GeluTable::get();
+                gated(n, p, |x, g| t.gelu_f16(x) * g)
+            },
+            _ => |n, p| gated(n, p, |x, g| vec::gelu(x) * g),
+        },
         Some(GluOp::Swiglu) => swiglu,
         Some(GluOp::GegluErf) => |n, p| gated(n, p, |x, g| UnaryOp::GeluErf.eval(x) * g),
-        Some(GluOp::GegluQuick) => |n, p| gated(n, p, |x, g| vec::gelu_quick(x) * g),
+        Some(GluOp::GegluQuick) => match a.ty() {
+            Type::F32 | Type::F16 => |n, p| {
+                let t = GeluTable::get();
+                gated(n, p, |x, g| t.quick(x) * g)
+            },
+            _ => |n, p| gated(n, p, |x, g| vec::gelu_quick(x) * g),
+        },
         Some(GluOp::SwigluOai) => swiglu_oai,
         Some(GluOp::SwigluClamp) => swiglu_clamp,
         None => return Err(unsupported(t)),

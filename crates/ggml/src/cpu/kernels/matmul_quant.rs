@@ -70,7 +70,11 @@ pub(super) fn plan(a: &Tensor, b: &Tensor, qd: QuantDot) -> Result<Planned> {
     let b_rows = b.ne()[1..].iter().product::<i64>() as usize;
     let amx = amx_scratch(a.ty(), b.ne()[1] as usize, k as usize);
     // the AMX tiles, where they are taken, compute every chunk; otherwise the band products
-    let band = if amx > 0 { None } else { band_for(&qd, b.ne()[1]) };
+    let band = if amx > 0 {
+        None
+    } else {
+        band_for(&qd, b.ne()[1])
+    };
     let (row, quantized) = (k as usize * 4 + amx, (b_rows * qbytes).next_multiple_of(4));
     let row = row + band_scratch(band, k as usize);
     Ok(if b_rows <= PRIVATE_ROWS {
@@ -116,7 +120,11 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
     let b_rows = nb1 * batches;
     let quantized = (b_rows * qbytes).next_multiple_of(4);
     let amx_bytes = amx_scratch(a.ty, nb1, k);
-    let band = if amx_bytes > 0 { None } else { band_for(&qd, b.ne[1]) };
+    let band = if amx_bytes > 0 {
+        None
+    } else {
+        band_for(&qd, b.ne[1])
+    };
     let band_bytes = band_scratch(band, k);
     let private_len = if SHARED { 0 } else { quantized / 4 };
     // SAFETY: the plan sized each thread's scratch for k f32 values, the AMX kernel's or the

@@ -113,16 +113,21 @@ fn norm_rows(n: &NodePtrs, p: &Params) {
     per_row(n, p, Norm(n.params::<NormParams>().eps as f64))
 }
 
-/// RMS_NORM's factor for a row: `1/√(mean(x²) + eps)` (GGML adds eps to the mean square,
-/// inside the root), the sum in f64.
+/// RMS_NORM's factor for a row, in GGML's roundings: the squares in f32, summed in f64
+/// (`ggml_float`), the mean rounded to f32, then `1/√(mean + eps)` in f32 (GGML adds eps to
+/// the mean square, inside the root).
 #[inline(always)]
-fn rms_scale(x: &[f32], eps: f64) -> f32 {
-    let ms = sum_f64(x, |v| v * v) / x.len() as f64;
-    (1.0 / (ms + eps).sqrt()) as f32
+fn rms_scale(x: &[f32], eps: f32) -> f32 {
+    let sum = sum_f64(x, |v| {
+        let v = v as f32;
+        (v * v) as f64
+    });
+    let mean = (sum / x.len() as f64) as f32;
+    1.0 / (mean + eps).sqrt()
 }
 
 /// RMS_NORM, `x/√(mean(x²) + eps)`.
-struct Rms(f64);
+struct Rms(f32);
 
 impl RowNorm for Rms {
     type Stats = f32;
@@ -147,7 +152,7 @@ wide_fn!(
 
 #[inline(always)]
 fn rms_norm_rows(n: &NodePtrs, p: &Params) {
-    per_row(n, p, Rms(n.params::<NormParams>().eps as f64))
+    per_row(n, p, Rms(n.params::<NormParams>().eps))
 }
 
 /// RMS_NORM followed by MUL, fused (see [`crate::cpu::fusion`]): `dst = (x·scale)·w`, where
@@ -155,7 +160,7 @@ fn rms_norm_rows(n: &NodePtrs, p: &Params) {
 /// `x`'s, broadcast over rows), `op_params` RMS_NORM's. The same f32 operations in the same
 /// order as the two nodes, so the same bits, without writing the normalised rows out.
 struct RmsMul<'a> {
-    eps: f64,
+    eps: f32,
     w: &'a TensorPtr,
 }
 
@@ -188,7 +193,7 @@ wide_fn!(
 
 #[inline(always)]
 fn rms_norm_mul_rows(n: &NodePtrs, p: &Params) {
-    let eps = n.params::<NormParams>().eps as f64;
+    let eps = n.params::<NormParams>().eps;
     per_row(n, p, RmsMul { eps, w: &n.src[1] })
 }
 

@@ -1,10 +1,12 @@
 //! Element-wise unary ops: SCALE, SQR, SQRT, LOG, SIN, COS and every UNARY sub-op.
 
+use super::vec::GeluTable;
 use super::{is_float, ld, st, unsupported, vec, KernelFn, NodePtrs, Params};
 use super::{operand, Planned};
 use crate::error::Result;
 use crate::ops::{ScaleParams, UnaryOp, UnaryParams};
 use crate::tensor::Tensor;
+use crate::types::Type;
 
 /// `kernel` for a float operand and result.
 pub(super) fn plan(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
@@ -31,15 +33,33 @@ pub(super) unsafe fn cos(n: &NodePtrs, p: &Params) {
 }
 
 /// UNARY: one monomorphised kernel per sub-op, so the per-element function is inlined; the
-/// exponential ones use [`vec`]'s libm-free forms, so their loops vectorise.
+/// exponential ones use [`vec`]'s libm-free forms, so their loops vectorise; GELU and
+/// GELU_QUICK read GGML's F16 tables ([`GeluTable`]) for F32 and F16, as GGML's CPU does.
 pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
     macro_rules! table {
         ($($op:ident),*) => {
             match UnaryOp::from_i32(t.op_params()[0]) {
                 $(Some(UnaryOp::$op) => plan(t, |n, p| map(n, p, |x| UnaryOp::$op.eval(x))),)*
                 Some(UnaryOp::Sigmoid) => plan(t, act::<true>),
-                Some(UnaryOp::Gelu) => plan(t, |n, p| map(n, p, vec::gelu)),
-                Some(UnaryOp::GeluQuick) => plan(t, |n, p| map(n, p, vec::gelu_quick)),
+                // GGML's F32 and F16 kernels read F16 tables; its BF16 ones compute.
+                Some(UnaryOp::Gelu) => plan(t, match operand(t, 0)?.ty() {
+                    Type::F32 => |n, p| {
+                        let g = GeluTable::get();
+                        map(n, p, |x| g.gelu_f32(x))
+                    },
+                    Type::F16 => |n, p| {
+                        let g = GeluTable::get();
+                        map(n, p, |x| g.gelu_f16(x))
+                    },
+                    _ => |n, p| map(n, p, vec::gelu),
+                }),
+                Some(UnaryOp::GeluQuick) => plan(t, match operand(t, 0)?.ty() {
+                    Type::F32 | Type::F16 => |n, p| {
+                        let g = GeluTable::get();
+                        map(n, p, |x| g.quick(x))
+                    },
+                    _ => |n, p| map(n, p, vec::gelu_quick),
+                }),
                 Some(UnaryOp::Silu) => plan(t, act::<false>),
                 Some(UnaryOp::Xielu) => plan(t, xielu),
                 None => Err(unsupported(t)),

@@ -358,16 +358,99 @@ pub(crate) fn tanh(x: f32) -> f32 {
     1.0 - 2.0 / (exp_f32(2.0 * x) + 1.0)
 }
 
-/// GELU's tanh form, `0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²)))`, with [`tanh`].
+/// GELU's tanh form, `0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²)))`, with [`tanh`] (GGML's
+/// CPU computes BF16 GELU so; F32 and F16 through [`GeluTable`]).
 #[inline(always)]
 pub(crate) fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + tanh(SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)))
 }
 
-/// GELU's quick form, `x·σ(1.702·x)`.
+/// GELU's quick form, `x·σ(1.702·x)` (BF16; F32 and F16 through [`GeluTable`]).
 #[inline(always)]
 pub(crate) fn gelu_quick(x: f32) -> f32 {
     x * (1.0 / (1.0 + exp_f32(GELU_QUICK_COEF * x)))
+}
+
+/// The F16 bits of `x`, rounded to nearest even as F16C and `f16::from_f32` round (NaN gives
+/// a quiet NaN), without branches, so that loops of it vectorise.
+#[inline(always)]
+pub(crate) fn f16_bits(x: f32) -> u16 {
+    let u = x.to_bits();
+    let sign = (u >> 16) & 0x8000;
+    let a = u & 0x7fff_ffff;
+    // Normal results: rebias the exponent, round the 13 dropped bits to nearest even; past
+    // 65504 (and for infinity) the sum reaches 0x7c00 or more, infinity.
+    // (Wrapping: below 2⁻¹⁴ this value is not used.)
+    let r = a.wrapping_sub(0x3800_0000);
+    let normal = (r.wrapping_add(0x0fff + ((r >> 13) & 1)) >> 13).min(0x7c00);
+    // Subnormal results (|x| < 2⁻¹⁴): adding 0.5, whose ULP is F16's 2⁻²⁴ quantum, rounds
+    // |x| to a multiple of it, to nearest even, in the low bits.
+    let sub = (f32::from_bits(a) + 0.5).to_bits() - 0x3f00_0000;
+    let h = if a < 0x3880_0000 { sub } else { normal };
+    (sign | if a > 0x7f80_0000 { 0x7e00 } else { h }) as u16
+}
+
+/// GGML's CPU tables of GELU and of its quick form (`GGML_GELU_FP16`, `GGML_GELU_QUICK_FP16`,
+/// on by default): for each of the 65536 F16 values `h`, the F16 rounding of the function at
+/// `h` as GGML computes it (libm's `tanhf`/`expf`, and the FMA its compiler makes of
+/// `1 + 0.044715·x·x`), kept as f32 so that the lookups can be vector gathers. GGML's F32 and
+/// F16 kernels of GELU, GELU_QUICK, GEGLU and GEGLU_QUICK read these at `x` rounded to F16;
+/// built once, on first use.
+pub(crate) struct GeluTable {
+    gelu: Box<[f32; 65536]>,
+    quick: Box<[f32; 65536]>,
+}
+
+impl GeluTable {
+    /// The tables, built on first use.
+    pub(crate) fn get() -> &'static GeluTable {
+        static TABLE: std::sync::OnceLock<GeluTable> = std::sync::OnceLock::new();
+        TABLE.get_or_init(|| {
+            let build = |f: fn(f32) -> f32| {
+                let mut t = Box::new([0f32; 65536]);
+                for (b, v) in (0..=u16::MAX).zip(t.iter_mut()) {
+                    *v = f16::from_f32(f(f16::from_bits(b).to_f32())).to_f32();
+                }
+                t
+            };
+            GeluTable {
+                gelu: build(|x| {
+                    let inner = SQRT_2_OVER_PI * x * (GELU_COEF_A * x).mul_add(x, 1.0);
+                    0.5 * x * (1.0 + inner.tanh())
+                }),
+                quick: build(|x| x * (1.0 / (1.0 + (GELU_QUICK_COEF * x).exp()))),
+            }
+        })
+    }
+
+    /// GELU of an F16 value (or of `x` rounded to F16): the table entry, without GGML's F32
+    /// clamps (its F16 kernels have none).
+    #[inline(always)]
+    pub(crate) fn gelu_f16(&self, x: f32) -> f32 {
+        self.gelu[f16_bits(x) as usize]
+    }
+
+    /// GELU as GGML's F32 kernels compute it: 0 at or below −10, `x` at or above 10, else
+    /// [`GeluTable::gelu_f16`].
+    #[inline(always)]
+    pub(crate) fn gelu_f32(&self, x: f32) -> f32 {
+        let t = self.gelu_f16(x);
+        if x <= -10.0 {
+            0.0
+        } else if x >= 10.0 {
+            x
+        } else {
+            t
+        }
+    }
+
+    /// GELU_QUICK as GGML's F32 and F16 kernels compute it: the table at `x` rounded to F16,
+    /// with no clamps (so NaN at −∞ and below −65520, where F16 rounds `x` to −∞, and +∞
+    /// from 65520 up).
+    #[inline(always)]
+    pub(crate) fn quick(&self, x: f32) -> f32 {
+        self.quick[f16_bits(x) as usize]
+    }
 }
 
 #[cfg(test)]
@@ -508,5 +591,67 @@ mod tests {
         let v: Vec<f32> = (0..37).map(|i| (i * 13 % 37) as f32).collect();
         assert_eq!(max_f32(&v), 36.0);
         assert_eq!(max_f32(&[f32::NAN, -3.0, f32::NAN]), -3.0);
+    }
+
+    /// The branch-free F16 rounding gives `f16::from_f32`'s bits (NaN: a quiet NaN of the same
+    /// sign) over a sweep of every 241st f32 bit pattern and the edges of each F16 range.
+    #[test]
+    fn f16_bits_round_as_f16c() {
+        let edges = [
+            0u32,
+            1,
+            0x3300_0000,
+            0x3300_0001,
+            0x3380_0000,
+            0x387f_e000,
+            0x387f_f000,
+            0x387f_ffff,
+            0x3880_0000,
+            0x3f80_1000,
+            0x3f80_3000,
+            0x477f_e000,
+            0x477f_efff,
+            0x477f_f000,
+            0x7f7f_ffff,
+            0x7f80_0000,
+            0x7f80_0001,
+            0x7fc0_0000,
+            0x7fff_ffff,
+        ];
+        let sweep = (0..=u32::MAX / 241).map(|i| i * 241);
+        for u in sweep.chain(edges).flat_map(|u| [u, u | 0x8000_0000]) {
+            let x = f32::from_bits(u);
+            let (got, want) = (f16_bits(x), f16::from_f32(x));
+            if want.is_nan() {
+                assert_eq!(got, 0x7e00 | (want.to_bits() & 0x8000), "{u:#x}");
+            } else {
+                assert_eq!(got, want.to_bits(), "{u:#x}");
+            }
+        }
+    }
+
+    /// The tables hold GGML's values: spot checks against the exact function rounded to F16,
+    /// GGML's clamps of F32 GELU, and GELU_QUICK's NaN and infinity where F16 overflows.
+    #[test]
+    fn gelu_tables_as_ggml() {
+        let t = GeluTable::get();
+        for x in [-9.99f32, -3.7, -0.3, 0.0, 0.25, 1.1, 7.9, 9.99] {
+            let h = f16::from_f32(x).to_f32() as f64;
+            let g = 0.5
+                * h
+                * (1.0
+                    + ((2.0 / std::f64::consts::PI).sqrt() * h * (1.0 + 0.044715 * h * h)).tanh());
+            let q = h / (1.0 + (-1.702 * h).exp());
+            assert_eq!(t.gelu_f32(x), f16::from_f64(g).to_f32(), "gelu({x})");
+            assert_eq!(t.quick(x), f16::from_f64(q).to_f32(), "gelu_quick({x})");
+        }
+        assert_eq!(t.gelu_f32(-10.0).to_bits(), 0);
+        assert_eq!(t.gelu_f16(-10.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!((t.gelu_f32(10.0), t.gelu_f32(1e30)), (10.0, 1e30));
+        assert_eq!(t.gelu_f16(65504.0), 65504.0);
+        assert!(t.quick(-65520.0).is_nan() && t.quick(f32::NEG_INFINITY).is_nan());
+        assert_eq!(t.quick(65520.0), f32::INFINITY);
+        assert_eq!(t.quick(-60000.0).to_bits(), (-0.0f32).to_bits());
+        assert!(t.gelu_f32(f32::NAN).is_nan() && t.quick(f32::NAN).is_nan());
     }
 }

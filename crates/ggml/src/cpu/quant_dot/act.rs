@@ -1,13 +1,14 @@
 //! Activations quantized to a dot type (Q8_0, Q8_1, Q8_K) for the integer dot kernels, bit for
-//! bit what the reference quantizers of `quants/` give (a unit test holds every path to them).
+//! bit what GGML's CPU quantizes them to on the same path (a unit test holds every path to it).
 //!
-//! The x86 path computes each block's magnitude maximum, levels, rounding and sums in 256-bit
-//! registers with the reference's exact arithmetic: the same IEEE products (`v · id`,
-//! `v · iscale`), C's `roundf` as truncation plus a comparison of the exact fraction, the
-//! reference's magic-number `nearest_int`, and integer sums; the scales (one division per
-//! block) are computed as the reference computes them. A block holding a NaN or an infinity,
-//! or whose inverse scale overflows (a maximum near the smallest normal), goes through the
-//! reference quantizer instead, so its NaN and overflow behaviour is the reference's too.
+//! The x86 path is GGML's x86 one (`ggml-cpu/arch/x86/quants.c`): Q8_0 and Q8_1 take the
+//! levels as `v · (127 / amax)` rounded to nearest even (not the reference quantizer's
+//! `roundf(v / d)`, which differs at about one value in a few thousand), Q8_K is the reference
+//! (GGML's x86 Q8_K calls it: the same IEEE products `v · iscale` and magic-number
+//! `nearest_int`); the magnitude maxima and integer sums in 256-bit registers. The portable
+//! path is the reference quantizer, as GGML's generic one. A block holding a NaN or an
+//! infinity, or whose inverse scale overflows (a maximum near the smallest normal), goes
+//! through the reference quantizer instead.
 //! (Quantizing is a small part of a MUL_MAT's work, so the AVX-512 path uses these 256-bit
 //! routines as well.)
 
@@ -93,21 +94,6 @@ mod avx2 {
         }
     }
 
-    /// C's `(int) roundf(v)` in every lane (round half away from zero) for |v| < 2^31, as
-    /// `round_i32` computes it: truncation plus the exact fraction compared with ±0.5.
-    #[inline(always)]
-    unsafe fn round_away(v: __m256) -> __m256i {
-        // SAFETY: register operations; the caller has AVX2.
-        unsafe {
-            let t = _mm256_cvttps_epi32(v);
-            let frac = _mm256_sub_ps(v, _mm256_cvtepi32_ps(t));
-            let up = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_GE_OQ>(frac, _mm256_set1_ps(0.5)));
-            let down = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_LE_OQ>(frac, _mm256_set1_ps(-0.5)));
-            // the masks are −1 where true
-            _mm256_add_epi32(_mm256_sub_epi32(t, up), down)
-        }
-    }
-
     /// The reference's `nearest_int` in every lane (round half to even for |v| < 2^22, by the
     /// float magic number), then `min(127)`.
     #[inline(always)]
@@ -139,8 +125,9 @@ mod avx2 {
         }
     }
 
-    /// Q8_0's and Q8_1's shared part for a block of 32: the scale `amax / 127` and the levels
-    /// `roundf(v · (1/d))` stored into `qs`; `None` for the blocks left to the reference.
+    /// Q8_0's and Q8_1's shared part for a block of 32, as GGML's x86 `quantize_row_q8_0` /
+    /// `_q8_1` compute it: the scale `amax / 127` and the levels `v · (127 / amax)` rounded to
+    /// nearest even, stored into `qs`; `None` for the blocks left to the reference.
     #[inline(always)]
     unsafe fn q8_block(x: &[f32], qs: &mut [i8; 32]) -> Option<(f32, __m256i)> {
         debug_assert_eq!(x.len(), 32);
@@ -160,15 +147,17 @@ mod avx2 {
             if _mm256_movemask_ps(bad) != 0 {
                 return None;
             }
-            let d = hmax(m) / 127.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            let amax = hmax(m);
+            let d = amax / 127.0;
+            let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
             if !id.is_finite() {
                 return None;
             }
             let idv = _mm256_set1_ps(id);
             let mut q = [_mm256_setzero_si256(); 4];
             for (q, v) in q.iter_mut().zip(v) {
-                *q = round_away(_mm256_mul_ps(v, idv));
+                let r = _mm256_round_ps::<_MM_FROUND_TO_NEAREST_INT>(_mm256_mul_ps(v, idv));
+                *q = _mm256_cvtps_epi32(r);
             }
             store_levels(q, qs.as_mut_ptr());
             let sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
@@ -311,9 +300,36 @@ mod tests {
             .collect()
     }
 
-    /// Every path writes exactly the reference quantizer's bytes for each dot type.
+    /// GGML's x86 Q8_0/Q8_1 quantizer, scalar: `d = amax/127`, levels `v · (127/amax)` to
+    /// nearest even (Q8_1: `s = d · Σ levels`), over the reference's bytes, which it keeps
+    /// for blocks with a non-finite value or inverse scale (as [`quantize_act`] does).
+    fn ggml_x86(ty: Type, x: &[f32], out: &mut [u8]) {
+        quantize_row_ref(ty, x, out).unwrap();
+        let size = ty.type_size();
+        for (x, y) in x.chunks_exact(32).zip(out.chunks_exact_mut(size)) {
+            let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+            if x.iter().any(|v| !v.is_finite()) || !id.is_finite() {
+                continue;
+            }
+            let d = amax / 127.0;
+            let q: Vec<i8> = x.iter().map(|v| (v * id).round_ties_even() as i8).collect();
+            y[..2].copy_from_slice(&crate::types::f16::from_f32(d).to_le_bytes());
+            let at = if ty == Type::Q8_1 {
+                let s = d * q.iter().map(|&v| v as i32).sum::<i32>() as f32;
+                y[2..4].copy_from_slice(&crate::types::f16::from_f32(s).to_le_bytes());
+                4
+            } else {
+                2
+            };
+            y[at..].copy_from_slice(bytemuck::cast_slice(&q));
+        }
+    }
+
+    /// Every path writes exactly GGML's bytes for each dot type on that path: its x86
+    /// quantizers on the x86 paths, the reference on the portable one.
     #[test]
-    fn every_path_matches_the_reference_bit_for_bit() {
+    fn every_path_matches_ggml_bit_for_bit() {
         let n = 8 * 256;
         for seed in [1, 2, 3] {
             for ty in [Type::Q8_0, Type::Q8_1, Type::Q8_K] {
@@ -325,12 +341,18 @@ mod tests {
                         .for_each(|(i, v)| *v = ((i * 37 % 101) as f32 - 50.0) * 0.013);
                 }
                 let bytes = ty.row_size(n as i64).unwrap();
-                let mut want = vec![0u8; bytes];
-                quantize_row_ref(ty, &x, &mut want).unwrap();
+                let mut reference = vec![0u8; bytes];
+                quantize_row_ref(ty, &x, &mut reference).unwrap();
+                let mut x86 = vec![0u8; bytes];
+                match ty {
+                    Type::Q8_K => x86.copy_from_slice(&reference),
+                    _ => ggml_x86(ty, &x, &mut x86),
+                }
                 for isa in Isa::all_available() {
                     let mut got = vec![0xa5u8; bytes];
                     quantize_act(ty, isa, &x, &mut got);
-                    assert!(got == want, "{ty} on {isa:?}, seed {seed}");
+                    let want = if isa == Isa::Scalar { &reference } else { &x86 };
+                    assert!(&got == want, "{ty} on {isa:?}, seed {seed}");
                 }
             }
         }

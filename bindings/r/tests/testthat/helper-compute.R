@@ -20,3 +20,14 @@ i32_tensor <- function(ctx, values, ne = length(values)) {
   ggml_set_i32(t, values)
   t
 }
+
+# `v` rounded to the nearest F16 value (ties to even; |v| within F16's range). GGML's CPU
+# computes F32 GELU, GELU_QUICK and their GLUs through tables of F16 values: x rounded to F16,
+# the function, the result rounded to F16.
+f16_round <- function(v) {
+  ulp <- 2^(pmax(floor(log2(abs(v))), -14) - 10)
+  ifelse(v == 0, v, round(v / ulp) * ulp)
+}
+
+# `f` as GGML's F16 tables give it.
+through_f16 <- function(f) function(v) f16_round(f(f16_round(v)))

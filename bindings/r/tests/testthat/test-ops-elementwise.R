@@ -3,8 +3,9 @@ gelu_tanh <- function(v) 0.5 * v * (1 + tanh(sqrt(2 / pi) * (v + 0.044715 * v^3)
 unary_refs <- list(
   abs = abs, sgn = sign, neg = function(v) -v, step = function(v) as.numeric(v > 0),
   tanh = tanh, elu = function(v) ifelse(v > 0, v, expm1(v)), relu = function(v) pmax(v, 0),
-  sigmoid = function(v) 1 / (1 + exp(-v)), gelu = gelu_tanh,
-  gelu_quick = function(v) v / (1 + exp(-1.702 * v)), gelu_erf = function(v) v * pnorm(v),
+  sigmoid = function(v) 1 / (1 + exp(-v)), gelu = through_f16(gelu_tanh),
+  gelu_quick = through_f16(function(v) v / (1 + exp(-1.702 * v))),
+  gelu_erf = function(v) v * pnorm(v),
   silu = function(v) v / (1 + exp(-v)),
   hardswish = function(v) v * pmin(pmax((v + 3) / 6, 0), 1),
   hardsigmoid = function(v) pmin(pmax((v + 3) / 6, 0), 1), exp = exp, expm1 = expm1,

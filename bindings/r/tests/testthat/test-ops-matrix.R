@@ -56,9 +56,10 @@ test_that("GLU variants gate the activation of one half by the other", {
   a <- f32_tensor(ctx, c(xv, gv))
   x <- f32_tensor(ctx, xv); g <- f32_tensor(ctx, gv)
   gelu_tanh <- function(v) 0.5 * v * (1 + tanh(sqrt(2 / pi) * (v + 0.044715 * v^3)))
-  acts <- list(reglu = function(v) pmax(v, 0), geglu = gelu_tanh,
+  # GEGLU and GEGLU_QUICK through GGML's F16 tables (helper-compute.R)
+  acts <- list(reglu = function(v) pmax(v, 0), geglu = through_f16(gelu_tanh),
                swiglu = function(v) v / (1 + exp(-v)), geglu_erf = function(v) v * pnorm(v),
-               geglu_quick = function(v) v / (1 + exp(-1.702 * v)))
+               geglu_quick = through_f16(function(v) v / (1 + exp(-1.702 * v))))
   codes <- c(reglu = GGML_GLU_OP_REGLU, geglu = GGML_GLU_OP_GEGLU, swiglu = GGML_GLU_OP_SWIGLU,
              geglu_erf = GGML_GLU_OP_GEGLU_ERF, geglu_quick = GGML_GLU_OP_GEGLU_QUICK)
   for (op in names(acts)) {

@@ -12,7 +12,7 @@ const USAGE: &str =
 
   Serves local devices to GGML RPC clients (llama.cpp --rpc, ggml_rpc::add_server).
   -H HOST       address to bind (default 127.0.0.1; any other is reachable from outside)
-  -p PORT       port (default 50052)
+  -p PORT       port (default 50052; 0 picks a free one, printed on the first line)
   -d DEV,...    devices to serve, by name (default: the CPU)
   -t THREADS    threads per device that has a thread setting (default: available cores)
   -c CACHE_DIR  keep uploads over 10 MiB by hash, so clients need not send them again";

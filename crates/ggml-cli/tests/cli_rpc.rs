@@ -1,8 +1,8 @@
 //! `ggml rpc-server`, `ggml info --rpc` and `GGML_RPC_SERVERS`, through the binary.
 
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 fn ggml() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ggml"))
@@ -23,7 +23,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `ggml rpc-server` on a free port, killed when dropped.
+/// `ggml rpc-server`, killed when dropped, with the address it listens on.
 struct Served(Child, String);
 
 impl Drop for Served {
@@ -33,21 +33,28 @@ impl Drop for Served {
     }
 }
 
+/// Starts a server on a port it picks itself (`-p 0`) and reads the address it announces:
+/// choosing a free port here and handing it over would race with the other tests.
 fn serve() -> Served {
-    let port = free_port().to_string();
-    let child = ggml()
-        .args(["rpc-server", "-p", &port, "-t", "1"])
-        .stdout(Stdio::null())
+    let mut child = ggml()
+        .args(["rpc-server", "-p", "0", "-t", "1"])
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let served = Served(child, format!("127.0.0.1:{port}"));
-    let t0 = Instant::now();
-    while TcpStream::connect(&served.1).is_err() {
-        assert!(t0.elapsed() < Duration::from_secs(20), "no server");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    served
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let endpoint = first
+        .trim()
+        .rsplit(' ')
+        .next()
+        .filter(|_| first.contains(" listening on "))
+        .unwrap_or_else(|| panic!("no address announced: {first:?}"))
+        .to_string();
+    // The rest of its output is drained, so that its later lines never meet a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    Served(child, endpoint)
 }
 
 #[test]

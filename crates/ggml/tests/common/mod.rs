@@ -402,6 +402,20 @@ pub fn backends() -> &'static [(usize, Backend)] {
 /// Context size of the harness.
 pub const MEM: usize = 2 << 20;
 
+/// Runs a case's `build` in a fresh context of `mem` bytes with the case's own random stream
+/// (seeded by `name`, so every run of the case gets the same inputs).
+fn build_case<T>(
+    name: &str,
+    mem: usize,
+    build: impl Fn(&Context, &mut Rng) -> ggml::Result<T>,
+) -> (Context, T) {
+    let ctx = Context::init(mem, false).unwrap();
+    let mut rng = Rng::from_name(name);
+    let built =
+        build(&ctx, &mut rng).unwrap_or_else(|e| panic!("{name}: building the graph failed: {e}"));
+    (ctx, built)
+}
+
 /// Builds a case with `build` (which creates inputs, the op, and computes the reference from
 /// the inputs' values) in a fresh context for every backend of [`backends`], computes it, and
 /// compares the result with the reference rounded to the result's type. The results of all
@@ -423,10 +437,7 @@ pub fn check_mem(
 ) {
     let mut first: Option<Host> = None;
     for (threads, be) in backends() {
-        let ctx = Context::init(mem, false).unwrap();
-        let mut rng = Rng::from_name(name);
-        let (out, want) = build(&ctx, &mut rng)
-            .unwrap_or_else(|e| panic!("{name}: building the graph failed: {e}"));
+        let (ctx, (out, want)) = build_case(name, mem, &build);
         let graph = ctx.build_forward_expand(&out).unwrap();
         be.graph_compute(&graph)
             .unwrap_or_else(|e| panic!("{name} ({threads} threads): compute failed: {e}"));
@@ -463,10 +474,7 @@ pub fn check_compute_fails(
     for threads in 1..=3 {
         let be = backend::cpu_init().unwrap();
         be.set_n_threads(threads).unwrap();
-        let ctx = Context::init(MEM, false).unwrap();
-        let mut rng = Rng::from_name(name);
-        let out = build(&ctx, &mut rng)
-            .unwrap_or_else(|e| panic!("{name}: building the graph failed: {e}"));
+        let (ctx, out) = build_case(name, MEM, &build);
         let graph = ctx.build_forward_expand(&out).unwrap();
         let r = be.graph_compute(&graph);
         assert!(r.is_err(), "{name} ({threads} threads): compute succeeded");

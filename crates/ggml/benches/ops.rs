@@ -60,6 +60,22 @@ fn mul_mat_line(wt: Type, m: i64, k: i64, n: i64) -> Line {
     }
 }
 
+/// OUT_PROD of F32 `a` `[m, k]` and `b` `[n, k]` (a weight gradient's shape):
+/// FLOPs = 2 · m · n · k.
+fn out_prod_line(m: i64, k: i64, n: i64) -> Line {
+    Line {
+        name: format!("out_prod f32  M={m} K={k} N={n}"),
+        work: 2.0 * (m * k * n) as f64,
+        unit: "GFLOP/s",
+        build: Box::new(move |ctx| {
+            let a = input(ctx, Type::F32, &[m, k]);
+            let b = input(ctx, Type::F32, &[n, k]);
+            ctx.out_prod(&a, &b).unwrap()
+        }),
+        mem: ((m * k + n * k + m * n) * 4) as usize + (4 << 20),
+    }
+}
+
 /// FLASH_ATTN_EXT with F16 K and V, `DK = DV = d`, `n_head` query heads sharing one K/V
 /// head, no mask; FLOPs = 4 · d · n_q · n_kv · n_head (the two products).
 fn flash_attn_line(d: i64, n_q: i64, n_kv: i64, n_head: i64) -> Line {
@@ -221,6 +237,7 @@ fn lines() -> Vec<Line> {
     for size in [1024, 2048] {
         v.push(mul_mat_line(Type::F32, size, size, size));
     }
+    v.push(out_prod_line(1024, 512, 1024));
     for wt in [Type::F32, Type::F16, Type::BF16] {
         v.push(mul_mat_line(wt, 4096, 4096, 1));
         v.push(mul_mat_line(wt, 1024, 1024, 64));

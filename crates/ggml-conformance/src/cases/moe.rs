@@ -234,6 +234,24 @@ fn out_prod_cases(out: &mut Vec<Case>) {
         plain,
         "contiguous",
     ));
+    // Big enough for the CPU's packed GEMM to take whole panels and two slices of k: 100
+    // rows (two 48-row panels and an edge), 20 columns, k = 300 (a slice is 256).
+    for aty in FLOATS {
+        out.push(out_prod(
+            (aty, Type::F32),
+            &[100, 300, 2],
+            &[20, 300, 2, 2],
+            plain,
+            "contiguous",
+        ));
+    }
+    out.push(out_prod(
+        f32s,
+        &[100, 300],
+        &[20, 300],
+        (Layout::Padded, Layout::Transposed),
+        "padded/transposed",
+    ));
     for aty in [Type::Q4_0, Type::Q8_0, Type::Q4_K, Type::Q6_K, Type::IQ4_NL] {
         let m = 2 * aty.blck_size() as i64;
         let q = (aty, Type::F32);

@@ -74,6 +74,32 @@ impl Mat {
     }
 }
 
+/// Which of a tensor's strides steps between an operand's GEMM rows: MUL_MAT's operands have
+/// their rows along `nb1` (elements along `nb0`); OUT_PROD's along `nb0` (elements `nb1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RowsAlong {
+    /// Rows `nb1` apart, elements `nb0` apart.
+    Nb1,
+    /// Rows `nb0` apart, elements `nb1` apart.
+    Nb0,
+}
+
+impl RowsAlong {
+    /// The operand at `ptr` of type `ty` with byte strides `nb`.
+    pub(crate) fn mat(self, ptr: *const u8, ty: Type, nb: [usize; crate::tensor::MAX_DIMS]) -> Mat {
+        let (row_stride, elem_stride) = match self {
+            RowsAlong::Nb1 => (nb[1], nb[0]),
+            RowsAlong::Nb0 => (nb[0], nb[1]),
+        };
+        Mat {
+            ptr,
+            ty,
+            row_stride,
+            elem_stride,
+        }
+    }
+}
+
 /// The result: row `j` (column `j` of the product) at `ptr + j · ld`, its `m` values packed.
 #[derive(Clone, Copy)]
 pub(crate) struct Out {
@@ -320,8 +346,26 @@ unsafe fn pack(
     let mut row = [0f32; KC];
     let row = &mut row[..kc];
     let fast = pr == kern.mr && round == Round::F32 && m.packed();
+    // Rows stored side by side (each element index a packed run of rows, as OUT_PROD's
+    // operands are): one run of `pr` values per element, read as a row of the transpose.
+    let side_by_side = !m.packed() && m.row_stride == m.ty.type_size();
     for q in 0..rn.div_ceil(pr) {
         let panel = &mut out[q * pr * kc..(q + 1) * pr * kc];
+        if side_by_side && (q + 1) * pr <= rn {
+            let t = Mat {
+                // SAFETY: row r0 + q·pr is within the rows the caller named.
+                ptr: unsafe { m.ptr.add((r0 + q * pr) * m.row_stride) },
+                ty: m.ty,
+                row_stride: m.elem_stride,
+                elem_stride: m.row_stride,
+            };
+            for (p, run) in panel.chunks_exact_mut(pr).enumerate() {
+                // SAFETY: element p0 + p of the panel's pr rows, which lie side by side.
+                unsafe { read(&t, p0 + p, 0, run) };
+                round.slice(run);
+            }
+            continue;
+        }
         if fast && (q + 1) * pr <= rn {
             // SAFETY: pr = MR whole rows of packed elements p0..p0 + kc (caller); the panel
             // holds kc · MR values.

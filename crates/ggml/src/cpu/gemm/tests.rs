@@ -157,7 +157,8 @@ fn check(c: &[f32], a: &Operand, b: &Operand, what: &str) {
 }
 
 /// Odd sizes (none a multiple of a tile or block but some above them), every weight type,
-/// F32 and F16 activations packed or permuted, on every path, against f64.
+/// F32 and F16 activations packed or permuted (and weights permuted too), on every path,
+/// against f64.
 #[test]
 fn every_path_matches_f64_on_odd_sizes() {
     let shapes = [
@@ -172,11 +173,12 @@ fn every_path_matches_f64_on_odd_sizes() {
     for (isa, kern) in kernels() {
         for wt in [Type::F32, Type::F16, Type::BF16] {
             for bt in [Type::F32, Type::F16] {
-                for transposed in [false, true] {
+                // (a, b) permuted: OUT_PROD reads both with their rows side by side
+                for (ta, tb) in [(false, false), (false, true), (true, true)] {
                     for (s, &(m, n, k)) in shapes.iter().enumerate() {
-                        let a = Operand::new(wt, m, k, false, 2 * s as u32);
-                        let b = Operand::new(bt, n, k, transposed, 2 * s as u32 + 1);
-                        let what = format!("{isa:?} {wt}×{bt} m {m} n {n} k {k} t {transposed}");
+                        let a = Operand::new(wt, m, k, ta, 2 * s as u32);
+                        let b = Operand::new(bt, n, k, tb, 2 * s as u32 + 1);
+                        let what = format!("{isa:?} {wt}×{bt} m {m} n {n} k {k} t {ta} {tb}");
                         check(&run(&kern, &a, &b, 1), &a, &b, &what);
                     }
                 }

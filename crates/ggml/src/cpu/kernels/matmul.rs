@@ -73,23 +73,42 @@ unsafe fn mul_mat_gemm(n: &NodePtrs, p: &Params) {
         // SAFETY: forwarded; the plan reserved the dot path's scratch too.
         return unsafe { mul_mat(n, p) };
     }
+    let dims = [a.ne[1] as usize, b.ne[1] as usize, a.ne[0] as usize];
+    let round = gemm::Round::for_weights(a.ty);
+    // SAFETY: forwarded; a holds ne1 rows and b ne1 rows of ne0 elements, as the GEMM reads
+    // them with `RowsAlong::Nb1`; the result checked above.
+    unsafe { gemm_batches(n, p, dims, gemm::RowsAlong::Nb1, round) }
+}
+
+/// The products `c[j][i] = Σₖ a[i][k] · round(b[j][k])` of every batch of `b` (`a`
+/// broadcast), `[m, n, k] = dims`, through the packed GEMM: the batches split into rectangles
+/// of whole tiles ([`gemm::Split`]), each thread taking a contiguous run of them, so each
+/// result element is computed by one thread in an order that does not depend on the thread
+/// count. Result row `j` of a batch is the result's row `j` (its `ne1` index).
+///
+/// # Safety
+/// As [`KernelFn`](super::KernelFn); the plan reserved `scratch_len(n)` f32 values per thread;
+/// `a` and `b` hold `m` and `n` rows of `k` elements along `rows`; the result holds packed,
+/// 4-byte-aligned f32 rows of `m` values, `nb1` a multiple of 4, overlapping neither operand.
+pub(super) unsafe fn gemm_batches(
+    n: &NodePtrs,
+    p: &Params,
+    [m, ncols, k]: [usize; 3],
+    rows_along: gemm::RowsAlong,
+    round: gemm::Round,
+) {
+    let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
     let kern = gemm::Kernel::for_isa(isa());
-    let (m, ncols, k) = (a.ne[1] as usize, b.ne[1] as usize, a.ne[0] as usize);
     let batches = batch_count(b);
     let split = gemm::Split::new(&kern, m, ncols, batches, p.nth);
     let units = p.range(split.units(batches));
     if units.is_empty() {
         return;
     }
-    // SAFETY: the plan sized each thread's scratch for `scratch_len(b.ne1)` f32 values.
+    // SAFETY: the caller's plan sized each thread's scratch for `scratch_len(ncols)` values.
     let scratch = unsafe { p.scratch_f32(gemm::scratch_len(ncols)) };
-    let mat = |t: &TensorPtr, i: [usize; 3]| gemm::Mat {
-        ptr: t.row([0, i[0], i[1], i[2]]),
-        ty: t.ty,
-        row_stride: t.nb[1],
-        elem_stride: t.nb[0],
-    };
-    let round = gemm::Round::for_weights(a.ty);
+    let mat =
+        |t: &TensorPtr, i: [usize; 3]| rows_along.mat(t.row([0, i[0], i[1], i[2]]), t.ty, t.nb);
     for u in units {
         let (batch, rows, cols) = split.unit(u, m, ncols);
         let (ai, bi) = batch_index(a, b, batch);
@@ -97,10 +116,8 @@ unsafe fn mul_mat_gemm(n: &NodePtrs, p: &Params) {
             ptr: d.row([0, bi[0], bi[1], bi[2]]) as *mut f32,
             ld: d.nb[1] / 4,
         };
-        // SAFETY: a holds m rows and b `cols` rows of k elements in these batches; dst is
-        // [m, b.ne1, …] of packed f32 rows nb1 bytes apart (checked by the plan), 4-byte
-        // aligned and overlapping neither operand (checked above); the units of the threads
-        // are disjoint rectangles; `isa()` chose a path this CPU runs.
+        // SAFETY: the operands' rows and the result as the caller guarantees; the units of
+        // the threads are disjoint rectangles; `isa()` chose a path this CPU runs.
         unsafe {
             gemm::gemm(
                 &kern,

@@ -19,13 +19,15 @@
 //!
 //! The integer sums are exact; each output lane is computed by the same instructions whatever
 //! the band's other rows and the group's other columns are, so an element's value does not
-//! depend on how the rows and columns are grouped (nor, so, on the thread count); it differs
-//! from the row kernels' by f32 rounding only.
+//! depend on how the rows and columns are grouped (nor, so, on the thread count). For Q4_K
+//! and Q6_K ([`band_group_lanes`]) the sums are kept in GGML's eight lanes per column and
+//! combined in GGML's f32 order, bit for bit the row kernels' (and GGML's); for the others
+//! the result differs from the row kernels' by f32 rounding only.
 
 use std::arch::x86_64::*;
 use std::mem::offset_of;
 
-use super::kquant_x86::KUnpack;
+use super::kquant_x86::{Combine, KUnpack};
 use crate::quants::BlockQ8K;
 use crate::QK_K;
 
@@ -219,6 +221,112 @@ unsafe fn band_group<const PAIRED: bool>(
     }
 }
 
+/// [`band_group`] in GGML's order, for the types [`KUnpack::COMBINE`] gives GGML's for:
+/// per super-block and column, the eight integer lanes of GGML's AVX2 dot (lane k: values
+/// 4k..4k + 4 of every 32, each four weighed by its group's scale; the correction of
+/// [`Combine::Folded`] from groups 2k and 2k + 1), each lane scaled and accumulated in f32
+/// as [`combine`](super::kquant_x86::combine) does it (so as GGML does), and the lanes added
+/// at the end as GGML's `hsum_float_8` (plus the four minimum lanes of [`Combine::Mins4`]):
+/// every output is bit for bit the row dot's, and GGML's. The f32 lanes of a column are
+/// separate registers here (the columns are the register lanes), kept in `acc`.
+///
+/// # Safety
+/// As [`band_group`]'s.
+#[allow(clippy::incompatible_msrv)]
+#[inline(always)]
+unsafe fn band_group_lanes<B: KUnpack>(
+    band: &[u8],
+    tile: &[u8],
+    nb: usize,
+    out: &mut [[f32; GROUP]; BAND],
+) {
+    debug_assert!(band.len() >= nb * BAND_BLOCK && tile.len() >= nb * ACT_BLOCK);
+    // SAFETY: every read is inside super-block i's BAND_BLOCK bytes of `band` or ACT_BLOCK
+    // bytes of `tile` (unaligned loads); the caller has the CPU features.
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); 8]; BAND];
+        let mut acc_m = [[_mm512_setzero_ps(); 4]; BAND];
+        for i in 0..nb {
+            let bb = band.as_ptr().add(i * BAND_BLOCK);
+            let tb = tile.as_ptr().add(i * ACT_BLOCK);
+            let word = |p: *const u8, n: usize| (p.add(4 * n) as *const i32).read_unaligned();
+            let factor =
+                |off: usize, t: usize| (bb.add(off + 4 * t) as *const f32).read_unaligned();
+            let yd = _mm512_loadu_ps(tb.add(ACT_D) as *const f32);
+            let bsums = |p: usize| {
+                _mm512_loadu_si512(tb.add(ACT_BSUMS + p * GROUP * 4) as *const __m512i)
+            };
+            // Σ corr·bsum over groups 2p and 2p + 1, per column
+            let corr = |t: usize, p: usize| {
+                let w = _mm512_set1_epi32(word(bb.add(BAND_CP), t * 8 + p));
+                _mm512_dpwssd_epi32(_mm512_setzero_si512(), w, bsums(p))
+            };
+            for k in 0..8 {
+                let mut lane = [_mm512_setzero_si512(); BAND];
+                for c in 0..QK_K / 32 {
+                    let q = 8 * c + k;
+                    let y = _mm512_loadu_si512(tb.add(q * GROUP * 4) as *const __m512i);
+                    let lane_of_scale = scale_lane(2 * c + k / 4);
+                    for (t, l) in lane.iter_mut().enumerate() {
+                        let x = _mm512_set1_epi32(word(bb, t * QUADS + q));
+                        let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x, y);
+                        let sc = _mm512_set1_epi32(word(bb.add(BAND_SC), t * 16 + lane_of_scale));
+                        *l = _mm512_add_epi32(*l, _mm512_mullo_epi32(p, sc));
+                    }
+                }
+                for (t, l) in lane.into_iter().enumerate() {
+                    let l = match B::COMBINE {
+                        Combine::Folded(f) => {
+                            let fix = _mm512_mullo_epi32(corr(t, k), _mm512_set1_epi32(f));
+                            _mm512_add_epi32(l, fix)
+                        }
+                        _ => l,
+                    };
+                    let d = _mm512_mul_ps(yd, _mm512_set1_ps(factor(BAND_D, t)));
+                    acc[t][k] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l), acc[t][k]);
+                }
+            }
+            if B::COMBINE == Combine::Mins4 {
+                for (t, am) in acc_m.iter_mut().enumerate() {
+                    let dm = _mm512_mul_ps(yd, _mm512_set1_ps(factor(BAND_CD, t)));
+                    for (j, a) in am.iter_mut().enumerate() {
+                        let m = _mm512_add_epi32(corr(t, 2 * j), corr(t, 2 * j + 1));
+                        *a = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(m), *a);
+                    }
+                }
+            }
+        }
+        for ((o, a), m) in out.iter_mut().zip(&acc).zip(&acc_m) {
+            let s = hsum8_lanes(a);
+            let s = if B::COMBINE == Combine::Mins4 {
+                let mm = _mm512_add_ps(_mm512_add_ps(m[0], m[2]), _mm512_add_ps(m[1], m[3]));
+                _mm512_add_ps(s, mm)
+            } else {
+                s
+            };
+            _mm512_storeu_ps(o.as_mut_ptr(), s);
+        }
+    }
+}
+
+/// Eight f32 lanes (one register each, a column per register lane) added as GGML's
+/// `hsum_float_8` adds a register's: `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`.
+///
+/// # Safety
+/// The CPU must have AVX-512 F.
+#[allow(clippy::incompatible_msrv)]
+#[inline(always)]
+pub(super) unsafe fn hsum8_lanes(l: &[__m512; 8]) -> __m512 {
+    // SAFETY: register operations; the caller has AVX-512 F.
+    unsafe {
+        let pair = |x: usize, y: usize| _mm512_add_ps(l[x], l[y]);
+        _mm512_add_ps(
+            _mm512_add_ps(pair(0, 4), pair(2, 6)),
+            _mm512_add_ps(pair(1, 5), pair(3, 7)),
+        )
+    }
+}
+
 /// The band products ([`super::BandDot`]): unpacks the [`BAND`] weight rows `w` into
 /// `scratch`, then dots them with each column group of `tile` (made by [`pack_act`] for
 /// `out[t].len()` columns), setting `out[t][j]`.
@@ -245,10 +353,12 @@ pub(super) unsafe fn band_dots<B: KUnpack>(
         // SAFETY: the band and the group's tiles hold nb super-blocks; the CPU features are
         // forwarded from the caller.
         unsafe {
-            if B::PAIRED {
-                band_group::<true>(band, t, nb, &mut o)
-            } else {
-                band_group::<false>(band, t, nb, &mut o)
+            match (B::COMBINE, B::PAIRED) {
+                (Combine::Folded(_) | Combine::Mins4, _) => {
+                    band_group_lanes::<B>(band, t, nb, &mut o)
+                }
+                (Combine::Own, true) => band_group::<true>(band, t, nb, &mut o),
+                (Combine::Own, false) => band_group::<false>(band, t, nb, &mut o),
             }
         }
         store_group(out, g, &o);

@@ -325,7 +325,12 @@ impl PairLanes for [f32; 2] {
 /// # Safety
 /// As [`rotate_interleaved`]'s, `cache` holding `2·pairs` values; the CPU has `V`'s features.
 #[inline(always)]
-unsafe fn interleaved<V: PairLanes>(src: *const f32, dst: *mut f32, cache: *const f32, pairs: usize) {
+unsafe fn interleaved<V: PairLanes>(
+    src: *const f32,
+    dst: *mut f32,
+    cache: *const f32,
+    pairs: usize,
+) {
     #[inline(always)]
     unsafe fn step<V: PairLanes>(src: *const f32, dst: *mut f32, cache: *const f32) {
         // SAFETY: V::N values at each pointer (the caller).
@@ -455,13 +460,29 @@ mod x86 {
     }
 
     lanes!(
-        __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_mul_ps, _mm512_fmadd_ps,
-        _mm512_fmsub_ps, _mm512_moveldup_ps, _mm512_movehdup_ps, _mm512_permute_ps,
+        __m512,
+        16,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_mul_ps,
+        _mm512_fmadd_ps,
+        _mm512_fmsub_ps,
+        _mm512_moveldup_ps,
+        _mm512_movehdup_ps,
+        _mm512_permute_ps,
         _mm512_fmaddsub_ps
     );
     lanes!(
-        __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_mul_ps, _mm256_fmadd_ps,
-        _mm256_fmsub_ps, _mm256_moveldup_ps, _mm256_movehdup_ps, _mm256_permute_ps,
+        __m256,
+        8,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_mul_ps,
+        _mm256_fmadd_ps,
+        _mm256_fmsub_ps,
+        _mm256_moveldup_ps,
+        _mm256_movehdup_ps,
+        _mm256_permute_ps,
         _mm256_fmaddsub_ps
     );
 
@@ -640,11 +661,8 @@ mod tests {
         unsafe fn(*const f32, *mut f32, *const f32, usize),
         unsafe fn(*const f32, *mut f32, usize, *const f32, *const f32, usize),
     )> {
-        let mut all: Vec<(&str, unsafe fn(_, _, _, _), unsafe fn(_, _, _, _, _, _))> = vec![(
-            "portable",
-            interleaved::<[f32; 2]>,
-            split::<f32>,
-        )];
+        let mut all: Vec<(&str, unsafe fn(_, _, _, _), unsafe fn(_, _, _, _, _, _))> =
+            vec![("portable", interleaved::<[f32; 2]>, split::<f32>)];
         #[cfg(target_arch = "x86_64")]
         {
             if Isa::Avx2.available() {
@@ -688,7 +706,11 @@ mod tests {
                         (want.0.to_bits(), want.1.to_bits()),
                         "{name} NORMAL, {pairs} pairs, pair {i}"
                     );
-                    assert_eq!(inplace[2 * i].to_bits(), want.0.to_bits(), "{name} in place");
+                    assert_eq!(
+                        inplace[2 * i].to_bits(),
+                        want.0.to_bits(),
+                        "{name} in place"
+                    );
                     assert_eq!(inplace[2 * i + 1].to_bits(), want.1.to_bits(), "{name}");
                     unfused_differs += ((x0 * c - x1 * s) != want.0) as usize;
                 }

@@ -49,7 +49,10 @@ pub(crate) fn quantize_act(ty: Type, isa: Isa, x: &[f32], out: &mut [u8]) {
     let _ = isa;
     match ty {
         Type::Q8_0 => {
-            for (x, y) in x.chunks_exact(32).zip(bytemuck::cast_slice_mut::<_, BlockQ8_0>(out)) {
+            for (x, y) in x
+                .chunks_exact(32)
+                .zip(bytemuck::cast_slice_mut::<_, BlockQ8_0>(out))
+            {
                 match q8_levels(x, &mut y.qs) {
                     Some((d, _)) => y.d = PackedF16::from_f32(d),
                     None => reference(ty, x, y),
@@ -57,7 +60,10 @@ pub(crate) fn quantize_act(ty: Type, isa: Isa, x: &[f32], out: &mut [u8]) {
             }
         }
         Type::Q8_1 => {
-            for (x, y) in x.chunks_exact(32).zip(bytemuck::cast_slice_mut::<_, BlockQ8_1>(out)) {
+            for (x, y) in x
+                .chunks_exact(32)
+                .zip(bytemuck::cast_slice_mut::<_, BlockQ8_1>(out))
+            {
                 match q8_levels(x, &mut y.qs) {
                     Some((d, sum)) => {
                         y.d = PackedF16::from_f32(d);

@@ -14,7 +14,7 @@
 
 use std::arch::x86_64::*;
 
-use super::kquant_tile::{hsum8_lanes, store_group, BAND, GROUP};
+use super::kquant_tile::{store_group, BAND, GROUP};
 use super::x86::{half, Act32, Simd32};
 
 /// Values per block.
@@ -61,6 +61,24 @@ pub(crate) fn pack_act<A: Act32 + bytemuck::Pod>(a: &[u8], cols: usize, tile: &m
             }
             t[ACT_D + 4 * j..][..4].copy_from_slice(&d.to_f32().to_le_bytes());
         }
+    }
+}
+
+/// Eight f32 lanes (one register each, a column per register lane) added as GGML's
+/// `hsum_float_8` adds a register's: `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`.
+///
+/// # Safety
+/// The CPU must have AVX-512 F.
+#[allow(clippy::incompatible_msrv)]
+#[inline(always)]
+unsafe fn hsum8_lanes(l: &[__m512; 8]) -> __m512 {
+    // SAFETY: register operations; the caller has AVX-512 F.
+    unsafe {
+        let pair = |x: usize, y: usize| _mm512_add_ps(l[x], l[y]);
+        _mm512_add_ps(
+            _mm512_add_ps(pair(0, 4), pair(2, 6)),
+            _mm512_add_ps(pair(1, 5), pair(3, 7)),
+        )
     }
 }
 

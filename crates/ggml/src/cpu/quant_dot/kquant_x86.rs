@@ -59,8 +59,11 @@ pub(crate) enum Combine {
 pub(super) trait KUnpack: bytemuck::Pod {
     /// Whether the group scales come in equal pairs (one scale per 32 values: Q4_K, Q5_K).
     const PAIRED: bool;
-    /// How the super-block sums become f32.
+    /// How the row dots turn the super-block sums into f32.
     const COMBINE: Combine;
+    /// The level offset the correction takes off (32 for Q6_K, 4 for Q3_K), or 0 for the
+    /// types with minimums instead (the band products' f32 steps differ between the two).
+    const LEVEL_OFFSET: i32;
     /// The block unpacked.
     ///
     /// # Safety
@@ -200,6 +203,7 @@ unsafe fn q45_unpack(
 impl KUnpack for BlockQ4K {
     const PAIRED: bool = true;
     const COMBINE: Combine = Combine::Mins4;
+    const LEVEL_OFFSET: i32 = 0;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.
@@ -210,6 +214,7 @@ impl KUnpack for BlockQ4K {
 impl KUnpack for BlockQ5K {
     const PAIRED: bool = true;
     const COMBINE: Combine = Combine::Own;
+    const LEVEL_OFFSET: i32 = 0;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.
@@ -220,6 +225,7 @@ impl KUnpack for BlockQ5K {
 impl KUnpack for BlockQ6K {
     const PAIRED: bool = false;
     const COMBINE: Combine = Combine::Folded(-32);
+    const LEVEL_OFFSET: i32 = 32;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `ql`, `qh` and the 16 of
@@ -251,6 +257,7 @@ impl KUnpack for BlockQ6K {
 impl KUnpack for BlockQ2K {
     const PAIRED: bool = false;
     const COMBINE: Combine = Combine::Own;
+    const LEVEL_OFFSET: i32 = 0;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and the 16 of `scales`.
@@ -303,6 +310,7 @@ unsafe fn q3k_scales(sc: &[u8; 12]) -> __m128i {
 impl KUnpack for BlockQ3K {
     const PAIRED: bool = false;
     const COMBINE: Combine = Combine::Own;
+    const LEVEL_OFFSET: i32 = 4;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and all of `hmask`.
@@ -571,7 +579,12 @@ mod tests {
                     let mut got = [0f32];
                     // SAFETY: the path is available; one row each of k values.
                     unsafe { (quant_dot(ty, isa).unwrap().dot)(&wq, &xq, &mut got) };
-                    assert_eq!(got[0].to_bits(), want.to_bits(), "{ty} {isa:?} seed {seed}: {} vs {want}", got[0]);
+                    assert_eq!(
+                        got[0].to_bits(),
+                        want.to_bits(),
+                        "{ty} {isa:?} seed {seed}: {} vs {want}",
+                        got[0]
+                    );
                 }
             }
         }

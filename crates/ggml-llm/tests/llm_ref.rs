@@ -287,9 +287,10 @@ fn data_lines(name: &str) -> Vec<String> {
 }
 
 #[test]
-#[ignore = "issue 9 target met only by luck of the path: on merged main (Xeon, AMX) the \
-            default path gives llama.cpp's 48 tokens on 7 of 7 prompts, GGML_CPU_FORCE=avx512 \
-            and =avx2 on 5 of 7 (near ties at generated tokens 11-15); figures in \
+#[ignore = "issue 9 target met on the bit-exact path only: with GGML_CPU_FORCE=avx512 (branch \
+            s6-numerics) every intermediate is llama.cpp's bits and 7 of 7 prompts give its 48 \
+            tokens; the default path (AMX tiles for batches, not GGML's float order) gave 7 of 7 \
+            on merged main by luck of the path, avx2 5 of 7; figures in \
             tools/llm_ref/results/gemma_numerics.txt; run with --ignored"]
 fn gemma_greedy_matches_llama_cpp() {
     let Some(path) = external_model("GGML_LLM_GEMMA", GEMMA, GEMMA_WHAT) else {
@@ -339,12 +340,11 @@ fn gemma_greedy_matches_llama_cpp() {
 }
 
 #[test]
-#[ignore = "issue 9 target not met yet: against llama.cpp with flash attention on (its default, \
-            1 thread, repack off) the argmax agrees at 94.49% of positions on merged main (95.94% on the \
-            branch that made the numerics changes; 99.38% there where all of llama.cpp's \
-            1-thread variants agree), worst per-text NMSE 2.0e-3; layer 0 is \
-            bit-identical up to rope and the Q6_K dot's summation order \
-            (tools/llm_ref/results/gemma_numerics.txt); run with --ignored"]
+#[ignore = "issue 9 target met on the bit-exact path only: with GGML_CPU_FORCE=avx512 (branch \
+            s6-numerics) the logits of all 345 positions are bit-identical to llama.cpp's (flash \
+            attention on, repack off; NMSE 0, argmax 100%); the default path's AMX tiles sum in \
+            another float order (94.49% argmax, worst NMSE 2.0e-3 on merged main); \
+            tools/llm_ref/results/gemma_numerics.txt; run with --ignored"]
 fn gemma_teacher_forced_matches_llama_cpp() {
     let Some(path) = external_model("GGML_LLM_GEMMA", GEMMA, GEMMA_WHAT) else {
         return;

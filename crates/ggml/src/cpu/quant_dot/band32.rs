@@ -3,11 +3,14 @@
 //! column groups of [`GROUP`], one `vpdpbusd` per four values of a weight row and 16 columns.
 //!
 //! `vpdpbusd` multiplies unsigned by signed bytes, so the weight levels are offset by 128 (one
-//! XOR per block when the band is unpacked) and every block's sums start from `−128 · Σ y`
-//! (from the column's block sum, laid out with the activations), which leaves `Σ x·y` exactly;
-//! each block's sum is then scaled by `xd · yd` and added in f32. An output's value does not
-//! depend on the other rows and columns it is computed with; it differs from the row kernels'
-//! by f32 rounding only.
+//! XOR per block when the band is unpacked) and every four values' sum starts from
+//! `−128 · Σ y` over them (one `vpdpbusd` per four values and column group, shared by the
+//! band's rows), which leaves `Σ x·y` exactly. The f32 steps are those of GGML's x86 dots
+//! (`ggml_vec_dot_*_q8_0` and llamafile's `tinyBLAS_Q0_AVX`, which GGML uses for these types'
+//! batches): per block the eight sums of four values are eight lanes, each
+//! `fma(xd·yd, lane, acc)`, and the lanes are added at the end as `hsum_float_8` — so every
+//! output is bit for bit the row kernels' (`x86.rs`) and GGML's. An output's value does not
+//! depend on the other rows and columns it is computed with.
 
 use std::arch::x86_64::*;
 
@@ -18,13 +21,10 @@ use super::x86::{half, Act32, Simd32};
 const QK: usize = 32;
 
 /// The activation tile of one block and one column group: the levels as 8 rows of [`GROUP`]
-/// little-endian u32 (four levels of each column), then each column's `−128 · Σ y` as i32,
-/// then the columns' scales as f32.
+/// little-endian u32 (four levels of each column), then the columns' scales as f32.
 const ACT_BLOCK: usize = ACT_D + GROUP * 4;
-/// Offset of the block sums.
-const ACT_SUM: usize = QK / 4 * GROUP * 4;
 /// Offset of the scales.
-const ACT_D: usize = ACT_SUM + GROUP * 4;
+const ACT_D: usize = QK / 4 * GROUP * 4;
 
 /// The band's unpacked block: each row's 32 levels offset by 128, then the rows' scales as f32.
 const BAND_BLOCK: usize = BAND_D + BAND * 4;
@@ -59,10 +59,26 @@ pub(crate) fn pack_act<A: Act32 + bytemuck::Pod>(a: &[u8], cols: usize, tile: &m
             for (q, four) in qb.chunks_exact(4).enumerate() {
                 t[(q * GROUP + j) * 4..][..4].copy_from_slice(four);
             }
-            let sum: i32 = qs.iter().map(|&v| v as i32).sum();
-            t[ACT_SUM + 4 * j..][..4].copy_from_slice(&(-128 * sum).to_le_bytes());
             t[ACT_D + 4 * j..][..4].copy_from_slice(&d.to_f32().to_le_bytes());
         }
+    }
+}
+
+/// Eight f32 lanes (one register each, a column per register lane) added as GGML's
+/// `hsum_float_8` adds a register's: `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`.
+///
+/// # Safety
+/// The CPU must have AVX-512 F.
+#[allow(clippy::incompatible_msrv)]
+#[inline(always)]
+unsafe fn hsum8_lanes(l: &[__m512; 8]) -> __m512 {
+    // SAFETY: register operations; the caller has AVX-512 F.
+    unsafe {
+        let pair = |x: usize, y: usize| _mm512_add_ps(l[x], l[y]);
+        _mm512_add_ps(
+            _mm512_add_ps(pair(0, 4), pair(2, 6)),
+            _mm512_add_ps(pair(1, 5), pair(3, 7)),
+        )
     }
 }
 
@@ -102,34 +118,38 @@ pub(super) unsafe fn band_dots<B: Simd32>(
     for (g, tg) in groups.enumerate() {
         // SAFETY: every read is inside block i's BAND_BLOCK bytes of `band` or ACT_BLOCK
         // bytes of `tg` (unaligned loads); the caller has the CPU features.
-        let acc = unsafe {
-            let mut acc = [_mm512_setzero_ps(); BAND];
+        // SAFETY: every read is inside block i's BAND_BLOCK bytes of `band` or ACT_BLOCK
+        // bytes of `tg` (unaligned loads); the caller has the CPU features.
+        let o = unsafe {
+            // f32 lane q of every (row, column): GGML's lane of the block's values 4q..4q + 4
+            let mut acc = [[_mm512_setzero_ps(); QK / 4]; BAND];
+            let offset = _mm512_set1_epi8(0x80u8 as i8);
             for i in 0..nb {
                 let bb = band.as_ptr().add(i * BAND_BLOCK);
                 let tb = tg.as_ptr().add(i * ACT_BLOCK);
-                let seed = _mm512_loadu_si512(tb.add(ACT_SUM) as *const __m512i);
-                let mut sums = [seed; BAND];
+                let yd = _mm512_loadu_ps(tb.add(ACT_D) as *const f32);
+                let d: [__m512; BAND] = std::array::from_fn(|t| {
+                    let xd = (bb.add(BAND_D + 4 * t) as *const f32).read_unaligned();
+                    _mm512_mul_ps(yd, _mm512_set1_ps(xd))
+                });
                 for q in 0..QK / 4 {
                     let y = _mm512_loadu_si512(tb.add(q * GROUP * 4) as *const __m512i);
-                    for (t, s) in sums.iter_mut().enumerate() {
+                    // −128 · Σ y over the four values, so the offset levels give Σ x·y
+                    let corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, y);
+                    let seed = _mm512_sub_epi32(_mm512_setzero_si512(), corr);
+                    for (t, a) in acc.iter_mut().enumerate() {
                         let x = (bb.add(t * QK + 4 * q) as *const i32).read_unaligned();
-                        *s = _mm512_dpbusd_epi32(*s, _mm512_set1_epi32(x), y);
+                        let s = _mm512_dpbusd_epi32(seed, _mm512_set1_epi32(x), y);
+                        a[q] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(s), a[q]);
                     }
                 }
-                let yd = _mm512_loadu_ps(tb.add(ACT_D) as *const f32);
-                for (t, (a, s)) in acc.iter_mut().zip(sums).enumerate() {
-                    let xd = (bb.add(BAND_D + 4 * t) as *const f32).read_unaligned();
-                    let d = _mm512_mul_ps(yd, _mm512_set1_ps(xd));
-                    *a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, *a);
-                }
             }
-            acc
+            let mut o = [[0f32; GROUP]; BAND];
+            for (dst, a) in o.iter_mut().zip(&acc) {
+                _mm512_storeu_ps(dst.as_mut_ptr(), hsum8_lanes(a));
+            }
+            o
         };
-        let mut o = [[0f32; GROUP]; BAND];
-        for (dst, a) in o.iter_mut().zip(acc) {
-            // SAFETY: a row of o holds 16 f32; the caller has AVX-512 F.
-            unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), a) };
-        }
         store_group(out, g, &o);
     }
 }

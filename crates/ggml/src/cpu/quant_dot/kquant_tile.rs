@@ -15,12 +15,15 @@
 //! groups with the activations' group sums (Q8_K's `bsums`). Per super-block the two integer
 //! sums are scaled in f32, as the row kernels do:
 //!
-//! `dot += (yd · d) · Σ scale·level·y + (yd · corr_d) · Σ corr·bsum`.
+//! `dot = fma(r, yd, dot)`, `r` the super-block's sums scaled by the weight's factors.
 //!
 //! The integer sums are exact; each output lane is computed by the same instructions whatever
 //! the band's other rows and the group's other columns are, so an element's value does not
-//! depend on how the rows and columns are grouped (nor, so, on the thread count); it differs
-//! from the row kernels' by f32 rounding only.
+//! depend on how the rows and columns are grouped (nor, so, on the thread count). The f32
+//! steps are GGML's for batches ([`band_group`]): GGML computes k-quant batches of 8 columns
+//! or more with its tiled MUL_MAT, whose float order differs from its one-column dot's (which
+//! the row kernels of `kquant_x86.rs` follow), so these outputs are GGML's bits and differ
+//! from the row kernels' by f32 rounding.
 
 use std::arch::x86_64::*;
 use std::mem::offset_of;
@@ -152,22 +155,27 @@ unsafe fn unpack_band<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
 }
 
 /// `out[t][j] = dot(row t of the band, column j of the group)` over the `nb` super-blocks of
-/// `band` and `tile` (one column group); `PAIRED` weighs groups of 32 values (the scales of
-/// groups 2c and 2c + 1 are equal), else of 16.
+/// `band` and `tile` (one column group); `B::PAIRED` weighs groups of 32 values (the scales
+/// of groups 2c and 2c + 1 are equal), else of 16. The f32 steps per super-block are those of
+/// GGML's tiled k-quant MUL_MAT (`ggml-cpu/tiled`, its AVX-512 VNNI micro tile, which GGML
+/// takes for batches of 8 columns or more): `r = f32(Σ scale·level·y + offset·Σ scale·bsum)
+/// · d` for the types with a level offset, `r = fma(−dmin, f32(Σ min·bsum), f32(Σ scale·
+/// level·y) · d)` for those with minimums, then `acc = fma(r, yd, acc)` — so every output is
+/// GGML's bits.
 ///
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features; `band` holds `nb` unpacked
 /// super-blocks, `tile` `nb` activation tiles.
 #[allow(clippy::incompatible_msrv)]
 #[inline(always)]
-unsafe fn band_group<const PAIRED: bool>(
+unsafe fn band_group<B: KUnpack>(
     band: &[u8],
     tile: &[u8],
     nb: usize,
     out: &mut [[f32; GROUP]; BAND],
 ) {
     debug_assert!(band.len() >= nb * BAND_BLOCK && tile.len() >= nb * ACT_BLOCK);
-    let quads_per_group = if PAIRED { 8 } else { 4 };
+    let quads_per_group = if B::PAIRED { 8 } else { 4 };
     // SAFETY: every read is inside super-block i's BAND_BLOCK bytes of `band` or ACT_BLOCK
     // bytes of `tile` (unaligned loads); the caller has the CPU features.
     unsafe {
@@ -187,19 +195,16 @@ unsafe fn band_group<const PAIRED: bool>(
                     }
                 }
                 // group g's scale (for PAIRED, that of its first group of 16)
-                let lane = scale_lane(if PAIRED { 2 * g } else { g });
+                let lane = scale_lane(if B::PAIRED { 2 * g } else { g });
                 for (t, (s, p)) in sums.iter_mut().zip(part).enumerate() {
                     let sc = _mm512_set1_epi32(word(bb.add(BAND_SC), t * 16 + lane));
                     *s = _mm512_add_epi32(*s, _mm512_mullo_epi32(p, sc));
                 }
             }
             let yd = _mm512_loadu_ps(tb.add(ACT_D) as *const f32);
-            let factor =
-                |off: usize, t: usize| (bb.add(off + 4 * t) as *const f32).read_unaligned();
-            for (t, (a, s)) in acc.iter_mut().zip(sums).enumerate() {
-                let d = _mm512_mul_ps(yd, _mm512_set1_ps(factor(BAND_D, t)));
-                *a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, *a);
-            }
+            let factor = |off: usize, t: usize| {
+                _mm512_set1_ps((bb.add(off + 4 * t) as *const f32).read_unaligned())
+            };
             let mut corr = [_mm512_setzero_si512(); BAND];
             for p in 0..8 {
                 let y = _mm512_loadu_si512(tb.add(ACT_BSUMS + p * GROUP * 4) as *const __m512i);
@@ -208,9 +213,16 @@ unsafe fn band_group<const PAIRED: bool>(
                     *c = _mm512_dpwssd_epi32(*c, w, y);
                 }
             }
-            for (t, (a, c)) in acc.iter_mut().zip(corr).enumerate() {
-                let d = _mm512_mul_ps(yd, _mm512_set1_ps(factor(BAND_CD, t)));
-                *a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), d, *a);
+            for (t, (a, (s, c))) in acc.iter_mut().zip(sums.into_iter().zip(corr)).enumerate() {
+                let r = if B::LEVEL_OFFSET != 0 {
+                    let off = _mm512_set1_epi32(-B::LEVEL_OFFSET);
+                    let s = _mm512_add_epi32(s, _mm512_mullo_epi32(c, off));
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(s), factor(BAND_D, t))
+                } else {
+                    let m = _mm512_mul_ps(_mm512_cvtepi32_ps(s), factor(BAND_D, t));
+                    _mm512_fmadd_ps(factor(BAND_CD, t), _mm512_cvtepi32_ps(c), m)
+                };
+                *a = _mm512_fmadd_ps(r, yd, *a);
             }
         }
         for (o, a) in out.iter_mut().zip(acc) {
@@ -244,13 +256,7 @@ pub(super) unsafe fn band_dots<B: KUnpack>(
         let mut o = [[0f32; GROUP]; BAND];
         // SAFETY: the band and the group's tiles hold nb super-blocks; the CPU features are
         // forwarded from the caller.
-        unsafe {
-            if B::PAIRED {
-                band_group::<true>(band, t, nb, &mut o)
-            } else {
-                band_group::<false>(band, t, nb, &mut o)
-            }
-        }
+        unsafe { band_group::<B>(band, t, nb, &mut o) }
         store_group(out, g, &o);
     }
 }
@@ -262,5 +268,93 @@ pub(super) fn store_group(out: &mut [&mut [f32]; BAND], g: usize, o: &[[f32; GRO
         let j0 = g * GROUP;
         let n = GROUP.min(dst.len() - j0);
         dst[j0..j0 + n].copy_from_slice(&src[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::quant_dot::tests::values;
+    use crate::cpu::quant_dot::{quant_dot, Isa, KBlock, BAND_ROWS};
+    use crate::quants::{quantize_chunk, quantize_row_ref, BlockQ2K, BlockQ3K, BlockQ4K};
+    use crate::quants::{BlockQ5K, BlockQ6K};
+    use crate::types::Type;
+
+    /// GGML's tiled k-quant MUL_MAT (its AVX-512 VNNI micro tile) for one row and column, in
+    /// scalar code: per super-block `s1 = Σ scale·(level − offset)·y`, `s2 = Σ min·bsum`,
+    /// `r = f32(s1)·d`, minus `dmin·f32(s2)` fused, then `acc = fma(r, yd, acc)`.
+    fn ggml_tiled<K: KBlock>(x: &[K], y: &[BlockQ8K]) -> f32 {
+        let mut acc = 0f32;
+        for (b, y) in x.iter().zip(y) {
+            let dec = b.decode();
+            let mut s1 = 0i32;
+            for (e, (&l, &q)) in dec.levels.iter().zip(&y.qs).enumerate() {
+                s1 += dec.scales[e / 16] as i32 * (l as i32 - dec.offset) * q as i32;
+            }
+            let s2: i32 = (0..16)
+                .map(|g| dec.mins[g] as i32 * y.bsums[g].get() as i32)
+                .sum();
+            let r = (-dec.dmin).mul_add(s2 as f32, s1 as f32 * dec.d);
+            acc = r.mul_add(y.d.get(), acc);
+        }
+        acc
+    }
+
+    /// The band products of every k-quant give the bits of GGML's tiled MUL_MAT, for every
+    /// column count of a group.
+    #[test]
+    fn band_products_are_ggml_tiled_bit_for_bit() {
+        if !Isa::Avx512.available() {
+            eprintln!("skipped: no AVX-512 VNNI");
+            return;
+        }
+        let k = 3 * QK_K;
+        for ty in [Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K] {
+            let kq = quant_dot(ty, Isa::Avx512).unwrap();
+            let bd = kq.band.unwrap();
+            let wbytes = ty.row_size(k as i64).unwrap();
+            let rows: Vec<Vec<u8>> = (0..BAND_ROWS as u32)
+                .map(|s| {
+                    let mut q = vec![0u8; wbytes];
+                    quantize_chunk(ty, &values(k, 60 + s), &mut q, 0, 1, k, None).unwrap();
+                    q
+                })
+                .collect();
+            let cols = 21;
+            let qbytes = Type::Q8_K.row_size(k as i64).unwrap();
+            let mut xq = vec![0u8; cols * qbytes];
+            for (j, q) in xq.chunks_exact_mut(qbytes).enumerate() {
+                quantize_row_ref(Type::Q8_K, &values(k, 900 + j as u32), q).unwrap();
+            }
+            let mut tile = vec![0u8; (bd.tile_bytes)(k, cols)];
+            (bd.pack)(&xq, cols, &mut tile);
+            let mut scratch = vec![0u8; (bd.scratch_bytes)(k)];
+            let mut got = vec![vec![0f32; cols]; BAND_ROWS];
+            let mut outs: [&mut [f32]; BAND_ROWS] = {
+                let mut it = got.iter_mut();
+                std::array::from_fn(|_| &mut it.next().unwrap()[..])
+            };
+            let ws = std::array::from_fn(|t| &rows[t][..]);
+            // SAFETY: AVX-512 VNNI checked above; the tile and scratch have the sizes asked for.
+            unsafe { (bd.dots)(ws, &tile, &mut scratch, &mut outs) };
+            for (t, row) in rows.iter().enumerate() {
+                for j in 0..cols {
+                    let y: &[BlockQ8K] = bytemuck::cast_slice(&xq[j * qbytes..(j + 1) * qbytes]);
+                    let want = match ty {
+                        Type::Q2_K => ggml_tiled::<BlockQ2K>(bytemuck::cast_slice(row), y),
+                        Type::Q3_K => ggml_tiled::<BlockQ3K>(bytemuck::cast_slice(row), y),
+                        Type::Q4_K => ggml_tiled::<BlockQ4K>(bytemuck::cast_slice(row), y),
+                        Type::Q5_K => ggml_tiled::<BlockQ5K>(bytemuck::cast_slice(row), y),
+                        _ => ggml_tiled::<BlockQ6K>(bytemuck::cast_slice(row), y),
+                    };
+                    let g = got[t][j];
+                    assert_eq!(
+                        g.to_bits(),
+                        want.to_bits(),
+                        "{ty} row {t} col {j}: {g} vs {want}"
+                    );
+                }
+            }
+        }
     }
 }

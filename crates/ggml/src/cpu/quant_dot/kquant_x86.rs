@@ -9,8 +9,11 @@
 //! `dot = yd · (d · Σ scale·level·y + c · Σ w_g·bsum_g)`, with `(w, c)` = (minimums, −dmin)
 //! for the types with a minimum and (scales, −offset·d) for the ones with a level offset.
 //!
-//! The integer sums are exact; only the f32 accumulation (in eight lanes, one super-block at
-//! a time) differs from the portable path's order.
+//! The integer sums are exact; the f32 steps per super-block are [`combine`]'s: for Q4_K and
+//! Q6_K those of GGML's AVX2 `ggml_vec_dot_q4_K_q8_K` / `ggml_vec_dot_q6_K_q8_K` (the same
+//! eight integer lanes, scaled and accumulated lane by lane, added at the end as its
+//! `hsum_float_8`), so these dots give GGML's x86 bits; the other k-quants keep this crate's
+//! order, which differs from GGML's and the portable path's by f32 rounding.
 
 use std::arch::x86_64::*;
 
@@ -36,10 +39,31 @@ pub(super) struct Unpacked {
     pub(super) corr_d: f32,
 }
 
+/// How a type's super-block sums become f32 (see [`combine`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Combine {
+    /// GGML's Q6_K: the correction folded into the eight integer lanes
+    /// (`sumi + factor · corr`), then `acc = fma(yd·d, lane, acc)` lane by lane, the eight
+    /// lanes added at the end as GGML's `hsum_float_8`.
+    Folded(i32),
+    /// GGML's Q4_K: `acc = fma(yd·d, sumi, acc)` in eight lanes and
+    /// `acc_m = fma(yd·corr_d, corr pairs, acc_m)` in four (lane j = correction lanes 2j and
+    /// 2j + 1 added as integers), then `hsum_float_8(acc) + hsum(acc_m)`.
+    Mins4,
+    /// This crate's own order (Q2_K, Q3_K, Q5_K; GGML's lanes for them differ):
+    /// `acc += fma(yd·d, sumi, (yd·corr_d)·corr)` in eight lanes.
+    Own,
+}
+
 /// A k-quant super-block that unpacks for the AVX2 dot.
 pub(super) trait KUnpack: bytemuck::Pod {
     /// Whether the group scales come in equal pairs (one scale per 32 values: Q4_K, Q5_K).
     const PAIRED: bool;
+    /// How the row dots turn the super-block sums into f32.
+    const COMBINE: Combine;
+    /// The level offset the correction takes off (32 for Q6_K, 4 for Q3_K), or 0 for the
+    /// types with minimums instead (the band products' f32 steps differ between the two).
+    const LEVEL_OFFSET: i32;
     /// The block unpacked.
     ///
     /// # Safety
@@ -178,6 +202,8 @@ unsafe fn q45_unpack(
 
 impl KUnpack for BlockQ4K {
     const PAIRED: bool = true;
+    const COMBINE: Combine = Combine::Mins4;
+    const LEVEL_OFFSET: i32 = 0;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.
@@ -187,6 +213,8 @@ impl KUnpack for BlockQ4K {
 
 impl KUnpack for BlockQ5K {
     const PAIRED: bool = true;
+    const COMBINE: Combine = Combine::Own;
+    const LEVEL_OFFSET: i32 = 0;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.
@@ -196,6 +224,8 @@ impl KUnpack for BlockQ5K {
 
 impl KUnpack for BlockQ6K {
     const PAIRED: bool = false;
+    const COMBINE: Combine = Combine::Folded(-32);
+    const LEVEL_OFFSET: i32 = 32;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `ql`, `qh` and the 16 of
@@ -226,6 +256,8 @@ impl KUnpack for BlockQ6K {
 
 impl KUnpack for BlockQ2K {
     const PAIRED: bool = false;
+    const COMBINE: Combine = Combine::Own;
+    const LEVEL_OFFSET: i32 = 0;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and the 16 of `scales`.
@@ -277,6 +309,8 @@ unsafe fn q3k_scales(sc: &[u8; 12]) -> __m128i {
 
 impl KUnpack for BlockQ3K {
     const PAIRED: bool = false;
+    const COMBINE: Combine = Combine::Own;
+    const LEVEL_OFFSET: i32 = 4;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and all of `hmask`.
@@ -305,12 +339,103 @@ impl KUnpack for BlockQ3K {
     }
 }
 
-/// `acc += yd · (d · Σ scale·level·y + corr_d · Σ corr·bsum)` in eight f32 lanes.
+/// The f32 state of one k-quant dot: eight lanes, and four more for [`Combine::Mins4`].
+#[derive(Clone, Copy)]
+pub(crate) struct KAcc {
+    acc: __m256,
+    acc_m: __m128,
+}
+
+impl KAcc {
+    /// Nothing summed yet.
+    ///
+    /// # Safety
+    /// The CPU must have AVX.
+    #[inline(always)]
+    pub(crate) unsafe fn zero() -> KAcc {
+        // SAFETY: register operations; the caller has AVX.
+        unsafe {
+            KAcc {
+                acc: _mm256_setzero_ps(),
+                acc_m: _mm_setzero_ps(),
+            }
+        }
+    }
+}
+
+/// One super-block's integer lanes into `a` as type `B` combines them ([`Combine`]): `sumi`
+/// lane k holds Σ scale·level·y over values 4k..4k + 4 of every 32 (GGML's `maddubs`/`madd`
+/// lanes), `corr` lane k Σ corr·bsum over groups 2k and 2k + 1; `d` and `corr_d` the weight's
+/// factors, `yd` the activation's scale. Every kernel of the k-quants (row dots, band
+/// products) takes its f32 steps from here.
 ///
 /// # Safety
 /// The CPU must have AVX2 and FMA.
 #[inline(always)]
-unsafe fn dot_decoded(x: &Unpacked, y: &BlockQ8K, acc: __m256) -> __m256 {
+pub(crate) unsafe fn combine<B: KUnpack>(
+    d: f32,
+    corr_d: f32,
+    yd: f32,
+    sumi: __m256i,
+    corr: __m256i,
+    a: KAcc,
+) -> KAcc {
+    // SAFETY: register operations; the caller has AVX2 and FMA.
+    unsafe {
+        match B::COMBINE {
+            Combine::Folded(f) => {
+                let lanes = _mm256_add_epi32(sumi, _mm256_mullo_epi32(corr, _mm256_set1_epi32(f)));
+                let acc = _mm256_fmadd_ps(_mm256_set1_ps(yd * d), _mm256_cvtepi32_ps(lanes), a.acc);
+                KAcc { acc, ..a }
+            }
+            Combine::Mins4 => {
+                let acc = _mm256_fmadd_ps(_mm256_set1_ps(yd * d), _mm256_cvtepi32_ps(sumi), a.acc);
+                // lanes (0+1, 2+3) of each 128-bit half, then the halves' low pairs together
+                let pairs = _mm256_hadd_epi32(corr, corr);
+                let four = _mm_unpacklo_epi64(
+                    _mm256_castsi256_si128(pairs),
+                    _mm256_extracti128_si256::<1>(pairs),
+                );
+                let m = _mm_set1_ps(yd * corr_d);
+                let acc_m = _mm_fmadd_ps(m, _mm_cvtepi32_ps(four), a.acc_m);
+                KAcc { acc, acc_m }
+            }
+            Combine::Own => {
+                let part = _mm256_mul_ps(_mm256_set1_ps(corr_d * yd), _mm256_cvtepi32_ps(corr));
+                let part = _mm256_fmadd_ps(_mm256_set1_ps(d * yd), _mm256_cvtepi32_ps(sumi), part);
+                KAcc {
+                    acc: _mm256_add_ps(a.acc, part),
+                    ..a
+                }
+            }
+        }
+    }
+}
+
+/// The dot product from its f32 state, as [`Combine`] says for `B`.
+///
+/// # Safety
+/// The CPU must have AVX.
+#[inline(always)]
+pub(crate) unsafe fn finish<B: KUnpack>(a: KAcc) -> f32 {
+    // SAFETY: register operations; the caller has AVX.
+    unsafe {
+        let s = hsum(a.acc);
+        if B::COMBINE == Combine::Mins4 {
+            let m = _mm_add_ps(a.acc_m, _mm_movehl_ps(a.acc_m, a.acc_m));
+            s + _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)))
+        } else {
+            s
+        }
+    }
+}
+
+/// `acc` plus super-block `x` dotted with `y`: the integer lanes, then [`combine`].
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[inline(always)]
+unsafe fn dot_decoded<B: KUnpack>(x: &Unpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
     // SAFETY: the caller has AVX2 and FMA; loads read 32 of y's 256 levels and its 32 bytes
     // of group sums.
     unsafe {
@@ -324,10 +449,7 @@ unsafe fn dot_decoded(x: &Unpacked, y: &BlockQ8K, acc: __m256) -> __m256 {
         }
         let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
         let corr = _mm256_madd_epi16(x.corr, bsums);
-        let yd = y.d.get();
-        let part = _mm256_mul_ps(_mm256_set1_ps(x.corr_d * yd), _mm256_cvtepi32_ps(corr));
-        let part = _mm256_fmadd_ps(_mm256_set1_ps(x.d * yd), _mm256_cvtepi32_ps(sumi), part);
-        _mm256_add_ps(acc, part)
+        combine::<B>(x.d, x.corr_d, y.d.get(), sumi, corr, acc)
     }
 }
 
@@ -343,18 +465,18 @@ unsafe fn dots_r<B: KUnpack, const R: usize>(w: &[B], a: &[u8], stride: usize, o
         std::array::from_fn(|r| bytemuck::cast_slice(&a[r * stride..(r + 1) * stride]));
     // SAFETY: forwarded from the caller.
     unsafe {
-        let mut acc = [_mm256_setzero_ps(); R];
+        let mut acc = [KAcc::zero(); R];
         for (i, x) in w.iter().enumerate() {
             if R == 1 {
                 prefetch(x as *const B as *const u8, PREFETCH_BYTES, size_of::<B>());
             }
             let u = x.unpack();
             for r in 0..R {
-                acc[r] = dot_decoded(&u, &ys[r][i], acc[r]);
+                acc[r] = dot_decoded::<B>(&u, &ys[r][i], acc[r]);
             }
         }
         for r in 0..R {
-            out[r] = hsum(acc[r]);
+            out[r] = finish::<B>(acc[r]);
         }
     }
 }
@@ -384,4 +506,87 @@ pub(super) unsafe fn k_dots_avx512<B: KUnpack>(w: &[u8], a: &[u8], out: &mut [f3
     let stride = wb.len() * std::mem::size_of::<BlockQ8K>();
     debug_assert_eq!(a.len(), stride * out.len());
     by_fours!(8; a, stride, out, |N, a, o| dots_r::<B, N>(wb, a, stride, o));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::quant_dot::tests::values;
+    use crate::cpu::quant_dot::{quant_dot, Isa, KBlock};
+    use crate::quants::quantize_row_ref;
+    use crate::types::Type;
+
+    /// GGML's AVX2 `ggml_vec_dot_q4_K_q8_K` / `ggml_vec_dot_q6_K_q8_K` written out lane by
+    /// lane in scalar f32: lane k of a super-block sums values 4k..4k + 4 of every 32 (scale ×
+    /// level × y, levels unsigned), Q6_K subtracts 32 · (scale·bsum of groups 2k, 2k + 1) in
+    /// integers, each lane is `fma(yd·d, lane, acc)`; Q4_K's minimums go to four lanes
+    /// (groups 4j..4j + 4) with `−(yd·dmin)`; the lanes are added as `hsum_float_8`.
+    fn ggml_order(x: &[impl KBlock], y: &[BlockQ8K], q6: bool) -> f32 {
+        let (mut acc, mut acc_m) = ([0f32; 8], [0f32; 4]);
+        for (b, y) in x.iter().zip(y) {
+            let dec = b.decode();
+            let mut lanes = [0i32; 8];
+            for (e, (&l, &q)) in dec.levels.iter().zip(&y.qs).enumerate() {
+                lanes[(e % 32) / 4] += dec.scales[e / 16] as i32 * l as i32 * q as i32;
+            }
+            let yd = y.d.get();
+            let bs = |g: usize| y.bsums[g].get() as i32;
+            if q6 {
+                for (k, lane) in lanes.iter_mut().enumerate() {
+                    let (s0, s1) = (dec.scales[2 * k] as i32, dec.scales[2 * k + 1] as i32);
+                    *lane -= 32 * (s0 * bs(2 * k) + s1 * bs(2 * k + 1));
+                }
+            } else {
+                for (j, m) in acc_m.iter_mut().enumerate() {
+                    let s: i32 = (4 * j..4 * j + 4).map(|g| dec.mins[g] as i32 * bs(g)).sum();
+                    *m = (-(yd * dec.dmin)).mul_add(s as f32, *m);
+                }
+            }
+            for (a, &l) in acc.iter_mut().zip(&lanes) {
+                *a = (yd * dec.d).mul_add(l as f32, *a);
+            }
+        }
+        let r: Vec<f32> = (0..4).map(|i| acc[i] + acc[i + 4]).collect();
+        let s = (r[0] + r[2]) + (r[1] + r[3]);
+        if q6 {
+            s
+        } else {
+            s + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]))
+        }
+    }
+
+    /// The AVX2 and AVX-512 row dots of Q4_K and Q6_K give GGML's bits.
+    #[test]
+    fn q4k_q6k_row_dots_are_ggml_bit_for_bit() {
+        let k = 6 * QK_K;
+        for (ty, q6) in [(Type::Q4_K, false), (Type::Q6_K, true)] {
+            for seed in 0..20u32 {
+                let mut wq = vec![0u8; ty.row_size(k as i64).unwrap()];
+                let w = values(k, 7 + seed);
+                crate::quants::quantize_chunk(ty, &w, &mut wq, 0, 1, k, None).unwrap();
+                let mut xq = vec![0u8; Type::Q8_K.row_size(k as i64).unwrap()];
+                quantize_row_ref(Type::Q8_K, &values(k, 300 + seed), &mut xq).unwrap();
+                let ys: &[BlockQ8K] = bytemuck::cast_slice(&xq);
+                let want = if q6 {
+                    ggml_order(bytemuck::cast_slice::<_, BlockQ6K>(&wq), ys, true)
+                } else {
+                    ggml_order(bytemuck::cast_slice::<_, BlockQ4K>(&wq), ys, false)
+                };
+                for isa in [Isa::Avx2, Isa::Avx512] {
+                    if !isa.available() {
+                        continue;
+                    }
+                    let mut got = [0f32];
+                    // SAFETY: the path is available; one row each of k values.
+                    unsafe { (quant_dot(ty, isa).unwrap().dot)(&wq, &xq, &mut got) };
+                    assert_eq!(
+                        got[0].to_bits(),
+                        want.to_bits(),
+                        "{ty} {isa:?} seed {seed}: {} vs {want}",
+                        got[0]
+                    );
+                }
+            }
+        }
+    }
 }

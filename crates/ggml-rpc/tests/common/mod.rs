@@ -2,9 +2,11 @@
 //! CPU for comparison, and a starter for GGML's own `ggml-rpc-server`.
 #![allow(dead_code)] // each test file uses a part
 
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use ggml::{backend, Backend, Context, Graph, Tensor, Type};
@@ -125,30 +127,79 @@ impl Drop for Killed {
 
 /// Starts GGML's server (with `threads` CPU threads) on a free port and waits until it
 /// accepts; `None` (with a message) when the build is absent.
+///
+/// GGML's server takes no port 0 and says nothing once it listens, so a probed free port can
+/// be taken by another test's server before this one binds it (a probe would then reach that
+/// other server). So the probe counts only when this child prints that it accepted a
+/// connection (and then that the probe's connection closed: it serves one client at a time);
+/// when the child exits instead (`Failed to create server socket`), another port is tried.
 pub fn start_ggml_server(threads: usize) -> Option<(Killed, String)> {
     let Some(bin) = ggml_rpc_server_binary() else {
         eprintln!("SKIPPED: GGML's ggml-rpc-server is not built (set GGML_RPC_SERVER to its path)");
         return None;
     };
-    let port = free_port();
-    let child = Command::new(&bin)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .args(["-t", &threads.to_string()])
-        .env("LD_LIBRARY_PATH", bin.parent().unwrap())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let child = Killed(child);
-    let endpoint = format!("127.0.0.1:{port}");
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(20) {
-        if std::net::TcpStream::connect(&endpoint).is_ok() {
-            // That probe was a connection of its own; GGML's server serves one at a time.
-            std::thread::sleep(Duration::from_millis(200));
+    let mut tried = Vec::new();
+    for _ in 0..8 {
+        let port = free_port();
+        let mut child = Command::new(&bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-t", &threads.to_string()])
+            .env("LD_LIBRARY_PATH", bin.parent().unwrap())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let lines = stdout_lines(child.stdout.take().unwrap());
+        let mut child = Killed(child);
+        let endpoint = format!("127.0.0.1:{port}");
+        if accepted_probe(&mut child, &lines, &endpoint) {
             return Some((child, endpoint));
+        }
+        tried.push(port);
+    }
+    panic!("ggml-rpc-server did not start on any of the ports {tried:?}");
+}
+
+/// The lines a child writes to `out`, read on a thread of their own until it closes (so that
+/// the child never blocks on a full pipe).
+fn stdout_lines(out: std::process::ChildStdout) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            // Once nobody listens, the lines are only drained.
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// Whether `child` (GGML's server, printing `lines`) accepted a connection to `endpoint` and
+/// saw it close, within 20 s; `false` when it exits first.
+fn accepted_probe(child: &mut Killed, lines: &Receiver<String>, endpoint: &str) -> bool {
+    let wait_for = |what: &str, child: &mut Killed, until: Instant| loop {
+        match lines.recv_timeout(Duration::from_millis(50)) {
+            Ok(l) if l.contains(what) => return true,
+            Ok(_) => {}
+            Err(RecvTimeoutError::Disconnected) => return false,
+            Err(RecvTimeoutError::Timeout) => {
+                if Instant::now() > until || child.0.try_wait().ok().flatten().is_some() {
+                    return false;
+                }
+            }
+        }
+    };
+    let until = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < until {
+        if child.0.try_wait().ok().flatten().is_some() {
+            return false;
+        }
+        if let Ok(probe) = std::net::TcpStream::connect(endpoint) {
+            let ours = wait_for("Accepted client connection", child, until);
+            drop(probe);
+            return ours && wait_for("Client connection closed", child, until);
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("ggml-rpc-server did not start listening on {endpoint}");
+    false
 }

@@ -375,6 +375,12 @@ unsafe fn conv_direct(n: &NodePtrs, p: &Params, of: GeometryOf) {
     let (wbuf, pbuf) = scratch.split_at_mut(k);
     let borrow = !d.overlaps(a);
     let row_bytes = k * a.ty.type_size();
+    // The kernel is contiguous, so each output channel's `k` values are packed, but its size-1
+    // dimensions may carry any stride (a 1x1 kernel's `nb[0]` after a permute): its rows are
+    // read as rows of `k` packed elements, not with its own `nb[0]`.
+    let mut kernel = *a;
+    kernel.ne[0] = k as i64;
+    kernel.nb[0] = a.ty.type_size();
     let mut out = [0f32; JB];
     for start in positions.clone().step_by(JB) {
         let nj = JB.min(positions.end - start);
@@ -390,9 +396,9 @@ unsafe fn conv_direct(n: &NodePtrs, p: &Params, of: GeometryOf) {
             *slot = &c[..k];
         }
         for oc in 0..outputs.oc {
-            // SAFETY: the kernel is contiguous, `k` elements per output channel, so its
-            // row `oc` lies inside it; wbuf holds k values.
-            let w = unsafe { row_f32(a, a.data.wrapping_add(oc * row_bytes), wbuf, borrow) };
+            // SAFETY: the kernel is contiguous, `k` packed elements per output channel, so
+            // its row `oc` lies inside it and is a row of `kernel`; wbuf holds k values.
+            let w = unsafe { row_f32(&kernel, a.data.wrapping_add(oc * row_bytes), wbuf, borrow) };
             dots(w, &block[..nj], &mut out[..nj]);
             for (t, &v) in out[..nj].iter().enumerate() {
                 let (b, o) = where_[t];

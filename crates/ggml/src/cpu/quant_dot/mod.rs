@@ -224,6 +224,60 @@ fn iq4_levels(qs: &[u8]) -> [i8; 32] {
     q
 }
 
+/// The type whose blocks a weight of type `ty` is stored as in the CPU repack buffer type
+/// (`cpu/repack.rs`), or `None` where `ty` has no repacked layout. Q4_0, Q5_0 and IQ4_NL are
+/// stored with their levels unpacked to bytes: as Q8_0 blocks with the same scale, so every
+/// path's Q8_0 kernels (row dots, tiles, band products, AMX) compute on them without
+/// decoding nibbles and fifth bits, and give what the type's own kernels give bit for bit
+/// (they share one integer sum and one `sum · (d · yd)` per block: [`DotBlock`] and
+/// `x86::Simd32`, which differ between these types only in how the levels are decoded).
+pub(crate) fn repack_layout(ty: Type) -> Option<Type> {
+    matches!(ty, Type::Q4_0 | Type::Q5_0 | Type::IQ4_NL).then_some(Type::Q8_0)
+}
+
+/// Repacks `src` (whole blocks of `ty`, which has a [`repack_layout`]) into `dst`, as many
+/// blocks of the layout: each block's levels decoded to bytes, its scale kept bit for bit.
+/// `Err` naming the lengths when `dst` does not hold exactly as many blocks.
+pub(crate) fn repack_blocks(ty: Type, src: &[u8], dst: &mut [u8]) -> crate::error::Result<()> {
+    fn each<B: Pod>(src: &[u8], dst: &mut [u8], f: impl Fn(&B) -> BlockQ8_0) -> bool {
+        let n = src.len() / size_of::<B>();
+        if src.len() % size_of::<B>() != 0 || dst.len() != n * size_of::<BlockQ8_0>() {
+            return false;
+        }
+        let (src, dst): (&[B], &mut [BlockQ8_0]) =
+            (bytemuck::cast_slice(src), bytemuck::cast_slice_mut(dst));
+        dst.iter_mut().zip(src).for_each(|(o, b)| *o = f(b));
+        true
+    }
+    let ok = match ty {
+        Type::Q4_0 => each(src, dst, |b: &BlockQ4_0| BlockQ8_0 {
+            d: b.d,
+            qs: legacy_levels(&b.qs, None, 8),
+        }),
+        Type::Q5_0 => each(src, dst, |b: &BlockQ5_0| BlockQ8_0 {
+            d: b.d,
+            qs: legacy_levels(&b.qs, Some(b.qh), 16),
+        }),
+        Type::IQ4_NL => each(src, dst, |b: &BlockIq4Nl| BlockQ8_0 {
+            d: b.d,
+            qs: iq4_levels(&b.qs),
+        }),
+        _ => {
+            return Err(crate::error::Error::invalid(format!(
+                "repack: type {ty} has no repacked layout"
+            )))
+        }
+    };
+    if !ok {
+        return Err(crate::error::Error::invalid(format!(
+            "repack: {} bytes of {ty} blocks into {} bytes of Q8_0 blocks",
+            src.len(),
+            dst.len()
+        )));
+    }
+    Ok(())
+}
+
 /// A weight block with an integer dot product against its activation block.
 pub(crate) trait DotBlock: Pod {
     /// The activation block type (GGML's `vec_dot_type`).

@@ -70,7 +70,8 @@ fn layout(t: &Tensor) -> Result<(Type, usize)> {
             &t.ne()[..t.n_dims().max(1)]
         ))
     };
-    let ty = repack_layout(t.ty()).ok_or_else(|| refuse("its type has no repacked layout".into()))?;
+    let ty =
+        repack_layout(t.ty()).ok_or_else(|| refuse("its type has no repacked layout".into()))?;
     if t.view_src().is_some() || !t.is_contiguous() || t.ne()[3] != 1 || t.ne()[4] != 1 {
         return Err(refuse(
             "only whole contiguous 2-D or 3-D weights are repacked".into(),
@@ -135,7 +136,10 @@ impl RepackBuffer {
     /// buffer.
     pub(crate) fn placed(&self, t: &Tensor, at: usize) -> Result<(Type, usize)> {
         let (ty, bytes) = layout(t)?;
-        if at.checked_add(bytes).is_none_or(|end| end > self.mem.size()) {
+        if at
+            .checked_add(bytes)
+            .is_none_or(|end| end > self.mem.size())
+        {
             return Err(Error::invalid(format!(
                 "{NAME} buffer: tensor {:?} repacked takes {bytes} bytes at offset {at}, past \
                  the buffer's {}",
@@ -181,7 +185,10 @@ unsafe impl BufferImpl for RepackBuffer {
             ));
         }
         let (_, bytes) = self.placed(t, at)?;
-        let base = self.mem.host_ptr().map_or(std::ptr::null_mut(), |p| p.as_ptr());
+        let base = self
+            .mem
+            .host_ptr()
+            .map_or(std::ptr::null_mut(), |p| p.as_ptr());
         // SAFETY: `placed` checked that the tensor's repacked bytes lie in the buffer; the
         // caller excludes every other access to the buffer during the call.
         let dst = unsafe { std::slice::from_raw_parts_mut(base.add(at), bytes) };

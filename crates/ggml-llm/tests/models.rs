@@ -366,6 +366,7 @@ fn bad_input_gets_errors_that_name_it() {
     let t = Tiny::new(Spec::new("llama"));
     let o = LoadOptions {
         device: Some("NoSuchDevice".into()),
+        ..LoadOptions::default()
     };
     let e = err_of(Model::from_file(t.file(), &o));
     assert!(e.contains("NoSuchDevice"), "{e}");

@@ -348,9 +348,12 @@ impl Placed {
         let mut done = 0;
         for (t, info) in &moved {
             t.set_bytes(file.data_of(info), 0)?;
-            file.file_bytes().release(info.file_range())?;
             done += info.size();
             progress(done, total);
+        }
+        // released once every one is read (a read faults in the pages around it)
+        for (_, info) in &moved {
+            file.file_bytes().release(info.file_range())?;
         }
         let repacked_bytes = buf.get_size();
         for b in [&mapped, &buf] {

@@ -71,6 +71,11 @@ impl FileBytes {
         }
         #[cfg(unix)]
         if let Storage::Mapped(m) = &self.inner {
+            // Random access first: the range becomes a mapping of its own, which the
+            // system's fault-around (mapping the pages near a faulted one, when a neighbouring
+            // tensor is read) does not cross, so its pages stay out.
+            m.advise_range(memmap2::Advice::Random, range.start, range.len())
+                .map_err(|e| Error::invalid(format!("FileBytes::release({range:?}): {e}")))?;
             // SAFETY: the map is a read-only map of a file (`Mmap`), so dropping its pages
             // loses nothing: a later read faults them in again from the file with the same
             // bytes, and every reference into the map stays valid.

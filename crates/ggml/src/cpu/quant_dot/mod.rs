@@ -938,4 +938,31 @@ mod tests {
         };
         assert_eq!(checked, want_checked);
     }
+
+    /// The repacked layout holds the same values: its Q8_0 blocks dequantize to what the
+    /// original blocks do, bit for bit; lengths that do not match are refused.
+    #[test]
+    fn repacked_blocks_hold_the_same_values() {
+        let k = 8 * 32;
+        let x = values(k, 11);
+        for ty in [Type::Q4_0, Type::Q5_0, Type::IQ4_NL] {
+            assert_eq!(repack_layout(ty), Some(Type::Q8_0));
+            let mut w = vec![0u8; ty.row_size(k as i64).unwrap()];
+            quantize_row_ref(ty, &x, &mut w).unwrap();
+            let mut packed = vec![0u8; Type::Q8_0.row_size(k as i64).unwrap()];
+            repack_blocks(ty, &w, &mut packed).unwrap();
+            let (mut want, mut got) = (vec![0f32; k], vec![0f32; k]);
+            dequantize_row(ty, &w, &mut want).unwrap();
+            dequantize_row(Type::Q8_0, &packed, &mut got).unwrap();
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{ty}");
+            let err = repack_blocks(ty, &w, &mut packed[1..]).unwrap_err();
+            assert!(err.to_string().contains("bytes of Q8_0 blocks"), "{err}");
+        }
+        assert_eq!(repack_layout(Type::Q4_K), None);
+        assert!(repack_blocks(Type::Q4_K, &[], &mut [])
+            .unwrap_err()
+            .to_string()
+            .contains("no repacked layout"));
+    }
 }

@@ -32,6 +32,8 @@ const RUN_USAGE: &str = "usage: ggml run MODEL.gguf -p PROMPT [options]
                          default: the CPU alone)
   --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT (faster
                          here at present; greedy text may differ from llama.cpp's default)
+  -nr, --no-repack        keep every weight in the mapped file (default: the weights MUL_MAT
+                         reads, of a type with a layout, go to the CPU_REPACK buffer type)
 
 The generated text goes to stdout as it comes; prompt and generation speed go to stderr.";
 
@@ -43,6 +45,8 @@ const EMBED_USAGE: &str = "usage: ggml embed MODEL.gguf -p TEXT [-p TEXT…] [op
   -t, --threads N        CPU threads (default: every core)
   --device DEV           the device to run on with the CPU, through the scheduler (WGPU0, …;
                          default: the CPU alone)
+  -nr, --no-repack        keep every weight in the mapped file (default: the weights MUL_MAT
+                         reads, of a type with a layout, go to the CPU_REPACK buffer type)
 
 Prints one JSON object: {\"model\", \"pooling\", \"normalized\", \"n_embd\", \"data\": [{\"text\",
 \"n_tokens\", \"embedding\"}]}; with --pooling none each embedding is a list of per-token vectors.";
@@ -58,6 +62,8 @@ const BENCH_USAGE: &str = "usage: ggml bench-model MODEL.gguf [options]
                          default: the CPU alone)
   --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT (faster
                          here at present; greedy text may differ from llama.cpp's default)
+  -nr, --no-repack        keep every weight in the mapped file (default: the weights MUL_MAT
+                         reads, of a type with a layout, go to the CPU_REPACK buffer type)
 
 Prints a table in llama-bench's markdown format (t/s is the mean ± standard deviation over the
 runs).";
@@ -67,6 +73,7 @@ struct Common {
     model: Option<PathBuf>,
     device: Option<String>,
     flash_attn: bool,
+    no_repack: bool,
 }
 
 impl Common {
@@ -75,6 +82,7 @@ impl Common {
             model: None,
             device: None,
             flash_attn: true,
+            no_repack: false,
         }
     }
 
@@ -84,6 +92,7 @@ impl Common {
             "--device" => self.device = Some(a.value(flag)?),
             "--flash-attn" | "-fa" => self.flash_attn = true,
             "--no-flash-attn" => self.flash_attn = false,
+            "--no-repack" | "-nr" => self.no_repack = true,
             f if f.starts_with('-') && f.len() > 1 => return Ok(false),
             _ if self.model.is_some() => return Err(format!("more than one MODEL given ({flag})")),
             _ => self.model = Some(PathBuf::from(a.current_os())),
@@ -99,6 +108,7 @@ impl Common {
         crate::register_wgpu_if_named(self.device.as_deref())?;
         let options = LoadOptions {
             device: self.device.clone(),
+            no_repack: self.no_repack,
         };
         // A terminal sees the weights' bytes bound (copied, for a device that cannot use the
         // mapped file) when it takes more than a moment.
@@ -248,6 +258,10 @@ pub fn run(argv: &[OsString]) -> Result<(), CliError> {
         st.compute_buffer_grows,
         st.kv_cache_bytes as f64 / 1048576.0,
         match (model.is_mapped(), model.device_bytes()) {
+            (true, _) if model.repacked_bytes() > 0 => format!(
+                "memory-mapped, {:.2} MiB repacked for the CPU",
+                model.repacked_bytes() as f64 / 1048576.0
+            ),
             (true, _) => "memory-mapped (no copy)".to_string(),
             (false, 0) => "copied".to_string(),
             (false, n) => format!(

@@ -366,6 +366,7 @@ fn bad_input_gets_errors_that_name_it() {
     let t = Tiny::new(Spec::new("llama"));
     let o = LoadOptions {
         device: Some("NoSuchDevice".into()),
+        ..LoadOptions::default()
     };
     let e = err_of(Model::from_file(t.file(), &o));
     assert!(e.contains("NoSuchDevice"), "{e}");
@@ -406,4 +407,30 @@ fn bad_input_gets_errors_that_name_it() {
     let long: Vec<u32> = vec![5; 129];
     let e = err_of(bert.embed(&long, Pooling::Mean, false));
     assert!(e.contains("longer than the context"), "{e}");
+}
+
+#[test]
+fn weights_repacked_for_the_cpu_give_the_same_logits() {
+    for arch in ["llama", "gemma3"] {
+        let t = Tiny::new(Spec {
+            weight_type: Type::Q5_0,
+            ..Spec::new(arch)
+        });
+        let (dir, path) = write_file(&t, &format!("repack-{arch}"));
+        let repacked = Model::load(&path, &LoadOptions::default()).unwrap();
+        let kept = LoadOptions {
+            no_repack: true,
+            ..LoadOptions::default()
+        };
+        let mapped = Model::load(&path, &kept).unwrap();
+        assert!(repacked.repacked_bytes() > 0, "{arch}");
+        assert_eq!(mapped.repacked_bytes(), 0, "{arch}");
+        assert!(repacked.is_mapped() && mapped.is_mapped(), "{arch}");
+        let bits = |m: &Model| -> Vec<u32> {
+            let l = all_logits(m, opts(512, true, Type::F16));
+            l.iter().map(|v| v.to_bits()).collect()
+        };
+        assert_eq!(bits(&repacked), bits(&mapped), "{arch}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -202,6 +202,7 @@ fn gemma_through_the_scheduler_on_the_wgpu_device_agrees_with_the_cpu() {
         &path,
         &LoadOptions {
             device: Some(dev.name()),
+            ..LoadOptions::default()
         },
     )
     .unwrap();
@@ -340,6 +341,7 @@ fn tiny_models_through_the_scheduler_on_the_wgpu_device_match_the_cpu() {
     let Some(dev) = common::device() else { return };
     let on = LoadOptions {
         device: Some(dev.name()),
+        ..LoadOptions::default()
     };
     for arch in ["llama", "qwen2", "qwen3", "gemma3"] {
         let path = tiny_model(arch);

@@ -12,7 +12,7 @@ mod common;
 use std::time::Duration;
 
 use ggml::ops::GluOp;
-use ggml::{backend, Backend, Context, Tensor, Type};
+use ggml::{backend, Backend, BufferType, Context, Tensor, Type};
 
 /// Minimum measuring time per line.
 const TARGET: Duration = Duration::from_millis(400);
@@ -44,13 +44,31 @@ struct Line {
 }
 
 fn mul_mat_line(wt: Type, m: i64, k: i64, n: i64) -> Line {
+    mul_mat_in(wt, None, m, k, n)
+}
+
+/// [`mul_mat_line`] with the weights in a buffer of `buft` (the CPU's repack type, say)
+/// instead of the context's memory, when given.
+fn mul_mat_in(wt: Type, buft: Option<BufferType>, m: i64, k: i64, n: i64) -> Line {
     let mem = (m * k * wt.type_size() as i64 + (k * n + m * n) * 4) as usize + (4 << 20);
+    let place = buft
+        .as_ref()
+        .map_or(String::new(), |b| format!(" {}", b.name()));
     Line {
-        name: format!("mul_mat {wt} weights  M={m} K={k} N={n}"),
+        name: format!("mul_mat {wt} weights{place}  M={m} K={k} N={n}"),
         work: 2.0 * (m * k * n) as f64,
         unit: "GFLOP/s",
         build: Box::new(move |ctx| {
-            let a = ctx.new_tensor_2d(wt, k, m).unwrap();
+            let a = match &buft {
+                // the tensor keeps its context and buffer alive
+                Some(buft) => {
+                    let wctx = Context::init(1 << 16, true).unwrap();
+                    let a = wctx.new_tensor_2d(wt, k, m).unwrap();
+                    backend::alloc_ctx_tensors_from_buft(&wctx, buft).unwrap();
+                    a
+                }
+                None => ctx.new_tensor_2d(wt, k, m).unwrap(),
+            };
             let b = ctx.new_tensor_2d(Type::F32, k, n).unwrap();
             fill(&a);
             fill(&b);
@@ -277,6 +295,18 @@ fn lines() -> Vec<Line> {
     ] {
         v.push(mul_mat_line(wt, 4096, 4096, 1));
         v.push(mul_mat_line(wt, 4096, 4096, 32));
+    }
+    // the types with a repacked layout, their weights in the CPU's repack buffer type
+    for wt in [Type::Q4_0, Type::Q5_0, Type::IQ4_NL] {
+        for n in [1, 32] {
+            v.push(mul_mat_in(
+                wt,
+                Some(backend::cpu_repack_buffer_type()),
+                4096,
+                4096,
+                n,
+            ));
+        }
     }
     // quantized weights about the crossover from the dot kernels to AMX tiles (5 columns and
     // up, on a CPU with AMX)

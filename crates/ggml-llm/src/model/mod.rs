@@ -27,6 +27,12 @@ pub struct LoadOptions {
     /// The device to run on, by name (`ggml info` lists them; case-insensitive); `None` is
     /// the CPU.
     pub device: Option<String>,
+    /// Keep every weight in the file's mapped bytes on the CPU (llama.cpp's `--no-repack`).
+    /// By default, as llama.cpp, the weights only MUL_MAT reads (every 2-D or 3-D weight but
+    /// the input layer's embeddings, which GET_ROWS reads) go to the CPU's repack buffer type
+    /// ([`backend::cpu_repack_buffer_type`]) when the model runs on the CPU and their type
+    /// has a repacked layout there; their mapped pages are then released.
+    pub no_repack: bool,
 }
 
 struct Inner {
@@ -105,7 +111,8 @@ impl Model {
                 ))
             })?,
         };
-        let placed = Placed::new(file, &device, !hparams.arch.is_encoder(), progress)?;
+        let repack = !options.no_repack;
+        let placed = Placed::new(file, &device, !hparams.arch.is_encoder(), repack, progress)?;
         let weights = Weights::bind(&placed.ctx, &hparams, vocab.n_tokens())?;
         let infos = file.tensors();
         let n_params = infos.iter().map(|t| t.n_elements() as u64).sum();
@@ -150,9 +157,16 @@ impl Model {
         &self.inner.device
     }
 
-    /// Whether the weights are the file's mapped bytes (no copy was made).
+    /// Whether the weights are the file's mapped bytes (no copy was made), but for those
+    /// repacked for the CPU ([`Model::repacked_bytes`]).
     pub fn is_mapped(&self) -> bool {
         self.inner.placed.mapped
+    }
+
+    /// Bytes of the CPU's repack buffer holding the weights repacked there (0 with
+    /// [`LoadOptions::no_repack`], on other devices, or when no weight's type has a layout).
+    pub fn repacked_bytes(&self) -> usize {
+        self.inner.placed.repacked_bytes
     }
 
     /// Bytes of weights copied into the device's memory (0 on the CPU, where they are mapped).
@@ -197,6 +211,8 @@ struct Placed {
     mapped: bool,
     /// Bytes of the device's copies.
     device_bytes: usize,
+    /// Bytes of the CPU repack buffer.
+    repacked_bytes: usize,
     // Hold the weights' memory.
     _buffers: Vec<Buffer>,
 }
@@ -213,22 +229,34 @@ impl Placed {
     /// when the file is not mapped); elsewhere as the module says. `tied_output`: the model
     /// projects its output with the token embeddings when the file has no `output.weight`.
     /// `progress(bytes_done, bytes_total)` as for [`GgufFile::load_tensors_with_progress`]:
-    /// on another device, after each tensor copied to it.
+    /// on another device, after each tensor copied to it. `repack`: on the CPU, the weights
+    /// [`repackable`] go to the CPU's repack buffer type.
     fn new(
         file: &GgufFile,
         device: &Device,
         tied_output: bool,
+        repack: bool,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Placed> {
         let cpu = backend::dev_by_type(DeviceType::Cpu)
             .ok_or_else(|| Error::InvalidArgument("no CPU device is registered".into()))?;
         if device.dev_type() == DeviceType::Cpu {
+            let repack_buft = backend::cpu_repack_buffer_type();
+            let takes = if repack {
+                repackable(file.tensors(), &repack_buft)
+            } else {
+                Vec::new()
+            };
+            if takes.iter().any(|&t| t) {
+                return Placed::repacked(file, &cpu, &repack_buft, &takes, progress);
+            }
             let t = file.load_tensors_with_progress(&device.init(None)?, progress)?;
             t.buffer.set_usage(BufferUsage::Weights);
             return Ok(Placed {
                 ctx: t.ctx,
                 mapped: t.mapped,
                 device_bytes: 0,
+                repacked_bytes: 0,
                 _buffers: vec![t.buffer],
             });
         }
@@ -285,9 +313,88 @@ impl Placed {
             ctx,
             mapped,
             device_bytes,
+            repacked_bytes: 0,
             _buffers: buffers,
         })
     }
+
+    /// Places `file`'s tensors on the CPU with those marked in `takes` (one flag per tensor of
+    /// the file) in a buffer of `repack` (set from the file's bytes, whose mapped pages are
+    /// then released), the others bound to the file's bytes.
+    fn repacked(
+        file: &GgufFile,
+        cpu: &Device,
+        repack: &ggml::BufferType,
+        takes: &[bool],
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Placed> {
+        let infos = file.tensors();
+        let ctx = Context::for_metadata(infos.len(), 0)?;
+        let mut moved = Vec::new();
+        let largest = infos.iter().map(|i| i.size()).max().unwrap_or(0);
+        let mapped = cpu.buffer_from_host_bytes(file.file_bytes().clone(), largest)?;
+        for (info, &take) in infos.iter().zip(takes) {
+            let t = ctx.new_tensor(info.ty(), &info.ne())?;
+            t.set_name(info.name());
+            if take {
+                moved.push((t, info));
+            } else {
+                backend::tensor_alloc(&mapped, &t, info.file_range().start)?;
+            }
+        }
+        // every tensor not bound to the file above
+        let buf = backend::alloc_ctx_tensors_from_buft(&ctx, repack)?;
+        let total = moved.iter().map(|(_, i)| i.size()).sum();
+        let mut done = 0;
+        for (t, info) in &moved {
+            t.set_bytes(file.data_of(info), 0)?;
+            done += info.size();
+            progress(done, total);
+        }
+        // released once every one is read (a read faults in the pages around it)
+        for (_, info) in &moved {
+            file.file_bytes().release(info.file_range())?;
+        }
+        let repacked_bytes = buf.get_size();
+        for b in [&mapped, &buf] {
+            b.set_usage(BufferUsage::Weights);
+        }
+        Ok(Placed {
+            ctx,
+            mapped: file.file_bytes().is_mapped(),
+            device_bytes: 0,
+            repacked_bytes,
+            _buffers: vec![mapped, buf],
+        })
+    }
+}
+
+/// For each tensor of `infos`, whether it goes to the CPU's repack buffer type `repack`: a
+/// weight only MUL_MAT reads (2-D, or 3-D for MUL_MAT_ID's experts; not the input layer's
+/// embeddings, which GET_ROWS reads, and the tied output projection with them) of a type
+/// the buffer type has a layout for (it takes a tensor of that type).
+fn repackable(infos: &[TensorInfo], repack: &ggml::BufferType) -> Vec<bool> {
+    let mut layouts: Vec<(ggml::Type, bool)> = Vec::new();
+    let mut has_layout = |ty: ggml::Type| {
+        if let Some(&(_, ok)) = layouts.iter().find(|(t, _)| *t == ty) {
+            return ok;
+        }
+        let ok = Context::for_metadata(1, 0)
+            .and_then(|c| {
+                c.new_tensor_2d(ty, ty.blck_size() as i64, 1)?;
+                backend::alloc_ctx_tensors_from_buft(&c, repack)
+            })
+            .is_ok();
+        layouts.push((ty, ok));
+        ok
+    };
+    infos
+        .iter()
+        .map(|i| {
+            let matrix = matches!(i.n_dims(), 2 | 3);
+            matrix && !INPUT_LAYER.contains(&i.name()) && has_layout(i.ty())
+        })
+        .collect()
 }
 
 /// llama.cpp's name of `general.file_type` (`llama_model_ftype_name`) for the common types;

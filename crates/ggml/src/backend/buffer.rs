@@ -81,6 +81,12 @@ impl BufferType {
         self.0.is_host()
     }
 
+    /// Whether this buffer type's implementation is a `T` (a device recognising its own
+    /// buffer types, e.g. the CPU its repack type).
+    pub fn is<T: BufferTypeImpl>(&self) -> bool {
+        (*self.0).as_any().is::<T>()
+    }
+
     /// Allocates a buffer of `size` bytes (`ggml_backend_buft_alloc_buffer`); size 0 gives an
     /// empty buffer without asking the implementation.
     pub fn alloc_buffer(&self, size: usize) -> Result<Buffer> {

@@ -218,6 +218,15 @@ impl Device {
         self.0.offload_op(op)
     }
 
+    /// The device's extra buffer types (`ggml_backend_dev_get_extra_bufts`, through the
+    /// registry's proc address in GGML): buffer types beside [`Device::buffer_type`] whose
+    /// memory holds tensors in a layout of the device's own, which only some ops can use and
+    /// which cannot be read back. The CPU device returns its repack type
+    /// ([`super::cpu_repack_buffer_type`]); other devices none.
+    pub fn get_extra_bufts(&self) -> Vec<BufferType> {
+        self.0.extra_buffer_types()
+    }
+
     /// `(name, value)` features of the device.
     pub fn features(&self) -> Vec<(String, String)> {
         self.0.features()

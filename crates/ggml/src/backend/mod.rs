@@ -58,7 +58,7 @@ pub use traits::{
 };
 
 pub use crate::alloc::{alloc_ctx_tensors, alloc_ctx_tensors_from_buft, tensor_alloc, view_init};
-pub use crate::cpu::{cpu_buffer_type, cpu_init};
+pub use crate::cpu::{cpu_buffer_type, cpu_init, cpu_repack_buffer_type};
 
 use crate::error::Result;
 use crate::tensor::Tensor;

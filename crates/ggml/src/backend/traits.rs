@@ -31,8 +31,9 @@ impl<T: Any> AsAny for T {
     }
 }
 
-/// A kind of memory a device can allocate (`ggml_backend_buffer_type_i`).
-pub trait BufferTypeImpl: Send + Sync + 'static {
+/// A kind of memory a device can allocate (`ggml_backend_buffer_type_i`). A device recognises
+/// its own buffer types through [`AsAny`] (see [`super::BufferType::is`]).
+pub trait BufferTypeImpl: AsAny + Send + Sync + 'static {
     /// Short name, e.g. `"CPU"`.
     fn name(&self) -> String;
     /// Allocates `size` bytes (never called with 0).
@@ -263,6 +264,12 @@ pub trait DeviceImpl: Send + Sync + 'static {
     /// A pinned host buffer type, if the device has one.
     fn host_buffer_type(&self) -> Option<BufferType> {
         None
+    }
+    /// The device's extra buffer types (`ggml_backend_dev_get_extra_bufts`): memory in a
+    /// layout of the device's own that some ops compute on faster (the CPU's repack type).
+    /// The default has none.
+    fn extra_buffer_types(&self) -> Vec<BufferType> {
+        Vec::new()
     }
     /// Wraps `size` bytes of host memory at `ptr` (see [`super::Device::buffer_from_host_ptr`]).
     /// Only called when [`DeviceCaps::buffer_from_host_ptr`] is set. The implementation

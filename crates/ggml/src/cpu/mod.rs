@@ -7,6 +7,7 @@ pub(crate) mod gemm;
 pub(crate) mod kernels;
 mod profile;
 pub(crate) mod quant_dot;
+pub(crate) mod repack;
 mod threadpool;
 
 use std::ptr::NonNull;
@@ -18,6 +19,8 @@ use crate::backend::{
 };
 use crate::error::Result;
 use crate::tensor::Tensor;
+
+pub use repack::cpu_repack_buffer_type;
 
 /// The CPU buffer type (`ggml_backend_cpu_buffer_type`): the host buffer type
 /// ([`host_buffer_type`]), aligned host memory usable by every backend that can read host
@@ -58,6 +61,9 @@ impl DeviceImpl for CpuDevice {
     fn buffer_type(&self) -> BufferType {
         cpu_buffer_type()
     }
+    fn extra_buffer_types(&self) -> Vec<BufferType> {
+        vec![cpu_repack_buffer_type()]
+    }
     unsafe fn buffer_from_host_ptr(
         &self,
         ptr: NonNull<u8>,
@@ -71,7 +77,7 @@ impl DeviceImpl for CpuDevice {
         op.op().is_empty() || kernels::plan(op).is_ok()
     }
     fn supports_buft(&self, buft: &BufferType) -> bool {
-        buft.is_host()
+        buft.is_host() || buft.is::<repack::RepackBufferType>()
     }
     fn features(&self) -> Vec<(String, String)> {
         features::features()

@@ -55,6 +55,41 @@ impl FileBytes {
     pub fn is_mapped(&self) -> bool {
         matches!(self.inner, Storage::Mapped(_))
     }
+
+    /// Tells the system that bytes `range` of a mapped file will not be read for a while
+    /// (`madvise(MADV_DONTNEED)`, from the start of the page holding `range.start`): their
+    /// pages leave the process's resident memory and are read from the file again if touched
+    /// (a weight repacked into a buffer of its own, say). Owned bytes, and systems other
+    /// than Unix, are left as they are. `Err` naming the range when it is not inside the
+    /// bytes, or when the system refuses.
+    pub fn release(&self, range: std::ops::Range<usize>) -> Result<()> {
+        if range.start > range.end || range.end > self.len() {
+            return Err(Error::invalid(format!(
+                "FileBytes::release: range {range:?} is not inside the {} bytes",
+                self.len()
+            )));
+        }
+        #[cfg(unix)]
+        if let Storage::Mapped(m) = &self.inner {
+            // Random access first: the range becomes a mapping of its own, which the
+            // system's fault-around (mapping the pages near a faulted one, when a neighbouring
+            // tensor is read) does not cross, so its pages stay out.
+            m.advise_range(memmap2::Advice::Random, range.start, range.len())
+                .map_err(|e| Error::invalid(format!("FileBytes::release({range:?}): {e}")))?;
+            // SAFETY: the map is a read-only map of a file (`Mmap`), so dropping its pages
+            // loses nothing: a later read faults them in again from the file with the same
+            // bytes, and every reference into the map stays valid.
+            unsafe {
+                m.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    range.start,
+                    range.len(),
+                )
+            }
+            .map_err(|e| Error::invalid(format!("FileBytes::release({range:?}): {e}")))?;
+        }
+        Ok(())
+    }
 }
 
 impl std::ops::Deref for FileBytes {

@@ -40,8 +40,10 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
         return Err(unsupported(t));
     }
     let k = a.ne()[0] as usize;
-    if let Some(qd) = quant_dot(a.ty(), isa()) {
-        return super::matmul_quant::plan(a, b, qd);
+    // a weight in the CPU repack buffer type computes as its layout's type
+    let wty = crate::cpu::repack::kernel_type(t, 0, a)?;
+    if let Some(qd) = quant_dot(wty, isa()) {
+        return super::matmul_quant::plan(wty, a, b, qd);
     }
     let dots_work = (1 + JB) * k * 4;
     let n = b.ne()[1] as usize;

@@ -60,39 +60,74 @@ fn band_scratch(band: Option<BandDot>, k: usize) -> usize {
         .next_multiple_of(4)
 }
 
-/// The plan of a quantized MUL_MAT: scratch per thread for one row of `b` as f32 (and for the
-/// AMX kernel where it is taken), and a shared area for every row of `b` quantized to the dot
-/// type of `qd`, with one barrier (or, for at most [`PRIVATE_ROWS`] rows, room for them in
-/// each thread's scratch, and no barrier).
-pub(super) fn plan(a: &Tensor, b: &Tensor, qd: QuantDot) -> Result<Planned> {
+/// How a quantized MUL_MAT computes every one of its outputs, chosen once by [`plan`] (and
+/// carried to the kernel as its `PATH` parameter): the row (and tile) dots, the band
+/// products, or the AMX tiles.
+const ROWS: u8 = 0;
+/// See [`ROWS`].
+const BAND: u8 = 1;
+/// See [`ROWS`].
+const AMX: u8 = 2;
+
+/// The plan of a quantized MUL_MAT with weights `a` computed as type `ty` (theirs, or their
+/// repacked layout's) with `ty`'s kernel `qd`: the path (the AMX tiles where they are
+/// taken, else the band products where there are some, else the row dots), scratch per
+/// thread for one row of `b` as f32 and the path's own, and a shared area for every row of
+/// `b` quantized to the dot type of `qd`, with one barrier (or, for at most
+/// [`PRIVATE_ROWS`] rows, room for them in each thread's scratch, and no barrier).
+pub(super) fn plan(ty: Type, a: &Tensor, b: &Tensor, qd: QuantDot) -> Result<Planned> {
     let k = a.ne()[0];
     let qbytes = qd.act.row_size(k)?;
     let b_rows = b.ne()[1..].iter().product::<i64>() as usize;
-    let amx = amx_scratch(a.ty(), b.ne()[1] as usize, k as usize);
-    // the AMX tiles, where they are taken, compute every chunk; otherwise the band products
-    let band = if amx > 0 {
-        None
+    let path = if takes_amx(ty, b.ne()[1] as usize) {
+        AMX
+    } else if band_for(&qd, b.ne()[1]).is_some() {
+        BAND
     } else {
-        band_for(&qd, b.ne()[1])
+        ROWS
     };
-    let (row, quantized) = (k as usize * 4 + amx, (b_rows * qbytes).next_multiple_of(4));
-    let row = row + band_scratch(band, k as usize);
-    Ok(if b_rows <= PRIVATE_ROWS {
-        Planned::new(mul_mat_quant::<false>, row + quantized)
+    let quantized = (b_rows * qbytes).next_multiple_of(4);
+    let row = k as usize * 4 + path_scratch(path, ty, &qd, k as usize);
+    let shared = b_rows > PRIVATE_ROWS;
+    let kernel: super::KernelFn = match (shared, path) {
+        (false, AMX) => mul_mat_quant::<false, AMX>,
+        (false, BAND) => mul_mat_quant::<false, BAND>,
+        (false, _) => mul_mat_quant::<false, ROWS>,
+        (true, AMX) => mul_mat_quant::<true, AMX>,
+        (true, BAND) => mul_mat_quant::<true, BAND>,
+        (true, _) => mul_mat_quant::<true, ROWS>,
+    };
+    Ok(if shared {
+        Planned::new(kernel, row).with_shared(quantized, 1)
     } else {
-        Planned::new(mul_mat_quant::<true>, row).with_shared(quantized, 1)
+        Planned::new(kernel, row + quantized)
     })
 }
 
-/// Scratch bytes (a multiple of 4) the AMX kernel needs per thread for weights of type `ty` and
-/// `k` values per row against `cols` columns per batch; 0 where it is not taken.
-fn amx_scratch(ty: Type, cols: usize, k: usize) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(kernel) = crate::cpu::quant_dot::amx_kernel(ty, cols) {
-        return crate::cpu::quant_dot::amx::scratch_bytes(kernel, k).next_multiple_of(4);
+/// Scratch bytes (a multiple of 4) path `path` needs per thread for weights of type `ty`
+/// (kernel `qd`) with rows of `k` values: the AMX kernel's, or the band products' (a tile
+/// of [`JQ`] columns and a band's unpacked rows), or none.
+fn path_scratch(path: u8, ty: Type, qd: &QuantDot, k: usize) -> usize {
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        AMX => crate::cpu::quant_dot::amx::kernel(ty).map_or(0, |kernel| {
+            crate::cpu::quant_dot::amx::scratch_bytes(kernel, k).next_multiple_of(4)
+        }),
+        BAND => band_scratch(qd.band, k),
+        _ => 0,
     }
-    let _ = (ty, cols, k);
-    0
+}
+
+/// Whether MUL_MAT takes the AMX tiles for weights of type `ty` against `cols` columns per
+/// batch.
+fn takes_amx(ty: Type, cols: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return crate::cpu::quant_dot::amx_kernel(ty, cols).is_some();
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (ty, cols);
+        false
+    }
 }
 
 /// Weight rows per chunk for `m` rows, `blocks` (batch, column block) pairs and `nth` threads:
@@ -107,10 +142,10 @@ fn rows_per_chunk(m: usize, blocks: usize, nth: usize) -> usize {
 ///
 /// # Safety
 /// As [`KernelFn`](super::KernelFn), with the plan [`plan`] made for the node.
-unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
+unsafe fn mul_mat_quant<const SHARED: bool, const PATH: u8>(n: &NodePtrs, p: &Params) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
-    let path = isa();
-    let Some(qd) = quant_dot(a.ty, path) else {
+    let simd = isa();
+    let Some(qd) = quant_dot(a.ty, simd) else {
         unreachable!("planned for a type with a dot kernel")
     };
     let k = a.ne[0] as usize;
@@ -119,25 +154,20 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
     let (m, nb1, batches) = (a.ne[1] as usize, b.ne[1] as usize, batch_count(b));
     let b_rows = nb1 * batches;
     let quantized = (b_rows * qbytes).next_multiple_of(4);
-    let amx_bytes = amx_scratch(a.ty, nb1, k);
-    let band = if amx_bytes > 0 {
-        None
-    } else {
-        band_for(&qd, b.ne[1])
-    };
-    let band_bytes = band_scratch(band, k);
+    let band = qd.band.filter(|_| PATH == BAND);
+    let path_bytes = path_scratch(PATH, a.ty, &qd, k);
     let private_len = if SHARED { 0 } else { quantized / 4 };
-    // SAFETY: the plan sized each thread's scratch for k f32 values, the AMX kernel's or the
-    // band products' scratch, and the quantized rows too when not SHARED.
-    let scratch = unsafe { p.scratch_f32(k + amx_bytes / 4 + band_bytes / 4 + private_len) };
+    // SAFETY: the plan sized each thread's scratch for k f32 values, the path's scratch, and
+    // the quantized rows too when not SHARED.
+    let scratch = unsafe { p.scratch_f32(k + path_bytes / 4 + private_len) };
     let (fbuf, rest) = scratch.split_at_mut(k);
-    let (_amx_scratch, rest) = rest.split_at_mut(amx_bytes / 4);
-    let (band_buf, private) = rest.split_at_mut(band_bytes / 4);
+    let (path_buf, private) = rest.split_at_mut(path_bytes / 4);
+    let path_buf: &mut [u8] = bytemuck::cast_slice_mut(path_buf);
+    let (_amx_buf, band_buf) = path_buf.split_at_mut(if PATH == AMX { path_bytes } else { 0 });
     #[cfg(target_arch = "x86_64")]
-    let mut amx = crate::cpu::quant_dot::amx_kernel(a.ty, nb1).map(|kern| {
-        crate::cpu::quant_dot::amx::Chunks::new(kern, bytemuck::cast_slice_mut(_amx_scratch), k)
-    });
-    let band_buf: &mut [u8] = bytemuck::cast_slice_mut(band_buf);
+    let mut amx = crate::cpu::quant_dot::amx::kernel(a.ty)
+        .filter(|_| PATH == AMX)
+        .map(|kern| crate::cpu::quant_dot::amx::Chunks::new(kern, _amx_buf, k));
     let (tile, band_rows) = band_buf.split_at_mut(band.map_or(0, |bd| (bd.tile_bytes)(k, JQ)));
     // the (batch, column block) whose columns `tile` holds
     let mut tiled = None;
@@ -161,7 +191,7 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
             // SAFETY: row r's bytes of the area (sized for b_rows rows), which only this
             // thread touches before the barrier.
             let q = unsafe { std::slice::from_raw_parts_mut(qbase.add(r * qbytes), qbytes) };
-            quantize_act(qd.act, path, row, q);
+            quantize_act(qd.act, simd, row, q);
         }
     }
     if SHARED {
@@ -211,9 +241,9 @@ unsafe fn mul_mat_quant<const SHARED: bool>(n: &NodePtrs, p: &Params) {
         let (mut i, end) = (rb * rows, m.min((rb + 1) * rows));
         #[cfg(target_arch = "x86_64")]
         if let Some(amx) = amx.as_mut() {
-            // SAFETY: `amx_kernel` found AMX granted on the AVX-512 path; rows i..end of a
-            // are a.nb[1] bytes apart, each wbytes of blocks; `block` holds nj <= JQ rows;
-            // `rest` names this column block of this batch.
+            // SAFETY: the plan took the AMX path (`amx_kernel` found AMX granted on the
+            // AVX-512 path); rows i..end of a are a.nb[1] bytes apart, each wbytes of blocks;
+            // `block` holds nj <= JQ rows; `rest` names this column block of this batch.
             unsafe {
                 amx.run(
                     weights(i).as_ptr(),

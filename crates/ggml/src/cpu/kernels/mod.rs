@@ -41,6 +41,7 @@ use std::cell::Cell;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::repack::RepackBuffer;
 use super::threadpool::SpinBarrier;
 use crate::backend::{Place, PlacedGraph};
 use crate::error::{Error, Result};
@@ -76,6 +77,24 @@ impl TensorPtr {
                 t.name()
             ))
         })?;
+        // A weight in a repack buffer is seen as the contiguous tensor of its layout's type
+        // that the buffer holds there (checked to fit in it when it was placed and here).
+        if let Some((buf, at)) = place.and_then(|p| p.downcast::<RepackBuffer>()) {
+            let (ty, _) = buf.placed(t, at)?;
+            let ne = t.ne();
+            let mut nb = [0; MAX_DIMS];
+            nb[0] = ty.type_size();
+            nb[1] = ty.row_size(ne[0])?;
+            for d in 2..MAX_DIMS {
+                nb[d] = nb[d - 1] * ne[d - 1] as usize;
+            }
+            return Ok(TensorPtr {
+                data: data.as_ptr(),
+                ty,
+                ne,
+                nb,
+            });
+        }
         Ok(TensorPtr {
             // The place holds the tensor's `nbytes` (checked when the job was queued).
             data: data.as_ptr(),
@@ -792,6 +811,7 @@ fn no_kernel(t: &Tensor, why: &str) -> Result<Planned> {
 pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
     const TRAINING: &str = "backward and optimizer ops come with training support";
     const F32_F16: &[Type] = &[Type::F32, Type::F16];
+    crate::cpu::repack::check_operands(t)?;
     match t.op() {
         Op::None | Op::Reshape | Op::View | Op::Permute | Op::Transpose => {
             Ok(Planned::new(nothing, 0))

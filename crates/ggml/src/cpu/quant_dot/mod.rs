@@ -224,6 +224,60 @@ fn iq4_levels(qs: &[u8]) -> [i8; 32] {
     q
 }
 
+/// The type whose blocks a weight of type `ty` is stored as in the CPU repack buffer type
+/// (`cpu/repack.rs`), or `None` where `ty` has no repacked layout. Q4_0, Q5_0 and IQ4_NL are
+/// stored with their levels unpacked to bytes: as Q8_0 blocks with the same scale, so every
+/// path's Q8_0 kernels (row dots, tiles, band products, AMX) compute on them without
+/// decoding nibbles and fifth bits, and give what the type's own kernels give bit for bit
+/// (they share one integer sum and one `sum · (d · yd)` per block: [`DotBlock`] and
+/// `x86::Simd32`, which differ between these types only in how the levels are decoded).
+pub(crate) fn repack_layout(ty: Type) -> Option<Type> {
+    matches!(ty, Type::Q4_0 | Type::Q5_0 | Type::IQ4_NL).then_some(Type::Q8_0)
+}
+
+/// Repacks `src` (whole blocks of `ty`, which has a [`repack_layout`]) into `dst`, as many
+/// blocks of the layout: each block's levels decoded to bytes, its scale kept bit for bit.
+/// `Err` naming the lengths when `dst` does not hold exactly as many blocks.
+pub(crate) fn repack_blocks(ty: Type, src: &[u8], dst: &mut [u8]) -> crate::error::Result<()> {
+    fn each<B: Pod>(src: &[u8], dst: &mut [u8], f: impl Fn(&B) -> BlockQ8_0) -> bool {
+        let n = src.len() / size_of::<B>();
+        if src.len() % size_of::<B>() != 0 || dst.len() != n * size_of::<BlockQ8_0>() {
+            return false;
+        }
+        let (src, dst): (&[B], &mut [BlockQ8_0]) =
+            (bytemuck::cast_slice(src), bytemuck::cast_slice_mut(dst));
+        dst.iter_mut().zip(src).for_each(|(o, b)| *o = f(b));
+        true
+    }
+    let ok = match ty {
+        Type::Q4_0 => each(src, dst, |b: &BlockQ4_0| BlockQ8_0 {
+            d: b.d,
+            qs: legacy_levels(&b.qs, None, 8),
+        }),
+        Type::Q5_0 => each(src, dst, |b: &BlockQ5_0| BlockQ8_0 {
+            d: b.d,
+            qs: legacy_levels(&b.qs, Some(b.qh), 16),
+        }),
+        Type::IQ4_NL => each(src, dst, |b: &BlockIq4Nl| BlockQ8_0 {
+            d: b.d,
+            qs: iq4_levels(&b.qs),
+        }),
+        _ => {
+            return Err(crate::error::Error::invalid(format!(
+                "repack: type {ty} has no repacked layout"
+            )))
+        }
+    };
+    if !ok {
+        return Err(crate::error::Error::invalid(format!(
+            "repack: {} bytes of {ty} blocks into {} bytes of Q8_0 blocks",
+            src.len(),
+            dst.len()
+        )));
+    }
+    Ok(())
+}
+
 /// A weight block with an integer dot product against its activation block.
 pub(crate) trait DotBlock: Pod {
     /// The activation block type (GGML's `vec_dot_type`).
@@ -888,5 +942,32 @@ mod tests {
             0
         };
         assert_eq!(checked, want_checked);
+    }
+
+    /// The repacked layout holds the same values: its Q8_0 blocks dequantize to what the
+    /// original blocks do, bit for bit; lengths that do not match are refused.
+    #[test]
+    fn repacked_blocks_hold_the_same_values() {
+        let k = 8 * 32;
+        let x = values(k, 11);
+        for ty in [Type::Q4_0, Type::Q5_0, Type::IQ4_NL] {
+            assert_eq!(repack_layout(ty), Some(Type::Q8_0));
+            let mut w = vec![0u8; ty.row_size(k as i64).unwrap()];
+            quantize_row_ref(ty, &x, &mut w).unwrap();
+            let mut packed = vec![0u8; Type::Q8_0.row_size(k as i64).unwrap()];
+            repack_blocks(ty, &w, &mut packed).unwrap();
+            let (mut want, mut got) = (vec![0f32; k], vec![0f32; k]);
+            dequantize_row(ty, &w, &mut want).unwrap();
+            dequantize_row(Type::Q8_0, &packed, &mut got).unwrap();
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{ty}");
+            let err = repack_blocks(ty, &w, &mut packed[1..]).unwrap_err();
+            assert!(err.to_string().contains("bytes of Q8_0 blocks"), "{err}");
+        }
+        assert_eq!(repack_layout(Type::Q4_K), None);
+        assert!(repack_blocks(Type::Q4_K, &[], &mut [])
+            .unwrap_err()
+            .to_string()
+            .contains("no repacked layout"));
     }
 }

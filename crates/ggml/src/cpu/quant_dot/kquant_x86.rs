@@ -40,6 +40,8 @@ pub(super) struct Unpacked {
 pub(super) trait KUnpack: bytemuck::Pod {
     /// Whether the group scales come in equal pairs (one scale per 32 values: Q4_K, Q5_K).
     const PAIRED: bool;
+    /// The largest level [`KUnpack::unpack`] gives (2^bits − 1).
+    const MAX_LEVEL: u8;
     /// The block unpacked.
     ///
     /// # Safety
@@ -178,6 +180,7 @@ unsafe fn q45_unpack(
 
 impl KUnpack for BlockQ4K {
     const PAIRED: bool = true;
+    const MAX_LEVEL: u8 = 15;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.
@@ -187,6 +190,7 @@ impl KUnpack for BlockQ4K {
 
 impl KUnpack for BlockQ5K {
     const PAIRED: bool = true;
+    const MAX_LEVEL: u8 = 31;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.
@@ -196,6 +200,7 @@ impl KUnpack for BlockQ5K {
 
 impl KUnpack for BlockQ6K {
     const PAIRED: bool = false;
+    const MAX_LEVEL: u8 = 63;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `ql`, `qh` and the 16 of
@@ -226,6 +231,7 @@ impl KUnpack for BlockQ6K {
 
 impl KUnpack for BlockQ2K {
     const PAIRED: bool = false;
+    const MAX_LEVEL: u8 = 3;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and the 16 of `scales`.
@@ -277,6 +283,7 @@ unsafe fn q3k_scales(sc: &[u8; 12]) -> __m128i {
 
 impl KUnpack for BlockQ3K {
     const PAIRED: bool = false;
+    const MAX_LEVEL: u8 = 7;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and all of `hmask`.

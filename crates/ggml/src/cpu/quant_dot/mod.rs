@@ -70,6 +70,8 @@ pub(crate) mod amx;
 #[cfg(target_arch = "x86_64")]
 mod band32;
 #[cfg(target_arch = "x86_64")]
+mod band_avx2;
+#[cfg(target_arch = "x86_64")]
 mod kquant_tile;
 #[cfg(target_arch = "x86_64")]
 mod kquant_x86;
@@ -600,13 +602,20 @@ fn kernel32<B: x86::Simd32>(act: Type, isa: Isa) -> QuantDot {
         Isa::Avx2 => (x86::row_dots_avx2::<B>, None),
         Isa::Scalar => (row_dots_scalar::<B>, None),
     };
-    // band products for the signed types (those with a minimum keep the tile dots)
-    let band = (isa == Isa::Avx512 && !B::UNSIGNED).then_some(BandDot {
-        pack: band32::pack_act::<B::Act>,
-        tile_bytes: band32::act_tile_bytes,
-        scratch_bytes: band32::band_bytes,
-        dots: band32::band_dots::<B>,
-    });
+    // band products for the signed types (those with a minimum keep the row or tile dots)
+    let band = |scratch_bytes: fn(usize) -> usize, dots: BandFn| {
+        (!B::UNSIGNED).then_some(BandDot {
+            pack: band32::pack_act::<B::Act>,
+            tile_bytes: band32::act_tile_bytes,
+            scratch_bytes,
+            dots,
+        })
+    };
+    let band = match isa {
+        Isa::Avx512 => band(band32::band_bytes, band32::band_dots::<B>),
+        Isa::Avx2 => band(band_avx2::band32_bytes, band_avx2::band32_dots::<B>),
+        Isa::Scalar => None,
+    };
     QuantDot {
         act,
         dot,
@@ -631,12 +640,19 @@ fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
         Isa::Avx2 => kquant_x86::k_dots_avx2::<B>,
         Isa::Scalar => row_dots_scalar::<B>,
     };
-    let band = (isa == Isa::Avx512).then_some(BandDot {
-        pack: kquant_tile::pack_act,
-        tile_bytes: kquant_tile::act_tile_bytes,
-        scratch_bytes: kquant_tile::band_bytes,
-        dots: kquant_tile::band_dots::<B>,
-    });
+    let band = |scratch_bytes: fn(usize) -> usize, dots: BandFn| {
+        Some(BandDot {
+            pack: kquant_tile::pack_act,
+            tile_bytes: kquant_tile::act_tile_bytes,
+            scratch_bytes,
+            dots,
+        })
+    };
+    let band = match isa {
+        Isa::Avx512 => band(kquant_tile::band_bytes, kquant_tile::band_dots::<B>),
+        Isa::Avx2 => band(band_avx2::k_band_bytes, band_avx2::k_band_dots::<B>),
+        Isa::Scalar => None,
+    };
     QuantDot {
         act: Type::Q8_K,
         dot,
@@ -785,10 +801,11 @@ mod tests {
         }
     }
     /// The band products, on every path that has them, for every type that has them (the
-    /// k-quants and the signed 32-value types on AVX-512 VNNI): each output within
-    /// f32 rounding of the row dot's, and bit for bit the same whatever the other columns of
-    /// its tile (every column count from 1 to 64, so every remainder of a column group) and
-    /// the other rows of its band (a short band that repeats its last row).
+    /// k-quants and the signed 32-value types, on AVX2 and on AVX-512 VNNI): each output
+    /// within f32 rounding of the row dot's, and bit for bit the same whatever the other
+    /// columns of its tile (every column count from 1 to 64, so every remainder of a column
+    /// group) and the other rows of its band (a short band that repeats its last row); and
+    /// the AVX2 products bit for bit the AVX-512 ones (same integers, same float order).
     #[test]
     fn band_products_match_the_row_dots_for_every_shape() {
         use Type::*;
@@ -822,6 +839,8 @@ mod tests {
                     wd.iter().map(|v| v.abs()).sum::<f32>() * 0.5
                 })
                 .collect();
+            // the full tile's outputs of the first path with band products
+            let mut first: Option<(Isa, Vec<Vec<f32>>)> = None;
             for isa in Isa::all_available() {
                 let kq = quant_dot(ty, isa).unwrap();
                 let Some(bd) = kq.band else { continue };
@@ -845,6 +864,15 @@ mod tests {
                     unsafe { (bd.dots)(ws, &tile, &mut scratch, &mut outs) };
                     if n == cols {
                         full = got.clone();
+                        if let Some((path, f)) = &first {
+                            let same = f.iter().flatten().zip(full.iter().flatten());
+                            assert!(
+                                same.clone().all(|(a, b)| a.to_bits() == b.to_bits()),
+                                "{ty}: {isa:?}'s band products differ from {path:?}'s"
+                            );
+                        } else {
+                            first = Some((isa, full.clone()));
+                        }
                     }
                     for t in 0..BAND_ROWS {
                         for j in 0..n {
@@ -876,12 +904,8 @@ mod tests {
                 }
             }
         }
-        // every one of them has band products on AVX-512 VNNI
-        let want_checked = if Isa::Avx512.available() {
-            banded.len() * cols
-        } else {
-            0
-        };
-        assert_eq!(checked, want_checked);
+        // every one of them has band products on AVX2 and on AVX-512 VNNI
+        let paths = [Isa::Avx2, Isa::Avx512].iter().filter(|i| i.available()).count();
+        assert_eq!(checked, paths * banded.len() * cols);
     }
 }

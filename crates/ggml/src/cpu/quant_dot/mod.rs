@@ -533,7 +533,8 @@ pub(crate) const BAND_ROWS: usize = 8;
 
 /// Band products of a batch: weight rows by [`BAND_ROWS`], activation columns laid out once
 /// (per thread and block of columns) in a tile by `pack`, then dotted with every band of
-/// weight rows by `dots` (the k-quants on AVX-512 VNNI). An output's value does not depend on
+/// weight rows by `dots` (the k-quants and the signed 32-value types, on AVX-512 VNNI and on
+/// AVX2: `kquant_tile.rs`, `band32.rs`, `band_avx2.rs`). An output's value does not depend on
 /// the other rows of its band nor on the other columns of its tile (a unit test holds the
 /// kernels to that); it differs from the [`RowDot`]'s by f32 rounding, so a MUL_MAT uses one
 /// or the other for all of its outputs.
@@ -563,7 +564,8 @@ pub(crate) type BandOut<'a> = [&'a mut [f32]; BAND_ROWS];
 
 /// A weight type's dot kernel: the activation type and the row dot of one path, with a tile
 /// dot where the path has one (the 32-value types on AVX-512 VNNI) and band products for
-/// batches where it has them (the k-quants on AVX-512 VNNI).
+/// batches where it has them (the k-quants and the signed 32-value types on AVX-512 VNNI and
+/// AVX2).
 #[derive(Clone, Copy)]
 pub(crate) struct QuantDot {
     /// The type activations are quantized to (GGML's `vec_dot_type`).

@@ -43,7 +43,8 @@ for t in "${MATVEC[@]}"; do GGML+=("$t:4096:14336:1"); done
 for t in "${BATCH[@]}"; do GGML+=("$t:4096:4096:32"); done
 OURS_RE="^mul_mat ($(IFS='|'; echo "${MATVEC[*]}")) weights  M=4096 K=14336 N=1 |^mul_mat ($(IFS='|'; echo "${BATCH[*]}")) weights  M=4096 K=4096 N=32 "
 if [ "${LARGE:-0}" = 1 ]; then
-  OURS+=("K=4096 N=512" "K=640 N=" "K=2048 N=" "K=1024 N=")
+  OURS+=("K=4096 N=512" "q8_0 weights  M=2048 K=640 " "q8_0 weights  M=640 K=2048 "
+    "q8_0 weights  M=1024 K=640 " "q8_0 weights  M=640 K=1024 " "M=262144 K=640 ")
   OURS_RE="$OURS_RE|^mul_mat (q4_0|q8_0|q4_K|q6_K) weights  M=4096 K=4096 N=512 |^mul_mat q8_0 weights  M=[0-9]+ K=(640|1024|2048) "
   for t in q4_0 q8_0 q4_K q6_K; do GGML+=("$t:4096:4096:512"); done
   for mk in 2048:640 640:2048 1024:640 640:1024; do GGML+=("q8_0:$mk:32" "q8_0:$mk:512"); done

@@ -119,7 +119,13 @@ unsafe fn load(p: *const u8) -> __m256i {
 /// # Safety
 /// `p` holds the rows' factors; the caller has AVX2 and FMA.
 #[inline(always)]
-unsafe fn combine(acc: &mut [__m256; ROWS], sums: [__m256i; ROWS], yd: __m256, p: *const u8, r0: usize) {
+unsafe fn combine(
+    acc: &mut [__m256; ROWS],
+    sums: [__m256i; ROWS],
+    yd: __m256,
+    p: *const u8,
+    r0: usize,
+) {
     for (r, (a, s)) in acc.iter_mut().zip(sums).enumerate() {
         // SAFETY: forwarded from the caller.
         unsafe {
@@ -164,7 +170,13 @@ unsafe fn unpack32<B: Simd32>(w: [&[u8]; BAND], band: &mut [u8]) {
 /// The CPU must have AVX2 and FMA; `band` holds `nb` unpacked blocks, `tile` the group's `nb`
 /// activation tiles; `r0 + ROWS <= BAND`, `h < 2`.
 #[inline(always)]
-unsafe fn pass32<B: Simd32>(band: &[u8], tile: &[u8], nb: usize, r0: usize, h: usize) -> [__m256; ROWS] {
+unsafe fn pass32<B: Simd32>(
+    band: &[u8],
+    tile: &[u8],
+    nb: usize,
+    r0: usize,
+    h: usize,
+) -> [__m256; ROWS] {
     debug_assert!(band.len() >= nb * B32_BLOCK && tile.len() >= nb * band32::ACT_BLOCK);
     // −bias·Σy from the tile's −128·Σy, exactly (a multiple of 128, shifted right)
     let shift = 7 - B::BIAS.max(1).trailing_zeros() as i32;
@@ -253,7 +265,13 @@ unsafe fn unpack_k<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
 /// The CPU must have AVX2 and FMA; `band` holds `nb` unpacked super-blocks, `tile` the group's
 /// `nb` activation tiles; `r0 + ROWS <= BAND`, `h < 2`.
 #[inline(always)]
-unsafe fn pass_k<B: KUnpack>(band: &[u8], tile: &[u8], nb: usize, r0: usize, h: usize) -> [__m256; ROWS] {
+unsafe fn pass_k<B: KUnpack>(
+    band: &[u8],
+    tile: &[u8],
+    nb: usize,
+    r0: usize,
+    h: usize,
+) -> [__m256; ROWS] {
     debug_assert!(band.len() >= nb * K_BLOCK && tile.len() >= nb * kquant_tile::ACT_BLOCK);
     let per_group = if B::PAIRED { 8 } else { 4 };
     let chunk = i16_quads(B::MAX_LEVEL, per_group);
@@ -263,7 +281,9 @@ unsafe fn pass_k<B: KUnpack>(band: &[u8], tile: &[u8], nb: usize, r0: usize, h: 
         let mut acc = [_mm256_setzero_ps(); ROWS];
         for i in 0..nb {
             let bb = band.as_ptr().add(i * K_BLOCK);
-            let tb = tile.as_ptr().add(i * kquant_tile::ACT_BLOCK + h * 4 * LANES);
+            let tb = tile
+                .as_ptr()
+                .add(i * kquant_tile::ACT_BLOCK + h * 4 * LANES);
             let mut sums = [_mm256_setzero_si256(); ROWS];
             for g in 0..QUADS / per_group {
                 // the group's scale (for the paired types, that of its first group of 16)
@@ -379,9 +399,13 @@ pub(super) unsafe fn k_band_dots<B: KUnpack>(
     let tile = &tile[..kquant_tile::act_tile_bytes(nb * QK_K, cols)];
     // SAFETY: the band and each group's tiles hold nb super-blocks; the features are the
     // caller's.
-    by_group(tile, nb * kquant_tile::ACT_BLOCK, cols, out, |t, r0, h| unsafe {
-        pass_k::<B>(band, t, nb, r0, h)
-    });
+    by_group(
+        tile,
+        nb * kquant_tile::ACT_BLOCK,
+        cols,
+        out,
+        |t, r0, h| unsafe { pass_k::<B>(band, t, nb, r0, h) },
+    );
 }
 
 #[cfg(test)]

@@ -907,7 +907,10 @@ mod tests {
             }
         }
         // every one of them has band products on AVX2 and on AVX-512 VNNI
-        let paths = [Isa::Avx2, Isa::Avx512].iter().filter(|i| i.available()).count();
+        let paths = [Isa::Avx2, Isa::Avx512]
+            .iter()
+            .filter(|i| i.available())
+            .count();
         assert_eq!(checked, paths * banded.len() * cols);
     }
 }

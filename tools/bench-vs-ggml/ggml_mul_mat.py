@@ -9,8 +9,13 @@ CASE is TYPE:M:K:N (weights TYPE of M rows of K values, activations F32 of N row
 q4_K:4096:14336:1. The graph is computed with ggml_graph_plan / ggml_graph_compute on a
 persistent ggml_threadpool of that many threads (test-backend-ops cannot choose its thread
 count: it takes half the hardware threads). Weights live in a plain context buffer (no
-repacking), as in test-backend-ops. Only the Python standard library is used; the GGML
-libraries come from tools/llama_cpp/build.sh. Timing only: nothing asserted.
+repacking), as in test-backend-ops; with --repack, the weights of the types GGML repacks on
+this CPU (ggml-cpu/repack.cpp: Q4_0, Q4_K, IQ4_NL, MXFP4 with AVX2, and Q2_K with AVX-512)
+live in the CPU_REPACK buffer type instead, as llama.cpp places them by default (its
+interleaved GEMM kernels), and the others stay in the plain buffer (GGML has nothing else for
+them). Only the Python standard library is used; the GGML libraries come from
+tools/llama_cpp/build.sh (or tools/bench-vs-ggml/build-ggml-avx2.sh). Timing only: nothing
+asserted.
 """
 
 from __future__ import annotations
@@ -68,6 +73,14 @@ def load(lib_dir: Path):
         (cpu, "ggml_threadpool_free"): (None, [vp]),
         (cpu, "ggml_graph_plan"): (Cplan, [vp, ctypes.c_int, vp]),
         (cpu, "ggml_graph_compute"): (ctypes.c_int, [vp, ctypes.POINTER(Cplan)]),
+        (cpu, "ggml_cpu_has_avx512"): (ctypes.c_int, []),
+        (cpu, "ggml_backend_cpu_reg"): (vp, []),
+        (base, "ggml_backend_reg_dev_get"): (vp, [vp, ctypes.c_size_t]),
+        (base, "ggml_backend_reg_get_proc_address"): (vp, [vp, ctypes.c_char_p]),
+        (base, "ggml_backend_buft_name"): (ctypes.c_char_p, [vp]),
+        (base, "ggml_backend_alloc_ctx_tensors_from_buft"): (vp, [vp, vp]),
+        (base, "ggml_backend_tensor_set"): (None, [vp, vp, ctypes.c_size_t, ctypes.c_size_t]),
+        (base, "ggml_tensor_overhead"): (ctypes.c_size_t, []),
     }
     fns = {}
     for (lib, name), (res, args) in sig.items():
@@ -95,6 +108,36 @@ def fill(g, t, type_id: int, n_per_row: int, n: int) -> None:
         g["ggml_fp32_to_fp16_row"](addr, dst, n)
     else:
         g["ggml_quantize_chunk"](type_id, addr, dst, 0, n // n_per_row, n_per_row, None)
+
+
+def repack_buft(g):
+    """The CPU backend's CPU_REPACK buffer type (among its extra buffer types)."""
+    reg = g["ggml_backend_cpu_reg"]()
+    dev = g["ggml_backend_reg_dev_get"](reg, 0)
+    addr = g["ggml_backend_reg_get_proc_address"](reg, b"ggml_backend_dev_get_extra_bufts")
+    extra = ctypes.CFUNCTYPE(ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)(addr)(dev)
+    i = 0
+    while extra[i]:
+        if g["ggml_backend_buft_name"](extra[i]) == b"CPU_REPACK":
+            return extra[i]
+        i += 1
+    raise RuntimeError("this GGML has no CPU_REPACK buffer type")
+
+
+def repacked_weights(g, buft, keep: list, type_id: int, k: int, m: int):
+    """A [k, m] weight tensor of `type_id` in the CPU_REPACK buffer `buft`, filled as `fill`
+    fills one (set through the buffer, which interleaves the rows); its context and buffer
+    are appended to `keep` (they must outlive the graph)."""
+    ctx = g["ggml_init"](InitParams(4 * g["ggml_tensor_overhead"](), None, True))
+    a = g["ggml_new_tensor_2d"](ctx, type_id, k, m)
+    buf = g["ggml_backend_alloc_ctx_tensors_from_buft"](ctx, buft)
+    n = g["ggml_nbytes"](a)
+    host = ctypes.create_string_buffer(n)
+    src = pattern(m * k)
+    g["ggml_quantize_chunk"](type_id, src.buffer_info()[0], host, 0, m, k, None)
+    g["ggml_backend_tensor_set"](a, host, 0, n)
+    keep.extend([ctx, buf])
+    return a
 
 
 def time_graph(g, graph, nt: int, pool, case: str) -> tuple[float, float]:
@@ -148,9 +191,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lib-dir", type=Path, required=True)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--repack", action="store_true",
+                    help="weights of the types GGML repacks in its CPU_REPACK buffer type")
     ap.add_argument("cases", nargs="+")
     args = ap.parse_args()
     g = load(args.lib_dir)
+    repacked = {"q4_0", "q4_K", "iq4_nl", "mxfp4"} | ({"q2_K"} if g["ggml_cpu_has_avx512"]() else set())
+    buft = repack_buft(g) if args.repack else None
+    keep: list = []  # the repacked weights' contexts and buffers (never freed: one process)
     names = ((i, g["ggml_type_name"](i)) for i in range(TYPE_COUNT))
     types = {nm.decode(): i for i, nm in names if nm}
     cases = []
@@ -161,15 +209,21 @@ def main() -> int:
             print(f"ggml_mul_mat.py: unknown type {tname!r}", file=sys.stderr)
             return 2
 
-        def build(ctx, ty=types[tname], m=m, k=k, n=n):
-            a = g["ggml_new_tensor_2d"](ctx, ty, k, m)
+        repack = args.repack and tname in repacked
+
+        def build(ctx, ty=types[tname], m=m, k=k, n=n, repack=repack):
+            if repack:
+                a = repacked_weights(g, buft, keep, ty, k, m)
+            else:
+                a = g["ggml_new_tensor_2d"](ctx, ty, k, m)
+                fill(g, a, ty, k, m * k)
             b = g["ggml_new_tensor_2d"](ctx, types["f32"], k, n)
-            fill(g, a, ty, k, m * k)
             fill(g, b, types["f32"], k, n * k)
             return g["ggml_mul_mat"](ctx, a, b)
 
         mem = m * k * 4 + (k * n + m * n) * 4 + (16 << 20)
-        cases.append((f"GGML mul_mat {tname} weights  M={m} K={k} N={n}", 2.0 * m * k * n, mem,
+        label = f"GGML{' repack' if repack else ''} mul_mat {tname} weights  M={m} K={k} N={n}"
+        cases.append((label, 2.0 * m * k * n, mem,
                       build))
     time_cases(g, [int(t) for t in args.threads.split(",")], cases, "GFLOP/s")
     return 0

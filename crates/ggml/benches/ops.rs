@@ -308,6 +308,16 @@ fn lines() -> Vec<Line> {
             ));
         }
     }
+    // prompt-sized batches, and Gemma 3 270M's projection shapes (K=640 has no k-quant)
+    for wt in [Type::Q4_0, Type::Q8_0, Type::Q4_K, Type::Q6_K] {
+        v.push(mul_mat_line(wt, 4096, 4096, 512));
+    }
+    for (m, k) in [(2048, 640), (640, 2048), (1024, 640), (640, 1024)] {
+        for n in [32, 512] {
+            v.push(mul_mat_line(Type::Q8_0, m, k, n));
+        }
+    }
+    v.push(mul_mat_line(Type::Q8_0, 262_144, 640, 32));
     // quantized weights about the crossover from the dot kernels to AMX tiles (5 columns and
     // up, on a CPU with AMX)
     for n in [4, 8, 16] {

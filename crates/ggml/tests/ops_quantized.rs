@@ -72,8 +72,8 @@ fn mul_mat_with_quantized_weights() {
     }
 }
 
-/// Batches through the band products (the k-quants and the signed 32-value types on AVX-512
-/// VNNI, from 8 columns on) and the row kernels (other paths, other types): near the f64
+/// Batches through the band products (the k-quants and the signed 32-value types on AVX2 and
+/// AVX-512 VNNI, from 8 columns on) and the row kernels (other paths, other types): near the f64
 /// product of the dequantized weights for column counts around every group boundary (7, 8,
 /// 9, 16, 17, 64, 65) and row counts that leave a short band (13).
 #[test]

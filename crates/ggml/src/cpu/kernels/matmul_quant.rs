@@ -17,7 +17,7 @@
 //! kernel go to it instead (every chunk of the node, so each element is computed one way).
 //!
 //! Otherwise, with at least [`BAND_MIN_COLS`] columns and a kernel that has band products ([`BandDot`]:
-//! the k-quants on AVX-512 VNNI), every output of the node comes from those instead: a thread
+//! the k-quants and the signed 32-value types on AVX-512 VNNI and AVX2), every output of the node comes from those instead: a thread
 //! lays out its chunk's block of columns once in its scratch (kept while its next chunks
 //! are of the same block) and takes the chunk's rows [`BAND_ROWS`] at a time.
 

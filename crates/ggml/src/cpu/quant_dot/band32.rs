@@ -18,13 +18,16 @@ use super::kquant_tile::{store_group, BAND, GROUP};
 use super::x86::{half, Act32, Simd32};
 
 /// Values per block.
-const QK: usize = 32;
+pub(super) const QK: usize = 32;
 
 /// The activation tile of one block and one column group: the levels as 8 rows of [`GROUP`]
-/// little-endian u32 (four levels of each column), then the columns' scales as f32.
-const ACT_BLOCK: usize = ACT_D + GROUP * 4;
+/// little-endian u32 (four levels of each column), then each column's `−128 · Σ y` as i32 (for
+/// the AVX2 band products, `band_avx2.rs`), then the columns' scales as f32.
+pub(super) const ACT_BLOCK: usize = ACT_D + GROUP * 4;
+/// Offset of the block sums.
+pub(super) const ACT_SUM: usize = QK / 4 * GROUP * 4;
 /// Offset of the scales.
-const ACT_D: usize = QK / 4 * GROUP * 4;
+pub(super) const ACT_D: usize = ACT_SUM + GROUP * 4;
 
 /// The band's unpacked block: each row's 32 levels offset by 128, then the rows' scales as f32.
 const BAND_BLOCK: usize = BAND_D + BAND * 4;
@@ -59,6 +62,8 @@ pub(crate) fn pack_act<A: Act32 + bytemuck::Pod>(a: &[u8], cols: usize, tile: &m
             for (q, four) in qb.chunks_exact(4).enumerate() {
                 t[(q * GROUP + j) * 4..][..4].copy_from_slice(four);
             }
+            let sum: i32 = qs.iter().map(|&v| v as i32).sum();
+            t[ACT_SUM + 4 * j..][..4].copy_from_slice(&(-128 * sum).to_le_bytes());
             t[ACT_D + 4 * j..][..4].copy_from_slice(&d.to_f32().to_le_bytes());
         }
     }

@@ -39,17 +39,17 @@ pub(crate) const BAND: usize = 8;
 pub(crate) const GROUP: usize = 16;
 
 /// Groups of four values in a super-block.
-const QUADS: usize = QK_K / 4;
+pub(super) const QUADS: usize = QK_K / 4;
 
 /// The activation tile of one super-block and one column group: the levels as `QUADS` rows of
 /// [`GROUP`] little-endian u32 (four levels of each column), then the group sums as 8 rows of
 /// [`GROUP`] pairs of i16 (groups 2p and 2p + 1 of each column), then the columns' scales as
 /// f32.
-const ACT_BLOCK: usize = ACT_D + GROUP * 4;
+pub(super) const ACT_BLOCK: usize = ACT_D + GROUP * 4;
 /// Offset of the group-sum pairs in an activation tile.
-const ACT_BSUMS: usize = QUADS * GROUP * 4;
+pub(super) const ACT_BSUMS: usize = QUADS * GROUP * 4;
 /// Offset of the scales in an activation tile.
-const ACT_D: usize = ACT_BSUMS + 8 * GROUP * 4;
+pub(super) const ACT_D: usize = ACT_BSUMS + 8 * GROUP * 4;
 
 /// The band's unpacked super-block `i`: each row's levels as `QK_K` bytes, then each row's 16
 /// group scales as i32 in [`Unpacked::scales`](super::kquant_x86::Unpacked)'s order (see
@@ -66,7 +66,7 @@ const BAND_D: usize = BAND_CP + 8 * BAND * 4;
 const BAND_CD: usize = BAND_D + BAND * 4;
 
 /// Where group `g`'s scale is among a row's 16: the even groups first.
-const fn scale_lane(g: usize) -> usize {
+pub(super) const fn scale_lane(g: usize) -> usize {
     (g % 2) * 8 + g / 2
 }
 

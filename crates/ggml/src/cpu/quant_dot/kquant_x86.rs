@@ -64,6 +64,8 @@ pub(super) trait KUnpack: bytemuck::Pod {
     /// The level offset the correction takes off (32 for Q6_K, 4 for Q3_K), or 0 for the
     /// types with minimums instead (the band products' f32 steps differ between the two).
     const LEVEL_OFFSET: i32;
+    /// The largest level [`KUnpack::unpack`] gives (2^bits − 1).
+    const MAX_LEVEL: u8;
     /// The block unpacked.
     ///
     /// # Safety
@@ -204,6 +206,7 @@ impl KUnpack for BlockQ4K {
     const PAIRED: bool = true;
     const COMBINE: Combine = Combine::Mins4;
     const LEVEL_OFFSET: i32 = 0;
+    const MAX_LEVEL: u8 = 15;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.
@@ -215,6 +218,7 @@ impl KUnpack for BlockQ5K {
     const PAIRED: bool = true;
     const COMBINE: Combine = Combine::Own;
     const LEVEL_OFFSET: i32 = 0;
+    const MAX_LEVEL: u8 = 31;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.
@@ -226,6 +230,7 @@ impl KUnpack for BlockQ6K {
     const PAIRED: bool = false;
     const COMBINE: Combine = Combine::Folded(-32);
     const LEVEL_OFFSET: i32 = 32;
+    const MAX_LEVEL: u8 = 63;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `ql`, `qh` and the 16 of
@@ -258,6 +263,7 @@ impl KUnpack for BlockQ2K {
     const PAIRED: bool = false;
     const COMBINE: Combine = Combine::Own;
     const LEVEL_OFFSET: i32 = 0;
+    const MAX_LEVEL: u8 = 3;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and the 16 of `scales`.
@@ -311,6 +317,7 @@ impl KUnpack for BlockQ3K {
     const PAIRED: bool = false;
     const COMBINE: Combine = Combine::Own;
     const LEVEL_OFFSET: i32 = 4;
+    const MAX_LEVEL: u8 = 7;
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and all of `hmask`.

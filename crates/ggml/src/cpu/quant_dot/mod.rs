@@ -70,6 +70,8 @@ pub(crate) mod amx;
 #[cfg(target_arch = "x86_64")]
 mod band32;
 #[cfg(target_arch = "x86_64")]
+mod band_avx2;
+#[cfg(target_arch = "x86_64")]
 mod kquant_tile;
 #[cfg(target_arch = "x86_64")]
 mod kquant_x86;
@@ -585,7 +587,8 @@ pub(crate) const BAND_ROWS: usize = 8;
 
 /// Band products of a batch: weight rows by [`BAND_ROWS`], activation columns laid out once
 /// (per thread and block of columns) in a tile by `pack`, then dotted with every band of
-/// weight rows by `dots` (the k-quants on AVX-512 VNNI). An output's value does not depend on
+/// weight rows by `dots` (the k-quants and the signed 32-value types, on AVX-512 VNNI and on
+/// AVX2: `kquant_tile.rs`, `band32.rs`, `band_avx2.rs`). An output's value does not depend on
 /// the other rows of its band nor on the other columns of its tile (a unit test holds the
 /// kernels to that); it differs from the [`RowDot`]'s by f32 rounding, so a MUL_MAT uses one
 /// or the other for all of its outputs.
@@ -615,7 +618,8 @@ pub(crate) type BandOut<'a> = [&'a mut [f32]; BAND_ROWS];
 
 /// A weight type's dot kernel: the activation type and the row dot of one path, with a tile
 /// dot where the path has one (the 32-value types on AVX-512 VNNI) and band products for
-/// batches where it has them (the k-quants on AVX-512 VNNI).
+/// batches where it has them (the k-quants and the signed 32-value types on AVX-512 VNNI and
+/// AVX2).
 #[derive(Clone, Copy)]
 pub(crate) struct QuantDot {
     /// The type activations are quantized to (GGML's `vec_dot_type`).
@@ -654,13 +658,20 @@ fn kernel32<B: x86::Simd32>(act: Type, isa: Isa) -> QuantDot {
         Isa::Avx2 => (x86::row_dots_avx2::<B>, None),
         Isa::Scalar => (row_dots_scalar::<B>, None),
     };
-    // band products for the signed types (those with a minimum keep the tile dots)
-    let band = (isa == Isa::Avx512 && !B::UNSIGNED).then_some(BandDot {
-        pack: band32::pack_act::<B::Act>,
-        tile_bytes: band32::act_tile_bytes,
-        scratch_bytes: band32::band_bytes,
-        dots: band32::band_dots::<B>,
-    });
+    // band products for the signed types (those with a minimum keep the row or tile dots)
+    let band = |scratch_bytes: fn(usize) -> usize, dots: BandFn| {
+        (!B::UNSIGNED).then_some(BandDot {
+            pack: band32::pack_act::<B::Act>,
+            tile_bytes: band32::act_tile_bytes,
+            scratch_bytes,
+            dots,
+        })
+    };
+    let band = match isa {
+        Isa::Avx512 => band(band32::band_bytes, band32::band_dots::<B>),
+        Isa::Avx2 => band(band_avx2::band32_bytes, band_avx2::band32_dots::<B>),
+        Isa::Scalar => None,
+    };
     QuantDot {
         act,
         dot,
@@ -685,12 +696,19 @@ fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
         Isa::Avx2 => kquant_x86::k_dots_avx2::<B>,
         Isa::Scalar => row_dots_scalar::<B>,
     };
-    let band = (isa == Isa::Avx512).then_some(BandDot {
-        pack: kquant_tile::pack_act,
-        tile_bytes: kquant_tile::act_tile_bytes,
-        scratch_bytes: kquant_tile::band_bytes,
-        dots: kquant_tile::band_dots::<B>,
-    });
+    let band = |scratch_bytes: fn(usize) -> usize, dots: BandFn| {
+        Some(BandDot {
+            pack: kquant_tile::pack_act,
+            tile_bytes: kquant_tile::act_tile_bytes,
+            scratch_bytes,
+            dots,
+        })
+    };
+    let band = match isa {
+        Isa::Avx512 => band(kquant_tile::band_bytes, kquant_tile::band_dots::<B>),
+        Isa::Avx2 => band(band_avx2::k_band_bytes, band_avx2::k_band_dots::<B>),
+        Isa::Scalar => None,
+    };
     QuantDot {
         act: Type::Q8_K,
         dot,
@@ -839,10 +857,11 @@ mod tests {
         }
     }
     /// The band products, on every path that has them, for every type that has them (the
-    /// k-quants and the signed 32-value types on AVX-512 VNNI): each output within
-    /// f32 rounding of the row dot's, and bit for bit the same whatever the other columns of
-    /// its tile (every column count from 1 to 64, so every remainder of a column group) and
-    /// the other rows of its band (a short band that repeats its last row).
+    /// k-quants and the signed 32-value types, on AVX2 and on AVX-512 VNNI): each output
+    /// within f32 rounding of the row dot's, and bit for bit the same whatever the other
+    /// columns of its tile (every column count from 1 to 64, so every remainder of a column
+    /// group) and the other rows of its band (a short band that repeats its last row); the
+    /// 32-value types' AVX-512 products bit for bit the row dots' (GGML's order).
     #[test]
     fn band_products_match_the_row_dots_for_every_shape() {
         use Type::*;
@@ -907,9 +926,10 @@ mod tests {
                                 (g - w).abs() <= 1e-5 * norms[t],
                                 "{ty} on {isa:?}, row {t}, column {j} of {n}: {g} vs {w}"
                             );
-                            // the 32-value types: GGML's order for batches is its row
-                            // dot's, so bit for bit the row dot's
-                            if matches!(ty, Q4_0 | Q5_0 | Q8_0 | IQ4_NL) {
+                            // the 32-value types on AVX-512: GGML's order for batches is
+                            // its row dot's, so bit for bit the row dot's (the AVX2 bands
+                            // scale each block's integer sum once: f32 rounding apart)
+                            if isa == Isa::Avx512 && matches!(ty, Q4_0 | Q5_0 | Q8_0 | IQ4_NL) {
                                 assert_eq!(g.to_bits(), w.to_bits(), "{ty}: row {t} col {j}");
                             }
                             assert_eq!(g.to_bits(), full[t][j].to_bits(), "{ty}: {n} columns");
@@ -935,13 +955,12 @@ mod tests {
                 }
             }
         }
-        // every one of them has band products on AVX-512 VNNI
-        let want_checked = if Isa::Avx512.available() {
-            banded.len() * cols
-        } else {
-            0
-        };
-        assert_eq!(checked, want_checked);
+        // every one of them has band products on AVX2 and on AVX-512 VNNI
+        let paths = [Isa::Avx2, Isa::Avx512]
+            .iter()
+            .filter(|i| i.available())
+            .count();
+        assert_eq!(checked, paths * banded.len() * cols);
     }
 
     /// The repacked layout holds the same values: its Q8_0 blocks dequantize to what the

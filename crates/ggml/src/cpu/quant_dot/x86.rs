@@ -35,6 +35,9 @@ pub(super) trait Simd32: DotBlock<Act: Act32> {
     /// Whether the levels are unsigned (0..32, the types with a minimum and Q8_1
     /// activations); else signed.
     const UNSIGNED: bool;
+    /// For a signed type whose levels plus `BIAS` are below 32 (Q4_0: 8, Q5_0: 16), that
+    /// bias; else 0 (the AVX2 band products multiply the biased levels as unsigned bytes).
+    const BIAS: u8;
     /// The 32 levels as bytes in value order.
     ///
     /// # Safety
@@ -52,16 +55,18 @@ pub(super) trait Simd32: DotBlock<Act: Act32> {
 /// Implements [`Simd32`] for a block type with a `d` field: its levels from `$levels` (given
 /// the block), and `m · s` as the extra term when the type has a minimum.
 macro_rules! simd32 {
-    ($t:ty, signed, |$b:ident| $levels:expr) => {
-        simd32!(@impl $t, false, |$b| $levels, |_b, _y| 0.0);
+    ($t:ty, signed($bias:expr), |$b:ident| $levels:expr) => {
+        simd32!(@impl $t, false, $bias, |$b| $levels, |_b, _y| 0.0);
     };
     ($t:ty, with_min, |$b:ident| $levels:expr) => {
         // SAFETY: `extra`'s caller has F16C.
-        simd32!(@impl $t, true, |$b| $levels, |b, y| unsafe { half(b.m) * half(y.s) });
+        simd32!(@impl $t, true, 0, |$b| $levels, |b, y| unsafe { half(b.m) * half(y.s) });
     };
-    (@impl $t:ty, $unsigned:expr, |$b:ident| $levels:expr, |$x:ident, $y:ident| $extra:expr) => {
+    (@impl $t:ty, $unsigned:expr, $bias:expr, |$b:ident| $levels:expr,
+     |$x:ident, $y:ident| $extra:expr) => {
         impl Simd32 for $t {
             const UNSIGNED: bool = $unsigned;
+            const BIAS: u8 = $bias;
             #[inline(always)]
             unsafe fn levels(&self) -> __m256i {
                 let $b = self;
@@ -157,14 +162,14 @@ unsafe fn bits_to_bytes(qh: [u8; 4]) -> __m256i {
     }
 }
 
-simd32!(BlockQ4_0, signed, |b| _mm256_sub_epi8(
+simd32!(BlockQ4_0, signed(8), |b| _mm256_sub_epi8(
     nibbles(&b.qs),
     _mm256_set1_epi8(8)
 ));
 simd32!(BlockQ4_1, with_min, |b| nibbles(&b.qs));
 // Where the fifth bit is clear, 0xf0 | q is q − 16 as a signed byte; where it is set,
 // q + 16 − 16 = q.
-simd32!(BlockQ5_0, signed, |b| _mm256_or_si256(
+simd32!(BlockQ5_0, signed(16), |b| _mm256_or_si256(
     nibbles(&b.qs),
     _mm256_andnot_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(0xf0u8 as i8))
 ));
@@ -172,10 +177,10 @@ simd32!(BlockQ5_1, with_min, |b| _mm256_or_si256(
     nibbles(&b.qs),
     _mm256_and_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(0x10))
 ));
-simd32!(BlockQ8_0, signed, |b| _mm256_loadu_si256(
+simd32!(BlockQ8_0, signed(0), |b| _mm256_loadu_si256(
     b.qs.as_ptr() as *const __m256i
 ));
-simd32!(BlockIq4Nl, signed, |b| {
+simd32!(BlockIq4Nl, signed(0), |b| {
     let t = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
     _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles(&b.qs))
 });

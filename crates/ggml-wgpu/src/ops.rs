@@ -376,18 +376,18 @@ fn desc(t: &Tensor, off: usize) -> Result<[u32; DESC_WORDS]> {
 }
 
 /// One operand as a kernel binds it.
-struct Operand<'a> {
+struct Operand {
     ty: Type,
     desc: [u32; DESC_WORDS],
-    buffer: &'a wgpu::Buffer,
+    buffer: wgpu::Buffer,
 }
 
 /// A node ready to record: its kernel, parameter block, buffers (result first) and workgroups.
 #[derive(Clone)]
-struct Step<'a> {
+struct Step {
     kernel: Kernel,
     params: [u32; PARAM_WORDS],
-    buffers: Vec<&'a wgpu::Buffer>,
+    buffers: Vec<wgpu::Buffer>,
     groups: u64,
 }
 
@@ -410,18 +410,25 @@ fn per_item(items: u64) -> u64 {
     items.div_ceil(WG)
 }
 
-/// Prepares node `i` of `graph`, computed as `kind`.
-fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result<Step<'a>> {
+/// Prepares node `i` of `graph`, computed as `kind`: its steps (a MUL_MAT with quantized weights
+/// first rounds its activations into `scratch`, which must then be given).
+fn plan(
+    gpu: &Gpu,
+    graph: &PlacedGraph<'_>,
+    i: usize,
+    kind: &Kind,
+    scratch: Option<&wgpu::Buffer>,
+) -> Result<Vec<Step>> {
     let n = &graph.nodes()[i];
     let place = graph
         .place(i)
         .ok_or_else(|| Error::invalid(format!("{}: node {:?} has no place", gpu.name, n.name())))?;
-    let dst_buf = buffer_of(gpu, Some(place), "the result")?;
+    let dst_buf = buffer_of(gpu, Some(place), "the result")?.clone();
     let mut params = [0u32; PARAM_WORDS];
     params[..DESC_WORDS].copy_from_slice(&desc(n, place.offset())?);
     let op_params = n.op_params();
     params[OP_AT..X_AT].copy_from_slice(&op_params.map(|v| v as u32));
-    let operand = |j: usize| -> Result<Operand<'a>> {
+    let operand = |j: usize| -> Result<Operand> {
         let s = n.src(j).ok_or_else(|| {
             Error::invalid(format!(
                 "{}: node {:?} lacks operand {j}",
@@ -430,7 +437,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             ))
         })?;
         let p = graph.src_place(i, j);
-        let buffer = buffer_of(gpu, p, "an operand")?;
+        let buffer = buffer_of(gpu, p, "an operand")?.clone();
         let off = p.map_or(0, |p| p.offset());
         Ok(Operand {
             ty: s.ty(),
@@ -440,7 +447,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
     };
     let present = |j: usize| n.src(j).is_some();
     // An absent optional operand is bound to a stand-in (the kernel reads a flag, not it).
-    let optional = |j: usize, a: &Operand<'a>| -> Result<Operand<'a>> {
+    let optional = |j: usize, a: &Operand| -> Result<Operand> {
         if present(j) {
             operand(j)
         } else {
@@ -448,8 +455,9 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
         }
     };
     let mut x = [0u32; 12];
+    let mut steps = Vec::with_capacity(1);
     let d_n = n.nelements() as u64;
-    let (name, body, operands, groups): (&str, String, Vec<Operand<'a>>, u64) = match kind {
+    let (name, body, operands, groups): (&str, String, Vec<Operand>, u64) = match kind {
         Kind::Skip => return Err(Error::invalid("wgpu: a node without work was planned")),
         Kind::Elem {
             expr,
@@ -488,7 +496,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
                     Operand {
                         ty: a.ty,
                         desc: xd,
-                        buffer: a.buffer,
+                        buffer: a.buffer.clone(),
                     },
                     Operand {
                         ty: a.ty,
@@ -630,7 +638,20 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             )
         }
         Kind::MulMat => {
-            let (a, b) = (operand(0)?, operand(1)?);
+            let (a, mut b) = (operand(0)?, operand(1)?);
+            let qb = act_block(a.ty);
+            if qb > 0 {
+                let scratch = scratch.ok_or_else(|| {
+                    Error::invalid("wgpu MUL_MAT: no scratch buffer for the activations")
+                })?;
+                steps.push(round_activations(gpu, &b, qb, scratch)?);
+                // The kernel reads the scratch (as words), with b's shape.
+                b = Operand {
+                    ty: Type::F32,
+                    desc: b.desc,
+                    buffer: scratch.clone(),
+                };
+            }
             let d = &params[..4];
             let blocks = u64::from(d[1]).div_ceil(MUL_MAT_COLS);
             let row_groups = u64::from(d[0]).div_ceil(WG);
@@ -641,7 +662,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             x[3] = b.desc[3] / a.desc[3].max(1);
             x[4] = word(row_groups, "mul_mat row groups")?;
             let body = wgsl::MUL_MAT
-                .replace("{QB}", &act_block(a.ty).to_string())
+                .replace("{QB}", &qb.to_string())
                 .replace("{BR}", &float_act_rounding(a.ty).to_string());
             ("mul_mat", body, vec![a, b], groups)
         }
@@ -681,12 +702,42 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
         wgsl::source(&body, n.ty(), &types, gpu.f16)
     })?;
     let mut buffers = vec![dst_buf];
-    buffers.extend(operands.iter().map(|o| o.buffer));
-    Ok(Step {
+    buffers.extend(operands.into_iter().map(|o| o.buffer));
+    steps.push(Step {
         kernel,
         params,
         buffers,
         groups,
+    });
+    Ok(steps)
+}
+
+/// Words of `mul_mat_q8.wgsl`'s scratch for activations `b` (`ne`) rounded in blocks of `qb`.
+fn act_words(ne: [u64; 4], qb: u32) -> u64 {
+    let qb = u64::from(qb);
+    ne[1] * ne[2] * ne[3] * (ne[0] / qb) * (qb / 4 + 1)
+}
+
+/// The step of `mul_mat_q8.wgsl`: MUL_MAT's activations `b` rounded to the CPU's 8-bit levels
+/// in blocks of `qb` values, into `scratch`.
+fn round_activations(gpu: &Gpu, b: &Operand, qb: u32, scratch: &wgpu::Buffer) -> Result<Step> {
+    let mut params = [0u32; PARAM_WORDS];
+    params[DESC_WORDS..2 * DESC_WORDS].copy_from_slice(&b.desc);
+    let blocks = b.desc[0] / qb;
+    let total = u64::from(b.desc[1]) * u64::from(b.desc[2]) * u64::from(b.desc[3]);
+    let total = total * u64::from(blocks);
+    params[X_AT] = word(total, "activation blocks")?;
+    params[X_AT + 1] = blocks;
+    let key = format!("mul_mat_q8|{qb}|{}", b.ty);
+    let kernel = gpu.kernels.kernel(gpu, &key, 1, || {
+        let body = wgsl::MUL_MAT_Q8.replace("{QB}", &qb.to_string());
+        wgsl::source(&body, Type::F32, &[b.ty], gpu.f16)
+    })?;
+    Ok(Step {
+        kernel,
+        params,
+        buffers: vec![scratch.clone(), b.buffer.clone()],
+        groups: per_item(total),
     })
 }
 
@@ -890,11 +941,11 @@ fn kernel_variant(kind: &Kind) -> String {
 }
 
 /// An operand slot the kernel declares but does not read: bound to `a`'s buffer as F32.
-fn stand_in<'a>(a: &Operand<'a>) -> Operand<'a> {
+fn stand_in(a: &Operand) -> Operand {
     Operand {
         ty: Type::F32,
         desc: [0; DESC_WORDS],
-        buffer: a.buffer,
+        buffer: a.buffer.clone(),
     }
 }
 
@@ -943,6 +994,24 @@ pub(crate) fn record(
             },
         )
     });
+    // One scratch for every MUL_MAT's rounded activations (the dispatches run in order).
+    let scratch_words = (graph.nodes().iter())
+        .filter(|n| !n.is_empty() && matches!(kind(n), Some(Kind::MulMat)))
+        .filter_map(|n| {
+            let (a, b) = (n.src(0)?, n.src(1)?);
+            let qb = act_block(a.ty());
+            let ne = b.ne().map(|v| v as u64);
+            (qb > 0).then(|| act_words([ne[0], ne[1], ne[2], ne[3]], qb))
+        })
+        .max();
+    let scratch = scratch_words.map(|w| {
+        gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("ggml mul_mat activations"),
+            size: (4 * w).max(4),
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        })
+    });
     let mut checked = Vec::with_capacity(n_checked);
     let mut steps = Vec::new();
     for (i, n) in graph.nodes().iter().enumerate() {
@@ -961,10 +1030,14 @@ pub(crate) fn record(
         if matches!(k, Kind::Skip) {
             continue;
         }
-        let mut step = plan(gpu, graph, i, &k)?;
+        let mut planned = plan(gpu, graph, i, &k, scratch.as_ref())?;
+        let Some(mut step) = planned.pop() else {
+            continue;
+        };
+        steps.extend(planned);
         if let (Some(slot), Some(f)) = (index_operand(&k), &faults) {
             step.params[X_AT + 1] = checked.len() as u32;
-            step.buffers.push(f);
+            step.buffers.push(f.clone());
             let idx = n.src(slot).map_or([1; 5], |b| b.ne().map(|v| v as u32));
             checked.push(Checked {
                 index: i,

@@ -27,6 +27,7 @@ pub(crate) const ROPE: &str = include_str!("wgsl/rope.wgsl");
 pub(crate) const MUL_MAT: &str = include_str!("wgsl/mul_mat.wgsl");
 pub(crate) const FLASH_ATTN: &str = include_str!("wgsl/flash_attn.wgsl");
 pub(crate) const MUL_MAT_ID: &str = include_str!("wgsl/mul_mat_id.wgsl");
+pub(crate) const MUL_MAT_Q8: &str = include_str!("wgsl/mul_mat_q8.wgsl");
 
 /// The largest row ARGSORT sorts (`MAX_N` in `argsort.wgsl`: the row's values and indices fill
 /// WebGPU's guaranteed 16 KiB of workgroup memory).

@@ -23,37 +23,15 @@ fn round_b(v: f32) -> f32 {
     return v;
 }
 
-// The rounding of b's block of QB values at k0 of the row at rb: (multiplier to levels, scale
-// of a level). Q8_0/Q8_1: scale amax / 127 (rounded to f16, as the block stores it), levels
-// rounded half away from zero. Q8_K: multiplier -127 / max with max the value of largest
-// magnitude (the first), scale its inverse, levels rounded half to even, at most 127.
-fn act_scale(rb: u32, k0: u32) -> vec2<f32> {
-    var amax = 0.0;
-    var vmax = 0.0;
-    for (var k = k0; k < k0 + QB; k = k + 1u) {
-        let v = ld_b(rb, k);
-        if (abs(v) > amax) {
-            amax = abs(v);
-            vmax = v;
-        }
-    }
-    if (QB == 32u) {
-        let d = amax / 127.0;
-        return vec2<f32>(select(0.0, 1.0 / d, d != 0.0), f16_f32(f32_f16(d)));
-    }
-    if (amax == 0.0) {
-        return vec2<f32>(0.0, 0.0);
-    }
-    let iscale = -127.0 / vmax;
-    return vec2<f32>(iscale, 1.0 / iscale);
+// With quantized weights `b` is the scratch `mul_mat_q8.wgsl` wrote (levels and scales of the
+// product's activations, from p.b's shape): the first word of block kb of activation row r.
+fn act_block(r: u32, kb: u32) -> u32 {
+    return (r * (p.a.ne.x / max(QB, 1u)) + kb) * (QB / 4u + 1u);
 }
 
-// `v` rounded to a level of `sc` (from `act_scale`), as a value.
-fn act_level(v: f32, sc: vec2<f32>) -> f32 {
-    if (QB == 32u) {
-        return round_(v * sc.x) * sc.y;
-    }
-    return min(round(v * sc.x), 127.0) * sc.y;
+// Level j (0..3) of a word of four, as a value.
+fn level(w: u32, j: u32) -> f32 {
+    return f32(bitcast<i32>(w << (24u - 8u * j)) >> 24u);
 }
 
 @compute @workgroup_size(64)
@@ -86,18 +64,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
         }
     } else {
-        // The weights are quantized: b is rounded block by block to the 8-bit levels the CPU
+        // The weights are quantized: b's blocks were rounded to the 8-bit levels the CPU
         // quantizes activations to for them (GGML's vec_dot_type), so both compute the same
         // products.
-        for (var k0 = 0u; k0 < p.a.ne.x; k0 = k0 + QB) {
-            var sc: array<vec2<f32>, 8>;
+        let r0 = j0 + p.b.ne.y * (i2 + p.b.ne.z * i3);
+        for (var kb = 0u; kb < p.a.ne.x / max(QB, 1u); kb = kb + 1u) {
+            var sc: array<f32, 8>;
             for (var c = 0u; c < nc; c = c + 1u) {
-                sc[c] = act_scale(rb + c * p.b.nb.y, k0);
+                sc[c] = bitcast<f32>(b[act_block(r0 + c, kb)]);
             }
-            for (var k = k0; k < k0 + QB; k = k + 1u) {
-                let w = ld_a(ra, k);
+            for (var k = 0u; k < QB; k = k + 4u) {
+                let k0 = kb * QB + k;
+                let w = vec4<f32>(ld_a(ra, k0), ld_a(ra, k0 + 1u), ld_a(ra, k0 + 2u), ld_a(ra, k0 + 3u));
                 for (var c = 0u; c < nc; c = c + 1u) {
-                    acc[c] = acc[c] + w * act_level(ld_b(rb + c * p.b.nb.y, k), sc[c]);
+                    let q = b[act_block(r0 + c, kb) + 1u + k / 4u];
+                    var s = acc[c];
+                    for (var j = 0u; j < 4u; j = j + 1u) {
+                        s = s + w[j] * (level(q, j) * sc[c]);
+                    }
+                    acc[c] = s;
                 }
             }
         }

@@ -49,6 +49,10 @@ enum Kind {
     },
     /// `upscale.wgsl`.
     Upscale,
+    /// `quantize.wgsl`: a copy into a quantized type (its QT).
+    Quantize(u32),
+    /// `copy_blocks.wgsl`: a copy between tensors of one quantized type.
+    CopyBlocks,
     GetRows,
     SetRows,
     /// `norm.wgsl`: RMS_NORM (0), NORM (1), L2_NORM (2), SUM_ROWS (3), MEAN (4).
@@ -185,6 +189,16 @@ fn kind(t: &Tensor) -> Option<Kind> {
         }
         Op::Cpy | Op::Dup | Op::Cont => {
             let x = t.src(0)?;
+            let same_n = x.nelements() == t.nelements();
+            if t.ty().is_quantized() {
+                // Whole blocks of a contiguous result, one invocation each.
+                let into = t.is_contiguous() && same_n;
+                if let Some(qt) = wgsl::quantizer(t.ty()).filter(|_| float(x.ty()) && into) {
+                    return Some(Kind::Quantize(qt));
+                }
+                let rows = x.ty() == t.ty() && x.ne()[0] == t.ne()[0] && x.nb()[0] == t.nb()[0];
+                return (into && rows).then_some(Kind::CopyBlocks);
+            }
             let ok = a.is_some_and(wgsl::loadable) && dst_ok && x.nelements() == t.nelements();
             ok.then(|| Kind::Elem {
                 expr: "x".into(),
@@ -558,6 +572,23 @@ fn plan(
             x[6] = u32::from(flags & SCALE_FLAG_ANTIALIAS != 0);
             let body = format!("{}{}", wgsl::UPSCALE, wgsl::PER_ELEM);
             ("upscale", body, vec![a], per_item(d_n))
+        }
+        Kind::Quantize(qt) => {
+            let blocks = d_n / 32;
+            x[0] = word(blocks, "blocks")?;
+            let body = wgsl::QUANTIZE
+                .replace("{QT}", &qt.to_string())
+                .replace("{BYTES}", &n.ty().type_size().to_string());
+            ("quantize", body, vec![operand(0)?], per_item(blocks))
+        }
+        Kind::CopyBlocks => {
+            let per_row = n.ne()[0] as u64 / n.ty().blck_size() as u64;
+            let blocks = d_n / n.ty().blck_size() as u64;
+            x[0] = word(blocks, "blocks")?;
+            x[1] = word(per_row, "blocks per row")?;
+            x[2] = word(n.ty().type_size(), "block size")?;
+            let body = wgsl::COPY_BLOCKS.to_string();
+            ("copy_blocks", body, vec![operand(0)?], per_item(blocks))
         }
         Kind::GetRows => (
             "get_rows",

@@ -28,6 +28,8 @@ pub(crate) const MUL_MAT: &str = include_str!("wgsl/mul_mat.wgsl");
 pub(crate) const FLASH_ATTN: &str = include_str!("wgsl/flash_attn.wgsl");
 pub(crate) const MUL_MAT_ID: &str = include_str!("wgsl/mul_mat_id.wgsl");
 pub(crate) const MUL_MAT_Q8: &str = include_str!("wgsl/mul_mat_q8.wgsl");
+pub(crate) const QUANTIZE: &str = include_str!("wgsl/quantize.wgsl");
+pub(crate) const COPY_BLOCKS: &str = include_str!("wgsl/copy_blocks.wgsl");
 
 /// The largest row ARGSORT sorts (`MAX_N` in `argsort.wgsl`: the row's values and indices fill
 /// WebGPU's guaranteed 16 KiB of workgroup memory).
@@ -67,6 +69,48 @@ pub(crate) fn loadable(ty: Type) -> bool {
 pub(crate) fn storable(ty: Type) -> bool {
     matches!(ty, Type::F32 | Type::F16 | Type::BF16)
 }
+
+/// The code of `quantize.wgsl` for results of `ty` (its QT), if it quantizes to it.
+pub(crate) fn quantizer(ty: Type) -> Option<u32> {
+    Some(match ty {
+        Type::Q4_0 => 0,
+        Type::Q4_1 => 1,
+        Type::Q5_0 => 2,
+        Type::Q5_1 => 3,
+        Type::Q8_0 => 4,
+        Type::IQ4_NL => 5,
+        _ => return None,
+    })
+}
+
+/// The result's binding for kernels writing blocks of a quantized type: `put_byte(o, v)` for
+/// each byte in increasing order, then `put_flush()`. A word's bytes are gathered and stored
+/// at once; a word shared with another invocation's block (blocks need not fill words) is
+/// merged into with atomics, which touch only this invocation's bytes.
+const BYTE_STORE: &str = "@group(0) @binding(1) var<storage, read_write> d: array<atomic<u32>>;
+var<private> pw: u32 = 0xffffffffu;
+var<private> pbits: u32;
+var<private> pmask: u32;
+fn put_flush() {
+    if (pmask == 0xffffffffu) {
+        atomicStore(&d[pw], pbits);
+    } else if (pmask != 0u) {
+        atomicAnd(&d[pw], ~pmask);
+        atomicOr(&d[pw], pbits);
+    }
+    pbits = 0u;
+    pmask = 0u;
+}
+fn put_byte(o: u32, v: u32) {
+    if ((o >> 2u) != pw) {
+        put_flush();
+        pw = o >> 2u;
+    }
+    let sh = (o & 3u) * 8u;
+    pbits = pbits | ((v & 0xffu) << sh);
+    pmask = pmask | (0xffu << sh);
+}
+";
 
 /// The body of `ld_§(row, k)`: element `k` of the row whose first byte is `row`, as f32.
 fn loader_body(ty: Type) -> Option<&'static str> {
@@ -213,6 +257,7 @@ fn st(o: u32, v: f32) {
 }
 "
         .to_string(),
+        _ if ty.is_quantized() => BYTE_STORE.to_string(),
         _ => {
             return Err(Error::unsupported(format!(
                 "wgpu kernels cannot store {ty}"
@@ -240,8 +285,6 @@ pub(crate) fn source(body: &str, dst: Type, srcs: &[Type], f16: bool) -> Result<
     s.push_str(COMMON);
     s.push_str(&store(dst, f16)?);
     for (k, (&ty, name)) in srcs.iter().zip(OPERANDS).enumerate() {
-        let ld = loader_body(ty)
-            .ok_or_else(|| Error::unsupported(format!("wgpu kernels cannot load {ty}")))?;
         let halves = f16 && ty == Type::F16;
         s.push_str(&format!(
             "@group(0) @binding({}) var<storage, read_write> {name}: array<{}>;\n",
@@ -250,9 +293,12 @@ pub(crate) fn source(body: &str, dst: Type, srcs: &[Type], f16: bool) -> Result<
         ));
         let helpers = if halves { F16_HELPERS } else { HELPERS };
         s.push_str(&helpers.replace('§', name));
-        s.push_str(
-            &format!("fn ld_§(row: u32, k: u32) -> f32 {{\n    {ld}\n}}\n").replace('§', name),
-        );
+        // Types without a loader are only copied as bytes.
+        if let Some(ld) = loader_body(ty) {
+            s.push_str(
+                &format!("fn ld_§(row: u32, k: u32) -> f32 {{\n    {ld}\n}}\n").replace('§', name),
+            );
+        }
     }
     if body.contains("wg_sum(") {
         s.push_str(REDUCE);

@@ -230,6 +230,68 @@ fn quantized_products_round_activations_as_the_cpu_does() {
     }
 }
 
+/// The bytes of `x` (`k × rows`, F32, read through a transposed view when `transposed`) copied
+/// into a tensor of `ty` on `stream`.
+fn quantized_on(stream: &ggml::Backend, ty: Type, x: &[f32], k: usize, transposed: bool) -> Vec<u8> {
+    let rows = x.len() / k;
+    let ctx = Context::init(1 << 20, true).unwrap();
+    let (n0, n1) = if transposed { (rows, k) } else { (k, rows) };
+    let a = ctx.new_tensor_2d(Type::F32, n0 as i64, n1 as i64).unwrap();
+    let src = if transposed { ctx.transpose(&a).unwrap() } else { a.clone() };
+    let dst = ctx.new_tensor_2d(ty, k as i64, rows as i64).unwrap();
+    let out = ctx.cpy(&src, &dst).unwrap();
+    let graph = ctx.build_forward_expand(&out).unwrap();
+    let _buf = backend::alloc_ctx_tensors(&ctx, stream).unwrap();
+    a.set_f32(x).unwrap();
+    stream.graph_compute(&graph).unwrap();
+    let mut bytes = vec![0u8; dst.nbytes()];
+    dst.get_bytes(&mut bytes, 0).unwrap();
+    bytes
+}
+
+#[test]
+fn copies_into_quantized_types_round_as_the_cpu_does() {
+    let Some(dev) = common::device() else {
+        return;
+    };
+    let gpu = dev.init(None).unwrap();
+    let cpu = backend::cpu_init().unwrap();
+    let (k, rows) = (96, 5);
+    let mut state = 777u32;
+    let mut x: Vec<f32> = (0..k * rows)
+        .map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            ((state >> 8) as f32 / (1u32 << 24) as f32 - 0.5) * 30.0
+        })
+        .collect();
+    // A block of zeros and one of equal values (scale 0, the minimum's own block).
+    x[32..64].fill(0.0);
+    x[64..96].fill(2.5);
+    for ty in [
+        Type::Q4_0,
+        Type::Q4_1,
+        Type::Q5_0,
+        Type::Q5_1,
+        Type::Q8_0,
+        Type::IQ4_NL,
+    ] {
+        for transposed in [false, true] {
+            let (g, c) = (
+                quantized_on(&gpu, ty, &x, k, transposed),
+                quantized_on(&cpu, ty, &x, k, transposed),
+            );
+            // GGML's IQ4_NL reference leaves an all-zero block (scale 0) with the previous
+            // block's indices; the device writes index 0 there: the values are the same (0).
+            let size = ty.type_size();
+            let zero_scale = |b: &[u8]| ty == Type::IQ4_NL && b[..2] == [0, 0];
+            let bad = (g.chunks_exact(size).zip(c.chunks_exact(size)))
+                .filter(|(a, b)| a != b && !(zero_scale(a) && zero_scale(b)))
+                .count();
+            assert_eq!(bad, 0, "{ty} (transposed {transposed}): {bad} blocks differ");
+        }
+    }
+}
+
 /// `op` of `x` (with the gate `g` for the GLU forms), tensors of `ty` (F32 or F16), on `stream`;
 /// the result widened to f32.
 fn gelu_on(stream: &ggml::Backend, op: &str, ty: Type, x: &[f32], g: &[f32]) -> Vec<f32> {

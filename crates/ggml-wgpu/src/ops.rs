@@ -692,9 +692,13 @@ fn plan(
             x[2] = b.desc[2] / a.desc[2].max(1);
             x[3] = b.desc[3] / a.desc[3].max(1);
             x[4] = word(row_groups, "mul_mat row groups")?;
-            let body = wgsl::MUL_MAT
-                .replace("{QB}", &qb.to_string())
-                .replace("{BR}", &float_act_rounding(a.ty).to_string());
+            let dots = if qb > 0 {
+                wgsl::MUL_MAT_QUANT.replace("{QB}", &qb.to_string())
+            } else {
+                let br = float_act_rounding(a.ty);
+                wgsl::MUL_MAT_FLOAT.replace("{BR}", &br.to_string())
+            };
+            let body = format!("{}{dots}", wgsl::MUL_MAT);
             ("mul_mat", body, vec![a, b], groups)
         }
         Kind::FlashAttn => {
@@ -879,12 +883,13 @@ fn flash_attn_roundings(n_q: u32, k: Type, v: Type) -> u32 {
 }
 
 /// Values per block of the 8-bit rounding the CPU gives MUL_MAT's activations for weights of
-/// type `ty` (GGML's `vec_dot_type`: Q8_0 or Q8_1 for the legacy quantized types, Q8_K for the
-/// k-quants), or 0 for float weights (activations used as they are).
+/// type `ty` (GGML's `vec_dot_type`: Q8_0 or Q8_1 for the legacy quantized types and IQ4_NL,
+/// Q8_K for the k-quants and IQ4_XS), or 0 for float weights and the quantized types the CPU
+/// has no integer dot for, whose weights it dequantizes (activations used as they are).
 fn act_block(ty: Type) -> u32 {
     match ty {
-        Type::Q4_0 | Type::Q4_1 | Type::Q5_0 | Type::Q5_1 | Type::Q8_0 => 32,
-        Type::Q4_K | Type::Q5_K | Type::Q6_K => 256,
+        Type::Q4_0 | Type::Q4_1 | Type::Q5_0 | Type::Q5_1 | Type::Q8_0 | Type::IQ4_NL => 32,
+        Type::Q2_K | Type::Q3_K | Type::Q4_K | Type::Q5_K | Type::Q6_K | Type::IQ4_XS => 256,
         _ => 0,
     }
 }

@@ -6,23 +6,19 @@
 const QT: u32 = {QT}u;
 const BYTES: u32 = {BYTES}u;
 
-// IQ4_NL's levels.
-const NL: array<f32, 16> = array<f32, 16>(-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0,
-    -10.0, 1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
-
 // The index of IQ4_NL's level nearest x (the lower one at a tie; NaN: the last).
 fn nl_index(x: f32) -> u32 {
-    if (x <= NL[0]) {
+    if (x <= IQ4NL[0]) {
         return 0u;
     }
-    if (!(x < NL[15])) {
+    if (!(x < IQ4NL[15])) {
         return 15u;
     }
     var ml = 0u;
     for (var l = 1u; l < 15u; l = l + 1u) {
-        ml = ml + select(0u, 1u, NL[l] <= x);
+        ml = ml + select(0u, 1u, IQ4NL[l] <= x);
     }
-    return select(ml + 1u, ml, x - NL[ml] < NL[ml + 1u] - x);
+    return select(ml + 1u, ml, x - IQ4NL[ml] < IQ4NL[ml + 1u] - x);
 }
 
 // C's (int8_t) of a float in range: truncated toward zero.
@@ -91,13 +87,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     } else if (amax >= 1e-15) {
         // IQ4_NL (GGML's reference: no scale search): levels at scale max / -127, then the
         // scale that fits them best (weights x²).
-        let id = 1.0 / (vmax / NL[0]);
+        let id = 1.0 / (vmax / IQ4NL[0]);
         var sqx = 0.0;
         var sq2 = 0.0;
         for (var j = 0u; j < 32u; j = j + 1u) {
             q[j] = nl_index(id * x[j]);
             let w = x[j] * x[j];
-            let l = NL[q[j]];
+            let l = IQ4NL[q[j]];
             sqx = sqx + w * l * x[j];
             sq2 = sq2 + w * l * l;
         }

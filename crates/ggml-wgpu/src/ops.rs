@@ -49,8 +49,12 @@ enum Kind {
     },
     /// `upscale.wgsl`.
     Upscale,
-    /// `quantize.wgsl`: a copy into a quantized type (its QT).
-    Quantize(u32),
+    /// `quantize.wgsl`: a copy (CPY, DUP, CONT) or SET_ROWS (`rows`) into a quantized type of
+    /// code `qt`.
+    Quantize {
+        qt: u32,
+        rows: bool,
+    },
     /// `copy_blocks.wgsl`: a copy between tensors of one quantized type.
     CopyBlocks,
     GetRows,
@@ -194,7 +198,7 @@ fn kind(t: &Tensor) -> Option<Kind> {
                 // Whole blocks of a contiguous result, one invocation each.
                 let into = t.is_contiguous() && same_n;
                 if let Some(qt) = wgsl::quantizer(t.ty()).filter(|_| float(x.ty()) && into) {
-                    return Some(Kind::Quantize(qt));
+                    return Some(Kind::Quantize { qt, rows: false });
                 }
                 let rows = x.ty() == t.ty() && x.ne()[0] == t.ne()[0] && x.nb()[0] == t.nb()[0];
                 return (into && rows).then_some(Kind::CopyBlocks);
@@ -256,10 +260,11 @@ fn kind(t: &Tensor) -> Option<Kind> {
             ok.then_some(Kind::GetRows)
         }
         Op::SetRows => {
-            let ok = a.is_some_and(float)
-                && matches!(src_ty(t, 1), Some(Type::I32 | Type::I64))
-                && dst_ok;
-            ok.then_some(Kind::SetRows)
+            let ok = a.is_some_and(float) && matches!(src_ty(t, 1), Some(Type::I32 | Type::I64));
+            if let Some(qt) = wgsl::quantizer(t.ty()) {
+                return ok.then_some(Kind::Quantize { qt, rows: true });
+            }
+            (ok && dst_ok).then_some(Kind::SetRows)
         }
         Op::RmsNorm | Op::Norm | Op::L2Norm => {
             let mode = match op {
@@ -573,13 +578,20 @@ fn plan(
             let body = format!("{}{}", wgsl::UPSCALE, wgsl::PER_ELEM);
             ("upscale", body, vec![a], per_item(d_n))
         }
-        Kind::Quantize(qt) => {
-            let blocks = d_n / 32;
-            x[0] = word(blocks, "blocks")?;
-            let body = wgsl::QUANTIZE
-                .replace("{QT}", &qt.to_string())
+        Kind::Quantize { qt, rows } => {
+            let a = operand(0)?;
+            let blocks = u64::from(a.desc[11]) / 32;
+            x[3] = word(blocks, "blocks")?;
+            let (at, ops) = if *rows {
+                let b = operand(1)?;
+                x[0] = u32::from(b.ty == Type::I64);
+                (wgsl::fault(1, 2) + wgsl::QUANTIZE_ROWS, vec![a, b])
+            } else {
+                (wgsl::QUANTIZE_CPY.to_string(), vec![a])
+            };
+            let body = (at + &wgsl::QUANTIZE.replace("{QT}", &qt.to_string()))
                 .replace("{BYTES}", &n.ty().type_size().to_string());
-            ("quantize", body, vec![operand(0)?], per_item(blocks))
+            ("quantize", body, ops, per_item(blocks))
         }
         Kind::CopyBlocks => {
             let per_row = n.ne()[0] as u64 / n.ty().blck_size() as u64;
@@ -908,7 +920,7 @@ fn float_act_rounding(ty: Type) -> u32 {
 /// (`fault.wgsl`), if any.
 fn index_operand(kind: &Kind) -> Option<usize> {
     match kind {
-        Kind::GetRows | Kind::SetRows => Some(1),
+        Kind::GetRows | Kind::SetRows | Kind::Quantize { rows: true, .. } => Some(1),
         Kind::MulMatId => Some(2),
         _ => None,
     }

@@ -31,6 +31,8 @@ pub(crate) const MUL_MAT_FLOAT: &str = include_str!("wgsl/mul_mat_float.wgsl");
 pub(crate) const MUL_MAT_QUANT: &str = include_str!("wgsl/mul_mat_quant.wgsl");
 pub(crate) const MUL_MAT_Q8: &str = include_str!("wgsl/mul_mat_q8.wgsl");
 pub(crate) const QUANTIZE: &str = include_str!("wgsl/quantize.wgsl");
+pub(crate) const QUANTIZE_CPY: &str = include_str!("wgsl/quantize_cpy.wgsl");
+pub(crate) const QUANTIZE_ROWS: &str = include_str!("wgsl/quantize_rows.wgsl");
 pub(crate) const COPY_BLOCKS: &str = include_str!("wgsl/copy_blocks.wgsl");
 
 /// The largest row ARGSORT sorts (`MAX_N` in `argsort.wgsl`: the row's values and indices fill

@@ -292,6 +292,62 @@ fn copies_into_quantized_types_round_as_the_cpu_does() {
     }
 }
 
+/// SET_ROWS of the rows of `x` (`k × n`, F32) into rows `idx` of a tensor of `ty` with `rows`
+/// rows whose blocks start as `init`, on `stream`; the result's bytes.
+fn set_rows_on(stream: &ggml::Backend, ty: Type, init: &[u8], x: &[f32], idx: &[i32], k: usize) -> Vec<u8> {
+    let rows = init.len() / ty.row_size(k as i64).unwrap();
+    let ctx = Context::init(1 << 20, true).unwrap();
+    let dst = ctx.new_tensor_2d(ty, k as i64, rows as i64).unwrap();
+    let src = ctx.new_tensor_2d(Type::F32, k as i64, idx.len() as i64).unwrap();
+    let ids = ctx.new_tensor_1d(Type::I32, idx.len() as i64).unwrap();
+    let out = ctx.set_rows(&dst, &src, &ids).unwrap();
+    let graph = ctx.build_forward_expand(&out).unwrap();
+    let _buf = backend::alloc_ctx_tensors(&ctx, stream).unwrap();
+    dst.set_bytes(init, 0).unwrap();
+    src.set_f32(x).unwrap();
+    ids.set_i32(idx).unwrap();
+    stream.graph_compute(&graph).unwrap();
+    let mut bytes = vec![0u8; out.nbytes()];
+    out.get_bytes(&mut bytes, 0).unwrap();
+    bytes
+}
+
+#[test]
+fn set_rows_into_quantized_types_writes_the_cpus_blocks() {
+    let Some(dev) = common::device() else {
+        return;
+    };
+    let gpu = dev.init(None).unwrap();
+    let cpu = backend::cpu_init().unwrap();
+    let (k, rows) = (96, 7);
+    let mut state = 99u32;
+    let mut next = || {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        ((state >> 8) as f32 / (1u32 << 24) as f32 - 0.5) * 8.0
+    };
+    let old: Vec<f32> = (0..k * rows).map(|_| next()).collect();
+    let x: Vec<f32> = (0..k * 3).map(|_| next()).collect();
+    let idx = [5, 0, 2];
+    for ty in [
+        Type::Q4_0,
+        Type::Q4_1,
+        Type::Q5_0,
+        Type::Q5_1,
+        Type::Q8_0,
+        Type::IQ4_NL,
+    ] {
+        let mut init = vec![0u8; ty.row_size(k as i64).unwrap() * rows];
+        ggml::quantize_chunk(ty, &old, &mut init, 0, rows, k, None).unwrap();
+        let (g, c) = (
+            set_rows_on(&gpu, ty, &init, &x, &idx, k),
+            set_rows_on(&cpu, ty, &init, &x, &idx, k),
+        );
+        assert_ne!(g, init, "{ty}: nothing written");
+        let bad = g.iter().zip(&c).filter(|(a, b)| a != b).count();
+        assert_eq!(bad, 0, "{ty}: {bad} of {} bytes differ from the CPU's", c.len());
+    }
+}
+
 /// `op` of `x` (with the gate `g` for the GLU forms), tensors of `ty` (F32 or F16), on `stream`;
 /// the result widened to f32.
 fn gelu_on(stream: &ggml::Backend, op: &str, ty: Type, x: &[f32], g: &[f32]) -> Vec<f32> {

@@ -1,10 +1,10 @@
-// CPY, DUP and CONT into a quantized type (the result contiguous): one invocation per block of
-// 32 values of the result, the values element t·32 + j of `a` in its logical order, quantized
-// as GGML's reference quantizers round them, written whole (`put_byte`). x0 = blocks.
-// QT: 0 Q4_0, 1 Q4_1, 2 Q5_0, 3 Q5_1, 4 Q8_0, 5 IQ4_NL; BYTES: a block's size.
+// CPY, DUP and CONT (the result contiguous) and SET_ROWS into a quantized type: one invocation
+// per block of 32 values, elements t·32 + j of `a` in its logical order, quantized as GGML's
+// reference quantizers round them and written whole (`put_byte`) at `block_at(t)` (from
+// quantize_cpy.wgsl or quantize_rows.wgsl, which precede: NONE when there is no block to write).
+// x3 = blocks. QT: 0 Q4_0, 1 Q4_1, 2 Q5_0, 3 Q5_1, 4 Q8_0, 5 IQ4_NL.
 
 const QT: u32 = {QT}u;
-const BYTES: u32 = {BYTES}u;
 
 // The index of IQ4_NL's level nearest x (the lower one at a tie; NaN: the last).
 fn nl_index(x: f32) -> u32 {
@@ -30,7 +30,8 @@ fn trunc_i(v: f32) -> u32 {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let t = group_id(wid, nwg) * 64u + lid;
-    if (t >= xu(0u)) {
+    let o = block_at(t);
+    if (o == NONE) {
         return;
     }
     var x: array<f32, 32>;
@@ -99,7 +100,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         dd = select(0.0, sqx / sq2, sq2 > 0.0);
     }
-    let o = p.d.off + t * BYTES;
     let dh = f32_f16(dd);
     put_byte(o, dh);
     put_byte(o + 1u, dh >> 8u);

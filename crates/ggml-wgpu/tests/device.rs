@@ -204,9 +204,22 @@ fn quantized_products_round_activations_as_the_cpu_does() {
         Type::Q4_0,
         Type::Q4_1,
         Type::Q5_0,
+        Type::Q5_1,
         Type::Q8_0,
+        Type::IQ4_NL,
+        Type::Q2_K,
+        Type::Q3_K,
         Type::Q4_K,
+        Type::Q5_K,
         Type::Q6_K,
+        Type::IQ4_XS,
+        // No integer dots on the CPU: f32 products of the dequantized weights on both.
+        Type::TQ1_0,
+        Type::TQ2_0,
+        Type::Q1_0,
+        Type::Q2_0,
+        Type::MXFP4,
+        Type::NVFP4,
     ] {
         let (g, c) = (
             mul_mat_on(&gpu, ty, &w, &x, k),

@@ -585,7 +585,8 @@ fn plan(
             let (at, ops) = if *rows {
                 let b = operand(1)?;
                 x[0] = u32::from(b.ty == Type::I64);
-                (wgsl::fault(1, 2) + wgsl::QUANTIZE_ROWS, vec![a, b])
+                let at = wgsl::fault(1, 2) + wgsl::ROWS_INDEX + wgsl::QUANTIZE_ROWS;
+                (at, vec![a, b])
             } else {
                 (wgsl::QUANTIZE_CPY.to_string(), vec![a])
             };
@@ -612,7 +613,7 @@ fn plan(
             let ops = vec![operand(0)?, operand(1)?];
             x[0] = (ops[1].ty == Type::I64) as u32;
             let items = u64::from(ops[0].desc[11]);
-            let body = format!("{}{}", wgsl::fault(1, 2), wgsl::SET_ROWS);
+            let body = wgsl::fault(1, 2) + wgsl::ROWS_INDEX + wgsl::SET_ROWS;
             ("set_rows", body, ops, per_item(items))
         }
         Kind::MulMatId => (

@@ -21,6 +21,7 @@ pub(crate) const ARGSORT: &str = include_str!("wgsl/argsort.wgsl");
 pub(crate) const GET_ROWS: &str = include_str!("wgsl/get_rows.wgsl");
 const FAULT: &str = include_str!("wgsl/fault.wgsl");
 pub(crate) const SET_ROWS: &str = include_str!("wgsl/set_rows.wgsl");
+pub(crate) const ROWS_INDEX: &str = include_str!("wgsl/rows_index.wgsl");
 pub(crate) const NORM: &str = include_str!("wgsl/norm.wgsl");
 pub(crate) const SOFT_MAX: &str = include_str!("wgsl/soft_max.wgsl");
 pub(crate) const ROPE: &str = include_str!("wgsl/rope.wgsl");

@@ -16,7 +16,7 @@ use crate::Gpu;
 const WG: u64 = 64;
 
 /// Columns of `b` per workgroup of the MUL_MAT kernel.
-const MUL_MAT_COLS: u64 = 8;
+const MUL_MAT_COLS: u64 = 16;
 
 /// Workgroups per dimension of a dispatch (WebGPU's guaranteed minimum).
 const MAX_GROUPS_X: u64 = 65_535;

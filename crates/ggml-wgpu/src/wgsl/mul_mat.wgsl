@@ -1,10 +1,10 @@
-// One invocation per row i0 of `a` and block of up to 8 columns of `b`: it walks k once,
-// reading each weight once for the 8 dot products (no workgroup memory, no barriers).
+// One invocation per row i0 of `a` and block of up to 16 columns of `b`: it walks k once,
+// reading each weight once for the 16 dot products (no workgroup memory, no barriers).
 // Workgroups cover 64 consecutive rows. x0 = workgroups, x1 = column blocks,
 // x2 = b.ne2 / a.ne2, x3 = b.ne3 / a.ne3, x4 = row groups (ceil(ne0 / 64)). `dots` (the
 // products for float or for quantized weights) follows: mul_mat_float.wgsl or mul_mat_quant.wgsl.
 
-const NC: u32 = 8u;
+const NC: u32 = 16u;
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

@@ -15,8 +15,8 @@ fn round_b(v: f32) -> f32 {
     return v;
 }
 
-fn dots(ra: u32, rb: u32, r0: u32, nc: u32) -> array<f32, 8> {
-    var acc: array<f32, 8>;
+fn dots(ra: u32, rb: u32, r0: u32, nc: u32) -> array<f32, NC> {
+    var acc: array<f32, NC>;
     for (var k = 0u; k < p.a.ne.x; k = k + 1u) {
         let w = ld_a(ra, k);
         for (var c = 0u; c < nc; c = c + 1u) {

@@ -12,29 +12,22 @@ fn act_block(r: u32, kb: u32) -> u32 {
     return (r * (p.a.ne.x / QB) + kb) * (QB / 4u + 1u);
 }
 
-// Level j (0..3) of a word of four, as a value.
-fn level(w: u32, j: u32) -> f32 {
-    return f32(bitcast<i32>(w << (24u - 8u * j)) >> 24u);
-}
-
-fn dots(ra: u32, rb: u32, r0: u32, nc: u32) -> array<f32, 8> {
-    var acc: array<f32, 8>;
+fn dots(ra: u32, rb: u32, r0: u32, nc: u32) -> array<f32, NC> {
+    var acc: array<f32, NC>;
     for (var kb = 0u; kb < p.a.ne.x / QB; kb = kb + 1u) {
-        var sc: array<f32, 8>;
-        for (var c = 0u; c < nc; c = c + 1u) {
-            sc[c] = bitcast<f32>(b[act_block(r0 + c, kb)]);
-        }
+        // Per block: the weights' dot products with the levels, then the level's scale (as
+        // the CPU scales its integer block sums).
+        var part: array<f32, NC>;
         for (var k = 0u; k < QB; k = k + 4u) {
             let k0 = kb * QB + k;
             let w = vec4<f32>(ld_a(ra, k0), ld_a(ra, k0 + 1u), ld_a(ra, k0 + 2u), ld_a(ra, k0 + 3u));
             for (var c = 0u; c < nc; c = c + 1u) {
                 let q = b[act_block(r0 + c, kb) + 1u + k / 4u];
-                var s = acc[c];
-                for (var j = 0u; j < 4u; j = j + 1u) {
-                    s = s + w[j] * (level(q, j) * sc[c]);
-                }
-                acc[c] = s;
+                part[c] = part[c] + dot(w, vec4<f32>(unpack4xI8(q)));
             }
+        }
+        for (var c = 0u; c < nc; c = c + 1u) {
+            acc[c] = acc[c] + part[c] * bitcast<f32>(b[act_block(r0 + c, kb)]);
         }
     }
     return acc;

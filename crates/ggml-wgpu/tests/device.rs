@@ -245,12 +245,22 @@ fn quantized_products_round_activations_as_the_cpu_does() {
 
 /// The bytes of `x` (`k × rows`, F32, read through a transposed view when `transposed`) copied
 /// into a tensor of `ty` on `stream`.
-fn quantized_on(stream: &ggml::Backend, ty: Type, x: &[f32], k: usize, transposed: bool) -> Vec<u8> {
+fn quantized_on(
+    stream: &ggml::Backend,
+    ty: Type,
+    x: &[f32],
+    k: usize,
+    transposed: bool,
+) -> Vec<u8> {
     let rows = x.len() / k;
     let ctx = Context::init(1 << 20, true).unwrap();
     let (n0, n1) = if transposed { (rows, k) } else { (k, rows) };
     let a = ctx.new_tensor_2d(Type::F32, n0 as i64, n1 as i64).unwrap();
-    let src = if transposed { ctx.transpose(&a).unwrap() } else { a.clone() };
+    let src = if transposed {
+        ctx.transpose(&a).unwrap()
+    } else {
+        a.clone()
+    };
     let dst = ctx.new_tensor_2d(ty, k as i64, rows as i64).unwrap();
     let out = ctx.cpy(&src, &dst).unwrap();
     let graph = ctx.build_forward_expand(&out).unwrap();
@@ -300,18 +310,30 @@ fn copies_into_quantized_types_round_as_the_cpu_does() {
             let bad = (g.chunks_exact(size).zip(c.chunks_exact(size)))
                 .filter(|(a, b)| a != b && !(zero_scale(a) && zero_scale(b)))
                 .count();
-            assert_eq!(bad, 0, "{ty} (transposed {transposed}): {bad} blocks differ");
+            assert_eq!(
+                bad, 0,
+                "{ty} (transposed {transposed}): {bad} blocks differ"
+            );
         }
     }
 }
 
 /// SET_ROWS of the rows of `x` (`k × n`, F32) into rows `idx` of a tensor of `ty` with `rows`
 /// rows whose blocks start as `init`, on `stream`; the result's bytes.
-fn set_rows_on(stream: &ggml::Backend, ty: Type, init: &[u8], x: &[f32], idx: &[i32], k: usize) -> Vec<u8> {
+fn set_rows_on(
+    stream: &ggml::Backend,
+    ty: Type,
+    init: &[u8],
+    x: &[f32],
+    idx: &[i32],
+    k: usize,
+) -> Vec<u8> {
     let rows = init.len() / ty.row_size(k as i64).unwrap();
     let ctx = Context::init(1 << 20, true).unwrap();
     let dst = ctx.new_tensor_2d(ty, k as i64, rows as i64).unwrap();
-    let src = ctx.new_tensor_2d(Type::F32, k as i64, idx.len() as i64).unwrap();
+    let src = ctx
+        .new_tensor_2d(Type::F32, k as i64, idx.len() as i64)
+        .unwrap();
     let ids = ctx.new_tensor_1d(Type::I32, idx.len() as i64).unwrap();
     let out = ctx.set_rows(&dst, &src, &ids).unwrap();
     let graph = ctx.build_forward_expand(&out).unwrap();
@@ -357,7 +379,12 @@ fn set_rows_into_quantized_types_writes_the_cpus_blocks() {
         );
         assert_ne!(g, init, "{ty}: nothing written");
         let bad = g.iter().zip(&c).filter(|(a, b)| a != b).count();
-        assert_eq!(bad, 0, "{ty}: {bad} of {} bytes differ from the CPU's", c.len());
+        assert_eq!(
+            bad,
+            0,
+            "{ty}: {bad} of {} bytes differ from the CPU's",
+            c.len()
+        );
     }
 }
 

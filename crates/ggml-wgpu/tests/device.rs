@@ -168,6 +168,32 @@ fn copies_between_device_buffers_stay_on_the_device() {
     assert_eq!(src.get_f32().unwrap(), vals);
 }
 
+/// Pseudo-random values in [-0.5, 0.5) from `seed`.
+fn lcg(seed: u32) -> impl FnMut() -> f32 {
+    let mut state = seed;
+    move || {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        (state >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+    }
+}
+
+/// The quantized types the device writes (CPY, SET_ROWS).
+const QUANTIZED_RESULTS: [Type; 6] = [
+    Type::Q4_0,
+    Type::Q4_1,
+    Type::Q5_0,
+    Type::Q5_1,
+    Type::Q8_0,
+    Type::IQ4_NL,
+];
+
+/// The bytes of `t`.
+fn bytes_of(t: &ggml::Tensor) -> Vec<u8> {
+    let mut bytes = vec![0u8; t.nbytes()];
+    t.get_bytes(&mut bytes, 0).unwrap();
+    bytes
+}
+
 /// MUL_MAT of `w` (`k × rows`, quantized to `ty`) by `x` (`k × cols`) on `stream`.
 fn mul_mat_on(stream: &ggml::Backend, ty: Type, w: &[f32], x: &[f32], k: usize) -> Vec<f32> {
     let (rows, cols) = (w.len() / k, x.len() / k);
@@ -193,13 +219,9 @@ fn quantized_products_round_activations_as_the_cpu_does() {
     let gpu = dev.init(None).unwrap();
     let cpu = backend::cpu_init().unwrap();
     let k = 512;
-    let mut state = 12345u32;
-    let mut next = || {
-        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        (state >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-    };
-    let w: Vec<f32> = (0..k * 16).map(|_| next()).collect();
-    let x: Vec<f32> = (0..k * 3).map(|_| 40.0 * next()).collect();
+    let mut values = lcg(12345);
+    let w: Vec<f32> = (0..k * 16).map(|_| values()).collect();
+    let x: Vec<f32> = (0..k * 3).map(|_| 40.0 * values()).collect();
     for ty in [
         Type::Q4_0,
         Type::Q4_1,
@@ -267,9 +289,7 @@ fn quantized_on(
     let _buf = backend::alloc_ctx_tensors(&ctx, stream).unwrap();
     a.set_f32(x).unwrap();
     stream.graph_compute(&graph).unwrap();
-    let mut bytes = vec![0u8; dst.nbytes()];
-    dst.get_bytes(&mut bytes, 0).unwrap();
-    bytes
+    bytes_of(&dst)
 }
 
 #[test]
@@ -280,24 +300,12 @@ fn copies_into_quantized_types_round_as_the_cpu_does() {
     let gpu = dev.init(None).unwrap();
     let cpu = backend::cpu_init().unwrap();
     let (k, rows) = (96, 5);
-    let mut state = 777u32;
-    let mut x: Vec<f32> = (0..k * rows)
-        .map(|_| {
-            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            ((state >> 8) as f32 / (1u32 << 24) as f32 - 0.5) * 30.0
-        })
-        .collect();
+    let mut values = lcg(777);
+    let mut x: Vec<f32> = (0..k * rows).map(|_| 30.0 * values()).collect();
     // A block of zeros and one of equal values (scale 0, the minimum's own block).
     x[32..64].fill(0.0);
     x[64..96].fill(2.5);
-    for ty in [
-        Type::Q4_0,
-        Type::Q4_1,
-        Type::Q5_0,
-        Type::Q5_1,
-        Type::Q8_0,
-        Type::IQ4_NL,
-    ] {
+    for ty in QUANTIZED_RESULTS {
         for transposed in [false, true] {
             let (g, c) = (
                 quantized_on(&gpu, ty, &x, k, transposed),
@@ -342,9 +350,7 @@ fn set_rows_on(
     src.set_f32(x).unwrap();
     ids.set_i32(idx).unwrap();
     stream.graph_compute(&graph).unwrap();
-    let mut bytes = vec![0u8; out.nbytes()];
-    out.get_bytes(&mut bytes, 0).unwrap();
-    bytes
+    bytes_of(&out)
 }
 
 #[test]
@@ -355,22 +361,11 @@ fn set_rows_into_quantized_types_writes_the_cpus_blocks() {
     let gpu = dev.init(None).unwrap();
     let cpu = backend::cpu_init().unwrap();
     let (k, rows) = (96, 7);
-    let mut state = 99u32;
-    let mut next = || {
-        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        ((state >> 8) as f32 / (1u32 << 24) as f32 - 0.5) * 8.0
-    };
-    let old: Vec<f32> = (0..k * rows).map(|_| next()).collect();
-    let x: Vec<f32> = (0..k * 3).map(|_| next()).collect();
+    let mut values = lcg(99);
+    let old: Vec<f32> = (0..k * rows).map(|_| 8.0 * values()).collect();
+    let x: Vec<f32> = (0..k * 3).map(|_| 8.0 * values()).collect();
     let idx = [5, 0, 2];
-    for ty in [
-        Type::Q4_0,
-        Type::Q4_1,
-        Type::Q5_0,
-        Type::Q5_1,
-        Type::Q8_0,
-        Type::IQ4_NL,
-    ] {
+    for ty in QUANTIZED_RESULTS {
         let mut init = vec![0u8; ty.row_size(k as i64).unwrap() * rows];
         ggml::quantize_chunk(ty, &old, &mut init, 0, rows, k, None).unwrap();
         let (g, c) = (

@@ -168,6 +168,12 @@ fn copies_between_device_buffers_stay_on_the_device() {
     assert_eq!(src.get_f32().unwrap(), vals);
 }
 
+/// A stream on the wgpu device and the CPU's, or `None` without an adapter.
+fn gpu_and_cpu() -> Option<(ggml::Backend, ggml::Backend)> {
+    let gpu = common::device()?.init(None).unwrap();
+    Some((gpu, backend::cpu_init().unwrap()))
+}
+
 /// Pseudo-random values in [-0.5, 0.5) from `seed`.
 fn lcg(seed: u32) -> impl FnMut() -> f32 {
     let mut state = seed;
@@ -213,11 +219,9 @@ fn mul_mat_on(stream: &ggml::Backend, ty: Type, w: &[f32], x: &[f32], k: usize) 
 
 #[test]
 fn quantized_products_round_activations_as_the_cpu_does() {
-    let Some(dev) = common::device() else {
+    let Some((gpu, cpu)) = gpu_and_cpu() else {
         return;
     };
-    let gpu = dev.init(None).unwrap();
-    let cpu = backend::cpu_init().unwrap();
     let k = 512;
     let mut values = lcg(12345);
     let w: Vec<f32> = (0..k * 16).map(|_| values()).collect();
@@ -294,11 +298,9 @@ fn quantized_on(
 
 #[test]
 fn copies_into_quantized_types_round_as_the_cpu_does() {
-    let Some(dev) = common::device() else {
+    let Some((gpu, cpu)) = gpu_and_cpu() else {
         return;
     };
-    let gpu = dev.init(None).unwrap();
-    let cpu = backend::cpu_init().unwrap();
     let (k, rows) = (96, 5);
     let mut values = lcg(777);
     let mut x: Vec<f32> = (0..k * rows).map(|_| 30.0 * values()).collect();
@@ -355,11 +357,9 @@ fn set_rows_on(
 
 #[test]
 fn set_rows_into_quantized_types_writes_the_cpus_blocks() {
-    let Some(dev) = common::device() else {
+    let Some((gpu, cpu)) = gpu_and_cpu() else {
         return;
     };
-    let gpu = dev.init(None).unwrap();
-    let cpu = backend::cpu_init().unwrap();
     let (k, rows) = (96, 7);
     let mut values = lcg(99);
     let old: Vec<f32> = (0..k * rows).map(|_| 8.0 * values()).collect();
@@ -431,11 +431,9 @@ fn gelu_on(stream: &ggml::Backend, op: &str, ty: Type, x: &[f32], g: &[f32]) -> 
 /// function lands on the other side of an F16 rounding boundary (then one F16 step apart).
 #[test]
 fn gelus_round_through_f16_as_the_cpu_does() {
-    let Some(dev) = common::device() else {
+    let Some((gpu, cpu)) = gpu_and_cpu() else {
         return;
     };
-    let gpu = dev.init(None).unwrap();
-    let cpu = backend::cpu_init().unwrap();
     let n = 4096;
     let x: Vec<f32> = (0..n)
         .map(|i| -12.0 + 24.0 * i as f32 / n as f32 + 1e-4)

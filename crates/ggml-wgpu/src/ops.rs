@@ -16,7 +16,7 @@ use crate::Gpu;
 const WG: u64 = 64;
 
 /// Columns of `b` per workgroup of the MUL_MAT kernel.
-const MUL_MAT_COLS: u64 = 8;
+const MUL_MAT_COLS: u64 = 16;
 
 /// Workgroups per dimension of a dispatch (WebGPU's guaranteed minimum).
 const MAX_GROUPS_X: u64 = 65_535;
@@ -49,6 +49,14 @@ enum Kind {
     },
     /// `upscale.wgsl`.
     Upscale,
+    /// `quantize.wgsl`: a copy (CPY, DUP, CONT) or SET_ROWS (`rows`) into a quantized type of
+    /// code `qt`.
+    Quantize {
+        qt: u32,
+        rows: bool,
+    },
+    /// `copy_blocks.wgsl`: a copy between tensors of one quantized type.
+    CopyBlocks,
     GetRows,
     SetRows,
     /// `norm.wgsl`: RMS_NORM (0), NORM (1), L2_NORM (2), SUM_ROWS (3), MEAN (4).
@@ -185,6 +193,16 @@ fn kind(t: &Tensor) -> Option<Kind> {
         }
         Op::Cpy | Op::Dup | Op::Cont => {
             let x = t.src(0)?;
+            let same_n = x.nelements() == t.nelements();
+            if t.ty().is_quantized() {
+                // Whole blocks of a contiguous result, one invocation each.
+                let into = t.is_contiguous() && same_n;
+                if let Some(qt) = wgsl::quantizer(t.ty()).filter(|_| float(x.ty()) && into) {
+                    return Some(Kind::Quantize { qt, rows: false });
+                }
+                let rows = x.ty() == t.ty() && x.ne()[0] == t.ne()[0] && x.nb()[0] == t.nb()[0];
+                return (into && rows).then_some(Kind::CopyBlocks);
+            }
             let ok = a.is_some_and(wgsl::loadable) && dst_ok && x.nelements() == t.nelements();
             ok.then(|| Kind::Elem {
                 expr: "x".into(),
@@ -242,10 +260,11 @@ fn kind(t: &Tensor) -> Option<Kind> {
             ok.then_some(Kind::GetRows)
         }
         Op::SetRows => {
-            let ok = a.is_some_and(float)
-                && matches!(src_ty(t, 1), Some(Type::I32 | Type::I64))
-                && dst_ok;
-            ok.then_some(Kind::SetRows)
+            let ok = a.is_some_and(float) && matches!(src_ty(t, 1), Some(Type::I32 | Type::I64));
+            if let Some(qt) = wgsl::quantizer(t.ty()) {
+                return ok.then_some(Kind::Quantize { qt, rows: true });
+            }
+            (ok && dst_ok).then_some(Kind::SetRows)
         }
         Op::RmsNorm | Op::Norm | Op::L2Norm => {
             let mode = match op {
@@ -376,18 +395,18 @@ fn desc(t: &Tensor, off: usize) -> Result<[u32; DESC_WORDS]> {
 }
 
 /// One operand as a kernel binds it.
-struct Operand<'a> {
+struct Operand {
     ty: Type,
     desc: [u32; DESC_WORDS],
-    buffer: &'a wgpu::Buffer,
+    buffer: wgpu::Buffer,
 }
 
 /// A node ready to record: its kernel, parameter block, buffers (result first) and workgroups.
 #[derive(Clone)]
-struct Step<'a> {
+struct Step {
     kernel: Kernel,
     params: [u32; PARAM_WORDS],
-    buffers: Vec<&'a wgpu::Buffer>,
+    buffers: Vec<wgpu::Buffer>,
     groups: u64,
 }
 
@@ -410,18 +429,25 @@ fn per_item(items: u64) -> u64 {
     items.div_ceil(WG)
 }
 
-/// Prepares node `i` of `graph`, computed as `kind`.
-fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result<Step<'a>> {
+/// Prepares node `i` of `graph`, computed as `kind`: its steps (a MUL_MAT with quantized weights
+/// first rounds its activations into `scratch`, which must then be given).
+fn plan(
+    gpu: &Gpu,
+    graph: &PlacedGraph<'_>,
+    i: usize,
+    kind: &Kind,
+    scratch: Option<&wgpu::Buffer>,
+) -> Result<Vec<Step>> {
     let n = &graph.nodes()[i];
     let place = graph
         .place(i)
         .ok_or_else(|| Error::invalid(format!("{}: node {:?} has no place", gpu.name, n.name())))?;
-    let dst_buf = buffer_of(gpu, Some(place), "the result")?;
+    let dst_buf = buffer_of(gpu, Some(place), "the result")?.clone();
     let mut params = [0u32; PARAM_WORDS];
     params[..DESC_WORDS].copy_from_slice(&desc(n, place.offset())?);
     let op_params = n.op_params();
     params[OP_AT..X_AT].copy_from_slice(&op_params.map(|v| v as u32));
-    let operand = |j: usize| -> Result<Operand<'a>> {
+    let operand = |j: usize| -> Result<Operand> {
         let s = n.src(j).ok_or_else(|| {
             Error::invalid(format!(
                 "{}: node {:?} lacks operand {j}",
@@ -430,7 +456,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             ))
         })?;
         let p = graph.src_place(i, j);
-        let buffer = buffer_of(gpu, p, "an operand")?;
+        let buffer = buffer_of(gpu, p, "an operand")?.clone();
         let off = p.map_or(0, |p| p.offset());
         Ok(Operand {
             ty: s.ty(),
@@ -440,7 +466,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
     };
     let present = |j: usize| n.src(j).is_some();
     // An absent optional operand is bound to a stand-in (the kernel reads a flag, not it).
-    let optional = |j: usize, a: &Operand<'a>| -> Result<Operand<'a>> {
+    let optional = |j: usize, a: &Operand| -> Result<Operand> {
         if present(j) {
             operand(j)
         } else {
@@ -448,8 +474,9 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
         }
     };
     let mut x = [0u32; 12];
+    let mut steps = Vec::with_capacity(1);
     let d_n = n.nelements() as u64;
-    let (name, body, operands, groups): (&str, String, Vec<Operand<'a>>, u64) = match kind {
+    let (name, body, operands, groups): (&str, String, Vec<Operand>, u64) = match kind {
         Kind::Skip => return Err(Error::invalid("wgpu: a node without work was planned")),
         Kind::Elem {
             expr,
@@ -488,7 +515,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
                     Operand {
                         ty: a.ty,
                         desc: xd,
-                        buffer: a.buffer,
+                        buffer: a.buffer.clone(),
                     },
                     Operand {
                         ty: a.ty,
@@ -551,6 +578,31 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             let body = format!("{}{}", wgsl::UPSCALE, wgsl::PER_ELEM);
             ("upscale", body, vec![a], per_item(d_n))
         }
+        Kind::Quantize { qt, rows } => {
+            let a = operand(0)?;
+            let blocks = u64::from(a.desc[11]) / 32;
+            x[3] = word(blocks, "blocks")?;
+            let (at, ops) = if *rows {
+                let b = operand(1)?;
+                x[0] = u32::from(b.ty == Type::I64);
+                let at = wgsl::fault(1, 2) + wgsl::ROWS_INDEX + wgsl::QUANTIZE_ROWS;
+                (at, vec![a, b])
+            } else {
+                (wgsl::QUANTIZE_CPY.to_string(), vec![a])
+            };
+            let body = (at + &wgsl::QUANTIZE.replace("{QT}", &qt.to_string()))
+                .replace("{BYTES}", &n.ty().type_size().to_string());
+            ("quantize", body, ops, per_item(blocks))
+        }
+        Kind::CopyBlocks => {
+            let per_row = n.ne()[0] as u64 / n.ty().blck_size() as u64;
+            let blocks = d_n / n.ty().blck_size() as u64;
+            x[0] = word(blocks, "blocks")?;
+            x[1] = word(per_row, "blocks per row")?;
+            x[2] = word(n.ty().type_size(), "block size")?;
+            let body = wgsl::COPY_BLOCKS.to_string();
+            ("copy_blocks", body, vec![operand(0)?], per_item(blocks))
+        }
         Kind::GetRows => (
             "get_rows",
             format!("{}{}", wgsl::fault(1, 2), wgsl::GET_ROWS),
@@ -561,7 +613,7 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             let ops = vec![operand(0)?, operand(1)?];
             x[0] = (ops[1].ty == Type::I64) as u32;
             let items = u64::from(ops[0].desc[11]);
-            let body = format!("{}{}", wgsl::fault(1, 2), wgsl::SET_ROWS);
+            let body = wgsl::fault(1, 2) + wgsl::ROWS_INDEX + wgsl::SET_ROWS;
             ("set_rows", body, ops, per_item(items))
         }
         Kind::MulMatId => (
@@ -630,7 +682,20 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             )
         }
         Kind::MulMat => {
-            let (a, b) = (operand(0)?, operand(1)?);
+            let (a, mut b) = (operand(0)?, operand(1)?);
+            let qb = act_block(a.ty);
+            if qb > 0 {
+                let scratch = scratch.ok_or_else(|| {
+                    Error::invalid("wgpu MUL_MAT: no scratch buffer for the activations")
+                })?;
+                steps.push(round_activations(gpu, &b, qb, scratch)?);
+                // The kernel reads the scratch (as words), with b's shape.
+                b = Operand {
+                    ty: Type::F32,
+                    desc: b.desc,
+                    buffer: scratch.clone(),
+                };
+            }
             let d = &params[..4];
             let blocks = u64::from(d[1]).div_ceil(MUL_MAT_COLS);
             let row_groups = u64::from(d[0]).div_ceil(WG);
@@ -640,9 +705,13 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
             x[2] = b.desc[2] / a.desc[2].max(1);
             x[3] = b.desc[3] / a.desc[3].max(1);
             x[4] = word(row_groups, "mul_mat row groups")?;
-            let body = wgsl::MUL_MAT
-                .replace("{QB}", &act_block(a.ty).to_string())
-                .replace("{BR}", &float_act_rounding(a.ty).to_string());
+            let dots = if qb > 0 {
+                wgsl::MUL_MAT_QUANT.replace("{QB}", &qb.to_string())
+            } else {
+                let br = float_act_rounding(a.ty);
+                wgsl::MUL_MAT_FLOAT.replace("{BR}", &br.to_string())
+            };
+            let body = format!("{}{dots}", wgsl::MUL_MAT);
             ("mul_mat", body, vec![a, b], groups)
         }
         Kind::FlashAttn => {
@@ -681,12 +750,42 @@ fn plan<'a>(gpu: &Gpu, graph: &PlacedGraph<'a>, i: usize, kind: &Kind) -> Result
         wgsl::source(&body, n.ty(), &types, gpu.f16)
     })?;
     let mut buffers = vec![dst_buf];
-    buffers.extend(operands.iter().map(|o| o.buffer));
-    Ok(Step {
+    buffers.extend(operands.into_iter().map(|o| o.buffer));
+    steps.push(Step {
         kernel,
         params,
         buffers,
         groups,
+    });
+    Ok(steps)
+}
+
+/// Words of `mul_mat_q8.wgsl`'s scratch for activations `b` (`ne`) rounded in blocks of `qb`.
+fn act_words(ne: [u64; 4], qb: u32) -> u64 {
+    let qb = u64::from(qb);
+    ne[1] * ne[2] * ne[3] * (ne[0] / qb) * (qb / 4 + 1)
+}
+
+/// The step of `mul_mat_q8.wgsl`: MUL_MAT's activations `b` rounded to the CPU's 8-bit levels
+/// in blocks of `qb` values, into `scratch`.
+fn round_activations(gpu: &Gpu, b: &Operand, qb: u32, scratch: &wgpu::Buffer) -> Result<Step> {
+    let mut params = [0u32; PARAM_WORDS];
+    params[DESC_WORDS..2 * DESC_WORDS].copy_from_slice(&b.desc);
+    let blocks = b.desc[0] / qb;
+    let total = u64::from(b.desc[1]) * u64::from(b.desc[2]) * u64::from(b.desc[3]);
+    let total = total * u64::from(blocks);
+    params[X_AT] = word(total, "activation blocks")?;
+    params[X_AT + 1] = blocks;
+    let key = format!("mul_mat_q8|{qb}|{}", b.ty);
+    let kernel = gpu.kernels.kernel(gpu, &key, 1, || {
+        let body = wgsl::MUL_MAT_Q8.replace("{QB}", &qb.to_string());
+        wgsl::source(&body, Type::F32, &[b.ty], gpu.f16)
+    })?;
+    Ok(Step {
+        kernel,
+        params,
+        buffers: vec![scratch.clone(), b.buffer.clone()],
+        groups: per_item(total),
     })
 }
 
@@ -797,12 +896,13 @@ fn flash_attn_roundings(n_q: u32, k: Type, v: Type) -> u32 {
 }
 
 /// Values per block of the 8-bit rounding the CPU gives MUL_MAT's activations for weights of
-/// type `ty` (GGML's `vec_dot_type`: Q8_0 or Q8_1 for the legacy quantized types, Q8_K for the
-/// k-quants), or 0 for float weights (activations used as they are).
+/// type `ty` (GGML's `vec_dot_type`: Q8_0 or Q8_1 for the legacy quantized types and IQ4_NL,
+/// Q8_K for the k-quants and IQ4_XS), or 0 for float weights and the quantized types the CPU
+/// has no integer dot for, whose weights it dequantizes (activations used as they are).
 fn act_block(ty: Type) -> u32 {
     match ty {
-        Type::Q4_0 | Type::Q4_1 | Type::Q5_0 | Type::Q5_1 | Type::Q8_0 => 32,
-        Type::Q4_K | Type::Q5_K | Type::Q6_K => 256,
+        Type::Q4_0 | Type::Q4_1 | Type::Q5_0 | Type::Q5_1 | Type::Q8_0 | Type::IQ4_NL => 32,
+        Type::Q2_K | Type::Q3_K | Type::Q4_K | Type::Q5_K | Type::Q6_K | Type::IQ4_XS => 256,
         _ => 0,
     }
 }
@@ -821,7 +921,7 @@ fn float_act_rounding(ty: Type) -> u32 {
 /// (`fault.wgsl`), if any.
 fn index_operand(kind: &Kind) -> Option<usize> {
     match kind {
-        Kind::GetRows | Kind::SetRows => Some(1),
+        Kind::GetRows | Kind::SetRows | Kind::Quantize { rows: true, .. } => Some(1),
         Kind::MulMatId => Some(2),
         _ => None,
     }
@@ -890,11 +990,11 @@ fn kernel_variant(kind: &Kind) -> String {
 }
 
 /// An operand slot the kernel declares but does not read: bound to `a`'s buffer as F32.
-fn stand_in<'a>(a: &Operand<'a>) -> Operand<'a> {
+fn stand_in(a: &Operand) -> Operand {
     Operand {
         ty: Type::F32,
         desc: [0; DESC_WORDS],
-        buffer: a.buffer,
+        buffer: a.buffer.clone(),
     }
 }
 
@@ -943,6 +1043,24 @@ pub(crate) fn record(
             },
         )
     });
+    // One scratch for every MUL_MAT's rounded activations (the dispatches run in order).
+    let scratch_words = (graph.nodes().iter())
+        .filter(|n| !n.is_empty() && matches!(kind(n), Some(Kind::MulMat)))
+        .filter_map(|n| {
+            let (a, b) = (n.src(0)?, n.src(1)?);
+            let qb = act_block(a.ty());
+            let ne = b.ne().map(|v| v as u64);
+            (qb > 0).then(|| act_words([ne[0], ne[1], ne[2], ne[3]], qb))
+        })
+        .max();
+    let scratch = scratch_words.map(|w| {
+        gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("ggml mul_mat activations"),
+            size: (4 * w).max(4),
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        })
+    });
     let mut checked = Vec::with_capacity(n_checked);
     let mut steps = Vec::new();
     for (i, n) in graph.nodes().iter().enumerate() {
@@ -961,10 +1079,14 @@ pub(crate) fn record(
         if matches!(k, Kind::Skip) {
             continue;
         }
-        let mut step = plan(gpu, graph, i, &k)?;
+        let mut planned = plan(gpu, graph, i, &k, scratch.as_ref())?;
+        let Some(mut step) = planned.pop() else {
+            continue;
+        };
+        steps.extend(planned);
         if let (Some(slot), Some(f)) = (index_operand(&k), &faults) {
             step.params[X_AT + 1] = checked.len() as u32;
-            step.buffers.push(f);
+            step.buffers.push(f.clone());
             let idx = n.src(slot).map_or([1; 5], |b| b.ne().map(|v| v as u32));
             checked.push(Checked {
                 index: i,

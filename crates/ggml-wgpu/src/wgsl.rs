@@ -21,12 +21,20 @@ pub(crate) const ARGSORT: &str = include_str!("wgsl/argsort.wgsl");
 pub(crate) const GET_ROWS: &str = include_str!("wgsl/get_rows.wgsl");
 const FAULT: &str = include_str!("wgsl/fault.wgsl");
 pub(crate) const SET_ROWS: &str = include_str!("wgsl/set_rows.wgsl");
+pub(crate) const ROWS_INDEX: &str = include_str!("wgsl/rows_index.wgsl");
 pub(crate) const NORM: &str = include_str!("wgsl/norm.wgsl");
 pub(crate) const SOFT_MAX: &str = include_str!("wgsl/soft_max.wgsl");
 pub(crate) const ROPE: &str = include_str!("wgsl/rope.wgsl");
 pub(crate) const MUL_MAT: &str = include_str!("wgsl/mul_mat.wgsl");
 pub(crate) const FLASH_ATTN: &str = include_str!("wgsl/flash_attn.wgsl");
 pub(crate) const MUL_MAT_ID: &str = include_str!("wgsl/mul_mat_id.wgsl");
+pub(crate) const MUL_MAT_FLOAT: &str = include_str!("wgsl/mul_mat_float.wgsl");
+pub(crate) const MUL_MAT_QUANT: &str = include_str!("wgsl/mul_mat_quant.wgsl");
+pub(crate) const MUL_MAT_Q8: &str = include_str!("wgsl/mul_mat_q8.wgsl");
+pub(crate) const QUANTIZE: &str = include_str!("wgsl/quantize.wgsl");
+pub(crate) const QUANTIZE_CPY: &str = include_str!("wgsl/quantize_cpy.wgsl");
+pub(crate) const QUANTIZE_ROWS: &str = include_str!("wgsl/quantize_rows.wgsl");
+pub(crate) const COPY_BLOCKS: &str = include_str!("wgsl/copy_blocks.wgsl");
 
 /// The largest row ARGSORT sorts (`MAX_N` in `argsort.wgsl`: the row's values and indices fill
 /// WebGPU's guaranteed 16 KiB of workgroup memory).
@@ -66,6 +74,48 @@ pub(crate) fn loadable(ty: Type) -> bool {
 pub(crate) fn storable(ty: Type) -> bool {
     matches!(ty, Type::F32 | Type::F16 | Type::BF16)
 }
+
+/// The code of `quantize.wgsl` for results of `ty` (its QT), if it quantizes to it.
+pub(crate) fn quantizer(ty: Type) -> Option<u32> {
+    Some(match ty {
+        Type::Q4_0 => 0,
+        Type::Q4_1 => 1,
+        Type::Q5_0 => 2,
+        Type::Q5_1 => 3,
+        Type::Q8_0 => 4,
+        Type::IQ4_NL => 5,
+        _ => return None,
+    })
+}
+
+/// The result's binding for kernels writing blocks of a quantized type: `put_byte(o, v)` for
+/// each byte in increasing order, then `put_flush()`. A word's bytes are gathered and stored
+/// at once; a word shared with another invocation's block (blocks need not fill words) is
+/// merged into with atomics, which touch only this invocation's bytes.
+const BYTE_STORE: &str = "@group(0) @binding(1) var<storage, read_write> d: array<atomic<u32>>;
+var<private> pw: u32 = 0xffffffffu;
+var<private> pbits: u32;
+var<private> pmask: u32;
+fn put_flush() {
+    if (pmask == 0xffffffffu) {
+        atomicStore(&d[pw], pbits);
+    } else if (pmask != 0u) {
+        atomicAnd(&d[pw], ~pmask);
+        atomicOr(&d[pw], pbits);
+    }
+    pbits = 0u;
+    pmask = 0u;
+}
+fn put_byte(o: u32, v: u32) {
+    if ((o >> 2u) != pw) {
+        put_flush();
+        pw = o >> 2u;
+    }
+    let sh = (o & 3u) * 8u;
+    pbits = pbits | ((v & 0xffu) << sh);
+    pmask = pmask | (0xffu << sh);
+}
+";
 
 /// The body of `ld_§(row, k)`: element `k` of the row whose first byte is `row`, as f32.
 fn loader_body(ty: Type) -> Option<&'static str> {
@@ -141,6 +191,90 @@ fn loader_body(ty: Type) -> Option<&'static str> {
     let sc = i8_§(blk + 192u + 8u * hf + l / 16u + 2u * qd);
     return h_§(blk + 208u) * sc * f32(i32(lo | (hi << 4u)) - 32);"
         }
+        Type::Q2_K => {
+            "let blk = row + (k / 256u) * 84u;
+    let j = k % 256u;
+    let sc = u8_§(blk + j / 16u);
+    let q = (u8_§(blk + 16u + 32u * (j / 128u) + j % 32u) >> (2u * ((j % 128u) / 32u))) & 3u;
+    return h_§(blk + 80u) * f32(sc & 15u) * f32(q) - h_§(blk + 82u) * f32(sc >> 4u);"
+        }
+        Type::Q3_K => {
+            "let blk = row + (k / 256u) * 110u;
+    let j = k % 256u;
+    let is = j / 16u;
+    let lo = select(u8_§(blk + 96u + is - 8u) >> 4u, u8_§(blk + 96u + is) & 15u, is < 8u);
+    let sc = lo | (((u8_§(blk + 104u + is % 4u) >> (2u * (is / 4u))) & 3u) << 4u);
+    let sh = (j % 128u) / 32u;
+    let q = (u8_§(blk + 32u + 32u * (j / 128u) + j % 32u) >> (2u * sh)) & 3u;
+    let hb = (u8_§(blk + j % 32u) >> (4u * (j / 128u) + sh)) & 1u;
+    return h_§(blk + 108u) * f32(i32(sc) - 32) * f32(i32(q) - select(4, 0, hb == 1u));"
+        }
+        Type::IQ4_NL => {
+            "let blk = row + (k / 32u) * 18u;
+    let j = k % 32u;
+    let q = u8_§(blk + 2u + j % 16u);
+    return h_§(blk) * IQ4NL[select(q & 15u, q >> 4u, j >= 16u)];"
+        }
+        Type::IQ4_XS => {
+            "let blk = row + (k / 256u) * 136u;
+    let ib = (k % 256u) / 32u;
+    let j = k % 32u;
+    let ls = ((u8_§(blk + 4u + ib / 2u) >> (4u * (ib % 2u))) & 15u)
+        | (((u8_§(blk + 2u + ib / 4u) >> (2u * (ib % 4u))) & 3u) << 4u);
+    let q = u8_§(blk + 8u + 16u * ib + j % 16u);
+    return h_§(blk) * f32(i32(ls) - 32) * IQ4NL[select(q & 15u, q >> 4u, j >= 16u)];"
+        }
+        Type::TQ1_0 => {
+            "let blk = row + (k / 256u) * 54u;
+    let j = k % 256u;
+    var b = 0u;
+    var n = 0u;
+    if (j < 160u) {
+        b = u8_§(blk + j % 32u);
+        n = j / 32u;
+    } else if (j < 240u) {
+        b = u8_§(blk + 32u + (j - 160u) % 16u);
+        n = (j - 160u) / 16u;
+    } else {
+        b = u8_§(blk + 48u + (j - 240u) % 4u);
+        n = (j - 240u) / 4u;
+    }
+    let t = (((b * POW3[n]) & 0xffu) * 3u) >> 8u;
+    return f32(i32(t) - 1) * h_§(blk + 52u);"
+        }
+        Type::TQ2_0 => {
+            "let blk = row + (k / 256u) * 66u;
+    let j = k % 256u;
+    let q = (u8_§(blk + 32u * (j / 128u) + j % 32u) >> (2u * ((j % 128u) / 32u))) & 3u;
+    return f32(i32(q) - 1) * h_§(blk + 64u);"
+        }
+        Type::Q1_0 => {
+            "let blk = row + (k / 128u) * 18u;
+    let j = k % 128u;
+    let d = h_§(blk);
+    return select(-d, d, ((u8_§(blk + 2u + j / 8u) >> (j % 8u)) & 1u) == 1u);"
+        }
+        Type::Q2_0 => {
+            "let blk = row + (k / 64u) * 18u;
+    let j = k % 64u;
+    let q = (u8_§(blk + 2u + j / 4u) >> (2u * (j % 4u))) & 3u;
+    return f32(i32(q) - 1) * h_§(blk);"
+        }
+        Type::MXFP4 => {
+            "let blk = row + (k / 32u) * 17u;
+    let j = k % 32u;
+    let e = u8_§(blk);
+    let q = u8_§(blk + 1u + j % 16u);
+    let half = bitcast<f32>(select((e - 1u) << 23u, 0x00200000u << e, e < 2u));
+    return E2M1[select(q & 15u, q >> 4u, j >= 16u)] * half;"
+        }
+        Type::NVFP4 => {
+            "let blk = row + (k / 64u) * 36u;
+    let j = k % 64u;
+    let s = u8_§(blk + j / 16u);
+    let q = u8_§(blk + 4u + 8u * (j / 16u) + j % 8u);
+    return E2M1[select(q & 15u, q >> 4u, j % 16u >= 8u)] * ue4m3_half(s);"
+        }
         _ => return None,
     })
 }
@@ -212,6 +346,7 @@ fn st(o: u32, v: f32) {
 }
 "
         .to_string(),
+        _ if ty.is_quantized() => BYTE_STORE.to_string(),
         _ => {
             return Err(Error::unsupported(format!(
                 "wgpu kernels cannot store {ty}"
@@ -239,8 +374,6 @@ pub(crate) fn source(body: &str, dst: Type, srcs: &[Type], f16: bool) -> Result<
     s.push_str(COMMON);
     s.push_str(&store(dst, f16)?);
     for (k, (&ty, name)) in srcs.iter().zip(OPERANDS).enumerate() {
-        let ld = loader_body(ty)
-            .ok_or_else(|| Error::unsupported(format!("wgpu kernels cannot load {ty}")))?;
         let halves = f16 && ty == Type::F16;
         s.push_str(&format!(
             "@group(0) @binding({}) var<storage, read_write> {name}: array<{}>;\n",
@@ -249,9 +382,12 @@ pub(crate) fn source(body: &str, dst: Type, srcs: &[Type], f16: bool) -> Result<
         ));
         let helpers = if halves { F16_HELPERS } else { HELPERS };
         s.push_str(&helpers.replace('§', name));
-        s.push_str(
-            &format!("fn ld_§(row: u32, k: u32) -> f32 {{\n    {ld}\n}}\n").replace('§', name),
-        );
+        // Types without a loader are only copied as bytes.
+        if let Some(ld) = loader_body(ty) {
+            s.push_str(
+                &format!("fn ld_§(row: u32, k: u32) -> f32 {{\n    {ld}\n}}\n").replace('§', name),
+            );
+        }
     }
     if body.contains("wg_sum(") {
         s.push_str(REDUCE);

@@ -168,6 +168,38 @@ fn copies_between_device_buffers_stay_on_the_device() {
     assert_eq!(src.get_f32().unwrap(), vals);
 }
 
+/// A stream on the wgpu device and the CPU's, or `None` without an adapter.
+fn gpu_and_cpu() -> Option<(ggml::Backend, ggml::Backend)> {
+    let gpu = common::device()?.init(None).unwrap();
+    Some((gpu, backend::cpu_init().unwrap()))
+}
+
+/// Pseudo-random values in [-0.5, 0.5) from `seed`.
+fn lcg(seed: u32) -> impl FnMut() -> f32 {
+    let mut state = seed;
+    move || {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        (state >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+    }
+}
+
+/// The quantized types the device writes (CPY, SET_ROWS).
+const QUANTIZED_RESULTS: [Type; 6] = [
+    Type::Q4_0,
+    Type::Q4_1,
+    Type::Q5_0,
+    Type::Q5_1,
+    Type::Q8_0,
+    Type::IQ4_NL,
+];
+
+/// The bytes of `t`.
+fn bytes_of(t: &ggml::Tensor) -> Vec<u8> {
+    let mut bytes = vec![0u8; t.nbytes()];
+    t.get_bytes(&mut bytes, 0).unwrap();
+    bytes
+}
+
 /// MUL_MAT of `w` (`k × rows`, quantized to `ty`) by `x` (`k × cols`) on `stream`.
 fn mul_mat_on(stream: &ggml::Backend, ty: Type, w: &[f32], x: &[f32], k: usize) -> Vec<f32> {
     let (rows, cols) = (w.len() / k, x.len() / k);
@@ -187,26 +219,33 @@ fn mul_mat_on(stream: &ggml::Backend, ty: Type, w: &[f32], x: &[f32], k: usize) 
 
 #[test]
 fn quantized_products_round_activations_as_the_cpu_does() {
-    let Some(dev) = common::device() else {
+    let Some((gpu, cpu)) = gpu_and_cpu() else {
         return;
     };
-    let gpu = dev.init(None).unwrap();
-    let cpu = backend::cpu_init().unwrap();
     let k = 512;
-    let mut state = 12345u32;
-    let mut next = || {
-        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        (state >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-    };
-    let w: Vec<f32> = (0..k * 16).map(|_| next()).collect();
-    let x: Vec<f32> = (0..k * 3).map(|_| 40.0 * next()).collect();
+    let mut values = lcg(12345);
+    let w: Vec<f32> = (0..k * 16).map(|_| values()).collect();
+    let x: Vec<f32> = (0..k * 3).map(|_| 40.0 * values()).collect();
     for ty in [
         Type::Q4_0,
         Type::Q4_1,
         Type::Q5_0,
+        Type::Q5_1,
         Type::Q8_0,
+        Type::IQ4_NL,
+        Type::Q2_K,
+        Type::Q3_K,
         Type::Q4_K,
+        Type::Q5_K,
         Type::Q6_K,
+        Type::IQ4_XS,
+        // No integer dots on the CPU: f32 products of the dequantized weights on both.
+        Type::TQ1_0,
+        Type::TQ2_0,
+        Type::Q1_0,
+        Type::Q2_0,
+        Type::MXFP4,
+        Type::NVFP4,
     ] {
         let (g, c) = (
             mul_mat_on(&gpu, ty, &w, &x, k),
@@ -226,6 +265,120 @@ fn quantized_products_round_activations_as_the_cpu_does() {
             err / norm < 1e-6,
             "{ty}: NMSE {:.3e} against the CPU",
             err / norm
+        );
+    }
+}
+
+/// The bytes of `x` (`k × rows`, F32, read through a transposed view when `transposed`) copied
+/// into a tensor of `ty` on `stream`.
+fn quantized_on(
+    stream: &ggml::Backend,
+    ty: Type,
+    x: &[f32],
+    k: usize,
+    transposed: bool,
+) -> Vec<u8> {
+    let rows = x.len() / k;
+    let ctx = Context::init(1 << 20, true).unwrap();
+    let (n0, n1) = if transposed { (rows, k) } else { (k, rows) };
+    let a = ctx.new_tensor_2d(Type::F32, n0 as i64, n1 as i64).unwrap();
+    let src = if transposed {
+        ctx.transpose(&a).unwrap()
+    } else {
+        a.clone()
+    };
+    let dst = ctx.new_tensor_2d(ty, k as i64, rows as i64).unwrap();
+    let out = ctx.cpy(&src, &dst).unwrap();
+    let graph = ctx.build_forward_expand(&out).unwrap();
+    let _buf = backend::alloc_ctx_tensors(&ctx, stream).unwrap();
+    a.set_f32(x).unwrap();
+    stream.graph_compute(&graph).unwrap();
+    bytes_of(&dst)
+}
+
+#[test]
+fn copies_into_quantized_types_round_as_the_cpu_does() {
+    let Some((gpu, cpu)) = gpu_and_cpu() else {
+        return;
+    };
+    let (k, rows) = (96, 5);
+    let mut values = lcg(777);
+    let mut x: Vec<f32> = (0..k * rows).map(|_| 30.0 * values()).collect();
+    // A block of zeros and one of equal values (scale 0, the minimum's own block).
+    x[32..64].fill(0.0);
+    x[64..96].fill(2.5);
+    for ty in QUANTIZED_RESULTS {
+        for transposed in [false, true] {
+            let (g, c) = (
+                quantized_on(&gpu, ty, &x, k, transposed),
+                quantized_on(&cpu, ty, &x, k, transposed),
+            );
+            // GGML's IQ4_NL reference leaves an all-zero block (scale 0) with the previous
+            // block's indices; the device writes index 0 there: the values are the same (0).
+            let size = ty.type_size();
+            let zero_scale = |b: &[u8]| ty == Type::IQ4_NL && b[..2] == [0, 0];
+            let bad = (g.chunks_exact(size).zip(c.chunks_exact(size)))
+                .filter(|(a, b)| a != b && !(zero_scale(a) && zero_scale(b)))
+                .count();
+            assert_eq!(
+                bad, 0,
+                "{ty} (transposed {transposed}): {bad} blocks differ"
+            );
+        }
+    }
+}
+
+/// SET_ROWS of the rows of `x` (`k × n`, F32) into rows `idx` of a tensor of `ty` with `rows`
+/// rows whose blocks start as `init`, on `stream`; the result's bytes.
+fn set_rows_on(
+    stream: &ggml::Backend,
+    ty: Type,
+    init: &[u8],
+    x: &[f32],
+    idx: &[i32],
+    k: usize,
+) -> Vec<u8> {
+    let rows = init.len() / ty.row_size(k as i64).unwrap();
+    let ctx = Context::init(1 << 20, true).unwrap();
+    let dst = ctx.new_tensor_2d(ty, k as i64, rows as i64).unwrap();
+    let src = ctx
+        .new_tensor_2d(Type::F32, k as i64, idx.len() as i64)
+        .unwrap();
+    let ids = ctx.new_tensor_1d(Type::I32, idx.len() as i64).unwrap();
+    let out = ctx.set_rows(&dst, &src, &ids).unwrap();
+    let graph = ctx.build_forward_expand(&out).unwrap();
+    let _buf = backend::alloc_ctx_tensors(&ctx, stream).unwrap();
+    dst.set_bytes(init, 0).unwrap();
+    src.set_f32(x).unwrap();
+    ids.set_i32(idx).unwrap();
+    stream.graph_compute(&graph).unwrap();
+    bytes_of(&out)
+}
+
+#[test]
+fn set_rows_into_quantized_types_writes_the_cpus_blocks() {
+    let Some((gpu, cpu)) = gpu_and_cpu() else {
+        return;
+    };
+    let (k, rows) = (96, 7);
+    let mut values = lcg(99);
+    let old: Vec<f32> = (0..k * rows).map(|_| 8.0 * values()).collect();
+    let x: Vec<f32> = (0..k * 3).map(|_| 8.0 * values()).collect();
+    let idx = [5, 0, 2];
+    for ty in QUANTIZED_RESULTS {
+        let mut init = vec![0u8; ty.row_size(k as i64).unwrap() * rows];
+        ggml::quantize_chunk(ty, &old, &mut init, 0, rows, k, None).unwrap();
+        let (g, c) = (
+            set_rows_on(&gpu, ty, &init, &x, &idx, k),
+            set_rows_on(&cpu, ty, &init, &x, &idx, k),
+        );
+        assert_ne!(g, init, "{ty}: nothing written");
+        let bad = g.iter().zip(&c).filter(|(a, b)| a != b).count();
+        assert_eq!(
+            bad,
+            0,
+            "{ty}: {bad} of {} bytes differ from the CPU's",
+            c.len()
         );
     }
 }
@@ -278,11 +431,9 @@ fn gelu_on(stream: &ggml::Backend, op: &str, ty: Type, x: &[f32], g: &[f32]) -> 
 /// function lands on the other side of an F16 rounding boundary (then one F16 step apart).
 #[test]
 fn gelus_round_through_f16_as_the_cpu_does() {
-    let Some(dev) = common::device() else {
+    let Some((gpu, cpu)) = gpu_and_cpu() else {
         return;
     };
-    let gpu = dev.init(None).unwrap();
-    let cpu = backend::cpu_init().unwrap();
     let n = 4096;
     let x: Vec<f32> = (0..n)
         .map(|i| -12.0 + 24.0 * i as f32 / n as f32 + 1e-4)

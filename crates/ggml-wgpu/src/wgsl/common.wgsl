@@ -228,3 +228,27 @@ fn alibi(h: u32) -> f32 {
     }
     return pow(xf(4u), f32(2u * (h - nhl2) + 1u));
 }
+
+// IQ4_NL's (and IQ4_XS's) levels.
+const IQ4NL: array<f32, 16> = array<f32, 16>(-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0,
+    -10.0, 1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+
+// MXFP4's and NVFP4's E2M1 values, doubled.
+const E2M1: array<f32, 16> = array<f32, 16>(0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 0.0, -1.0,
+    -2.0, -3.0, -4.0, -6.0, -8.0, -12.0);
+
+// TQ1_0's trit multipliers.
+const POW3: array<u32, 5> = array<u32, 5>(1u, 3u, 9u, 27u, 81u);
+
+// Half of a UE4M3 scale (NVFP4's): 0 and 0x7f are zero.
+fn ue4m3_half(x: u32) -> f32 {
+    if (x == 0u || x == 0x7fu) {
+        return 0.0;
+    }
+    let e = (x >> 3u) & 15u;
+    let m = f32(x & 7u);
+    if (e == 0u) {
+        return m * 0.001953125 * 0.5;
+    }
+    return (1.0 + m / 8.0) * exp2(f32(i32(e) - 7)) * 0.5;
+}

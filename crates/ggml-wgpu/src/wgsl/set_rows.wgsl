@@ -1,6 +1,5 @@
-// One invocation per element of `a`: row i1 of `a` goes to row `b[i1, i2 % .., i3 % ..]` of the
-// result (indices I32, or I64 when x0 = 1; an index outside the result is skipped and recorded
-// as a fault).
+// One invocation per element of `a` (after rows_index.wgsl): row i1 of `a` goes to row
+// `dst_row` of the result (an index outside it is skipped).
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -16,18 +15,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         return;
     }
     let ia = unravel(t, p.a.ne);
-    let j1 = ia.i.z % p.b.ne.y;
-    let j2 = ia.i.w % p.b.ne.z;
-    let io = p.b.off + ia.i.y * p.b.nb.x + j1 * p.b.nb.y + j2 * p.b.nb.z;
-    let lo = w_b(io);
-    var hi = 0u;
-    if (xu(0u) == 1u) {
-        hi = w_b(io + 4u);
-    }
-    if (hi != 0u || lo >= p.d.ne.y) {
-        if (ia.i.x == 0u) {
-            fault_at(ia.i.y, j1, j2);
-        }
+    let lo = dst_row(ia);
+    if (lo == NONE) {
         return;
     }
     let v = ld_a(row_of(p.a, ia), ia.i.x);

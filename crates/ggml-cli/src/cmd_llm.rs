@@ -32,8 +32,9 @@ const RUN_USAGE: &str = "usage: ggml run MODEL.gguf -p PROMPT [options]
                          default: the CPU alone)
   --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT (faster
                          here at present; greedy text may differ from llama.cpp's default)
-  -nr, --no-repack        keep every weight in the mapped file (default: the weights MUL_MAT
-                         reads, of a type with a layout, go to the CPU_REPACK buffer type)
+  --repack               put the weights MUL_MAT reads, of a type with a layout, in the
+                         CPU_REPACK buffer type (default off: more memory, not faster yet)
+  -nr, --no-repack       keep every weight in the mapped file (the default)
 
 The generated text goes to stdout as it comes; prompt and generation speed go to stderr.";
 
@@ -45,8 +46,9 @@ const EMBED_USAGE: &str = "usage: ggml embed MODEL.gguf -p TEXT [-p TEXT…] [op
   -t, --threads N        CPU threads (default: every core)
   --device DEV           the device to run on with the CPU, through the scheduler (WGPU0, …;
                          default: the CPU alone)
-  -nr, --no-repack        keep every weight in the mapped file (default: the weights MUL_MAT
-                         reads, of a type with a layout, go to the CPU_REPACK buffer type)
+  --repack               put the weights MUL_MAT reads, of a type with a layout, in the
+                         CPU_REPACK buffer type (default off: more memory, not faster yet)
+  -nr, --no-repack       keep every weight in the mapped file (the default)
 
 Prints one JSON object: {\"model\", \"pooling\", \"normalized\", \"n_embd\", \"data\": [{\"text\",
 \"n_tokens\", \"embedding\"}]}; with --pooling none each embedding is a list of per-token vectors.";
@@ -62,8 +64,9 @@ const BENCH_USAGE: &str = "usage: ggml bench-model MODEL.gguf [options]
                          default: the CPU alone)
   --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT (faster
                          here at present; greedy text may differ from llama.cpp's default)
-  -nr, --no-repack        keep every weight in the mapped file (default: the weights MUL_MAT
-                         reads, of a type with a layout, go to the CPU_REPACK buffer type)
+  --repack               put the weights MUL_MAT reads, of a type with a layout, in the
+                         CPU_REPACK buffer type (default off: more memory, not faster yet)
+  -nr, --no-repack       keep every weight in the mapped file (the default)
 
 Prints a table in llama-bench's markdown format (t/s is the mean ± standard deviation over the
 runs).";
@@ -73,7 +76,7 @@ struct Common {
     model: Option<PathBuf>,
     device: Option<String>,
     flash_attn: bool,
-    no_repack: bool,
+    repack: bool,
 }
 
 impl Common {
@@ -82,7 +85,7 @@ impl Common {
             model: None,
             device: None,
             flash_attn: true,
-            no_repack: false,
+            repack: false,
         }
     }
 
@@ -92,7 +95,8 @@ impl Common {
             "--device" => self.device = Some(a.value(flag)?),
             "--flash-attn" | "-fa" => self.flash_attn = true,
             "--no-flash-attn" => self.flash_attn = false,
-            "--no-repack" | "-nr" => self.no_repack = true,
+            "--repack" => self.repack = true,
+            "--no-repack" | "-nr" => self.repack = false,
             f if f.starts_with('-') && f.len() > 1 => return Ok(false),
             _ if self.model.is_some() => return Err(format!("more than one MODEL given ({flag})")),
             _ => self.model = Some(PathBuf::from(a.current_os())),
@@ -108,7 +112,7 @@ impl Common {
         crate::register_wgpu_if_named(self.device.as_deref())?;
         let options = LoadOptions {
             device: self.device.clone(),
-            no_repack: self.no_repack,
+            repack: self.repack,
         };
         // A terminal sees the weights' bytes bound (copied, for a device that cannot use the
         // mapped file) when it takes more than a moment.

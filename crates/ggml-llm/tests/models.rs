@@ -417,12 +417,12 @@ fn weights_repacked_for_the_cpu_give_the_same_logits() {
             ..Spec::new(arch)
         });
         let (dir, path) = write_file(&t, &format!("repack-{arch}"));
-        let repacked = Model::load(&path, &LoadOptions::default()).unwrap();
-        let kept = LoadOptions {
-            no_repack: true,
+        let repack = LoadOptions {
+            repack: true,
             ..LoadOptions::default()
         };
-        let mapped = Model::load(&path, &kept).unwrap();
+        let repacked = Model::load(&path, &repack).unwrap();
+        let mapped = Model::load(&path, &LoadOptions::default()).unwrap();
         assert!(repacked.repacked_bytes() > 0, "{arch}");
         assert_eq!(mapped.repacked_bytes(), 0, "{arch}");
         assert!(repacked.is_mapped() && mapped.is_mapped(), "{arch}");

@@ -6,9 +6,9 @@
 //!
 //! Three paths: portable, AVX2+FMA+F16C, and AVX-512 (F, BW, VL, VNNI); [`isa`] picks the
 //! widest the CPU has once per process (or the one `GGML_CPU_FORCE=scalar|avx2|avx512` names,
-//! when the CPU has it). On the AVX-512 path, batches of 5 columns or more take AMX int8 tiles
-//! where the process may use them ([`amx()`], `amx.rs`; `GGML_CPU_FORCE=amx` names that path,
-//! the other values exclude AMX). Each kernel takes one weight row and several activation rows, so a
+//! when the CPU has it). With `GGML_CPU_FORCE=amx`, batches of 5 columns or more on the
+//! AVX-512 path take AMX int8 tiles where the process may use them ([`amx()`], `amx.rs`); by
+//! default they take the VNNI band products, which follow GGML's float order. Each kernel takes one weight row and several activation rows, so a
 //! weight block is unpacked once per group of up to four activation rows (GGML's 32-column
 //! batches). On x86 the 32-value types (`x86.rs`) and the k-quants (`kquant_x86.rs`) have
 //! intrinsics kernels, which sum in eight f32 lanes and so differ from the portable path by
@@ -162,16 +162,19 @@ pub(crate) fn isa() -> Isa {
     })
 }
 
-/// Whether quantized MUL_MAT uses AMX int8 tiles for batches: the selected path is AVX-512,
-/// the CPU has AMX-TILE and AMX-INT8, the OS granted this process the tile state
-/// ([`amx::granted`]), and `GGML_CPU_FORCE` is unset or `amx` (`scalar`, `avx2` and `avx512`
-/// exclude it). Decided once per process.
+/// Whether quantized MUL_MAT uses AMX int8 tiles for batches: only when asked for with
+/// `GGML_CPU_FORCE=amx`, the selected path is AVX-512, the CPU has AMX-TILE and AMX-INT8, and
+/// the OS granted this process the tile state ([`amx::granted`]). Opt-in because the tiles sum
+/// each block's products in another float order than GGML's (its tiled and tinyBLAS kernels,
+/// which the VNNI band products follow bit for bit), so a model's logits would part from
+/// llama.cpp's in the last bits and, through the 8-bit roundings of the activations, further;
+/// the tiles are faster for prompt batches on some shapes. Decided once per process.
 pub(crate) fn amx() -> bool {
     static AMX: OnceLock<bool> = OnceLock::new();
     *AMX.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
-            isa() == Isa::Avx512 && forced().is_none_or(|(_, amx)| amx) && amx::granted()
+            isa() == Isa::Avx512 && forced().is_some_and(|(_, amx)| amx) && amx::granted()
         }
         #[cfg(not(target_arch = "x86_64"))]
         false

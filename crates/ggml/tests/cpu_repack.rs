@@ -3,22 +3,13 @@
 //! itself again under each `GGML_CPU_FORCE` value), for 1 to 64 columns and row counts that
 //! leave remainders in every chunking; and it refuses what its layout cannot serve.
 
+mod common;
+
+use common::values;
 use ggml::{backend, quants, Backend, Buffer, BufferType, Context, Tensor, Type};
 
 /// The types with a repacked layout.
 const LAYOUT_TYPES: [Type; 3] = [Type::Q4_0, Type::Q5_0, Type::IQ4_NL];
-
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-        })
-        .collect()
-}
 
 /// `rows` rows of `k` values quantized to `ty`.
 fn quantized(ty: Type, k: usize, rows: usize, seed: u64) -> Vec<u8> {

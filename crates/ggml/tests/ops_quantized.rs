@@ -2,19 +2,10 @@
 //! reference is an f64 product over the dequantized weights (the dequantizers themselves are
 //! held bit-exact to GGML by the quant fixtures).
 
-use ggml::{backend, quants, Context, Type};
+mod common;
 
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-        })
-        .collect()
-}
+use common::values;
+use ggml::{backend, quants, Context, Type};
 
 /// Quantizes `rows` rows of `k` values to `ty` and returns (bytes, dequantized values).
 fn quantized(ty: Type, k: usize, rows: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {

@@ -379,6 +379,20 @@ pub fn compare(got: &Host, want: &Host, tol: f64) -> Result<f64, String> {
     Ok(err)
 }
 
+/// `n` deterministic values in [−1, 1) from `seed` (xorshift), for tests that fill weights
+/// and activations directly.
+pub fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        })
+        .collect()
+}
+
 // ---- harness ---------------------------------------------------------------------------------
 
 /// CPU backends with the default thread count and with 1 and 3 threads (shared by the tests of

@@ -12,14 +12,16 @@
 //! With at most [`PRIVATE_ROWS`] rows of `b` (token generation), each thread quantizes them
 //! all into its own scratch instead: a few hundred values cost less than the barrier.
 //!
-//! Where the process may use AMX tiles and `b` has columns enough
-//! ([`amx_kernel`](crate::cpu::quant_dot::amx_kernel)), the chunks of the types with an AMX
-//! kernel go to it instead (every chunk of the node, so each element is computed one way).
+//! Where AMX tiles were asked for (`GGML_CPU_FORCE=amx`), the process may use them and `b`
+//! has columns enough ([`amx_kernel`](crate::cpu::quant_dot::amx_kernel)), the chunks of the
+//! types with an AMX kernel go to it instead (every chunk of the node, so each element is
+//! computed one way).
 //!
-//! Otherwise, with at least [`BAND_MIN_COLS`] columns and a kernel that has band products ([`BandDot`]:
-//! the k-quants and the signed 32-value types on AVX-512 VNNI and AVX2), every output of the node comes from those instead: a thread
-//! lays out its chunk's block of columns once in its scratch (kept while its next chunks
-//! are of the same block) and takes the chunk's rows [`BAND_ROWS`] at a time.
+//! Otherwise, with at least [`BAND_MIN_COLS`] columns and a kernel that has band products
+//! ([`BandDot`]: the k-quants and the signed 32-value types on AVX-512 VNNI and AVX2), every
+//! output of the node comes from those instead: a thread lays out its chunk's block of
+//! columns once in its scratch (kept while its next chunks are of the same block) and takes
+//! the chunk's rows [`BAND_ROWS`] at a time.
 
 use super::matmul::{batch_count, batch_index, row_f32};
 use super::{st, NodePtrs, Params, Planned};

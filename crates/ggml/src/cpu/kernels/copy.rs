@@ -2,7 +2,10 @@
 //! between F32, F16 and BF16 (and copying other non-quantized types bit for bit when source
 //! and destination agree). Elements are matched in logical order, dimension 0 fastest, as
 //! GGML's `dup`/`cpy` do when the shapes differ. Between a float type and a quantized one
-//! (same shape), rows are quantized with GGML's reference quantizer or dequantized.
+//! (same shape), rows are quantized with GGML's reference quantizer or dequantized. (GGML's
+//! CPU quantizes to Q8_0 with its x86 `quantize_row_q8_0`, `v·(127/amax)` rounded half to
+//! even, not the reference `v/(amax/127)` rounded half away: at rounding ties a level can
+//! differ by one. The wgpu device follows this reference form, so the two change together.)
 
 use super::{
     copyable, dequantizable, dequantize_into, is_float, unsupported, NodePtrs, Params, TensorPtr,

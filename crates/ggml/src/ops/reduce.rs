@@ -74,7 +74,10 @@ impl OpSpec for Argmax {
 }
 
 impl Context {
-    /// `ggml_sum`: the sum of all elements, as a one-element tensor of `a`'s type.
+    /// `ggml_sum`: the sum of all elements, as a one-element tensor of `a`'s type. Any
+    /// layout is summed element by element; GGML's CPU assumes packed rows (its check is
+    /// compiled out of release builds), so on a transposed or permuted `a` it sums other
+    /// memory and its result differs from this one.
     pub fn sum(&self, a: &Tensor) -> Result<Tensor> {
         self.build::<Sum>(Op::Sum, &[Some(a)], NoParams {}, false)
     }

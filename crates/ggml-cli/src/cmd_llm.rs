@@ -15,7 +15,36 @@ use crate::args::{self, Args};
 use crate::progress::Progress;
 use crate::CliError;
 
-const RUN_USAGE: &str = "usage: ggml run MODEL.gguf -p PROMPT [options]
+/// The usage line of `--device`, shared by every model command.
+macro_rules! device_options {
+    () => {
+        "  --device DEV           the device to run on with the CPU, through the scheduler (WGPU0, …;
+                         default: the CPU alone)
+"
+    };
+}
+
+/// The usage lines of the weights' placement options, shared by every model command.
+macro_rules! repack_options {
+    () => {
+        "  --repack               put the weights MUL_MAT reads, of a type with a layout, in the
+                         CPU_REPACK buffer type (default off: more memory, not faster yet)
+  -nr, --no-repack       keep every weight in the mapped file (the default)
+"
+    };
+}
+
+/// The usage line of the attention option of the commands that decode (`run`, `bench-model`).
+macro_rules! flash_attn_option {
+    () => {
+        "  --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT (faster
+                         here at present; greedy text may differ from llama.cpp's default)
+"
+    };
+}
+
+const RUN_USAGE: &str = concat!(
+    "usage: ggml run MODEL.gguf -p PROMPT [options]
 
   -p, --prompt TEXT      the prompt
   -n, --n-predict N      tokens to generate (default 128)
@@ -28,48 +57,45 @@ const RUN_USAGE: &str = "usage: ggml run MODEL.gguf -p PROMPT [options]
   -t, --threads N        CPU threads (default: every core)
   -c, --ctx-size N       context size (default 4096, at most the model's)
   -b, --batch-size N     prompt tokens per graph (default 512)
-  --device DEV           the device to run on with the CPU, through the scheduler (WGPU0, …;
-                         default: the CPU alone)
-  --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT (faster
-                         here at present; greedy text may differ from llama.cpp's default)
-  --repack               put the weights MUL_MAT reads, of a type with a layout, in the
-                         CPU_REPACK buffer type (default off: more memory, not faster yet)
-  -nr, --no-repack       keep every weight in the mapped file (the default)
+",
+    device_options!(),
+    flash_attn_option!(),
+    repack_options!(),
+    "
+The generated text goes to stdout as it comes; prompt and generation speed go to stderr."
+);
 
-The generated text goes to stdout as it comes; prompt and generation speed go to stderr.";
-
-const EMBED_USAGE: &str = "usage: ggml embed MODEL.gguf -p TEXT [-p TEXT…] [options]
+const EMBED_USAGE: &str = concat!(
+    "usage: ggml embed MODEL.gguf -p TEXT [-p TEXT…] [options]
 
   -p, --prompt TEXT      a text to embed (repeat for more)
   --pooling P            mean, cls, last or none (one vector per token); default: the model's
   --normalize            scale each embedding to unit Euclidean length
   -t, --threads N        CPU threads (default: every core)
-  --device DEV           the device to run on with the CPU, through the scheduler (WGPU0, …;
-                         default: the CPU alone)
-  --repack               put the weights MUL_MAT reads, of a type with a layout, in the
-                         CPU_REPACK buffer type (default off: more memory, not faster yet)
-  -nr, --no-repack       keep every weight in the mapped file (the default)
-
+",
+    device_options!(),
+    repack_options!(),
+    "
 Prints one JSON object: {\"model\", \"pooling\", \"normalized\", \"n_embd\", \"data\": [{\"text\",
-\"n_tokens\", \"embedding\"}]}; with --pooling none each embedding is a list of per-token vectors.";
+\"n_tokens\", \"embedding\"}]}; with --pooling none each embedding is a list of per-token vectors."
+);
 
-const BENCH_USAGE: &str = "usage: ggml bench-model MODEL.gguf [options]
+const BENCH_USAGE: &str = concat!(
+    "usage: ggml bench-model MODEL.gguf [options]
 
   -p, --n-prompt N       prompt tokens of the pp test (default 512; 0 skips it)
   -n, --n-gen N          generated tokens of the tg test (default 128; 0 skips it)
   -t, --threads N,M,…    thread counts to test (default: every core)
   -r, --repetitions N    runs per test, after one warm-up run (default 5)
   -b, --batch-size N     prompt tokens per graph (default 512)
-  --device DEV           the device to run on with the CPU, through the scheduler (WGPU0, …;
-                         default: the CPU alone)
-  --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT (faster
-                         here at present; greedy text may differ from llama.cpp's default)
-  --repack               put the weights MUL_MAT reads, of a type with a layout, in the
-                         CPU_REPACK buffer type (default off: more memory, not faster yet)
-  -nr, --no-repack       keep every weight in the mapped file (the default)
-
+",
+    device_options!(),
+    flash_attn_option!(),
+    repack_options!(),
+    "
 Prints a table in llama-bench's markdown format (t/s is the mean ± standard deviation over the
-runs).";
+runs)."
+);
 
 /// What every model command parses: the model path, the options it shares, and the rest.
 struct Common {

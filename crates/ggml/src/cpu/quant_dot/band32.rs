@@ -123,8 +123,6 @@ pub(super) unsafe fn band_dots<B: Simd32>(
     for (g, tg) in groups.enumerate() {
         // SAFETY: every read is inside block i's BAND_BLOCK bytes of `band` or ACT_BLOCK
         // bytes of `tg` (unaligned loads); the caller has the CPU features.
-        // SAFETY: every read is inside block i's BAND_BLOCK bytes of `band` or ACT_BLOCK
-        // bytes of `tg` (unaligned loads); the caller has the CPU features.
         let o = unsafe {
             // f32 lane q of every (row, column): GGML's lane of the block's values 4q..4q + 4
             let mut acc = [[_mm512_setzero_ps(); QK / 4]; BAND];

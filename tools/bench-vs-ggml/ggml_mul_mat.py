@@ -6,7 +6,10 @@ for at least 0.4 s; prints the median's and the best run's rate.
     ggml_mul_mat.py --lib-dir DIR --threads 1,2 CASE...
 
 CASE is TYPE:M:K:N (weights TYPE of M rows of K values, activations F32 of N rows), e.g.
-q4_K:4096:14336:1. The graph is computed with ggml_graph_plan / ggml_graph_compute on a
+q4_K:4096:14336:1. TYPE:M:K:N:MIB is crates/ggml/benches/cold.rs's case: as many distinct
+weight matrices as make MIB MiB (the same values at their own addresses) times the same
+activations, the products added, so that the weights come from DRAM; its rate is the weight
+bytes per second (a `bw cold` line). The graph is computed with ggml_graph_plan / ggml_graph_compute on a
 persistent ggml_threadpool of that many threads (test-backend-ops cannot choose its thread
 count: it takes half the hardware threads). Weights live in a plain context buffer (no
 repacking), as in test-backend-ops; with --repack, the weights of the types GGML repacks on
@@ -65,6 +68,8 @@ def load(lib_dir: Path):
         (base, "ggml_quantize_chunk"): (ctypes.c_size_t, [ctypes.c_int, vp, vp, i64, i64, i64, vp]),
         (base, "ggml_fp32_to_fp16_row"): (None, [vp, vp, i64]),
         (base, "ggml_mul_mat"): (vp, [vp, vp, vp]),
+        (base, "ggml_add"): (vp, [vp, vp, vp]),
+        (base, "ggml_row_size"): (ctypes.c_size_t, [ctypes.c_int, i64]),
         (base, "ggml_new_graph"): (vp, [vp]),
         (base, "ggml_build_forward_expand"): (None, [vp, vp]),
         (base, "ggml_threadpool_params_default"): (ThreadpoolParams, [ctypes.c_int]),
@@ -187,6 +192,34 @@ def time_cases(g, threads: list[int], cases, unit: str) -> None:
             g["ggml_threadpool_free"](p)
 
 
+def cold_case(g, types: dict, tname: str, m: int, k: int, n: int, total: int):
+    """The (label, work, mem, build) of a TYPE:M:K:N:MIB case (see the module doc), `total`
+    the bytes of weights it asks for: the weights are filled once and copied to the other
+    matrices, and the products are added."""
+    ty, f32 = types[tname], types["f32"]
+    weight_bytes = g["ggml_row_size"](ty, k) * m
+    copies = -(-total // weight_bytes)
+
+    def build(ctx):
+        b = g["ggml_new_tensor_2d"](ctx, f32, k, n)
+        fill(g, b, f32, k, n * k)
+        first, out = None, None
+        for _ in range(copies):
+            a = g["ggml_new_tensor_2d"](ctx, ty, k, m)
+            if first is None:
+                fill(g, a, ty, k, m * k)
+                first = a
+            else:
+                ctypes.memmove(g["ggml_get_data"](a), g["ggml_get_data"](first), weight_bytes)
+            y = g["ggml_mul_mat"](ctx, a, b)
+            out = y if out is None else g["ggml_add"](ctx, out, y)
+        return out
+
+    mem = weight_bytes * copies + (k * n + 2 * copies * m * n) * 4 + (64 << 20)
+    label = f"GGML bw cold {tname} matvec x{copies} [{k}, {m}]"
+    return label, float(weight_bytes * copies), mem, build
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lib-dir", type=Path, required=True)
@@ -202,12 +235,16 @@ def main() -> int:
     names = ((i, g["ggml_type_name"](i)) for i in range(TYPE_COUNT))
     types = {nm.decode(): i for i, nm in names if nm}
     cases = []
+    cold = []
     for case in args.cases:
-        tname, m, k, n = case.split(":")
+        tname, m, k, n, *mib = case.split(":")
         m, k, n = int(m), int(k), int(n)
         if tname not in types:
             print(f"ggml_mul_mat.py: unknown type {tname!r}", file=sys.stderr)
             return 2
+        if mib:
+            cold.append(cold_case(g, types, tname, m, k, n, int(mib[0]) << 20))
+            continue
 
         repack = args.repack and tname in repacked
 
@@ -225,7 +262,9 @@ def main() -> int:
         label = f"GGML{' repack' if repack else ''} mul_mat {tname} weights  M={m} K={k} N={n}"
         cases.append((label, 2.0 * m * k * n, mem,
                       build))
-    time_cases(g, [int(t) for t in args.threads.split(",")], cases, "GFLOP/s")
+    threads = [int(t) for t in args.threads.split(",")]
+    time_cases(g, threads, cases, "GFLOP/s")
+    time_cases(g, threads, cold, "GB/s")
     return 0
 
 

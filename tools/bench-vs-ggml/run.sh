@@ -12,14 +12,18 @@
 # bench (the stream lines are STREAM-like loops, the machine's yardstick) beside
 # ggml_bw_ops.py's GGML cases.
 #
+# MODE=cold times matrix-vector products whose weights come from DRAM (benches/cold.rs: ~1 GiB
+# of distinct weight matrices per run; `bw cold` lines in GB/s of weights) beside GGML's same
+# graphs (ggml_mul_mat.py's TYPE:M:K:N:COPIES cases), with the `stream read` yardstick.
+#
 # AVX2=1 compares the AVX2 paths on any x86 machine: GGML built for AVX2 only
 # (build-ggml-avx2.sh, run first) and ggml-rs with GGML_CPU_FORCE=avx2. REPACK=1 also times
 # GGML with its weights in the CPU_REPACK buffer (llama.cpp's default; ggml_mul_mat.py
 # --repack). LARGE=1 adds 512-column batches and Gemma 3 270M's Q8_0 projection shapes.
 # BASE=path also times another build of the ops bench (e.g. main's), as `base`.
 #
-#   [MODE=bw] [REPS=n] [AVX2=1] [REPACK=1] [LARGE=1] [BASE=bin] tools/bench-vs-ggml/run.sh [LOG]
-#   (LOG defaults to target/bench-vs-ggml.log, or target/bench-vs-ggml-bw.log)
+#   [MODE=bw|cold] [REPS=n] [AVX2=1] [REPACK=1] [LARGE=1] [BASE=bin] tools/bench-vs-ggml/run.sh [LOG]
+#   (LOG defaults to target/bench-vs-ggml.log, or target/bench-vs-ggml-MODE.log)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ "${AVX2:-0}" = 1 ]; then
@@ -31,7 +35,7 @@ else
 fi
 REPS="${REPS:-3}"
 MODE="${MODE:-mul_mat}"
-if [ "$MODE" = bw ]; then LOG="${1:-target/bench-vs-ggml-bw.log}"; else LOG="${1:-target/bench-vs-ggml.log}"; fi
+if [ "$MODE" = mul_mat ]; then LOG="${1:-target/bench-vs-ggml.log}"; else LOG="${1:-target/bench-vs-ggml-$MODE.log}"; fi
 [ -e "$LIB_DIR/libggml-cpu.so" ] || { echo "no GGML build in $LIB_DIR (run tools/llama_cpp/build.sh)" >&2; exit 1; }
 # The cases: matrix-vector products of GGML's own perf shape (m=4096, k=14336) and 32-column
 # batches of 4096x4096 weights.
@@ -53,7 +57,10 @@ fi
 REPACKED=()
 for c in "${GGML[@]}"; do case "$c" in q4_0:* | q4_K:* | iq4_nl:* | q2_K:*) REPACKED+=("$c") ;; esac; done
 mkdir -p "$(dirname "$LOG")"
-cargo bench -p ggml --bench ops --no-run -q 2>/dev/null
+cargo bench -p ggml --bench ops --bench cold --no-run -q 2>/dev/null
+# the cold cases: 1024 MiB of [14336 -> 4096] weight matrices each, as benches/cold.rs
+COLD=()
+for t in f32 f16 q4_0 q8_0 q4_K q6_K; do COLD+=("$t:4096:14336:1:1024"); done
 {
   lscpu | grep -E "Model name|^CPU\(s\)|^Flags" || true
   echo "GGML: $LIB_DIR; GGML_CPU_FORCE=${GGML_CPU_FORCE:-}"
@@ -62,6 +69,8 @@ cargo bench -p ggml --bench ops --no-run -q 2>/dev/null
     echo "== repetition $rep: ggml-rs"
     if [ "$MODE" = bw ]; then
       cargo bench -q -p ggml --bench ops -- bw stream 2>/dev/null | grep -E "^(bw|stream) "
+    elif [ "$MODE" = cold ]; then
+      cargo bench -q -p ggml --bench cold 2>/dev/null | grep -E "^(bw|stream) "
     else
       # the batch lines of types not in BATCH are dropped here
       cargo bench -q -p ggml --bench ops -- "${OURS[@]}" 2>/dev/null | grep -E "$OURS_RE"
@@ -73,6 +82,8 @@ cargo bench -p ggml --bench ops --no-run -q 2>/dev/null
     echo "== repetition $rep: GGML"
     if [ "$MODE" = bw ]; then
       python3 tools/bench-vs-ggml/ggml_bw_ops.py --lib-dir "$LIB_DIR" --threads 1,2
+    elif [ "$MODE" = cold ]; then
+      python3 tools/bench-vs-ggml/ggml_mul_mat.py --lib-dir "$LIB_DIR" --threads 1,2 "${COLD[@]}"
     else
       python3 tools/bench-vs-ggml/ggml_mul_mat.py --lib-dir "$LIB_DIR" --threads 1,2 "${GGML[@]}"
       if [ "${REPACK:-0}" = 1 ]; then

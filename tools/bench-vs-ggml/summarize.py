@@ -5,7 +5,8 @@ with the lowest and highest in brackets) and the ratio of ggml-rs's median to GG
 better of its plain and repacked weights, where the log has both); a `base` build of ggml-rs
 (run.sh's BASE=) gets a column of its own. For a MODE=bw log
 also each case's ggml-rs rate as a fraction of the STREAM-like line of as many arrays
-(`stream triad` for the ops of two operands, `stream scale` for the rest).
+(`stream triad` for the ops of two operands, `stream scale` for the rest; for MODE=cold's
+`bw cold` lines, `stream read` of benches/cold.rs, a plain read of DRAM).
 
     summarize.py LOG
 """
@@ -93,8 +94,11 @@ def print_bw(bw, order, cell) -> None:
     for key in order:
         name, th = key
         ours, ggml = med(key, "ours"), med(key, "ggml")
-        kind = "triad" if name.startswith(THREE) else "scale"
-        stream = med((f"stream {kind} [4096, 512]", th), "ours")
+        if name.startswith("bw cold"):
+            kind, size = "read", "1 GiB"
+        else:
+            kind, size = ("triad" if name.startswith(THREE) else "scale"), "4096, 512"
+        stream = med((f"stream {kind} [{size}]", th), "ours")
         ratio = f"{ours / ggml:.2f}" if ours and ggml else "–"
         frac = (f"{ours / stream:.2f} ({kind})"
                 if ours and stream and not name.startswith("stream") else "–")

@@ -21,8 +21,10 @@
 # GGML with its weights in the CPU_REPACK buffer (llama.cpp's default; ggml_mul_mat.py
 # --repack). LARGE=1 adds 512-column batches and Gemma 3 270M's Q8_0 projection shapes.
 # BASE=path also times another build of the ops bench (e.g. main's), as `base`.
+# CANDLE=1 also times candle 0.11 on the same cases (tools/bench-vs-ggml/candle, built for
+# this CPU: target-cpu=native, or x86-64-v3 with AVX2=1; one process per thread count).
 #
-#   [MODE=bw|cold] [REPS=n] [AVX2=1] [REPACK=1] [LARGE=1] [BASE=bin] tools/bench-vs-ggml/run.sh [LOG]
+#   [MODE=bw|cold] [REPS=n] [AVX2=1] [REPACK=1] [LARGE=1] [BASE=bin] [CANDLE=1] tools/bench-vs-ggml/run.sh [LOG]
 #   (LOG defaults to target/bench-vs-ggml.log, or target/bench-vs-ggml-MODE.log)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -57,6 +59,12 @@ fi
 REPACKED=()
 for c in "${GGML[@]}"; do case "$c" in q4_0:* | q4_K:* | iq4_nl:* | q2_K:*) REPACKED+=("$c") ;; esac; done
 mkdir -p "$(dirname "$LOG")"
+CANDLE_BIN="$PWD/target/bench-candle/release/bench-candle"
+if [ "${CANDLE:-0}" = 1 ]; then
+  if [ "${AVX2:-0}" = 1 ]; then CPU=x86-64-v3; else CPU=native; fi
+  (cd tools/bench-vs-ggml/candle && RUSTFLAGS="-C target-cpu=$CPU" \
+    CARGO_TARGET_DIR="$PWD/../../../target/bench-candle" cargo build -q --release)
+fi
 cargo bench -p ggml --bench ops --bench cold --no-run -q 2>/dev/null
 # the cold cases: 1024 MiB of [14336 -> 4096] weight matrices each, as benches/cold.rs
 COLD=()
@@ -86,6 +94,9 @@ for t in f32 f16 q4_0 q8_0 q4_K q6_K; do COLD+=("$t:4096:14336:1:1024"); done
       python3 tools/bench-vs-ggml/ggml_mul_mat.py --lib-dir "$LIB_DIR" --threads 1,2 "${COLD[@]}"
     else
       python3 tools/bench-vs-ggml/ggml_mul_mat.py --lib-dir "$LIB_DIR" --threads 1,2 "${GGML[@]}"
+      if [ "${CANDLE:-0}" = 1 ]; then
+        for nt in 1 2; do RAYON_NUM_THREADS=$nt "$CANDLE_BIN" "${GGML[@]}"; done
+      fi
       if [ "${REPACK:-0}" = 1 ]; then
         # only the types GGML repacks (on some CPU) can differ from the plain run
         python3 tools/bench-vs-ggml/ggml_mul_mat.py --lib-dir "$LIB_DIR" --threads 1,2 --repack \

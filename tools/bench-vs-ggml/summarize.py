@@ -2,8 +2,8 @@
 """Prints the Markdown table of a tools/bench-vs-ggml/run.sh log: per case and thread count,
 ggml-rs's and GGML's rate (the median over the repetitions of each repetition's best run,
 with the lowest and highest in brackets) and the ratio of ggml-rs's median to GGML's (the
-better of its plain and repacked weights, where the log has both); a `base` build of ggml-rs
-(run.sh's BASE=) gets a column of its own. For a MODE=bw log
+best of GGML's plain and repacked weights and candle's, where the log has them); a `base`
+build of ggml-rs (run.sh's BASE=) gets a column of its own. For a MODE=bw log
 also each case's ggml-rs rate as a fraction of the STREAM-like line of as many arrays
 (`stream triad` for the ops of two operands, `stream scale` for the rest; for MODE=cold's
 `bw cold` lines, `stream read` of benches/cold.rs, a plain read of DRAM).
@@ -18,7 +18,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-LINE = re.compile(r"^(GGML (?:repack )?|base )?mul_mat (\S+) weights\s+M=(\d+) K=(\d+) N=(\d+)\s+(\d+)\s+"
+LINE = re.compile(r"^(GGML (?:repack )?|base |candle )?mul_mat (\S+) weights\s+M=(\d+) K=(\d+) N=(\d+)\s+(\d+)\s+"
                   r"[\d.]+ ms\s+([\d.]+) GFLOP/s\s+([\d.]+) GFLOP/s")
 BW = re.compile(r"^(GGML )?((?:bw|stream) .+?)\s+(\d+)\s+[\d.]+ ms\s+([\d.]+) GB/s\s+([\d.]+) GB/s")
 # The bw cases that stream three arrays (two operands and the result), as the triad does.
@@ -45,8 +45,8 @@ def main() -> int:
             m = LINE.match(line.strip())
             if not m:
                 continue
-            who = {None: "ours", "GGML ": "ggml", "GGML repack ": "repack", "base ": "base"}[
-                m.group(1)]
+            who = {None: "ours", "GGML ": "ggml", "GGML repack ": "repack", "base ": "base",
+                   "candle ": "candle"}[m.group(1)]
             key = (m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(5)), int(m.group(6)))
             if key not in order:
                 order.append(key)
@@ -60,25 +60,26 @@ def main() -> int:
     if bw_order:
         print_bw(bw, bw_order, cell)
         return 0
-    # the optional columns: a base build of ggml-rs (BASE=) and GGML's repacked weights
-    extra = [w for w in ("base", "repack") if any(rates[k][w] for k in order)]
-    names = {"base": "ggml-rs base GFLOP/s", "repack": "GGML repack GFLOP/s"}
+    # the optional columns: a base build of ggml-rs (BASE=), GGML's repacked weights, candle
+    extra = [w for w in ("base", "repack", "candle") if any(rates[k][w] for k in order)]
+    names = {"base": "ggml-rs base GFLOP/s", "repack": "GGML repack GFLOP/s",
+             "candle": "candle GFLOP/s"}
     head = ["weights", "m × k × n", "threads", "ggml-rs GFLOP/s"]
     head += [names[w] for w in extra if w == "base"] + ["GGML GFLOP/s"]
-    head += [names[w] for w in extra if w == "repack"] + ["ratio"]
+    head += [names[w] for w in extra if w in ("repack", "candle")] + ["ratio"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for key in order:
         ty, m, k, n, th = key
         ours = rates[key]["ours"]
-        # the ratio is ours over GGML's better build (plain or repacked weights)
-        best = max((statistics.median(rates[key][w]) for w in ("ggml", "repack")
+        # the ratio is ours over the best of the others (GGML plain or repacked, candle)
+        best = max((statistics.median(rates[key][w]) for w in ("ggml", "repack", "candle")
                     if rates[key][w]), default=None)
         ratio = f"{statistics.median(ours) / best:.2f}" if ours and best else "–"
         cells = [ty, f"{m}×{k}×{n}", str(th), cell(ours)]
         cells += [cell(rates[key]["base"]) for w in extra if w == "base"]
         cells += [cell(rates[key]["ggml"])]
-        cells += [cell(rates[key]["repack"]) for w in extra if w == "repack"] + [ratio]
+        cells += [cell(rates[key][w]) for w in extra if w in ("repack", "candle")] + [ratio]
         print("| " + " | ".join(cells) + " |")
     return 0
 

@@ -78,6 +78,30 @@ fn mul_mat_in(wt: Type, buft: Option<BufferType>, m: i64, k: i64, n: i64) -> Lin
     }
 }
 
+/// MUL_MAT_ID of `n_expert` experts `[k, m]` of `wt`, each of `tokens` F32 activation rows
+/// choosing `n_used` of them (token t's slot e takes expert (t + e) mod n_expert, so every
+/// expert is used alike); FLOPs = 2 · m · k · n_used · tokens.
+fn mul_mat_id_line(wt: Type, (k, m, n_expert): (i64, i64, i64), n_used: i64, tokens: i64) -> Line {
+    Line {
+        name: format!("mul_mat_id {wt} {n_expert} experts  M={m} K={k} used={n_used} T={tokens}"),
+        work: 2.0 * (m * k * n_used * tokens) as f64,
+        unit: "GFLOP/s",
+        build: Box::new(move |ctx| {
+            let w = input(ctx, wt, &[k, m, n_expert]);
+            let b = input(ctx, Type::F32, &[k, n_used, tokens]);
+            let ids = ctx.new_tensor_2d(Type::I32, n_used, tokens).unwrap();
+            let picks: Vec<i32> = (0..n_used * tokens)
+                .map(|j| ((j / n_used + j % n_used) % n_expert) as i32)
+                .collect();
+            ids.set_i32(&picks).unwrap();
+            ctx.mul_mat_id(&w, &b, &ids).unwrap()
+        }),
+        mem: (m * k * n_expert) as usize * wt.type_size()
+            + ((k + m) * n_used * tokens * 4) as usize
+            + (4 << 20),
+    }
+}
+
 /// OUT_PROD of F32 `a` `[m, k]` and `b` `[n, k]` (a weight gradient's shape):
 /// FLOPs = 2 · m · n · k.
 fn out_prod_line(m: i64, k: i64, n: i64) -> Line {
@@ -322,6 +346,12 @@ fn lines() -> Vec<Line> {
     // up, on a CPU with AMX)
     for n in [4, 8, 16] {
         v.push(mul_mat_line(Type::Q5_0, 4096, 4096, n));
+    }
+    // a mixture of experts' FFN projection (8 experts, 2 per token): generation and a batch
+    for wt in [Type::F32, Type::Q8_0, Type::Q4_K] {
+        for tokens in [1, 32] {
+            v.push(mul_mat_id_line(wt, (2048, 1024, 8), 2, tokens));
+        }
     }
     for (n_q, n_kv) in [(256, 256), (1, 256), (1, 1024)] {
         v.push(flash_attn_line(256, n_q, n_kv, 4));

@@ -1,5 +1,6 @@
-//! MUL_MAT_ID and OUT_PROD: shape rules and errors (their values, out-of-range expert ids
-//! included, are the conformance suite's, `ggml-conformance` family `moe`).
+//! MUL_MAT_ID and OUT_PROD: shape rules and errors, and quantized experts against MUL_MAT bit
+//! for bit (their values against references, out-of-range expert ids included, are the
+//! conformance suite's, `ggml-conformance` family `moe`).
 
 mod common;
 
@@ -67,4 +68,77 @@ fn out_prod_shape_rules() {
     assert_err(ctx.out_prod(&a, &b_int), &["OUT_PROD", "b", "i32"]);
     assert_err(ctx.out_prod(&a_int, &b), &["OUT_PROD", "a", "quantized"]);
     assert_err(ctx.out_prod(&at, &bt), &["OUT_PROD", "a", "transposed"]);
+}
+
+/// Quantized experts are multiplied in their blocks with the activations quantized, as GGML's
+/// CPU does for MUL_MAT_ID: every output is bit for bit what MUL_MAT gives the same expert
+/// matrix against that one activation row (GGML's `vec_dot` for one column, both ways), on
+/// every thread count, for each type with a dot kernel, broadcast activations included.
+#[test]
+fn quantized_experts_give_mul_mats_bits_for_one_column() {
+    use ggml::quants::quantize_chunk;
+    let types = [
+        Type::Q4_0,
+        Type::Q4_1,
+        Type::Q5_0,
+        Type::Q5_1,
+        Type::Q8_0,
+        Type::Q2_K,
+        Type::Q3_K,
+        Type::Q4_K,
+        Type::Q5_K,
+        Type::Q6_K,
+        Type::IQ4_NL,
+        Type::IQ4_XS,
+    ];
+    let (k, m, n_expert, n_used, tokens) = (512i64, 37i64, 4i64, 3i64, 7i64);
+    for ty in types {
+        for n_b in [n_used, 1] {
+            for (threads, be) in backends() {
+                let ctx = Context::init(8 << 20, false).unwrap();
+                let w = ctx.new_tensor_3d(ty, k, m, n_expert).unwrap();
+                let rows = (m * n_expert) as usize;
+                let vals = values(k as usize * rows, ty as u64);
+                let mut bytes = vec![0u8; w.nbytes()];
+                quantize_chunk(ty, &vals, &mut bytes, 0, rows, k as usize, None).unwrap();
+                w.set_bytes(&bytes, 0).unwrap();
+                let b = ctx.new_tensor_3d(Type::F32, k, n_b, tokens).unwrap();
+                b.set_f32(&values((k * n_b * tokens) as usize, 5)).unwrap();
+                let ids = ctx.new_tensor_2d(Type::I32, n_used, tokens).unwrap();
+                let picks: Vec<i32> = (0..n_used * tokens)
+                    .map(|j| ((j * 5 + j / n_used) % n_expert) as i32)
+                    .collect();
+                ids.set_i32(&picks).unwrap();
+                let out = ctx.mul_mat_id(&w, &b, &ids).unwrap();
+                let graph = ctx.build_forward_expand(&out).unwrap();
+                // each pair's product by MUL_MAT: its expert's matrix and its activation row
+                let mut singles = Vec::new();
+                for (j, &x) in picks.iter().enumerate() {
+                    let (e, t) = (j as i64 % n_used, j as i64 / n_used);
+                    let wx = ctx
+                        .view_2d(&w, k, m, w.nb()[1], x as usize * w.nb()[2])
+                        .unwrap();
+                    let off = (e % n_b) as usize * b.nb()[1] + t as usize * b.nb()[2];
+                    let bx = ctx.view_2d(&b, k, 1, b.nb()[1], off).unwrap();
+                    let y = ctx.mul_mat(&wx, &bx).unwrap();
+                    graph.build_forward_expand(&y).unwrap();
+                    singles.push(y);
+                }
+                be.graph_compute(&graph).unwrap();
+                let got = out.get_f32().unwrap();
+                for (j, y) in singles.iter().enumerate() {
+                    let want = y.get_f32().unwrap();
+                    let row = &got[j * m as usize..][..m as usize];
+                    assert!(
+                        row.iter()
+                            .zip(&want)
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{ty}, n_b {n_b}, {threads} threads: pair {j} (expert {}) differs \
+                         from MUL_MAT: {row:?} vs {want:?}",
+                        picks[j]
+                    );
+                }
+            }
+        }
+    }
 }

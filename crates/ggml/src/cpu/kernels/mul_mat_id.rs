@@ -221,7 +221,7 @@ unsafe fn mul_mat_id_quant(n: &NodePtrs, p: &Params) {
     let sort_len = w.ne[2] as usize + 1 + n_used * n_tokens;
     // SAFETY: the plan sized each thread's scratch for K f32 values, the sort and JB
     // quantized rows.
-    let scratch = unsafe { p.scratch_f32(k + sort_len + (JB * qbytes).next_multiple_of(4) / 4) };
+    let scratch = unsafe { p.scratch_f32(k + sort_len + (JB * qbytes).div_ceil(4)) };
     let (fbuf, rest) = scratch.split_at_mut(k);
     let (sort, qbuf) = rest.split_at_mut(sort_len);
     let qbuf: &mut [u8] = bytemuck::cast_slice_mut(qbuf);

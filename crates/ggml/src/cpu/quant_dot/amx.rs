@@ -41,11 +41,15 @@
 //! Q4_1/Q5_1). GGML (tinyBLAS, and the band products of `band32.rs`) sums each block in eight
 //! f32 lanes of four values (`lane = fma(xd·yd, f32(Σ of 4), lane)`) and adds the lanes at
 //! the end, so the two differ by f32 rounding of the per-block terms. GGML's order on the
-//! tiles would need those eight partial sums of every block, row and column: eight tile
-//! products of K = 4 (zero-padded) per block instead of one, and eight times the
-//! conversions and fmas — the VNNI band products' whole vector work (`vpdpbusd` gives the
-//! eight sums in the same instruction count) plus the tiles, so no exact form is cheaper than
-//! `band32.rs`, and these types stay on the band products unless `GGML_CPU_FORCE=amx`.
+//! tiles needs those eight partial sums of every block, row and column exactly (each is
+//! rounded on its own by its lane's fma): with the activations laid out block-diagonally
+//! (output column = activation column × lane, zeros outside the lane's four values), eight
+//! tile products per block and 16 columns instead of one, each partial sum then stored,
+//! converted and fused as the band products do it. That saves only the band products'
+//! `vpdpbusd` per four values (one of their three vector instructions per partial sum) at
+//! the price of eight tile products and stores per block, so it is at best about as fast as
+//! `band32.rs`: not done, and these types stay on the band products unless
+//! `GGML_CPU_FORCE=amx`.
 
 use std::arch::asm;
 use std::arch::x86_64::*;

@@ -68,8 +68,9 @@ use crate::QK_K;
 /// Activation columns per chunk the kernel takes at most (the callers' column block).
 pub(crate) const MAX_COLS: usize = 64;
 
-/// Activation columns from which MUL_MAT takes the AMX kernel: the first count past token
-/// generation's 1–4, which stays on the VNNI kernels (a tile product costs the same for 1 or
+/// Activation columns from which MUL_MAT takes the 32-value types' AMX kernel (with
+/// `GGML_CPU_FORCE=amx`): the first count past token generation's 1–4, which stays on the VNNI
+/// kernels (a tile product costs the same for 1 or
 /// 16 columns; at 8 columns of 4096² Q5_0 the tiles took 9 ms against the VNNI kernels' 24).
 pub(crate) const MIN_COLS: usize = 5;
 

@@ -70,8 +70,8 @@ pub(crate) const MAX_COLS: usize = 64;
 
 /// Activation columns from which MUL_MAT takes the 32-value types' AMX kernel (with
 /// `GGML_CPU_FORCE=amx`): the first count past token generation's 1–4, which stays on the VNNI
-/// kernels (a tile product costs the same for 1 or
-/// 16 columns; at 8 columns of 4096² Q5_0 the tiles took 9 ms against the VNNI kernels' 24).
+/// kernels (a tile product costs the same for 1 or 16 columns; at 8 columns of 4096² Q5_0 the
+/// tiles took 9 ms against the VNNI kernels' 24).
 pub(crate) const MIN_COLS: usize = 5;
 
 /// Activation columns from which MUL_MAT takes the k-quants' kernel: where GGML takes its

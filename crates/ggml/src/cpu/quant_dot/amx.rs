@@ -665,6 +665,7 @@ trait KTiled: KUnpack {
     const HI: bool;
 }
 
+/// [`KTiled`] for each k-quant, from its largest group scale (magnitude) and level.
 macro_rules! k_tiled {
     ($($t:ty: $max_scale:expr),*) => {$(
         impl KTiled for $t {

@@ -12,10 +12,11 @@
 //! With at most [`PRIVATE_ROWS`] rows of `b` (token generation), each thread quantizes them
 //! all into its own scratch instead: a few hundred values cost less than the barrier.
 //!
-//! Where AMX tiles were asked for (`GGML_CPU_FORCE=amx`), the process may use them and `b`
-//! has columns enough ([`amx_kernel`](crate::cpu::quant_dot::amx_kernel)), the chunks of the
-//! types with an AMX kernel go to it instead (every chunk of the node, so each element is
-//! computed one way).
+//! Where the process may use AMX tiles and `b` has columns enough
+//! ([`amx_kernel`](crate::cpu::quant_dot::amx_kernel): by default the k-quants from 8 columns,
+//! whose AMX kernel gives the band products' bits; with `GGML_CPU_FORCE=amx` also the
+//! 32-value types from 5), the chunks of the node go to the AMX kernel instead (every chunk,
+//! so each element is computed one way).
 //!
 //! Otherwise, with at least [`BAND_MIN_COLS`] columns and a kernel that has band products
 //! ([`BandDot`]: the k-quants and the signed 32-value types on AVX-512 VNNI and AVX2), every
@@ -49,6 +50,9 @@ const PRIVATE_ROWS: usize = 4;
 
 /// Columns of `b` (per batch) from which the band products are used where there are some.
 const BAND_MIN_COLS: usize = 8;
+// the k-quants' AMX kernel replaces the band products exactly where they are taken
+#[cfg(target_arch = "x86_64")]
+const _: () = assert!(BAND_MIN_COLS == crate::cpu::quant_dot::amx::EXACT_MIN_COLS);
 
 /// The band products the node uses: `qd`'s, when `b` has [`BAND_MIN_COLS`] columns or more.
 fn band_for(qd: &QuantDot, b_cols: i64) -> Option<BandDot> {

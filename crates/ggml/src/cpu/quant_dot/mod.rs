@@ -6,11 +6,13 @@
 //!
 //! Three paths: portable, AVX2+FMA+F16C, and AVX-512 (F, BW, VL, VNNI); [`isa`] picks the
 //! widest the CPU has once per process (or the one `GGML_CPU_FORCE=scalar|avx2|avx512` names,
-//! when the CPU has it). With `GGML_CPU_FORCE=amx`, batches of 5 columns or more on the
-//! AVX-512 path take AMX int8 tiles where the process may use them ([`amx()`], `amx.rs`); by
-//! default they take the VNNI band products, which follow GGML's float order. Each kernel takes one weight row and several activation rows, so a
-//! weight block is unpacked once per group of up to four activation rows (GGML's 32-column
-//! batches). On x86 the 32-value types (`x86.rs`) and the k-quants (`kquant_x86.rs`) have
+//! when the CPU has it). On the AVX-512 path, where the process may use AMX int8 tiles
+//! ([`amx()`], `amx.rs`; not with `GGML_CPU_FORCE=avx512`), k-quant batches of 8 columns or
+//! more take them, in GGML's float order; with `GGML_CPU_FORCE=amx` the other types with an
+//! AMX kernel do too, from 5 columns, in another order. Otherwise batches take the VNNI band
+//! products, which follow GGML's float order. Each kernel takes one weight row and several
+//! activation rows, so a weight block is unpacked once per group of up to four activation
+//! rows (GGML's 32-column batches). On x86 the 32-value types (`x86.rs`) and the k-quants (`kquant_x86.rs`) have
 //! intrinsics kernels, which sum in eight f32 lanes and so differ from the portable path by
 //! f32 rounding only; IQ4_XS has one source compiled for each path (the compiler vectorises
 //! it; same order, so bit for bit). A unit test holds every path to both.
@@ -162,19 +164,19 @@ pub(crate) fn isa() -> Isa {
     })
 }
 
-/// Whether quantized MUL_MAT uses AMX int8 tiles for batches: only when asked for with
-/// `GGML_CPU_FORCE=amx`, the selected path is AVX-512, the CPU has AMX-TILE and AMX-INT8, and
-/// the OS granted this process the tile state ([`amx::granted`]). Opt-in because the tiles sum
-/// each block's products in another float order than GGML's (its tiled and tinyBLAS kernels,
-/// which the VNNI band products follow bit for bit), so a model's logits would part from
-/// llama.cpp's in the last bits and, through the 8-bit roundings of the activations, further;
-/// the tiles are faster for prompt batches on some shapes. Decided once per process.
+/// Whether quantized MUL_MAT may use AMX int8 tiles for batches: the selected path is
+/// AVX-512 and not forced to be plain AVX-512 (`GGML_CPU_FORCE` unset or `amx`), the CPU has
+/// AMX-TILE and AMX-INT8, and the OS granted this process the tile state ([`amx::granted`]).
+/// By default only the k-quants take them ([`amx_kernel`]): their AMX kernel gives GGML's
+/// bits (those of its tiled MUL_MAT, as the VNNI band products do); the 32-value types'
+/// kernel sums each block in another float order than GGML's tinyBLAS, so they take it only
+/// with `GGML_CPU_FORCE=amx`. Decided once per process.
 pub(crate) fn amx() -> bool {
     static AMX: OnceLock<bool> = OnceLock::new();
     *AMX.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
-            isa() == Isa::Avx512 && forced().is_some_and(|(_, amx)| amx) && amx::granted()
+            isa() == Isa::Avx512 && forced().is_none_or(|(_, amx)| amx) && amx::granted()
         }
         #[cfg(not(target_arch = "x86_64"))]
         false
@@ -182,13 +184,20 @@ pub(crate) fn amx() -> bool {
 }
 
 /// The AMX kernel MUL_MAT takes for weight type `ty` against `cols` activation columns per
-/// batch: where [`amx`] allows it, the type has one, and there are columns enough
-/// ([`amx::MIN_COLS`]) for it to beat the VNNI kernels.
+/// batch: where [`amx`] allows it and the type has one, the k-quants' (GGML's bits) from
+/// [`amx::EXACT_MIN_COLS`] columns on, where GGML's tiled MUL_MAT starts; the other types'
+/// (another float order) only with `GGML_CPU_FORCE=amx`, from [`amx::MIN_COLS`] columns on,
+/// where the tiles beat the VNNI kernels.
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn amx_kernel(ty: Type, cols: usize) -> Option<amx::AmxKernel> {
-    (cols >= amx::MIN_COLS && amx())
-        .then(|| amx::kernel(ty))
-        .flatten()
+    let kernel = amx::kernel(ty).filter(|_| amx())?;
+    let forced = forced().is_some_and(|(_, amx)| amx);
+    let min_cols = if kernel.exact {
+        amx::EXACT_MIN_COLS
+    } else {
+        amx::MIN_COLS
+    };
+    (cols >= min_cols && (kernel.exact || forced)).then_some(kernel)
 }
 
 /// Σ x·y over two runs of levels of the same length.

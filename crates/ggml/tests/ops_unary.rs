@@ -232,7 +232,14 @@ fn inplace_forms() {
 fn packed_tensors_across_pieces() {
     for op in ops() {
         for inplace in [false, true] {
-            run(&op, Type::F32, &[4099, 13], Layout::Contiguous, 10.0, inplace);
+            run(
+                &op,
+                Type::F32,
+                &[4099, 13],
+                Layout::Contiguous,
+                10.0,
+                inplace,
+            );
         }
     }
 }

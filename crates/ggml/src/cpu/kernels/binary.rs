@@ -2,11 +2,11 @@
 //! ADD1 (ADD of a one-element `b`).
 
 use super::vec::wide_fn;
-use super::{is_float, ld, operand, st, unsupported, KernelFn, NodePtrs, Params, Planned};
 use super::TensorPtr;
-use crate::tensor::MAX_DIMS;
+use super::{is_float, ld, operand, st, unsupported, KernelFn, NodePtrs, Params, Planned};
 use crate::error::Result;
 use crate::tensor::Tensor;
+use crate::tensor::MAX_DIMS;
 
 /// `kernel` for a node whose result and operands are all F32, F16 or BF16.
 pub(super) fn plan(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
@@ -112,7 +112,9 @@ fn tile_period(d: &TensorPtr, a: &TensorPtr, b: &TensorPtr) -> Option<usize> {
     if !(d.f32_packed() && a.f32_packed() && b.f32_packed()) {
         return None;
     }
-    let lead = (0..MAX_DIMS).find(|&k| b.ne[k] != d.ne[k]).unwrap_or(MAX_DIMS);
+    let lead = (0..MAX_DIMS)
+        .find(|&k| b.ne[k] != d.ne[k])
+        .unwrap_or(MAX_DIMS);
     let ones = b.ne[lead..].iter().all(|&n| n == 1);
     (ones && d.nelements() > 0).then(|| b.nelements())
 }

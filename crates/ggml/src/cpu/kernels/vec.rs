@@ -619,7 +619,14 @@ mod tests {
     fn act_rows_agree_with_single_elements() {
         let x: Vec<f32> = (0..1003)
             .map(|i| ((i * 7919 % 2003) as f32 - 1001.0) * 0.05)
-            .chain([f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -0.0, 100.0, -100.0])
+            .chain([
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                f32::NAN,
+                -0.0,
+                100.0,
+                -100.0,
+            ])
             .collect();
         let g: Vec<f32> = (0..x.len()).map(|i| 0.25 + (i % 5) as f32 * 0.5).collect();
         type Row = unsafe fn(*const f32, *const f32, *mut f32, usize);

@@ -266,3 +266,33 @@ fn infinities_propagate() {
         Ok((out, reference(Bin::Div, &ha, &hb)))
     });
 }
+
+/// Packed F32 tensors long enough that threads split the flattened tensor into several
+/// pieces, with `b` tiled at a period that does not divide a piece (the same shape, one row,
+/// one element, a leading 2-D block, short rows), out of place and in place: exact, and the
+/// same bits at every thread count.
+#[test]
+fn packed_tiles_across_pieces() {
+    let cases: [(&[i64], &[i64]); 6] = [
+        (&[4099, 13], &[4099, 13]),
+        (&[4099, 13], &[4099, 1]),
+        (&[4099, 13], &[1]),
+        (&[4099, 13, 3], &[4099, 13, 1]),
+        (&[64, 2000], &[64, 1]),
+        (&[3, 20000], &[3, 1]),
+    ];
+    for op in BINS {
+        for (a_ne, b_ne) in cases {
+            for inplace in [false, true] {
+                let name = format!("{op:?} packed {a_ne:?} b {b_ne:?} inplace {inplace}");
+                check_mem(&name, 0.0, 8 << 20, |ctx, rng| {
+                    let (a, ha) = input(ctx, Type::F32, a_ne, Layout::Contiguous, rng, -1.0, 1.0)?;
+                    let (lo, hi) = op.b_range();
+                    let (b, hb) = input(ctx, Type::F32, b_ne, Layout::Contiguous, rng, lo, hi)?;
+                    let out = op.build(ctx, &a, &b, inplace)?;
+                    Ok((out, reference(op, &ha, &hb)))
+                });
+            }
+        }
+    }
+}

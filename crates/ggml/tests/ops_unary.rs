@@ -225,6 +225,25 @@ fn inplace_forms() {
     }
 }
 
+/// Packed F32 tensors long enough that threads split the flattened tensor into several
+/// pieces (a length that is no multiple of a vector or of a row), out of place and in place:
+/// the same bits at every thread count (checked by `check`), within the bound.
+#[test]
+fn packed_tensors_across_pieces() {
+    for op in ops() {
+        for inplace in [false, true] {
+            run(
+                &op,
+                Type::F32,
+                &[4099, 13],
+                Layout::Contiguous,
+                10.0,
+                inplace,
+            );
+        }
+    }
+}
+
 #[test]
 fn odd_and_five_dimensional_shapes() {
     for op in ops() {

@@ -1,9 +1,12 @@
-//! Element-wise binary ops with broadcasting of the second operand: ADD, SUB, MUL, DIV, ADD1.
+//! Element-wise binary ops with broadcasting of the second operand: ADD, SUB, MUL, DIV, and
+//! ADD1 (ADD of a one-element `b`).
 
 use super::vec::wide_fn;
+use super::TensorPtr;
 use super::{is_float, ld, operand, st, unsupported, KernelFn, NodePtrs, Params, Planned};
 use crate::error::Result;
 use crate::tensor::Tensor;
+use crate::tensor::MAX_DIMS;
 
 /// `kernel` for a node whose result and operands are all F32, F16 or BF16.
 pub(super) fn plan(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
@@ -32,11 +35,42 @@ wide_fn!(
     fn broadcast_wide<F: Fn(f32, f32) -> f32>(n: &NodePtrs, p: &Params, f: F) = broadcast
 );
 
-/// `dst = f(a, b)` with `b` tiled over `a`'s shape; threads claim pieces of `dst`'s rows
-/// ([`Params::row_pieces`]). Packed F32 rows go through plain loops the compiler vectorises.
+/// `dst = f(a, b)` with `b` tiled over `a`'s shape. When every tensor is packed F32 and `b`
+/// repeats with a period of its own size along the flattened tensor ([`tile_period`]: the
+/// same shape, one row, one element, …), threads claim contiguous pieces of the flattened
+/// tensor ([`Params::flat_pieces`]) and run plain loops over runs of `b`, kept in cache;
+/// otherwise they claim pieces of `dst`'s rows ([`Params::row_pieces`]), packed F32 rows
+/// through the same plain loops. Each element is `f` of the same two values either way.
 #[inline(always)]
 fn broadcast(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
+    if let Some(period) = tile_period(d, a, b) {
+        let (dp, ap, bp) = (d.data, a.data as *const u8, b.data as *const u8);
+        for piece in p.flat_pieces(d.nelements()) {
+            // SAFETY: packed F32 tensors: dst and a hold every index of the piece, b every
+            // index below `period`; dst may be a (or b) exactly, which element-by-element
+            // access tolerates (each element is read before it is written).
+            unsafe {
+                if period == 1 {
+                    let y = ld(bp, 0);
+                    for i in piece {
+                        st(dp, i, f(ld(ap, i), y));
+                    }
+                    continue;
+                }
+                let (mut i, mut j) = (piece.start, piece.start % period);
+                while i < piece.end {
+                    let run = (period - j).min(piece.end - i);
+                    let (dr, ar, br) = (dp.add(4 * i), ap.add(4 * i), bp.add(4 * j));
+                    for k in 0..run {
+                        st(dr, k, f(ld(ar, k), ld(br, k)));
+                    }
+                    (i, j) = (i + run, 0);
+                }
+            }
+        }
+        return;
+    }
     let ne0 = d.ne[0] as usize;
     let nb0 = b.ne[0] as usize;
     let fast = d.f32_rows() && a.f32_rows() && b.f32_rows();
@@ -70,19 +104,17 @@ fn broadcast(n: &NodePtrs, p: &Params, f: impl Fn(f32, f32) -> f32) {
     }
 }
 
-/// `dst = a + b[0]` for a one-element `b`.
-pub(super) unsafe fn add1(n: &NodePtrs, p: &Params) {
-    let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
-    // SAFETY: b has one element.
-    let y = unsafe { b.get(b.data, 0) };
-    for r in p.range(d.nrows()) {
-        let idx = d.unravel_row(r);
-        let (drow, arow) = (d.row(idx), a.row(idx));
-        // SAFETY: rows of their tensors, indices below ne[0].
-        unsafe {
-            for i in 0..d.ne[0] as usize {
-                d.set(drow, i, a.get(arow, i) + y);
-            }
-        }
+/// When `dst`, `a` and `b` are packed F32 and `b` has `dst`'s leading dimensions and ones
+/// after them (`[ne0, …, ne_k, 1, …, 1]`: the same shape, a row, one element), so that
+/// element `i` of the flattened `dst` takes element `i mod period` of `b`: that period,
+/// `b`'s element count (at least 1).
+fn tile_period(d: &TensorPtr, a: &TensorPtr, b: &TensorPtr) -> Option<usize> {
+    if !(d.f32_packed() && a.f32_packed() && b.f32_packed()) {
+        return None;
     }
+    let lead = (0..MAX_DIMS)
+        .find(|&k| b.ne[k] != d.ne[k])
+        .unwrap_or(MAX_DIMS);
+    let ones = b.ne[lead..].iter().all(|&n| n == 1);
+    (ones && d.nelements() > 0).then(|| b.nelements())
 }

@@ -265,6 +265,19 @@ impl TensorPtr {
         self.ty == Type::F32 && self.rows_packed()
     }
 
+    /// Whether the whole tensor is packed F32 (every stride the product of the dimensions
+    /// below it), so element `i` of the flattened tensor is at `data + 4·i`.
+    pub fn f32_packed(&self) -> bool {
+        let mut stride = 4;
+        for d in 0..MAX_DIMS {
+            if self.ne[d] > 1 && self.nb[d] != stride {
+                return false;
+            }
+            stride *= self.ne[d].max(0) as usize;
+        }
+        self.ty == Type::F32
+    }
+
     /// Whether rows are packed F16.
     pub fn f16_rows(&self) -> bool {
         self.ty == Type::F16 && self.rows_packed()
@@ -694,6 +707,19 @@ impl<'a> Params<'a> {
         })
     }
 
+    /// The pieces of `0..n` (the elements of a flattened tensor) this thread computes,
+    /// claimed in chunks ([`Params::claim`]) as [`Params::row_pieces`] claims rows: about
+    /// [`CHUNKS_PER_THREAD`] per thread, each a contiguous run of a multiple of 64 elements
+    /// and at least [`SEGMENT`] (so a small tensor stays on one thread), the last one shorter.
+    pub fn flat_pieces(&self, n: usize) -> impl Iterator<Item = Range<usize>> + '_ {
+        let per = n
+            .div_ceil(self.nth * CHUNKS_PER_THREAD)
+            .next_multiple_of(64)
+            .max(SEGMENT);
+        self.chunks(n.div_ceil(per))
+            .map(move |c| c * per..((c + 1) * per).min(n))
+    }
+
     /// This thread's part of `0..n` (contiguous, balanced).
     pub fn range(&self, n: usize) -> Range<usize> {
         let per = n.div_ceil(self.nth);
@@ -821,7 +847,8 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::Sub => binary::plan(t, binary::sub),
         Op::Mul => binary::plan(t, binary::mul),
         Op::Div => binary::plan(t, binary::div),
-        Op::Add1 => binary::plan(t, binary::add1),
+        // ADD1's `b` has one element: ADD broadcasts it.
+        Op::Add1 => binary::plan(t, binary::add),
         Op::Sqr => unary::plan(t, unary::sqr),
         Op::Sqrt => unary::plan(t, unary::sqrt),
         Op::Log => unary::plan(t, unary::log),

@@ -87,10 +87,23 @@ pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
     )
 }
 
-/// SIGMOID (`SIGMOID`) or SILU: packed F32 rows through [`vec::act_row`] (the SIMD exp), any
-/// other layout element by element.
+/// SIGMOID (`SIGMOID`) or SILU through [`vec::act_row`] (the SIMD exp): packed F32 tensors
+/// in contiguous pieces of the flattened tensor ([`Params::flat_pieces`]), other packed F32
+/// rows in pieces of rows, any other layout element by element.
 unsafe fn act<const SIGMOID: bool>(n: &NodePtrs, p: &Params) {
     let (d, a) = (&n.dst, &n.src[0]);
+    if d.f32_packed() && a.f32_packed() {
+        for piece in p.flat_pieces(d.nelements()) {
+            // SAFETY: packed F32 tensors holding every index of the piece; dst is a's memory
+            // exactly or none of it.
+            unsafe {
+                let x = (a.data as *const f32).add(piece.start);
+                let y = (d.data as *mut f32).add(piece.start);
+                vec::act_row::<SIGMOID, false>(x, x, y, piece.len());
+            }
+        }
+        return;
+    }
     if !(d.f32_rows() && a.f32_rows()) {
         return map(n, p, if SIGMOID { vec::sigmoid } else { vec::silu });
     }
@@ -135,10 +148,25 @@ vec::wide_fn!(
     fn map<F: Fn(f32) -> f32>(n: &NodePtrs, p: &Params, f: F) = map_rows
 );
 
-/// `dst = f(a)` element-wise; threads claim pieces of the rows ([`Params::row_pieces`]).
+/// `dst = f(a)` element-wise; threads claim contiguous pieces of the flattened tensors when
+/// both are packed F32 ([`Params::flat_pieces`]), else pieces of the rows
+/// ([`Params::row_pieces`]).
 #[inline(always)]
 fn map_rows(n: &NodePtrs, p: &Params, f: impl Fn(f32) -> f32) {
     let (d, a) = (&n.dst, &n.src[0]);
+    if d.f32_packed() && a.f32_packed() {
+        let (dp, ap) = (d.data, a.data as *const u8);
+        for piece in p.flat_pieces(d.nelements()) {
+            // SAFETY: packed F32 tensors holding every index of the piece; dst may be a
+            // (each element is read before it is written).
+            unsafe {
+                for i in piece {
+                    st(dp, i, f(ld(ap, i)));
+                }
+            }
+        }
+        return;
+    }
     let fast = d.f32_rows() && a.f32_rows();
     for (r, span) in p.row_pieces(d.nrows(), d.ne[0] as usize) {
         let idx = d.unravel_row(r);

@@ -209,7 +209,24 @@ mod x86 {
         _mm256_mul_ps(_mm256_mul_ps(p, s1), s2)
     }
 
-    /// [`super::act_row`] 16 lanes at a time, the tail under a mask.
+    /// `act(v)·g` (`·g` only when `GATED`) in 16 lanes, as [`super::act_row`] defines it.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+    fn act16<const SIGMOID: bool, const GATED: bool>(v: __m512, g: __m512) -> __m512 {
+        let one = _mm512_set1_ps(1.0);
+        let e = exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), v));
+        let y = _mm512_div_ps(if SIGMOID { one } else { v }, _mm512_add_ps(one, e));
+        if GATED {
+            _mm512_mul_ps(y, g)
+        } else {
+            y
+        }
+    }
+
+    /// [`super::act_row`] 16 lanes at a time: whole vectors with plain loads and stores (no
+    /// mask work in the loop, whose vector ports the exp and the division keep busy), the
+    /// tail once under a mask. Each lane is computed the same way in both, so the bits do
+    /// not depend on where a value falls.
     ///
     /// # Safety
     /// As [`super::act_row`], and the CPU must have AVX-512 F/BW/VL, AVX2 and FMA.
@@ -220,25 +237,47 @@ mod x86 {
         dst: *mut f32,
         n: usize,
     ) {
-        let one = _mm512_set1_ps(1.0);
-        for i in (0..n).step_by(16) {
-            let left = n - i;
-            let m: __mmask16 = if left >= 16 { !0 } else { (1 << left) - 1 };
-            // SAFETY: the mask covers only elements below n; masked-off lanes are neither
-            // read nor written.
+        let whole = n / 16 * 16;
+        for i in (0..whole).step_by(16) {
+            // SAFETY: i + 16 <= n values at x, g (when GATED) and dst; unaligned accesses.
             unsafe {
-                let v = _mm512_maskz_loadu_ps(m, x.add(i));
-                let e = exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), v));
-                let mut y = _mm512_div_ps(if SIGMOID { one } else { v }, _mm512_add_ps(one, e));
-                if GATED {
-                    y = _mm512_mul_ps(y, _mm512_maskz_loadu_ps(m, g.add(i)));
-                }
-                _mm512_mask_storeu_ps(dst.add(i), m, y);
+                let v = _mm512_loadu_ps(x.add(i));
+                let gv = if GATED { _mm512_loadu_ps(g.add(i)) } else { v };
+                _mm512_storeu_ps(dst.add(i), act16::<SIGMOID, GATED>(v, gv));
+            }
+        }
+        if whole < n {
+            let m: __mmask16 = (1 << (n - whole)) - 1;
+            // SAFETY: the mask covers only the n - whole elements left; masked-off lanes are
+            // neither read nor written.
+            unsafe {
+                let v = _mm512_maskz_loadu_ps(m, x.add(whole));
+                let gv = if GATED {
+                    _mm512_maskz_loadu_ps(m, g.add(whole))
+                } else {
+                    v
+                };
+                _mm512_mask_storeu_ps(dst.add(whole), m, act16::<SIGMOID, GATED>(v, gv));
             }
         }
     }
 
-    /// [`super::act_row`] 8 lanes at a time, the tail under a mask.
+    /// `act(v)·g` (`·g` only when `GATED`) in 8 lanes, as [`super::act_row`] defines it.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn act8<const SIGMOID: bool, const GATED: bool>(v: __m256, g: __m256) -> __m256 {
+        let one = _mm256_set1_ps(1.0);
+        let e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), v));
+        let y = _mm256_div_ps(if SIGMOID { one } else { v }, _mm256_add_ps(one, e));
+        if GATED {
+            _mm256_mul_ps(y, g)
+        } else {
+            y
+        }
+    }
+
+    /// [`super::act_row`] 8 lanes at a time: whole vectors with plain loads and stores, the
+    /// tail once under a mask (as [`act_avx512`]).
     ///
     /// # Safety
     /// As [`super::act_row`], and the CPU must have AVX2 and FMA.
@@ -249,22 +288,29 @@ mod x86 {
         dst: *mut f32,
         n: usize,
     ) {
-        let one = _mm256_set1_ps(1.0);
-        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        for i in (0..n).step_by(8) {
-            let left = (n - i).min(8) as i32;
-            // Lanes below `left` have their sign bit set: the ones loaded and stored.
-            let m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lanes);
-            // SAFETY: the mask covers only elements below n; masked-off lanes are neither
-            // read nor written.
+        let whole = n / 8 * 8;
+        for i in (0..whole).step_by(8) {
+            // SAFETY: i + 8 <= n values at x, g (when GATED) and dst; unaligned accesses.
             unsafe {
-                let v = _mm256_maskload_ps(x.add(i), m);
-                let e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), v));
-                let mut y = _mm256_div_ps(if SIGMOID { one } else { v }, _mm256_add_ps(one, e));
-                if GATED {
-                    y = _mm256_mul_ps(y, _mm256_maskload_ps(g.add(i), m));
-                }
-                _mm256_maskstore_ps(dst.add(i), m, y);
+                let v = _mm256_loadu_ps(x.add(i));
+                let gv = if GATED { _mm256_loadu_ps(g.add(i)) } else { v };
+                _mm256_storeu_ps(dst.add(i), act8::<SIGMOID, GATED>(v, gv));
+            }
+        }
+        if whole < n {
+            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            // Lanes below n - whole have their sign bit set: the ones loaded and stored.
+            let m = _mm256_cmpgt_epi32(_mm256_set1_epi32((n - whole) as i32), lanes);
+            // SAFETY: the mask covers only the n - whole elements left; masked-off lanes are
+            // neither read nor written.
+            unsafe {
+                let v = _mm256_maskload_ps(x.add(whole), m);
+                let gv = if GATED {
+                    _mm256_maskload_ps(g.add(whole), m)
+                } else {
+                    v
+                };
+                _mm256_maskstore_ps(dst.add(whole), m, act8::<SIGMOID, GATED>(v, gv));
             }
         }
     }
@@ -563,6 +609,42 @@ mod tests {
                 }
             }
             eprintln!("act_row {name}: largest relative error {worst:.2e}");
+        }
+    }
+
+    /// On every path [`act_row`] gives each value the bits it gets alone (a call of one
+    /// element, which the masked tail computes): whole vectors and the tail agree, so a
+    /// value's result does not depend on the row length or its place in the row.
+    #[test]
+    fn act_rows_agree_with_single_elements() {
+        let x: Vec<f32> = (0..1003)
+            .map(|i| ((i * 7919 % 2003) as f32 - 1001.0) * 0.05)
+            .chain([
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                f32::NAN,
+                -0.0,
+                100.0,
+                -100.0,
+            ])
+            .collect();
+        let g: Vec<f32> = (0..x.len()).map(|i| 0.25 + (i % 5) as f32 * 0.5).collect();
+        type Row = unsafe fn(*const f32, *const f32, *mut f32, usize);
+        let rows: [Row; 3] = [
+            act_row::<true, false>,
+            act_row::<false, false>,
+            act_row::<false, true>,
+        ];
+        for (k, row) in rows.into_iter().enumerate() {
+            let mut whole = vec![0f32; x.len()];
+            // SAFETY: the vectors hold x.len() values.
+            unsafe { row(x.as_ptr(), g.as_ptr(), whole.as_mut_ptr(), x.len()) };
+            for i in 0..x.len() {
+                let mut one = 0f32;
+                // SAFETY: one value at each pointer.
+                unsafe { row(&x[i], &g[i], &mut one, 1) };
+                assert_eq!(whole[i].to_bits(), one.to_bits(), "{k}: f({})", x[i]);
+            }
         }
     }
 

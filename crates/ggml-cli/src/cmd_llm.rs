@@ -15,28 +15,21 @@ use crate::args::{self, Args};
 use crate::progress::Progress;
 use crate::CliError;
 
-/// The usage line of `--device`, shared by every model command.
-macro_rules! device_options {
-    () => {
+/// The usage lines of the options the model commands share: `device` (every command),
+/// `repack` (where the weights live; every command) and `flash_attn` (`run`, `bench-model`).
+macro_rules! shared_usage {
+    (device) => {
         "  --device DEV           the device to run on with the CPU, through the scheduler (WGPU0, …;
                          default: the CPU alone)
 "
     };
-}
-
-/// The usage lines of the weights' placement options, shared by every model command.
-macro_rules! repack_options {
-    () => {
+    (repack) => {
         "  --repack               put the weights MUL_MAT reads, of a type with a layout, in the
                          CPU_REPACK buffer type (default off: more memory, not faster yet)
   -nr, --no-repack       keep every weight in the mapped file (the default)
 "
     };
-}
-
-/// The usage line of the attention option of the commands that decode (`run`, `bench-model`).
-macro_rules! flash_attn_option {
-    () => {
+    (flash_attn) => {
         "  --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT (faster
                          here at present; greedy text may differ from llama.cpp's default)
 "
@@ -58,9 +51,9 @@ const RUN_USAGE: &str = concat!(
   -c, --ctx-size N       context size (default 4096, at most the model's)
   -b, --batch-size N     prompt tokens per graph (default 512)
 ",
-    device_options!(),
-    flash_attn_option!(),
-    repack_options!(),
+    shared_usage!(device),
+    shared_usage!(flash_attn),
+    shared_usage!(repack),
     "
 The generated text goes to stdout as it comes; prompt and generation speed go to stderr."
 );
@@ -73,8 +66,8 @@ const EMBED_USAGE: &str = concat!(
   --normalize            scale each embedding to unit Euclidean length
   -t, --threads N        CPU threads (default: every core)
 ",
-    device_options!(),
-    repack_options!(),
+    shared_usage!(device),
+    shared_usage!(repack),
     "
 Prints one JSON object: {\"model\", \"pooling\", \"normalized\", \"n_embd\", \"data\": [{\"text\",
 \"n_tokens\", \"embedding\"}]}; with --pooling none each embedding is a list of per-token vectors."
@@ -89,9 +82,9 @@ const BENCH_USAGE: &str = concat!(
   -r, --repetitions N    runs per test, after one warm-up run (default 5)
   -b, --batch-size N     prompt tokens per graph (default 512)
 ",
-    device_options!(),
-    flash_attn_option!(),
-    repack_options!(),
+    shared_usage!(device),
+    shared_usage!(flash_attn),
+    shared_usage!(repack),
     "
 Prints a table in llama-bench's markdown format (t/s is the mean ± standard deviation over the
 runs)."

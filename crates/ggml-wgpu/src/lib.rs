@@ -53,6 +53,11 @@ pub use buffer::ALIGNMENT;
 /// it), so that both paths can be tested on one adapter.
 pub const DISABLE_F16_ENV: &str = "GGML_WGPU_DISABLE_F16";
 
+/// When this environment variable is set, the devices do not use the adapters' `SHADER_F64`
+/// (the path of adapters without it: the kernels that take the CPU's float order through f64
+/// — fused multiply-adds, RMS_NORM's sums, ROPE's angles — fall back to f32).
+pub const DISABLE_F64_ENV: &str = "GGML_WGPU_DISABLE_F64";
+
 /// Name of the registry [`register`] adds.
 pub const REGISTRY_NAME: &str = "WGPU";
 
@@ -95,6 +100,9 @@ pub(crate) struct Gpu {
     pub(crate) limits: wgpu::Limits,
     /// Whether the kernels bind F16 tensors as `f16` arrays (`SHADER_F16` was granted).
     pub(crate) f16: bool,
+    /// Whether the kernels compute in f64 where the CPU's roundings need it (`SHADER_F64`
+    /// was granted).
+    pub(crate) f64: bool,
     /// The first error wgpu reported outside an error scope since a stream last synchronized.
     pub(crate) errors: Arc<Mutex<Option<String>>>,
     /// Compiled pipelines, by kernel key.
@@ -109,13 +117,14 @@ impl Gpu {
         let limits = adapter.limits();
         let f16 = adapter.features().contains(wgpu::Features::SHADER_F16)
             && std::env::var_os(DISABLE_F16_ENV).is_none();
+        let f64 = adapter.features().contains(wgpu::Features::SHADER_F64)
+            && std::env::var_os(DISABLE_F64_ENV).is_none();
+        let mut required_features = wgpu::Features::empty();
+        required_features.set(wgpu::Features::SHADER_F16, f16);
+        required_features.set(wgpu::Features::SHADER_F64, f64);
         let desc = wgpu::DeviceDescriptor {
             label: Some("ggml-wgpu"),
-            required_features: if f16 {
-                wgpu::Features::SHADER_F16
-            } else {
-                wgpu::Features::empty()
-            },
+            required_features,
             required_limits: limits.clone(),
             ..Default::default()
         };
@@ -131,6 +140,7 @@ impl Gpu {
             id: NEXT_GPU_ID.fetch_add(1, Ordering::Relaxed),
             name: format!("WGPU{index}"),
             f16: device.features().contains(wgpu::Features::SHADER_F16),
+            f64: device.features().contains(wgpu::Features::SHADER_F64),
             limits: device.limits(),
             info,
             device,
@@ -238,6 +248,8 @@ impl DeviceImpl for WgpuDevice {
             ("BACKEND".into(), format!("{:?}", self.gpu.info.backend)),
             // Whether the kernels use the adapter's SHADER_F16 (off with DISABLE_F16_ENV).
             ("SHADER_F16".into(), (self.gpu.f16 as u8).to_string()),
+            // Whether the kernels use the adapter's SHADER_F64 (off with DISABLE_F64_ENV).
+            ("SHADER_F64".into(), (self.gpu.f64 as u8).to_string()),
             (
                 "MAX_BUFFER".into(),
                 buffer::max_buffer_size(&self.gpu).to_string(),

@@ -705,7 +705,15 @@ fn plan(
             x[2] = b.desc[2] / a.desc[2].max(1);
             x[3] = b.desc[3] / a.desc[3].max(1);
             x[4] = word(row_groups, "mul_mat row groups")?;
-            let dots = if qb > 0 {
+            // The k-quants' float order depends on the columns (GGML's tiled product from
+            // BAND_MIN_COLS on, its row dot below).
+            x[5] = u32::from(d[1] >= BAND_MIN_COLS);
+            let dots = if let Some(lt) = lanes_type(a.ty) {
+                wgsl::MUL_MAT_LANES
+                    .replace("{LT}", &lt.to_string())
+                    .replace("{QB}", &qb.to_string())
+                    .replace("{BS}", &a.ty.type_size().to_string())
+            } else if qb > 0 {
                 wgsl::MUL_MAT_QUANT.replace("{QB}", &qb.to_string())
             } else {
                 let br = float_act_rounding(a.ty);
@@ -747,7 +755,7 @@ fn plan(
     // The kernels that check indices bind the fault slots after their operands.
     let n_bindings = operands.len() + usize::from(index_operand(kind).is_some());
     let kernel = gpu.kernels.kernel(gpu, &key, n_bindings, || {
-        wgsl::source(&body, n.ty(), &types, gpu.f16)
+        wgsl::source(&body, n.ty(), &types, gpu)
     })?;
     let mut buffers = vec![dst_buf];
     buffers.extend(operands.into_iter().map(|o| o.buffer));
@@ -779,7 +787,7 @@ fn round_activations(gpu: &Gpu, b: &Operand, qb: u32, scratch: &wgpu::Buffer) ->
     let key = format!("mul_mat_q8|{qb}|{}", b.ty);
     let kernel = gpu.kernels.kernel(gpu, &key, 1, || {
         let body = wgsl::MUL_MAT_Q8.replace("{QB}", &qb.to_string());
-        wgsl::source(&body, Type::F32, &[b.ty], gpu.f16)
+        wgsl::source(&body, Type::F32, &[b.ty], gpu)
     })?;
     Ok(Step {
         kernel,
@@ -905,6 +913,25 @@ fn act_block(ty: Type) -> u32 {
         Type::Q2_K | Type::Q3_K | Type::Q4_K | Type::Q5_K | Type::Q6_K | Type::IQ4_XS => 256,
         _ => 0,
     }
+}
+
+/// Columns of `b` from which the CPU computes k-quant products in GGML's tiled order (its
+/// `BAND_MIN_COLS`; below, in its row dot's).
+const BAND_MIN_COLS: u32 = 8;
+
+/// The code of `mul_mat_lanes.wgsl` (its LT) for weights of type `ty`, if the CPU computes
+/// their products in GGML's x86 float order (its row dots, tiled and tinyBLAS products): the
+/// device then takes the same steps, so that its outputs have the CPU's bits.
+fn lanes_type(ty: Type) -> Option<u32> {
+    Some(match ty {
+        Type::Q4_0 => 0,
+        Type::Q5_0 => 1,
+        Type::Q8_0 => 2,
+        Type::IQ4_NL => 3,
+        Type::Q4_K => 4,
+        Type::Q6_K => 5,
+        _ => return None,
+    })
 }
 
 /// The rounding the CPU gives MUL_MAT's activations for float weights of type `ty` (GGML's

@@ -30,6 +30,7 @@ pub(crate) const FLASH_ATTN: &str = include_str!("wgsl/flash_attn.wgsl");
 pub(crate) const MUL_MAT_ID: &str = include_str!("wgsl/mul_mat_id.wgsl");
 pub(crate) const MUL_MAT_FLOAT: &str = include_str!("wgsl/mul_mat_float.wgsl");
 pub(crate) const MUL_MAT_QUANT: &str = include_str!("wgsl/mul_mat_quant.wgsl");
+pub(crate) const MUL_MAT_LANES: &str = include_str!("wgsl/mul_mat_lanes.wgsl");
 pub(crate) const MUL_MAT_Q8: &str = include_str!("wgsl/mul_mat_q8.wgsl");
 pub(crate) const QUANTIZE: &str = include_str!("wgsl/quantize.wgsl");
 pub(crate) const QUANTIZE_CPY: &str = include_str!("wgsl/quantize_cpy.wgsl");
@@ -362,16 +363,47 @@ fn h_§(o: u32) -> f32 {
 }
 ";
 
+/// `fma_(a, b, c)`: `a·b + c` rounded once, as the CPU's fused multiply-adds, where the
+/// device computes in f64 (lavapipe's `fma` rounds the product first): the product is exact in
+/// f64, the sum is rounded to f64 with its error kept (TwoSum), and where that rounding left
+/// the sum on the midpoint of two f32 values the error says which way the exact sum rounds
+/// (no double rounding).
+const FMA_F64: &str = "
+fn fma_(a: f32, b: f32, c: f32) -> f32 {
+    let pr = f64(a) * f64(b);
+    let s = pr + f64(c);
+    let bb = s - pr;
+    let e = (pr - (s - bb)) + (f64(c) - bb);
+    let r = f32(s);
+    let diff = s - f64(r);
+    let other = f64(r) + 2.0 * diff;
+    if (e != 0.0 && diff != 0.0 && f64(f32(other)) == other && (e > 0.0) == (diff > 0.0)) {
+        return f32(other);
+    }
+    return r;
+}
+";
+
+/// `fma_` without f64: the adapter's `fma` (fused on GPUs with a hardware FMA).
+const FMA_F32: &str = "
+fn fma_(a: f32, b: f32, c: f32) -> f32 {
+    return fma(a, b, c);
+}
+";
+
 /// The source of a kernel with body `body` storing `dst` and reading operands of `srcs` types
-/// (bound as `a`, `b`, … in order). Bodies that give one workgroup a row get the reductions.
-/// With `f16` (the device has `SHADER_F16`), F16 operands and results are bound as `f16`
-/// arrays instead of words.
-pub(crate) fn source(body: &str, dst: Type, srcs: &[Type], f16: bool) -> Result<String> {
+/// (bound as `a`, `b`, … in order), for `gpu`. Bodies that give one workgroup a row get the
+/// reductions. Where the device has `SHADER_F16`, F16 operands and results are bound as `f16`
+/// arrays instead of words; where it has `SHADER_F64`, `fma_` and the other helpers that keep
+/// the CPU's roundings compute in f64.
+pub(crate) fn source(body: &str, dst: Type, srcs: &[Type], gpu: &Gpu) -> Result<String> {
+    let f16 = gpu.f16;
     let mut s = String::with_capacity(16 << 10);
     if f16 {
         s.push_str("enable f16;\n");
     }
     s.push_str(COMMON);
+    s.push_str(if gpu.f64 { FMA_F64 } else { FMA_F32 });
     s.push_str(&store(dst, f16)?);
     for (k, (&ty, name)) in srcs.iter().zip(OPERANDS).enumerate() {
         let halves = f16 && ty == Type::F16;

@@ -269,6 +269,49 @@ fn quantized_products_round_activations_as_the_cpu_does() {
     }
 }
 
+/// MUL_MAT with the weight types whose CPU kernels follow GGML's x86 float order (Gemma 3
+/// 270M's Q5_0, Q8_0, Q4_K, Q6_K, at its row lengths, and Q4_0, IQ4_NL) gives the CPU's bits
+/// for every output, with 1 to 7 columns (GGML's row dots) and 8 or more (its tiled and
+/// tinyBLAS products, which for the k-quants take other f32 steps).
+#[test]
+fn quantized_products_give_the_cpus_bits() {
+    let Some((gpu, cpu)) = gpu_and_cpu() else {
+        return;
+    };
+    let mut values = lcg(4242);
+    let rows = 24;
+    for (ty, k) in [
+        (Type::Q5_0, 640),
+        (Type::Q8_0, 640),
+        (Type::Q4_0, 1024),
+        (Type::IQ4_NL, 640),
+        (Type::Q4_K, 1024),
+        (Type::Q6_K, 2048),
+    ] {
+        let w: Vec<f32> = (0..k * rows).map(|_| values()).collect();
+        for cols in [1, 3, 7, 8, 20] {
+            let x: Vec<f32> = (0..k * cols).map(|_| 6.0 * values()).collect();
+            let (g, c) = (
+                mul_mat_on(&gpu, ty, &w, &x, k),
+                mul_mat_on(&cpu, ty, &w, &x, k),
+            );
+            let differ = g
+                .iter()
+                .zip(&c)
+                .filter(|(a, b)| a.to_bits() != b.to_bits())
+                .count();
+            assert_eq!(
+                differ,
+                0,
+                "{ty}, k {k}, {cols} columns: {differ} of {} outputs differ from the CPU's bits \
+                 (first: {:?})",
+                c.len(),
+                g.iter().zip(&c).find(|(a, b)| a.to_bits() != b.to_bits())
+            );
+        }
+    }
+}
+
 /// The bytes of `x` (`k × rows`, F32, read through a transposed view when `transposed`) copied
 /// into a tensor of `ty` on `stream`.
 fn quantized_on(

@@ -626,7 +626,8 @@ fn plan(
             let rows = n.src(0).map_or(0, |a| a.nrows()) as u64;
             x[0] = word(rows, "rows")?;
             x[1] = *mode;
-            ("norm", wgsl::NORM.to_string(), vec![operand(0)?], rows)
+            let body = format!("{}{}", wgsl::NORM, wgsl::norm_sq_mean(gpu));
+            ("norm", body, vec![operand(0)?], rows)
         }
         Kind::SoftMax => {
             let a = operand(0)?;
@@ -671,7 +672,8 @@ fn plan(
             x[6] = corr[0].to_bits();
             x[7] = corr[1].to_bits();
             x[8] = present(2) as u32;
-            x[9] = (1.0 + 0.1 * (1.0 / p.freq_scale).ln()).to_bits();
+            // (as the CPU: GGML's build fuses it)
+            x[9] = 0.1f32.mul_add((1.0 / p.freq_scale).ln(), 1.0).to_bits();
             let pos = operand(1)?;
             let ff = optional(2, &a)?;
             (
@@ -889,7 +891,8 @@ fn im2col_views(
 /// The roundings of the CPU's FLASH_ATTN_EXT (`x9` of `flash_attn.wgsl`) for `n_q` query rows
 /// and K and V of types `k` and `v`: none on its tiled path (K and V both F32 or both F16, at
 /// least 64 rows: Q stays F32, the accumulator f32), else its rows path's: Q rounded to K's
-/// F16 or BF16 (1, 2) and an F16 value accumulator for F16 V (4).
+/// F16 or BF16 (1, 2) and an F16 value accumulator for F16 V (4), in AVX-512 FP16's steps
+/// where the CPU takes them (8, [`cpu_half_native`]).
 fn flash_attn_roundings(n_q: u32, k: Type, v: Type) -> u32 {
     const TILE_ROWS: u32 = 64;
     if k == v && matches!(k, Type::F32 | Type::F16) && n_q >= TILE_ROWS {
@@ -900,7 +903,33 @@ fn flash_attn_roundings(n_q: u32, k: Type, v: Type) -> u32 {
         Type::BF16 => 2,
         _ => 0,
     };
-    q | if v == Type::F16 { 4 } else { 0 }
+    let acc = match v {
+        Type::F16 if cpu_half_native() => 4 | 8,
+        Type::F16 => 4,
+        _ => 0,
+    };
+    q | acc
+}
+
+/// Whether the CPU's FLASH_ATTN_EXT takes AVX-512 FP16 steps for an F16 value accumulator (as
+/// GGML built for such a CPU does): the CPU has AVX-512 (F, BW, VL, VNNI) and FP16, and
+/// `GGML_CPU_FORCE` does not name a narrower path. The device then rounds as it does.
+fn cpu_half_native() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let narrower = matches!(
+            std::env::var("GGML_CPU_FORCE").as_deref(),
+            Ok("scalar" | "avx2")
+        );
+        !narrower
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+            && std::arch::is_x86_feature_detected!("avx512fp16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// Values per block of the 8-bit rounding the CPU gives MUL_MAT's activations for weights of

@@ -391,6 +391,158 @@ fn fma_(a: f32, b: f32, c: f32) -> f32 {
 }
 ";
 
+/// `cos_sin_(x)`: cos and sin of `x` rounded to nearest from f64 (as the CPU's C library's
+/// `cosf`/`sinf` give them, but where the exact value lies next to a midpoint): `x` less the
+/// nearest multiple k of π/2 (Cody and Waite: π/2 in three parts, whose products with k are
+/// exact), then Taylor series on |r| ≤ π/4 to r^21 (error below 1e-24), by k's quadrant.
+const COS_SIN_F64: &str = "
+fn cos_sin_(x32: f32) -> vec2<f32> {
+    let x = f64(x32);
+    let k = round(x * f64(0.63661977236758134308));
+    var r = x - k * f64(1.57079632673412561417);
+    r = r - k * f64(6.07710050630396597660e-11);
+    r = r - k * f64(2.02226624871116645580e-21);
+    let r2 = r * r;
+    var s = f64(1.0 / 51090942171709440000.0);
+    s = s * r2 - f64(1.0 / 121645100408832000.0);
+    s = s * r2 + f64(1.0 / 355687428096000.0);
+    s = s * r2 - f64(1.0 / 1307674368000.0);
+    s = s * r2 + f64(1.0 / 6227020800.0);
+    s = s * r2 - f64(1.0 / 39916800.0);
+    s = s * r2 + f64(1.0 / 362880.0);
+    s = s * r2 - f64(1.0 / 5040.0);
+    s = s * r2 + f64(1.0 / 120.0);
+    s = s * r2 - f64(1.0 / 6.0);
+    s = r + r * r2 * s;
+    var c = f64(1.0 / 2432902008176640000.0);
+    c = c * r2 - f64(1.0 / 6402373705728000.0);
+    c = c * r2 + f64(1.0 / 20922789888000.0);
+    c = c * r2 - f64(1.0 / 87178291200.0);
+    c = c * r2 + f64(1.0 / 479001600.0);
+    c = c * r2 - f64(1.0 / 3628800.0);
+    c = c * r2 + f64(1.0 / 40320.0);
+    c = c * r2 - f64(1.0 / 720.0);
+    c = c * r2 + f64(1.0 / 24.0);
+    c = c * r2 - f64(0.5);
+    c = f64(1.0) + r2 * c;
+    let q = ((i32(k) % 4) + 4) % 4;
+    if (q == 0) {
+        return vec2<f32>(f32(c), f32(s));
+    }
+    if (q == 1) {
+        return vec2<f32>(f32(-s), f32(c));
+    }
+    if (q == 2) {
+        return vec2<f32>(f32(-c), f32(-s));
+    }
+    return vec2<f32>(f32(s), f32(-c));
+}
+";
+
+/// `exp_(x)`: e^x rounded to nearest from f64 (as the CPU's C library's `expf` gives it, but
+/// where the exact value lies next to a midpoint): `x` less the nearest multiple k of ln 2
+/// (Cody and Waite, ln 2 in two parts), a Taylor series to r^13 on |r| ≤ ln 2 / 2 (error below
+/// 1e-17), times 2^k (as two f32 powers of two, so k needs no f64 bit pattern).
+const EXP_F64: &str = "
+fn exp_(x32: f32) -> f32 {
+    if (x32 < -104.0) {
+        return 0.0;
+    }
+    if (x32 > 89.0) {
+        return bitcast<f32>(0x7f800000u);
+    }
+    let x = f64(x32);
+    let k = round(x * f64(1.44269504088896340736));
+    let r = (x - k * f64(6.93147180369123816490e-01)) - k * f64(1.90821492927058770002e-10);
+    var e = f64(1.0 / 6227020800.0);
+    e = e * r + f64(1.0 / 479001600.0);
+    e = e * r + f64(1.0 / 39916800.0);
+    e = e * r + f64(1.0 / 3628800.0);
+    e = e * r + f64(1.0 / 362880.0);
+    e = e * r + f64(1.0 / 40320.0);
+    e = e * r + f64(1.0 / 5040.0);
+    e = e * r + f64(1.0 / 720.0);
+    e = e * r + f64(1.0 / 120.0);
+    e = e * r + f64(1.0 / 24.0);
+    e = e * r + f64(1.0 / 6.0);
+    e = e * r + f64(0.5);
+    e = e * r + f64(1.0);
+    e = e * r + f64(1.0);
+    let ki = i32(k);
+    let k1 = ki / 2;
+    let k2 = ki - k1;
+    let p1 = f64(bitcast<f32>(u32(k1 + 127) << 23u));
+    let p2 = f64(bitcast<f32>(u32(k2 + 127) << 23u));
+    return f32(e * p1 * p2);
+}
+";
+
+/// `exp_` without f64: the adapter's `exp`.
+const EXP_F32: &str = "
+fn exp_(x: f32) -> f32 {
+    return exp(x);
+}
+";
+
+/// `cos_sin_` without f64: the adapter's `cos` and `sin`.
+const COS_SIN_F32: &str = "
+fn cos_sin_(x: f32) -> vec2<f32> {
+    return vec2<f32>(cos(x), sin(x));
+}
+";
+
+/// `sq_mean(ra, n, lid, sum)` for `norm.wgsl` where the device computes in f64: RMS_NORM's
+/// mean square of row `ra` as the CPU takes it (GGML's `ggml_float` sum): the squares in f32,
+/// summed in f64 in 16 lanes (lane l the elements ≡ l mod 16 of the whole groups of 16, in
+/// order, then the tail's element l), the lanes added pairwise (8, 4, 2, 1 apart), the mean
+/// rounded to f32. Invocations 0..16 sum a lane each; `sum` (the workgroup's f32 sum) unused.
+const NORM_F64: &str = "
+var<workgroup> lanes64: array<f64, 16>;
+fn sq_mean(ra: u32, n: u32, lid: u32, sum: f32) -> f32 {
+    let whole = n - n % 16u;
+    if (lid < 16u) {
+        var acc = f64(0.0);
+        for (var i = lid; i < whole; i = i + 16u) {
+            let v = ld_a(ra, i);
+            acc = acc + f64(v * v);
+        }
+        if (whole + lid < n) {
+            let v = ld_a(ra, whole + lid);
+            acc = acc + f64(v * v);
+        }
+        lanes64[lid] = acc;
+    }
+    workgroupBarrier();
+    if (lid == 0u) {
+        for (var w = 8u; w > 0u; w = w / 2u) {
+            for (var l = 0u; l < w; l = l + 1u) {
+                lanes64[l] = lanes64[l] + lanes64[l + w];
+            }
+        }
+    }
+    workgroupBarrier();
+    let r = f32(lanes64[0] / f64(n));
+    workgroupBarrier();
+    return r;
+}
+";
+
+/// `sq_mean` without f64: the workgroup's f32 sum of squares over the row's length.
+const NORM_F32: &str = "
+fn sq_mean(ra: u32, n: u32, lid: u32, sum: f32) -> f32 {
+    return sum / f32(n);
+}
+";
+
+/// RMS_NORM's mean square for `norm.wgsl` on `gpu` (in f64 where it has `SHADER_F64`).
+pub(crate) fn norm_sq_mean(gpu: &Gpu) -> &'static str {
+    if gpu.f64 {
+        NORM_F64
+    } else {
+        NORM_F32
+    }
+}
+
 /// The source of a kernel with body `body` storing `dst` and reading operands of `srcs` types
 /// (bound as `a`, `b`, … in order), for `gpu`. Bodies that give one workgroup a row get the
 /// reductions. Where the device has `SHADER_F16`, F16 operands and results are bound as `f16`
@@ -403,7 +555,15 @@ pub(crate) fn source(body: &str, dst: Type, srcs: &[Type], gpu: &Gpu) -> Result<
         s.push_str("enable f16;\n");
     }
     s.push_str(COMMON);
-    s.push_str(if gpu.f64 { FMA_F64 } else { FMA_F32 });
+    if gpu.f64 {
+        s.push_str(FMA_F64);
+        s.push_str(COS_SIN_F64);
+        s.push_str(EXP_F64);
+    } else {
+        s.push_str(FMA_F32);
+        s.push_str(COS_SIN_F32);
+        s.push_str(EXP_F32);
+    }
     s.push_str(&store(dst, f16)?);
     for (k, (&ty, name)) in srcs.iter().zip(OPERANDS).enumerate() {
         let halves = f16 && ty == Type::F16;

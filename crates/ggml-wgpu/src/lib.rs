@@ -109,9 +109,29 @@ pub(crate) struct Gpu {
     pub(crate) kernels: wgsl::Cache,
     /// Bytes this backend's buffers hold on the device.
     pub(crate) allocated: AtomicU64,
+    /// The CPU's GELU table (`wgsl::gelu_table`), uploaded on first use.
+    gelu_table: OnceLock<wgpu::Buffer>,
 }
 
 impl Gpu {
+    /// The CPU's GELU table in device memory (65536 f32), uploaded the first time.
+    pub(crate) fn gelu_table(&self) -> &wgpu::Buffer {
+        self.gelu_table.get_or_init(|| {
+            let bytes: Vec<u8> = wgsl::gelu_table()
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            wgpu::util::DeviceExt::create_buffer_init(
+                &self.device,
+                &wgpu::util::BufferInitDescriptor {
+                    label: Some("ggml gelu table"),
+                    contents: &bytes,
+                    usage: wgpu::BufferUsages::STORAGE,
+                },
+            )
+        })
+    }
+
     fn open(index: usize, adapter: &wgpu::Adapter) -> Result<Gpu> {
         let info = adapter.get_info();
         let limits = adapter.limits();
@@ -148,6 +168,7 @@ impl Gpu {
             errors,
             kernels: wgsl::Cache::default(),
             allocated: AtomicU64::new(0),
+            gelu_table: OnceLock::new(),
         })
     }
 

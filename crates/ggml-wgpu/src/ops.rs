@@ -75,7 +75,8 @@ fn float(ty: Type) -> bool {
 
 /// GELU or GELU_QUICK (`quick`) of an operand of `ty` in `x`, as the CPU computes them, GGML's
 /// way: its F32 and F16 kernels read tables of F16 values (`x` rounded to F16, the function,
-/// rounded to F16: `gelu_t`, `gelu_h`, `gelu_quick_t` in `common.wgsl`), its BF16 ones compute.
+/// rounded to F16: `gelu_t` and `gelu_h` over the CPU's table, `wgsl::gelu_table_fns`;
+/// `gelu_quick_t` in `common.wgsl`), its BF16 ones compute.
 fn gelu_expr(quick: bool, ty: Type) -> &'static str {
     match (quick, ty) {
         (false, Type::F32) => "gelu_t(x)",
@@ -487,12 +488,8 @@ fn plan(
             if *with_b {
                 ops.push(operand(1)?);
             }
-            (
-                "elem",
-                elem_body(expr, *linear, *with_b),
-                ops,
-                per_item(d_n),
-            )
+            let body = with_gelu_table(gpu, expr, &mut ops, elem_body(expr, *linear, *with_b));
+            ("elem", body, ops, per_item(d_n))
         }
         Kind::Glu { expr } => {
             let p: GluParams = read_params(&op_params);
@@ -524,7 +521,9 @@ fn plan(
                     },
                 ]
             };
-            ("glu", elem_body(expr, false, true), ops, per_item(d_n))
+            let mut ops = ops;
+            let body = with_gelu_table(gpu, expr, &mut ops, elem_body(expr, false, true));
+            ("glu", body, ops, per_item(d_n))
         }
         Kind::Concat => (
             "concat",
@@ -1043,6 +1042,21 @@ fn kernel_variant(kind: &Kind) -> String {
         Kind::Glu { expr } => expr.to_string(),
         _ => String::new(),
     }
+}
+
+/// `body` with the GELU table's functions where `expr` reads them, the table ([`Gpu`]'s,
+/// `wgsl::gelu_table`) bound as the operand after `ops`.
+fn with_gelu_table(gpu: &Gpu, expr: &str, ops: &mut Vec<Operand>, body: String) -> String {
+    if !wgsl::uses_gelu_table(expr) {
+        return body;
+    }
+    let name = wgsl::OPERANDS[ops.len()];
+    ops.push(Operand {
+        ty: Type::F32,
+        desc: [0; DESC_WORDS],
+        buffer: gpu.gelu_table().clone(),
+    });
+    wgsl::gelu_table_fns(name) + &body
 }
 
 /// An operand slot the kernel declares but does not read: bound to `a`'s buffer as F32.

@@ -363,6 +363,57 @@ fn h_§(o: u32) -> f32 {
 }
 ";
 
+/// GGML's GELU constants (`GELU_COEF_A`, `SQRT_2_OVER_PI`, as f32).
+const GELU_COEF_A: f32 = 0.044_715;
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+
+/// GGML's CPU table of GELU (`GGML_GELU_FP16`), which its F32 and F16 GELU and GEGLU read at
+/// `x` rounded to F16: for each F16 value h (by bits), the F16 rounding of
+/// `0.5·h·(1 + tanh(√(2/π)·h·(1 + 0.044715·h·h)))` as its build computes it (the C library's
+/// `tanhf`, the inner `0.044715·h·h + 1` fused), as f32. Built on the host, where the same
+/// `tanhf` is, and bound to the kernels that use it ([`gelu_table_fns`]).
+pub(crate) fn gelu_table() -> Vec<f32> {
+    (0..=u16::MAX)
+        .map(|b| {
+            let x = ggml::f16::from_bits(b).to_f32();
+            let inner = SQRT_2_OVER_PI * x * (GELU_COEF_A * x).mul_add(x, 1.0);
+            ggml::f16::from_f32(0.5 * x * (1.0 + inner.tanh())).to_f32()
+        })
+        .collect()
+}
+
+/// Whether the kernel expression `expr` reads the GELU table (`gelu_h`, `gelu_t`, `geglu_t`).
+pub(crate) fn uses_gelu_table(expr: &str) -> bool {
+    ["gelu_h(", "gelu_t(", "geglu_t("]
+        .iter()
+        .any(|f| expr.contains(f))
+}
+
+/// The GELU functions of GGML's CPU over the table [`gelu_table`] bound as operand `name`:
+/// `gelu_h` (an F16 value, or x rounded to F16: the table entry, no clamps), `gelu_t` (F32:
+/// 0 at or below −10, x at or above 10, else the table) and `geglu_t` (F32 GEGLU: 0 at or
+/// below −10 whatever the gate, else `gelu_t(x)·y`).
+pub(crate) fn gelu_table_fns(name: &str) -> String {
+    "
+fn gelu_h(x: f32) -> f32 {
+    return bitcast<f32>(w_§(4u * f32_f16(x)));
+}
+fn gelu_t(x: f32) -> f32 {
+    if (x <= -10.0) {
+        return 0.0;
+    }
+    if (x >= 10.0) {
+        return x;
+    }
+    return gelu_h(x);
+}
+fn geglu_t(x: f32, y: f32) -> f32 {
+    return select(gelu_t(x) * y, 0.0, x <= -10.0);
+}
+"
+    .replace('§', name)
+}
+
 /// `fma_(a, b, c)`: `a·b + c` rounded once, as the CPU's fused multiply-adds, where the
 /// device computes in f64 (lavapipe's `fma` rounds the product first): the product is exact in
 /// f64, the sum is rounded to f64 with its error kept (TwoSum), and where that rounding left

@@ -361,10 +361,10 @@ fn gemma_op_on(
 }
 
 /// The ops of Gemma 3 270M's layers besides MUL_MAT, at its shapes (7 tokens): RMS_NORM
-/// (rows of 640 and per-head rows of 256) and FLASH_ATTN_EXT (F16 K and V, F16 mask: the
-/// CPU's rows path) give the CPU's bits for every output; ROPE NEOX (256 dimensions, both of
-/// its bases) and GEGLU at least 99% of them (on lavapipe: ROPE 7108 and 7146 of 7168, GEGLU
-/// 14331 of 14336; NMSE 5e-17, 1.4e-17, 1.2e-12).
+/// (rows of 640 and per-head rows of 256), GEGLU and FLASH_ATTN_EXT (F16 K and V, F16 mask:
+/// the CPU's rows path) give the CPU's bits for every output; ROPE NEOX (256 dimensions, both
+/// of its bases) at least 99% of them (on lavapipe 7108 and 7146 of 7168, NMSE 5e-17 and
+/// 1.4e-17).
 #[test]
 fn gemma_layer_ops_give_the_cpus_bits() {
     let Some((gpu, cpu)) = gpu_and_cpu() else {
@@ -440,7 +440,7 @@ fn gemma_layer_ops_give_the_cpus_bits() {
             vec![&[2048, NT], &[2048, NT]],
             vec![Data::F32(&gate), Data::F32(&up)],
             &|c, t| c.glu_split(&t[0], &t[1], ggml::ops::GluOp::Geglu).unwrap(),
-            false,
+            true,
         ),
         (
             "FLASH_ATTN_EXT",
@@ -488,11 +488,10 @@ fn gemma_layer_ops_give_the_cpus_bits() {
         if exact {
             assert_eq!(same, c.len(), "{name}: outputs differ from the CPU's bits");
         } else {
-            // One ulp here and there (ROPE: the C library's cosf/sinf are not correctly
-            // rounded, about 2% of the angles), one F16 step (GEGLU: GELU's F16 table is
-            // computed, not looked up).
+            // ROPE: one ulp here and there (the C library's cosf/sinf, which the CPU calls,
+            // are not correctly rounded: about 2% of the angles differ from the device's).
             assert!(same * 100 >= c.len() * 99, "{name}: {same} of {}", c.len());
-            assert!(err / norm < 1e-11, "{name}: NMSE {:.3e}", err / norm);
+            assert!(err / norm < 1e-15, "{name}: NMSE {:.3e}", err / norm);
         }
     }
 }
@@ -655,8 +654,9 @@ fn gelu_on(stream: &ggml::Backend, op: &str, ty: Type, x: &[f32], g: &[f32]) -> 
 
 /// GELU, GELU_QUICK, GEGLU and GEGLU_QUICK give the CPU's values, which are GGML's (its F16
 /// tables: `x` rounded to F16, the function, rounded to F16; F32 GELU 0 at or below −10 and
-/// `x` at or above 10): equal bit for bit (all 4096 on lavapipe) except where the device's f32
-/// function lands on the other side of an F16 rounding boundary (then one F16 step apart).
+/// `x` at or above 10): GELU and GEGLU bit for bit (the device reads the CPU's table), the
+/// quick forms (computed on the device) too except where the device's f32 function lands on
+/// the other side of an F16 rounding boundary (then one F16 step apart; none on lavapipe).
 #[test]
 fn gelus_round_through_f16_as_the_cpu_does() {
     let Some((gpu, cpu)) = gpu_and_cpu() else {
@@ -688,10 +688,8 @@ fn gelus_round_through_f16_as_the_cpu_does() {
                 );
             }
             eprintln!("{op} {ty}: {same} of {n} bit-identical to the CPU");
-            assert!(
-                same >= n * 99 / 100,
-                "{op} {ty}: {same} of {n} bit-identical"
-            );
+            let least = if op.contains("quick") { n * 99 / 100 } else { n };
+            assert!(least <= same, "{op} {ty}: {same} of {n} bit-identical");
             if op == "gelu" && ty == Type::F32 {
                 // GGML's clamps, and table values (F16-representable) between them.
                 let at = |v: f32| x.iter().position(|&t| t >= v).unwrap();

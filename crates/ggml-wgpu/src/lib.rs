@@ -111,9 +111,31 @@ pub(crate) struct Gpu {
     pub(crate) allocated: AtomicU64,
     /// The CPU's GELU table (`wgsl::gelu_table`), uploaded on first use.
     gelu_table: OnceLock<wgpu::Buffer>,
+    /// ROPE's angle tables (`ops::RopeTable`), by parameters, made on first use.
+    rope_tables: Mutex<Vec<([u32; 8], wgpu::Buffer)>>,
 }
 
 impl Gpu {
+    /// ROPE's angle table for `t` in device memory, computed and uploaded the first time.
+    pub(crate) fn rope_table(&self, t: ops::RopeTable) -> wgpu::Buffer {
+        let key = t.key();
+        let mut tables = lock(&self.rope_tables);
+        if let Some((_, b)) = tables.iter().find(|(k, _)| *k == key) {
+            return b.clone();
+        }
+        let bytes: Vec<u8> = t.values().iter().flat_map(|v| v.to_le_bytes()).collect();
+        let buffer = wgpu::util::DeviceExt::create_buffer_init(
+            &self.device,
+            &wgpu::util::BufferInitDescriptor {
+                label: Some("ggml rope table"),
+                contents: &bytes,
+                usage: wgpu::BufferUsages::STORAGE,
+            },
+        );
+        tables.push((key, buffer.clone()));
+        buffer
+    }
+
     /// The CPU's GELU table in device memory (65536 f32), uploaded the first time.
     pub(crate) fn gelu_table(&self) -> &wgpu::Buffer {
         self.gelu_table.get_or_init(|| {
@@ -169,6 +191,7 @@ impl Gpu {
             kernels: wgsl::Cache::default(),
             allocated: AtomicU64::new(0),
             gelu_table: OnceLock::new(),
+            rope_tables: Mutex::new(Vec::new()),
         })
     }
 

@@ -675,10 +675,32 @@ fn plan(
             x[9] = 0.1f32.mul_add((1.0 / p.freq_scale).ln(), 1.0).to_bits();
             let pos = operand(1)?;
             let ff = optional(2, &a)?;
+            // The CPU's angles for the first positions (without frequency factors, which
+            // are device data): a table the host computes with the CPU's cosf and sinf.
+            let table = if present(2) {
+                x[10] = 0;
+                stand_in(&a)
+            } else {
+                let t = RopeTable {
+                    half: n_dims / 2,
+                    theta_scale: f32::from_bits(x[5]),
+                    freq_scale: p.freq_scale,
+                    ext_factor: p.ext_factor,
+                    attn_factor: p.attn_factor,
+                    corr,
+                    mscale_factor: f32::from_bits(x[9]),
+                };
+                x[10] = ROPE_TABLE_POSITIONS;
+                Operand {
+                    ty: Type::F32,
+                    desc: [0; DESC_WORDS],
+                    buffer: gpu.rope_table(t),
+                }
+            };
             (
                 "rope",
                 wgsl::ROPE.to_string(),
-                vec![a, pos, ff],
+                vec![a, pos, ff, table],
                 per_item(items),
             )
         }
@@ -940,6 +962,70 @@ fn act_block(ty: Type) -> u32 {
         Type::Q4_0 | Type::Q4_1 | Type::Q5_0 | Type::Q5_1 | Type::Q8_0 | Type::IQ4_NL => 32,
         Type::Q2_K | Type::Q3_K | Type::Q4_K | Type::Q5_K | Type::Q6_K | Type::IQ4_XS => 256,
         _ => 0,
+    }
+}
+
+/// Positions 0.. whose ROPE angles the device reads from a table the host computes
+/// ([`RopeTable`]); beyond them it computes them (`rope.wgsl`'s `cos_sin_`).
+const ROPE_TABLE_POSITIONS: u32 = 4096;
+
+/// What ROPE's angles depend on besides the position and the pair (without frequency
+/// factors): the key of a device's ROPE tables.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) struct RopeTable {
+    /// Pairs per row (n_dims / 2).
+    pub(crate) half: u32,
+    pub(crate) theta_scale: f32,
+    pub(crate) freq_scale: f32,
+    pub(crate) ext_factor: f32,
+    pub(crate) attn_factor: f32,
+    /// YaRN's correction dimensions.
+    pub(crate) corr: [f32; 2],
+    /// YaRN's factor of mscale, `fma(0.1, ln(1/freq_scale), 1)`.
+    pub(crate) mscale_factor: f32,
+}
+
+impl RopeTable {
+    /// The words of the key (bit patterns, so that equal parameters share a table).
+    pub(crate) fn key(&self) -> [u32; 8] {
+        [
+            self.half,
+            self.theta_scale.to_bits(),
+            self.freq_scale.to_bits(),
+            self.ext_factor.to_bits(),
+            self.attn_factor.to_bits(),
+            self.corr[0].to_bits(),
+            self.corr[1].to_bits(),
+            self.mscale_factor.to_bits(),
+        ]
+    }
+
+    /// `(cos, sin)` times mscale of every pair of positions 0..[`ROPE_TABLE_POSITIONS`], in
+    /// that order, as the CPU's ROPE computes them (GGML's `rope_yarn` over its cache: the
+    /// angle of pair j + 1 that of pair j times `theta_scale`, in f32; YaRN's ramp with its
+    /// fused multiply-add; the C library's `cosf` and `sinf`, which Rust's `f32::cos`/`sin`
+    /// call, as GGML's C does).
+    pub(crate) fn values(&self) -> Vec<f32> {
+        let mut out = Vec::with_capacity(2 * (ROPE_TABLE_POSITIONS * self.half) as usize);
+        for pos in 0..ROPE_TABLE_POSITIONS {
+            let mut theta = pos as f32;
+            for j in 0..self.half {
+                let interp = self.freq_scale * theta;
+                let (mut th, mut mscale) = (interp, self.attn_factor);
+                if self.ext_factor != 0.0 {
+                    let [low, high] = self.corr;
+                    let y = (j as f32 - low) / (high - low).max(0.001);
+                    let ramp = 1.0 - y.clamp(0.0, 1.0);
+                    let mix = ramp * self.ext_factor;
+                    th = interp.mul_add(1.0 - mix, theta * mix);
+                    mscale *= self.mscale_factor;
+                }
+                out.push(th.cos() * mscale);
+                out.push(th.sin() * mscale);
+                theta *= self.theta_scale;
+            }
+        }
+        out
     }
 }
 

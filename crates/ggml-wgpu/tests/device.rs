@@ -361,10 +361,10 @@ fn gemma_op_on(
 }
 
 /// The ops of Gemma 3 270M's layers besides MUL_MAT, at its shapes (7 tokens): RMS_NORM
-/// (rows of 640 and per-head rows of 256), GEGLU and FLASH_ATTN_EXT (F16 K and V, F16 mask:
-/// the CPU's rows path) give the CPU's bits for every output; ROPE NEOX (256 dimensions, both
-/// of its bases) at least 99% of them (on lavapipe 7108 and 7146 of 7168, NMSE 5e-17 and
-/// 1.4e-17).
+/// (rows of 640 and per-head rows of 256), ROPE NEOX (256 dimensions, both of its bases, at
+/// positions up to 225), GEGLU and FLASH_ATTN_EXT (F16 K and V, F16 mask: the CPU's rows path)
+/// give the CPU's bits for every output; ROPE past the host's table of angles (positions from
+/// 4096) at least 97% of them (7077 of 7168 on lavapipe, NMSE 7e-17).
 #[test]
 fn gemma_layer_ops_give_the_cpus_bits() {
     let Some((gpu, cpu)) = gpu_and_cpu() else {
@@ -406,41 +406,36 @@ fn gemma_layer_ops_give_the_cpus_bits() {
     };
     let (rope_local, rope_global) = (rope(10_000.0), rope(1_000_000.0));
     type Build<'a> = &'a dyn Fn(&Context, &[ggml::Tensor]) -> ggml::Tensor;
-    let cases: [(&str, Vec<&[i64]>, Vec<Data<'_>>, Build<'_>, bool); 6] = [
+    let cases: [(&str, Vec<&[i64]>, Vec<Data<'_>>, Build<'_>); 6] = [
         (
             "RMS_NORM 640",
             vec![&[640, NT]],
             vec![Data::F32(&x640)],
             &|c, t| c.rms_norm(&t[0], 1e-6).unwrap(),
-            true,
         ),
         (
             "RMS_NORM 256 per head",
             vec![&[256, 4, NT]],
             vec![Data::F32(&x256)],
             &|c, t| c.rms_norm(&t[0], 1e-6).unwrap(),
-            true,
         ),
         (
             "ROPE NEOX base 1e4",
             vec![&[256, 4, NT], &[NT]],
             vec![Data::F32(&x256), Data::I32(&pos)],
             &rope_local,
-            false,
         ),
         (
             "ROPE NEOX base 1e6",
             vec![&[256, 4, NT], &[NT]],
             vec![Data::F32(&x256), Data::I32(&pos)],
             &rope_global,
-            false,
         ),
         (
             "GEGLU",
             vec![&[2048, NT], &[2048, NT]],
             vec![Data::F32(&gate), Data::F32(&up)],
             &|c, t| c.glu_split(&t[0], &t[1], ggml::ops::GluOp::Geglu).unwrap(),
-            true,
         ),
         (
             "FLASH_ATTN_EXT",
@@ -463,10 +458,9 @@ fn gemma_layer_ops_give_the_cpus_bits() {
                 o.flash_attn_ext_set_prec(ggml::ops::Prec::F32).unwrap();
                 o
             },
-            true,
         ),
     ];
-    for (name, shapes, data, build, exact) in cases {
+    for (name, shapes, data, build) in cases {
         let g = gemma_op_on(&gpu, &shapes, &data, build);
         let c = gemma_op_on(&cpu, &shapes, &data, build);
         let same = g
@@ -485,15 +479,22 @@ fn gemma_layer_ops_give_the_cpus_bits() {
             c.len(),
             err / norm
         );
-        if exact {
-            assert_eq!(same, c.len(), "{name}: outputs differ from the CPU's bits");
-        } else {
-            // ROPE: one ulp here and there (the C library's cosf/sinf, which the CPU calls,
-            // are not correctly rounded: about 2% of the angles differ from the device's).
-            assert!(same * 100 >= c.len() * 99, "{name}: {same} of {}", c.len());
-            assert!(err / norm < 1e-15, "{name}: NMSE {:.3e}", err / norm);
-        }
+        assert_eq!(same, c.len(), "{name}: outputs differ from the CPU's bits");
     }
+    // Past the host's table of angles (4096 positions) the device computes them, rounded from
+    // f64, where the C library's cosf/sinf differ by an ulp at about 2% of the angles.
+    let far: Vec<i32> = (0..NT as i32).map(|i| 4090 + 1000 * i).collect();
+    let data = [Data::F32(&x256), Data::I32(&far)];
+    let shapes: [&[i64]; 2] = [&[256, 4, NT], &[NT]];
+    let (g, c) = (
+        gemma_op_on(&gpu, &shapes, &data, &rope_local),
+        gemma_op_on(&cpu, &shapes, &data, &rope_local),
+    );
+    let same = g.iter().zip(&c).filter(|(a, b)| a == b).count();
+    let err: f64 = g.iter().zip(&c).map(|(&a, &b)| f64::from(a - b).powi(2)).sum();
+    let norm: f64 = c.iter().map(|&b| f64::from(b).powi(2)).sum();
+    eprintln!("ROPE NEOX past the table: {same} of {} equal, NMSE {:.3e}", c.len(), err / norm);
+    assert!(same * 100 >= c.len() * 97 && err / norm < 1e-15);
 }
 
 /// The bytes of `x` (`k × rows`, F32, read through a transposed view when `transposed`) copied

@@ -383,7 +383,13 @@ fn gemma_layer_ops_give_the_cpus_bits() {
     let kv: Vec<f32> = (0..256 * n_kv).map(|_| 2.0 * values()).collect();
     let vv: Vec<f32> = (0..256 * n_kv).map(|_| 2.0 * values()).collect();
     let mask: Vec<f32> = (0..n_kv * 8)
-        .map(|i| if i % n_kv > 20 + i / n_kv { f32::NEG_INFINITY } else { 0.0 })
+        .map(|i| {
+            if i % n_kv > 20 + i / n_kv {
+                f32::NEG_INFINITY
+            } else {
+                0.0
+            }
+        })
         .collect();
     let rope = |base: f32| {
         move |c: &Context, t: &[ggml::Tensor]| {
@@ -406,7 +412,8 @@ fn gemma_layer_ops_give_the_cpus_bits() {
     };
     let (rope_local, rope_global) = (rope(10_000.0), rope(1_000_000.0));
     type Build<'a> = &'a dyn Fn(&Context, &[ggml::Tensor]) -> ggml::Tensor;
-    let cases: [(&str, Vec<&[i64]>, Vec<Data<'_>>, Build<'_>); 6] = [
+    type Case<'a> = (&'a str, Vec<&'a [i64]>, Vec<Data<'a>>, Build<'a>);
+    let cases: [Case<'_>; 6] = [
         (
             "RMS_NORM 640",
             vec![&[640, NT]],
@@ -439,12 +446,7 @@ fn gemma_layer_ops_give_the_cpus_bits() {
         ),
         (
             "FLASH_ATTN_EXT",
-            vec![
-                &[256, NT, 4],
-                &[256, NKV, 1],
-                &[256, NKV, 1],
-                &[NKV, 8],
-            ],
+            vec![&[256, NT, 4], &[256, NKV, 1], &[256, NKV, 1], &[NKV, 8]],
             vec![
                 Data::F32(&x256),
                 Data::F16(&kv),
@@ -491,9 +493,17 @@ fn gemma_layer_ops_give_the_cpus_bits() {
         gemma_op_on(&cpu, &shapes, &data, &rope_local),
     );
     let same = g.iter().zip(&c).filter(|(a, b)| a == b).count();
-    let err: f64 = g.iter().zip(&c).map(|(&a, &b)| f64::from(a - b).powi(2)).sum();
+    let err: f64 = g
+        .iter()
+        .zip(&c)
+        .map(|(&a, &b)| f64::from(a - b).powi(2))
+        .sum();
     let norm: f64 = c.iter().map(|&b| f64::from(b).powi(2)).sum();
-    eprintln!("ROPE NEOX past the table: {same} of {} equal, NMSE {:.3e}", c.len(), err / norm);
+    eprintln!(
+        "ROPE NEOX past the table: {same} of {} equal, NMSE {:.3e}",
+        c.len(),
+        err / norm
+    );
     assert!(same * 100 >= c.len() * 97 && err / norm < 1e-15);
 }
 
@@ -689,7 +699,11 @@ fn gelus_round_through_f16_as_the_cpu_does() {
                 );
             }
             eprintln!("{op} {ty}: {same} of {n} bit-identical to the CPU");
-            let least = if op.contains("quick") { n * 99 / 100 } else { n };
+            let least = if op.contains("quick") {
+                n * 99 / 100
+            } else {
+                n
+            };
             assert!(least <= same, "{op} {ty}: {same} of {n} bit-identical");
             if op == "gelu" && ty == Type::F32 {
                 // GGML's clamps, and table values (F16-representable) between them.

@@ -123,35 +123,28 @@ impl Gpu {
         if let Some((_, b)) = tables.iter().find(|(k, _)| *k == key) {
             return b.clone();
         }
-        let bytes: Vec<u8> = t.values().iter().flat_map(|v| v.to_le_bytes()).collect();
-        let buffer = wgpu::util::DeviceExt::create_buffer_init(
-            &self.device,
-            &wgpu::util::BufferInitDescriptor {
-                label: Some("ggml rope table"),
-                contents: &bytes,
-                usage: wgpu::BufferUsages::STORAGE,
-            },
-        );
+        let buffer = self.upload_f32("ggml rope table", &t.values());
         tables.push((key, buffer.clone()));
         buffer
     }
 
     /// The CPU's GELU table in device memory (65536 f32), uploaded the first time.
     pub(crate) fn gelu_table(&self) -> &wgpu::Buffer {
-        self.gelu_table.get_or_init(|| {
-            let bytes: Vec<u8> = wgsl::gelu_table()
-                .iter()
-                .flat_map(|v| v.to_le_bytes())
-                .collect();
-            wgpu::util::DeviceExt::create_buffer_init(
-                &self.device,
-                &wgpu::util::BufferInitDescriptor {
-                    label: Some("ggml gelu table"),
-                    contents: &bytes,
-                    usage: wgpu::BufferUsages::STORAGE,
-                },
-            )
-        })
+        self.gelu_table
+            .get_or_init(|| self.upload_f32("ggml gelu table", &wgsl::gelu_table()))
+    }
+
+    /// A storage buffer holding `values`.
+    fn upload_f32(&self, label: &str, values: &[f32]) -> wgpu::Buffer {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        wgpu::util::DeviceExt::create_buffer_init(
+            &self.device,
+            &wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents: &bytes,
+                usage: wgpu::BufferUsages::STORAGE,
+            },
+        )
     }
 
     fn open(index: usize, adapter: &wgpu::Adapter) -> Result<Gpu> {

@@ -200,6 +200,16 @@ fn bytes_of(t: &ggml::Tensor) -> Vec<u8> {
     bytes
 }
 
+/// The normalised mean squared error of `g` against `c`.
+fn nmse(g: &[f32], c: &[f32]) -> f64 {
+    let err: f64 = g
+        .iter()
+        .zip(c)
+        .map(|(&a, &b)| f64::from(a - b).powi(2))
+        .sum();
+    err / c.iter().map(|&b| f64::from(b).powi(2)).sum::<f64>()
+}
+
 /// MUL_MAT of `w` (`k × rows`, quantized to `ty`) by `x` (`k × cols`) on `stream`.
 fn mul_mat_on(stream: &ggml::Backend, ty: Type, w: &[f32], x: &[f32], k: usize) -> Vec<f32> {
     let (rows, cols) = (w.len() / k, x.len() / k);
@@ -251,21 +261,12 @@ fn quantized_products_round_activations_as_the_cpu_does() {
             mul_mat_on(&gpu, ty, &w, &x, k),
             mul_mat_on(&cpu, ty, &w, &x, k),
         );
-        let err: f64 = g
-            .iter()
-            .zip(&c)
-            .map(|(&a, &b)| f64::from(a - b).powi(2))
-            .sum();
-        let norm: f64 = c.iter().map(|&b| f64::from(b).powi(2)).sum();
+        let e = nmse(&g, &c);
         // Without the activations' 8-bit rounding the difference is ~1e-5 (NMSE); with it,
         // only the order of the sums differs, and for Q4_1 the f16 rounding of Q8_1's block
         // sums, which the CPU multiplies by the weights' minimums.
-        eprintln!("{ty}: NMSE {:.3e} against the CPU", err / norm);
-        assert!(
-            err / norm < 1e-6,
-            "{ty}: NMSE {:.3e} against the CPU",
-            err / norm
-        );
+        eprintln!("{ty}: NMSE {:.3e} against the CPU", e);
+        assert!(e < 1e-6, "{ty}: NMSE {:.3e} against the CPU", e);
     }
 }
 
@@ -470,16 +471,11 @@ fn gemma_layer_ops_give_the_cpus_bits() {
             .zip(&c)
             .filter(|(a, b)| a.to_bits() == b.to_bits())
             .count();
-        let err: f64 = g
-            .iter()
-            .zip(&c)
-            .map(|(&a, &b)| f64::from(a - b).powi(2))
-            .sum();
-        let norm: f64 = c.iter().map(|&b| f64::from(b).powi(2)).sum();
+        let e = nmse(&g, &c);
         eprintln!(
             "{name}: {same} of {} outputs the CPU's bits, NMSE {:.3e}",
             c.len(),
-            err / norm
+            e
         );
         assert_eq!(same, c.len(), "{name}: outputs differ from the CPU's bits");
     }
@@ -493,18 +489,13 @@ fn gemma_layer_ops_give_the_cpus_bits() {
         gemma_op_on(&cpu, &shapes, &data, &rope_local),
     );
     let same = g.iter().zip(&c).filter(|(a, b)| a == b).count();
-    let err: f64 = g
-        .iter()
-        .zip(&c)
-        .map(|(&a, &b)| f64::from(a - b).powi(2))
-        .sum();
-    let norm: f64 = c.iter().map(|&b| f64::from(b).powi(2)).sum();
+    let e = nmse(&g, &c);
     eprintln!(
         "ROPE NEOX past the table: {same} of {} equal, NMSE {:.3e}",
         c.len(),
-        err / norm
+        e
     );
-    assert!(same * 100 >= c.len() * 97 && err / norm < 1e-15);
+    assert!(same * 100 >= c.len() * 97 && e < 1e-15);
 }
 
 /// The bytes of `x` (`k × rows`, F32, read through a transposed view when `transposed`) copied

@@ -53,6 +53,11 @@ pub use buffer::ALIGNMENT;
 /// it), so that both paths can be tested on one adapter.
 pub const DISABLE_F16_ENV: &str = "GGML_WGPU_DISABLE_F16";
 
+/// When this environment variable is set, the devices do not use the adapters' `SHADER_F64`
+/// (the path of adapters without it: the kernels that take the CPU's float order through f64
+/// — fused multiply-adds, RMS_NORM's sums, ROPE's angles — fall back to f32).
+pub const DISABLE_F64_ENV: &str = "GGML_WGPU_DISABLE_F64";
+
 /// Name of the registry [`register`] adds.
 pub const REGISTRY_NAME: &str = "WGPU";
 
@@ -95,27 +100,66 @@ pub(crate) struct Gpu {
     pub(crate) limits: wgpu::Limits,
     /// Whether the kernels bind F16 tensors as `f16` arrays (`SHADER_F16` was granted).
     pub(crate) f16: bool,
+    /// Whether the kernels compute in f64 where the CPU's roundings need it (`SHADER_F64`
+    /// was granted).
+    pub(crate) f64: bool,
     /// The first error wgpu reported outside an error scope since a stream last synchronized.
     pub(crate) errors: Arc<Mutex<Option<String>>>,
     /// Compiled pipelines, by kernel key.
     pub(crate) kernels: wgsl::Cache,
     /// Bytes this backend's buffers hold on the device.
     pub(crate) allocated: AtomicU64,
+    /// The CPU's GELU table (`wgsl::gelu_table`), uploaded on first use.
+    gelu_table: OnceLock<wgpu::Buffer>,
+    /// ROPE's angle tables (`ops::RopeTable`), by parameters, made on first use.
+    rope_tables: Mutex<Vec<([u32; 8], wgpu::Buffer)>>,
 }
 
 impl Gpu {
+    /// ROPE's angle table for `t` in device memory, computed and uploaded the first time.
+    pub(crate) fn rope_table(&self, t: ops::RopeTable) -> wgpu::Buffer {
+        let key = t.key();
+        let mut tables = lock(&self.rope_tables);
+        if let Some((_, b)) = tables.iter().find(|(k, _)| *k == key) {
+            return b.clone();
+        }
+        let buffer = self.upload_f32("ggml rope table", &t.values());
+        tables.push((key, buffer.clone()));
+        buffer
+    }
+
+    /// The CPU's GELU table in device memory (65536 f32), uploaded the first time.
+    pub(crate) fn gelu_table(&self) -> &wgpu::Buffer {
+        self.gelu_table
+            .get_or_init(|| self.upload_f32("ggml gelu table", &wgsl::gelu_table()))
+    }
+
+    /// A storage buffer holding `values`.
+    fn upload_f32(&self, label: &str, values: &[f32]) -> wgpu::Buffer {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        wgpu::util::DeviceExt::create_buffer_init(
+            &self.device,
+            &wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents: &bytes,
+                usage: wgpu::BufferUsages::STORAGE,
+            },
+        )
+    }
+
     fn open(index: usize, adapter: &wgpu::Adapter) -> Result<Gpu> {
         let info = adapter.get_info();
         let limits = adapter.limits();
         let f16 = adapter.features().contains(wgpu::Features::SHADER_F16)
             && std::env::var_os(DISABLE_F16_ENV).is_none();
+        let f64 = adapter.features().contains(wgpu::Features::SHADER_F64)
+            && std::env::var_os(DISABLE_F64_ENV).is_none();
+        let mut required_features = wgpu::Features::empty();
+        required_features.set(wgpu::Features::SHADER_F16, f16);
+        required_features.set(wgpu::Features::SHADER_F64, f64);
         let desc = wgpu::DeviceDescriptor {
             label: Some("ggml-wgpu"),
-            required_features: if f16 {
-                wgpu::Features::SHADER_F16
-            } else {
-                wgpu::Features::empty()
-            },
+            required_features,
             required_limits: limits.clone(),
             ..Default::default()
         };
@@ -131,6 +175,7 @@ impl Gpu {
             id: NEXT_GPU_ID.fetch_add(1, Ordering::Relaxed),
             name: format!("WGPU{index}"),
             f16: device.features().contains(wgpu::Features::SHADER_F16),
+            f64: device.features().contains(wgpu::Features::SHADER_F64),
             limits: device.limits(),
             info,
             device,
@@ -138,6 +183,8 @@ impl Gpu {
             errors,
             kernels: wgsl::Cache::default(),
             allocated: AtomicU64::new(0),
+            gelu_table: OnceLock::new(),
+            rope_tables: Mutex::new(Vec::new()),
         })
     }
 
@@ -238,6 +285,8 @@ impl DeviceImpl for WgpuDevice {
             ("BACKEND".into(), format!("{:?}", self.gpu.info.backend)),
             // Whether the kernels use the adapter's SHADER_F16 (off with DISABLE_F16_ENV).
             ("SHADER_F16".into(), (self.gpu.f16 as u8).to_string()),
+            // Whether the kernels use the adapter's SHADER_F64 (off with DISABLE_F64_ENV).
+            ("SHADER_F64".into(), (self.gpu.f64 as u8).to_string()),
             (
                 "MAX_BUFFER".into(),
                 buffer::max_buffer_size(&self.gpu).to_string(),

@@ -75,7 +75,8 @@ fn float(ty: Type) -> bool {
 
 /// GELU or GELU_QUICK (`quick`) of an operand of `ty` in `x`, as the CPU computes them, GGML's
 /// way: its F32 and F16 kernels read tables of F16 values (`x` rounded to F16, the function,
-/// rounded to F16: `gelu_t`, `gelu_h`, `gelu_quick_t` in `common.wgsl`), its BF16 ones compute.
+/// rounded to F16: `gelu_t` and `gelu_h` over the CPU's table, `wgsl::gelu_table_fns`;
+/// `gelu_quick_t` in `common.wgsl`), its BF16 ones compute.
 fn gelu_expr(quick: bool, ty: Type) -> &'static str {
     match (quick, ty) {
         (false, Type::F32) => "gelu_t(x)",
@@ -487,12 +488,8 @@ fn plan(
             if *with_b {
                 ops.push(operand(1)?);
             }
-            (
-                "elem",
-                elem_body(expr, *linear, *with_b),
-                ops,
-                per_item(d_n),
-            )
+            let body = with_gelu_table(gpu, expr, &mut ops, elem_body(expr, *linear, *with_b));
+            ("elem", body, ops, per_item(d_n))
         }
         Kind::Glu { expr } => {
             let p: GluParams = read_params(&op_params);
@@ -524,7 +521,9 @@ fn plan(
                     },
                 ]
             };
-            ("glu", elem_body(expr, false, true), ops, per_item(d_n))
+            let mut ops = ops;
+            let body = with_gelu_table(gpu, expr, &mut ops, elem_body(expr, false, true));
+            ("glu", body, ops, per_item(d_n))
         }
         Kind::Concat => (
             "concat",
@@ -626,7 +625,8 @@ fn plan(
             let rows = n.src(0).map_or(0, |a| a.nrows()) as u64;
             x[0] = word(rows, "rows")?;
             x[1] = *mode;
-            ("norm", wgsl::NORM.to_string(), vec![operand(0)?], rows)
+            let body = format!("{}{}", wgsl::NORM, wgsl::norm_sq_mean(gpu));
+            ("norm", body, vec![operand(0)?], rows)
         }
         Kind::SoftMax => {
             let a = operand(0)?;
@@ -671,13 +671,36 @@ fn plan(
             x[6] = corr[0].to_bits();
             x[7] = corr[1].to_bits();
             x[8] = present(2) as u32;
-            x[9] = (1.0 + 0.1 * (1.0 / p.freq_scale).ln()).to_bits();
+            // (as the CPU: GGML's build fuses it)
+            x[9] = 0.1f32.mul_add((1.0 / p.freq_scale).ln(), 1.0).to_bits();
             let pos = operand(1)?;
             let ff = optional(2, &a)?;
+            // The CPU's angles for the first positions (without frequency factors, which
+            // are device data): a table the host computes with the CPU's cosf and sinf.
+            let table = if present(2) {
+                x[10] = 0;
+                stand_in(&a)
+            } else {
+                let t = RopeTable {
+                    half: n_dims / 2,
+                    theta_scale: f32::from_bits(x[5]),
+                    freq_scale: p.freq_scale,
+                    ext_factor: p.ext_factor,
+                    attn_factor: p.attn_factor,
+                    corr,
+                    mscale_factor: f32::from_bits(x[9]),
+                };
+                x[10] = ROPE_TABLE_POSITIONS;
+                Operand {
+                    ty: Type::F32,
+                    desc: [0; DESC_WORDS],
+                    buffer: gpu.rope_table(t),
+                }
+            };
             (
                 "rope",
                 wgsl::ROPE.to_string(),
-                vec![a, pos, ff],
+                vec![a, pos, ff, table],
                 per_item(items),
             )
         }
@@ -705,7 +728,15 @@ fn plan(
             x[2] = b.desc[2] / a.desc[2].max(1);
             x[3] = b.desc[3] / a.desc[3].max(1);
             x[4] = word(row_groups, "mul_mat row groups")?;
-            let dots = if qb > 0 {
+            // The k-quants' float order depends on the columns (GGML's tiled product from
+            // BAND_MIN_COLS on, its row dot below).
+            x[5] = u32::from(d[1] >= BAND_MIN_COLS);
+            let dots = if let Some(lt) = lanes_type(a.ty) {
+                wgsl::MUL_MAT_LANES
+                    .replace("{LT}", &lt.to_string())
+                    .replace("{QB}", &qb.to_string())
+                    .replace("{BS}", &a.ty.type_size().to_string())
+            } else if qb > 0 {
                 wgsl::MUL_MAT_QUANT.replace("{QB}", &qb.to_string())
             } else {
                 let br = float_act_rounding(a.ty);
@@ -747,7 +778,7 @@ fn plan(
     // The kernels that check indices bind the fault slots after their operands.
     let n_bindings = operands.len() + usize::from(index_operand(kind).is_some());
     let kernel = gpu.kernels.kernel(gpu, &key, n_bindings, || {
-        wgsl::source(&body, n.ty(), &types, gpu.f16)
+        wgsl::source(&body, n.ty(), &types, gpu)
     })?;
     let mut buffers = vec![dst_buf];
     buffers.extend(operands.into_iter().map(|o| o.buffer));
@@ -779,7 +810,7 @@ fn round_activations(gpu: &Gpu, b: &Operand, qb: u32, scratch: &wgpu::Buffer) ->
     let key = format!("mul_mat_q8|{qb}|{}", b.ty);
     let kernel = gpu.kernels.kernel(gpu, &key, 1, || {
         let body = wgsl::MUL_MAT_Q8.replace("{QB}", &qb.to_string());
-        wgsl::source(&body, Type::F32, &[b.ty], gpu.f16)
+        wgsl::source(&body, Type::F32, &[b.ty], gpu)
     })?;
     Ok(Step {
         kernel,
@@ -881,7 +912,8 @@ fn im2col_views(
 /// The roundings of the CPU's FLASH_ATTN_EXT (`x9` of `flash_attn.wgsl`) for `n_q` query rows
 /// and K and V of types `k` and `v`: none on its tiled path (K and V both F32 or both F16, at
 /// least 64 rows: Q stays F32, the accumulator f32), else its rows path's: Q rounded to K's
-/// F16 or BF16 (1, 2) and an F16 value accumulator for F16 V (4).
+/// F16 or BF16 (1, 2) and an F16 value accumulator for F16 V (4), in AVX-512 FP16's steps
+/// where the CPU takes them (8, [`cpu_half_native`]).
 fn flash_attn_roundings(n_q: u32, k: Type, v: Type) -> u32 {
     const TILE_ROWS: u32 = 64;
     if k == v && matches!(k, Type::F32 | Type::F16) && n_q >= TILE_ROWS {
@@ -892,7 +924,33 @@ fn flash_attn_roundings(n_q: u32, k: Type, v: Type) -> u32 {
         Type::BF16 => 2,
         _ => 0,
     };
-    q | if v == Type::F16 { 4 } else { 0 }
+    let acc = match v {
+        Type::F16 if cpu_half_native() => 4 | 8,
+        Type::F16 => 4,
+        _ => 0,
+    };
+    q | acc
+}
+
+/// Whether the CPU's FLASH_ATTN_EXT takes AVX-512 FP16 steps for an F16 value accumulator (as
+/// GGML built for such a CPU does): the CPU has AVX-512 (F, BW, VL, VNNI) and FP16, and
+/// `GGML_CPU_FORCE` does not name a narrower path. The device then rounds as it does.
+fn cpu_half_native() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let narrower = matches!(
+            std::env::var("GGML_CPU_FORCE").as_deref(),
+            Ok("scalar" | "avx2")
+        );
+        !narrower
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+            && std::arch::is_x86_feature_detected!("avx512fp16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// Values per block of the 8-bit rounding the CPU gives MUL_MAT's activations for weights of
@@ -905,6 +963,89 @@ fn act_block(ty: Type) -> u32 {
         Type::Q2_K | Type::Q3_K | Type::Q4_K | Type::Q5_K | Type::Q6_K | Type::IQ4_XS => 256,
         _ => 0,
     }
+}
+
+/// Positions 0.. whose ROPE angles the device reads from a table the host computes
+/// ([`RopeTable`]); beyond them it computes them (`rope.wgsl`'s `cos_sin_`).
+const ROPE_TABLE_POSITIONS: u32 = 4096;
+
+/// What ROPE's angles depend on besides the position and the pair (without frequency
+/// factors): the key of a device's ROPE tables.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) struct RopeTable {
+    /// Pairs per row (n_dims / 2).
+    pub(crate) half: u32,
+    pub(crate) theta_scale: f32,
+    pub(crate) freq_scale: f32,
+    pub(crate) ext_factor: f32,
+    pub(crate) attn_factor: f32,
+    /// YaRN's correction dimensions.
+    pub(crate) corr: [f32; 2],
+    /// YaRN's factor of mscale, `fma(0.1, ln(1/freq_scale), 1)`.
+    pub(crate) mscale_factor: f32,
+}
+
+impl RopeTable {
+    /// The words of the key (bit patterns, so that equal parameters share a table).
+    pub(crate) fn key(&self) -> [u32; 8] {
+        [
+            self.half,
+            self.theta_scale.to_bits(),
+            self.freq_scale.to_bits(),
+            self.ext_factor.to_bits(),
+            self.attn_factor.to_bits(),
+            self.corr[0].to_bits(),
+            self.corr[1].to_bits(),
+            self.mscale_factor.to_bits(),
+        ]
+    }
+
+    /// `(cos, sin)` times mscale of every pair of positions 0..[`ROPE_TABLE_POSITIONS`], in
+    /// that order, as the CPU's ROPE computes them (GGML's `rope_yarn` over its cache: the
+    /// angle of pair j + 1 that of pair j times `theta_scale`, in f32; YaRN's ramp with its
+    /// fused multiply-add; the C library's `cosf` and `sinf`, which Rust's `f32::cos`/`sin`
+    /// call, as GGML's C does).
+    pub(crate) fn values(&self) -> Vec<f32> {
+        let mut out = Vec::with_capacity(2 * (ROPE_TABLE_POSITIONS * self.half) as usize);
+        for pos in 0..ROPE_TABLE_POSITIONS {
+            let mut theta = pos as f32;
+            for j in 0..self.half {
+                let interp = self.freq_scale * theta;
+                let (mut th, mut mscale) = (interp, self.attn_factor);
+                if self.ext_factor != 0.0 {
+                    let [low, high] = self.corr;
+                    let y = (j as f32 - low) / (high - low).max(0.001);
+                    let ramp = 1.0 - y.clamp(0.0, 1.0);
+                    let mix = ramp * self.ext_factor;
+                    th = interp.mul_add(1.0 - mix, theta * mix);
+                    mscale *= self.mscale_factor;
+                }
+                out.push(th.cos() * mscale);
+                out.push(th.sin() * mscale);
+                theta *= self.theta_scale;
+            }
+        }
+        out
+    }
+}
+
+/// Columns of `b` from which the CPU computes k-quant products in GGML's tiled order (its
+/// `BAND_MIN_COLS`; below, in its row dot's).
+const BAND_MIN_COLS: u32 = 8;
+
+/// The code of `mul_mat_lanes.wgsl` (its LT) for weights of type `ty`, if the CPU computes
+/// their products in GGML's x86 float order (its row dots, tiled and tinyBLAS products): the
+/// device then takes the same steps, so that its outputs have the CPU's bits.
+fn lanes_type(ty: Type) -> Option<u32> {
+    Some(match ty {
+        Type::Q4_0 => 0,
+        Type::Q5_0 => 1,
+        Type::Q8_0 => 2,
+        Type::IQ4_NL => 3,
+        Type::Q4_K => 4,
+        Type::Q6_K => 5,
+        _ => return None,
+    })
 }
 
 /// The rounding the CPU gives MUL_MAT's activations for float weights of type `ty` (GGML's
@@ -987,6 +1128,21 @@ fn kernel_variant(kind: &Kind) -> String {
         Kind::Glu { expr } => expr.to_string(),
         _ => String::new(),
     }
+}
+
+/// `body` with the GELU table's functions where `expr` reads them, the table ([`Gpu`]'s,
+/// `wgsl::gelu_table`) bound as the operand after `ops`.
+fn with_gelu_table(gpu: &Gpu, expr: &str, ops: &mut Vec<Operand>, body: String) -> String {
+    if !wgsl::uses_gelu_table(expr) {
+        return body;
+    }
+    let name = wgsl::OPERANDS[ops.len()];
+    ops.push(Operand {
+        ty: Type::F32,
+        desc: [0; DESC_WORDS],
+        buffer: gpu.gelu_table().clone(),
+    });
+    wgsl::gelu_table_fns(name) + &body
 }
 
 /// An operand slot the kernel declares but does not read: bound to `a`'s buffer as F32.

@@ -30,6 +30,7 @@ pub(crate) const FLASH_ATTN: &str = include_str!("wgsl/flash_attn.wgsl");
 pub(crate) const MUL_MAT_ID: &str = include_str!("wgsl/mul_mat_id.wgsl");
 pub(crate) const MUL_MAT_FLOAT: &str = include_str!("wgsl/mul_mat_float.wgsl");
 pub(crate) const MUL_MAT_QUANT: &str = include_str!("wgsl/mul_mat_quant.wgsl");
+pub(crate) const MUL_MAT_LANES: &str = include_str!("wgsl/mul_mat_lanes.wgsl");
 pub(crate) const MUL_MAT_Q8: &str = include_str!("wgsl/mul_mat_q8.wgsl");
 pub(crate) const QUANTIZE: &str = include_str!("wgsl/quantize.wgsl");
 pub(crate) const QUANTIZE_CPY: &str = include_str!("wgsl/quantize_cpy.wgsl");
@@ -362,16 +363,258 @@ fn h_§(o: u32) -> f32 {
 }
 ";
 
+/// GGML's GELU constants (`GELU_COEF_A`, `SQRT_2_OVER_PI`, as f32).
+const GELU_COEF_A: f32 = 0.044_715;
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+
+/// GGML's CPU table of GELU (`GGML_GELU_FP16`), which its F32 and F16 GELU and GEGLU read at
+/// `x` rounded to F16: for each F16 value h (by bits), the F16 rounding of
+/// `0.5·h·(1 + tanh(√(2/π)·h·(1 + 0.044715·h·h)))` as its build computes it (the C library's
+/// `tanhf`, the inner `0.044715·h·h + 1` fused), as f32. Built on the host, where the same
+/// `tanhf` is, and bound to the kernels that use it ([`gelu_table_fns`]).
+pub(crate) fn gelu_table() -> Vec<f32> {
+    (0..=u16::MAX)
+        .map(|b| {
+            let x = ggml::f16::from_bits(b).to_f32();
+            let inner = SQRT_2_OVER_PI * x * (GELU_COEF_A * x).mul_add(x, 1.0);
+            ggml::f16::from_f32(0.5 * x * (1.0 + inner.tanh())).to_f32()
+        })
+        .collect()
+}
+
+/// Whether the kernel expression `expr` reads the GELU table (`gelu_h`, `gelu_t`, `geglu_t`).
+pub(crate) fn uses_gelu_table(expr: &str) -> bool {
+    ["gelu_h(", "gelu_t(", "geglu_t("]
+        .iter()
+        .any(|f| expr.contains(f))
+}
+
+/// The GELU functions of GGML's CPU over the table [`gelu_table`] bound as operand `name`:
+/// `gelu_h` (an F16 value, or x rounded to F16: the table entry, no clamps), `gelu_t` (F32:
+/// 0 at or below −10, x at or above 10, else the table) and `geglu_t` (F32 GEGLU: 0 at or
+/// below −10 whatever the gate, else `gelu_t(x)·y`).
+pub(crate) fn gelu_table_fns(name: &str) -> String {
+    "
+fn gelu_h(x: f32) -> f32 {
+    return bitcast<f32>(w_§(4u * f32_f16(x)));
+}
+fn gelu_t(x: f32) -> f32 {
+    if (x <= -10.0) {
+        return 0.0;
+    }
+    if (x >= 10.0) {
+        return x;
+    }
+    return gelu_h(x);
+}
+fn geglu_t(x: f32, y: f32) -> f32 {
+    return select(gelu_t(x) * y, 0.0, x <= -10.0);
+}
+"
+    .replace('§', name)
+}
+
+/// `fma_(a, b, c)`: `a·b + c` rounded once, as the CPU's fused multiply-adds, where the
+/// device computes in f64 (lavapipe's `fma` rounds the product first): the product is exact in
+/// f64, the sum is rounded to f64 with its error kept (TwoSum), and where that rounding left
+/// the sum on the midpoint of two f32 values the error says which way the exact sum rounds
+/// (no double rounding).
+const FMA_F64: &str = "
+fn fma_(a: f32, b: f32, c: f32) -> f32 {
+    let pr = f64(a) * f64(b);
+    let s = pr + f64(c);
+    let bb = s - pr;
+    let e = (pr - (s - bb)) + (f64(c) - bb);
+    let r = f32(s);
+    let diff = s - f64(r);
+    let other = f64(r) + 2.0 * diff;
+    if (e != 0.0 && diff != 0.0 && f64(f32(other)) == other && (e > 0.0) == (diff > 0.0)) {
+        return f32(other);
+    }
+    return r;
+}
+";
+
+/// `fma_` without f64: the adapter's `fma` (fused on GPUs with a hardware FMA).
+const FMA_F32: &str = "
+fn fma_(a: f32, b: f32, c: f32) -> f32 {
+    return fma(a, b, c);
+}
+";
+
+/// `cos_sin_(x)`: cos and sin of `x` rounded to nearest from f64 (as the CPU's C library's
+/// `cosf`/`sinf` give them, but where the exact value lies next to a midpoint): `x` less the
+/// nearest multiple k of π/2 (Cody and Waite: π/2 in three parts, whose products with k are
+/// exact), then Taylor series on |r| ≤ π/4 to r^21 (error below 1e-24), by k's quadrant.
+const COS_SIN_F64: &str = "
+fn cos_sin_(x32: f32) -> vec2<f32> {
+    let x = f64(x32);
+    let k = round(x * f64(0.63661977236758134308));
+    var r = x - k * f64(1.57079632673412561417);
+    r = r - k * f64(6.07710050630396597660e-11);
+    r = r - k * f64(2.02226624871116645580e-21);
+    let r2 = r * r;
+    var s = f64(1.0 / 51090942171709440000.0);
+    s = s * r2 - f64(1.0 / 121645100408832000.0);
+    s = s * r2 + f64(1.0 / 355687428096000.0);
+    s = s * r2 - f64(1.0 / 1307674368000.0);
+    s = s * r2 + f64(1.0 / 6227020800.0);
+    s = s * r2 - f64(1.0 / 39916800.0);
+    s = s * r2 + f64(1.0 / 362880.0);
+    s = s * r2 - f64(1.0 / 5040.0);
+    s = s * r2 + f64(1.0 / 120.0);
+    s = s * r2 - f64(1.0 / 6.0);
+    s = r + r * r2 * s;
+    var c = f64(1.0 / 2432902008176640000.0);
+    c = c * r2 - f64(1.0 / 6402373705728000.0);
+    c = c * r2 + f64(1.0 / 20922789888000.0);
+    c = c * r2 - f64(1.0 / 87178291200.0);
+    c = c * r2 + f64(1.0 / 479001600.0);
+    c = c * r2 - f64(1.0 / 3628800.0);
+    c = c * r2 + f64(1.0 / 40320.0);
+    c = c * r2 - f64(1.0 / 720.0);
+    c = c * r2 + f64(1.0 / 24.0);
+    c = c * r2 - f64(0.5);
+    c = f64(1.0) + r2 * c;
+    let q = ((i32(k) % 4) + 4) % 4;
+    if (q == 0) {
+        return vec2<f32>(f32(c), f32(s));
+    }
+    if (q == 1) {
+        return vec2<f32>(f32(-s), f32(c));
+    }
+    if (q == 2) {
+        return vec2<f32>(f32(-c), f32(-s));
+    }
+    return vec2<f32>(f32(s), f32(-c));
+}
+";
+
+/// `exp_(x)`: e^x rounded to nearest from f64 (as the CPU's C library's `expf` gives it, but
+/// where the exact value lies next to a midpoint): `x` less the nearest multiple k of ln 2
+/// (Cody and Waite, ln 2 in two parts), a Taylor series to r^13 on |r| ≤ ln 2 / 2 (error below
+/// 1e-17), times 2^k (as two f32 powers of two, so k needs no f64 bit pattern).
+const EXP_F64: &str = "
+fn exp_(x32: f32) -> f32 {
+    if (x32 < -104.0) {
+        return 0.0;
+    }
+    if (x32 > 89.0) {
+        return bitcast<f32>(0x7f800000u);
+    }
+    let x = f64(x32);
+    let k = round(x * f64(1.44269504088896340736));
+    let r = (x - k * f64(6.93147180369123816490e-01)) - k * f64(1.90821492927058770002e-10);
+    var e = f64(1.0 / 6227020800.0);
+    e = e * r + f64(1.0 / 479001600.0);
+    e = e * r + f64(1.0 / 39916800.0);
+    e = e * r + f64(1.0 / 3628800.0);
+    e = e * r + f64(1.0 / 362880.0);
+    e = e * r + f64(1.0 / 40320.0);
+    e = e * r + f64(1.0 / 5040.0);
+    e = e * r + f64(1.0 / 720.0);
+    e = e * r + f64(1.0 / 120.0);
+    e = e * r + f64(1.0 / 24.0);
+    e = e * r + f64(1.0 / 6.0);
+    e = e * r + f64(0.5);
+    e = e * r + f64(1.0);
+    e = e * r + f64(1.0);
+    let ki = i32(k);
+    let k1 = ki / 2;
+    let k2 = ki - k1;
+    let p1 = f64(bitcast<f32>(u32(k1 + 127) << 23u));
+    let p2 = f64(bitcast<f32>(u32(k2 + 127) << 23u));
+    return f32(e * p1 * p2);
+}
+";
+
+/// `exp_` without f64: the adapter's `exp`.
+const EXP_F32: &str = "
+fn exp_(x: f32) -> f32 {
+    return exp(x);
+}
+";
+
+/// `cos_sin_` without f64: the adapter's `cos` and `sin`.
+const COS_SIN_F32: &str = "
+fn cos_sin_(x: f32) -> vec2<f32> {
+    return vec2<f32>(cos(x), sin(x));
+}
+";
+
+/// `sq_mean(ra, n, lid, sum)` for `norm.wgsl` where the device computes in f64: RMS_NORM's
+/// mean square of row `ra` as the CPU takes it (GGML's `ggml_float` sum): the squares in f32,
+/// summed in f64 in 16 lanes (lane l the elements ≡ l mod 16 of the whole groups of 16, in
+/// order, then the tail's element l), the lanes added pairwise (8, 4, 2, 1 apart), the mean
+/// rounded to f32. Invocations 0..16 sum a lane each; `sum` (the workgroup's f32 sum) unused.
+const NORM_F64: &str = "
+var<workgroup> lanes64: array<f64, 16>;
+fn sq_mean(ra: u32, n: u32, lid: u32, sum: f32) -> f32 {
+    let whole = n - n % 16u;
+    if (lid < 16u) {
+        var acc = f64(0.0);
+        for (var i = lid; i < whole; i = i + 16u) {
+            let v = ld_a(ra, i);
+            acc = acc + f64(v * v);
+        }
+        if (whole + lid < n) {
+            let v = ld_a(ra, whole + lid);
+            acc = acc + f64(v * v);
+        }
+        lanes64[lid] = acc;
+    }
+    workgroupBarrier();
+    if (lid == 0u) {
+        for (var w = 8u; w > 0u; w = w / 2u) {
+            for (var l = 0u; l < w; l = l + 1u) {
+                lanes64[l] = lanes64[l] + lanes64[l + w];
+            }
+        }
+    }
+    workgroupBarrier();
+    let r = f32(lanes64[0] / f64(n));
+    workgroupBarrier();
+    return r;
+}
+";
+
+/// `sq_mean` without f64: the workgroup's f32 sum of squares over the row's length.
+const NORM_F32: &str = "
+fn sq_mean(ra: u32, n: u32, lid: u32, sum: f32) -> f32 {
+    return sum / f32(n);
+}
+";
+
+/// RMS_NORM's mean square for `norm.wgsl` on `gpu` (in f64 where it has `SHADER_F64`).
+pub(crate) fn norm_sq_mean(gpu: &Gpu) -> &'static str {
+    if gpu.f64 {
+        NORM_F64
+    } else {
+        NORM_F32
+    }
+}
+
 /// The source of a kernel with body `body` storing `dst` and reading operands of `srcs` types
-/// (bound as `a`, `b`, … in order). Bodies that give one workgroup a row get the reductions.
-/// With `f16` (the device has `SHADER_F16`), F16 operands and results are bound as `f16`
-/// arrays instead of words.
-pub(crate) fn source(body: &str, dst: Type, srcs: &[Type], f16: bool) -> Result<String> {
+/// (bound as `a`, `b`, … in order), for `gpu`. Bodies that give one workgroup a row get the
+/// reductions. Where the device has `SHADER_F16`, F16 operands and results are bound as `f16`
+/// arrays instead of words; where it has `SHADER_F64`, `fma_` and the other helpers that keep
+/// the CPU's roundings compute in f64.
+pub(crate) fn source(body: &str, dst: Type, srcs: &[Type], gpu: &Gpu) -> Result<String> {
+    let f16 = gpu.f16;
     let mut s = String::with_capacity(16 << 10);
     if f16 {
         s.push_str("enable f16;\n");
     }
     s.push_str(COMMON);
+    if gpu.f64 {
+        s.push_str(FMA_F64);
+        s.push_str(COS_SIN_F64);
+        s.push_str(EXP_F64);
+    } else {
+        s.push_str(FMA_F32);
+        s.push_str(COS_SIN_F32);
+        s.push_str(EXP_F32);
+    }
     s.push_str(&store(dst, f16)?);
     for (k, (&ty, name)) in srcs.iter().zip(OPERANDS).enumerate() {
         let halves = f16 && ty == Type::F16;

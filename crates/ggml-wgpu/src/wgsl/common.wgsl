@@ -154,35 +154,6 @@ fn via_f16(x: f32) -> f32 {
     return f16_f32(f32_f16(x));
 }
 
-// GELU of an F16 value as GGML's CPU computes it: its table of F16 values (the function at
-// x rounded to F16, rounded to F16). 1 + tanh(z) is taken as 2/(1 + e^-2z), without the
-// cancellation next to tanh = -1, and put on the grid of f32 values there (2^-24), where the
-// CPU's correctly rounded tanhf lands: so the tiny results of x down to -10 are the CPU's too.
-fn gelu_h(x: f32) -> f32 {
-    let h = via_f16(x);
-    let z = clamp(0.7978845608028654 * h * (1.0 + 0.044715 * h * h), -15.0, 15.0);
-    let s = 2.0 / (1.0 + exp(-2.0 * z));
-    let on_grid = select(s, round(s * 16777216.0) / 16777216.0, s < 0.5);
-    return via_f16(0.5 * h * on_grid);
-}
-
-// GELU of an F32 value as GGML's CPU computes it: 0 at or below -10, x at or above 10, else
-// its F16 table.
-fn gelu_t(x: f32) -> f32 {
-    if (x <= -10.0) {
-        return 0.0;
-    }
-    if (x >= 10.0) {
-        return x;
-    }
-    return gelu_h(x);
-}
-
-// GGML's CPU F32 GEGLU: 0 at or below -10 whatever the gate, else gelu_t(x) * y.
-fn geglu_t(x: f32, y: f32) -> f32 {
-    return select(gelu_t(x) * y, 0.0, x <= -10.0);
-}
-
 // GELU_QUICK of an F32 or F16 value as GGML's CPU computes it: its F16 table, no clamps.
 fn gelu_quick_t(x: f32) -> f32 {
     return via_f16(gelu_quick_(via_f16(x)));

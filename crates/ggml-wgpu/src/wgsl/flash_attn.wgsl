@@ -5,9 +5,13 @@
 // x8 = the scale applied to q·k (scale / softcap with a softcap); op_params[2] = logit_softcap.
 // x9 = the roundings of the CPU's rows path (GGML's `one_chunk`: fewer than 64 query rows, or
 // K and V not both F32 or both F16): bit 0 q rounded to F16 (F16 K), bit 1 to BF16 (BF16 K),
-// bit 2 the value accumulator F16 (F16 V: each scaling and each multiply-add rounded to F16).
+// bit 2 the value accumulator F16 (F16 V: each scaling and each multiply-add rounded to F16),
+// bit 3 (with bit 2) as the CPU does on AVX-512 FP16 (GGML built for it): over whole steps of
+// 128 values, the weights rounded to F16 and each multiply-add rounded once.
 // The updates are the CPU's: on a new maximum the accumulator is scaled first, then the value
-// row added by fused multiply-adds, and S = fma(S, ms, vs).
+// row added by fused multiply-adds, and S = fma(S, ms, vs); the exponentials are `exp_`
+// (wgsl.rs: rounded from f64 where the device has it, as the C library's `expf`). The tiled
+// path's softmax (GGML's vector exponential, f64 sums) is not reproduced.
 
 const MAX_D: u32 = 512u;
 const SKIP: f32 = -3.0e38;
@@ -27,9 +31,60 @@ fn round_q(v: f32) -> f32 {
 
 fn round_acc(v: f32) -> f32 {
     if ((xu(9u) & 4u) != 0u) {
-        return f16_f32(f32_f16(v));
+        return via_f16(v);
     }
     return v;
+}
+
+// x·v + y (F16 values; the product exact in f32) rounded once to F16, as AVX-512 FP16's
+// `vfmadd…ph`: the f32 sum's error from a two-sum moves it to round-to-odd first.
+fn fma_f16_once(x: f32, v: f32, y: f32) -> f32 {
+    let pr = x * v;
+    let s = pr + y;
+    let bb = s - pr;
+    let e = (pr - (s - bb)) + (y - bb);
+    var bits = bitcast<u32>(s);
+    if (e != 0.0 && (bits & 1u) == 0u) {
+        bits = select(bits - 1u, bits + 1u, (e > 0.0) == (s > 0.0));
+    }
+    return via_f16(bitcast<f32>(bits));
+}
+
+// q·k for the key row at `kr` in the CPU's order: on its rows path GGML's `ggml_vec_dot_f16`
+// (AVX-512: four partial sums of 16 lanes, each a chain of fused multiply-adds over the whole
+// steps of 64 values, added as (0 + 2) + (1 + 3) lane by lane, the 16 lanes folded by halving,
+// then the rest one product at a time: in f32 here, where the CPU adds them in f64, so exact
+// for head sizes that are multiples of 64); on its tiled path one chain of fused multiply-adds
+// in order of the head dimension.
+fn score(kr: u32, dk: u32) -> f32 {
+    if (xu(9u) == 0u) {
+        var dot = 0.0;
+        for (var i = 0u; i < dk; i = i + 1u) {
+            dot = fma_(qs[i], ld_b(kr, i), dot);
+        }
+        return dot;
+    }
+    var part: array<f32, 64>;
+    let np = dk - dk % 64u;
+    for (var i = 0u; i < np; i = i + 64u) {
+        for (var m = 0u; m < 64u; m = m + 1u) {
+            part[m] = fma_(ld_b(kr, i + m), qs[i + m], part[m]);
+        }
+    }
+    var f: array<f32, 16>;
+    for (var l = 0u; l < 16u; l = l + 1u) {
+        f[l] = (part[l] + part[32u + l]) + (part[16u + l] + part[48u + l]);
+    }
+    for (var w = 8u; w > 0u; w = w / 2u) {
+        for (var l = 0u; l < w; l = l + 1u) {
+            f[l] = f[l] + f[l + w];
+        }
+    }
+    var dot = f[0];
+    for (var i = np; i < dk; i = i + 1u) {
+        dot = dot + qs[i] * ld_b(kr, i);
+    }
+    return dot;
 }
 
 @compute @workgroup_size(64)
@@ -70,12 +125,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 mv = slope * ld_e(rm, ic);
             }
             if (mv > SKIP) {
-                let kr = kb + ic * p.b.nb.y;
-                var dot = 0.0;
-                for (var i = 0u; i < dk; i = i + 1u) {
-                    dot = dot + qs[i] * ld_b(kr, i);
-                }
-                s = dot * scale;
+                s = score(kb + ic * p.b.nb.y, dk) * scale;
                 if (softcap != 0.0) {
                     s = softcap * tanh_(s);
                 }
@@ -94,23 +144,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             var vs = 1.0;
             let grows = sv > big_m;
             if (grows) {
-                ms = exp(big_m - sv);
+                ms = exp_(big_m - sv);
                 big_m = sv;
             } else {
-                vs = exp(sv - big_m);
+                vs = exp_(sv - big_m);
             }
             let vr = vb + (base + c) * p.c.nb.y;
+            // With native F16 steps, the whole steps of 128 values take F16 weights, each
+            // update rounded once.
+            let native = select(0u, dv & ~127u, (xu(9u) & 8u) != 0u);
             for (var t = 0u; t < 8u; t = t + 1u) {
                 let j = lid + 64u * t;
-                if (j < dv) {
+                if (j < native) {
+                    var a = acc[t];
+                    if (grows) {
+                        a = via_f16(a * via_f16(ms));
+                    }
+                    acc[t] = fma_f16_once(ld_c(vr, j), via_f16(vs), a);
+                } else if (j < dv) {
                     var a = acc[t];
                     if (grows) {
                         a = round_acc(a * ms);
                     }
-                    acc[t] = round_acc(fma(ld_c(vr, j), vs, a));
+                    acc[t] = round_acc(fma_(ld_c(vr, j), vs, a));
                 }
             }
-            big_s = fma(big_s, ms, vs);
+            big_s = fma_(big_s, ms, vs);
         }
         workgroupBarrier();
     }
@@ -119,14 +178,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         var ms = 1.0;
         var vs = 1.0;
         if (sv > big_m) {
-            ms = exp(big_m - sv);
+            ms = exp_(big_m - sv);
         } else {
-            vs = exp(sv - big_m);
+            vs = exp_(sv - big_m);
         }
         for (var t = 0u; t < 8u; t = t + 1u) {
             acc[t] = acc[t] * ms;
         }
-        big_s = fma(big_s, ms, vs);
+        big_s = fma_(big_s, ms, vs);
     }
     var inv = 0.0;
     if (big_s != 0.0) {

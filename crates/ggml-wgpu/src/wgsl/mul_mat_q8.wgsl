@@ -21,9 +21,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let r3 = r / (p.a.ne.y * p.a.ne.z);
     let row = p.a.off + r1 * p.a.nb.y + r2 * p.a.nb.z + r3 * p.a.nb.w;
     let k0 = kb * QB;
-    // Q8_0/Q8_1: scale amax / 127 (rounded to f16, as the block stores it), levels rounded
-    // half away from zero. Q8_K: multiplier -127 / max with max the value of largest
-    // magnitude (the first), scale its inverse, levels rounded half to even, at most 127.
+    // Q8_0/Q8_1, as GGML's x86 quantizer: scale amax / 127 (rounded to f16, as the block
+    // stores it), levels v · (127 / amax) rounded half to even. Q8_K: multiplier -127 / max
+    // with max the value of largest magnitude (the first), scale its inverse, levels rounded
+    // half to even, at most 127.
     var amax = 0.0;
     var vmax = 0.0;
     for (var k = k0; k < k0 + QB; k = k + 1u) {
@@ -37,7 +38,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var scale = 0.0;
     if (QB == 32u) {
         let dd = amax / 127.0;
-        mul = select(0.0, 1.0 / dd, dd != 0.0);
+        mul = select(0.0, 127.0 / amax, amax != 0.0);
         scale = f16_f32(f32_f16(dd));
     } else if (amax != 0.0) {
         mul = -127.0 / vmax;
@@ -49,10 +50,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         var w = 0u;
         for (var j = 0u; j < 4u; j = j + 1u) {
             let v = ld_a(row, k0 + k + j) * mul;
-            var l = round_(v);
-            if (QB != 32u) {
-                l = min(round(v), 127.0);
-            }
+            let l = min(round(v), 127.0);
             w = w | ((bitcast<u32>(i32(l)) & 0xffu) << (8u * j));
         }
         d[o + 1u + k / 4u] = w;

@@ -1,5 +1,6 @@
 // One workgroup per row: x0 = rows; x1 = 0 RMS_NORM, 1 NORM, 2 L2_NORM (eps = op_params[0]),
-// 3 SUM_ROWS, 4 MEAN (one value per row).
+// 3 SUM_ROWS, 4 MEAN (one value per row). RMS_NORM's mean square is `sq_mean` (NORM_F64 or
+// NORM_F32 in wgsl.rs).
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -37,7 +38,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         scale = 1.0 / sqrt(wg_sum(lid, s2) / f32(n) + eps);
     } else if (mode == 0u) {
-        scale = 1.0 / sqrt(sum / f32(n) + eps);
+        scale = 1.0 / sqrt(sq_mean(ra, n, lid, sum) + eps);
     } else {
         scale = 1.0 / max(sqrt(sum), eps);
     }

@@ -79,11 +79,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             q[j] = min(trunc_i((x[j] - lo) * id + 0.5), u32(top));
         }
     } else if (QT == 4u) {
-        // Q8_0: rounded half away from zero.
+        // Q8_0 as GGML's x86 quantizer: levels x · (127 / amax) rounded half to even.
         dd = amax / 127.0;
-        let id = select(0.0, 1.0 / dd, dd != 0.0);
+        let id = select(0.0, 127.0 / amax, amax != 0.0);
         for (var j = 0u; j < 32u; j = j + 1u) {
-            q[j] = bitcast<u32>(i32(round_(x[j] * id))) & 0xffu;
+            q[j] = bitcast<u32>(i32(round(x[j] * id))) & 0xffu;
         }
     } else if (amax >= 1e-15) {
         // IQ4_NL (GGML's reference: no scale search): levels at scale max / -127, then the

@@ -1,7 +1,11 @@
 // One invocation per rotated pair or copied element of each row (NORMAL and NEOX modes).
 // x0 = invocations, x1 = per row, x2 = n_dims, x3 = 1 for NEOX, x4 = n_offs, x5 = theta_scale,
 // x6, x7 = YaRN's corr_dims, x8 = has frequency factors (c), x9 = YaRN's mscale factor;
-// op_params: freq_scale [6], ext_factor [7], attn_factor [8]. Positions: I32 `b[i2]`.
+// op_params: freq_scale [6], ext_factor [7], attn_factor [8]. Positions: I32 `b[i2]`. The
+// angles' cosine and sine times mscale: for positions below x10, the host's table `e` (the
+// CPU's values: `ops::RopeTable`, pairs (cos, sin) by position and pair), else `cos_sin_`
+// (wgsl.rs: rounded from f64 where the device has it, which the CPU's C library's cosf/sinf
+// are at about 98% of the angles).
 
 fn copy_elem(ra: u32, rd: u32, e: u32) {
     st(rd + e * p.d.nb.x, ld_a(ra, e));
@@ -38,7 +42,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         i0 = n_offs + j;
         i1 = i0 + half;
     }
-    var theta = f32(bitcast<i32>(w_b(p.b.off + ir.i.z * p.b.nb.x)));
+    let pos = bitcast<i32>(w_b(p.b.off + ir.i.z * p.b.nb.x));
+    var theta = f32(pos);
     let ts = xf(5u);
     for (var k = 0u; k < j; k = k + 1u) {
         theta = theta * ts;
@@ -57,13 +62,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let y = (f32(j) - low) / max(0.001, high - low);
         let ramp = 1.0 - min(1.0, max(0.0, y));
         let mix = ramp * ext_factor;
-        th = theta_interp * (1.0 - mix) + theta * mix;
+        th = fma_(theta_interp, 1.0 - mix, theta * mix);
         mscale = mscale * xf(9u);
     }
-    let cs = cos(th) * mscale;
-    let sn = sin(th) * mscale;
+    var cs = 0.0;
+    var sn = 0.0;
+    if (pos >= 0 && u32(pos) < xu(10u)) {
+        let o = 2u * (u32(pos) * half + j);
+        cs = bitcast<f32>(e[o]);
+        sn = bitcast<f32>(e[o + 1u]);
+    } else {
+        let cos_sin = cos_sin_(th);
+        cs = cos_sin.x * mscale;
+        sn = cos_sin.y * mscale;
+    }
     let x0 = ld_a(ra, i0);
     let x1 = ld_a(ra, i1);
-    st(rd + i0 * p.d.nb.x, x0 * cs - x1 * sn);
-    st(rd + i1 * p.d.nb.x, x0 * sn + x1 * cs);
+    // GGML's x86 roundings: each first product fused with the sum.
+    st(rd + i0 * p.d.nb.x, fma_(x0, cs, -(x1 * sn)));
+    st(rd + i1 * p.d.nb.x, fma_(x0, sn, x1 * cs));
 }

@@ -393,6 +393,7 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::f16;
 
     /// The order follows GGML's choice of kernel.
     #[test]
@@ -413,5 +414,92 @@ mod tests {
         assert_eq!(rows_per_chunk(100, 1, 2), 16);
         assert_eq!(rows_per_chunk(1000, 1, 1), 128);
         assert_eq!(rows_per_chunk(400, 1, 2) % RM, 0);
+    }
+
+    /// GCC's `_mm512_reduce_add_ps` on 16 lanes, one scalar add at a time.
+    fn hsum_model(l: &[f32; 16]) -> f32 {
+        let h8: [f32; 8] = std::array::from_fn(|i| l[i] + l[i + 8]);
+        let h4: [f32; 4] = std::array::from_fn(|i| h8[i] + h8[i + 4]);
+        (h4[0] + h4[2]) + (h4[1] + h4[3])
+    }
+
+    /// tinyBLAS's sum, scalar: lane `l % 16` takes product `l`; a masked last step adds
+    /// 0 · 0 to the lanes it does not cover.
+    fn tiny_model(a: &[f16], b: &[f32]) -> f32 {
+        let mut acc = [0f32; 16];
+        for (l, (x, y)) in a.iter().zip(b).enumerate() {
+            acc[l % 16] = x.to_f32().mul_add(*y, acc[l % 16]);
+        }
+        for lane in acc.iter_mut().skip(a.len() % 16).take(16) {
+            if a.len() % 16 != 0 {
+                *lane = 0f32.mul_add(0.0, *lane);
+            }
+        }
+        hsum_model(&acc)
+    }
+
+    /// `ggml_vec_dot_f16`'s sum, scalar.
+    fn vec_model(a: &[f16], b: &[f32]) -> f32 {
+        let np = a.len() / 64 * 64;
+        let mut acc = [[0f32; 16]; 4];
+        for l in 0..np {
+            let (q, lane) = (l / 16 % 4, l % 16);
+            acc[q][lane] = a[l].to_f32().mul_add(b[l], acc[q][lane]);
+        }
+        let s: [f32; 16] =
+            std::array::from_fn(|i| (acc[0][i] + acc[2][i]) + (acc[1][i] + acc[3][i]));
+        let mut sum = hsum_model(&s) as f64;
+        for l in np..a.len() {
+            sum += (a[l].to_f32() * b[l]) as f64;
+        }
+        sum as f32
+    }
+
+    /// Both tiles give every output the scalar model's bits, for every tile shape and tail
+    /// length (where the CPU runs the AVX-512 path).
+    #[test]
+    fn tiles_follow_ggml_order_bit_for_bit() {
+        if !Isa::Avx512.available() {
+            return;
+        }
+        let mut state = 987_654_321u32;
+        let mut next = move || {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+        };
+        for k in [0usize, 1, 15, 16, 17, 63, 64, 65, 100, 257, 1000] {
+            let a: Vec<Vec<f16>> = (0..RM)
+                .map(|_| (0..k).map(|_| f16::from_f32(next() * 3.0)).collect())
+                .collect();
+            let b: Vec<Vec<f32>> = (0..RN)
+                .map(|_| (0..k).map(|_| Round::F16.apply(next())).collect())
+                .collect();
+            let ap: [*const u16; RM] = std::array::from_fn(|t| a[t].as_ptr() as *const u16);
+            let bp: [*const f32; RN] = std::array::from_fn(|u| b[u].as_ptr());
+            let mut o = [[0f32; RN]; RM];
+            // SAFETY: the AVX-512 path is available; every row holds k values.
+            unsafe { avx512::tiny_tile::<RM, RN>(ap, bp, k, &mut o) };
+            let mut o1 = [[0f32; 1]; 1];
+            // SAFETY: as above.
+            unsafe { avx512::tiny_tile::<1, 1>([ap[1]], [bp[2]], k, &mut o1) };
+            assert_eq!(o1[0][0].to_bits(), o[1][2].to_bits(), "k {k}");
+            for t in 0..RM {
+                for u in 0..RN {
+                    let want = tiny_model(&a[t], &b[u]);
+                    assert_eq!(o[t][u].to_bits(), want.to_bits(), "k {k} ({t}, {u})");
+                }
+            }
+            let mut v = [0f32; RM];
+            // SAFETY: as above.
+            unsafe { avx512::vec_rows::<RM>(ap, bp[3], k, &mut v) };
+            for t in 0..RM {
+                let want = vec_model(&a[t], &b[3]);
+                assert_eq!(v[t].to_bits(), want.to_bits(), "k {k} row {t}");
+                let mut v1 = [0f32; 1];
+                // SAFETY: as above.
+                unsafe { avx512::vec_rows::<1>([ap[t]], bp[3], k, &mut v1) };
+                assert_eq!(v1[0].to_bits(), want.to_bits(), "k {k} row {t} alone");
+            }
+        }
     }
 }

@@ -275,6 +275,10 @@ mod avx512 {
     use crate::types::f16;
     use std::arch::x86_64::*;
 
+    /// Bytes ahead along each weight row that [`vec_rows`] prefetches into L1 (matrix-vector
+    /// products read each weight once, from L3 or memory): two cache lines per row and step.
+    const PREFETCH: usize = 2048;
+
     /// The 16 lanes of `v` summed as GCC's `_mm512_reduce_add_ps` sums them (GGML's build):
     /// the upper 8 lanes onto the lower, then the upper 4 of those, then lanes 2 and 3 onto
     /// 0 and 1, then lane 1 onto lane 0.
@@ -368,6 +372,12 @@ mod avx512 {
         // SAFETY: l + 64 <= np <= k in the loop, and every row holds k values.
         unsafe {
             while l < np {
+                for row in a {
+                    // a hint, valid for any address (never dereferenced)
+                    let ahead = row.wrapping_add(l + PREFETCH / 2) as *const i8;
+                    _mm_prefetch::<_MM_HINT_T0>(ahead);
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64));
+                }
                 for q in 0..4 {
                     let bv = _mm512_loadu_ps(b.add(l + 16 * q));
                     for t in 0..R {

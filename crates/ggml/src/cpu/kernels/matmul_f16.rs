@@ -38,11 +38,6 @@ const RN: usize = 6;
 /// Columns of `b` per chunk (the chunk's rows of `b`, 48 × k f32, stay in L2 while its
 /// weight rows pass).
 const COLS: usize = 48;
-/// Chunks the claiming aims at per thread.
-const CHUNKS_PER_THREAD: usize = 8;
-/// Weight rows per chunk, at least and at most (multiples of [`RM`]).
-const ROWS_MIN: usize = 16;
-const ROWS_MAX: usize = 128;
 
 /// Whose order the outputs of a node follow (see the module documentation).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -97,14 +92,9 @@ pub(super) fn plan(t: &Tensor, a: &Tensor, b: &Tensor) -> Option<Planned> {
     })
 }
 
-/// Weight rows per chunk for `m` rows, `blocks` (batch, column block) pairs and `nth`
-/// threads: enough chunks for [`CHUNKS_PER_THREAD`] each, within [`ROWS_MIN`]..=[`ROWS_MAX`],
-/// a multiple of [`RM`].
+/// Weight rows per chunk: as quantized MUL_MAT's chunks, in whole tiles.
 fn rows_per_chunk(m: usize, blocks: usize, nth: usize) -> usize {
-    let row_chunks = (CHUNKS_PER_THREAD * nth).div_ceil(blocks.max(1));
-    m.div_ceil(row_chunks.max(1))
-        .clamp(ROWS_MIN, ROWS_MAX)
-        .next_multiple_of(RM)
+    super::matmul_quant::rows_per_chunk(m, blocks, nth).next_multiple_of(RM)
 }
 
 /// The kernel ([`plan`] gave it its scratch and shared area): `b` rounded into the shared
@@ -359,6 +349,8 @@ mod avx512 {
     ///
     /// # Safety
     /// As [`tiny_tile`], with one row `b` of `k` f32.
+    // (the indices name registers of a fixed tile, as in GGML's loops)
+    #[allow(clippy::needless_range_loop)]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
     pub(super) unsafe fn vec_rows<const R: usize>(
         a: [*const u16; R],
@@ -417,10 +409,10 @@ mod tests {
         assert!(!contiguous(2, &[8, 2, 3], &[2, 32, 64]));
     }
 
-    /// Chunks of whole tiles within bounds.
+    /// Chunks of whole tiles, at most 128 rows.
     #[test]
     fn chunk_rows_are_whole_tiles() {
-        assert_eq!(rows_per_chunk(4096, 1, 2), ROWS_MAX);
+        assert_eq!(rows_per_chunk(4096, 1, 2), 128);
         assert_eq!(rows_per_chunk(100, 1, 2), 16);
         assert_eq!(rows_per_chunk(1000, 1, 1), 128);
         assert_eq!(rows_per_chunk(400, 1, 2) % RM, 0);
@@ -440,8 +432,8 @@ mod tests {
         for (l, (x, y)) in a.iter().zip(b).enumerate() {
             acc[l % 16] = x.to_f32().mul_add(*y, acc[l % 16]);
         }
-        for lane in acc.iter_mut().skip(a.len() % 16).take(16) {
-            if a.len() % 16 != 0 {
+        if a.len() % 16 != 0 {
+            for lane in acc.iter_mut().skip(a.len() % 16) {
                 *lane = 0f32.mul_add(0.0, *lane);
             }
         }

@@ -2,7 +2,8 @@
 //! dimensions of `b`. Weights `a` in F32, F16, BF16 or any quantized type with a dequantizer
 //! (each row dequantized once per block of `b` rows, then dotted in f32: more precise than
 //! GGML's integer dot against `b` quantized to Q8), activations `b` in F32, F16 or BF16;
-//! result F32. Weight types with an integer dot kernel go to [`super::matmul_quant`] instead.
+//! result F32. Weight types with an integer dot kernel go to [`super::matmul_quant`] instead,
+//! and F16 weights on the AVX-512 path to `matmul_f16` (GGML's float order).
 //!
 //! F32, F16 and BF16 weights against [`GEMM_MIN_COLS`] or more columns go through the packed
 //! GEMM of [`crate::cpu::gemm`] (`b` rounded to the weights' dot type as GGML does; see there).
@@ -44,6 +45,11 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     let wty = crate::cpu::repack::kernel_type(t, 0, a)?;
     if let Some(qd) = quant_dot(wty, isa()) {
         return super::matmul_quant::plan(wty, a, b, qd);
+    }
+    // F16 weights on the AVX-512 path: GGML's float order
+    #[cfg(target_arch = "x86_64")]
+    if let Some(planned) = super::matmul_f16::plan(t, a, b) {
+        return Ok(planned);
     }
     let dots_work = (1 + JB) * k * 4;
     let n = b.ne()[1] as usize;

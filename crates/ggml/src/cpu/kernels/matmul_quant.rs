@@ -138,7 +138,7 @@ fn takes_amx(ty: Type, cols: usize) -> bool {
 
 /// Weight rows per chunk for `m` rows, `blocks` (batch, column block) pairs and `nth` threads:
 /// enough chunks for [`CHUNKS_PER_THREAD`] each, within [`ROWS_MIN`]..=[`ROWS_MAX`].
-fn rows_per_chunk(m: usize, blocks: usize, nth: usize) -> usize {
+pub(super) fn rows_per_chunk(m: usize, blocks: usize, nth: usize) -> usize {
     let row_chunks = (CHUNKS_PER_THREAD * nth).div_ceil(blocks.max(1));
     m.div_ceil(row_chunks.max(1)).clamp(ROWS_MIN, ROWS_MAX)
 }

@@ -1,0 +1,507 @@
+//! MUL_MAT with F16 weights on the AVX-512 path, in the float order of GGML's CPU backend
+//! built for this CPU: `b` is rounded to F16 once per node (F16 is GGML's dot type for F16
+//! weights) and kept as f32 values, every output is a sum of f16 × f16 products (exact in
+//! f32, so a fused multiply-add rounds as a multiply then an add would), and the sums go
+//! as GGML's kernels make them:
+//!
+//! - against two columns of `b` or more per batch, weights with a multiple of 4 rows, and
+//!   `b` in F32 or contiguous F16 (where GGML hands the product to llamafile's tinyBLAS):
+//!   one accumulator of 16 lanes per output over steps of 16 values, the last `k % 16` as
+//!   one masked step, its lanes reduced by [`hsum`];
+//! - otherwise (matrix-vector products, where GGML's `ggml_vec_dot_f16` runs): four
+//!   accumulators of 16 lanes over steps of 64 values, accumulator 0 + 2 and 1 + 3, then
+//!   those two, the lanes reduced by [`hsum`], and the last `k % 64` products added one by
+//!   one in f64, the sum rounded to f32 last.
+//!
+//! Each output is so computed alone, whatever tile or thread it falls in. The threads round
+//! their share of `b`'s rows into the node's shared area (each all of them into its own
+//! scratch when there are at most [`PRIVATE_ROWS`]: no barrier), then claim chunks — a block
+//! of weight rows × a block of [`COLS`] columns of one batch — from an atomic counter. A
+//! chunk goes [`RM`] weight rows at a time: in tinyBLAS's order each against [`RN`] columns
+//! in one pass over `k` (every weight row's 16 values widened once for all columns), in
+//! `ggml_vec_dot_f16`'s against one column.
+
+use super::matmul::{batch_count, batch_index, mul_mat, row_f32, JB};
+use super::{st, NodePtrs, Params, Planned};
+use crate::cpu::gemm::Round;
+use crate::cpu::quant_dot::{isa, Isa};
+use crate::tensor::Tensor;
+use crate::types::Type;
+
+/// Rows of `b` (all batches together) up to which every thread rounds all of them itself.
+const PRIVATE_ROWS: usize = 4;
+/// Weight rows per tile.
+const RM: usize = 4;
+/// Columns of `b` per tile in tinyBLAS's order (4 × 6 accumulators, 4 weight vectors and
+/// one of `b` fill 29 of the 32 registers).
+const RN: usize = 6;
+/// Columns of `b` per chunk (the chunk's rows of `b`, 48 × k f32, stay in L2 while its
+/// weight rows pass).
+const COLS: usize = 48;
+
+/// Whose order the outputs of a node follow (see the module documentation).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Order {
+    /// `ggml_vec_dot_f16`'s.
+    VecDot,
+    /// tinyBLAS's.
+    Tiny,
+}
+
+/// The order of a product of `m` weight rows with `cols` columns of `b` per batch; `b_f16`
+/// tells whether `b` is F16 and `b_contiguous` whether it is contiguous.
+fn order(m: usize, cols: usize, b_f16: bool, b_contiguous: bool) -> Order {
+    if cols >= 2 && m % RM == 0 && (!b_f16 || b_contiguous) {
+        Order::Tiny
+    } else {
+        Order::VecDot
+    }
+}
+
+/// Whether a tensor of element size `ts` with shape `ne` and strides `nb` is contiguous
+/// (dimensions of size 1 aside, as GGML counts it).
+fn contiguous(ts: usize, ne: &[i64], nb: &[usize]) -> bool {
+    let mut next = ts;
+    for (&n, &s) in ne.iter().zip(nb) {
+        if n != 1 {
+            if s != next {
+                return false;
+            }
+            next = s * n as usize;
+        }
+    }
+    true
+}
+
+/// The plan of MUL_MAT node `t` (weights `a`, activations `b`) through this module, where it
+/// applies: F16 weights with packed rows, the AVX-512 path, a result with packed f32 rows.
+/// The scratch also holds what [`mul_mat`] needs, which the kernel falls back to when the
+/// result overlaps an operand.
+pub(super) fn plan(t: &Tensor, a: &Tensor, b: &Tensor) -> Option<Planned> {
+    if a.ty() != Type::F16 || isa() != Isa::Avx512 || a.nb()[0] != 2 || t.nb()[0] != 4 {
+        return None;
+    }
+    let k = a.ne()[0] as usize;
+    let b_rows = b.ne()[1..].iter().product::<i64>() as usize;
+    let fallback = (1 + JB) * k * 4;
+    let rows_bytes = b_rows * k * 4;
+    Some(if b_rows <= PRIVATE_ROWS {
+        Planned::new(mul_mat_f16::<false>, rows_bytes.max(fallback))
+    } else {
+        Planned::new(mul_mat_f16::<true>, fallback).with_shared(rows_bytes, 1)
+    })
+}
+
+/// Weight rows per chunk: as quantized MUL_MAT's chunks, in whole tiles.
+fn rows_per_chunk(m: usize, blocks: usize, nth: usize) -> usize {
+    super::matmul_quant::rows_per_chunk(m, blocks, nth).next_multiple_of(RM)
+}
+
+/// The kernel ([`plan`] gave it its scratch and shared area): `b` rounded into the shared
+/// area when `SHARED`, else by every thread into its scratch.
+///
+/// # Safety
+/// As [`KernelFn`](super::KernelFn), with the plan [`plan`] made for the node.
+unsafe fn mul_mat_f16<const SHARED: bool>(n: &NodePtrs, p: &Params) {
+    let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
+    if d.overlaps(a) || d.overlaps(b) {
+        // SAFETY: forwarded; the plan reserved the dot path's scratch too (and no thread
+        // passes the barrier the plan declared: at most that many are allowed).
+        return unsafe { mul_mat(n, p) };
+    }
+    let k = a.ne[0] as usize;
+    let (m, cols, batches) = (a.ne[1] as usize, b.ne[1] as usize, batch_count(b));
+    let b_rows = cols * batches;
+    let base = if SHARED {
+        p.shared_ptr(b_rows * k * 4) as *mut f32
+    } else {
+        // SAFETY: the plan sized the scratch for b_rows rows of k f32 values.
+        unsafe { p.scratch_f32(b_rows * k) }.as_mut_ptr()
+    };
+    let mine = if SHARED { p.range(b_rows) } else { 0..b_rows };
+    // Phase 0: this thread's rows of b, rounded to f16 values. Every read of b ends before
+    // any write of the result (shared: before the barrier), which overlaps neither operand.
+    for r in mine {
+        let (j, batch) = (r % cols, r / cols);
+        let (_, bi) = batch_index(a, b, batch);
+        // SAFETY: row r of the area (b_rows rows of k values), which only this thread
+        // touches before the barrier.
+        let out = unsafe { std::slice::from_raw_parts_mut(base.add(r * k), k) };
+        // SAFETY: j < b.ne[1], bi within b's batch dimensions; nothing writes b.
+        unsafe { row_f32(b, b.row([j, bi[0], bi[1], bi[2]]), out, false) };
+        Round::F16.slice(out);
+    }
+    if SHARED {
+        p.sync();
+    }
+
+    let b_f16 = b.ty == Type::F16;
+    let ord = order(m, cols, b_f16, contiguous(2, &b.ne, &b.nb));
+    let col_blocks = cols.div_ceil(COLS);
+    let rows = rows_per_chunk(m, col_blocks * batches, p.nth);
+    let row_blocks = m.div_ceil(rows);
+    for c in p.chunks(row_blocks * col_blocks * batches) {
+        let (rb, rest) = (c % row_blocks, c / row_blocks);
+        let (cb, batch) = (rest % col_blocks, rest / col_blocks);
+        let (ai, bi) = batch_index(a, b, batch);
+        let arow = |i: usize| a.row([i, ai[0], ai[1], ai[2]]) as *const u16;
+        // SAFETY (of the pointers below): rows of the area, all written before the barrier
+        // (or by this thread), only read from here on.
+        let brow = |j: usize| unsafe { base.add((batch * cols + j) * k) } as *const f32;
+        let drow = |j: usize| d.row([j, bi[0], bi[1], bi[2]]);
+        let (r0, r1) = (rb * rows, m.min((rb + 1) * rows));
+        let (c0, c1) = (cb * COLS, cols.min((cb + 1) * COLS));
+        let mut i = r0;
+        while i < r1 {
+            let nr = RM.min(r1 - i);
+            match ord {
+                Order::Tiny => {
+                    let mut j = c0;
+                    while j < c1 {
+                        let nc = RN.min(c1 - j);
+                        // SAFETY: the AVX-512 path (plan); rows i..i + RM of a (m is a
+                        // multiple of RM in this order) and columns j..j + nc of the area
+                        // hold k values; the result rows are packed f32 with m values,
+                        // written only by the thread that claimed the chunk.
+                        unsafe { tiny(arow, brow, drow, i, j, nc, k) };
+                        j += nc;
+                    }
+                }
+                Order::VecDot => {
+                    for j in c0..c1 {
+                        // SAFETY: as above, rows i..i + nr.
+                        unsafe { vec_dot(arow, brow(j), drow(j), i, nr, k) };
+                    }
+                }
+            }
+            i += nr;
+        }
+    }
+}
+
+/// Results `(i..i + RM) × (j..j + nc)` in tinyBLAS's order.
+///
+/// # Safety
+/// The CPU must run the AVX-512 path; `arow(i + t)` for `t < RM` must be rows of `k` f16
+/// values, `brow(j + u)` for `u < nc` rows of `k` f32, `drow(j + u)` writable packed f32 rows
+/// of more than `i + RM - 1` values; `1 <= nc <= RN`.
+#[inline(always)]
+unsafe fn tiny(
+    arow: impl Fn(usize) -> *const u16,
+    brow: impl Fn(usize) -> *const f32,
+    drow: impl Fn(usize) -> *mut u8,
+    i: usize,
+    j: usize,
+    nc: usize,
+    k: usize,
+) {
+    let ws: [*const u16; RM] = std::array::from_fn(|t| arow(i + t));
+    let mut out = [[0f32; RN]; RM];
+    macro_rules! go {
+        ($c:literal) => {{
+            let bs: [*const f32; $c] = std::array::from_fn(|u| brow(j + u));
+            let mut o = [[0f32; $c]; RM];
+            // SAFETY: forwarded from the caller.
+            unsafe { avx512::tiny_tile::<RM, $c>(ws, bs, k, &mut o) };
+            for (dst, src) in out.iter_mut().zip(&o) {
+                dst[..$c].copy_from_slice(src);
+            }
+        }};
+    }
+    match nc {
+        6 => go!(6),
+        5 => go!(5),
+        4 => go!(4),
+        3 => go!(3),
+        2 => go!(2),
+        _ => go!(1),
+    }
+    for (t, row) in out.iter().enumerate() {
+        for (u, &v) in row.iter().enumerate().take(nc) {
+            // SAFETY: forwarded from the caller.
+            unsafe { st(drow(j + u), i + t, v) };
+        }
+    }
+}
+
+/// Results `(i..i + nr) × j` in `ggml_vec_dot_f16`'s order, `bj` being column `j`'s row of
+/// the area and `dj` its result row.
+///
+/// # Safety
+/// As [`tiny`], for `nr` (1..=[`RM`]) weight rows and one column.
+#[inline(always)]
+unsafe fn vec_dot(
+    arow: impl Fn(usize) -> *const u16,
+    bj: *const f32,
+    dj: *mut u8,
+    i: usize,
+    nr: usize,
+    k: usize,
+) {
+    if nr == RM {
+        let ws: [*const u16; RM] = std::array::from_fn(|t| arow(i + t));
+        let mut o = [0f32; RM];
+        // SAFETY: forwarded from the caller.
+        unsafe { avx512::vec_rows::<RM>(ws, bj, k, &mut o) };
+        for (t, &v) in o.iter().enumerate() {
+            // SAFETY: forwarded from the caller.
+            unsafe { st(dj, i + t, v) };
+        }
+    } else {
+        for t in 0..nr {
+            let mut o = [0f32; 1];
+            // SAFETY: forwarded from the caller.
+            unsafe { avx512::vec_rows::<1>([arow(i + t)], bj, k, &mut o) };
+            // SAFETY: forwarded from the caller.
+            unsafe { st(dj, i + t, o[0]) };
+        }
+    }
+}
+
+#[allow(clippy::incompatible_msrv)]
+mod avx512 {
+    //! The tiles with AVX-512 intrinsics (stable since Rust 1.89, above the workspace's
+    //! declared 1.85, as in `quant_dot::x86`).
+    use crate::types::f16;
+    use std::arch::x86_64::*;
+
+    /// Bytes ahead along each weight row that [`vec_rows`] prefetches into L1 (matrix-vector
+    /// products read each weight once, from L3 or memory): two cache lines per row and step.
+    const PREFETCH: usize = 2048;
+
+    /// The 16 lanes of `v` summed as GCC's `_mm512_reduce_add_ps` sums them (GGML's build):
+    /// the upper 8 lanes onto the lower, then the upper 4 of those, then lanes 2 and 3 onto
+    /// 0 and 1, then lane 1 onto lane 0.
+    #[inline(always)]
+    unsafe fn hsum(v: __m512) -> f32 {
+        // SAFETY: register operations; the caller has AVX-512 F.
+        unsafe {
+            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+            let h8 = _mm256_add_ps(_mm512_castps512_ps256(v), hi);
+            let h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps::<1>(h8));
+            let h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+            _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)))
+        }
+    }
+
+    /// Sixteen f16 values at `p`, widened.
+    ///
+    /// # Safety
+    /// 32 readable bytes at `p`; the caller has AVX-512 F.
+    #[inline(always)]
+    unsafe fn load16(p: *const u16) -> __m512 {
+        // SAFETY: forwarded.
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
+    }
+
+    /// `out[t][u] = Σ a[t][l] · b[u][l]` for `l < k` in tinyBLAS's order: one accumulator
+    /// of 16 lanes per output, steps of 16, the rest as one masked step, [`hsum`].
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F, BW and VL; `a[t]` must hold `k` f16 values, `b[u]` `k`
+    /// f32.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn tiny_tile<const R: usize, const C: usize>(
+        a: [*const u16; R],
+        b: [*const f32; C],
+        k: usize,
+        out: &mut [[f32; C]; R],
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); C]; R];
+        let n16 = k / 16 * 16;
+        let mut l = 0;
+        // SAFETY: l + 16 <= k in the loop; the masked loads read the k - l < 16 values left
+        // (masked-off elements are neither read nor faulted on).
+        unsafe {
+            while l < n16 {
+                let av: [__m512; R] = std::array::from_fn(|t| load16(a[t].add(l)));
+                for u in 0..C {
+                    let bv = _mm512_loadu_ps(b[u].add(l));
+                    for t in 0..R {
+                        acc[t][u] = _mm512_fmadd_ps(av[t], bv, acc[t][u]);
+                    }
+                }
+                l += 16;
+            }
+            if l < k {
+                let mask: __mmask16 = (1u16 << (k - l)) - 1;
+                let av: [__m512; R] = std::array::from_fn(|t| {
+                    _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, a[t].add(l) as *const i16))
+                });
+                for u in 0..C {
+                    let bv = _mm512_maskz_loadu_ps(mask, b[u].add(l));
+                    for t in 0..R {
+                        acc[t][u] = _mm512_fmadd_ps(av[t], bv, acc[t][u]);
+                    }
+                }
+            }
+            for t in 0..R {
+                for u in 0..C {
+                    out[t][u] = hsum(acc[t][u]);
+                }
+            }
+        }
+    }
+
+    /// `out[t] = Σ a[t][l] · b[l]` for `l < k` in `ggml_vec_dot_f16`'s order: four
+    /// accumulators of 16 lanes over steps of 64, reduced (0 + 2) + (1 + 3), [`hsum`], then
+    /// the last `k % 64` products one by one in f64.
+    ///
+    /// # Safety
+    /// As [`tiny_tile`], with one row `b` of `k` f32.
+    // (the indices name registers of a fixed tile, as in GGML's loops)
+    #[allow(clippy::needless_range_loop)]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn vec_rows<const R: usize>(
+        a: [*const u16; R],
+        b: *const f32,
+        k: usize,
+        out: &mut [f32; R],
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); 4]; R];
+        let np = k / 64 * 64;
+        let mut l = 0;
+        // SAFETY: l + 64 <= np <= k in the loop, and every row holds k values.
+        unsafe {
+            while l < np {
+                for row in a {
+                    // a hint, valid for any address (never dereferenced)
+                    let ahead = row.wrapping_add(l + PREFETCH / 2) as *const i8;
+                    _mm_prefetch::<_MM_HINT_T0>(ahead);
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64));
+                }
+                for q in 0..4 {
+                    let bv = _mm512_loadu_ps(b.add(l + 16 * q));
+                    for t in 0..R {
+                        acc[t][q] = _mm512_fmadd_ps(load16(a[t].add(l + 16 * q)), bv, acc[t][q]);
+                    }
+                }
+                l += 64;
+            }
+            for t in 0..R {
+                let [s0, s1, s2, s3] = acc[t];
+                let s = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
+                let mut sum = hsum(s) as f64;
+                for e in np..k {
+                    let x = f16::from_bits(a[t].add(e).read_unaligned()).to_f32();
+                    sum += (x * b.add(e).read()) as f64;
+                }
+                out[t] = sum as f32;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::f16;
+
+    /// The order follows GGML's choice of kernel.
+    #[test]
+    fn order_as_ggml_chooses() {
+        assert_eq!(order(4096, 1, false, true), Order::VecDot);
+        assert_eq!(order(4096, 2, false, false), Order::Tiny);
+        assert_eq!(order(4098, 32, false, true), Order::VecDot);
+        assert_eq!(order(64, 8, true, true), Order::Tiny);
+        assert_eq!(order(64, 8, true, false), Order::VecDot);
+        assert!(contiguous(2, &[8, 1, 3], &[2, 100, 16]));
+        assert!(!contiguous(2, &[8, 2, 3], &[2, 32, 64]));
+    }
+
+    /// Chunks of whole tiles, at most 128 rows.
+    #[test]
+    fn chunk_rows_are_whole_tiles() {
+        assert_eq!(rows_per_chunk(4096, 1, 2), 128);
+        assert_eq!(rows_per_chunk(100, 1, 2), 16);
+        assert_eq!(rows_per_chunk(1000, 1, 1), 128);
+        assert_eq!(rows_per_chunk(400, 1, 2) % RM, 0);
+    }
+
+    /// GCC's `_mm512_reduce_add_ps` on 16 lanes, one scalar add at a time.
+    fn hsum_model(l: &[f32; 16]) -> f32 {
+        let h8: [f32; 8] = std::array::from_fn(|i| l[i] + l[i + 8]);
+        let h4: [f32; 4] = std::array::from_fn(|i| h8[i] + h8[i + 4]);
+        (h4[0] + h4[2]) + (h4[1] + h4[3])
+    }
+
+    /// tinyBLAS's sum, scalar: lane `l % 16` takes product `l`; a masked last step adds
+    /// 0 · 0 to the lanes it does not cover.
+    fn tiny_model(a: &[f16], b: &[f32]) -> f32 {
+        let mut acc = [0f32; 16];
+        for (l, (x, y)) in a.iter().zip(b).enumerate() {
+            acc[l % 16] = x.to_f32().mul_add(*y, acc[l % 16]);
+        }
+        if a.len() % 16 != 0 {
+            for lane in acc.iter_mut().skip(a.len() % 16) {
+                *lane = 0f32.mul_add(0.0, *lane);
+            }
+        }
+        hsum_model(&acc)
+    }
+
+    /// `ggml_vec_dot_f16`'s sum, scalar.
+    fn vec_model(a: &[f16], b: &[f32]) -> f32 {
+        let np = a.len() / 64 * 64;
+        let mut acc = [[0f32; 16]; 4];
+        for l in 0..np {
+            let (q, lane) = (l / 16 % 4, l % 16);
+            acc[q][lane] = a[l].to_f32().mul_add(b[l], acc[q][lane]);
+        }
+        let s: [f32; 16] =
+            std::array::from_fn(|i| (acc[0][i] + acc[2][i]) + (acc[1][i] + acc[3][i]));
+        let mut sum = hsum_model(&s) as f64;
+        for l in np..a.len() {
+            sum += (a[l].to_f32() * b[l]) as f64;
+        }
+        sum as f32
+    }
+
+    /// Both tiles give every output the scalar model's bits, for every tile shape and tail
+    /// length (where the CPU runs the AVX-512 path).
+    #[test]
+    fn tiles_follow_ggml_order_bit_for_bit() {
+        if !Isa::Avx512.available() {
+            return;
+        }
+        let mut state = 987_654_321u32;
+        let mut next = move || {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+        };
+        for k in [0usize, 1, 15, 16, 17, 63, 64, 65, 100, 257, 1000] {
+            let a: Vec<Vec<f16>> = (0..RM)
+                .map(|_| (0..k).map(|_| f16::from_f32(next() * 3.0)).collect())
+                .collect();
+            let b: Vec<Vec<f32>> = (0..RN)
+                .map(|_| (0..k).map(|_| Round::F16.apply(next())).collect())
+                .collect();
+            let ap: [*const u16; RM] = std::array::from_fn(|t| a[t].as_ptr() as *const u16);
+            let bp: [*const f32; RN] = std::array::from_fn(|u| b[u].as_ptr());
+            let mut o = [[0f32; RN]; RM];
+            // SAFETY: the AVX-512 path is available; every row holds k values.
+            unsafe { avx512::tiny_tile::<RM, RN>(ap, bp, k, &mut o) };
+            let mut o1 = [[0f32; 1]; 1];
+            // SAFETY: as above.
+            unsafe { avx512::tiny_tile::<1, 1>([ap[1]], [bp[2]], k, &mut o1) };
+            assert_eq!(o1[0][0].to_bits(), o[1][2].to_bits(), "k {k}");
+            for t in 0..RM {
+                for u in 0..RN {
+                    let want = tiny_model(&a[t], &b[u]);
+                    assert_eq!(o[t][u].to_bits(), want.to_bits(), "k {k} ({t}, {u})");
+                }
+            }
+            let mut v = [0f32; RM];
+            // SAFETY: as above.
+            unsafe { avx512::vec_rows::<RM>(ap, bp[3], k, &mut v) };
+            for t in 0..RM {
+                let want = vec_model(&a[t], &b[3]);
+                assert_eq!(v[t].to_bits(), want.to_bits(), "k {k} row {t}");
+                let mut v1 = [0f32; 1];
+                // SAFETY: as above.
+                unsafe { avx512::vec_rows::<1>([ap[t]], bp[3], k, &mut v1) };
+                assert_eq!(v1[0].to_bits(), want.to_bits(), "k {k} row {t} alone");
+            }
+        }
+    }
+}

@@ -71,8 +71,9 @@ pub(crate) unsafe fn f32_to_f16_row(src: *const u8, dst: *mut u8, n: usize) {
     unsafe { convert_row::<true>(src, dst, n) }
 }
 
-/// F32 → F16 (`TO_F16`) or F16 → F32 for `n` packed values: whole groups of 8 with F16C
-/// where the ISA path has it, the rest one by one.
+/// F32 → F16 (`TO_F16`) or F16 → F32 for `n` packed values: whole groups of 16 with
+/// AVX-512 on its path, then of 8 with F16C where the ISA path has it, the rest one by one
+/// (every way converts exactly, or rounds to nearest even, so the bits are the same).
 ///
 /// # Safety
 /// As [`f16_to_f32_row`] / [`f32_to_f16_row`].
@@ -81,14 +82,22 @@ unsafe fn convert_row<const TO_F16: bool>(src: *const u8, dst: *mut u8, n: usize
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if isa() >= Isa::Avx2 {
-        // SAFETY: the Avx2 path has F16C; forwarded from the caller.
-        done = unsafe {
-            if TO_F16 {
-                x86::f32_to_f16(src, dst, n)
-            } else {
-                x86::f16_to_f32(src, dst, n)
+        // SAFETY: the Avx512 path has AVX-512 F, the Avx2 path (and so it too) F16C;
+        // forwarded from the caller.
+        unsafe {
+            if isa() == Isa::Avx512 {
+                done = if TO_F16 {
+                    x86::f32_to_f16_16(src, dst, n)
+                } else {
+                    x86::f16_to_f32_16(src, dst, n)
+                };
             }
-        };
+            done = if TO_F16 {
+                x86::f32_to_f16(src, dst, done, n)
+            } else {
+                x86::f16_to_f32(src, dst, done, n)
+            };
+        }
     }
     for i in done..n {
         // SAFETY: forwarded from the caller; i < n.
@@ -111,14 +120,52 @@ unsafe fn convert_row<const TO_F16: bool>(src: *const u8, dst: *mut u8, n: usize
 mod x86 {
     use std::arch::x86_64::*;
 
-    /// F16C conversion of the whole groups of 8 of `n` values; returns how many it converted.
+    /// AVX-512 conversion of the whole groups of 16 of `n` values; returns how many it
+    /// converted.
+    ///
+    /// # Safety
+    /// As [`super::f16_to_f32_row`], and the CPU must have AVX-512 F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn f16_to_f32_16(src: *const u8, dst: *mut u8, n: usize) -> usize {
+        let whole = n / 16 * 16;
+        for i in (0..whole).step_by(16) {
+            // SAFETY: i + 16 <= n values on both sides; unaligned loads and stores.
+            unsafe {
+                let h = _mm256_loadu_si256(src.add(2 * i) as *const __m256i);
+                _mm512_storeu_ps(dst.add(4 * i) as *mut f32, _mm512_cvtph_ps(h));
+            }
+        }
+        whole
+    }
+
+    /// AVX-512 conversion (round to nearest even) of the whole groups of 16 of `n` values;
+    /// returns how many it converted.
+    ///
+    /// # Safety
+    /// As [`super::f32_to_f16_row`], and the CPU must have AVX-512 F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn f32_to_f16_16(src: *const u8, dst: *mut u8, n: usize) -> usize {
+        let whole = n / 16 * 16;
+        for i in (0..whole).step_by(16) {
+            // SAFETY: i + 16 <= n values on both sides; unaligned loads and stores.
+            unsafe {
+                let v = _mm512_loadu_ps(src.add(4 * i) as *const f32);
+                let h = _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+                _mm256_storeu_si256(dst.add(2 * i) as *mut __m256i, h);
+            }
+        }
+        whole
+    }
+
+    /// F16C conversion of values `start..` of `n` in whole groups of 8; returns where it
+    /// stopped.
     ///
     /// # Safety
     /// As [`super::f16_to_f32_row`], and the CPU must have F16C and AVX.
     #[target_feature(enable = "avx,f16c")]
-    pub(super) unsafe fn f16_to_f32(src: *const u8, dst: *mut u8, n: usize) -> usize {
-        let whole = n / 8 * 8;
-        for i in (0..whole).step_by(8) {
+    pub(super) unsafe fn f16_to_f32(src: *const u8, dst: *mut u8, start: usize, n: usize) -> usize {
+        let whole = start + (n - start) / 8 * 8;
+        for i in (start..whole).step_by(8) {
             // SAFETY: i + 8 <= n values on both sides; unaligned loads and stores.
             unsafe {
                 let h = _mm_loadu_si128(src.add(2 * i) as *const __m128i);
@@ -128,14 +175,15 @@ mod x86 {
         whole
     }
 
-    /// F16C conversion of the whole groups of 8 of `n` values; returns how many it converted.
+    /// F16C conversion (round to nearest even) of values `start..` of `n` in whole groups of
+    /// 8; returns where it stopped.
     ///
     /// # Safety
     /// As [`super::f32_to_f16_row`], and the CPU must have F16C and AVX.
     #[target_feature(enable = "avx,f16c")]
-    pub(super) unsafe fn f32_to_f16(src: *const u8, dst: *mut u8, n: usize) -> usize {
-        let whole = n / 8 * 8;
-        for i in (0..whole).step_by(8) {
+    pub(super) unsafe fn f32_to_f16(src: *const u8, dst: *mut u8, start: usize, n: usize) -> usize {
+        let whole = start + (n - start) / 8 * 8;
+        for i in (start..whole).step_by(8) {
             // SAFETY: i + 8 <= n values on both sides; unaligned loads and stores.
             unsafe {
                 let v = _mm256_loadu_ps(src.add(4 * i) as *const f32);
@@ -511,18 +559,22 @@ mod tests {
             .map(|i| ((i * 7919 % 2003) as f32 - 1001.0) * 0.37)
             .chain([0.0, -0.0, 65504.0, 1e6, -1e6, 1e-8, f32::INFINITY])
             .collect();
-        let mut h = vec![0u8; xs.len() * 2];
-        let mut back = vec![0f32; xs.len()];
-        // SAFETY: the buffers hold xs.len() values of each type.
-        unsafe {
-            f32_to_f16_row(xs.as_ptr() as *const u8, h.as_mut_ptr(), xs.len());
-            f16_to_f32_row(h.as_ptr(), back.as_mut_ptr() as *mut u8, xs.len());
-        }
-        for (i, &x) in xs.iter().enumerate() {
-            let want = f16::from_f32(x);
-            let got = f16::from_le_bytes([h[2 * i], h[2 * i + 1]]);
-            assert_eq!(got.to_bits(), want.to_bits(), "f16 of {x}");
-            assert_eq!(back[i].to_bits(), want.to_f32().to_bits(), "f32 of {want}");
+        // every split into groups of 16, of 8 and single values, and the whole row
+        for n in (0..=40).chain([xs.len()]) {
+            let xs = &xs[xs.len() - n..];
+            let mut h = vec![0u8; n * 2];
+            let mut back = vec![0f32; n];
+            // SAFETY: the buffers hold n values of each type.
+            unsafe {
+                f32_to_f16_row(xs.as_ptr() as *const u8, h.as_mut_ptr(), n);
+                f16_to_f32_row(h.as_ptr(), back.as_mut_ptr() as *mut u8, n);
+            }
+            for (i, &x) in xs.iter().enumerate() {
+                let want = f16::from_f32(x);
+                let got = f16::from_le_bytes([h[2 * i], h[2 * i + 1]]);
+                assert_eq!(got.to_bits(), want.to_bits(), "f16 of {x} (length {n})");
+                assert_eq!(back[i].to_bits(), want.to_f32().to_bits(), "f32 of {want}");
+            }
         }
     }
 

@@ -839,7 +839,7 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::MulMat => matmul::plan(t),
         Op::GetRows => rows::plan_get_rows(t),
         Op::Repeat => rows::plan_copies(t, rows::repeat),
-        Op::Concat => rows::plan_copies(t, rows::concat),
+        Op::Concat => rows::plan_concat(t),
         Op::Rope => rope::plan(t),
         Op::FlashAttnExt => flash_attn::plan(t),
         Op::SetRows => set_rows::plan(t),

@@ -9,6 +9,7 @@
 //! at run time come later, each beside the scalar loop it must agree with.
 
 mod arith;
+mod backward;
 mod binary;
 mod conv;
 mod copy;
@@ -840,7 +841,7 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::GetRows => rows::plan_get_rows(t),
         Op::Repeat => rows::plan_copies(t, rows::repeat),
         Op::Concat => rows::plan_concat(t),
-        Op::Rope => rope::plan(t),
+        Op::Rope | Op::RopeBack => rope::plan(t),
         Op::FlashAttnExt => flash_attn::plan(t),
         Op::SetRows => set_rows::plan(t),
 
@@ -898,15 +899,12 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::MapCustom1 | Op::MapCustom2 | Op::MapCustom3 | Op::Custom => custom::plan(t),
         Op::SiluBack
         | Op::RmsNormBack
-        | Op::GetRowsBack
         | Op::SoftMaxBack
-        | Op::RopeBack
-        | Op::Im2colBack
-        | Op::Pool2dBack
-        | Op::FlashAttnBack
+        | Op::GetRowsBack
         | Op::CrossEntropyLossBack
         | Op::OptStepAdamw
-        | Op::OptStepSgd => no_kernel(t, TRAINING),
+        | Op::OptStepSgd => backward::plan(t),
+        Op::Im2colBack | Op::Pool2dBack | Op::FlashAttnBack => no_kernel(t, TRAINING),
     }
 }
 

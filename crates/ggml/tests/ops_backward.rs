@@ -14,7 +14,10 @@ const NE: [i64; 4] = [37, 5, 3, 2];
 /// I32 indices tensor holding `v`.
 fn rows(ctx: &Context, v: &[i32]) -> ggml::Result<Tensor> {
     let t = ctx.new_tensor_1d(Type::I32, v.len() as i64)?;
-    t.set_bytes(&v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>(), 0)?;
+    t.set_bytes(
+        &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>(),
+        0,
+    )?;
     Ok(t)
 }
 
@@ -66,33 +69,37 @@ fn rms_norm_back_is_the_gradient_of_rms_norm() {
 #[test]
 fn soft_max_back_is_the_gradient_of_soft_max() {
     for (scale, inplace) in [(1.0f32, false), (0.1, false), (0.5, true)] {
-        check(&format!("soft_max_back {scale} {inplace}"), 1e-10, |ctx, rng| {
-            let (dy, hdy) = input(ctx, Type::F32, &NE, Layout::Contiguous, rng, -1.0, 1.0)?;
-            // A soft max's rows: positive, summing to 1.
-            let (logits, hl) = input(ctx, Type::F32, &NE, Layout::Contiguous, rng, -2.0, 2.0)?;
-            let y = ctx.soft_max_ext(&logits, None, scale, 0.0)?;
-            let hy = hl.map_rows(hl.ne[0], |_, x| {
-                let m = x.iter().cloned().fold(f64::MIN, f64::max);
-                let e: Vec<f64> = x.iter().map(|v| ((v - m) * scale as f64).exp()).collect();
-                let s: f64 = e.iter().sum();
-                e.iter().map(|v| v / s).collect()
-            });
-            let out = if inplace {
-                let o = ctx.soft_max_ext_back_inplace(&dy, &y, scale, 0.0)?;
-                assert_aliases(&o, &dy);
-                o
-            } else {
-                ctx.soft_max_ext_back(&dy, &y, scale, 0.0)?
-            };
-            let mut v = Vec::new();
-            for r in 0..hy.nrows() {
-                let n = hy.ne[0];
-                let (y, dy) = (&hy.v[r * n..(r + 1) * n], &hdy.v[r * n..(r + 1) * n]);
-                let dot: f64 = y.iter().zip(dy).map(|(a, b)| a * b).sum();
-                v.extend((0..n).map(|k| scale as f64 * y[k] * (dy[k] - dot)));
-            }
-            Ok((out, Host { ne: hy.ne, v }))
-        });
+        check(
+            &format!("soft_max_back {scale} {inplace}"),
+            1e-10,
+            |ctx, rng| {
+                let (dy, hdy) = input(ctx, Type::F32, &NE, Layout::Contiguous, rng, -1.0, 1.0)?;
+                // A soft max's rows: positive, summing to 1.
+                let (logits, hl) = input(ctx, Type::F32, &NE, Layout::Contiguous, rng, -2.0, 2.0)?;
+                let y = ctx.soft_max_ext(&logits, None, scale, 0.0)?;
+                let hy = hl.map_rows(hl.ne[0], |_, x| {
+                    let m = x.iter().cloned().fold(f64::MIN, f64::max);
+                    let e: Vec<f64> = x.iter().map(|v| ((v - m) * scale as f64).exp()).collect();
+                    let s: f64 = e.iter().sum();
+                    e.iter().map(|v| v / s).collect()
+                });
+                let out = if inplace {
+                    let o = ctx.soft_max_ext_back_inplace(&dy, &y, scale, 0.0)?;
+                    assert_aliases(&o, &dy);
+                    o
+                } else {
+                    ctx.soft_max_ext_back(&dy, &y, scale, 0.0)?
+                };
+                let mut v = Vec::new();
+                for r in 0..hy.nrows() {
+                    let n = hy.ne[0];
+                    let (y, dy) = (&hy.v[r * n..(r + 1) * n], &hdy.v[r * n..(r + 1) * n]);
+                    let dot: f64 = y.iter().zip(dy).map(|(a, b)| a * b).sum();
+                    v.extend((0..n).map(|k| scale as f64 * y[k] * (dy[k] - dot)));
+                }
+                Ok((out, Host { ne: hy.ne, v }))
+            },
+        );
     }
 }
 
@@ -119,12 +126,16 @@ fn get_rows_back_sums_gradient_rows_into_their_sources() {
             Ok((out, want))
         });
     }
-    check_compute_fails("get_rows_back out of range", &["GET_ROWS_BACK", "7"], |ctx, rng| {
-        let (g, _) = input(ctx, Type::F32, &[4, 2], Layout::Contiguous, rng, -1.0, 1.0)?;
-        let fwd = ctx.new_tensor_2d(Type::F32, 4, 7)?;
-        let b = rows(ctx, &[1, 7])?;
-        ctx.get_rows_back(&g, &b, &fwd)
-    });
+    check_compute_fails(
+        "get_rows_back out of range",
+        &["GET_ROWS_BACK", "7"],
+        |ctx, rng| {
+            let (g, _) = input(ctx, Type::F32, &[4, 2], Layout::Contiguous, rng, -1.0, 1.0)?;
+            let fwd = ctx.new_tensor_2d(Type::F32, 4, 7)?;
+            let b = rows(ctx, &[1, 7])?;
+            ctx.get_rows_back(&g, &b, &fwd)
+        },
+    );
 }
 
 /// CROSS_ENTROPY_LOSS_BACK: the gradient of `−(1/rows) Σ c·log softmax(b)` with respect to
@@ -161,7 +172,9 @@ fn f64s(t: &Tensor) -> Vec<f64> {
 
 /// `n` values of a fixed pattern in about [-1, 1].
 fn pattern(n: usize, k: usize) -> Vec<f32> {
-    (0..n).map(|i| (((i * 7 + k * 13) % 23) as f32 - 11.0) / 11.0).collect()
+    (0..n)
+        .map(|i| (((i * 7 + k * 13) % 23) as f32 - 11.0) / 11.0)
+        .collect()
 }
 
 /// Asserts `got` is within `tol` (relative to the largest magnitude) of `want`.
@@ -189,10 +202,21 @@ fn optimizer_steps_update_in_place() {
     let v = ctx.new_tensor(Type::F32, &NE).unwrap();
     v.set_f32(&pattern(n, 4).iter().map(|x| x * x).collect::<Vec<_>>())
         .unwrap();
-    let hp = [0.01f32, 0.9, 0.999, 1e-8, 0.1, 1.0 / (1.0 - 0.9), 1.0 / (1.0 - 0.999)];
+    let hp = [
+        0.01f32,
+        0.9,
+        0.999,
+        1e-8,
+        0.1,
+        1.0 / (1.0 - 0.9),
+        1.0 / (1.0 - 0.999),
+    ];
     let h = ctx.new_tensor_1d(Type::F32, 7).unwrap();
     h.set_f32(&hp).unwrap();
-    assert_err(ctx.opt_step_adamw(&w, &g, &m, &v, &h), &["OPT_STEP_ADAMW", "set_param"]);
+    assert_err(
+        ctx.opt_step_adamw(&w, &g, &m, &v, &h),
+        &["OPT_STEP_ADAMW", "set_param"],
+    );
     w.set_param().unwrap();
     let (w0, g0, m0, v0) = (f64s(&w), f64s(&g), f64s(&m), f64s(&v));
     let out = ctx.opt_step_adamw(&w, &g, &m, &v, &h).unwrap();
@@ -201,7 +225,9 @@ fn optimizer_steps_update_in_place() {
     compute(&ctx, &out);
     let [alpha, b1, b2, eps, wd, b1h, b2h] = hp.map(|x| x as f64);
     let m1: Vec<f64> = (0..n).map(|i| m0[i] * b1 + g0[i] * (1.0 - b1)).collect();
-    let v1: Vec<f64> = (0..n).map(|i| v0[i] * b2 + g0[i] * g0[i] * (1.0 - b2)).collect();
+    let v1: Vec<f64> = (0..n)
+        .map(|i| v0[i] * b2 + g0[i] * g0[i] * (1.0 - b2))
+        .collect();
     let w1: Vec<f64> = (0..n)
         .map(|i| w0[i] * (1.0 - alpha * wd) - alpha * m1[i] * b1h / ((v1[i] * b2h).sqrt() + eps))
         .collect();
@@ -213,7 +239,10 @@ fn optimizer_steps_update_in_place() {
     s.set_f32(&pattern(n, 5)).unwrap();
     let sp = ctx.new_tensor_1d(Type::F32, 2).unwrap();
     sp.set_f32(&[0.1, 0.01]).unwrap();
-    assert_err(ctx.opt_step_sgd(&s, &g, &sp), &["OPT_STEP_SGD", "set_param"]);
+    assert_err(
+        ctx.opt_step_sgd(&s, &g, &sp),
+        &["OPT_STEP_SGD", "set_param"],
+    );
     s.set_param().unwrap();
     let s0 = f64s(&s);
     let out = ctx.opt_step_sgd(&s, &g, &sp).unwrap();
@@ -224,7 +253,10 @@ fn optimizer_steps_update_in_place() {
         .collect();
     near("sgd", &f64s(&s), &want, 1e-6);
     let seven = ctx.new_tensor_1d(Type::F32, 7).unwrap();
-    assert_err(ctx.opt_step_sgd(&s, &g, &seven), &["OPT_STEP_SGD", "2 packed values"]);
+    assert_err(
+        ctx.opt_step_sgd(&s, &g, &seven),
+        &["OPT_STEP_SGD", "2 packed values"],
+    );
 }
 
 /// Nodes built here pass validation as if received from outside; bad operands and
@@ -249,11 +281,26 @@ fn backward_nodes_validate_and_bad_arguments_are_refused() {
     }
     assert_err(ctx.silu_back(&a, &c), &["SILU_BACK", "shape"]);
     assert_err(ctx.rms_norm_back(&h, &h, 1e-5), &["RMS_NORM_BACK", "f32"]);
-    assert_err(ctx.rms_norm_back(&a, &b, -1.0), &["RMS_NORM_BACK", "eps = -1"]);
-    assert_err(ctx.soft_max_ext_back(&a, &b, 1.0, 8.0), &["SOFT_MAX_BACK", "max_bias = 8"]);
+    assert_err(
+        ctx.rms_norm_back(&a, &b, -1.0),
+        &["RMS_NORM_BACK", "eps = -1"],
+    );
+    assert_err(
+        ctx.soft_max_ext_back(&a, &b, 1.0, 8.0),
+        &["SOFT_MAX_BACK", "max_bias = 8"],
+    );
     let long = ctx.new_tensor_1d(Type::I32, 4).unwrap();
-    assert_err(ctx.get_rows_back(&a, &long, &c), &["GET_ROWS_BACK", "at most a.ne1 = 3"]);
-    assert_err(ctx.cross_entropy_loss_back(&a, &a, &b), &["CROSS_ENTROPY_LOSS_BACK", "one element"]);
+    assert_err(
+        ctx.get_rows_back(&a, &long, &c),
+        &["GET_ROWS_BACK", "at most a.ne1 = 3"],
+    );
+    assert_err(
+        ctx.cross_entropy_loss_back(&a, &a, &b),
+        &["CROSS_ENTROPY_LOSS_BACK", "one element"],
+    );
     let wide = ctx.new_tensor_2d(Type::F32, 9, 4).unwrap();
-    assert_err(ctx.get_rows_back(&a, &idx, &wide), &["GET_ROWS_BACK", "a.ne0 = 8"]);
+    assert_err(
+        ctx.get_rows_back(&a, &idx, &wide),
+        &["GET_ROWS_BACK", "a.ne0 = 8"],
+    );
 }

@@ -252,8 +252,15 @@ fn cpy_and_set_rows_into_q8_round_as_ggml_cpu() {
             cpu.graph_compute(&ctx.build_forward_expand(&s).unwrap())
                 .unwrap();
             let got = rows.to_bytes().unwrap();
-            assert_eq!(&got[2 * want.len()..], &want[..], "SET_ROWS {src_ty} -> {ty}");
-            assert!(got[..2 * want.len()].iter().all(|&b| b == 0), "other rows kept");
+            assert_eq!(
+                &got[2 * want.len()..],
+                &want[..],
+                "SET_ROWS {src_ty} -> {ty}"
+            );
+            assert!(
+                got[..2 * want.len()].iter().all(|&b| b == 0),
+                "other rows kept"
+            );
         }
     }
 }
@@ -280,7 +287,11 @@ fn block_bytes(ctx: &Context, ty: Type, ne: &[i64], seed: u64) -> (Tensor, Vec<u
 fn block_offset(ty: Type, ne: [i64; 5], nb: [usize; 5], mut b: usize) -> usize {
     let mut off = 0;
     for d in 0..5 {
-        let n = if d == 0 { ne[0] as usize / ty.blck_size() } else { ne[d] as usize };
+        let n = if d == 0 {
+            ne[0] as usize / ty.blck_size()
+        } else {
+            ne[d] as usize
+        };
         off += (b % n) * nb[d];
         b /= n;
     }
@@ -348,8 +359,12 @@ fn concat_of_quantized_types_copies_blocks() {
             ne_b[dim] = if dim == 0 { 3 * bs } else { 4 };
             let (a, ab) = block_bytes(&ctx, ty, &ne_a, 11 + dim as u64);
             // b stored with dimensions 1 and 2 swapped, and viewed back into ne_b.
-            let (b_base, bb) =
-                block_bytes(&ctx, ty, &[ne_b[0], ne_b[2], ne_b[1], ne_b[3]], 21 + dim as u64);
+            let (b_base, bb) = block_bytes(
+                &ctx,
+                ty,
+                &[ne_b[0], ne_b[2], ne_b[1], ne_b[3]],
+                21 + dim as u64,
+            );
             let b = ctx.permute(&b_base, 0, 2, 1, 3).unwrap();
             assert_eq!(&b.ne()[..4], &ne_b[..]);
             let c = ctx.concat(&a, &b, dim).unwrap();

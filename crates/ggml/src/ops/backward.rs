@@ -14,15 +14,18 @@ use crate::ops::{NormParams, Op, SoftMaxParams};
 use crate::tensor::{Tensor, MAX_DIMS};
 use crate::types::Type;
 
-/// `Err` unless operands 0 and 1 are F32 with packed rows and of one shape.
-fn f32_pair(src: &Srcs<'_>) -> Result<()> {
-    for i in 0..2 {
+/// `Err` unless operands `0..n` are F32 with packed rows and of operand 0's shape; else the
+/// result those backward ops and steps give: operand 0's type and shape.
+fn f32_like_a(src: &Srcs<'_>, n: usize) -> Result<Shape> {
+    for i in 0..n {
         src.want_type(i, &[Type::F32])?;
         if !src.get(i).rows_packed() {
             return Err(src.bad(i, "its rows must be packed (nb0 = element size)"));
         }
+        src.want_same_shape(0, i)?;
     }
-    src.want_same_shape(0, 1)
+    let a = src.get(0);
+    Ok(Shape::New { ty: a.ty, ne: a.ne })
 }
 
 /// SILU_BACK: the gradient `dy` (slot 0) through SiLU at `x` (slot 1): `dy · s · (1 + x ·
@@ -33,9 +36,7 @@ impl OpSpec for SiluBack {
     type Params = NoParams;
     const SLOTS: &'static [Slot] = &[req("a"), req("b")];
     fn shape(src: &Srcs<'_>, _: &NoParams) -> Result<Shape> {
-        f32_pair(src)?;
-        let a = src.get(0);
-        Ok(Shape::New { ty: a.ty, ne: a.ne })
+        f32_like_a(src, 2)
     }
 }
 
@@ -48,9 +49,7 @@ impl OpSpec for RmsNormBack {
     const SLOTS: &'static [Slot] = &[req("a"), req("b")];
     fn shape(src: &Srcs<'_>, p: &NormParams) -> Result<Shape> {
         check_eps(src, p.eps)?;
-        f32_pair(src)?;
-        let a = src.get(0);
-        Ok(Shape::New { ty: a.ty, ne: a.ne })
+        f32_like_a(src, 2)
     }
 }
 
@@ -70,9 +69,7 @@ impl OpSpec for SoftMaxBack {
                 p.scale, p.max_bias
             )));
         }
-        f32_pair(src)?;
-        let a = src.get(0);
-        Ok(Shape::New { ty: a.ty, ne: a.ne })
+        f32_like_a(src, 2)
     }
 }
 
@@ -134,22 +131,15 @@ impl OpSpec for CrossEntropyLossBack {
     }
 }
 
-/// `Err` unless operands `0..n` are F32 with packed rows and of operand 0's shape, and
-/// operand `n` is an F32 vector of `count` hyper-parameters.
-fn step_operands(src: &Srcs<'_>, n: usize, count: i64) -> Result<()> {
-    for i in 0..n {
-        src.want_type(i, &[Type::F32])?;
-        if !src.get(i).rows_packed() {
-            return Err(src.bad(i, "its rows must be packed (nb0 = element size)"));
-        }
-        src.want_same_shape(0, i)?;
-    }
+/// An optimizer step's operands: [`f32_like_a`] for `0..n`, and operand `n` an F32 vector of
+/// `count` packed hyper-parameters.
+fn step_operands(src: &Srcs<'_>, n: usize, count: i64) -> Result<Shape> {
     src.want_type(n, &[Type::F32])?;
     let h = src.get(n);
     if h.nelements() != count || !h.is_contiguous() {
         return Err(src.bad(n, format!("it must hold {count} packed values")));
     }
-    Ok(())
+    f32_like_a(src, n)
 }
 
 /// OPT_STEP_ADAMW: one AdamW step of the F32 parameters `a` (slot 0, updated in place: the
@@ -168,9 +158,7 @@ impl OpSpec for OptStepAdamw {
     ];
     const INPLACE: bool = true;
     fn shape(src: &Srcs<'_>, _: &NoParams) -> Result<Shape> {
-        step_operands(src, 4, 7)?;
-        let a = src.get(0);
-        Ok(Shape::New { ty: a.ty, ne: a.ne })
+        step_operands(src, 4, 7)
     }
 }
 
@@ -183,9 +171,7 @@ impl OpSpec for OptStepSgd {
     const SLOTS: &'static [Slot] = &[req("a"), req("grad"), req("params")];
     const INPLACE: bool = true;
     fn shape(src: &Srcs<'_>, _: &NoParams) -> Result<Shape> {
-        step_operands(src, 2, 2)?;
-        let a = src.get(0);
-        Ok(Shape::New { ty: a.ty, ne: a.ne })
+        step_operands(src, 2, 2)
     }
 }
 

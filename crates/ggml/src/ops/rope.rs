@@ -270,7 +270,18 @@ impl Context {
             beta_fast,
             beta_slow,
         ];
-        self.rope_impl(a, b, c, n_dims, None, mode, n_ctx_orig, yarn, Op::Rope, false)
+        self.rope_impl(
+            a,
+            b,
+            c,
+            n_dims,
+            None,
+            mode,
+            n_ctx_orig,
+            yarn,
+            Op::Rope,
+            false,
+        )
     }
 
     /// `ggml_rope_ext_inplace`: as [`Context::rope_ext`], writing into `a`'s memory.
@@ -298,7 +309,18 @@ impl Context {
             beta_fast,
             beta_slow,
         ];
-        self.rope_impl(a, b, c, n_dims, None, mode, n_ctx_orig, yarn, Op::Rope, true)
+        self.rope_impl(
+            a,
+            b,
+            c,
+            n_dims,
+            None,
+            mode,
+            n_ctx_orig,
+            yarn,
+            Op::Rope,
+            true,
+        )
     }
 
     /// `ggml_rope_multi`: multi-section rotary embedding (Qwen-VL) with the options of
@@ -417,7 +439,18 @@ impl Context {
             beta_fast,
             beta_slow,
         ];
-        self.rope_impl(a, b, None, n_dims, None, mode, n_ctx_orig, yarn, Op::Rope, false)
+        self.rope_impl(
+            a,
+            b,
+            None,
+            n_dims,
+            None,
+            mode,
+            n_ctx_orig,
+            yarn,
+            Op::Rope,
+            false,
+        )
     }
 
     /// `ggml_rope_custom_inplace` (deprecated in GGML): [`Context::rope_ext_inplace`] without
@@ -446,7 +479,18 @@ impl Context {
             beta_fast,
             beta_slow,
         ];
-        self.rope_impl(a, b, None, n_dims, None, mode, n_ctx_orig, yarn, Op::Rope, true)
+        self.rope_impl(
+            a,
+            b,
+            None,
+            n_dims,
+            None,
+            mode,
+            n_ctx_orig,
+            yarn,
+            Op::Rope,
+            true,
+        )
     }
 }
 
@@ -479,7 +523,18 @@ impl Context {
             beta_fast,
             beta_slow,
         ];
-        self.rope_impl(a, b, c, n_dims, None, mode, n_ctx_orig, yarn, Op::RopeBack, false)
+        self.rope_impl(
+            a,
+            b,
+            c,
+            n_dims,
+            None,
+            mode,
+            n_ctx_orig,
+            yarn,
+            Op::RopeBack,
+            false,
+        )
     }
 
     /// `ggml_rope_multi_back`: the gradient of [`Context::rope_multi`], as
@@ -510,7 +565,18 @@ impl Context {
             beta_slow,
         ];
         let sections = Some(sections);
-        self.rope_impl(a, b, c, n_dims, sections, mode, n_ctx_orig, yarn, Op::RopeBack, false)
+        self.rope_impl(
+            a,
+            b,
+            c,
+            n_dims,
+            sections,
+            mode,
+            n_ctx_orig,
+            yarn,
+            Op::RopeBack,
+            false,
+        )
     }
 }
 

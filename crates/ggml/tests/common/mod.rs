@@ -410,7 +410,11 @@ pub fn ggml_cpu_quantize(ty: Type, x: &[f32]) -> Vec<u8> {
         let amax = blk.iter().fold(0f64, |m, v| m.max((*v as f64).abs()));
         // f32 quotients: an f64 quotient of f32 operands rounds to the same f32.
         let d = (amax / 127.0) as f32;
-        let id = if amax != 0.0 { (127.0 / amax) as f32 } else { 0.0 };
+        let id = if amax != 0.0 {
+            (127.0 / amax) as f32
+        } else {
+            0.0
+        };
         // The f32 product (exact in f64, then rounded once), rounded half to even.
         let q: Vec<i8> = blk
             .iter()

@@ -180,7 +180,11 @@ pub(super) unsafe fn copy(n: &NodePtrs, p: &Params) {
     // Different shapes: this thread's range of logical positions, walked in both shapes.
     // SAFETY: `element` addresses elements of their tensors (the walk stays inside both
     // shapes), and the types satisfy `copyable` (the plan).
-    unsafe { walk(&d.ne, d, &a.ne, a, p, |to, from| d.copy_from(to, 0, a, from, 0)) }
+    unsafe {
+        walk(&d.ne, d, &a.ne, a, p, |to, from| {
+            d.copy_from(to, 0, a, from, 0)
+        })
+    }
 }
 
 /// Calls `f(dst unit, src unit)` for this thread's share of the logical positions of shapes

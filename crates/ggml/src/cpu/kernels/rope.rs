@@ -22,8 +22,15 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
         return Err(unsupported(t));
     }
     let ne0 = t.ne()[0] as usize;
-    let kernel = if t.op() == Op::RopeBack { rope_back } else { rope };
-    Ok(Planned::new(kernel, (ne0 + 2 * ne0.next_multiple_of(2)) * 4))
+    let kernel = if t.op() == Op::RopeBack {
+        rope_back
+    } else {
+        rope
+    };
+    Ok(Planned::new(
+        kernel,
+        (ne0 + 2 * ne0.next_multiple_of(2)) * 4,
+    ))
 }
 
 /// What a row's angles depend on besides the position.

@@ -24,6 +24,10 @@ Reading test-backend-ops' output:
 Usage: backend_ops.py BIN_DIR PRELOAD ENDPOINT SERVER_LOG OUT_DIR [OPS]
        backend_ops.py --summary BIN_DIR OUT_DIR [OPS]   (a stopped run: the results so far,
                                                          the cases not reached counted)
+       backend_ops.py --merge BIN_DIR OUT_DIR RERUN     (RERUN: the full results, .txt or
+                                                         .txt.gz, of some cases run again
+                                                         into another OUT_DIR: each replaces
+                                                         that case's result in OUT_DIR's)
 Every case's status is appended to OUT_DIR/test-backend-ops-full.txt as it comes (a run that
 is stopped resumes from there; delete the file to start afresh); at the end it is compressed
 to test-backend-ops-full.txt.gz and OUT_DIR/test-backend-ops.txt gets the per-op counts and
@@ -231,6 +235,10 @@ def main():
         refused_ops = {op_of(n): st for n, st in status if st.startswith("LEFT OUT")}
         write_results(out_dir, names, status, refused_ops, 0, 0)
         return
+    if sys.argv[1] == "--merge":
+        bin_dir, out_dir, rerun = sys.argv[2:5]
+        merge(bin_dir, out_dir, rerun)
+        return
     bin_dir, preload, endpoint, server_log, out_dir = sys.argv[1:6]
     ops = sys.argv[6] if len(sys.argv) > 6 else None
     env = dict(os.environ, LD_LIBRARY_PATH=bin_dir, GGML_NO_BACKTRACE="1")
@@ -286,6 +294,38 @@ def main():
         pending.extendleft(reversed(rest))
         print(f"run {runs}: {len(status)}/{len(names)} cases, {crashed}: {reason}", flush=True)
     write_results(out_dir, names, status, refused_ops, runs, time.time() - t0)
+
+
+def merge(bin_dir, out_dir, rerun):
+    """OUT_DIR's results with those of `rerun` in place of the same cases (a name's k-th
+    result replaces its k-th), then the summary written as a run's end writes it."""
+    full = f"{out_dir}/test-backend-ops-full.txt"
+    if not os.path.exists(full):
+        with gzip.open(full + ".gz", "rt") as src, open(full, "w") as dst:
+            dst.write(src.read())
+    opener = gzip.open if rerun.endswith(".gz") else open
+    with opener(rerun, "rt") as f:
+        new = [ln.rstrip("\n").split("): ", 1) for ln in f if ln.strip()]
+    new = [(name + ")", st) for name, st in new]
+    fresh = collections.defaultdict(list)
+    for name, st in new:
+        fresh[name].append(st)
+    old = Log(full)
+    old.file.close()
+    seen = collections.Counter()
+    merged = []
+    for name, st in old:
+        k = seen[name]
+        seen[name] += 1
+        merged.append((name, fresh[name][k] if k < len(fresh[name]) else st))
+    for name, sts in fresh.items():
+        merged.extend((name, st) for st in sts[seen[name]:])
+    with open(full, "w") as f:
+        f.writelines(f"{name}: {st}\n" for name, st in merged)
+    names = case_list(bin_dir, dict(os.environ, LD_LIBRARY_PATH=bin_dir), None)
+    status = Log(full)
+    refused_ops = {op_of(n): st for n, st in status if st.startswith("LEFT OUT")}
+    write_results(out_dir, names, status, refused_ops, 0, 0)
 
 
 def kind(st):

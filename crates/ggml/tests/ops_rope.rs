@@ -239,3 +239,120 @@ fn bad_arguments_are_refused() {
         .unwrap();
     assert_err(rv.rope_set_offset(2), &["VISION"]);
 }
+
+/// ROPE_BACK (`rope_ext_back`) rotates by the opposite angles: for NORMAL and NEOX rows of
+/// F32 and F16, with frequency factors, scaling and an offset span, the result matches an
+/// f64 rotation by `−θ` (θ = position · freq_scale · base^(−2i/n_dims) / factor, cos and sin
+/// times attn_factor); the node is ROPE_BACK with ROPE's op parameters.
+#[test]
+fn rope_ext_back_rotates_by_the_opposite_angles() {
+    for ty in [Type::F32, Type::F16] {
+        for mode in [ROPE_TYPE_NORMAL, ROPE_TYPE_NEOX] {
+            let (ne0, n_dims, heads, tokens) = (10usize, 8usize, 3usize, 4usize);
+            let (base, fs, af) = (10000f64, 0.5f64, 0.75f64);
+            let name = format!("rope_ext_back {ty} mode {mode}");
+            let tol = if ty == Type::F16 { 1e-5 } else { 1e-10 };
+            check(&name, tol, |ctx, rng| {
+                let (a, ha) = input(
+                    ctx,
+                    ty,
+                    &[ne0 as i64, heads as i64, tokens as i64],
+                    Layout::Contiguous,
+                    rng,
+                    -1.0,
+                    1.0,
+                )?;
+                let pos = [3i32, 0, 17, 250];
+                let b = ctx.new_tensor_1d(Type::I32, tokens as i64)?;
+                let ff = [1.0f32, 2.0, 0.5, 4.0];
+                let c = ctx.new_tensor_1d(Type::F32, 4)?;
+                let fwd = ctx.rope_ext(
+                    &a,
+                    &b,
+                    Some(&c),
+                    n_dims as i32,
+                    mode,
+                    0,
+                    base as f32,
+                    fs as f32,
+                    0.0,
+                    af as f32,
+                    1.0,
+                    1.0,
+                )?;
+                let out = ctx.rope_ext_back(
+                    &a,
+                    &b,
+                    Some(&c),
+                    n_dims as i32,
+                    mode,
+                    0,
+                    base as f32,
+                    fs as f32,
+                    0.0,
+                    af as f32,
+                    1.0,
+                    1.0,
+                )?;
+                assert_eq!(out.op(), Op::RopeBack);
+                assert_eq!(out.op_params(), fwd.op_params());
+                b.set_bytes(
+                    &pos.iter().flat_map(|p| p.to_le_bytes()).collect::<Vec<_>>(),
+                    0,
+                )?;
+                c.set_f32(&ff)?;
+                let want = ha.map_rows(ne0, |r, x| {
+                    let mut y = x.to_vec();
+                    let p = pos[r[1]] as f64;
+                    for (i, &f) in ff.iter().enumerate().take(n_dims / 2) {
+                        let theta = p * fs * base.powf(-2.0 * i as f64 / n_dims as f64) / f as f64;
+                        let (c, s) = (theta.cos() * af, -theta.sin() * af);
+                        let (j0, j1) = if mode == ROPE_TYPE_NORMAL {
+                            (2 * i, 2 * i + 1)
+                        } else {
+                            (i, i + n_dims / 2)
+                        };
+                        y[j0] = x[j0] * c - x[j1] * s;
+                        y[j1] = x[j0] * s + x[j1] * c;
+                    }
+                    y
+                });
+                Ok((out, want))
+            });
+        }
+    }
+}
+
+/// ROPE_BACK of the multi-section modes (`rope_multi_back`, MROPE and VISION) undoes ROPE:
+/// rotating back what `rope_multi` rotated gives the input again (within f32 rounding).
+#[test]
+fn rope_multi_back_undoes_rope_multi() {
+    for (mode, n_dims) in [(ROPE_TYPE_MROPE, 8), (ROPE_TYPE_VISION, 6)] {
+        let name = format!("rope_multi_back mode {mode}");
+        check(&name, 1e-10, |ctx, rng| {
+            let (a, ha) = input(
+                ctx,
+                Type::F32,
+                &[12, 2, 3],
+                Layout::Contiguous,
+                rng,
+                -1.0,
+                1.0,
+            )?;
+            let b = ctx.new_tensor_1d(Type::I32, 12)?;
+            let pos: Vec<u8> = (0..12i32)
+                .flat_map(|i| (i * 7 % 19).to_le_bytes())
+                .collect();
+            b.set_bytes(&pos, 0)?;
+            let sections = [2, 1, 1, 0];
+            let fwd = ctx.rope_multi(
+                &a, &b, None, n_dims, sections, mode, 0, 1e4, 1.0, 0.0, 1.0, 0.0, 0.0,
+            )?;
+            let back = ctx.rope_multi_back(
+                &fwd, &b, None, n_dims, sections, mode, 0, 1e4, 1.0, 0.0, 1.0, 0.0, 0.0,
+            )?;
+            assert_eq!(back.op(), Op::RopeBack);
+            Ok((back, ha))
+        });
+    }
+}

@@ -3,6 +3,7 @@
 
 mod arith;
 mod attention;
+mod backward;
 mod binary;
 mod conv;
 pub mod custom;
@@ -143,10 +144,10 @@ op_table! {
     Repeat = 20, "REPEAT", rows::Repeat;
     RepeatBack = 21, "REPEAT_BACK", arith::RepeatBack;
     Concat = 22, "CONCAT", rows::Concat;
-    SiluBack = 23, "SILU_BACK", spec::Unbuilt;
+    SiluBack = 23, "SILU_BACK", backward::SiluBack;
     Norm = 24, "NORM", norm::Norm;
     RmsNorm = 25, "RMS_NORM", norm::Norm;
-    RmsNormBack = 26, "RMS_NORM_BACK", spec::Unbuilt;
+    RmsNormBack = 26, "RMS_NORM_BACK", backward::RmsNormBack;
     GroupNorm = 27, "GROUP_NORM", norm::GroupNorm;
     L2Norm = 28, "L2_NORM", norm::Norm;
     MulMat = 29, "MUL_MAT", matmul::MulMat;
@@ -161,15 +162,15 @@ op_table! {
     Permute = 38, "PERMUTE", view::Permute;
     Transpose = 39, "TRANSPOSE", view::Transpose;
     GetRows = 40, "GET_ROWS", rows::GetRows;
-    GetRowsBack = 41, "GET_ROWS_BACK", spec::Unbuilt;
+    GetRowsBack = 41, "GET_ROWS_BACK", backward::GetRowsBack;
     SetRows = 42, "SET_ROWS", set_rows::SetRows;
     Diag = 43, "DIAG", arith::Diag;
     DiagMaskInf = 44, "DIAG_MASK_INF", arith::DiagMask;
     DiagMaskZero = 45, "DIAG_MASK_ZERO", arith::DiagMask;
     SoftMax = 46, "SOFT_MAX", softmax::SoftMax;
-    SoftMaxBack = 47, "SOFT_MAX_BACK", spec::Unbuilt;
+    SoftMaxBack = 47, "SOFT_MAX_BACK", backward::SoftMaxBack;
     Rope = 48, "ROPE", rope::Rope;
-    RopeBack = 49, "ROPE_BACK", spec::Unbuilt;
+    RopeBack = 49, "ROPE_BACK", rope::Rope;
     Clamp = 50, "CLAMP", arith::Clamp;
     ConvTranspose1d = 51, "CONV_TRANSPOSE_1D", conv::ConvTranspose1d;
     Im2col = 52, "IM2COL", conv::Im2col;
@@ -217,9 +218,9 @@ op_table! {
     MapCustom3 = 94, "MAP_CUSTOM3", custom::Custom;
     Custom = 95, "CUSTOM", custom::Custom;
     CrossEntropyLoss = 96, "CROSS_ENTROPY_LOSS", arith::CrossEntropyLoss;
-    CrossEntropyLossBack = 97, "CROSS_ENTROPY_LOSS_BACK", spec::Unbuilt;
-    OptStepAdamw = 98, "OPT_STEP_ADAMW", spec::Unbuilt;
-    OptStepSgd = 99, "OPT_STEP_SGD", spec::Unbuilt;
+    CrossEntropyLossBack = 97, "CROSS_ENTROPY_LOSS_BACK", backward::CrossEntropyLossBack;
+    OptStepAdamw = 98, "OPT_STEP_ADAMW", backward::OptStepAdamw;
+    OptStepSgd = 99, "OPT_STEP_SGD", backward::OptStepSgd;
     Glu = 100, "GLU", glu::Glu;
 }
 

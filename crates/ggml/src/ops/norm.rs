@@ -33,7 +33,7 @@ impl OpSpec for Norm {
 }
 
 /// `Err` unless `eps` is finite and >= 0 (GGML asserts `eps >= 0` in its kernels).
-fn check_eps(src: &Srcs<'_>, eps: f32) -> Result<()> {
+pub(super) fn check_eps(src: &Srcs<'_>, eps: f32) -> Result<()> {
     if eps.is_finite() && eps >= 0.0 {
         return Ok(());
     }

@@ -189,6 +189,7 @@ impl Context {
         mode: i32,
         n_ctx_orig: i32,
         yarn: [f32; 6],
+        op: Op,
         inplace: bool,
     ) -> Result<Tensor> {
         if mode & 1 != 0 {
@@ -217,7 +218,7 @@ impl Context {
             sections,
             n_offs: 0,
         };
-        self.build::<Rope>(Op::Rope, &[Some(a), Some(b), c], p, inplace)
+        self.build::<Rope>(op, &[Some(a), Some(b), c], p, inplace)
     }
 
     /// `ggml_rope`: rotary position embedding of `a` (`[ne0, n_head, n_tokens, …]`, F32 or
@@ -225,12 +226,12 @@ impl Context {
     /// rotated, with base 10000 and no scaling. `mode` is [`ROPE_TYPE_NORMAL`] or
     /// [`ROPE_TYPE_NEOX`] (see [`Context::rope_ext`]). The result has `a`'s type and shape.
     pub fn rope(&self, a: &Tensor, b: &Tensor, n_dims: i32, mode: i32) -> Result<Tensor> {
-        self.rope_impl(a, b, None, n_dims, None, mode, 0, PLAIN, false)
+        self.rope_impl(a, b, None, n_dims, None, mode, 0, PLAIN, Op::Rope, false)
     }
 
     /// `ggml_rope_inplace`: as [`Context::rope`], writing into `a`'s memory.
     pub fn rope_inplace(&self, a: &Tensor, b: &Tensor, n_dims: i32, mode: i32) -> Result<Tensor> {
-        self.rope_impl(a, b, None, n_dims, None, mode, 0, PLAIN, true)
+        self.rope_impl(a, b, None, n_dims, None, mode, 0, PLAIN, Op::Rope, true)
     }
 
     /// `ggml_rope_ext`: rotary position embedding with YaRN scaling and frequency factors.
@@ -269,7 +270,18 @@ impl Context {
             beta_fast,
             beta_slow,
         ];
-        self.rope_impl(a, b, c, n_dims, None, mode, n_ctx_orig, yarn, false)
+        self.rope_impl(
+            a,
+            b,
+            c,
+            n_dims,
+            None,
+            mode,
+            n_ctx_orig,
+            yarn,
+            Op::Rope,
+            false,
+        )
     }
 
     /// `ggml_rope_ext_inplace`: as [`Context::rope_ext`], writing into `a`'s memory.
@@ -297,7 +309,18 @@ impl Context {
             beta_fast,
             beta_slow,
         ];
-        self.rope_impl(a, b, c, n_dims, None, mode, n_ctx_orig, yarn, true)
+        self.rope_impl(
+            a,
+            b,
+            c,
+            n_dims,
+            None,
+            mode,
+            n_ctx_orig,
+            yarn,
+            Op::Rope,
+            true,
+        )
     }
 
     /// `ggml_rope_multi`: multi-section rotary embedding (Qwen-VL) with the options of
@@ -345,6 +368,7 @@ impl Context {
             mode,
             n_ctx_orig,
             yarn,
+            Op::Rope,
             false,
         )
     }
@@ -384,6 +408,7 @@ impl Context {
             mode,
             n_ctx_orig,
             yarn,
+            Op::Rope,
             true,
         )
     }
@@ -414,7 +439,18 @@ impl Context {
             beta_fast,
             beta_slow,
         ];
-        self.rope_impl(a, b, None, n_dims, None, mode, n_ctx_orig, yarn, false)
+        self.rope_impl(
+            a,
+            b,
+            None,
+            n_dims,
+            None,
+            mode,
+            n_ctx_orig,
+            yarn,
+            Op::Rope,
+            false,
+        )
     }
 
     /// `ggml_rope_custom_inplace` (deprecated in GGML): [`Context::rope_ext_inplace`] without
@@ -443,18 +479,116 @@ impl Context {
             beta_fast,
             beta_slow,
         ];
-        self.rope_impl(a, b, None, n_dims, None, mode, n_ctx_orig, yarn, true)
+        self.rope_impl(
+            a,
+            b,
+            None,
+            n_dims,
+            None,
+            mode,
+            n_ctx_orig,
+            yarn,
+            Op::Rope,
+            true,
+        )
+    }
+}
+
+impl Context {
+    /// `ggml_rope_ext_back`: the gradient of [`Context::rope_ext`] with respect to its input,
+    /// given the gradient `a` of its result: `a` rotated by the opposite angles (a ROPE_BACK
+    /// node, computed as ROPE with every sine negated, as GGML's CPU does), with the same
+    /// arguments and shape rules as [`Context::rope_ext`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_ext_back(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        c: Option<&Tensor>,
+        n_dims: i32,
+        mode: i32,
+        n_ctx_orig: i32,
+        freq_base: f32,
+        freq_scale: f32,
+        ext_factor: f32,
+        attn_factor: f32,
+        beta_fast: f32,
+        beta_slow: f32,
+    ) -> Result<Tensor> {
+        let yarn = [
+            freq_base,
+            freq_scale,
+            ext_factor,
+            attn_factor,
+            beta_fast,
+            beta_slow,
+        ];
+        self.rope_impl(
+            a,
+            b,
+            c,
+            n_dims,
+            None,
+            mode,
+            n_ctx_orig,
+            yarn,
+            Op::RopeBack,
+            false,
+        )
+    }
+
+    /// `ggml_rope_multi_back`: the gradient of [`Context::rope_multi`], as
+    /// [`Context::rope_ext_back`] is of [`Context::rope_ext`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_multi_back(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        c: Option<&Tensor>,
+        n_dims: i32,
+        sections: [i32; MROPE_SECTIONS],
+        mode: i32,
+        n_ctx_orig: i32,
+        freq_base: f32,
+        freq_scale: f32,
+        ext_factor: f32,
+        attn_factor: f32,
+        beta_fast: f32,
+        beta_slow: f32,
+    ) -> Result<Tensor> {
+        let yarn = [
+            freq_base,
+            freq_scale,
+            ext_factor,
+            attn_factor,
+            beta_fast,
+            beta_slow,
+        ];
+        let sections = Some(sections);
+        self.rope_impl(
+            a,
+            b,
+            c,
+            n_dims,
+            sections,
+            mode,
+            n_ctx_orig,
+            yarn,
+            Op::RopeBack,
+            false,
+        )
     }
 }
 
 impl Tensor {
     /// `ggml_rope_set_offset`: rotates the `n_dims` elements from `n_offs` of each row of this
-    /// ROPE node instead of those from 0 (parameter slot 15). `Err` for another op, the
-    /// VISION mode, or an offset that is odd, negative or puts the rotated range past `ne0`.
+    /// ROPE (or ROPE_BACK) node instead of those from 0 (parameter slot 15). `Err` for another
+    /// op, the VISION mode, or an offset that is odd, negative or puts the rotated range past
+    /// `ne0`.
     pub fn rope_set_offset(&self, n_offs: i32) -> Result<()> {
-        if self.op() != Op::Rope {
+        if !matches!(self.op(), Op::Rope | Op::RopeBack) {
             return Err(Error::invalid(format!(
-                "rope_set_offset: tensor {:?} is computed by {}, not ROPE",
+                "rope_set_offset: tensor {:?} is computed by {}, not ROPE or ROPE_BACK",
                 self.name(),
                 self.op().name()
             )));

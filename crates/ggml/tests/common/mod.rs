@@ -393,6 +393,44 @@ pub fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// The bytes GGML's CPU quantizes the f32 row `x` (whole blocks) to, as its x86 build's
+/// `type_traits_cpu[ty].from_float` does (CPY and SET_ROWS into a quantized type): Q8_0 and
+/// Q8_1 by the formula of `arch/x86/quants.c`, computed here in f64 (scale `d = amax/127`
+/// stored as F16, levels `v·(127/amax)` with the f32 product rounded half to even, Q8_1's
+/// `s = d·Σq`), every other type by the library's reference quantizer (GGML's x86 build calls
+/// the `_ref` one for those; the quant fixtures hold it to GGML's bytes).
+pub fn ggml_cpu_quantize(ty: Type, x: &[f32]) -> Vec<u8> {
+    if !matches!(ty, Type::Q8_0 | Type::Q8_1) {
+        let mut out = vec![0u8; ty.row_size(x.len() as i64).unwrap()];
+        ggml::quants::quantize_row_ref(ty, x, &mut out).unwrap();
+        return out;
+    }
+    let mut out = Vec::new();
+    for blk in x.chunks(32) {
+        let amax = blk.iter().fold(0f64, |m, v| m.max((*v as f64).abs()));
+        // f32 quotients: an f64 quotient of f32 operands rounds to the same f32.
+        let d = (amax / 127.0) as f32;
+        let id = if amax != 0.0 {
+            (127.0 / amax) as f32
+        } else {
+            0.0
+        };
+        // The f32 product (exact in f64, then rounded once), rounded half to even.
+        let q: Vec<i8> = blk
+            .iter()
+            .map(|&v| ((v as f64 * id as f64) as f32 as f64).round_ties_even() as i8)
+            .collect();
+        out.extend(ggml::f16::from_f32(d).to_bits().to_le_bytes());
+        if ty == Type::Q8_1 {
+            let sum: i64 = q.iter().map(|&v| v as i64).sum();
+            let s = (d as f64 * sum as f64) as f32;
+            out.extend(ggml::f16::from_f32(s).to_bits().to_le_bytes());
+        }
+        out.extend(q.iter().map(|&v| v as u8));
+    }
+    out
+}
+
 // ---- harness ---------------------------------------------------------------------------------
 
 /// CPU backends with the default thread count and with 1 and 3 threads (shared by the tests of

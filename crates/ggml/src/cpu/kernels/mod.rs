@@ -9,6 +9,7 @@
 //! at run time come later, each beside the scalar loop it must agree with.
 
 mod arith;
+mod backward;
 mod binary;
 mod conv;
 mod copy;
@@ -868,8 +869,8 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::MulMat => matmul::plan(t),
         Op::GetRows => rows::plan_get_rows(t),
         Op::Repeat => rows::plan_copies(t, rows::repeat),
-        Op::Concat => rows::plan_copies(t, rows::concat),
-        Op::Rope => rope::plan(t),
+        Op::Concat => rows::plan_concat(t),
+        Op::Rope | Op::RopeBack => rope::plan(t),
         Op::FlashAttnExt => flash_attn::plan(t),
         Op::SetRows => set_rows::plan(t),
 
@@ -927,15 +928,12 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::MapCustom1 | Op::MapCustom2 | Op::MapCustom3 | Op::Custom => custom::plan(t),
         Op::SiluBack
         | Op::RmsNormBack
-        | Op::GetRowsBack
         | Op::SoftMaxBack
-        | Op::RopeBack
-        | Op::Im2colBack
-        | Op::Pool2dBack
-        | Op::FlashAttnBack
+        | Op::GetRowsBack
         | Op::CrossEntropyLossBack
         | Op::OptStepAdamw
-        | Op::OptStepSgd => no_kernel(t, TRAINING),
+        | Op::OptStepSgd => backward::plan(t),
+        Op::Im2colBack | Op::Pool2dBack | Op::FlashAttnBack => no_kernel(t, TRAINING),
     }
 }
 

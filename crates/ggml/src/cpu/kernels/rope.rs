@@ -1,4 +1,5 @@
-//! ROPE: rows rotated pair by pair by angles from the token's position, computed in f32 with
+//! ROPE and ROPE_BACK (the same rotation by the opposite angles: every sine negated, as
+//! GGML's CPU computes it): rows rotated pair by pair by angles from the token's position, computed in f32 with
 //! GGML's recurrences (the angle of pair `i + 1` is that of pair `i` times
 //! `freq_base^(−2/n_dims)`), YaRN's ramp and the optional frequency factors, in the roundings
 //! of GGML's x86 build (whose compiler fuses the rotation's and YaRN's products into
@@ -8,7 +9,7 @@
 use super::{operand, unsupported, NodePtrs, Params, Planned, TensorPtr};
 use crate::cpu::quant_dot::{isa, Isa};
 use crate::error::Result;
-use crate::ops::{rope_yarn_corr_dims, RopeParams, ROPE_TYPE_IMROPE, ROPE_TYPE_MROPE};
+use crate::ops::{rope_yarn_corr_dims, Op, RopeParams, ROPE_TYPE_IMROPE, ROPE_TYPE_MROPE};
 use crate::ops::{ROPE_TYPE_NORMAL, ROPE_TYPE_VISION};
 use crate::tensor::Tensor;
 use crate::types::Type;
@@ -21,7 +22,15 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
         return Err(unsupported(t));
     }
     let ne0 = t.ne()[0] as usize;
-    Ok(Planned::new(rope, (ne0 + 2 * ne0.next_multiple_of(2)) * 4))
+    let kernel = if t.op() == Op::RopeBack {
+        rope_back
+    } else {
+        rope
+    };
+    Ok(Planned::new(
+        kernel,
+        (ne0 + 2 * ne0.next_multiple_of(2)) * 4,
+    ))
 }
 
 /// What a row's angles depend on besides the position.
@@ -545,6 +554,18 @@ mod x86 {
 /// F32 rows are rotated from a into dst directly; other rows go through the thread's f32
 /// scratch row (F16 rows converted with F16C).
 pub(super) unsafe fn rope(n: &NodePtrs, p: &Params) {
+    // SAFETY: forwarded from the caller.
+    unsafe { rotate_rows(n, p, false) }
+}
+
+/// ROPE_BACK: [`rope`] with every sine of the cache negated (GGML's `sin_sign = -1`).
+pub(super) unsafe fn rope_back(n: &NodePtrs, p: &Params) {
+    // SAFETY: forwarded from the caller.
+    unsafe { rotate_rows(n, p, true) }
+}
+
+/// The rows of ROPE (`back == false`) or ROPE_BACK.
+unsafe fn rotate_rows(n: &NodePtrs, p: &Params, back: bool) {
     let prm: RopeParams = n.params();
     let (d, a, b, c) = (&n.dst, &n.src[0], &n.src[1], &n.src[2]);
     let ne0 = a.ne[0] as usize;
@@ -590,6 +611,11 @@ pub(super) unsafe fn rope(n: &NodePtrs, p: &Params) {
         if idx[1] != last_i2 {
             // SAFETY: the shape rule sized b (positions per token) and c (factors per pair).
             unsafe { fill_cache(&prm, &ang, b, c, idx[1], ne2, cache) };
+            if back {
+                for cs in cache.chunks_exact_mut(2) {
+                    cs[1] = -cs[1];
+                }
+            }
             if !normal {
                 for (i, cs) in cache.chunks_exact(2).enumerate() {
                     (cos[i], sin[i]) = (cs[0], cs[1]);

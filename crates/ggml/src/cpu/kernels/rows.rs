@@ -1,6 +1,8 @@
 //! Row gathering and tiling: GET_ROWS, REPEAT, CONCAT. Elements move bit for bit between
-//! equal types (so I32 rows stay exact) and are converted between F32, F16 and BF16.
+//! equal types (so I32 rows stay exact) and are converted between F32, F16 and BF16; CONCAT
+//! of a quantized type copies whole blocks (GGML's `concat_any`).
 
+use super::copy::block_rows;
 use super::TensorPtr;
 use super::{copyable, dequantizable, dequantize_into, unsupported, KernelFn, NodePtrs, Params};
 use super::{operand, Planned};
@@ -32,6 +34,22 @@ pub(super) fn plan_copies(t: &Tensor, kernel: KernelFn) -> Result<Planned> {
         return Err(unsupported(t));
     }
     Ok(Planned::new(kernel, 0))
+}
+
+/// CONCAT: element copies as [`plan_copies`] plans them, or for a quantized type (`a`, `b`
+/// and the result all of it, every row whole packed blocks, as GGML's `concat_any` asserts) whole
+/// blocks copied as bytes.
+pub(super) fn plan_concat(t: &Tensor) -> Result<Planned> {
+    let ty = t.ty();
+    if !ty.is_quantized() {
+        return plan_copies(t, concat);
+    }
+    let blocks = |s: &Tensor| s.ty() == ty && block_rows(s);
+    if blocks(t) && blocks(operand(t, 0)?) && blocks(operand(t, 1)?) {
+        Ok(Planned::new(concat, 0))
+    } else {
+        Err(unsupported(t))
+    }
 }
 
 /// `dst[:, i, j, k] = a[:, idx[i, j, k], j, k]`. An index outside `0..a.ne1` gives a row of
@@ -131,8 +149,8 @@ pub(super) unsafe fn concat(n: &NodePtrs, p: &Params) {
             // SAFETY: the row of dst is a's row (na elements) followed by b's (ne0 − na); the
             // other indices agree between the three tensors.
             unsafe {
-                d.copy_run(drow, 0, a, a.row(di), 0, na);
-                d.copy_run(drow, na, b, b.row(di), 0, ne0 - na);
+                concat_run(d, drow, 0, a, a.row(di), na);
+                concat_run(d, drow, na, b, b.row(di), ne0 - na);
             }
             continue;
         }
@@ -145,6 +163,30 @@ pub(super) unsafe fn concat(n: &NodePtrs, p: &Params) {
         };
         // SAFETY: `si` indexes `src` (shapes agree outside `dim`, and inside it the index was
         // shifted into b's range); the row has ne0 elements in all three tensors.
-        unsafe { d.copy_run(drow, 0, src, src.row(si), 0, ne0) }
+        unsafe { concat_run(d, drow, 0, src, src.row(si), ne0) }
+    }
+}
+
+/// Copies the `n` elements of `src`'s row `srow` into `d`'s row `drow` from element `i0`: for
+/// a quantized type (the plan checked all three tensors are of it, rows packed, and `i0`, `n`
+/// are whole blocks: each row is) the blocks as bytes, else [`TensorPtr::copy_run`].
+///
+/// # Safety
+/// Both rows must belong to their tensors and hold the `n` elements from those positions.
+unsafe fn concat_run(
+    d: &TensorPtr,
+    drow: *mut u8,
+    i0: usize,
+    src: &TensorPtr,
+    srow: *const u8,
+    n: usize,
+) {
+    if d.ty.is_quantized() {
+        let (blck, size) = (d.ty.blck_size(), d.ty.type_size());
+        // SAFETY: forwarded from the caller; `copy` allows overlapping rows.
+        unsafe { std::ptr::copy(srow, drow.add(i0 / blck * size), n / blck * size) }
+    } else {
+        // SAFETY: forwarded from the caller; the plan checked the types are `copyable`.
+        unsafe { d.copy_run(drow, i0, src, srow, 0, n) }
     }
 }

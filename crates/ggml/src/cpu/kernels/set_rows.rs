@@ -1,10 +1,11 @@
 //! SET_ROWS: rows of `b` written into the destination at indices `c`, converted to its type
-//! (quantized destinations through GGML's reference quantizer).
+//! (quantized destinations as GGML's CPU quantizes them: [`quantize_row_cpu`]).
 //!
 //! Threads split the destination's rows, not `b`'s: each thread scans every index and writes
 //! only the rows it owns, so rows sent twice to one place are written by one thread, in `b`'s
 //! order (the last wins), whatever the thread count.
 
+use super::copy::quantize_row_cpu;
 use super::{is_float, operand, unsupported, NodePtrs, Params, Planned, TensorPtr};
 use crate::error::Result;
 use crate::quants;
@@ -77,7 +78,7 @@ pub(super) unsafe fn set_rows(n: &NodePtrs, p: &Params) {
                         if d.ty.is_quantized() {
                             let out = std::slice::from_raw_parts_mut(out, row_bytes);
                             // The planner checked the quantizer; rows are whole blocks.
-                            let _ = quants::quantize_row_ref(d.ty, buf, out);
+                            quantize_row_cpu(d.ty, buf, out);
                         } else {
                             d.write_row(out, buf);
                         }

@@ -17,6 +17,9 @@ C_NAME = re.compile(r"`((?:ggml|gguf)_[a-z0-9_]+)`")
 IMPL = re.compile(r"^impl(?:<[^>]*>)?\s+(?:[A-Za-z0-9_:<>']+\s+for\s+)?([A-Z][A-Za-z0-9_]*)")
 FN = re.compile(r"^\s*pub fn ([a-z0-9_]+)")
 PRIVATE = {"cpu", "doc"}
+# The CPU backend's public functions, in files of the otherwise private cpu/, are re-exported
+# as ggml::backend::X.
+CPU_PUBLIC = {os.path.join("cpu", "mod.rs"), os.path.join("cpu", "repack.rs")}
 
 HEADER = """# GGML and ggmlR names in Rust
 
@@ -56,10 +59,13 @@ def items():
     found = {}
     for dirpath, dirnames, filenames in os.walk(SRC):
         rel = os.path.relpath(dirpath, SRC)
-        if rel.split(os.sep)[0] in PRIVATE or "tests" in rel.split(os.sep):
+        cpu_public = {os.path.basename(f) for f in CPU_PUBLIC if os.path.dirname(f) == rel}
+        if (rel.split(os.sep)[0] in PRIVATE and not cpu_public) or "tests" in rel.split(os.sep):
             continue
         for name in sorted(filenames):
             if not name.endswith(".rs") or name == "tests.rs":
+                continue
+            if cpu_public and name not in cpu_public:
                 continue
             module = os.path.relpath(os.path.join(dirpath, name), SRC)[:-3].replace(os.sep, "::")
             module = re.sub(r"(::)?mod$", "", module)
@@ -78,6 +84,11 @@ def items():
                         fn = FN.match(line).group(1)
                         top = not line.startswith(" ")
                         path = f"ggml::{module}::{fn}" if top or owner is None else f"{owner}::{fn}"
+                        if cpu_public:
+                            if not top:
+                                doc = []
+                                continue
+                            path = f"ggml::backend::{fn}"
                         for c in C_NAME.findall(" ".join(doc)):
                             found.setdefault(c, path)
                         doc = []

@@ -1,9 +1,12 @@
 //! `graph_plan_compute` runs a prepared graph again and again without allocating: counted with
 //! a global allocator that tallies every allocation of the process (worker threads included).
+//!
+//! A plain binary (`harness = false`), its checks run one after another by `main`: under
+//! libtest, the harness's own thread allocated now and then (reporting a finished test) while
+//! another test was counting, which made the counts flaky on a loaded machine.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use ggml::ops::GluOp;
 use ggml::{backend, Context, Graph, Tensor, Type};
@@ -33,9 +36,6 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// The tests of this file run one at a time, so each counts only its own allocations.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
 /// Allocations made by `f`.
 fn allocations_of(f: impl FnOnce()) -> usize {
     let before = ALLOCATIONS.load(Ordering::SeqCst);
@@ -52,9 +52,7 @@ fn fill(t: &Tensor, salt: usize) {
     t.set_f32(&v).unwrap();
 }
 
-#[test]
 fn plan_compute_allocates_nothing() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let cpu = backend::cpu_init().unwrap();
     cpu.set_n_threads(2).unwrap();
     let ctx = Context::init(8 << 20, false).unwrap();
@@ -197,9 +195,7 @@ fn llama_layer(ctx: &Context) -> (Graph, Tensor) {
     (graph, out)
 }
 
-#[test]
 fn a_llama_layer_plan_allocates_nothing() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let cpu = backend::cpu_init().unwrap();
     cpu.set_n_threads(2).unwrap();
     let ctx = Context::init(16 << 20, false).unwrap();
@@ -226,9 +222,7 @@ fn a_llama_layer_plan_allocates_nothing() {
 
 /// get_f32_into reads what get_f32 reads, for F32 and for converted types, without
 /// allocating; a wrong length or type is an error naming the function.
-#[test]
 fn get_f32_into_reads_without_allocating() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let ctx = Context::init(1 << 20, false).unwrap();
     for ty in [Type::F32, Type::F16, Type::BF16, Type::I32] {
         // more elements than one conversion chunk, so the chunking is exercised
@@ -303,9 +297,7 @@ fn assert_repeats_allocate_nothing(what: &str, outs: &[Tensor], n: usize, comput
 }
 
 /// `graph_plan_compute` of quantized MUL_MATs allocates nothing after the first run.
-#[test]
 fn quantized_mul_mat_plan_allocates_nothing() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let cpu = backend::cpu_init().unwrap();
     cpu.set_n_threads(2).unwrap();
     let ctx = Context::init(8 << 20, false).unwrap();
@@ -319,9 +311,7 @@ fn quantized_mul_mat_plan_allocates_nothing() {
 /// `graph_compute` (a stream's own path, no plan: the stream keeps its last job's storage,
 /// the CPU engine its plan storage) of the same graph allocates nothing after the first run,
 /// for the Llama-style layer and for quantized MUL_MATs, on 1 and 2 threads.
-#[test]
 fn graph_compute_allocates_nothing_after_the_first_run() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for threads in [1, 2] {
         let cpu = backend::cpu_init().unwrap();
         cpu.set_n_threads(threads).unwrap();
@@ -340,5 +330,42 @@ fn graph_compute_allocates_nothing_after_the_first_run() {
             20,
             || cpu.graph_compute(&graph).unwrap(),
         );
+    }
+}
+
+/// Runs the checks in order (or those whose name contains an argument that is not a flag, as
+/// `cargo test --test plan_no_alloc -- NAME` asks); a failed one panics, failing the binary.
+fn main() {
+    let checks: [(&str, fn()); 5] = [
+        (
+            "plan_compute_allocates_nothing",
+            plan_compute_allocates_nothing,
+        ),
+        (
+            "a_llama_layer_plan_allocates_nothing",
+            a_llama_layer_plan_allocates_nothing,
+        ),
+        (
+            "get_f32_into_reads_without_allocating",
+            get_f32_into_reads_without_allocating,
+        ),
+        (
+            "quantized_mul_mat_plan_allocates_nothing",
+            quantized_mul_mat_plan_allocates_nothing,
+        ),
+        (
+            "graph_compute_allocates_nothing_after_the_first_run",
+            graph_compute_allocates_nothing_after_the_first_run,
+        ),
+    ];
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    for (name, check) in checks {
+        if filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())) {
+            check();
+            println!("test {name} ... ok");
+        }
     }
 }

@@ -1,6 +1,6 @@
-//! CPY, CONT, DUP and CAST between F32, F16 and BF16 (and I32 to I32), and the views —
-//! VIEW_1D..4D, RESHAPE, PERMUTE, TRANSPOSE — read back through a copy. References are
-//! written with explicit index arithmetic.
+//! CPY, CONT, DUP and CAST between F32, F16 and BF16 (and I32 to I32, and F32 to and from
+//! I32), and the views — VIEW_1D..4D, RESHAPE, PERMUTE, TRANSPOSE — read back through a copy.
+//! References are written with explicit index arithmetic.
 
 mod common;
 
@@ -312,4 +312,84 @@ fn view_and_reshape_errors() {
     assert_err(ctx.permute(&a, 0, 1, 2, 4), &["PERMUTE", "[0, 1, 2, 4]"]);
     let b = ctx.new_tensor_1d(Type::F32, 119).unwrap();
     assert_err(ctx.cpy(&a, &b), &["CPY", "120", "119"]);
+}
+
+/// CPY between F32 and I32 converts as GGML's CPU does on x86: F32 to I32 toward zero (C's
+/// conversion), NaN and values outside i32 giving `i32::MIN` (the instruction's result where C
+/// leaves it undefined); I32 to F32 rounded to nearest even. Both through a transposed
+/// source too, on every thread count.
+#[test]
+fn cpy_between_f32_and_i32_converts_as_ggml_x86() {
+    let floats = [
+        1.5f32,
+        -1.5,
+        2.999_999_8,
+        -0.7,
+        -0.0,
+        2_147_483_520.0,
+        -2_147_483_648.0,
+        2_147_483_648.0,
+        1e10,
+        -1e10,
+        f32::NAN,
+        f32::INFINITY,
+    ];
+    let ints = [
+        1,
+        -1,
+        2,
+        0,
+        0,
+        2_147_483_520,
+        i32::MIN,
+        i32::MIN,
+        i32::MIN,
+        i32::MIN,
+        i32::MIN,
+        i32::MIN,
+    ];
+    // 2^24 + 1 ties between two floats and goes to the even one; i32::MAX rounds up to 2^31
+    let back = [
+        16_777_217i32,
+        -7,
+        i32::MAX,
+        i32::MIN,
+        3,
+        0,
+        1 << 30,
+        -123_456_789,
+    ];
+    let back_want: Vec<f32> = [16_777_216.0, -7.0, 2_147_483_648.0, -2_147_483_648.0, 3.0]
+        .into_iter()
+        .chain([0.0, 1_073_741_824.0, -123_456_792.0])
+        .collect();
+    for (threads, be) in backends() {
+        let ctx = Context::init(1 << 20, false).unwrap();
+        // [6, 2] stored transposed: the copy reads it in logical order
+        let a = ctx.new_tensor_2d(Type::F32, 2, 6).unwrap();
+        let transposed: Vec<f32> = (0..12).map(|i| floats[(i % 2) * 6 + i / 2]).collect();
+        a.set_f32(&transposed).unwrap();
+        let a = ctx.transpose(&a).unwrap();
+        let to_int = ctx
+            .cpy(&a, &ctx.new_tensor_2d(Type::I32, 6, 2).unwrap())
+            .unwrap();
+        let i = ctx.new_tensor_1d(Type::I32, back.len() as i64).unwrap();
+        i.set_i32(&back).unwrap();
+        let to_float = ctx
+            .cpy(
+                &i,
+                &ctx.new_tensor_1d(Type::F32, back.len() as i64).unwrap(),
+            )
+            .unwrap();
+        let graph = ctx.build_forward_expand(&to_int).unwrap();
+        graph.build_forward_expand(&to_float).unwrap();
+        be.graph_compute(&graph).unwrap();
+        assert_eq!(
+            to_int.get_i32().unwrap(),
+            ints,
+            "F32 -> I32, {threads} threads"
+        );
+        let got = to_float.get_f32().unwrap();
+        assert_eq!(got, back_want, "I32 -> F32, {threads} threads");
+    }
 }

@@ -1,6 +1,8 @@
 //! CPY, DUP and CONT: copy any layout into any layout of the same element count, converting
-//! between F32, F16 and BF16 (and copying other non-quantized types bit for bit when source
-//! and destination agree). Elements are matched in logical order, dimension 0 fastest, as
+//! between F32, F16 and BF16, and between F32 and I32 as GGML's CPU does on x86 (toward zero,
+//! NaN and out-of-range values to `i32::MIN`: [`f32_to_i32`](super::f32_to_i32); I32 to F32
+//! rounded to nearest even), and copying other non-quantized types bit for bit when source
+//! and destination agree. Elements are matched in logical order, dimension 0 fastest, as
 //! GGML's `dup`/`cpy` do when the shapes differ. Between a float type and a quantized one
 //! (same shape), rows are quantized as GGML's CPU quantizes them ([`quantize_row_cpu`]: its
 //! x86 quantizer for Q8_0 and Q8_1, the reference one for every other type) or dequantized.

@@ -407,7 +407,8 @@ pub(crate) unsafe fn dequantize_into(t: &TensorPtr, row: *const u8, out: &mut [f
 /// Whether element copies from `src` to `dst` are supported: equal non-quantized types (bit
 /// copies), or any pair of F32, F16 and BF16 (conversions).
 pub(crate) fn copyable(src: Type, dst: Type) -> bool {
-    (src == dst && !src.is_quantized()) || (is_float(src) && is_float(dst))
+    let f32_i32 = matches!((src, dst), (Type::F32, Type::I32) | (Type::I32, Type::F32));
+    (src == dst && !src.is_quantized()) || (is_float(src) && is_float(dst)) || f32_i32
 }
 
 /// Reads one F32/F16/BF16/I32 element as f32.
@@ -460,9 +461,22 @@ pub(crate) unsafe fn store(p: *mut u8, ty: Type, v: f32) {
             Type::F32 => (p as *mut f32).write_unaligned(v),
             Type::F16 => (p as *mut f16).write_unaligned(f16::from_f32(v)),
             Type::BF16 => (p as *mut bf16).write_unaligned(f32_to_bf16(v)),
-            Type::I32 => (p as *mut i32).write_unaligned(v as i32),
+            Type::I32 => (p as *mut i32).write_unaligned(f32_to_i32(v)),
             _ => {}
         }
+    }
+}
+
+/// `v` as an i32 as GGML's CPU converts it on x86 (C's conversion, `cvttss2si`): toward zero,
+/// and `i32::MIN` for a NaN or a value outside i32's range (where C leaves it undefined and
+/// the instruction gives that "indefinite" value), not Rust's saturating `as`.
+#[inline]
+pub(crate) fn f32_to_i32(v: f32) -> i32 {
+    // 2^31 is exactly representable; every f32 below it and at or above −2^31 fits.
+    if v.is_nan() || !(-2_147_483_648.0..2_147_483_648.0).contains(&v) {
+        i32::MIN
+    } else {
+        v as i32
     }
 }
 

@@ -179,6 +179,7 @@ pub const GGML_BUGS: &[(&str, &str, &str)] = &[
     ("POOL_1D", "type=bf16", POOL_BF16_AS_F16),
     ("POOL_2D", "type=bf16", POOL_BF16_AS_F16),
     ("GET_REL_POS", "type=bf16", GET_REL_POS_BITS),
+    ("ROPE", "ne_a=[11,", ROPE_ODD_ROWS),
 ];
 
 const ROWS_BY_NB1: &str = "GGML's CPU kernel steps through the rows as i·nb1 (and reads each \
@@ -195,6 +196,9 @@ const IM2COL_PACKED_ROWS: &str = "GGML's CPU kernel reads each input plane as pa
      (`iih·IW + iiw`), ignoring the input's row stride nb1";
 const POOL_BF16_AS_F16: &str = "GGML's CPU kernel reads every non-F32 input as F16, so BF16 \
      values are decoded as F16 bit patterns";
+const ROPE_ODD_ROWS: &str = "GGML's CPU kernel copies the channels it does not rotate in \
+     pairs, so a row of odd length writes one element past its end (past the tensor on the \
+     last row) and reads one past its source row";
 const GET_REL_POS_BITS: &str = "GGML's CPU kernel copies a BF16 table's bits into the F16 \
      result unconverted";
 

@@ -141,7 +141,10 @@
 //!   GROUP_NORM with n_groups = i32::MAX (GGML's int `(ne2 + n_groups − 1) / n_groups`
 //!   overflows); IM2COL on a padded input (GGML reads the input planes as packed rows,
 //!   ignoring nb1); POOL_1D and POOL_2D on BF16 (GGML decodes every non-F32 input as F16);
-//!   GET_REL_POS of a BF16 table (GGML copies its bits into the F16 result unconverted).
+//!   GET_REL_POS of a BF16 table (GGML copies its bits into the F16 result unconverted);
+//!   ROPE with rows of odd length (GGML copies the unrotated channels in pairs, one element
+//!   past each row: past the tensor on the last row, and with two threads a row can overwrite
+//!   its neighbour's first element).
 //! - Apart from those, no case GGML computes differs from ours beyond its threshold.
 #![warn(missing_docs)]
 

@@ -30,8 +30,8 @@ macro_rules! shared_usage {
 "
     };
     (flash_attn) => {
-        "  --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT (faster
-                         here at present; greedy text may differ from llama.cpp's default)
+        "  --no-flash-attn        attention by MUL_MAT and SOFT_MAX instead of FLASH_ATTN_EXT, as
+                         llama.cpp's -fa off (slower here; flash attention is the default)
 "
     };
 }

@@ -103,7 +103,7 @@ fn unary_expr(op: UnaryOp, ty: Type) -> &'static str {
         UnaryOp::Silu => "silu_(x)",
         UnaryOp::Hardswish => "x * clamp((x + 3.0) / 6.0, 0.0, 1.0)",
         UnaryOp::Hardsigmoid => "clamp((x + 3.0) / 6.0, 0.0, 1.0)",
-        UnaryOp::Exp => "exp(x)",
+        UnaryOp::Exp => "exp_(x)",
         UnaryOp::Expm1 => "expm1_(x)",
         UnaryOp::Softplus => "select(log(1.0 + exp(x)), x, x > 20.0)",
         UnaryOp::GeluErf => "gelu_erf_(x)",

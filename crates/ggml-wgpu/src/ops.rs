@@ -772,7 +772,7 @@ fn plan(
     for (k, o) in operands.iter().enumerate() {
         params[DESC_WORDS * (k + 1)..DESC_WORDS * (k + 2)].copy_from_slice(&o.desc);
     }
-    params[X_AT..].copy_from_slice(&x);
+    params[X_AT..wgsl::KEEP_AT].copy_from_slice(&x);
     let types: Vec<Type> = operands.iter().map(|o| o.ty).collect();
     let key = format!("{name}|{}|{}|{:?}", kernel_variant(kind), n.ty(), types);
     // The kernels that check indices bind the fault slots after their operands.
@@ -1268,7 +1268,9 @@ pub(crate) fn record(
     let stride = block.next_multiple_of(align);
     let mut bytes = vec![0u8; stride * steps.len()];
     for (k, s) in steps.iter().enumerate() {
-        for (w, v) in s.params.iter().enumerate() {
+        let mut params = s.params;
+        params[wgsl::KEEP_AT..].copy_from_slice(&wgsl::KEEP);
+        for (w, v) in params.iter().enumerate() {
             bytes[k * stride + 4 * w..k * stride + 4 * w + 4].copy_from_slice(&v.to_le_bytes());
         }
     }

@@ -342,10 +342,24 @@ fn exp_gives_the_c_librarys_expf_bit_for_bit() {
     let Some((gpu, _)) = gpu_and_cpu_in_f64() else {
         return;
     };
-    let edges = [0xc2cf_f1b4u32, 0xc2ce_8ecf, 0xc2ae_ac50, 0x42b1_7217, 0xb300_0000]
-        .into_iter()
-        .flat_map(|b| b - 4096..b + 4096);
-    let special = [0u32, 1, 0x8000_0001, 0x807f_ffff, 0x7f80_0000, 0xff80_0000, 0x7fc0_0000];
+    let edges = [
+        0xc2cf_f1b4u32,
+        0xc2ce_8ecf,
+        0xc2ae_ac50,
+        0x42b1_7217,
+        0xb300_0000,
+    ]
+    .into_iter()
+    .flat_map(|b| b - 4096..b + 4096);
+    let special = [
+        0u32,
+        1,
+        0x8000_0001,
+        0x807f_ffff,
+        0x7f80_0000,
+        0xff80_0000,
+        0x7fc0_0000,
+    ];
     let xs: Vec<f32> = (0x8000_0000u32..0xc2d0_0000)
         .step_by(61)
         .chain((0..0x42b2_0000).step_by(997))
@@ -762,5 +776,86 @@ fn gelus_round_through_f16_as_the_cpu_does() {
                 assert_eq!(d[mid], ggml::f16::from_f32(d[mid]).to_f32());
             }
         }
+    }
+}
+
+/// `v` as F16 values where `half`, else F32.
+fn float(half: bool, v: &[f32]) -> Data<'_> {
+    if half {
+        Data::F16(v)
+    } else {
+        Data::F32(v)
+    }
+}
+
+/// FLASH_ATTN_EXT on the CPU's rows path (fewer than 64 query rows) at Gemma's head size, with
+/// up to 256 keys (masked past a diagonal) and scores spread over a wide range: F16 K and V
+/// (Gemma's cache), and F16 with F32 either way, give the CPU's bits for every output. Those
+/// are the two-sums of the F16 accumulator and of the f64 helpers (`keep`: without it lavapipe
+/// simplified every two-sum's error to 0, 3 of 7168 outputs differed at 7 rows × 32 keys).
+#[test]
+fn flash_attention_rows_give_the_cpus_bits() {
+    let Some((gpu, cpu)) = gpu_and_cpu_in_f64() else {
+        return;
+    };
+    let mut values = lcg(7);
+    for (nt, nkv, amp, k16, v16) in [
+        (7i64, 32i64, 2.0f32, true, true),
+        (7, 32, 2.0, false, true),
+        (7, 32, 2.0, true, false),
+        (38, 256, 2.0, true, true),
+        (38, 256, 8.0, true, true),
+        (38, 256, 2.0, true, false),
+        (38, 256, 2.0, false, true),
+        (1, 256, 8.0, true, true),
+    ] {
+        let (ntu, nkvu) = (nt as usize, nkv as usize);
+        let q: Vec<f32> = (0..256 * 4 * ntu).map(|_| 4.0 * values()).collect();
+        let kv: Vec<f32> = (0..256 * nkvu).map(|_| amp * values()).collect();
+        let vv: Vec<f32> = (0..256 * nkvu).map(|_| 2.0 * values()).collect();
+        let rows = ntu.next_multiple_of(64);
+        let mask: Vec<f32> = (0..nkvu * rows)
+            .map(|i| {
+                if i % nkvu > 100 + i / nkvu {
+                    f32::NEG_INFINITY
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let shapes: [&[i64]; 4] = [
+            &[256, nt, 4],
+            &[256, nkv, 1],
+            &[256, nkv, 1],
+            &[nkv, rows as i64],
+        ];
+        let data = [
+            Data::F32(&q),
+            float(k16, &kv),
+            float(v16, &vv),
+            Data::F16(&mask),
+        ];
+        let build = |c: &Context, t: &[ggml::Tensor]| {
+            let o = c
+                .flash_attn_ext(&t[0], &t[1], &t[2], Some(&t[3]), 1.0 / 16.0, 0.0, 0.0)
+                .unwrap();
+            o.flash_attn_ext_set_prec(ggml::ops::Prec::F32).unwrap();
+            o
+        };
+        let g = gemma_op_on(&gpu, &shapes, &data, &build);
+        let c = gemma_op_on(&cpu, &shapes, &data, &build);
+        let differ = g
+            .iter()
+            .zip(&c)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(
+            differ,
+            0,
+            "{nt} rows, {nkv} keys (scale {amp}), K F16 {k16}, V F16 {v16}: {differ} of {} \
+             outputs differ, NMSE {:.3e}",
+            c.len(),
+            nmse(&g, &c)
+        );
     }
 }

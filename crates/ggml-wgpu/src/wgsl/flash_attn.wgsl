@@ -40,8 +40,8 @@ fn round_acc(v: f32) -> f32 {
 // `vfmadd…ph`: the f32 sum's error from a two-sum moves it to round-to-odd first.
 fn fma_f16_once(x: f32, v: f32, y: f32) -> f32 {
     let pr = x * v;
-    let s = pr + y;
-    let bb = s - pr;
+    let s = keep(pr + y);
+    let bb = keep(s - pr);
     let e = (pr - (s - bb)) + (y - bb);
     var bits = bitcast<u32>(s);
     if (e != 0.0 && (bits & 1u) == 0u) {

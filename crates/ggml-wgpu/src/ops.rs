@@ -639,7 +639,8 @@ fn plan(
             let mask = optional(1, &a)?;
             let sinks = optional(2, &a)?;
             let ops = vec![a, mask, sinks];
-            ("soft_max", wgsl::SOFT_MAX.to_string(), ops, rows)
+            let body = format!("{}{}", wgsl::SOFT_MAX, wgsl::soft_max_sum(gpu));
+            ("soft_max", body, ops, rows)
         }
         Kind::Rope => {
             let p: RopeParams = read_params(&op_params);

@@ -430,6 +430,14 @@ const FMA_F64: &str = "
 fn keep64(v: f64) -> f64 {
     return v * f64(bitcast<f32>(p.k.x));
 }
+// The positive double y rounded to f32 once, subnormal results included (devices may flush
+// them in f32).
+fn f32_of_(y: f64) -> f32 {
+    if (y >= f64(0x1p-126)) {
+        return f32(y);
+    }
+    return bitcast<f32>(u32(round(y * f64(0x1p149))));
+}
 fn fma_(a: f32, b: f32, c: f32) -> f32 {
     let pr = f64(a) * f64(b);
     let s = keep64(pr + f64(c));
@@ -657,11 +665,7 @@ fn exp_(x32: f32) -> f32 {{
     let sc = EXPF_T[ki & 31] * p;
     let zc = fma64_({c0}, r, {c1});
     let y0 = fma64_({c2}, r, f64(1.0));
-    let y = fma64_(zc, r * r, y0) * sc;
-    if (y >= f64(0x1p-126)) {{
-        return f32(y);
-    }}
-    return bitcast<f32>(u32(round(y * f64(0x1p149))));
+    return f32_of_(fma64_(zc, r * r, y0) * sc);
 }}
 ",
         table = table.join(", ")
@@ -725,6 +729,118 @@ fn sq_mean(ra: u32, n: u32, lid: u32, sum: f32) -> f32 {
 }
 ";
 
+/// `soft_exp_` and `soft_inv` for `soft_max.wgsl` where the device computes in f64: the CPU's
+/// SOFT_MAX (`ggml::cpu` softmax.rs): its own f32 exponential (`exp_f32`: `x = n·ln 2 + r`
+/// with ln 2 in two parts, Taylor to r⁷ in Horner form, `2^n` in two halves; the same
+/// constants, f32 steps in its order, the last product rounded once through f64 so that
+/// subnormal results are the CPU's), the row's exponentials summed in f64 in 16 lanes (as
+/// `sq_mean` of NORM_F64), the sink's (the C library's `expf`, `exp_`) added after, and
+/// `1 / sum` in f64 rounded to f32. Invocations 0..16 sum a lane each.
+fn soft_max_f64() -> String {
+    let bits = |v: f32| format!("bitcast<f32>({:#010x}u)", v.to_bits());
+    let coef: Vec<String> = [
+        1.0f32 / 720.0,
+        1.0 / 120.0,
+        1.0 / 24.0,
+        1.0 / 6.0,
+        0.5,
+        1.0,
+        1.0,
+    ]
+    .iter()
+    .map(|&c| format!("    q = q * r + {};\n", bits(c)))
+    .collect();
+    format!(
+        "
+fn soft_exp_(x: f32) -> f32 {{
+    let xc = clamp(x, {lo}, {hi});
+    let t = keep(xc * {log2e} + 12582912.0);
+    let n = t - 12582912.0;
+    let ni = i32(bitcast<u32>(t)) - 0x4b400000;
+    let r = (xc - n * {ln2_hi}) - n * {ln2_lo};
+    var q = {c7};
+{coef}    let n1 = ni >> 1u;
+    let s1 = bitcast<f32>(u32(n1 + 127) << 23u);
+    let s2 = bitcast<f32>(u32(ni - n1 + 127) << 23u);
+    let y = f32_of_(f64(q * s1) * f64(s2));
+    if (x < -104.0) {{
+        return 0.0;
+    }}
+    if (x > {over}) {{
+        return bitcast<f32>(0x7f800000u);
+    }}
+    return y;
+}}
+
+var<workgroup> soft_lanes: array<f64, 16>;
+fn soft_inv(ra: u32, rm: u32, slope: f32, mx: f32, n: u32, lid: u32, sink: f32) -> f32 {{
+    let whole = n - n % 16u;
+    if (lid < 16u) {{
+        var acc = f64(0.0);
+        for (var i = lid; i < whole; i = i + 16u) {{
+            acc = acc + f64(soft_exp_(logit(ra, rm, i, slope) - mx));
+        }}
+        if (whole + lid < n) {{
+            acc = acc + f64(soft_exp_(logit(ra, rm, whole + lid, slope) - mx));
+        }}
+        soft_lanes[lid] = acc;
+    }}
+    workgroupBarrier();
+    if (lid == 0u) {{
+        for (var w = 8u; w > 0u; w = w / 2u) {{
+            for (var l = 0u; l < w; l = l + 1u) {{
+                soft_lanes[l] = soft_lanes[l] + soft_lanes[l + w];
+            }}
+        }}
+    }}
+    workgroupBarrier();
+    var sum = soft_lanes[0];
+    if (xu(2u) == 1u) {{
+        sum = sum + f64(exp_(sink - mx));
+    }}
+    workgroupBarrier();
+    return f32(f64(1.0) / sum);
+}}
+",
+        log2e = bits(std::f32::consts::LOG2_E),
+        ln2_hi = bits(0.693_359_4),
+        ln2_lo = bits(-2.121_944_4e-4),
+        c7 = bits(1.0 / 5040.0),
+        over = bits(88.73),
+        lo = bits(-104.0),
+        hi = bits(88.8),
+        coef = coef.concat()
+    )
+}
+
+/// `soft_exp_` and `soft_inv` without f64: the adapter's `exp`, the row's sum in f32.
+const SOFT_MAX_F32: &str = "
+fn soft_exp_(x: f32) -> f32 {
+    return exp(x);
+}
+fn soft_inv(ra: u32, rm: u32, slope: f32, mx: f32, n: u32, lid: u32, sink: f32) -> f32 {
+    var s = 0.0;
+    for (var i = lid; i < n; i = i + 64u) {
+        s = s + exp(logit(ra, rm, i, slope) - mx);
+    }
+    var sum = wg_sum(lid, s);
+    if (xu(2u) == 1u) {
+        sum = sum + exp(sink - mx);
+    }
+    return 1.0 / sum;
+}
+";
+
+/// SOFT_MAX's exponential and normalisation for `soft_max.wgsl` on `gpu` (the CPU's where it
+/// has `SHADER_F64`).
+pub(crate) fn soft_max_sum(gpu: &Gpu) -> String {
+    if gpu.f64 {
+        soft_max_f64()
+    } else {
+        SOFT_MAX_F32.to_string()
+    }
+}
+
 /// RMS_NORM's mean square for `norm.wgsl` on `gpu` (in f64 where it has `SHADER_F64`).
 pub(crate) fn norm_sq_mean(gpu: &Gpu) -> &'static str {
     if gpu.f64 {
@@ -772,7 +888,7 @@ pub(crate) fn source(body: &str, dst: Type, srcs: &[Type], gpu: &Gpu) -> Result<
             );
         }
     }
-    if body.contains("wg_sum(") {
+    if body.contains("wg_sum(") || body.contains("wg_max(") {
         s.push_str(REDUCE);
     }
     s.push_str(body);

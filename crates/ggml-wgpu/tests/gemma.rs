@@ -144,11 +144,14 @@ fn the_cpus_own_paths_differ_on_gemma_by() {
     );
 }
 
+/// The sessions' options: flash attention unless `GGML_WGPU_GEMMA_NO_FA` is set (then
+/// SOFT_MAX over the scores, llama.cpp's `-fa off`).
 fn options() -> SessionOptions {
     SessionOptions {
         n_ctx: 256,
         n_threads: 2,
         n_batch: 64,
+        flash_attn: std::env::var_os("GGML_WGPU_GEMMA_NO_FA").is_none(),
         ..SessionOptions::default()
     }
 }

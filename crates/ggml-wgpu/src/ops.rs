@@ -740,8 +740,8 @@ fn plan(
             } else if qb > 0 {
                 wgsl::MUL_MAT_QUANT.replace("{QB}", &qb.to_string())
             } else {
-                let br = float_act_rounding(a.ty);
-                wgsl::MUL_MAT_FLOAT.replace("{BR}", &br.to_string())
+                x[6] = f16_order(&a, &b, &params[..DESC_WORDS]);
+                wgsl::mul_mat_float(gpu, float_act_rounding(a.ty))
             };
             let body = format!("{}{dots}", wgsl::MUL_MAT);
             ("mul_mat", body, vec![a, b], groups)
@@ -933,10 +933,10 @@ fn flash_attn_roundings(n_q: u32, k: Type, v: Type) -> u32 {
     q | acc
 }
 
-/// Whether the CPU's FLASH_ATTN_EXT takes AVX-512 FP16 steps for an F16 value accumulator (as
-/// GGML built for such a CPU does): the CPU has AVX-512 (F, BW, VL, VNNI) and FP16, and
-/// `GGML_CPU_FORCE` does not name a narrower path. The device then rounds as it does.
-fn cpu_half_native() -> bool {
+/// Whether the CPU's kernels take their AVX-512 path: the CPU has AVX2, FMA, F16C and AVX-512
+/// (F, BW, VL, VNNI), and `GGML_CPU_FORCE` does not name a narrower path (as the CPU backend
+/// decides).
+fn cpu_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         let narrower = matches!(
@@ -944,14 +944,47 @@ fn cpu_half_native() -> bool {
             Ok("scalar" | "avx2")
         );
         !narrower
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
             && std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx512vl")
             && std::arch::is_x86_feature_detected!("avx512vnni")
-            && std::arch::is_x86_feature_detected!("avx512fp16")
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
+}
+
+/// Whether the CPU's FLASH_ATTN_EXT takes AVX-512 FP16 steps for an F16 value accumulator (as
+/// GGML built for such a CPU does): its AVX-512 path on a CPU with FP16. The device then
+/// rounds as it does.
+fn cpu_half_native() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        cpu_avx512() && std::arch::is_x86_feature_detected!("avx512fp16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// The float order of MUL_MAT with weights `a` and activations `b` giving the result `d`
+/// (its descriptor), `x6` of `mul_mat_float.wgsl`: the CPU's AVX-512 F16 product
+/// (F16 weights with packed rows, F32 result): 2 tinyBLAS's (2 columns or more per batch,
+/// weight rows a multiple of 4, `b` F32 or contiguous F16), else 1 `ggml_vec_dot_f16`'s;
+/// 0 (one sum in order of k) for other weights or CPUs.
+fn f16_order(a: &Operand, b: &Operand, d: &[u32]) -> u32 {
+    let (ad, bd) = (&a.desc, &b.desc);
+    if a.ty != Type::F16 || ad[4] != 2 || d[4] != 4 || !cpu_avx512() {
+        return 0;
+    }
+    let b_packed =
+        bd[4] == 2 && bd[5] == 2 * bd[0] && bd[6] == bd[5] * bd[1] && bd[7] == bd[6] * bd[2];
+    if d[1] >= 2 && ad[1] % 4 == 0 && (b.ty != Type::F16 || b_packed) {
+        2
+    } else {
+        1
+    }
 }
 
 /// Values per block of the 8-bit rounding the CPU gives MUL_MAT's activations for weights of

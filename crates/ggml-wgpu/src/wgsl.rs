@@ -841,6 +841,36 @@ pub(crate) fn soft_max_sum(gpu: &Gpu) -> String {
     }
 }
 
+/// `tail_sum(h, ra, rb, i0, k)` for `mul_mat_float.wgsl` where the device computes in f64:
+/// `h` plus the products `i0..k`, one at a time in f64, rounded to f32 last.
+const TAIL_F64: &str = "
+fn tail_sum(h: f32, ra: u32, rb: u32, i0: u32, k: u32) -> f32 {
+    var s = f64(h);
+    for (var i = i0; i < k; i = i + 1u) {
+        s = s + f64(prod(ra, rb, i));
+    }
+    return f32(s);
+}
+";
+
+/// `tail_sum` without f64: the products added in f32.
+const TAIL_F32: &str = "
+fn tail_sum(h: f32, ra: u32, rb: u32, i0: u32, k: u32) -> f32 {
+    var s = h;
+    for (var i = i0; i < k; i = i + 1u) {
+        s = s + prod(ra, rb, i);
+    }
+    return s;
+}
+";
+
+/// MUL_MAT's float dot products for `gpu` (`mul_mat_float.wgsl` with its `tail_sum`) for
+/// weights of `ty`.
+pub(crate) fn mul_mat_float(gpu: &Gpu, br: u32) -> String {
+    let tail = if gpu.f64 { TAIL_F64 } else { TAIL_F32 };
+    format!("{}{tail}", MUL_MAT_FLOAT.replace("{BR}", &br.to_string()))
+}
+
 /// RMS_NORM's mean square for `norm.wgsl` on `gpu` (in f64 where it has `SHADER_F64`).
 pub(crate) fn norm_sq_mean(gpu: &Gpu) -> &'static str {
     if gpu.f64 {

@@ -836,6 +836,42 @@ fn soft_max_gives_the_cpus_bits() {
     }
 }
 
+/// MUL_MAT with F16 weights (Gemma's attention products without flash attention: K·Q and
+/// V·softmax over the F16 cache) gives the CPU's bits: on its AVX-512 path tinyBLAS's order
+/// from 2 columns, `ggml_vec_dot_f16`'s for one (or weight rows not a multiple of 4), for k
+/// with every kind of tail, F32 and F16 activations.
+#[test]
+fn f16_products_give_the_cpus_bits() {
+    let Some((gpu, cpu)) = gpu_and_cpu_in_f64() else {
+        return;
+    };
+    let mut values = lcg(55);
+    for k in [1i64, 15, 16, 17, 63, 64, 65, 100, 256, 257] {
+        for (m, cols) in [(8i64, 1i64), (8, 2), (6, 7), (12, 20), (4, 38)] {
+            let w: Vec<f32> = (0..k * m).map(|_| 3.0 * values()).collect();
+            let x: Vec<f32> = (0..k * cols).map(|_| 5.0 * values()).collect();
+            for half in [false, true] {
+                let shapes: [&[i64]; 2] = [&[k, m], &[k, cols]];
+                let data = [Data::F16(&w), float(half, &x)];
+                let build = |c: &Context, t: &[ggml::Tensor]| c.mul_mat(&t[0], &t[1]).unwrap();
+                let g = gemma_op_on(&gpu, &shapes, &data, &build);
+                let c = gemma_op_on(&cpu, &shapes, &data, &build);
+                let differ = (g.iter().zip(&c))
+                    .filter(|(a, b)| a.to_bits() != b.to_bits())
+                    .count();
+                assert_eq!(
+                    differ,
+                    0,
+                    "k {k}, {m} rows, {cols} columns, F16 activations {half}: {differ} of {} \
+                     differ, NMSE {:.3e}",
+                    c.len(),
+                    nmse(&g, &c)
+                );
+            }
+        }
+    }
+}
+
 /// `v` as F16 values where `half`, else F32.
 fn float(half: bool, v: &[f32]) -> Data<'_> {
     if half {

@@ -738,18 +738,12 @@ fn sq_mean(ra: u32, n: u32, lid: u32, sum: f32) -> f32 {
 /// `1 / sum` in f64 rounded to f32. Invocations 0..16 sum a lane each.
 fn soft_max_f64() -> String {
     let bits = |v: f32| format!("bitcast<f32>({:#010x}u)", v.to_bits());
-    let coef: Vec<String> = [
-        1.0f32 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        0.5,
-        1.0,
-        1.0,
-    ]
-    .iter()
-    .map(|&c| format!("    q = q * r + {};\n", bits(c)))
-    .collect();
+    // 1/k! for k from 6 down to 0 (the CPU's constants, each one f32 division).
+    let coef: Vec<String> = (0..7)
+        .rev()
+        .map(|k| 1.0f32 / (1..=k).product::<u32>() as f32)
+        .map(|c| format!("    q = q * r + {};\n", bits(c)))
+        .collect();
     format!(
         "
 fn soft_exp_(x: f32) -> f32 {{
@@ -805,7 +799,7 @@ fn soft_inv(ra: u32, rm: u32, slope: f32, mx: f32, n: u32, lid: u32, sink: f32) 
         log2e = bits(std::f32::consts::LOG2_E),
         ln2_hi = bits(0.693_359_4),
         ln2_lo = bits(-2.121_944_4e-4),
-        c7 = bits(1.0 / 5040.0),
+        c7 = bits(1.0f32 / 5040.0),
         over = bits(88.73),
         lo = bits(-104.0),
         hi = bits(88.8),

@@ -433,6 +433,50 @@ fn gemma_op_on(
     out.get_f32().unwrap()
 }
 
+/// Asserts that the op `build` makes gives the same bits on `gpu` as on `cpu` for every
+/// output (`what` names the case).
+fn same_bits(
+    gpu: &ggml::Backend,
+    cpu: &ggml::Backend,
+    shapes: &[&[i64]],
+    data: &[Data<'_>],
+    build: &dyn Fn(&Context, &[ggml::Tensor]) -> ggml::Tensor,
+    what: String,
+) {
+    let g = gemma_op_on(gpu, shapes, data, build);
+    let c = gemma_op_on(cpu, shapes, data, build);
+    let differ = (g.iter().zip(&c))
+        .filter(|(a, b)| a.to_bits() != b.to_bits())
+        .count();
+    assert_eq!(
+        differ,
+        0,
+        "{what}: {differ} of {} outputs differ from the CPU's bits, NMSE {:.3e}",
+        c.len(),
+        nmse(&g, &c)
+    );
+}
+
+/// A mask of `rows` rows of `n_kv`: 0, or −∞ past `diag` keys beyond the row's index.
+fn masked_past(n_kv: usize, rows: usize, diag: usize) -> Vec<f32> {
+    (0..n_kv * rows)
+        .map(|i| {
+            if i % n_kv > diag + i / n_kv {
+                f32::NEG_INFINITY
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+/// Gemma's FLASH_ATTN_EXT (scale 1/16, F32 precision) of q, k, v and mask `t[0..4]`.
+fn gemma_attention(c: &Context, t: &[ggml::Tensor]) -> ggml::Tensor {
+    let o = (c.flash_attn_ext(&t[0], &t[1], &t[2], Some(&t[3]), 1.0 / 16.0, 0.0, 0.0)).unwrap();
+    o.flash_attn_ext_set_prec(ggml::ops::Prec::F32).unwrap();
+    o
+}
+
 /// The ops of Gemma 3 270M's layers besides MUL_MAT, at its shapes (7 tokens): RMS_NORM
 /// (rows of 640 and per-head rows of 256), ROPE NEOX (256 dimensions, both of its bases, at
 /// positions up to 225), GEGLU and FLASH_ATTN_EXT (F16 K and V, F16 mask: the CPU's rows path)
@@ -455,15 +499,7 @@ fn gemma_layer_ops_give_the_cpus_bits() {
     let n_kv = NKV as usize;
     let kv: Vec<f32> = (0..256 * n_kv).map(|_| 2.0 * values()).collect();
     let vv: Vec<f32> = (0..256 * n_kv).map(|_| 2.0 * values()).collect();
-    let mask: Vec<f32> = (0..n_kv * 8)
-        .map(|i| {
-            if i % n_kv > 20 + i / n_kv {
-                f32::NEG_INFINITY
-            } else {
-                0.0
-            }
-        })
-        .collect();
+    let mask = masked_past(n_kv, 8, 20);
     let rope = |base: f32| {
         move |c: &Context, t: &[ggml::Tensor]| {
             c.rope_ext(
@@ -526,13 +562,7 @@ fn gemma_layer_ops_give_the_cpus_bits() {
                 Data::F16(&vv),
                 Data::F16(&mask),
             ],
-            &|c, t| {
-                let o = c
-                    .flash_attn_ext(&t[0], &t[1], &t[2], Some(&t[3]), 1.0 / 16.0, 0.0, 0.0)
-                    .unwrap();
-                o.flash_attn_ext_set_prec(ggml::ops::Prec::F32).unwrap();
-                o
-            },
+            &gemma_attention,
         ),
     ];
     for (name, shapes, data, build) in cases {
@@ -820,19 +850,8 @@ fn soft_max_gives_the_cpus_bits() {
                 o
             }
         };
-        let g = gemma_op_on(&gpu, &shapes, &data, &build);
-        let c = gemma_op_on(&cpu, &shapes, &data, &build);
-        let differ = (g.iter().zip(&c))
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count();
-        assert_eq!(
-            differ,
-            0,
-            "rows of {n} (x{amp}, max_bias {bias}, sinks {sinks}): {differ} of {} outputs \
-             differ, NMSE {:.3e}",
-            c.len(),
-            nmse(&g, &c)
-        );
+        let what = format!("rows of {n} (x{amp}, max_bias {bias}, sinks {sinks})");
+        same_bits(&gpu, &cpu, &shapes, &data, &build, what);
     }
 }
 
@@ -854,19 +873,8 @@ fn f16_products_give_the_cpus_bits() {
                 let shapes: [&[i64]; 2] = [&[k, m], &[k, cols]];
                 let data = [Data::F16(&w), float(half, &x)];
                 let build = |c: &Context, t: &[ggml::Tensor]| c.mul_mat(&t[0], &t[1]).unwrap();
-                let g = gemma_op_on(&gpu, &shapes, &data, &build);
-                let c = gemma_op_on(&cpu, &shapes, &data, &build);
-                let differ = (g.iter().zip(&c))
-                    .filter(|(a, b)| a.to_bits() != b.to_bits())
-                    .count();
-                assert_eq!(
-                    differ,
-                    0,
-                    "k {k}, {m} rows, {cols} columns, F16 activations {half}: {differ} of {} \
-                     differ, NMSE {:.3e}",
-                    c.len(),
-                    nmse(&g, &c)
-                );
+                let what = format!("k {k}, {m} rows, {cols} columns, F16 activations {half}");
+                same_bits(&gpu, &cpu, &shapes, &data, &build, what);
             }
         }
     }
@@ -907,15 +915,7 @@ fn flash_attention_rows_give_the_cpus_bits() {
         let kv: Vec<f32> = (0..256 * nkvu).map(|_| amp * values()).collect();
         let vv: Vec<f32> = (0..256 * nkvu).map(|_| 2.0 * values()).collect();
         let rows = ntu.next_multiple_of(64);
-        let mask: Vec<f32> = (0..nkvu * rows)
-            .map(|i| {
-                if i % nkvu > 100 + i / nkvu {
-                    f32::NEG_INFINITY
-                } else {
-                    0.0
-                }
-            })
-            .collect();
+        let mask = masked_past(nkvu, rows, 100);
         let shapes: [&[i64]; 4] = [
             &[256, nt, 4],
             &[256, nkv, 1],
@@ -928,27 +928,7 @@ fn flash_attention_rows_give_the_cpus_bits() {
             float(v16, &vv),
             Data::F16(&mask),
         ];
-        let build = |c: &Context, t: &[ggml::Tensor]| {
-            let o = c
-                .flash_attn_ext(&t[0], &t[1], &t[2], Some(&t[3]), 1.0 / 16.0, 0.0, 0.0)
-                .unwrap();
-            o.flash_attn_ext_set_prec(ggml::ops::Prec::F32).unwrap();
-            o
-        };
-        let g = gemma_op_on(&gpu, &shapes, &data, &build);
-        let c = gemma_op_on(&cpu, &shapes, &data, &build);
-        let differ = g
-            .iter()
-            .zip(&c)
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count();
-        assert_eq!(
-            differ,
-            0,
-            "{nt} rows, {nkv} keys (scale {amp}), K F16 {k16}, V F16 {v16}: {differ} of {} \
-             outputs differ, NMSE {:.3e}",
-            c.len(),
-            nmse(&g, &c)
-        );
+        let what = format!("{nt} rows, {nkv} keys (x{amp}), K F16 {k16}, V F16 {v16}");
+        same_bits(&gpu, &cpu, &shapes, &data, &gemma_attention, what);
     }
 }

@@ -55,7 +55,8 @@ pub const DISABLE_F16_ENV: &str = "GGML_WGPU_DISABLE_F16";
 
 /// When this environment variable is set, the devices do not use the adapters' `SHADER_F64`
 /// (the path of adapters without it: the kernels that take the CPU's float order through f64
-/// — fused multiply-adds, RMS_NORM's sums, ROPE's angles — fall back to f32).
+/// — fused multiply-adds, `expf`, RMS_NORM's and SOFT_MAX's sums, ROPE's angles, F16 products'
+/// tails — fall back to f32).
 pub const DISABLE_F64_ENV: &str = "GGML_WGPU_DISABLE_F64";
 
 /// Name of the registry [`register`] adds.

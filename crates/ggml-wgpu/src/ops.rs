@@ -103,7 +103,7 @@ fn unary_expr(op: UnaryOp, ty: Type) -> &'static str {
         UnaryOp::Silu => "silu_(x)",
         UnaryOp::Hardswish => "x * clamp((x + 3.0) / 6.0, 0.0, 1.0)",
         UnaryOp::Hardsigmoid => "clamp((x + 3.0) / 6.0, 0.0, 1.0)",
-        UnaryOp::Exp => "exp(x)",
+        UnaryOp::Exp => "exp_(x)",
         UnaryOp::Expm1 => "expm1_(x)",
         UnaryOp::Softplus => "select(log(1.0 + exp(x)), x, x > 20.0)",
         UnaryOp::GeluErf => "gelu_erf_(x)",
@@ -639,7 +639,8 @@ fn plan(
             let mask = optional(1, &a)?;
             let sinks = optional(2, &a)?;
             let ops = vec![a, mask, sinks];
-            ("soft_max", wgsl::SOFT_MAX.to_string(), ops, rows)
+            let body = format!("{}{}", wgsl::SOFT_MAX, wgsl::soft_max_sum(gpu));
+            ("soft_max", body, ops, rows)
         }
         Kind::Rope => {
             let p: RopeParams = read_params(&op_params);
@@ -739,8 +740,8 @@ fn plan(
             } else if qb > 0 {
                 wgsl::MUL_MAT_QUANT.replace("{QB}", &qb.to_string())
             } else {
-                let br = float_act_rounding(a.ty);
-                wgsl::MUL_MAT_FLOAT.replace("{BR}", &br.to_string())
+                x[6] = f16_order(&a, &b, &params[..DESC_WORDS]);
+                wgsl::mul_mat_float(gpu, float_act_rounding(a.ty))
             };
             let body = format!("{}{dots}", wgsl::MUL_MAT);
             ("mul_mat", body, vec![a, b], groups)
@@ -772,7 +773,7 @@ fn plan(
     for (k, o) in operands.iter().enumerate() {
         params[DESC_WORDS * (k + 1)..DESC_WORDS * (k + 2)].copy_from_slice(&o.desc);
     }
-    params[X_AT..].copy_from_slice(&x);
+    params[X_AT..wgsl::KEEP_AT].copy_from_slice(&x);
     let types: Vec<Type> = operands.iter().map(|o| o.ty).collect();
     let key = format!("{name}|{}|{}|{:?}", kernel_variant(kind), n.ty(), types);
     // The kernels that check indices bind the fault slots after their operands.
@@ -932,10 +933,10 @@ fn flash_attn_roundings(n_q: u32, k: Type, v: Type) -> u32 {
     q | acc
 }
 
-/// Whether the CPU's FLASH_ATTN_EXT takes AVX-512 FP16 steps for an F16 value accumulator (as
-/// GGML built for such a CPU does): the CPU has AVX-512 (F, BW, VL, VNNI) and FP16, and
-/// `GGML_CPU_FORCE` does not name a narrower path. The device then rounds as it does.
-fn cpu_half_native() -> bool {
+/// Whether the CPU's kernels take their AVX-512 path: the CPU has AVX2, FMA, F16C and AVX-512
+/// (F, BW, VL, VNNI), and `GGML_CPU_FORCE` does not name a narrower path (as the CPU backend
+/// decides).
+fn cpu_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         let narrower = matches!(
@@ -943,14 +944,47 @@ fn cpu_half_native() -> bool {
             Ok("scalar" | "avx2")
         );
         !narrower
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
             && std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx512vl")
             && std::arch::is_x86_feature_detected!("avx512vnni")
-            && std::arch::is_x86_feature_detected!("avx512fp16")
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
+}
+
+/// Whether the CPU's FLASH_ATTN_EXT takes AVX-512 FP16 steps for an F16 value accumulator (as
+/// GGML built for such a CPU does): its AVX-512 path on a CPU with FP16. The device then
+/// rounds as it does.
+fn cpu_half_native() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        cpu_avx512() && std::arch::is_x86_feature_detected!("avx512fp16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// The float order of MUL_MAT with weights `a` and activations `b` giving the result `d`
+/// (its descriptor), `x6` of `mul_mat_float.wgsl`: the CPU's AVX-512 F16 product
+/// (F16 weights with packed rows, F32 result): 2 tinyBLAS's (2 columns or more per batch,
+/// weight rows a multiple of 4, `b` F32 or contiguous F16), else 1 `ggml_vec_dot_f16`'s;
+/// 0 (one sum in order of k) for other weights or CPUs.
+fn f16_order(a: &Operand, b: &Operand, d: &[u32]) -> u32 {
+    let (ad, bd) = (&a.desc, &b.desc);
+    if a.ty != Type::F16 || ad[4] != 2 || d[4] != 4 || !cpu_avx512() {
+        return 0;
+    }
+    let b_packed =
+        bd[4] == 2 && bd[5] == 2 * bd[0] && bd[6] == bd[5] * bd[1] && bd[7] == bd[6] * bd[2];
+    if d[1] >= 2 && ad[1] % 4 == 0 && (b.ty != Type::F16 || b_packed) {
+        2
+    } else {
+        1
+    }
 }
 
 /// Values per block of the 8-bit rounding the CPU gives MUL_MAT's activations for weights of
@@ -1268,7 +1302,9 @@ pub(crate) fn record(
     let stride = block.next_multiple_of(align);
     let mut bytes = vec![0u8; stride * steps.len()];
     for (k, s) in steps.iter().enumerate() {
-        for (w, v) in s.params.iter().enumerate() {
+        let mut params = s.params;
+        params[wgsl::KEEP_AT..].copy_from_slice(&wgsl::KEEP);
+        for (w, v) in params.iter().enumerate() {
             bytes[k * stride + 4 * w..k * stride + 4 * w + 4].copy_from_slice(&v.to_le_bytes());
         }
     }

@@ -62,8 +62,15 @@ pub(crate) const OP_AT: usize = (1 + OPERANDS.len()) * DESC_WORDS;
 /// Where the kernel's extra words start (after the 16 words of op_params).
 pub(crate) const X_AT: usize = OP_AT + 16;
 
-/// Words of the parameter block: descriptors, op_params and 12 extras.
-pub(crate) const PARAM_WORDS: usize = X_AT + 12;
+/// Where the parameter block's constant words start (after the 12 extras): 1.0 as f32 bits,
+/// then zeros (`keep` in `common.wgsl`).
+pub(crate) const KEEP_AT: usize = X_AT + 12;
+
+/// The constant words at [`KEEP_AT`].
+pub(crate) const KEEP: [u32; 4] = [0x3f80_0000, 0, 0, 0];
+
+/// Words of the parameter block: descriptors, op_params, 12 extras and the constant words.
+pub(crate) const PARAM_WORDS: usize = KEEP_AT + 4;
 
 /// Whether the loaders can read `ty` as values (integer types are read as indices only).
 pub(crate) fn loadable(ty: Type) -> bool {
@@ -420,10 +427,21 @@ fn geglu_t(x: f32, y: f32) -> f32 {
 /// the sum on the midpoint of two f32 values the error says which way the exact sum rounds
 /// (no double rounding).
 const FMA_F64: &str = "
+fn keep64(v: f64) -> f64 {
+    return v * f64(bitcast<f32>(p.k.x));
+}
+// The positive double y rounded to f32 once, subnormal results included (devices may flush
+// them in f32).
+fn f32_of_(y: f64) -> f32 {
+    if (y >= f64(0x1p-126)) {
+        return f32(y);
+    }
+    return bitcast<f32>(u32(round(y * f64(0x1p149))));
+}
 fn fma_(a: f32, b: f32, c: f32) -> f32 {
     let pr = f64(a) * f64(b);
-    let s = pr + f64(c);
-    let bb = s - pr;
+    let s = keep64(pr + f64(c));
+    let bb = keep64(s - pr);
     let e = (pr - (s - bb)) + (f64(c) - bb);
     let r = f32(s);
     let diff = s - f64(r);
@@ -490,43 +508,169 @@ fn cos_sin_(x32: f32) -> vec2<f32> {
 }
 ";
 
-/// `exp_(x)`: e^x rounded to nearest from f64 (as the CPU's C library's `expf` gives it, but
-/// where the exact value lies next to a midpoint): `x` less the nearest multiple k of ln 2
-/// (Cody and Waite, ln 2 in two parts), a Taylor series to r^13 on |r| ≤ ln 2 / 2 (error below
-/// 1e-17), times 2^k (as two f32 powers of two, so k needs no f64 bit pattern).
-const EXP_F64: &str = "
-fn exp_(x32: f32) -> f32 {
-    if (x32 < -104.0) {
-        return 0.0;
-    }
-    if (x32 > 89.0) {
-        return bitcast<f32>(0x7f800000u);
-    }
-    let x = f64(x32);
-    let k = round(x * f64(1.44269504088896340736));
-    let r = (x - k * f64(6.93147180369123816490e-01)) - k * f64(1.90821492927058770002e-10);
-    var e = f64(1.0 / 6227020800.0);
-    e = e * r + f64(1.0 / 479001600.0);
-    e = e * r + f64(1.0 / 39916800.0);
-    e = e * r + f64(1.0 / 3628800.0);
-    e = e * r + f64(1.0 / 362880.0);
-    e = e * r + f64(1.0 / 40320.0);
-    e = e * r + f64(1.0 / 5040.0);
-    e = e * r + f64(1.0 / 720.0);
-    e = e * r + f64(1.0 / 120.0);
-    e = e * r + f64(1.0 / 24.0);
-    e = e * r + f64(1.0 / 6.0);
-    e = e * r + f64(0.5);
-    e = e * r + f64(1.0);
-    e = e * r + f64(1.0);
-    let ki = i32(k);
-    let k1 = ki / 2;
-    let k2 = ki - k1;
-    let p1 = f64(bitcast<f32>(u32(k1 + 127) << 23u));
-    let p2 = f64(bitcast<f32>(u32(k2 + 127) << 23u));
-    return f32(e * p1 * p2);
+/// The double 2^(i/32) of glibc's `expf` table (`__exp2f_data.tab[i] + (i << 47)`: glibc stores
+/// each entry with i/32 taken out of its exponent bits), for i in 0..32.
+pub(crate) const EXPF_TABLE: [u64; 32] = [
+    0x3ff0000000000000,
+    0x3ff059b0d3158574,
+    0x3ff0b5586cf9890f,
+    0x3ff11301d0125b51,
+    0x3ff172b83c7d517b,
+    0x3ff1d4873168b9aa,
+    0x3ff2387a6e756238,
+    0x3ff29e9df51fdee1,
+    0x3ff306fe0a31b715,
+    0x3ff371a7373aa9cb,
+    0x3ff3dea64c123422,
+    0x3ff44e086061892d,
+    0x3ff4bfdad5362a27,
+    0x3ff5342b569d4f82,
+    0x3ff5ab07dd485429,
+    0x3ff6247eb03a5585,
+    0x3ff6a09e667f3bcd,
+    0x3ff71f75e8ec5f74,
+    0x3ff7a11473eb0187,
+    0x3ff82589994cce13,
+    0x3ff8ace5422aa0db,
+    0x3ff93737b0cdc5e5,
+    0x3ff9c49182a3f090,
+    0x3ffa5503b23e255d,
+    0x3ffae89f995ad3ad,
+    0x3ffb7f76f2fb5e47,
+    0x3ffc199bdd85529c,
+    0x3ffcb720dcef9069,
+    0x3ffd5818dcfba487,
+    0x3ffdfc97337b9b5f,
+    0x3ffea4afa2a490da,
+    0x3fff50765b6e4540,
+];
+
+/// glibc's `expf` constants (`__exp2f_data`): 32/ln 2, and the polynomial
+/// `C0·r³ + C1·r² + C2·r + 1` ≈ 2^(r/32) on |r| ≤ 1/2.
+pub(crate) const EXPF_INV_LN2_N: u64 = 0x40471547652b82fe;
+/// `C0`, `C1`, `C2` of [`EXPF_INV_LN2_N`]'s polynomial.
+pub(crate) const EXPF_POLY: [u64; 3] = [0x3ebc6af84b912394, 0x3f2ebfce50fac4f3, 0x3f962e42ff0c52d6];
+
+/// glibc's `expf` thresholds, as f32 bits: above the first +∞, below the second 0, below the
+/// third (and above the second) the smallest subnormal (its `__math_may_uflowf`).
+pub(crate) const EXPF_LIMITS: [u32; 3] = [0x42b17217, 0xc2cff1b4, 0xc2ce8ecf];
+
+/// 32/ln 2 as two doubles of 29 and 24 significant bits, so that their products with an f32
+/// are exact.
+pub(crate) fn expf_inv_ln2_parts() -> (f64, f64) {
+    let hi = f64::from_bits(EXPF_INV_LN2_N & !((1u64 << 24) - 1));
+    (hi, f64::from_bits(EXPF_INV_LN2_N) - hi)
 }
-";
+
+/// `f64(…)` of the double `v` as an exact WGSL hexadecimal literal (finite, normal, nonzero).
+fn f64_literal(v: f64) -> String {
+    let b = v.to_bits();
+    let sign = if b >> 63 == 1 { "-" } else { "" };
+    let e = ((b >> 52) & 0x7ff) as i64 - 1023;
+    format!("f64({sign}0x1.{:013x}p{e})", b & ((1u64 << 52) - 1))
+}
+
+/// `exp_(x)` where the device computes in f64: glibc's `expf` bit for bit, as its FMA build
+/// (the CPU's `f32::exp` here) computes it. `k = round(x·32/ln 2)` and `r = x·32/ln 2 − k`
+/// (one rounding: glibc fuses the product), `2^(k/32)` from the table times `2^⌊k/32⌋`, the
+/// polynomial in `r` by three fused multiply-adds, the product with the power rounded to f32
+/// (subnormal results rounded here, as devices may flush them). Fused multiply-adds are
+/// emulated (`fma64_`: Dekker's exact product, then the sum rounded once), as lavapipe's
+/// `fma` is not fused. Assumes f64 additions and products rounded to nearest and not
+/// contracted, as lavapipe computes them.
+fn exp_f64() -> String {
+    let (hi, lo) = expf_inv_ln2_parts();
+    let table: Vec<String> = EXPF_TABLE
+        .iter()
+        .map(|&b| f64_literal(f64::from_bits(b)))
+        .collect();
+    let [c0, c1, c2] = EXPF_POLY.map(|b| f64_literal(f64::from_bits(b)));
+    let [over, under, may_under] = EXPF_LIMITS;
+    format!(
+        "
+const EXPF_T: array<f64, 32> = array<f64, 32>({table});
+
+// Veltkamp's split of `a` into two halves of 26 significant bits, for Dekker's product.
+fn split64_(a0: f64) -> vec2<f64> {{
+    let a = keep64(a0);
+    let c = f64(134217729.0) * a;
+    let h = c - keep64(c - a);
+    return vec2<f64>(h, a - h);
+}}
+
+// `a·b + c` rounded once, for |a·b| well below |c| (the polynomial's steps): the product
+// exactly as ph + pl (Dekker), c + ph exactly as s + e, e + pl as t + f (TwoSum), then s + t
+// rounded, unless s + t lies on a midpoint of doubles, where f decides.
+fn fma64_(a: f64, b: f64, c: f64) -> f64 {{
+    let ph = a * b;
+    let sa = split64_(a);
+    let sb = split64_(b);
+    let pl = (((sa.x * sb.x - ph) + sa.x * sb.y) + sa.y * sb.x) + sa.y * sb.y;
+    let s = keep64(c + ph);
+    let bs = keep64(s - c);
+    let e = (c - (s - bs)) + (ph - bs);
+    let t = keep64(e + pl);
+    let bt = keep64(t - e);
+    let f = (e - (t - bt)) + (pl - bt);
+    let v = keep64(s + t);
+    let g = t - keep64(v - s);
+    let w = keep64(v + f64(2.0) * g);
+    if (f != f64(0.0) && g != f64(0.0) && w - v == f64(2.0) * g && (f > f64(0.0)) == (g > f64(0.0))) {{
+        return w;
+    }}
+    return v;
+}}
+
+fn exp_(x32: f32) -> f32 {{
+    let ux = bitcast<u32>(x32);
+    let top = (ux >> 20u) & 0x7ffu;
+    if (top >= 0x42bu) {{
+        if (ux == 0xff800000u) {{
+            return 0.0;
+        }}
+        if (top >= 0x7f8u) {{
+            return x32 + x32;
+        }}
+        if (x32 > bitcast<f32>({over:#x}u)) {{
+            return bitcast<f32>(0x7f800000u);
+        }}
+        if (x32 < bitcast<f32>({under:#x}u)) {{
+            return 0.0;
+        }}
+        if (x32 < bitcast<f32>({may_under:#x}u)) {{
+            return bitcast<f32>(1u);
+        }}
+    }}
+    // x·32/ln 2 = p1 + p2 exactly, = z + ez (TwoSum); k its nearest integer (never a tie).
+    let xd = f64(x32);
+    let p1 = xd * {hi};
+    let p2 = xd * {lo};
+    let z = keep64(p1 + p2);
+    let bz = keep64(z - p1);
+    let ez = (p1 - (z - bz)) + (p2 - bz);
+    var kd = round(z);
+    var d = z - kd;
+    if (d == f64(0.5) && ez > f64(0.0)) {{
+        kd = kd + f64(1.0);
+        d = f64(-0.5);
+    }} else if (d == f64(-0.5) && ez < f64(0.0)) {{
+        kd = kd - f64(1.0);
+        d = f64(0.5);
+    }}
+    let r = d + ez;
+    let ki = i32(kd);
+    let e = ki >> 5u;
+    let e1 = e / 2;
+    let p = f64(bitcast<f32>(u32(e1 + 127) << 23u)) * f64(bitcast<f32>(u32(e - e1 + 127) << 23u));
+    let sc = EXPF_T[ki & 31] * p;
+    let zc = fma64_({c0}, r, {c1});
+    let y0 = fma64_({c2}, r, f64(1.0));
+    return f32_of_(fma64_(zc, r * r, y0) * sc);
+}}
+",
+        table = table.join(", ")
+    )
+}
 
 /// `exp_` without f64: the adapter's `exp`.
 const EXP_F32: &str = "
@@ -585,6 +729,142 @@ fn sq_mean(ra: u32, n: u32, lid: u32, sum: f32) -> f32 {
 }
 ";
 
+/// `soft_exp_` and `soft_inv` for `soft_max.wgsl` where the device computes in f64: the CPU's
+/// SOFT_MAX (`ggml::cpu` softmax.rs): its own f32 exponential (`exp_f32`: `x = n·ln 2 + r`
+/// with ln 2 in two parts, Taylor to r⁷ in Horner form, `2^n` in two halves; the same
+/// constants, f32 steps in its order, the last product rounded once through f64 so that
+/// subnormal results are the CPU's), the row's exponentials summed in f64 in 16 lanes (as
+/// `sq_mean` of NORM_F64), the sink's (the C library's `expf`, `exp_`) added after, and
+/// `1 / sum` in f64 rounded to f32. Invocations 0..16 sum a lane each.
+fn soft_max_f64() -> String {
+    let bits = |v: f32| format!("bitcast<f32>({:#010x}u)", v.to_bits());
+    // 1/k! for k from 6 down to 0 (the CPU's constants, each one f32 division).
+    let coef: Vec<String> = (0..7)
+        .rev()
+        .map(|k| 1.0f32 / (1..=k).product::<u32>() as f32)
+        .map(|c| format!("    q = q * r + {};\n", bits(c)))
+        .collect();
+    format!(
+        "
+fn soft_exp_(x: f32) -> f32 {{
+    let xc = clamp(x, {lo}, {hi});
+    let t = keep(xc * {log2e} + 12582912.0);
+    let n = t - 12582912.0;
+    let ni = i32(bitcast<u32>(t)) - 0x4b400000;
+    let r = (xc - n * {ln2_hi}) - n * {ln2_lo};
+    var q = {c7};
+{coef}    let n1 = ni >> 1u;
+    let s1 = bitcast<f32>(u32(n1 + 127) << 23u);
+    let s2 = bitcast<f32>(u32(ni - n1 + 127) << 23u);
+    let y = f32_of_(f64(q * s1) * f64(s2));
+    if (x < -104.0) {{
+        return 0.0;
+    }}
+    if (x > {over}) {{
+        return bitcast<f32>(0x7f800000u);
+    }}
+    return y;
+}}
+
+var<workgroup> soft_lanes: array<f64, 16>;
+fn soft_inv(ra: u32, rm: u32, slope: f32, mx: f32, n: u32, lid: u32, sink: f32) -> f32 {{
+    let whole = n - n % 16u;
+    if (lid < 16u) {{
+        var acc = f64(0.0);
+        for (var i = lid; i < whole; i = i + 16u) {{
+            acc = acc + f64(soft_exp_(logit(ra, rm, i, slope) - mx));
+        }}
+        if (whole + lid < n) {{
+            acc = acc + f64(soft_exp_(logit(ra, rm, whole + lid, slope) - mx));
+        }}
+        soft_lanes[lid] = acc;
+    }}
+    workgroupBarrier();
+    if (lid == 0u) {{
+        for (var w = 8u; w > 0u; w = w / 2u) {{
+            for (var l = 0u; l < w; l = l + 1u) {{
+                soft_lanes[l] = soft_lanes[l] + soft_lanes[l + w];
+            }}
+        }}
+    }}
+    workgroupBarrier();
+    var sum = soft_lanes[0];
+    if (xu(2u) == 1u) {{
+        sum = sum + f64(exp_(sink - mx));
+    }}
+    workgroupBarrier();
+    return f32(f64(1.0) / sum);
+}}
+",
+        log2e = bits(std::f32::consts::LOG2_E),
+        ln2_hi = bits(0.693_359_4),
+        ln2_lo = bits(-2.121_944_4e-4),
+        c7 = bits(1.0f32 / 5040.0),
+        over = bits(88.73),
+        lo = bits(-104.0),
+        hi = bits(88.8),
+        coef = coef.concat()
+    )
+}
+
+/// `soft_exp_` and `soft_inv` without f64: the adapter's `exp`, the row's sum in f32.
+const SOFT_MAX_F32: &str = "
+fn soft_exp_(x: f32) -> f32 {
+    return exp(x);
+}
+fn soft_inv(ra: u32, rm: u32, slope: f32, mx: f32, n: u32, lid: u32, sink: f32) -> f32 {
+    var s = 0.0;
+    for (var i = lid; i < n; i = i + 64u) {
+        s = s + exp(logit(ra, rm, i, slope) - mx);
+    }
+    var sum = wg_sum(lid, s);
+    if (xu(2u) == 1u) {
+        sum = sum + exp(sink - mx);
+    }
+    return 1.0 / sum;
+}
+";
+
+/// SOFT_MAX's exponential and normalisation for `soft_max.wgsl` on `gpu` (the CPU's where it
+/// has `SHADER_F64`).
+pub(crate) fn soft_max_sum(gpu: &Gpu) -> String {
+    if gpu.f64 {
+        soft_max_f64()
+    } else {
+        SOFT_MAX_F32.to_string()
+    }
+}
+
+/// `tail_sum(h, ra, rb, i0, k)` for `mul_mat_float.wgsl` where the device computes in f64:
+/// `h` plus the products `i0..k`, one at a time in f64, rounded to f32 last.
+const TAIL_F64: &str = "
+fn tail_sum(h: f32, ra: u32, rb: u32, i0: u32, k: u32) -> f32 {
+    var s = f64(h);
+    for (var i = i0; i < k; i = i + 1u) {
+        s = s + f64(prod(ra, rb, i));
+    }
+    return f32(s);
+}
+";
+
+/// `tail_sum` without f64: the products added in f32.
+const TAIL_F32: &str = "
+fn tail_sum(h: f32, ra: u32, rb: u32, i0: u32, k: u32) -> f32 {
+    var s = h;
+    for (var i = i0; i < k; i = i + 1u) {
+        s = s + prod(ra, rb, i);
+    }
+    return s;
+}
+";
+
+/// MUL_MAT's float dot products for `gpu` (`mul_mat_float.wgsl` with its `tail_sum`) for
+/// weights of `ty`.
+pub(crate) fn mul_mat_float(gpu: &Gpu, br: u32) -> String {
+    let tail = if gpu.f64 { TAIL_F64 } else { TAIL_F32 };
+    format!("{}{tail}", MUL_MAT_FLOAT.replace("{BR}", &br.to_string()))
+}
+
 /// RMS_NORM's mean square for `norm.wgsl` on `gpu` (in f64 where it has `SHADER_F64`).
 pub(crate) fn norm_sq_mean(gpu: &Gpu) -> &'static str {
     if gpu.f64 {
@@ -609,7 +889,7 @@ pub(crate) fn source(body: &str, dst: Type, srcs: &[Type], gpu: &Gpu) -> Result<
     if gpu.f64 {
         s.push_str(FMA_F64);
         s.push_str(COS_SIN_F64);
-        s.push_str(EXP_F64);
+        s.push_str(&exp_f64());
     } else {
         s.push_str(FMA_F32);
         s.push_str(COS_SIN_F32);
@@ -632,7 +912,7 @@ pub(crate) fn source(body: &str, dst: Type, srcs: &[Type], gpu: &Gpu) -> Result<
             );
         }
     }
-    if body.contains("wg_sum(") {
+    if body.contains("wg_sum(") || body.contains("wg_max(") {
         s.push_str(REDUCE);
     }
     s.push_str(body);
@@ -758,5 +1038,164 @@ fn compile(
     match crate::block_on(scope.pop()) {
         Some(e) => Err(e.to_string()),
         None => Ok(Arc::new(pipeline)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{expf_inv_ln2_parts, EXPF_INV_LN2_N, EXPF_LIMITS, EXPF_POLY, EXPF_TABLE};
+
+    /// How `exp_f64`'s multiply-adds are computed in [`expf`]'s host mirror.
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Fma {
+        /// The hardware's fused multiply-add (`f64::mul_add`), as glibc's FMA build.
+        Fused,
+        /// The kernel's emulation (`fma64_`), transcribed.
+        Emulated,
+        /// A product rounded, then a sum rounded (an unfused `fma`, as lavapipe's).
+        Unfused,
+        /// As `Unfused`, and `r` rounded twice (`x·32/ln 2` rounded, less k): the kernel
+        /// as compiled when its two-sums' errors are simplified to 0.
+        Collapsed,
+    }
+
+    /// `fma64_` of `exp_f64`, transcribed.
+    fn fma64(a: f64, b: f64, c: f64) -> f64 {
+        let split = |a: f64| {
+            let c = 134217729.0 * a;
+            let h = c - (c - a);
+            (h, a - h)
+        };
+        let ph = a * b;
+        let (ah, al) = split(a);
+        let (bh, bl) = split(b);
+        let pl = (((ah * bh - ph) + ah * bl) + al * bh) + al * bl;
+        let s = c + ph;
+        let bs = s - c;
+        let e = (c - (s - bs)) + (ph - bs);
+        let t = e + pl;
+        let bt = t - e;
+        let f = (e - (t - bt)) + (pl - bt);
+        let v = s + t;
+        let g = t - (v - s);
+        let w = v + 2.0 * g;
+        if f != 0.0 && g != 0.0 && w - v == 2.0 * g && (f > 0.0) == (g > 0.0) {
+            w
+        } else {
+            v
+        }
+    }
+
+    /// `exp_f64`'s `exp_` on the host, its multiply-adds computed as `fma` says (`Fused` is
+    /// glibc's own order of operations).
+    fn expf(x: f32, fma: Fma) -> f32 {
+        let madd = |a: f64, b: f64, c: f64| match fma {
+            Fma::Fused => a.mul_add(b, c),
+            Fma::Emulated => fma64(a, b, c),
+            Fma::Unfused | Fma::Collapsed => a * b + c,
+        };
+        let [over, under, may_under] = EXPF_LIMITS.map(f32::from_bits);
+        let top = (x.to_bits() >> 20) & 0x7ff;
+        if top >= 0x42b {
+            if x == f32::NEG_INFINITY {
+                return 0.0;
+            }
+            if top >= 0x7f8 {
+                return x + x;
+            }
+            if x > over {
+                return f32::INFINITY;
+            }
+            if x < under {
+                return 0.0;
+            }
+            if x < may_under {
+                return f32::from_bits(1);
+            }
+        }
+        let xd = f64::from(x);
+        let (kd, r) = if fma == Fma::Fused {
+            let inv = f64::from_bits(EXPF_INV_LN2_N);
+            let kd = inv.mul_add(xd, 6755399441055744.0) - 6755399441055744.0;
+            (kd, inv.mul_add(xd, -kd))
+        } else {
+            let (hi, lo) = expf_inv_ln2_parts();
+            let (p1, p2) = (xd * hi, xd * lo);
+            let z = p1 + p2;
+            let bz = z - p1;
+            let ez = if fma == Fma::Collapsed {
+                0.0
+            } else {
+                (p1 - (z - bz)) + (p2 - bz)
+            };
+            let mut kd = z.round_ties_even();
+            let mut d = z - kd;
+            if d == 0.5 && ez > 0.0 {
+                kd += 1.0;
+                d = -0.5;
+            } else if d == -0.5 && ez < 0.0 {
+                kd -= 1.0;
+                d = 0.5;
+            }
+            (kd, d + ez)
+        };
+        let ki = kd as i32;
+        let sc = f64::from_bits(EXPF_TABLE[(ki & 31) as usize]) * 2f64.powi(ki >> 5);
+        let [c0, c1, c2] = EXPF_POLY.map(f64::from_bits);
+        let z = madd(c0, r, c1);
+        let y0 = madd(c2, r, 1.0);
+        (madd(z, r * r, y0) * sc) as f32
+    }
+
+    /// Every 61st f32 from 0 down to −104 (so every residue of the low mantissa bits), every
+    /// f32 within 2^12 of each threshold and of the subnormal results' edge, the specials.
+    fn inputs() -> impl Iterator<Item = f32> {
+        let dense = (0x8000_0000u32..0xc2d0_0000).step_by(61);
+        let edges = [
+            EXPF_LIMITS[1],
+            EXPF_LIMITS[2],
+            0xc2ae_ac50, // ln 2^-126
+            0x3300_0000, // 2^-25
+            0xb300_0000,
+        ]
+        .into_iter()
+        .flat_map(|b| b - 4096..b + 4096);
+        let over = EXPF_LIMITS[0] - 4096..EXPF_LIMITS[0] + 4096;
+        let special = [0, 1, 0x8000_0001, 0x7f80_0000, 0xff80_0000, 0x7fc0_0000];
+        dense
+            .chain(edges)
+            .chain(over)
+            .chain(special)
+            .map(f32::from_bits)
+    }
+
+    /// The host mirror of the kernel's `exp_` gives `f32::exp`'s bits (glibc's `expf` on
+    /// Linux): glibc's own form with fused multiply-adds, and the kernel's emulation of them.
+    /// Prints how many an unfused form (lavapipe's `fma`) and a collapsed one (the kernel
+    /// with its two-sums simplified away) get wrong.
+    #[test]
+    fn the_kernels_expf_is_the_c_librarys_on_the_host() {
+        if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+            return;
+        }
+        let (mut n, mut unfused, mut collapsed) = (0usize, 0usize, 0usize);
+        for x in inputs() {
+            let want = x.exp();
+            for fma in [Fma::Fused, Fma::Emulated] {
+                let got = expf(x, fma);
+                assert!(
+                    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                    "{fma:?} exp({x:e} = {:#x}) = {got:e}, expf gives {want:e}",
+                    x.to_bits()
+                );
+            }
+            unfused += usize::from(expf(x, Fma::Unfused).to_bits() != want.to_bits());
+            collapsed += usize::from(expf(x, Fma::Collapsed).to_bits() != want.to_bits());
+            n += 1;
+        }
+        eprintln!(
+            "{n} inputs: the unfused form differs from expf at {unfused}, the collapsed one \
+             at {collapsed}"
+        );
     }
 }

@@ -329,6 +329,69 @@ fn quantized_products_give_the_cpus_bits() {
     }
 }
 
+/// EXP (the device's `exp_`, which FLASH_ATTN_EXT's exponentials are) gives the C library's
+/// `expf` bit for bit (the CPU's `f32::exp`: glibc's FMA build on Linux): every 61st f32 from
+/// 0 down to −104 (18.4M values, past where `expf` underflows), every f32 within 2^12 of
+/// each of `expf`'s thresholds and of the subnormal results' edge, every 997th positive f32
+/// up to past overflow, zeros, subnormal inputs, ±∞ and NaN (every f32 of [−104, 0] with
+/// `GGML_WGPU_EXP_STRIDE=1`: 0 of 1.12e9 differ on lavapipe).
+#[test]
+fn exp_gives_the_c_librarys_expf_bit_for_bit() {
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        return;
+    }
+    let Some((gpu, _)) = gpu_and_cpu_in_f64() else {
+        return;
+    };
+    let edges = [
+        0xc2cf_f1b4u32,
+        0xc2ce_8ecf,
+        0xc2ae_ac50,
+        0x42b1_7217,
+        0xb300_0000,
+    ]
+    .into_iter()
+    .flat_map(|b| b - 4096..b + 4096);
+    let special = [
+        0u32,
+        1,
+        0x8000_0001,
+        0x807f_ffff,
+        0x7f80_0000,
+        0xff80_0000,
+        0x7fc0_0000,
+    ];
+    // `GGML_WGPU_EXP_STRIDE=1` takes every f32 of [-104, 0] (1.1e9 values).
+    let stride = std::env::var("GGML_WGPU_EXP_STRIDE").map_or(61, |v| v.parse().unwrap());
+    let mut xs = (0x8000_0000u32..0xc2d0_0000)
+        .step_by(stride)
+        .chain((0..0x42b2_0000).step_by(997))
+        .chain(edges)
+        .chain(special)
+        .map(f32::from_bits);
+    let (mut differ, mut first, mut total) = (0usize, None, 0usize);
+    loop {
+        let chunk: Vec<f32> = xs.by_ref().take(1 << 22).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        total += chunk.len();
+        let n = chunk.len() as i64;
+        let got = gemma_op_on(&gpu, &[&[n]], &[Data::F32(&chunk)], &|c, t| {
+            c.unary(&t[0], ggml::ops::UnaryOp::Exp).unwrap()
+        });
+        for (&x, g) in chunk.iter().zip(got) {
+            let want = x.exp();
+            if g.to_bits() != want.to_bits() && !(g.is_nan() && want.is_nan()) {
+                differ += 1;
+                first.get_or_insert((x, g, want));
+            }
+        }
+    }
+    eprintln!("EXP: {differ} of {total} values differ from expf");
+    assert_eq!(differ, 0, "first (x, device, expf): {first:?}");
+}
+
 /// An operand of [`gemma_op_on`]: F32 values, I32 values (positions) or F16 values.
 enum Data<'a> {
     F32(&'a [f32]),
@@ -377,6 +440,50 @@ fn gemma_op_on(
     out.get_f32().unwrap()
 }
 
+/// Asserts that the op `build` makes gives the same bits on `gpu` as on `cpu` for every
+/// output (`what` names the case).
+fn same_bits(
+    gpu: &ggml::Backend,
+    cpu: &ggml::Backend,
+    shapes: &[&[i64]],
+    data: &[Data<'_>],
+    build: &dyn Fn(&Context, &[ggml::Tensor]) -> ggml::Tensor,
+    what: String,
+) {
+    let g = gemma_op_on(gpu, shapes, data, build);
+    let c = gemma_op_on(cpu, shapes, data, build);
+    let differ = (g.iter().zip(&c))
+        .filter(|(a, b)| a.to_bits() != b.to_bits())
+        .count();
+    assert_eq!(
+        differ,
+        0,
+        "{what}: {differ} of {} outputs differ from the CPU's bits, NMSE {:.3e}",
+        c.len(),
+        nmse(&g, &c)
+    );
+}
+
+/// A mask of `rows` rows of `n_kv`: 0, or −∞ past `diag` keys beyond the row's index.
+fn masked_past(n_kv: usize, rows: usize, diag: usize) -> Vec<f32> {
+    (0..n_kv * rows)
+        .map(|i| {
+            if i % n_kv > diag + i / n_kv {
+                f32::NEG_INFINITY
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+/// Gemma's FLASH_ATTN_EXT (scale 1/16, F32 precision) of q, k, v and mask `t[0..4]`.
+fn gemma_attention(c: &Context, t: &[ggml::Tensor]) -> ggml::Tensor {
+    let o = (c.flash_attn_ext(&t[0], &t[1], &t[2], Some(&t[3]), 1.0 / 16.0, 0.0, 0.0)).unwrap();
+    o.flash_attn_ext_set_prec(ggml::ops::Prec::F32).unwrap();
+    o
+}
+
 /// The ops of Gemma 3 270M's layers besides MUL_MAT, at its shapes (7 tokens): RMS_NORM
 /// (rows of 640 and per-head rows of 256), ROPE NEOX (256 dimensions, both of its bases, at
 /// positions up to 225), GEGLU and FLASH_ATTN_EXT (F16 K and V, F16 mask: the CPU's rows path)
@@ -399,15 +506,7 @@ fn gemma_layer_ops_give_the_cpus_bits() {
     let n_kv = NKV as usize;
     let kv: Vec<f32> = (0..256 * n_kv).map(|_| 2.0 * values()).collect();
     let vv: Vec<f32> = (0..256 * n_kv).map(|_| 2.0 * values()).collect();
-    let mask: Vec<f32> = (0..n_kv * 8)
-        .map(|i| {
-            if i % n_kv > 20 + i / n_kv {
-                f32::NEG_INFINITY
-            } else {
-                0.0
-            }
-        })
-        .collect();
+    let mask = masked_past(n_kv, 8, 20);
     let rope = |base: f32| {
         move |c: &Context, t: &[ggml::Tensor]| {
             c.rope_ext(
@@ -470,13 +569,7 @@ fn gemma_layer_ops_give_the_cpus_bits() {
                 Data::F16(&vv),
                 Data::F16(&mask),
             ],
-            &|c, t| {
-                let o = c
-                    .flash_attn_ext(&t[0], &t[1], &t[2], Some(&t[3]), 1.0 / 16.0, 0.0, 0.0)
-                    .unwrap();
-                o.flash_attn_ext_set_prec(ggml::ops::Prec::F32).unwrap();
-                o
-            },
+            &gemma_attention,
         ),
     ];
     for (name, shapes, data, build) in cases {
@@ -720,5 +813,129 @@ fn gelus_round_through_f16_as_the_cpu_does() {
                 assert_eq!(d[mid], ggml::f16::from_f32(d[mid]).to_f32());
             }
         }
+    }
+}
+
+/// SOFT_MAX (Gemma's attention without flash attention: scale, F16 causal mask; also ALiBi
+/// and sinks) gives the CPU's bits: its own f32 exponential and f64 sums in 16 lanes, rows of
+/// 7 to 1000 (with tails of every length mod 16), logits spread to where the exponentials
+/// are subnormal and zero.
+#[test]
+fn soft_max_gives_the_cpus_bits() {
+    let Some((gpu, cpu)) = gpu_and_cpu_in_f64() else {
+        return;
+    };
+    let mut values = lcg(31);
+    for (n, rows, amp, bias, sinks) in [
+        (7i64, 5i64, 4.0f32, 0.0f32, false),
+        (32, 7, 8.0, 0.0, false),
+        (100, 38, 40.0, 0.0, false),
+        (256, 38, 16.0, 0.0, true),
+        (1000, 9, 400.0, 0.0, false),
+        (61, 12, 8.0, 8.0, true),
+    ] {
+        let (nu, ru) = (n as usize, rows as usize);
+        let heads = 4usize;
+        let x: Vec<f32> = (0..nu * ru * heads).map(|_| amp * values()).collect();
+        let mask: Vec<f32> = (0..nu * ru)
+            .map(|i| {
+                if i % nu > nu / 2 + i / nu {
+                    f32::NEG_INFINITY
+                } else {
+                    values()
+                }
+            })
+            .collect();
+        let sink: Vec<f32> = (0..heads).map(|_| 4.0 * values()).collect();
+        let shapes: [&[i64]; 3] = [&[n, rows, heads as i64], &[n, rows], &[heads as i64]];
+        let data = [Data::F32(&x), Data::F16(&mask), Data::F32(&sink)];
+        let build = |c: &Context, t: &[ggml::Tensor]| {
+            let o = c.soft_max_ext(&t[0], Some(&t[1]), 0.125, bias).unwrap();
+            if sinks {
+                c.soft_max_add_sinks(&o, Some(&t[2])).unwrap()
+            } else {
+                o
+            }
+        };
+        let what = format!("rows of {n} (x{amp}, max_bias {bias}, sinks {sinks})");
+        same_bits(&gpu, &cpu, &shapes, &data, &build, what);
+    }
+}
+
+/// MUL_MAT with F16 weights (Gemma's attention products without flash attention: K·Q and
+/// V·softmax over the F16 cache) gives the CPU's bits: on its AVX-512 path tinyBLAS's order
+/// from 2 columns, `ggml_vec_dot_f16`'s for one (or weight rows not a multiple of 4), for k
+/// with every kind of tail, F32 and F16 activations.
+#[test]
+fn f16_products_give_the_cpus_bits() {
+    let Some((gpu, cpu)) = gpu_and_cpu_in_f64() else {
+        return;
+    };
+    let mut values = lcg(55);
+    for k in [1i64, 15, 16, 17, 63, 64, 65, 100, 256, 257] {
+        for (m, cols) in [(8i64, 1i64), (8, 2), (6, 7), (12, 20), (4, 38)] {
+            let w: Vec<f32> = (0..k * m).map(|_| 3.0 * values()).collect();
+            let x: Vec<f32> = (0..k * cols).map(|_| 5.0 * values()).collect();
+            for half in [false, true] {
+                let shapes: [&[i64]; 2] = [&[k, m], &[k, cols]];
+                let data = [Data::F16(&w), float(half, &x)];
+                let build = |c: &Context, t: &[ggml::Tensor]| c.mul_mat(&t[0], &t[1]).unwrap();
+                let what = format!("k {k}, {m} rows, {cols} columns, F16 activations {half}");
+                same_bits(&gpu, &cpu, &shapes, &data, &build, what);
+            }
+        }
+    }
+}
+
+/// `v` as F16 values where `half`, else F32.
+fn float(half: bool, v: &[f32]) -> Data<'_> {
+    if half {
+        Data::F16(v)
+    } else {
+        Data::F32(v)
+    }
+}
+
+/// FLASH_ATTN_EXT on the CPU's rows path (fewer than 64 query rows) at Gemma's head size, with
+/// up to 256 keys (masked past a diagonal) and scores spread over a wide range: F16 K and V
+/// (Gemma's cache), and F16 with F32 either way, give the CPU's bits for every output. Those
+/// are the two-sums of the F16 accumulator and of the f64 helpers (`keep`: without it lavapipe
+/// simplified every two-sum's error to 0, 3 of 7168 outputs differed at 7 rows × 32 keys).
+#[test]
+fn flash_attention_rows_give_the_cpus_bits() {
+    let Some((gpu, cpu)) = gpu_and_cpu_in_f64() else {
+        return;
+    };
+    let mut values = lcg(7);
+    for (nt, nkv, amp, k16, v16) in [
+        (7i64, 32i64, 2.0f32, true, true),
+        (7, 32, 2.0, false, true),
+        (7, 32, 2.0, true, false),
+        (38, 256, 2.0, true, true),
+        (38, 256, 8.0, true, true),
+        (38, 256, 2.0, true, false),
+        (38, 256, 2.0, false, true),
+        (1, 256, 8.0, true, true),
+    ] {
+        let (ntu, nkvu) = (nt as usize, nkv as usize);
+        let q: Vec<f32> = (0..256 * 4 * ntu).map(|_| 4.0 * values()).collect();
+        let kv: Vec<f32> = (0..256 * nkvu).map(|_| amp * values()).collect();
+        let vv: Vec<f32> = (0..256 * nkvu).map(|_| 2.0 * values()).collect();
+        let rows = ntu.next_multiple_of(64);
+        let mask = masked_past(nkvu, rows, 100);
+        let shapes: [&[i64]; 4] = [
+            &[256, nt, 4],
+            &[256, nkv, 1],
+            &[256, nkv, 1],
+            &[nkv, rows as i64],
+        ];
+        let data = [
+            Data::F32(&q),
+            float(k16, &kv),
+            float(v16, &vv),
+            Data::F16(&mask),
+        ];
+        let what = format!("{nt} rows, {nkv} keys (x{amp}), K F16 {k16}, V F16 {v16}");
+        same_bits(&gpu, &cpu, &shapes, &data, &gemma_attention, what);
     }
 }

@@ -20,6 +20,8 @@ struct P {
     f: T,
     op: array<vec4<u32>, 4>,
     x: array<vec4<u32>, 3>,
+    // Always (1.0, 0, 0, 0) as f32 bits (`wgsl::KEEP_AT`), for `keep`.
+    k: vec4<u32>,
 }
 
 @group(0) @binding(0) var<uniform> p: P;
@@ -72,6 +74,14 @@ fn xu(k: u32) -> u32 {
 
 fn xf(k: u32) -> f32 {
     return bitcast<f32>(xu(k));
+}
+
+// `v` times the parameter block's 1.0, which no compiler can fold: a sum or difference
+// passed through it is not rewritten algebraically with the next one (Mesa's NIR turns
+// (a + b) − a into b, and so every two-sum's error into 0, where an operation is not marked
+// exact, which WGSL cannot say). `keep64` (with the f64 helpers, wgsl.rs) is its f64 form.
+fn keep(v: f32) -> f32 {
+    return v * bitcast<f32>(p.k.x);
 }
 
 fn group_id(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {

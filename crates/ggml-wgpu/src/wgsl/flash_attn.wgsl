@@ -10,7 +10,7 @@
 // 128 values, the weights rounded to F16 and each multiply-add rounded once.
 // The updates are the CPU's: on a new maximum the accumulator is scaled first, then the value
 // row added by fused multiply-adds, and S = fma(S, ms, vs); the exponentials are `exp_`
-// (wgsl.rs: rounded from f64 where the device has it, as the C library's `expf`). The tiled
+// (wgsl.rs: glibc's `expf` bit for bit where the device has f64). The tiled
 // path's softmax (GGML's vector exponential, f64 sums) is not reproduced.
 
 const MAX_D: u32 = 512u;
@@ -40,8 +40,8 @@ fn round_acc(v: f32) -> f32 {
 // `vfmadd…ph`: the f32 sum's error from a two-sum moves it to round-to-odd first.
 fn fma_f16_once(x: f32, v: f32, y: f32) -> f32 {
     let pr = x * v;
-    let s = pr + y;
-    let bb = s - pr;
+    let s = keep(pr + y);
+    let bb = keep(s - pr);
     let e = (pr - (s - bb)) + (y - bb);
     var bits = bitcast<u32>(s);
     if (e != 0.0 && (bits & 1u) == 0u) {

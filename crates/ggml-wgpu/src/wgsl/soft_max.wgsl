@@ -1,6 +1,8 @@
 // One workgroup per row: softmax(a·scale + slope·mask) with an optional sink logit per head.
 // x0 = rows, x1 = has mask (b), x2 = has sinks (c), x3 = m0, x4 = m1, x5 = n_head_log2;
-// op_params: scale, max_bias.
+// op_params: scale, max_bias. The exponential `soft_exp_` and the normalisation `soft_inv`
+// (1 / the sum of the row's exponentials and the sink's) are SOFT_MAX_F64 or SOFT_MAX_F32
+// (wgsl.rs).
 
 fn logit(ra: u32, rm: u32, i: u32, slope: f32) -> f32 {
     var v = ld_a(ra, i) * opf(0u);
@@ -36,16 +38,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         sink = ld_c(p.c.off, h);
     }
     let mx = max(wg_max(lid, m), sink);
-    var s = 0.0;
+    let inv = soft_inv(ra, rm, slope, mx, n, lid, sink);
     for (var i = lid; i < n; i = i + 64u) {
-        s = s + exp(logit(ra, rm, i, slope) - mx);
-    }
-    var sum = wg_sum(lid, s);
-    if (xu(2u) == 1u) {
-        sum = sum + exp(sink - mx);
-    }
-    let inv = 1.0 / sum;
-    for (var i = lid; i < n; i = i + 64u) {
-        st(rd + i * p.d.nb.x, exp(logit(ra, rm, i, slope) - mx) * inv);
+        st(rd + i * p.d.nb.x, soft_exp_(logit(ra, rm, i, slope) - mx) * inv);
     }
 }

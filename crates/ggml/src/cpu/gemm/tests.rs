@@ -115,7 +115,7 @@ fn run(kern: &Kernel, a: &Operand, b: &Operand, nth: usize) -> Vec<f32> {
                 &b.mat(),
                 k,
                 Round::for_weights(a.ty),
-                out,
+                &out,
                 rows,
                 cols,
                 &mut scratch,
@@ -207,7 +207,17 @@ fn unaligned_rows_and_more_columns_than_a_block() {
         // SAFETY: as in `run`, with a's bytes one further on.
         unsafe {
             let (bm, r) = (b.mat(), Round::F16);
-            gemm(&kern, &mat, &bm, 19, r, out, 0..9, 0..NC + 21, &mut scratch)
+            gemm(
+                &kern,
+                &mat,
+                &bm,
+                19,
+                r,
+                &out,
+                0..9,
+                0..NC + 21,
+                &mut scratch,
+            )
         };
         check(&c, &a, &b, &format!("{isa:?} unaligned"));
     }

@@ -21,6 +21,7 @@
 
 use std::ops::Range;
 
+use super::vec::{f16_to_f32_row, f32_to_f16_row};
 use super::{is_float, load, operand, store, unsupported, NodePtrs, Params, Planned, TensorPtr};
 use crate::cpu::gemm::{self, Kernel, Mat, Out, Round, Source, MAX_MR};
 use crate::cpu::quant_dot::isa;
@@ -152,7 +153,9 @@ impl Patches {
     /// Writes elements `p0..p0 + kc` of the patches of batch `n` under output positions
     /// `r0..r0 + rn` (flat, x fastest, within the batch) into `out` k-major, value `(p, r)` at
     /// `p · pr + r`, rows `rn..pr` zero: a GEMM panel ([`gemm::Source::panel`]), each column
-    /// of `pr` values one element of `rn` patches.
+    /// of `pr` values one element of `rn` patches. The positions are taken in runs along one
+    /// output row, so each column is a few strided copies of input rows (contiguous ones at
+    /// stride 1) with zeros where the taps fall in the padding.
     ///
     /// # Safety
     /// `n` must be below the batch count the input holds, `r0 + rn` at most
@@ -171,13 +174,17 @@ impl Patches {
     ) {
         assert!(rn <= pr && pr <= MAX_MR && out.len() >= pr * kc);
         let [ax, ay, az] = self.ax;
-        // each position's input coordinates under tap 0 (negative in the padding)
-        let mut org = [[0i64; 3]; MAX_MR];
-        for (r, o) in org.iter_mut().enumerate().take(rn) {
-            let (_, at) = self.position(r0 + r);
-            *o = std::array::from_fn(|i| at[i] as i64 * self.ax[i].s - self.ax[i].p);
+        // runs of positions along one output row: first row in the panel, length, the x of
+        // the first, and the input y and z under tap 0 (negative in the padding)
+        let mut runs = [(0usize, 0usize, 0i64, 0i64, 0i64); MAX_MR];
+        let (mut nruns, mut r) = (0, 0);
+        while r < rn {
+            let (_, o) = self.position(r0 + r);
+            let len = (self.out[0] - o[0]).min(rn - r);
+            let (y, z) = (o[1] as i64 * ay.s - ay.p, o[2] as i64 * az.s - az.p);
+            runs[nruns] = (r, len, o[0] as i64, y, z);
+            (nruns, r) = (nruns + 1, r + len);
         }
-        let org = &org[..rn];
         let base = self.src.data.wrapping_add(n * self.nb_n);
         let (kw, kh, kd) = (ax.k as usize, ay.k as usize, az.k as usize);
         // the element's tap and channel: x, y, z, channel
@@ -188,20 +195,35 @@ impl Patches {
             p0 / (kw * kh * kd),
         ];
         for col in out.chunks_exact_mut(pr).take(kc) {
-            let tap = [e[0] as i64 * ax.d, e[1] as i64 * ay.d, e[2] as i64 * az.d];
             let plane = base.wrapping_add(e[3] * self.nb_c);
-            let (vals, pad) = col.split_at_mut(rn);
-            // SAFETY: every address `column` reads is an element of the input (the taps and
-            // positions are in range, the coordinates checked against the axes).
-            match self.src.ty {
-                Type::F32 => unsafe {
-                    self.column(plane, org, tap, vals, |q| {
-                        (q as *const f32).read_unaligned()
-                    })
-                },
-                ty => unsafe { self.column(plane, org, tap, vals, |q| load(q, ty)) },
+            // input x = ox·s + tx: the outputs ox in lo..hi read inside the input
+            let tx = e[0] as i64 * ax.d - ax.p;
+            let lo = if tx >= 0 { 0 } else { (ax.s - 1 - tx) / ax.s };
+            let hi = if ax.len - tx <= 0 {
+                0
+            } else {
+                (ax.len - 1 - tx) / ax.s + 1
+            };
+            for &(r, len, ox0, y0, z0) in &runs[..nruns] {
+                let seg = &mut col[r..r + len];
+                let (y, z) = (y0 + e[1] as i64 * ay.d, z0 + e[2] as i64 * az.d);
+                if !(0..ay.len).contains(&y) || !(0..az.len).contains(&z) {
+                    seg.fill(0.0);
+                    continue;
+                }
+                let from = (lo - ox0).clamp(0, len as i64) as usize;
+                let to = (hi - ox0).clamp(from as i64, len as i64) as usize;
+                seg[..from].fill(0.0);
+                seg[to..].fill(0.0);
+                let x = ((ox0 + from as i64) * ax.s + tx) as usize;
+                let src = plane.wrapping_add(
+                    x * self.nb[0] + y as usize * self.nb[1] + z as usize * self.nb[2],
+                );
+                // SAFETY: outputs from..to read inputs x, x + s, … inside the row (y, z) of
+                // this channel plane of batch n.
+                unsafe { self.run(src, ax.s as usize * self.nb[0], &mut seg[from..to]) };
             }
-            pad.fill(0.0);
+            col[rn..].fill(0.0);
             e[0] += 1;
             if e[0] == kw {
                 e[0] = 0;
@@ -218,30 +240,43 @@ impl Patches {
         }
     }
 
-    /// `vals[r]`: the input at `org[r] + tap` in channel plane `plane`, rounded, or 0 outside.
+    /// `vals[i]`: the input element at `src + i · step`, rounded to the patches' type.
     ///
     /// # Safety
-    /// `plane` must be a channel plane of a batch of the input; `get` reads one element.
+    /// Those elements must be inside the input.
     #[inline(always)]
-    unsafe fn column(
-        &self,
-        plane: *const u8,
-        org: &[[i64; 3]],
-        tap: [i64; 3],
-        vals: &mut [f32],
-        get: impl Fn(*const u8) -> f32,
-    ) {
-        let [ax, ay, az] = self.ax;
-        for (v, o) in vals.iter_mut().zip(org) {
-            let (x, y, z) = (o[0] + tap[0], o[1] + tap[1], o[2] + tap[2]);
-            *v = if (0..ax.len).contains(&x) && (0..ay.len).contains(&y) && (0..az.len).contains(&z)
-            {
-                let off =
-                    x as usize * self.nb[0] + y as usize * self.nb[1] + z as usize * self.nb[2];
-                round_as(self.round, get(plane.wrapping_add(off)))
-            } else {
-                0.0
-            };
+    unsafe fn run(&self, src: *const u8, step: usize, vals: &mut [f32]) {
+        match self.src.ty {
+            Type::F32 if step == 4 => {
+                for (i, v) in vals.iter_mut().enumerate() {
+                    // SAFETY: as the caller guarantees (read unaligned: any address is sound).
+                    *v = unsafe { (src.add(4 * i) as *const f32).read_unaligned() };
+                }
+            }
+            ty => {
+                for (i, v) in vals.iter_mut().enumerate() {
+                    // SAFETY: as the caller guarantees.
+                    *v = unsafe { load(src.add(i * step), ty) };
+                }
+            }
+        }
+        match self.round {
+            Type::F16 => {
+                let mut h = [0u16; MAX_MR];
+                let (n, p) = (vals.len(), vals.as_mut_ptr() as *mut u8);
+                // SAFETY: n ≤ MAX_MR values each way, in distinct buffers.
+                unsafe {
+                    f32_to_f16_row(p, h.as_mut_ptr() as *mut u8, n);
+                    f16_to_f32_row(h.as_ptr() as *const u8, p, n);
+                }
+            }
+            Type::BF16 => {
+                for v in vals {
+                    *v = round_as(Type::BF16, *v);
+                }
+            }
+            // F32: kept
+            _ => {}
         }
     }
 }

@@ -391,6 +391,9 @@ fn lines() -> Vec<Line> {
     for wt in [Type::F32, Type::F16] {
         v.push(mul_mat_id_line(wt, (1024, 1024, 8), 2, 64));
     }
+    // Qwen3-30B-A3B's experts (GGML's `test-backend-ops perf` case: 128 experts of
+    // 2048 x 768, 8 per token) in a 256-token batch: 16 pairs per expert
+    v.push(mul_mat_id_line(Type::F16, (2048, 768, 128), 8, 256));
     // convolutions: a middle layer of a ConvNet (3x3, 64 -> 64 channels, 56x56 out; GGML's
     // perf case 58/3/32->64), a 1x1 one, a deep layer of several images, and a vocoder's
     // transposed convolution

@@ -930,12 +930,17 @@ unsafe fn conv_transpose(n: &NodePtrs, p: &Params, two_d: bool) {
                 };
                 for l in 0..ls {
                     let (ix, iy) = ((l0 + l) % w, (l0 + l) / w);
-                    for (r, &v) in prods[l * rows..(l + 1) * rows].iter().enumerate() {
-                        let (kx, ky, c) = (r % kw, r / kw % kh, oc0 + r / taps);
-                        let q = at(d, &g.d_nb, [ix * s + kx, iy * s + ky, c, bn]);
-                        // SAFETY: the tap of an input position reaches an element of the
-                        // F32 result, in this thread's channels.
-                        unsafe { store(q, Type::F32, load(q, Type::F32) + v) };
+                    // the products of one tap row (ky) of one channel: kw outputs along x
+                    let per_row = prods[l * rows..(l + 1) * rows].chunks_exact(kw);
+                    for (q, vals) in per_row.enumerate() {
+                        let (ky, c) = (q % kh, oc0 + q / kh);
+                        let row = at(d, &g.d_nb, [ix * s, iy * s + ky, c, bn]);
+                        for (kx, &v) in vals.iter().enumerate() {
+                            let q = row.wrapping_add(kx * g.d_nb[0]) as *mut f32;
+                            // SAFETY: the tap of an input position reaches an element of the
+                            // F32 result, in this thread's channels (any alignment).
+                            unsafe { q.write_unaligned(q.read_unaligned() + v) };
+                        }
                     }
                 }
             }

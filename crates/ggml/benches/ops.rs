@@ -139,6 +139,8 @@ fn conv_2d_line(kt: Type, w: i64, k: i64, ic: i64, oc: i64, n: i64) -> Line {
 /// CONV_TRANSPOSE_1D of an F32 input `[l, ic]` with a `kt` kernel `[k, oc, ic]`, stride `s`
 /// (a vocoder's upsampling stage): FLOPs = 2 · L · K · OC · IC.
 fn conv_transpose_1d_line(kt: Type, l: i64, k: i64, ic: i64, oc: i64, s: i32) -> Line {
+    // the result's length
+    let t = (l - 1) * s as i64 + k;
     Line {
         name: format!("conv_transpose_1d {kt} K={k} s={s} {ic}->{oc} L={l}"),
         work: 2.0 * (l * k * oc * ic) as f64,
@@ -148,7 +150,7 @@ fn conv_transpose_1d_line(kt: Type, l: i64, k: i64, ic: i64, oc: i64, s: i32) ->
             let b = input(ctx, Type::F32, &[l, ic]);
             ctx.conv_transpose_1d(&a, &b, s, 0, 1).unwrap()
         }),
-        mem: ((k * oc * ic + l * ic + (l * s as i64 + k) * oc) * 4) as usize + (4 << 20),
+        mem: ((k * oc * ic + l * ic + t * oc) * 4) as usize + (4 << 20),
     }
 }
 

@@ -83,27 +83,32 @@ impl Mat {
     }
 }
 
+/// One panel the GEMM asks a [`Source`] for: rows `r0..r0 + rn` of the operand (`rn ≤ pr`),
+/// elements `p0..p0 + kc`, laid out k-major for tiles of `pr` rows, rounded by `round`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Panel {
+    /// The first row.
+    pub r0: usize,
+    /// Rows in the operand (the rest of the panel's `pr` is zero).
+    pub rn: usize,
+    /// Rows of the panel: the kernel's `mr` or `nr`.
+    pub pr: usize,
+    /// The first element.
+    pub p0: usize,
+    /// Elements.
+    pub kc: usize,
+    /// What the values are rounded to.
+    pub round: Round,
+}
+
 /// An operand the GEMM packs its panels from.
 pub(crate) trait Source {
-    /// Packs rows `r0..r0 + rn` (`rn ≤ pr`), elements `p0..p0 + kc`, into `out` (`pr · kc`
-    /// values) k-major, value `(p, r)` at `p · pr + r`, rows `rn..pr` zero; each value
-    /// widened to f32, then rounded by `round`.
+    /// Packs panel `at` into `out` (`pr · kc` values) k-major, value `(p, r)` at `p · pr + r`,
+    /// rows `rn..pr` zero; each value widened to f32, then rounded by `round`.
     ///
     /// # Safety
-    /// The rows and elements must be readable; `pr` is the kernel's `mr` or `nr`; the CPU
-    /// must have the kernel's path.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn panel(
-        &self,
-        kern: &Kernel,
-        r0: usize,
-        rn: usize,
-        pr: usize,
-        p0: usize,
-        kc: usize,
-        round: Round,
-        out: &mut [f32],
-    );
+    /// The rows and elements must be readable; the CPU must have the kernel's path.
+    unsafe fn panel(&self, kern: &Kernel, at: Panel, out: &mut [f32]);
 }
 
 /// Rows at any addresses: row `r` at `row(r)`, its elements `elem_stride` bytes apart, of
@@ -450,25 +455,23 @@ unsafe fn pack(
         .take(rn.div_ceil(pr))
         .enumerate()
     {
-        let n = pr.min(rn - q * pr);
+        let at = Panel {
+            r0: r0 + q * pr,
+            rn: pr.min(rn - q * pr),
+            pr,
+            p0,
+            kc,
+            round,
+        };
         // SAFETY: rows r0 + q·pr.. of the caller's, as many as remain (at most pr).
-        unsafe { m.panel(kern, r0 + q * pr, n, pr, p0, kc, round, panel) };
+        unsafe { m.panel(kern, at, panel) };
     }
 }
 
 impl Source for Mat {
-    unsafe fn panel(
-        &self,
-        kern: &Kernel,
-        r0: usize,
-        rn: usize,
-        pr: usize,
-        p0: usize,
-        kc: usize,
-        round: Round,
-        out: &mut [f32],
-    ) {
-        let m = self;
+    unsafe fn panel(&self, kern: &Kernel, at: Panel, out: &mut [f32]) {
+        let (m, r0, rn, pr) = (self, at.r0, at.rn, at.pr);
+        let (p0, kc, round) = (at.p0, at.kc, at.round);
         if rn == pr && !m.packed() && m.row_stride == m.ty.type_size() {
             // Rows stored side by side (each element index a packed run of rows, as
             // OUT_PROD's operands are): one run of `pr` values per element, read as a row of
@@ -504,22 +507,13 @@ impl Source for Mat {
         }
         let row = |r: usize| m.ptr.wrapping_add(r * m.row_stride);
         // SAFETY: forwarded from the caller.
-        unsafe { panel_by_rows(row, m.ty, m.elem_stride, [r0, rn, pr, p0, kc], round, out) }
+        unsafe { panel_by_rows(row, m.ty, m.elem_stride, at, out) }
     }
 }
 
 impl<F: Fn(usize) -> *const u8> Source for Gathered<F> {
-    unsafe fn panel(
-        &self,
-        kern: &Kernel,
-        r0: usize,
-        rn: usize,
-        pr: usize,
-        p0: usize,
-        kc: usize,
-        round: Round,
-        out: &mut [f32],
-    ) {
+    unsafe fn panel(&self, kern: &Kernel, at: Panel, out: &mut [f32]) {
+        let (r0, rn) = (at.r0, at.rn);
         // evenly spaced rows (a run of whole rows, say) pack as a Mat, with its fast paths
         let first = (self.row)(r0);
         let step = if rn > 1 {
@@ -539,24 +533,15 @@ impl<F: Fn(usize) -> *const u8> Source for Gathered<F> {
                 elem_stride: self.elem_stride,
             };
             // SAFETY: the same rows and elements, forwarded from the caller.
-            return unsafe { m.panel(kern, 0, rn, pr, p0, kc, round, out) };
+            return unsafe { m.panel(kern, Panel { r0: 0, ..at }, out) };
         }
         // SAFETY: forwarded from the caller.
-        unsafe {
-            panel_by_rows(
-                &self.row,
-                self.ty,
-                self.elem_stride,
-                [r0, rn, pr, p0, kc],
-                round,
-                out,
-            )
-        }
+        unsafe { panel_by_rows(&self.row, self.ty, self.elem_stride, at, out) }
     }
 }
 
 /// [`Source::panel`] row by row for rows at `row(r)`, their elements of type `ty`
-/// `elem_stride` bytes apart, `[r0, rn, pr, p0, kc]` as there.
+/// `elem_stride` bytes apart.
 ///
 /// # Safety
 /// As [`Source::panel`].
@@ -564,10 +549,10 @@ unsafe fn panel_by_rows(
     row: impl Fn(usize) -> *const u8,
     ty: Type,
     elem_stride: usize,
-    [r0, rn, pr, p0, kc]: [usize; 5],
-    round: Round,
+    at: Panel,
     out: &mut [f32],
 ) {
+    let (r0, rn, pr, p0, kc) = (at.r0, at.rn, at.pr, at.p0, at.kc);
     let mut vals = [0f32; KC];
     let vals = &mut vals[..kc];
     for r in 0..pr {
@@ -580,7 +565,7 @@ unsafe fn panel_by_rows(
         let start = row(r0 + r).wrapping_add(p0 * elem_stride);
         // SAFETY: row r0 + r, elements p0..p0 + kc, forwarded from the caller.
         unsafe { read(start, ty, elem_stride, vals) };
-        round.slice(vals);
+        at.round.slice(vals);
         for (p, &v) in vals.iter().enumerate() {
             out[p * pr + r] = v;
         }

@@ -23,7 +23,7 @@ use std::ops::Range;
 
 use super::vec::{f16_to_f32_row, f32_to_f16_row};
 use super::{is_float, load, operand, store, unsupported, NodePtrs, Params, Planned, TensorPtr};
-use crate::cpu::gemm::{self, Kernel, Mat, Out, Round, Source, MAX_MR};
+use crate::cpu::gemm::{self, Kernel, Mat, Out, Panel, Round, Source, MAX_MR};
 use crate::cpu::quant_dot::isa;
 use crate::error::Result;
 use crate::ops::{
@@ -151,9 +151,9 @@ impl Patches {
 
 impl Patches {
     /// Writes elements `p0..p0 + kc` of the patches of batch `n` under output positions
-    /// `r0..r0 + rn` (flat, x fastest, within the batch) into `out` k-major, value `(p, r)` at
-    /// `p · pr + r`, rows `rn..pr` zero: a GEMM panel ([`gemm::Source::panel`]), each column
-    /// of `pr` values one element of `rn` patches. The positions are taken in runs along one
+    /// `r0..r0 + rn` (flat, x fastest, within the batch; `at` but for `r0`) into `out`
+    /// k-major, value `(p, r)` at `p · pr + r`, rows `rn..pr` zero: a GEMM panel
+    /// ([`gemm::Source::panel`]), each column of `pr` values one element of `rn` patches. The positions are taken in runs along one
     /// output row, so each column is a few strided copies of input rows (contiguous ones at
     /// stride 1) with zeros where the taps fall in the padding.
     ///
@@ -161,17 +161,8 @@ impl Patches {
     /// `n` must be below the batch count the input holds, `r0 + rn` at most
     /// [`Patches::per_batch`], `p0 + kc` at most [`Patches::len`], `rn ≤ pr ≤ MAX_MR`, and
     /// `out` hold `pr · kc` values.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn panel(
-        &self,
-        n: usize,
-        r0: usize,
-        rn: usize,
-        pr: usize,
-        p0: usize,
-        kc: usize,
-        out: &mut [f32],
-    ) {
+    unsafe fn panel(&self, n: usize, r0: usize, at: Panel, out: &mut [f32]) {
+        let Panel { rn, pr, p0, kc, .. } = at;
         assert!(rn <= pr && pr <= MAX_MR && out.len() >= pr * kc);
         let [ax, ay, az] = self.ax;
         // runs of positions along one output row: first row in the panel, length, the x of
@@ -290,23 +281,10 @@ struct PatchPanels<'a> {
 }
 
 impl Source for PatchPanels<'_> {
-    unsafe fn panel(
-        &self,
-        _kern: &Kernel,
-        r0: usize,
-        rn: usize,
-        pr: usize,
-        p0: usize,
-        kc: usize,
-        _round: Round,
-        out: &mut [f32],
-    ) {
+    unsafe fn panel(&self, _kern: &Kernel, at: Panel, out: &mut [f32]) {
         // SAFETY: the GEMM asks for rows and elements of the matrix its caller described:
         // positions of one batch, elements of one patch; pr is a tile's rows.
-        unsafe {
-            self.patches
-                .panel(self.batch, self.first + r0, rn, pr, p0, kc, out)
-        }
+        unsafe { self.patches.panel(self.batch, self.first + at.r0, at, out) }
     }
 }
 
@@ -579,60 +557,36 @@ unsafe fn conv_gemm(n: &NodePtrs, p: &Params, of: GeometryOf) {
         && !d.overlaps(&patches.src);
     for u in units {
         let (batch, rows, cols) = split.unit(u, per, oc);
-        if packed {
-            let a = PatchPanels {
-                patches: &patches,
-                batch,
-                first: 0,
-            };
-            let out = Out {
-                ptr: d.data.wrapping_add(batch * outputs.nb_n) as *mut f32,
-                ld: outputs.nb_oc / 4,
-            };
-            // SAFETY: rows are positions of the batch, columns output channels, k the patch
-            // length; the result's planes of this batch hold packed f32 positions, overlap
-            // neither operand, and this unit's rectangle is this thread's alone; `isa()`
-            // chose a path this CPU runs; the panels' scratch is scratch_len(oc) long.
-            unsafe {
-                gemm::gemm(
-                    &kern,
-                    &a,
-                    &weights,
-                    k,
-                    Round::F32,
-                    &out,
-                    rows,
-                    cols.clone(),
-                    panels,
-                )
-            };
-            continue;
-        }
-        for first in rows.clone().step_by(BLOCK) {
-            let nr = BLOCK.min(rows.end - first);
+        // This unit's output channels for positions `first + r`, r in `rs`, into `out`.
+        let mut product = |first: usize, rs: Range<usize>, out: &Out| {
             let a = PatchPanels {
                 patches: &patches,
                 batch,
                 first,
             };
+            // SAFETY: rows are positions of the batch, columns output channels, k the patch
+            // length; `out` is the result's planes of this batch (packed f32 positions,
+            // overlapping neither operand) or the block in the scratch, and this unit's
+            // rectangle is this thread's alone; `isa()` chose a path this CPU runs; the
+            // panels' scratch is scratch_len(oc) long.
+            let cs = cols.clone();
+            unsafe { gemm::gemm(&kern, &a, &weights, k, Round::F32, out, rs, cs, panels) }
+        };
+        if packed {
+            let out = Out {
+                ptr: d.data.wrapping_add(batch * outputs.nb_n) as *mut f32,
+                ld: outputs.nb_oc / 4,
+            };
+            product(0, rows, &out);
+            continue;
+        }
+        for first in rows.clone().step_by(BLOCK) {
+            let nr = BLOCK.min(rows.end - first);
             let out = Out {
                 ptr: block.as_mut_ptr(),
                 ld: BLOCK,
             };
-            // SAFETY: as above, the results going to the block (oc rows of BLOCK values).
-            unsafe {
-                gemm::gemm(
-                    &kern,
-                    &a,
-                    &weights,
-                    k,
-                    Round::F32,
-                    &out,
-                    0..nr,
-                    cols.clone(),
-                    panels,
-                )
-            };
+            product(first, 0..nr, &out);
             for c in cols.clone() {
                 for r in 0..nr {
                     let (_, o) = patches.position(first + r);

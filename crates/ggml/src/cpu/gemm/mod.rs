@@ -1,6 +1,7 @@
-//! Dense packed GEMM for float weights (MUL_MAT's F32, F16 and BF16 path), in the style of
-//! BLIS: `c[j][i] = Σₖ a[i][k] · b[j][k]` for `a` the weights (`m` rows of `k` elements) and
-//! `b` the activations (`n` rows of `k`), `c` row `j` holding the `m` results of column `j`.
+//! Dense packed GEMM for float operands (MUL_MAT's F32, F16 and BF16 path, OUT_PROD, float
+//! MUL_MAT_ID, the convolutions), in the style of BLIS: `c[j][i] = Σₖ a[i][k] · b[j][k]` for
+//! `a` the weights (`m` rows of `k` elements) and `b` the activations (`n` rows of `k`), `c`
+//! row `j` holding the `m` results of column `j`.
 //!
 //! ## Blocking
 //! For each block of [`NC`] columns and each slice of [`KC`] of the shared dimension, the

@@ -51,7 +51,7 @@ mod portable;
 use std::ops::Range;
 
 use crate::cpu::kernels::load;
-use crate::cpu::kernels::vec::f16_to_f32_row;
+use crate::cpu::kernels::vec::{f16_to_f32_row, f32_to_f16_row};
 use crate::cpu::quant_dot::Isa;
 use crate::types::{bf16, bf16_to_f32, f16, f32_to_bf16, Type};
 
@@ -232,11 +232,26 @@ impl Round {
         }
     }
 
-    /// Every value of `v` rounded.
+    /// Every value of `v` rounded (to F16 with the row converters: F16C or AVX-512 where
+    /// the path has them, the same bits as [`Round::apply`]).
     pub(crate) fn slice(self, v: &mut [f32]) {
-        if self != Round::F32 {
-            for x in v {
-                *x = self.apply(*x);
+        match self {
+            Round::F32 => {}
+            Round::F16 => {
+                let mut h = [0u16; 64];
+                for c in v.chunks_mut(h.len()) {
+                    let (n, p) = (c.len(), c.as_mut_ptr() as *mut u8);
+                    // SAFETY: n ≤ 64 values each way, in distinct buffers.
+                    unsafe {
+                        f32_to_f16_row(p, h.as_mut_ptr() as *mut u8, n);
+                        f16_to_f32_row(h.as_ptr() as *const u8, p, n);
+                    }
+                }
+            }
+            Round::Bf16 => {
+                for x in v {
+                    *x = self.apply(*x);
+                }
             }
         }
     }

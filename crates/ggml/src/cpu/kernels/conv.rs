@@ -21,7 +21,6 @@
 
 use std::ops::Range;
 
-use super::vec::{f16_to_f32_row, f32_to_f16_row};
 use super::{is_float, load, operand, store, unsupported, NodePtrs, Params, Planned, TensorPtr};
 use crate::cpu::gemm::{self, Kernel, Mat, Out, Panel, Round, Source, MAX_MR};
 use crate::cpu::quant_dot::isa;
@@ -251,24 +250,7 @@ impl Patches {
                 }
             }
         }
-        match self.round {
-            Type::F16 => {
-                let mut h = [0u16; MAX_MR];
-                let (n, p) = (vals.len(), vals.as_mut_ptr() as *mut u8);
-                // SAFETY: n ≤ MAX_MR values each way, in distinct buffers.
-                unsafe {
-                    f32_to_f16_row(p, h.as_mut_ptr() as *mut u8, n);
-                    f16_to_f32_row(h.as_ptr() as *const u8, p, n);
-                }
-            }
-            Type::BF16 => {
-                for v in vals {
-                    *v = round_as(Type::BF16, *v);
-                }
-            }
-            // F32: kept
-            _ => {}
-        }
+        Round::for_weights(self.round).slice(vals);
     }
 }
 

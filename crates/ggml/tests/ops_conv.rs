@@ -724,6 +724,15 @@ fn conv_gemm_partial_tiles() {
                 }));
             }
         }
+        // 38 x 28 positions per image, past the count from which each image's product is
+        // written in place, 2 images, 11 output channels
+        let name = format!("CONV_2D(type_kernel={kt},ne_input=[40,30,3,2],ne_kernel=[3,3,3,11])");
+        cases.push(case(name, TOL_CONV, move |ctx, rng| {
+            let (a, ha) = uni(ctx, kt, &[3, 3, 3, 11], Layout::Contiguous, rng)?;
+            let (b, hb) = uni(ctx, Type::F32, &[40, 30, 3, 2], Layout::Padded, rng)?;
+            let out = ctx.conv_2d_direct(&a, &b, 1, 1, 0, 0, 1, 1)?;
+            Ok((out, reference::conv_2d(&ha, &hb, geos_2d()[0])))
+        }));
         // K = 3·3·3·12 = 324, 10 output channels, 2 batches
         let name =
             format!("CONV_3D(type_kernel={kt},ne_input=[9,8,5,24],ne_kernel=[3,3,3,120],IC=12)");

@@ -724,8 +724,8 @@ fn conv_gemm_partial_tiles() {
                 }));
             }
         }
-        // 38 x 28 positions per image, past the count from which each image's product is
-        // written in place, 2 images, 11 output channels
+        // 38 x 28 positions per image (several blocks of the GEMM's rows), 2 images, 11
+        // output channels, a padded input
         let name = format!("CONV_2D(type_kernel={kt},ne_input=[40,30,3,2],ne_kernel=[3,3,3,11])");
         cases.push(case(name, TOL_CONV, move |ctx, rng| {
             let (a, ha) = uni(ctx, kt, &[3, 3, 3, 11], Layout::Contiguous, rng)?;

@@ -1,5 +1,6 @@
-//! Micro-benchmark of the CPU kernels: GFLOP/s of MUL_MAT (F32, F16 and BF16 weights) and
-//! FLASH_ATTN_EXT (Gemma 3 270M's attention shape), and GB/s of the bandwidth-bound ops (the
+//! Micro-benchmark of the CPU kernels: GFLOP/s of MUL_MAT (F32, F16 and BF16 weights),
+//! MUL_MAT_ID, OUT_PROD, the convolutions (CONV_2D, CONV_TRANSPOSE_1D) and FLASH_ATTN_EXT
+//! (Gemma 3 270M's attention shape), and GB/s of the bandwidth-bound ops (the
 //! lines named `bw …`, on [4096, 512] F32 tensors, beyond L2; the same cases as
 //! `tools/bench-vs-ggml/ggml_bw_ops.py` times in GGML), with 1 and 2 threads. Run with
 //! `cargo bench -p ggml --bench ops` (optionally `-- <filter>...` to run the lines containing
@@ -115,6 +116,41 @@ fn out_prod_line(m: i64, k: i64, n: i64) -> Line {
             ctx.out_prod(&a, &b).unwrap()
         }),
         mem: ((m * k + n * k + m * n) * 4) as usize + (4 << 20),
+    }
+}
+
+/// CONV_2D (direct) of an F32 input `[w, w, ic, n]` with a `kt` kernel `[k, k, ic, oc]`,
+/// stride 1, no padding: FLOPs = 2 · OW · OH · OC · IC · K² · N.
+fn conv_2d_line(kt: Type, w: i64, k: i64, ic: i64, oc: i64, n: i64) -> Line {
+    let o = w - k + 1;
+    Line {
+        name: format!("conv_2d {kt} {k}x{k} {ic}->{oc} in {w}x{w} N={n}"),
+        work: 2.0 * (o * o * oc * ic * k * k * n) as f64,
+        unit: "GFLOP/s",
+        build: Box::new(move |ctx| {
+            let a = input(ctx, kt, &[k, k, ic, oc]);
+            let b = input(ctx, Type::F32, &[w, w, ic, n]);
+            ctx.conv_2d_direct(&a, &b, 1, 1, 0, 0, 1, 1).unwrap()
+        }),
+        mem: ((k * k * ic * oc + w * w * ic * n + o * o * oc * n) * 4) as usize + (4 << 20),
+    }
+}
+
+/// CONV_TRANSPOSE_1D of an F32 input `[l, ic]` with a `kt` kernel `[k, oc, ic]`, stride `s`
+/// (a vocoder's upsampling stage): FLOPs = 2 · L · K · OC · IC.
+fn conv_transpose_1d_line(kt: Type, l: i64, k: i64, ic: i64, oc: i64, s: i32) -> Line {
+    // the result's length
+    let t = (l - 1) * s as i64 + k;
+    Line {
+        name: format!("conv_transpose_1d {kt} K={k} s={s} {ic}->{oc} L={l}"),
+        work: 2.0 * (l * k * oc * ic) as f64,
+        unit: "GFLOP/s",
+        build: Box::new(move |ctx| {
+            let a = input(ctx, kt, &[k, oc, ic]);
+            let b = input(ctx, Type::F32, &[l, ic]);
+            ctx.conv_transpose_1d(&a, &b, s, 0, 1).unwrap()
+        }),
+        mem: ((k * oc * ic + l * ic + t * oc) * 4) as usize + (4 << 20),
     }
 }
 
@@ -352,6 +388,25 @@ fn lines() -> Vec<Line> {
         for tokens in [1, 32] {
             v.push(mul_mat_id_line(wt, (2048, 1024, 8), 2, tokens));
         }
+    }
+    // float experts against a batch: 64 tokens, 8 experts of 1024 x 1024, 2 per token
+    for wt in [Type::F32, Type::F16] {
+        v.push(mul_mat_id_line(wt, (1024, 1024, 8), 2, 64));
+    }
+    // Qwen3-30B-A3B's experts (GGML's `test-backend-ops perf` case: 128 experts of
+    // 2048 x 768, 8 per token) in a 256-token batch: 16 pairs per expert
+    v.push(mul_mat_id_line(Type::F16, (2048, 768, 128), 8, 256));
+    // convolutions: a middle layer of a ConvNet (3x3, 64 -> 64 channels, 56x56 out; GGML's
+    // perf case 58/3/32->64), a 1x1 one, a deep layer of several images, and a vocoder's
+    // transposed convolution
+    for kt in [Type::F32, Type::F16] {
+        v.push(conv_2d_line(kt, 58, 3, 64, 64, 1));
+    }
+    v.push(conv_2d_line(Type::F32, 58, 3, 32, 64, 1));
+    v.push(conv_2d_line(Type::F32, 56, 1, 64, 64, 1));
+    v.push(conv_2d_line(Type::F32, 16, 3, 128, 512, 8));
+    for kt in [Type::F32, Type::F16] {
+        v.push(conv_transpose_1d_line(kt, 128, 16, 512, 256, 8));
     }
     for (n_q, n_kv) in [(256, 256), (1, 256), (1, 1024)] {
         v.push(flash_attn_line(256, n_q, n_kv, 4));

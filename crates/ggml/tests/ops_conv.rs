@@ -701,6 +701,83 @@ fn conv_transpose_cases() {
     run(cases);
 }
 
+/// The convolutions through the packed GEMM on sizes that leave partial tiles everywhere:
+/// more output positions than one block of rows (and not a multiple of any path's tile),
+/// patches longer than one slice of the shared dimension (256), output channel counts that
+/// are no multiple of a tile's columns, several batches, strided, padded and dilated
+/// geometries, and (transposed) more channels and positions than one block of products.
+#[test]
+fn conv_gemm_partial_tiles() {
+    let mut cases = Vec::new();
+    let geos = geos_2d();
+    for kt in [Type::F32, Type::F16] {
+        // 17 x 15 positions per image, K = 3·3·40 = 360, 19 output channels, 2 images
+        for (gi, g) in [(0, geos[0]), (3, geos[3])] {
+            for lb in [Layout::Contiguous, Layout::Padded] {
+                let name = format!("CONV_2D(type_kernel={kt},ne_input=[19,17,40,2],ne_kernel=[3,3,40,19],geo={gi},layout={lb:?})");
+                cases.push(case(name, TOL_CONV, move |ctx, rng| {
+                    let (a, ha) = uni(ctx, kt, &[3, 3, 40, 19], Layout::Contiguous, rng)?;
+                    let (b, hb) = uni(ctx, Type::F32, &[19, 17, 40, 2], lb, rng)?;
+                    let (s, p, d) = (g.s, g.p, g.d);
+                    let out = ctx.conv_2d_direct(&a, &b, s[0], s[1], p[0], p[1], d[0], d[1])?;
+                    Ok((out, reference::conv_2d(&ha, &hb, g)))
+                }));
+            }
+        }
+        // 38 x 28 positions per image (several blocks of the GEMM's rows), 2 images, 11
+        // output channels, a padded input
+        let name = format!("CONV_2D(type_kernel={kt},ne_input=[40,30,3,2],ne_kernel=[3,3,3,11])");
+        cases.push(case(name, TOL_CONV, move |ctx, rng| {
+            let (a, ha) = uni(ctx, kt, &[3, 3, 3, 11], Layout::Contiguous, rng)?;
+            let (b, hb) = uni(ctx, Type::F32, &[40, 30, 3, 2], Layout::Padded, rng)?;
+            let out = ctx.conv_2d_direct(&a, &b, 1, 1, 0, 0, 1, 1)?;
+            Ok((out, reference::conv_2d(&ha, &hb, geos_2d()[0])))
+        }));
+        // K = 3·3·3·12 = 324, 10 output channels, 2 batches
+        let name =
+            format!("CONV_3D(type_kernel={kt},ne_input=[9,8,5,24],ne_kernel=[3,3,3,120],IC=12)");
+        cases.push(case(name, TOL_CONV, move |ctx, rng| {
+            let (a, ha) = uni(ctx, kt, &[3, 3, 3, 120], Layout::Contiguous, rng)?;
+            let (b, hb) = uni(ctx, Type::F32, &[9, 8, 5, 24], Layout::Contiguous, rng)?;
+            let g = Geo {
+                s: [1, 2, 1],
+                p: [1, 0, 1],
+                d: [1, 1, 2],
+            };
+            let (s, p, d) = (g.s, g.p, g.d);
+            let out = ctx.conv_3d_direct(
+                &a, &b, s[0], s[1], s[2], p[0], p[1], p[2], d[0], d[1], d[2], 12, 2, 10,
+            )?;
+            Ok((out, reference::conv_3d(&ha, &hb, 12, g)))
+        }));
+        // a vocoder-like stage (IC past one slice), and many channels and positions (several
+        // blocks of output channels and of input positions)
+        for (k, oc, ic, l, s) in [(16i64, 20i64, 300i64, 37i64, 8usize), (3, 100, 5, 700, 2)] {
+            let name = format!("CONV_TRANSPOSE_1D(type_kernel={kt},ne_input=[{l},{ic}],ne_kernel=[{k},{oc},{ic}],s0={s})");
+            cases.push(case(name, TOL_CONV, move |ctx, rng| {
+                let (a, ha) = uni(ctx, kt, &[k, oc, ic], Layout::Contiguous, rng)?;
+                let (b, hb) = uni(ctx, Type::F32, &[l, ic], Layout::Contiguous, rng)?;
+                let out = ctx.conv_transpose_1d(&a, &b, s as i32, 0, 1)?;
+                Ok((out, reference::conv_transpose_1d(&ha, &hb, s)))
+            }));
+        }
+        let name = format!("CONV_TRANSPOSE_2D(type_kernel={kt},ne_input=[9,7,20,2],ne_kernel=[3,3,30,20],stride=2)");
+        cases.push(case(name, TOL_CONV, move |ctx, rng| {
+            let (a, ha) = uni(
+                ctx,
+                kt,
+                &[3, 3, 30, 20],
+                Layout::Permuted([1, 0, 2, 3]),
+                rng,
+            )?;
+            let (b, hb) = uni(ctx, Type::F32, &[9, 7, 20, 2], Layout::Padded, rng)?;
+            let out = ctx.conv_transpose_2d_p0(&a, &b, 2)?;
+            Ok((out, reference::conv_transpose_2d(&ha, &hb, 2)))
+        }));
+    }
+    run(cases);
+}
+
 #[test]
 fn col2im_1d_cases() {
     let mut cases = Vec::new();

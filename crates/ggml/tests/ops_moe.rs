@@ -1,6 +1,7 @@
-//! MUL_MAT_ID and OUT_PROD: shape rules and errors, and quantized experts against MUL_MAT bit
-//! for bit (their values against references, out-of-range expert ids included, are the
-//! conformance suite's, `ggml-conformance` family `moe`).
+//! MUL_MAT_ID and OUT_PROD: shape rules and errors, float experts against an f64 reference
+//! (experts routed 0, 1, 4 and 40 pairs: the dot products and the packed GEMM), and quantized
+//! experts against MUL_MAT bit for bit (more values against references, out-of-range expert
+//! ids included, are the conformance suite's, `ggml-conformance` family `moe`).
 
 mod common;
 
@@ -138,6 +139,57 @@ fn quantized_experts_give_mul_mats_bits_for_one_column() {
                         picks[j]
                     );
                 }
+            }
+        }
+    }
+}
+
+/// Float experts (F32, F16, BF16) against an f64 reference with `b` rounded to the weights'
+/// type (as GGML converts it): five experts routed 0, 1, 4, 0 and 40 pairs (below the GEMM's
+/// 5 columns the dot products, from there the packed GEMM), K = 300 (past one slice of the
+/// GEMM's shared dimension), 53 rows (partial tiles, and bands of different lengths among 2
+/// and 3 threads), `b` one row per slot and broadcast, packed and padded; 1, 2 and 3 threads
+/// give the same bits.
+#[test]
+fn float_experts_against_f64() {
+    let (k, m, n_expert, n_used, tokens) = (300i64, 53i64, 5i64, 3i64, 15i64);
+    let picks: Vec<f64> = (0..n_used * tokens)
+        .map(|j| match j {
+            0 => 1.0,
+            1..=4 => 2.0,
+            _ => 4.0,
+        })
+        .collect();
+    for wt in [Type::F32, Type::F16, Type::BF16] {
+        for n_b in [n_used, 1] {
+            for lb in [Layout::Contiguous, Layout::Padded] {
+                let name = format!("MUL_MAT_ID(type_a={wt},n_b={n_b},layout={lb:?})");
+                let picks = picks.clone();
+                check(&name, 1e-7, move |ctx, rng| {
+                    let (w, hw) = input(
+                        ctx,
+                        wt,
+                        &[k, m, n_expert],
+                        Layout::Contiguous,
+                        rng,
+                        -1.0,
+                        1.0,
+                    )?;
+                    let (b, hb) = input(ctx, Type::F32, &[k, n_b, tokens], lb, rng, -1.0, 1.0)?;
+                    let (ids, _) = input_values(ctx, Type::I32, &[n_used, tokens], &picks)?;
+                    let out = ctx.mul_mat_id(&w, &b, &ids)?;
+                    let dims = [m as usize, n_used as usize, tokens as usize, 1, 1];
+                    let want = Host::from_fn(dims, |i| {
+                        let x = picks[i[1] + i[2] * n_used as usize] as usize;
+                        (0..k as usize)
+                            .map(|p| {
+                                let bv = hb.at([p, i[1] % n_b as usize, i[2], 0, 0]);
+                                hw.at([p, i[0], x, 0, 0]) * round_to(wt, bv)
+                            })
+                            .sum()
+                    });
+                    Ok((out, want))
+                });
             }
         }
     }

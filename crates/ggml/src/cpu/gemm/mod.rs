@@ -1,6 +1,7 @@
-//! Dense packed GEMM for float weights (MUL_MAT's F32, F16 and BF16 path), in the style of
-//! BLIS: `c[j][i] = Σₖ a[i][k] · b[j][k]` for `a` the weights (`m` rows of `k` elements) and
-//! `b` the activations (`n` rows of `k`), `c` row `j` holding the `m` results of column `j`.
+//! Dense packed GEMM for float operands (MUL_MAT's F32, F16 and BF16 path, OUT_PROD, float
+//! MUL_MAT_ID, the convolutions), in the style of BLIS: `c[j][i] = Σₖ a[i][k] · b[j][k]` for
+//! `a` the weights (`m` rows of `k` elements) and `b` the activations (`n` rows of `k`), `c`
+//! row `j` holding the `m` results of column `j`.
 //!
 //! ## Blocking
 //! For each block of [`NC`] columns and each slice of [`KC`] of the shared dimension, the
@@ -15,6 +16,15 @@
 //! tiles go through a tile on the stack, so every element is summed in the same order: in
 //! f32, `k` ascending within each slice of [`KC`], slices added to `c` in order. The thread
 //! that computes an element, and the thread count, never change that order.
+//!
+//! ## Operands and results
+//! Each operand is a [`Source`] of panels: a [`Mat`] (rows at one stride, MUL_MAT's and
+//! OUT_PROD's operands), [`Gathered`] rows at any addresses (MUL_MAT_ID's activations, the
+//! rows routed to one expert), or a caller's own packer (the convolutions gather their
+//! patches straight into the panels: im2col fused into the packing, no patch matrix). The
+//! result goes to a [`Sink`]: [`Out`] (rows at one stride) or [`Scattered`] rows at any
+//! addresses (MUL_MAT_ID's results). Every source packs the same values in the same panel
+//! layout and every sink takes the same sums, so the order of summation above holds for all.
 //!
 //! ## Numerics (as GGML)
 //! GGML's CPU backend multiplies F16 weights by activations converted to F16 (the
@@ -41,7 +51,7 @@ mod portable;
 use std::ops::Range;
 
 use crate::cpu::kernels::load;
-use crate::cpu::kernels::vec::f16_to_f32_row;
+use crate::cpu::kernels::vec::{f16_to_f32_row, f32_to_f16_row};
 use crate::cpu::quant_dot::Isa;
 use crate::types::{bf16, bf16_to_f32, f16, f32_to_bf16, Type};
 
@@ -73,6 +83,60 @@ impl Mat {
         self.elem_stride == self.ty.type_size()
     }
 }
+
+/// One panel the GEMM asks a [`Source`] for: rows `r0..r0 + rn` of the operand (`rn ≤ pr`),
+/// elements `p0..p0 + kc`, laid out k-major for tiles of `pr` rows, rounded by `round`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Panel {
+    /// The first row.
+    pub r0: usize,
+    /// Rows in the operand (the rest of the panel's `pr` is zero).
+    pub rn: usize,
+    /// Rows of the panel: the kernel's `mr` or `nr`.
+    pub pr: usize,
+    /// The first element.
+    pub p0: usize,
+    /// Elements.
+    pub kc: usize,
+    /// What the values are rounded to.
+    pub round: Round,
+}
+
+/// An operand the GEMM packs its panels from.
+pub(crate) trait Source {
+    /// Packs panel `at` into `out` (`pr · kc` values) k-major, value `(p, r)` at `p · pr + r`,
+    /// rows `rn..pr` zero; each value widened to f32, then rounded by `round`.
+    ///
+    /// # Safety
+    /// The rows and elements must be readable; the CPU must have the kernel's path.
+    unsafe fn panel(&self, kern: &Kernel, at: Panel, out: &mut [f32]);
+}
+
+/// Rows at any addresses: row `r` at `row(r)`, its elements `elem_stride` bytes apart, of
+/// type `ty` (F32, F16 or BF16).
+pub(crate) struct Gathered<F: Fn(usize) -> *const u8> {
+    /// The address of each row's element 0.
+    pub row: F,
+    /// The element type.
+    pub ty: Type,
+    /// Bytes between the elements of a row.
+    pub elem_stride: usize,
+}
+
+/// Where the GEMM writes its result: row `j` (column `j` of the product) holds `m` packed
+/// f32 values.
+pub(crate) trait Sink {
+    /// Row `j`'s value 0.
+    fn row(&self, j: usize) -> *mut f32;
+
+    /// Rows `j..j + h` as row `j` and the f32 values between consecutive rows, when they are
+    /// evenly spaced (a whole tile is then written in place).
+    fn rows(&self, j: usize, h: usize) -> Option<(*mut f32, usize)>;
+}
+
+/// Rows at any addresses: row `j` at `row(j)` (f32-aligned, `m` values each, no two rows
+/// overlapping).
+pub(crate) struct Scattered<F: Fn(usize) -> *mut f32>(pub F);
 
 /// Which of a tensor's strides steps between an operand's GEMM rows: MUL_MAT's operands have
 /// their rows along `nb1` (elements along `nb0`); OUT_PROD's along `nb0` (elements `nb1`).
@@ -109,6 +173,34 @@ pub(crate) struct Out {
     pub ld: usize,
 }
 
+impl Sink for Out {
+    fn row(&self, j: usize) -> *mut f32 {
+        self.ptr.wrapping_add(j * self.ld)
+    }
+
+    fn rows(&self, j: usize, _h: usize) -> Option<(*mut f32, usize)> {
+        Some((self.row(j), self.ld))
+    }
+}
+
+impl<F: Fn(usize) -> *mut f32> Sink for Scattered<F> {
+    fn row(&self, j: usize) -> *mut f32 {
+        (self.0)(j)
+    }
+
+    fn rows(&self, j: usize, h: usize) -> Option<(*mut f32, usize)> {
+        let first = (self.0)(j);
+        if h <= 1 {
+            return Some((first, 0));
+        }
+        let step = ((self.0)(j + 1) as usize).wrapping_sub(first as usize);
+        let even = step > 0
+            && step % 4 == 0
+            && (2..h).all(|t| (self.0)(j + t) as usize == first as usize + t * step);
+        even.then_some((first, step / 4))
+    }
+}
+
 /// What `b`'s values are rounded to while packing: the weights' dot type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Round {
@@ -140,11 +232,26 @@ impl Round {
         }
     }
 
-    /// Every value of `v` rounded.
+    /// Every value of `v` rounded (to F16 with the row converters: F16C or AVX-512 where
+    /// the path has them, the same bits as [`Round::apply`]).
     pub(crate) fn slice(self, v: &mut [f32]) {
-        if self != Round::F32 {
-            for x in v {
-                *x = self.apply(*x);
+        match self {
+            Round::F32 => {}
+            Round::F16 => {
+                let mut h = [0u16; 64];
+                for c in v.chunks_mut(h.len()) {
+                    let (n, p) = (c.len(), c.as_mut_ptr() as *mut u8);
+                    // SAFETY: n ≤ 64 values each way, in distinct buffers.
+                    unsafe {
+                        f32_to_f16_row(p, h.as_mut_ptr() as *mut u8, n);
+                        f16_to_f32_row(h.as_ptr() as *const u8, p, n);
+                    }
+                }
+            }
+            Round::Bf16 => {
+                for x in v {
+                    *x = self.apply(*x);
+                }
             }
         }
     }
@@ -189,7 +296,21 @@ impl Kernel {
             _ => portable::KERNEL,
         }
     }
+
+    /// Thread `ith` of `nth`'s band of `0..m` rows of `a`: whole tiles of `mr` rows (the last
+    /// band shorter), so no tile is cut between threads.
+    pub(crate) fn band(&self, m: usize, ith: usize, nth: usize) -> Range<usize> {
+        let per = m.div_ceil(self.mr).div_ceil(nth.max(1)) * self.mr;
+        (ith * per).min(m)..((ith + 1) * per).min(m)
+    }
 }
+
+/// The most rows of `a` a tile of any path has (a [`Source`] packs panels of at most this
+/// many rows).
+pub(crate) const MAX_MR: usize = 48;
+const _: () = assert!(portable::KERNEL.mr <= MAX_MR);
+#[cfg(target_arch = "x86_64")]
+const _: () = assert!(avx2::KERNEL.mr <= MAX_MR && avx512::KERNEL.mr <= MAX_MR);
 
 /// `out[i] = src[i]` widened (exact), with F16C where the CPU has it (the element kernels'
 /// row conversion).
@@ -225,11 +346,11 @@ pub(crate) fn scratch_len(n: usize) -> usize {
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gemm(
     kern: &Kernel,
-    a: &Mat,
-    b: &Mat,
+    a: &impl Source,
+    b: &impl Source,
     k: usize,
     round: Round,
-    c: Out,
+    c: &impl Sink,
     rows: Range<usize>,
     cols: Range<usize>,
     scratch: &mut [f32],
@@ -242,7 +363,7 @@ pub(crate) unsafe fn gemm(
         for j in cols {
             for i in rows.clone() {
                 // SAFETY: (j, i) is an element the caller lets us write.
-                unsafe { *c.ptr.add(j * c.ld + i) = 0.0 };
+                unsafe { *c.row(j).add(i) = 0.0 };
             }
         }
         return;
@@ -265,12 +386,10 @@ pub(crate) unsafe fn gemm(
                     for ir in (0..mc).step_by(mr) {
                         let ap = &apack[ir * kc..(ir + mr) * kc];
                         let (w, h) = ((mc - ir).min(mr), (nc - jr).min(nr));
-                        // SAFETY: the result tile at row jc + jr, value ic + ir, is within
-                        // the caller's ranges for w values of h rows.
-                        let ct = unsafe { c.ptr.add((jc + jr) * c.ld + ic + ir) };
-                        // SAFETY: the panels hold kc · mr and kc · nr values; the tile as
-                        // above; the caller guarantees the path.
-                        unsafe { tile(kern, kc, ap, bp, ct, c.ld, pc > 0, w, h) };
+                        // SAFETY: the panels hold kc · mr and kc · nr values; the tile at
+                        // row jc + jr, value ic + ir, is within the caller's ranges for w
+                        // values of h rows; the caller guarantees the path.
+                        unsafe { tile(kern, kc, ap, bp, c, [jc + jr, ic + ir], pc > 0, w, h) };
                     }
                 }
             }
@@ -278,8 +397,9 @@ pub(crate) unsafe fn gemm(
     }
 }
 
-/// One micro-kernel call on the tile at `c` of which `w` values of `h` rows are in the
-/// result: straight into `c` for a whole tile, else through a tile on the stack.
+/// One micro-kernel call on the tile of `c` at row `j0`, value `i0`, of which `w` values of
+/// `h` rows are in the result: straight into `c` for a whole tile of evenly spaced rows, else
+/// through a tile on the stack.
 ///
 /// # Safety
 /// As [`MicroFn`], for the `w × h` part of the tile only.
@@ -290,8 +410,8 @@ unsafe fn tile(
     kc: usize,
     ap: &[f32],
     bp: &[f32],
-    c: *mut f32,
-    ldc: usize,
+    c: &impl Sink,
+    [j0, i0]: [usize; 2],
     acc: bool,
     w: usize,
     h: usize,
@@ -299,16 +419,19 @@ unsafe fn tile(
     let (mr, nr) = (kern.mr, kern.nr);
     debug_assert!(ap.len() == kc * mr && bp.len() == kc * nr);
     if w == mr && h == nr {
-        // SAFETY: a whole tile; forwarded from the caller.
-        unsafe { (kern.micro)(kc, ap.as_ptr(), bp.as_ptr(), c, ldc, acc) };
-        return;
+        if let Some((row, ld)) = c.rows(j0, h) {
+            // SAFETY: a whole tile of evenly spaced rows; forwarded from the caller.
+            unsafe { (kern.micro)(kc, ap.as_ptr(), bp.as_ptr(), row.add(i0), ld, acc) };
+            return;
+        }
     }
     let mut t = [0f32; TILE];
     for j in 0..h {
+        let row = c.row(j0 + j);
         for i in 0..w {
             // SAFETY: (j, i) is in the part of the tile the caller owns.
             t[j * mr + i] = if acc {
-                unsafe { *c.add(j * ldc + i) }
+                unsafe { *row.add(i0 + i) }
             } else {
                 0.0
             };
@@ -317,16 +440,16 @@ unsafe fn tile(
     // SAFETY: `t` holds mr · nr <= TILE values; the panels as forwarded.
     unsafe { (kern.micro)(kc, ap.as_ptr(), bp.as_ptr(), t.as_mut_ptr(), mr, true) };
     for j in 0..h {
+        let row = c.row(j0 + j);
         for i in 0..w {
             // SAFETY: as above.
-            unsafe { *c.add(j * ldc + i) = t[j * mr + i] };
+            unsafe { *row.add(i0 + i) = t[j * mr + i] };
         }
     }
 }
 
 /// Packs rows `r0..r0 + rn` of `m`, elements `p0..p0 + kc`, into panels of `pr` rows:
-/// panel `q` at `out[q · pr · kc..]`, value `(p, r)` at `p · pr + r`, rows past `rn` zero;
-/// each value widened to f32, then rounded by `round`.
+/// panel `q` at `out[q · pr · kc..]`, as [`Source::panel`] packs one.
 ///
 /// # Safety
 /// The rows and elements must be readable in `m`; `out` must hold `rn.div_ceil(pr) · pr · kc`
@@ -334,7 +457,7 @@ unsafe fn tile(
 #[allow(clippy::too_many_arguments)]
 unsafe fn pack(
     kern: &Kernel,
-    m: &Mat,
+    m: &impl Source,
     r0: usize,
     rn: usize,
     pr: usize,
@@ -343,66 +466,136 @@ unsafe fn pack(
     round: Round,
     out: &mut [f32],
 ) {
-    let mut row = [0f32; KC];
-    let row = &mut row[..kc];
-    let fast = pr == kern.mr && round == Round::F32 && m.packed();
-    // Rows stored side by side (each element index a packed run of rows, as OUT_PROD's
-    // operands are): one run of `pr` values per element, read as a row of the transpose.
-    let side_by_side = !m.packed() && m.row_stride == m.ty.type_size();
-    for q in 0..rn.div_ceil(pr) {
-        let panel = &mut out[q * pr * kc..(q + 1) * pr * kc];
-        if side_by_side && (q + 1) * pr <= rn {
+    for (q, panel) in out
+        .chunks_exact_mut(pr * kc)
+        .take(rn.div_ceil(pr))
+        .enumerate()
+    {
+        let at = Panel {
+            r0: r0 + q * pr,
+            rn: pr.min(rn - q * pr),
+            pr,
+            p0,
+            kc,
+            round,
+        };
+        // SAFETY: rows r0 + q·pr.. of the caller's, as many as remain (at most pr).
+        unsafe { m.panel(kern, at, panel) };
+    }
+}
+
+impl Source for Mat {
+    unsafe fn panel(&self, kern: &Kernel, at: Panel, out: &mut [f32]) {
+        let (m, r0, rn, pr) = (self, at.r0, at.rn, at.pr);
+        let (p0, kc, round) = (at.p0, at.kc, at.round);
+        if rn == pr && !m.packed() && m.row_stride == m.ty.type_size() {
+            // Rows stored side by side (each element index a packed run of rows, as
+            // OUT_PROD's operands are): one run of `pr` values per element, read as a row of
+            // the transpose.
             let t = Mat {
-                // SAFETY: row r0 + q·pr is within the rows the caller named.
-                ptr: unsafe { m.ptr.add((r0 + q * pr) * m.row_stride) },
+                ptr: m.ptr.wrapping_add(r0 * m.row_stride),
                 ty: m.ty,
                 row_stride: m.elem_stride,
                 elem_stride: m.row_stride,
             };
-            for (p, run) in panel.chunks_exact_mut(pr).enumerate() {
+            for (p, run) in out.chunks_exact_mut(pr).take(kc).enumerate() {
                 // SAFETY: element p0 + p of the panel's pr rows, which lie side by side.
-                unsafe { read(&t, p0 + p, 0, run) };
+                unsafe {
+                    read(
+                        t.ptr.wrapping_add((p0 + p) * t.row_stride),
+                        t.ty,
+                        t.elem_stride,
+                        run,
+                    )
+                };
                 round.slice(run);
             }
-            continue;
+            return;
         }
-        if fast && (q + 1) * pr <= rn {
+        if rn == pr && pr == kern.mr && round == Round::F32 && m.packed() {
             // SAFETY: pr = MR whole rows of packed elements p0..p0 + kc (caller); the panel
             // holds kc · MR values.
             unsafe {
-                let base = m.ptr.add((r0 + q * pr) * m.row_stride + p0 * m.elem_stride);
-                (kern.pack_panel)(m.ty, base, m.row_stride, kc, panel.as_mut_ptr());
+                let base = m.ptr.add(r0 * m.row_stride + p0 * m.elem_stride);
+                (kern.pack_panel)(m.ty, base, m.row_stride, kc, out.as_mut_ptr());
+            }
+            return;
+        }
+        let row = |r: usize| m.ptr.wrapping_add(r * m.row_stride);
+        // SAFETY: forwarded from the caller.
+        unsafe { panel_by_rows(row, m.ty, m.elem_stride, at, out) }
+    }
+}
+
+impl<F: Fn(usize) -> *const u8> Source for Gathered<F> {
+    unsafe fn panel(&self, kern: &Kernel, at: Panel, out: &mut [f32]) {
+        let (r0, rn) = (at.r0, at.rn);
+        // evenly spaced rows (a run of whole rows, say) pack as a Mat, with its fast paths
+        let first = (self.row)(r0);
+        let step = if rn > 1 {
+            ((self.row)(r0 + 1) as usize).wrapping_sub(first as usize)
+        } else {
+            0
+        };
+        let even = rn > 1
+            && step > 0
+            && step < isize::MAX as usize / rn
+            && (2..rn).all(|r| (self.row)(r0 + r) as usize == first as usize + r * step);
+        if even {
+            let m = Mat {
+                ptr: first,
+                ty: self.ty,
+                row_stride: step,
+                elem_stride: self.elem_stride,
+            };
+            // SAFETY: the same rows and elements, forwarded from the caller.
+            return unsafe { m.panel(kern, Panel { r0: 0, ..at }, out) };
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe { panel_by_rows(&self.row, self.ty, self.elem_stride, at, out) }
+    }
+}
+
+/// [`Source::panel`] row by row for rows at `row(r)`, their elements of type `ty`
+/// `elem_stride` bytes apart.
+///
+/// # Safety
+/// As [`Source::panel`].
+unsafe fn panel_by_rows(
+    row: impl Fn(usize) -> *const u8,
+    ty: Type,
+    elem_stride: usize,
+    at: Panel,
+    out: &mut [f32],
+) {
+    let (r0, rn, pr, p0, kc) = (at.r0, at.rn, at.pr, at.p0, at.kc);
+    let mut vals = [0f32; KC];
+    let vals = &mut vals[..kc];
+    for r in 0..pr {
+        if r >= rn {
+            for p in 0..kc {
+                out[p * pr + r] = 0.0;
             }
             continue;
         }
-        for r in 0..pr {
-            let ri = q * pr + r;
-            if ri >= rn {
-                for p in 0..kc {
-                    panel[p * pr + r] = 0.0;
-                }
-                continue;
-            }
-            // SAFETY: row r0 + ri, elements p0..p0 + kc, forwarded from the caller.
-            unsafe { read(m, r0 + ri, p0, row) };
-            round.slice(row);
-            for (p, &v) in row.iter().enumerate() {
-                panel[p * pr + r] = v;
-            }
+        let start = row(r0 + r).wrapping_add(p0 * elem_stride);
+        // SAFETY: row r0 + r, elements p0..p0 + kc, forwarded from the caller.
+        unsafe { read(start, ty, elem_stride, vals) };
+        at.round.slice(vals);
+        for (p, &v) in vals.iter().enumerate() {
+            out[p * pr + r] = v;
         }
     }
 }
 
-/// Elements `p0..p0 + out.len()` of row `r` of `m`, widened to f32.
+/// `out.len()` elements of type `ty` from `start` on, `stride` bytes apart, widened to f32.
 ///
 /// # Safety
 /// They must be readable.
-unsafe fn read(m: &Mat, r: usize, p0: usize, out: &mut [f32]) {
+unsafe fn read(start: *const u8, ty: Type, stride: usize, out: &mut [f32]) {
     let n = out.len();
-    // SAFETY: element (r, p0) and the n - 1 after it are readable (caller).
-    let start = unsafe { m.ptr.add(r * m.row_stride + p0 * m.elem_stride) };
-    if m.packed() {
-        match m.ty {
+    if stride == ty.type_size() {
+        match ty {
             Type::F32 => {
                 // SAFETY: n packed f32 values (read unaligned: any byte address is sound).
                 for (i, v) in out.iter_mut().enumerate() {
@@ -428,8 +621,8 @@ unsafe fn read(m: &Mat, r: usize, p0: usize, out: &mut [f32]) {
         }
     }
     for (i, v) in out.iter_mut().enumerate() {
-        // SAFETY: element p0 + i of the row (caller).
-        *v = unsafe { load(start.add(i * m.elem_stride), m.ty) };
+        // SAFETY: element i of the run (caller).
+        *v = unsafe { load(start.add(i * stride), ty) };
     }
 }
 

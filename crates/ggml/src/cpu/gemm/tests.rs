@@ -115,7 +115,7 @@ fn run(kern: &Kernel, a: &Operand, b: &Operand, nth: usize) -> Vec<f32> {
                 &b.mat(),
                 k,
                 Round::for_weights(a.ty),
-                out,
+                &out,
                 rows,
                 cols,
                 &mut scratch,
@@ -207,7 +207,17 @@ fn unaligned_rows_and_more_columns_than_a_block() {
         // SAFETY: as in `run`, with a's bytes one further on.
         unsafe {
             let (bm, r) = (b.mat(), Round::F16);
-            gemm(&kern, &mat, &bm, 19, r, out, 0..9, 0..NC + 21, &mut scratch)
+            gemm(
+                &kern,
+                &mat,
+                &bm,
+                19,
+                r,
+                &out,
+                0..9,
+                0..NC + 21,
+                &mut scratch,
+            )
         };
         check(&c, &a, &b, &format!("{isa:?} unaligned"));
     }
@@ -323,5 +333,46 @@ fn few_columns_split_the_weight_rows() {
             rows.len() >= 2000 && rows.len() <= 2100,
             "{isa:?}: {rows:?}"
         );
+    }
+}
+
+/// Gathered rows (in reverse, so never evenly spaced; and in order, packed as a Mat) and
+/// scattered result rows (in reverse) give the bits of the same product read and written at
+/// one stride, on every path.
+#[test]
+fn gathered_and_scattered_rows_give_the_strided_bits() {
+    for (isa, kern) in kernels() {
+        for (wt, bt) in [
+            (Type::F32, Type::F32),
+            (Type::F16, Type::F32),
+            (Type::BF16, Type::F16),
+        ] {
+            let (m, n, k) = (53, 29, 300);
+            let a = Operand::new(wt, m, k, false, 7);
+            let b = Operand::new(bt, n, k, false, 8);
+            let want = run(&kern, &a, &b, 1);
+            let bm = b.mat();
+            let row = |j: usize| bm.ptr.wrapping_add(j * bm.row_stride);
+            let mut c = vec![f32::NAN; m * n];
+            let mut scratch = vec![0f32; scratch_len(n)];
+            for reversed in [false, true] {
+                let at = |j: usize| if reversed { n - 1 - j } else { j };
+                let acts = Gathered {
+                    row: |j: usize| row(at(j)),
+                    ty: bt,
+                    elem_stride: bm.elem_stride,
+                };
+                let base = c.as_mut_ptr();
+                let out = Scattered(|j: usize| base.wrapping_add(at(j) * m));
+                // SAFETY: the rows named are b's rows and c's, m values each; the path is
+                // one this CPU has; the scratch is as long as `scratch_len` says.
+                unsafe {
+                    let r = Round::for_weights(wt);
+                    gemm(&kern, &a.mat(), &acts, k, r, &out, 0..m, 0..n, &mut scratch)
+                };
+                let same = c.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(same, "{isa:?} {wt}×{bt} reversed {reversed}");
+            }
+        }
     }
 }

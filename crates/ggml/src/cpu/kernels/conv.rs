@@ -2,16 +2,28 @@
 //! CONV_TRANSPOSE_1D and CONV_TRANSPOSE_2D, for F32, F16 and BF16 operands with any strides.
 //!
 //! IM2COL and the direct convolutions share one patch gatherer ([`Patches`]) over up to three
-//! spatial axes; the direct ones then take [`JB`] output positions at a time and dot each
-//! kernel row (converted once per block) with the whole block, as MUL_MAT does. With an F16
-//! (BF16) kernel the patches are rounded to F16 (BF16) first, as GGML's CPU converts the input
-//! to the kernel's type. Sums are f32, each output computed by one thread in a fixed order,
-//! so results do not depend on the thread count.
+//! spatial axes. CONV_2D and CONV_3D are the product of the patch matrix (a row per output
+//! position) and the kernel (a row per output channel), as GGML's CPU computes them (im2col
+//! into its work buffer in chunks, then its MUL_MAT); here the packed GEMM of
+//! [`crate::cpu::gemm`] gathers the patches straight into its panels ([`PatchPanels`]: im2col
+//! fused into the packing, so no patch matrix is stored and nothing is allocated), and writes
+//! each output channel's plane in place. With an F16 (BF16) kernel the patches are rounded to
+//! F16 (BF16) first, as GGML's CPU converts the input to the kernel's type. Sums are f32, each
+//! output computed by one thread in the GEMM's fixed order, so results do not depend on the
+//! thread count.
+//!
+//! The transposed convolutions are a GEMM too: for each input position `l`, the products
+//! `Y[(j, oc), l] = Σ_ic a[j, oc, ic]·b[l, ic]` of every tap `j` and output channel `oc`
+//! ([`conv_transpose_1d`], [`conv_transpose_2d`]), then each output the sum, in order of `l`,
+//! of the products whose tap reaches it (GGML's COL2IM_1D). CONV_2D_DW stays a direct loop:
+//! each output channel reads one input channel, `KW·KH` products per output, too few for a
+//! GEMM's panels to pay.
 
 use std::ops::Range;
 
-use super::matmul::{dot_portable, dots_fn, row_f32, JB};
 use super::{is_float, load, operand, store, unsupported, NodePtrs, Params, Planned, TensorPtr};
+use crate::cpu::gemm::{self, Kernel, Mat, Out, Panel, Round, Source, MAX_MR};
+use crate::cpu::quant_dot::isa;
 use crate::error::Result;
 use crate::ops::{
     Col2im1dParams, Conv2dParams, Conv3dParams, ConvTranspose1dParams, ConvTranspose2dParams,
@@ -133,6 +145,128 @@ impl Patches {
                 }
             }
         }
+    }
+}
+
+impl Patches {
+    /// Writes elements `p0..p0 + kc` of the patches of batch `n` under output positions
+    /// `r0..r0 + rn` (flat, x fastest, within the batch; `at` but for `r0`) into `out`
+    /// k-major, value `(p, r)` at `p · pr + r`, rows `rn..pr` zero: a GEMM panel
+    /// ([`gemm::Source::panel`]), each column of `pr` values one element of `rn` patches. The positions are taken in runs along one
+    /// output row, so each column is a few strided copies of input rows (contiguous ones at
+    /// stride 1) with zeros where the taps fall in the padding.
+    ///
+    /// # Safety
+    /// `n` must be below the batch count the input holds, `r0 + rn` at most
+    /// [`Patches::per_batch`], `p0 + kc` at most [`Patches::len`], `rn ≤ pr ≤ MAX_MR`, and
+    /// `out` hold `pr · kc` values.
+    unsafe fn panel(&self, n: usize, r0: usize, at: Panel, out: &mut [f32]) {
+        let Panel { rn, pr, p0, kc, .. } = at;
+        assert!(rn <= pr && pr <= MAX_MR && out.len() >= pr * kc);
+        let [ax, ay, az] = self.ax;
+        // runs of positions along one output row: first row in the panel, length, the x of
+        // the first, and the input y and z under tap 0 (negative in the padding)
+        let mut runs = [(0usize, 0usize, 0i64, 0i64, 0i64); MAX_MR];
+        let (mut nruns, mut r) = (0, 0);
+        while r < rn {
+            let (_, o) = self.position(r0 + r);
+            let len = (self.out[0] - o[0]).min(rn - r);
+            let (y, z) = (o[1] as i64 * ay.s - ay.p, o[2] as i64 * az.s - az.p);
+            runs[nruns] = (r, len, o[0] as i64, y, z);
+            (nruns, r) = (nruns + 1, r + len);
+        }
+        let base = self.src.data.wrapping_add(n * self.nb_n);
+        let (kw, kh, kd) = (ax.k as usize, ay.k as usize, az.k as usize);
+        // the element's tap and channel: x, y, z, channel
+        let mut e = [
+            p0 % kw,
+            p0 / kw % kh,
+            p0 / (kw * kh) % kd,
+            p0 / (kw * kh * kd),
+        ];
+        for col in out.chunks_exact_mut(pr).take(kc) {
+            let plane = base.wrapping_add(e[3] * self.nb_c);
+            // input x = ox·s + tx: the outputs ox in lo..hi read inside the input
+            let tx = e[0] as i64 * ax.d - ax.p;
+            let lo = if tx >= 0 { 0 } else { (ax.s - 1 - tx) / ax.s };
+            let hi = if ax.len - tx <= 0 {
+                0
+            } else {
+                (ax.len - 1 - tx) / ax.s + 1
+            };
+            for &(r, len, ox0, y0, z0) in &runs[..nruns] {
+                let seg = &mut col[r..r + len];
+                let (y, z) = (y0 + e[1] as i64 * ay.d, z0 + e[2] as i64 * az.d);
+                if !(0..ay.len).contains(&y) || !(0..az.len).contains(&z) {
+                    seg.fill(0.0);
+                    continue;
+                }
+                let from = (lo - ox0).clamp(0, len as i64) as usize;
+                let to = (hi - ox0).clamp(from as i64, len as i64) as usize;
+                seg[..from].fill(0.0);
+                seg[to..].fill(0.0);
+                let x = ((ox0 + from as i64) * ax.s + tx) as usize;
+                let src = plane.wrapping_add(
+                    x * self.nb[0] + y as usize * self.nb[1] + z as usize * self.nb[2],
+                );
+                // SAFETY: outputs from..to read inputs x, x + s, … inside the row (y, z) of
+                // this channel plane of batch n.
+                unsafe { self.run(src, ax.s as usize * self.nb[0], &mut seg[from..to]) };
+            }
+            col[rn..].fill(0.0);
+            e[0] += 1;
+            if e[0] == kw {
+                e[0] = 0;
+                e[1] += 1;
+                if e[1] == kh {
+                    e[1] = 0;
+                    e[2] += 1;
+                    if e[2] == kd {
+                        e[2] = 0;
+                        e[3] += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `vals[i]`: the input element at `src + i · step`, rounded to the patches' type.
+    ///
+    /// # Safety
+    /// Those elements must be inside the input.
+    #[inline(always)]
+    unsafe fn run(&self, src: *const u8, step: usize, vals: &mut [f32]) {
+        match self.src.ty {
+            Type::F32 if step == 4 => {
+                for (i, v) in vals.iter_mut().enumerate() {
+                    // SAFETY: as the caller guarantees (read unaligned: any address is sound).
+                    *v = unsafe { (src.add(4 * i) as *const f32).read_unaligned() };
+                }
+            }
+            ty => {
+                for (i, v) in vals.iter_mut().enumerate() {
+                    // SAFETY: as the caller guarantees.
+                    *v = unsafe { load(src.add(i * step), ty) };
+                }
+            }
+        }
+        Round::for_weights(self.round).slice(vals);
+    }
+}
+
+/// The patch matrix of one batch of a convolution as a GEMM operand: row `r` the patch under
+/// output position `first + r`, its elements in the kernel's order (channel, z, y, x).
+struct PatchPanels<'a> {
+    patches: &'a Patches,
+    batch: usize,
+    first: usize,
+}
+
+impl Source for PatchPanels<'_> {
+    unsafe fn panel(&self, _kern: &Kernel, at: Panel, out: &mut [f32]) {
+        // SAFETY: the GEMM asks for rows and elements of the matrix its caller described:
+        // positions of one batch, elements of one patch; pr is a tile's rows.
+        unsafe { self.patches.panel(self.batch, self.first + at.r0, at, out) }
     }
 }
 
@@ -325,91 +459,128 @@ fn conv_3d_geometry(n: &NodePtrs) -> (Patches, Outputs) {
 /// How a direct convolution node is described.
 type GeometryOf = fn(&NodePtrs) -> (Patches, Outputs);
 
-/// CONV_2D and CONV_3D: a contiguous float kernel, float input and result; scratch for
-/// [`JB`] patches and one kernel row.
+/// Output positions per GEMM call when the result cannot take the GEMM's rows in place
+/// (results through the scratch, then stored one by one).
+const BLOCK: usize = 64;
+
+/// CONV_2D and CONV_3D: a contiguous float kernel, float input and result; scratch for the
+/// GEMM's panels and for a block of [`BLOCK`] results of every output channel.
 pub(super) fn plan_conv(t: &Tensor, three_d: bool) -> Result<Planned> {
     let (a, b) = (operand(t, 0)?, operand(t, 1)?);
     if !is_float(a.ty()) || !a.is_contiguous() || !is_float(b.ty()) || !is_float(t.ty()) {
         return Err(unsupported(t));
     }
-    let an = a.ne();
-    let k = if three_d {
+    let oc = if three_d {
         let c: Conv3dParams = crate::ops::read_params(&t.op_params());
-        (an[0] * an[1] * an[2]) as usize * c.c as usize
+        c.oc as usize
     } else {
-        (an[0] * an[1] * an[2]) as usize
+        a.ne()[3] as usize
     };
     let kernel = if three_d { conv_3d } else { conv_2d };
-    Ok(Planned::new(kernel, (JB + 1) * k * 4))
+    Ok(Planned::new(
+        kernel,
+        (gemm::scratch_len(oc) + BLOCK * oc) * 4,
+    ))
 }
 
 unsafe fn conv_2d(n: &NodePtrs, p: &Params) {
     // SAFETY: forwarded from the caller.
-    unsafe { conv_direct(n, p, conv_2d_geometry) }
+    unsafe { conv_gemm(n, p, conv_2d_geometry) }
 }
 
 unsafe fn conv_3d(n: &NodePtrs, p: &Params) {
     // SAFETY: forwarded from the caller.
-    unsafe { conv_direct(n, p, conv_3d_geometry) }
+    unsafe { conv_gemm(n, p, conv_3d_geometry) }
 }
 
-/// `dst[o, oc, n] = dot(kernel row oc, patch(n, o))` over this thread's output positions.
+/// `dst[o, oc, n] = Σₖ patch(n, o)[k] · kernel[oc][k]`: per batch, the product of the patch
+/// matrix ([`PatchPanels`]) and the kernel's rows through the packed GEMM, split among the
+/// threads in rectangles of whole tiles ([`gemm::Split`]). Each output channel's plane of a
+/// batch is a result row of the GEMM when the result holds packed, aligned f32 planes
+/// (always, for the result the op makes); otherwise blocks of [`BLOCK`] positions go through
+/// the scratch.
 ///
 /// # Safety
 /// As for every kernel; the kernel operand is contiguous (checked by the plan).
-unsafe fn conv_direct(n: &NodePtrs, p: &Params, of: GeometryOf) {
+unsafe fn conv_gemm(n: &NodePtrs, p: &Params, of: GeometryOf) {
     let (patches, outputs) = of(n);
     let (a, d) = (&n.src[0], &n.dst);
-    let k = patches.len();
-    let batches = match patches.per_batch() {
+    let (k, per, oc) = (patches.len(), patches.per_batch(), outputs.oc);
+    let batches = match per * oc {
         0 => 0,
-        per => d.nelements() / (per * outputs.oc.max(1)),
+        all => d.nelements() / all,
     };
-    let positions = p.range(batches * patches.per_batch());
-    if positions.is_empty() {
+    let kern = Kernel::for_isa(isa());
+    let split = gemm::Split::new(&kern, per, oc, batches, p.nth);
+    let units = p.range(split.units(batches));
+    if units.is_empty() {
         return;
     }
-    let dots = dots_fn();
-    // SAFETY: the plan sized the scratch for (JB + 1)·k values.
-    let scratch = unsafe { p.scratch_f32((JB + 1) * k) };
-    let (wbuf, pbuf) = scratch.split_at_mut(k);
-    let borrow = !d.overlaps(a);
-    let row_bytes = k * a.ty.type_size();
-    // The kernel is contiguous, so each output channel's `k` values are packed, but its size-1
-    // dimensions may carry any stride (a 1x1 kernel's `nb[0]` after a permute): its rows are
-    // read as rows of `k` packed elements, not with its own `nb[0]`.
-    let mut kernel = *a;
-    kernel.ne[0] = k as i64;
-    kernel.nb[0] = a.ty.type_size();
-    let mut out = [0f32; JB];
-    for start in positions.clone().step_by(JB) {
-        let nj = JB.min(positions.end - start);
-        let where_: [(usize, [usize; 3]); JB] =
-            std::array::from_fn(|t| patches.position(start + t.min(nj - 1)));
-        for (t, buf) in pbuf.chunks_exact_mut(k.max(1)).take(nj).enumerate() {
-            let (b, o) = where_[t];
-            // SAFETY: start + t is an output position, so b and o are in range.
-            unsafe { patches.gather(b, o, &mut buf[..k]) };
+    // SAFETY: the plan sized the scratch for the GEMM's panels and a block of results.
+    let scratch = unsafe { p.scratch_f32(gemm::scratch_len(oc) + BLOCK * oc) };
+    let (panels, block) = scratch.split_at_mut(gemm::scratch_len(oc));
+    // The kernel is contiguous: output channel oc's k values packed, whatever strides its
+    // size-1 dimensions carry (a 1x1 kernel's `nb[0]` after a permute).
+    let ts = a.ty.type_size();
+    let weights = Mat {
+        ptr: a.data,
+        ty: a.ty,
+        row_stride: k * ts,
+        elem_stride: ts,
+    };
+    let packed = d.ty == Type::F32
+        && d.nb[0] == 4
+        && d.nb[1] == outputs.nb[0] * d.ne[0] as usize
+        && (outputs.nb[2] == 0 || outputs.nb[2] == outputs.nb[1] * d.ne[1] as usize)
+        && outputs.nb_oc % 4 == 0
+        && outputs.nb_n % 4 == 0
+        && d.data as usize % 4 == 0
+        && !d.overlaps(a)
+        && !d.overlaps(&patches.src);
+    for u in units {
+        let (batch, rows, cols) = split.unit(u, per, oc);
+        // This unit's output channels for positions `first + r`, r in `rs`, into `out`.
+        let mut product = |first: usize, rs: Range<usize>, out: &Out| {
+            let a = PatchPanels {
+                patches: &patches,
+                batch,
+                first,
+            };
+            // SAFETY: rows are positions of the batch, columns output channels, k the patch
+            // length; `out` is the result's planes of this batch (packed f32 positions,
+            // overlapping neither operand) or the block in the scratch, and this unit's
+            // rectangle is this thread's alone; `isa()` chose a path this CPU runs; the
+            // panels' scratch is scratch_len(oc) long.
+            let cs = cols.clone();
+            unsafe { gemm::gemm(&kern, &a, &weights, k, Round::F32, out, rs, cs, panels) }
+        };
+        if packed {
+            let out = Out {
+                ptr: d.data.wrapping_add(batch * outputs.nb_n) as *mut f32,
+                ld: outputs.nb_oc / 4,
+            };
+            product(0, rows, &out);
+            continue;
         }
-        let mut block: [&[f32]; JB] = [&[]; JB];
-        for (slot, c) in block.iter_mut().zip(pbuf.chunks_exact(k.max(1))) {
-            *slot = &c[..k];
-        }
-        for oc in 0..outputs.oc {
-            // SAFETY: the kernel is contiguous, `k` packed elements per output channel, so
-            // its row `oc` lies inside it and is a row of `kernel`; wbuf holds k values.
-            let w = unsafe { row_f32(&kernel, a.data.wrapping_add(oc * row_bytes), wbuf, borrow) };
-            dots(w, &block[..nj], &mut out[..nj]);
-            for (t, &v) in out[..nj].iter().enumerate() {
-                let (b, o) = where_[t];
-                let off = o[0] * outputs.nb[0]
-                    + o[1] * outputs.nb[1]
-                    + o[2] * outputs.nb[2]
-                    + oc * outputs.nb_oc
-                    + b * outputs.nb_n;
-                // SAFETY: (o, oc, b) indexes an element of the result, written only by the
-                // thread that owns position start + t.
-                unsafe { store(d.data.wrapping_add(off), d.ty, v) };
+        for first in rows.clone().step_by(BLOCK) {
+            let nr = BLOCK.min(rows.end - first);
+            let out = Out {
+                ptr: block.as_mut_ptr(),
+                ld: BLOCK,
+            };
+            product(first, 0..nr, &out);
+            for c in cols.clone() {
+                for r in 0..nr {
+                    let (_, o) = patches.position(first + r);
+                    let off = o[0] * outputs.nb[0]
+                        + o[1] * outputs.nb[1]
+                        + o[2] * outputs.nb[2]
+                        + c * outputs.nb_oc
+                        + batch * outputs.nb_n;
+                    // SAFETY: (o, c, batch) indexes an element of the result, written only by
+                    // the thread that owns this unit.
+                    unsafe { store(d.data.wrapping_add(off), d.ty, block[c * BLOCK + r]) };
+                }
             }
         }
     }
@@ -494,125 +665,220 @@ fn taps(t: i64, k: i64, s: i64, n: i64) -> Range<i64> {
     lo.max(0)..(t.div_euclid(s) + 1).min(n)
 }
 
-/// CONV_TRANSPOSE_1D and CONV_TRANSPOSE_2D: float kernel, float input; scratch for the
-/// kernel of one output channel and the input, both channels innermost.
+/// A transposed convolution's GEMM products per block, at most (f32 values of the scratch),
+/// unless one input position's products alone are more.
+const PRODUCTS: usize = 1 << 16;
+/// Rows of the kernel (taps × output channels) per GEMM call the blocks aim at.
+const TAP_ROWS: usize = 256;
+
+/// A transposed convolution, 1-D as 2-D of height 1: kernel `a [KW, KH, OC, IC]`, input
+/// `b [W, H, IC, N]`, result `[(W − 1)·s + KW, (H − 1)·s + KH, OC, N]` (F32), the byte
+/// strides of each operand's four indices in that order, and the blocking: output channels
+/// and input positions per block.
+struct Transposed {
+    k: [usize; 2],
+    oc: usize,
+    ic: usize,
+    len: [usize; 2],
+    batches: usize,
+    s: usize,
+    a_nb: [usize; 4],
+    b_nb: [usize; 4],
+    d_nb: [usize; 4],
+    oc_block: usize,
+    pos_block: usize,
+}
+
+/// An operand's shape and byte strides (its first four dimensions).
+type Dims = ([i64; 4], [usize; 4]);
+
+impl Transposed {
+    /// The geometry of a CONV_TRANSPOSE_1D (`two_d` false) or CONV_TRANSPOSE_2D node with
+    /// kernel `a`, input `b`, result strides `d_nb` and stride `s`.
+    fn new(two_d: bool, (an, a_nb): Dims, (bn, b_nb): Dims, d_nb: [usize; 4], s: usize) -> Self {
+        let u = |v: i64| v as usize;
+        let (k, oc, ic, len, batches, a_nb, b_nb, d_nb) = if two_d {
+            let (k, len) = ([u(an[0]), u(an[1])], [u(bn[0]), u(bn[1])]);
+            (k, u(an[2]), u(an[3]), len, u(bn[3]), a_nb, b_nb, d_nb)
+        } else {
+            (
+                [u(an[0]), 1],
+                u(an[1]),
+                u(an[2]),
+                [u(bn[0]), 1],
+                1,
+                [a_nb[0], 0, a_nb[1], a_nb[2]],
+                [b_nb[0], 0, b_nb[1], 0],
+                [d_nb[0], 0, d_nb[1], 0],
+            )
+        };
+        let taps = k[0] * k[1];
+        let oc_block = TAP_ROWS.div_ceil(taps.max(1)).clamp(1, oc.max(1));
+        let rows = taps * oc_block;
+        let pos_block = (PRODUCTS / rows.max(1)).clamp(1, (len[0] * len[1]).max(1));
+        Transposed {
+            k,
+            oc,
+            ic,
+            len,
+            batches,
+            s,
+            a_nb,
+            b_nb,
+            d_nb,
+            oc_block,
+            pos_block,
+        }
+    }
+
+    /// The geometry of node `n`.
+    fn of_node(n: &NodePtrs, two_d: bool) -> Transposed {
+        let (a, b, d) = (&n.src[0], &n.src[1], &n.dst);
+        let s = if two_d {
+            n.params::<ConvTranspose2dParams>().stride
+        } else {
+            n.params::<ConvTranspose1dParams>().s0
+        };
+        Transposed::new(two_d, dims(a), dims(b), dims(d).1, s as usize)
+    }
+
+    /// The f32 values of scratch a thread needs: the GEMM's panels and one block's products.
+    fn scratch(&self) -> usize {
+        let rows = self.k[0] * self.k[1] * self.oc_block;
+        gemm::scratch_len(self.pos_block) + self.pos_block * rows
+    }
+}
+
+/// The shape and byte strides of `t`'s first four dimensions.
+fn dims(t: &TensorPtr) -> Dims {
+    (
+        std::array::from_fn(|i| t.ne[i]),
+        std::array::from_fn(|i| t.nb[i]),
+    )
+}
+
+/// CONV_TRANSPOSE_1D and CONV_TRANSPOSE_2D: float kernel, float input, F32 result; scratch
+/// for the GEMM's panels and one block of products ([`Transposed`]).
 pub(super) fn plan_conv_transpose(t: &Tensor, two_d: bool) -> Result<Planned> {
     let (a, b) = (operand(t, 0)?, operand(t, 1)?);
     if !is_float(a.ty()) || !is_float(b.ty()) || t.ty() != Type::F32 {
         return Err(unsupported(t));
     }
-    let (an, bn) = (a.ne(), b.ne());
-    let (kernel, taps_per_oc, inputs, ic): (super::KernelFn, _, _, _) = if two_d {
-        (conv_transpose_2d, an[0] * an[1], bn[0] * bn[1], an[3])
+    let kernel: super::KernelFn = if two_d {
+        conv_transpose_2d
     } else {
-        (conv_transpose_1d, an[0], bn[0], an[2])
+        conv_transpose_1d
     };
-    Ok(Planned::new(
-        kernel,
-        ((taps_per_oc + inputs) * ic) as usize * 4,
-    ))
+    let of = |t: &Tensor| -> Dims {
+        let (ne, nb) = (t.ne(), t.nb());
+        (
+            std::array::from_fn(|i| ne[i]),
+            std::array::from_fn(|i| nb[i]),
+        )
+    };
+    // the blocking does not depend on the stride
+    let g = Transposed::new(two_d, of(a), of(b), of(t).1, 1);
+    Ok(Planned::new(kernel, g.scratch() * 4))
 }
 
-/// Fills `out[(j·IC + ic)]` with element `(pos(j), ic)` of `t` for `j` in `0..n`, rounded to
-/// `round`: a tensor rearranged with its channels innermost.
+unsafe fn conv_transpose_1d(n: &NodePtrs, p: &Params) {
+    // SAFETY: forwarded from the caller.
+    unsafe { conv_transpose(n, p, false) }
+}
+
+unsafe fn conv_transpose_2d(n: &NodePtrs, p: &Params) {
+    // SAFETY: forwarded from the caller.
+    unsafe { conv_transpose(n, p, true) }
+}
+
+/// `dst[x, y, oc, n] = Σ_{ix, iy} Σ_ic b[ix, iy, ic, n]·a[x − ix·s, y − iy·s, oc, ic]`, the
+/// output channels split over threads. For each batch, block of output channels and block of
+/// input positions, the packed GEMM gives every product `Y[l][(oc, ky, kx)] = Σ_ic a·b`
+/// (`b` rounded to the kernel's type, as GGML's CPU converts it), then each product is added
+/// to the output its tap reaches, input positions in order: every output is the sum of its
+/// products in order of `(iy, ix)`, whatever the blocks and the thread count.
 ///
 /// # Safety
-/// `pos(j)` with the channel index `ic` in slot `ch` must index elements of `t`.
-unsafe fn channels_last(
-    t: &TensorPtr,
-    n: usize,
-    ic: usize,
-    pos: impl Fn(usize, usize) -> [usize; 4],
-    round: Type,
-    out: &mut [f32],
-) {
-    for j in 0..n {
-        for c in 0..ic {
-            // SAFETY: forwarded from the caller.
-            out[j * ic + c] = round_as(round, unsafe { load(at(t, pos(j, c)), t.ty) });
-        }
-    }
-}
-
-/// `dst[t, oc] = Σ_l Σ_ic b[l, ic]·a[t − l·s0, oc, ic]`, output channels split over threads.
-unsafe fn conv_transpose_1d(n: &NodePtrs, p: &Params) {
-    let s = n.params::<ConvTranspose1dParams>().s0 as i64;
+/// As for every kernel.
+unsafe fn conv_transpose(n: &NodePtrs, p: &Params, two_d: bool) {
+    let g = Transposed::of_node(n, two_d);
     let (a, b, d) = (&n.src[0], &n.src[1], &n.dst);
-    let (k, ic, len) = (a.ne[0] as usize, a.ne[2] as usize, b.ne[0] as usize);
-    let chans = p.range(a.ne[1] as usize);
+    let chans = p.range(g.oc);
     if chans.is_empty() {
         return;
     }
-    // SAFETY: the plan sized the scratch for (K + L)·IC values.
-    let scratch = unsafe { p.scratch_f32((k + len) * ic) };
-    let (kbuf, bbuf) = scratch.split_at_mut(k * ic);
-    // SAFETY: (l, ic) indexes b [L, IC].
-    unsafe { channels_last(b, len, ic, |l, c| [l, c, 0, 0], a.ty, bbuf) };
-    for oc in chans {
-        // SAFETY: (k, oc, ic) indexes a [K, OC, IC].
-        unsafe { channels_last(a, k, ic, |j, c| [j, oc, c, 0], Type::F32, kbuf) };
-        for t in 0..d.ne[0] as usize {
-            let mut sum = 0f32;
-            for l in taps(t as i64, k as i64, s, len as i64) {
-                let l = l as usize;
-                let j = t - l * s as usize;
-                sum += dot_portable(&bbuf[l * ic..][..ic], &kbuf[j * ic..][..ic]);
+    let kern = Kernel::for_isa(isa());
+    let round = Round::for_weights(a.ty);
+    let ([kw, kh], [w, h], s) = (g.k, g.len, g.s);
+    let (taps, positions) = (kw * kh, w * h);
+    let [ow, oh] = [(w.max(1) - 1) * s + kw, (h.max(1) - 1) * s + kh];
+    // SAFETY: the plan sized the scratch (the same blocking).
+    let scratch = unsafe { p.scratch_f32(g.scratch()) };
+    let (panels, prods) = scratch.split_at_mut(gemm::scratch_len(g.pos_block));
+    let at = |t: &TensorPtr, nb: &[usize; 4], i: [usize; 4]| {
+        t.data
+            .wrapping_add(i[0] * nb[0] + i[1] * nb[1] + i[2] * nb[2] + i[3] * nb[3])
+    };
+    for bn in 0..g.batches {
+        for oc in chans.clone() {
+            for y in 0..oh {
+                for x in 0..ow {
+                    // SAFETY: (x, y, oc, bn) is an element of the F32 result in this
+                    // thread's channels.
+                    unsafe { store(at(d, &g.d_nb, [x, y, oc, bn]), Type::F32, 0.0) };
+                }
             }
-            // SAFETY: (t, oc) is an element of the result in this thread's channels.
-            unsafe { store(at(d, [t, oc, 0, 0]), d.ty, sum) };
         }
-    }
-}
-
-/// `dst[x, y, oc, n] = Σ_{ix, iy, ic} b[ix, iy, ic, n]·a[x − ix·s, y − iy·s, oc, ic]`, pairs
-/// `(oc, n)` split over threads. (GGML's CPU computes batch 0 only.)
-unsafe fn conv_transpose_2d(n: &NodePtrs, p: &Params) {
-    let s = n.params::<ConvTranspose2dParams>().stride as i64;
-    let (a, b, d) = (&n.src[0], &n.src[1], &n.dst);
-    let (kw, kh, ic) = (a.ne[0] as usize, a.ne[1] as usize, a.ne[3] as usize);
-    let (w, h) = (b.ne[0] as usize, b.ne[1] as usize);
-    let oc_n = d.ne[2] as usize;
-    let pairs = p.range(oc_n * d.ne[3] as usize);
-    if pairs.is_empty() {
-        return;
-    }
-    // SAFETY: the plan sized the scratch for (KW·KH + W·H)·IC values.
-    let scratch = unsafe { p.scratch_f32((kw * kh + w * h) * ic) };
-    let (kbuf, bbuf) = scratch.split_at_mut(kw * kh * ic);
-    let mut batch = usize::MAX;
-    for pair in pairs {
-        let (oc, bn) = (pair % oc_n, pair / oc_n);
-        if bn != batch {
-            batch = bn;
-            // SAFETY: (x, y, ic, bn) indexes b.
-            unsafe { channels_last(b, w * h, ic, |j, c| [j % w, j / w, c, bn], a.ty, bbuf) };
-        }
-        // SAFETY: (kx, ky, oc, ic) indexes a.
-        unsafe {
-            channels_last(
-                a,
-                kw * kh,
-                ic,
-                |j, c| [j % kw, j / kw, oc, c],
-                Type::F32,
-                kbuf,
-            )
-        };
-        for y in 0..d.ne[1] as usize {
-            for x in 0..d.ne[0] as usize {
-                let mut sum = 0f32;
-                for iy in taps(y as i64, kh as i64, s, h as i64) {
-                    let (iy, ky) = (iy as usize, y - iy as usize * s as usize);
-                    for ix in taps(x as i64, kw as i64, s, w as i64) {
-                        let (ix, kx) = (ix as usize, x - ix as usize * s as usize);
-                        sum += dot_portable(
-                            &bbuf[(iy * w + ix) * ic..][..ic],
-                            &kbuf[(ky * kw + kx) * ic..][..ic],
-                        );
+        for oc0 in chans.clone().step_by(g.oc_block) {
+            let rows = taps * g.oc_block.min(chans.end - oc0);
+            // kernel row r: tap (kx, ky) of channel oc0 + r / taps, its elements the inputs
+            let weights = gemm::Gathered {
+                row: |r: usize| at(a, &g.a_nb, [r % kw, r / kw % kh, oc0 + r / taps, 0]),
+                ty: a.ty,
+                elem_stride: g.a_nb[3],
+            };
+            for l0 in (0..positions).step_by(g.pos_block) {
+                let ls = g.pos_block.min(positions - l0);
+                let inputs = gemm::Gathered {
+                    row: |l: usize| at(b, &g.b_nb, [(l0 + l) % w, (l0 + l) / w, 0, bn]),
+                    ty: b.ty,
+                    elem_stride: g.b_nb[2],
+                };
+                let out = Out {
+                    ptr: prods.as_mut_ptr(),
+                    ld: rows,
+                };
+                // SAFETY: `rows` kernel rows and `ls` input rows of `ic` elements each; the
+                // products go to this thread's scratch (ls rows of `rows` values); `isa()`
+                // chose a path this CPU runs; the panels' scratch is scratch_len(pos_block).
+                unsafe {
+                    gemm::gemm(
+                        &kern,
+                        &weights,
+                        &inputs,
+                        g.ic,
+                        round,
+                        &out,
+                        0..rows,
+                        0..ls,
+                        panels,
+                    )
+                };
+                for l in 0..ls {
+                    let (ix, iy) = ((l0 + l) % w, (l0 + l) / w);
+                    // the products of one tap row (ky) of one channel: kw outputs along x
+                    let per_row = prods[l * rows..(l + 1) * rows].chunks_exact(kw);
+                    for (q, vals) in per_row.enumerate() {
+                        let (ky, c) = (q % kh, oc0 + q / kh);
+                        let row = at(d, &g.d_nb, [ix * s, iy * s + ky, c, bn]);
+                        for (kx, &v) in vals.iter().enumerate() {
+                            let q = row.wrapping_add(kx * g.d_nb[0]) as *mut f32;
+                            // SAFETY: the tap of an input position reaches an element of the
+                            // F32 result, in this thread's channels (any alignment).
+                            unsafe { q.write_unaligned(q.read_unaligned() + v) };
+                        }
                     }
                 }
-                // SAFETY: (x, y, oc, bn) is an element of this thread's pair.
-                unsafe { store(at(d, [x, y, oc, bn]), d.ty, sum) };
             }
         }
     }

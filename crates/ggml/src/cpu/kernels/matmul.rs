@@ -133,7 +133,7 @@ pub(super) unsafe fn gemm_batches(
                 &mat(b, bi),
                 k,
                 round,
-                out,
+                &out,
                 rows,
                 cols,
                 scratch,

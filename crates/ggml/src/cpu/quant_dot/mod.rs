@@ -66,6 +66,31 @@ macro_rules! by_fours {
     }};
 }
 
+/// Runs a tile kernel ([`TileDot`]) over every activation row: `by_tiles!(n, |N, r0|
+/// kernel::<.., N>(.., r0))` calls the kernel instantiated for `N` = 4 activation rows (then
+/// 3, 2 or 1 for the rest) with the group's first row `r0`, until the `n` rows are done.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_tiles {
+    ($n:expr, |$k:ident, $r0:ident| $call:expr) => {{
+        let n: usize = $n;
+        let mut $r0 = 0;
+        while $r0 < n {
+            let rows = (n - $r0).min(4);
+            // SAFETY: rows r0..r0 + rows exist (forwarded from the caller), as do their
+            // outputs; the kernel's other requirements are forwarded too.
+            unsafe {
+                match rows {
+                    4 => by_fours!(@call 4, $k, $call),
+                    3 => by_fours!(@call 3, $k, $call),
+                    2 => by_fours!(@call 2, $k, $call),
+                    _ => by_fours!(@call 1, $k, $call),
+                }
+            }
+            $r0 += rows;
+        }
+    }};
+}
+
 mod act;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod amx;
@@ -667,7 +692,7 @@ fn kernel32<B: x86::Simd32>(act: Type, isa: Isa) -> QuantDot {
     const _: () = assert!(x86::TILE_ROWS == TILE_ROWS);
     let (dot, tile): (RowDot, Option<TileDot>) = match isa {
         Isa::Avx512 => (x86::row_dots_vnni::<B>, Some(x86::row_tiles_vnni::<B>)),
-        Isa::Avx2 => (x86::row_dots_avx2::<B>, None),
+        Isa::Avx2 => (x86::row_dots_avx2::<B>, Some(x86::row_tiles_avx2::<B>)),
         Isa::Scalar => (row_dots_scalar::<B>, None),
     };
     // band products for the signed types (those with a minimum keep the row or tile dots)
@@ -703,10 +728,16 @@ fn kernel32<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
 #[cfg(target_arch = "x86_64")]
 fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     const _: () = assert!(kquant_tile::BAND == BAND_ROWS);
-    let dot: RowDot = match isa {
-        Isa::Avx512 => kquant_x86::k_dots_avx512::<B>,
-        Isa::Avx2 => kquant_x86::k_dots_avx2::<B>,
-        Isa::Scalar => row_dots_scalar::<B>,
+    let (dot, tile): (RowDot, Option<TileDot>) = match isa {
+        Isa::Avx512 => (
+            kquant_x86::k_dots_avx512::<B>,
+            Some(kquant_x86::k_tiles_avx512::<B>),
+        ),
+        Isa::Avx2 => (
+            kquant_x86::k_dots_avx2::<B>,
+            Some(kquant_x86::k_tiles_avx2::<B>),
+        ),
+        Isa::Scalar => (row_dots_scalar::<B>, None),
     };
     let band = |scratch_bytes: fn(usize) -> usize, dots: BandFn| {
         Some(BandDot {
@@ -724,7 +755,7 @@ fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     QuantDot {
         act: Type::Q8_K,
         dot,
-        tile: None,
+        tile,
         band,
     }
 }

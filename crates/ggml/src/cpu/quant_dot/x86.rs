@@ -284,22 +284,25 @@ pub(super) unsafe fn row_dots_vnni<B: Simd32>(w: &[u8], a: &[u8], out: &mut [f32
     unsafe { row_dots::<B, true>(w, a, out) }
 }
 
-/// Weight rows of one [`row_tiles_vnni`] pass.
+/// Weight rows of one [`row_tiles_vnni`] / [`row_tiles_avx2`] pass.
 pub(super) const TILE_ROWS: usize = 4;
 
 /// How many tiles ahead [`tile_r`] prefetches the weights when it has one activation row.
 const PREFETCH_TILES: usize = 2;
 
-/// `out[t][r] = dot(w[t], activation row r)` for [`TILE_ROWS`] weight rows and `R` activation
-/// rows in one pass: each activation block is loaded once for all weight rows, and with VNNI
-/// the signs need no per-pair work: signed levels `x` are offset to the unsigned `x + 128`
-/// (one XOR per weight block), and `128 · Σ y` (one `vpdpbusd` per activation block) seeds
-/// every pair's sum, which so comes out as `Σ x·y` lane by lane — the same integers as
-/// [`dots_r`]'s, scaled and accumulated in the same order, so each output is bit for bit
-/// what [`dots_r`] gives it.
+/// `out[t][r0 + r] = dot(w[t], activation row r)` for [`TILE_ROWS`] weight rows and `R`
+/// activation rows in one pass: each activation block is loaded once for all weight rows, and
+/// with one activation row (token generation) the four weight rows give four independent
+/// chains of FMAs where [`dots_r`] has one (each block's FMA waits on the previous one's).
+/// With `VNNI` the signs need no per-pair work: signed levels `x` are offset to the unsigned
+/// `x + 128` (one XOR per weight block), and `128 · Σ y` (one `vpdpbusd` per activation
+/// block) seeds every pair's sum, which so comes out as `Σ x·y` lane by lane; without, the
+/// pairs take [`dots_r`]'s `sign` + `maddubs` + `madd`. Either way the same integers as
+/// [`dots_r`]'s, scaled and accumulated in the same order, so each output is bit for bit what
+/// [`dots_r`] gives it.
 #[allow(clippy::incompatible_msrv)]
 #[inline(always)]
-unsafe fn tile_r<B: Simd32, const R: usize>(
+unsafe fn tile_r<B: Simd32, const VNNI: bool, const R: usize>(
     w: [&[B]; TILE_ROWS],
     a: &[u8],
     stride: usize,
@@ -308,14 +311,16 @@ unsafe fn tile_r<B: Simd32, const R: usize>(
 ) {
     let ys: [&[B::Act]; R] =
         std::array::from_fn(|r| bytemuck::cast_slice(&a[r * stride..(r + 1) * stride]));
-    // SAFETY: the caller's target features include AVX2, FMA, F16C, AVX-512 VL and VNNI;
-    // every load reads 32 bytes of a block's levels.
+    // SAFETY: the caller's target features include AVX2, FMA, F16C (and AVX-512 VL and VNNI
+    // with `VNNI`); every load reads 32 bytes of a block's levels.
     unsafe {
         let mut acc = [[_mm256_setzero_ps(); R]; TILE_ROWS];
         let mut extra = [[0f32; R]; TILE_ROWS];
         let offset = _mm256_set1_epi8(0x80u8 as i8);
+        let ones = _mm256_set1_epi16(1);
+        let mut xv = [_mm256_setzero_si256(); TILE_ROWS];
         let mut ux = [_mm256_setzero_si256(); TILE_ROWS];
-        let mut xd = [_mm256_setzero_ps(); TILE_ROWS];
+        let mut xd = [0f32; TILE_ROWS];
         // With one activation row (token generation), the rows [`PREFETCH_TILES`] tiles on
         // (the weight rows after these) are fetched ahead ([`prefetch`]).
         let ahead = PREFETCH_TILES * TILE_ROWS * std::mem::size_of_val(w[0]);
@@ -324,29 +329,39 @@ unsafe fn tile_r<B: Simd32, const R: usize>(
                 if R == 1 {
                     prefetch(w[t][i..].as_ptr() as *const u8, ahead, size_of::<B>());
                 }
-                let levels = w[t][i].levels();
-                ux[t] = if B::UNSIGNED {
-                    levels
-                } else {
-                    _mm256_xor_si256(levels, offset)
+                xv[t] = w[t][i].levels();
+                ux[t] = match (B::UNSIGNED, VNNI) {
+                    (true, _) => xv[t],
+                    (false, true) => _mm256_xor_si256(xv[t], offset),
+                    // maddubs multiplies unsigned by signed bytes: the signs go onto y
+                    (false, false) => _mm256_sign_epi8(xv[t], xv[t]),
                 };
-                xd[t] = _mm256_set1_ps(half(w[t][i].d()));
+                xd[t] = half(w[t][i].d());
             }
             for r in 0..R {
                 let y = &ys[r][i];
                 let (yd, yq) = y.parts();
                 let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
-                let seed = if B::UNSIGNED {
+                let seed = if B::UNSIGNED || !VNNI {
                     _mm256_setzero_si256()
                 } else {
                     let corr = _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset, yv);
                     _mm256_sub_epi32(_mm256_setzero_si256(), corr)
                 };
-                let yd = _mm256_set1_ps(half(yd));
+                let yd = half(yd);
                 for t in 0..TILE_ROWS {
-                    let sum = _mm256_dpbusd_epi32(seed, ux[t], yv);
-                    // the same product as the row kernel's scalar one, in every lane
-                    let d = _mm256_mul_ps(xd[t], yd);
+                    let sum = if VNNI {
+                        _mm256_dpbusd_epi32(seed, ux[t], yv)
+                    } else {
+                        let sy = if B::UNSIGNED {
+                            yv
+                        } else {
+                            _mm256_sign_epi8(yv, xv[t])
+                        };
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(ux[t], sy), ones)
+                    };
+                    // the same product as the row kernel's
+                    let d = _mm256_set1_ps(xd[t] * yd);
                     acc[t][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[t][r]);
                     if B::UNSIGNED {
                         extra[t][r] += w[t][i].extra(y);
@@ -365,34 +380,50 @@ unsafe fn tile_r<B: Simd32, const R: usize>(
 /// [`tile_r`] over every activation row of `a`, up to four per pass ([`super::TileDot`]).
 ///
 /// # Safety
-/// The CPU must have [`super::Isa::Avx512`]'s features; every row of `w` has as many blocks,
-/// `a` holds `out[t].len()` activation rows of as many blocks, and every `out[t]` is as long.
+/// The CPU must have the features `VNNI` needs (see [`tile_r`]); every row of `w` has as
+/// many blocks, `a` holds `out[t].len()` activation rows of as many blocks, and every
+/// `out[t]` is as long.
+#[inline(always)]
+unsafe fn row_tiles<B: Simd32, const VNNI: bool>(
+    w: [&[u8]; TILE_ROWS],
+    a: &[u8],
+    out: &mut [&mut [f32]; TILE_ROWS],
+) {
+    let wb: [&[B]; TILE_ROWS] = w.map(|r| bytemuck::cast_slice(r));
+    let stride = wb[0].len() * std::mem::size_of::<B::Act>();
+    by_tiles!(out[0].len(), |N, r0| tile_r::<B, VNNI, N>(
+        wb,
+        &a[r0 * stride..],
+        stride,
+        out,
+        r0
+    ));
+}
+
+/// [`row_tiles`] with AVX-512 VNNI on 256-bit registers.
+///
+/// # Safety
+/// The CPU must have [`super::Isa::Avx512`]'s features; see [`row_tiles`] for the lengths.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) unsafe fn row_tiles_vnni<B: Simd32>(
     w: [&[u8]; TILE_ROWS],
     a: &[u8],
     out: &mut [&mut [f32]; TILE_ROWS],
 ) {
-    let wb: [&[B]; TILE_ROWS] = [
-        bytemuck::cast_slice(w[0]),
-        bytemuck::cast_slice(w[1]),
-        bytemuck::cast_slice(w[2]),
-        bytemuck::cast_slice(w[3]),
-    ];
-    let stride = wb[0].len() * std::mem::size_of::<B::Act>();
-    let n = out[0].len();
-    let mut r0 = 0;
-    while r0 < n {
-        let ra = &a[r0 * stride..];
-        // SAFETY: rows r0.. of `a` and outputs r0.. exist (forwarded from the caller).
-        unsafe {
-            match n - r0 {
-                4.. => tile_r::<B, 4>(wb, ra, stride, out, r0),
-                3 => tile_r::<B, 3>(wb, ra, stride, out, r0),
-                2 => tile_r::<B, 2>(wb, ra, stride, out, r0),
-                _ => tile_r::<B, 1>(wb, ra, stride, out, r0),
-            }
-        }
-        r0 += (n - r0).min(4);
-    }
+    // SAFETY: forwarded.
+    unsafe { row_tiles::<B, true>(w, a, out) }
+}
+
+/// [`row_tiles`] with AVX2.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C; see [`row_tiles`] for the lengths.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn row_tiles_avx2<B: Simd32>(
+    w: [&[u8]; TILE_ROWS],
+    a: &[u8],
+    out: &mut [&mut [f32]; TILE_ROWS],
+) {
+    // SAFETY: forwarded.
+    unsafe { row_tiles::<B, false>(w, a, out) }
 }

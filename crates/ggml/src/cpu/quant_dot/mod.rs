@@ -728,16 +728,10 @@ fn kernel32<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
 #[cfg(target_arch = "x86_64")]
 fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     const _: () = assert!(kquant_tile::BAND == BAND_ROWS);
-    let (dot, tile): (RowDot, Option<TileDot>) = match isa {
-        Isa::Avx512 => (
-            kquant_x86::k_dots_avx512::<B>,
-            Some(kquant_x86::k_tiles_avx512::<B>),
-        ),
-        Isa::Avx2 => (
-            kquant_x86::k_dots_avx2::<B>,
-            Some(kquant_x86::k_tiles_avx2::<B>),
-        ),
-        Isa::Scalar => (row_dots_scalar::<B>, None),
+    let dot: RowDot = match isa {
+        Isa::Avx512 => kquant_x86::k_dots_avx512::<B>,
+        Isa::Avx2 => kquant_x86::k_dots_avx2::<B>,
+        Isa::Scalar => row_dots_scalar::<B>,
     };
     let band = |scratch_bytes: fn(usize) -> usize, dots: BandFn| {
         Some(BandDot {
@@ -755,7 +749,7 @@ fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     QuantDot {
         act: Type::Q8_K,
         dot,
-        tile,
+        tile: None,
         band,
     }
 }

@@ -893,6 +893,75 @@ mod tests {
             }
         }
     }
+    /// The tile dots (four weight rows at once: the 32-value types on AVX2 and AVX-512 VNNI)
+    /// on odd block counts and every column count from 1 to 9 (each group width of 4, 3, 2, 1
+    /// and their sums): every output bit for bit what the path's row dot gives its row, and
+    /// within f32 rounding of the portable path's.
+    #[test]
+    fn tiles_are_the_row_dots_bit_for_bit_on_every_shape() {
+        use Type::*;
+        let mut checked = 0;
+        for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL] {
+            for blocks in [1usize, 3, 37] {
+                let k = 32 * blocks;
+                let ws: Vec<Vec<u8>> = (0..TILE_ROWS as u32)
+                    .map(|s| {
+                        let mut q = vec![0u8; ty.row_size(k as i64).unwrap()];
+                        quantize_row_ref(ty, &values(k, 70 + s), &mut q).unwrap();
+                        q
+                    })
+                    .collect();
+                let scalar = quant_dot(ty, Isa::Scalar).unwrap();
+                let qbytes = scalar.act.row_size(k as i64).unwrap();
+                for cols in 1..=9usize {
+                    let xq: Vec<u8> = (0..cols as u32)
+                        .flat_map(|j| {
+                            let mut q = vec![0u8; qbytes];
+                            quantize_row_ref(scalar.act, &values(k, 200 + j), &mut q).unwrap();
+                            q
+                        })
+                        .collect();
+                    for isa in Isa::all_available() {
+                        let kq = quant_dot(ty, isa).unwrap();
+                        let Some(tile) = kq.tile else { continue };
+                        let mut outs = vec![vec![f32::NAN; cols]; TILE_ROWS];
+                        let [o0, o1, o2, o3] = &mut outs[..] else {
+                            unreachable!()
+                        };
+                        let rows = std::array::from_fn(|t| &ws[t][..]);
+                        // SAFETY: `all_available` lists only paths this CPU runs; four rows
+                        // of k values, `cols` activation rows of as many.
+                        unsafe { tile(rows, &xq, &mut [o0, o1, o2, o3]) };
+                        for (t, w) in ws.iter().enumerate() {
+                            let (mut each, mut portable) = (vec![0f32; cols], vec![0f32; cols]);
+                            // SAFETY: as above.
+                            unsafe { (kq.dot)(w, &xq, &mut each) };
+                            // SAFETY: the portable path needs no CPU feature.
+                            unsafe { (scalar.dot)(w, &xq, &mut portable) };
+                            for j in 0..cols {
+                                let (g, r, p) = (outs[t][j], each[j], portable[j]);
+                                assert_eq!(
+                                    g.to_bits(),
+                                    r.to_bits(),
+                                    "{ty} on {isa:?}, {blocks} blocks, {cols} columns, \
+                                     row {t}, column {j}: {g} vs {r}"
+                                );
+                                assert!((g - p).abs() <= 1e-5 * (1.0 + p.abs()), "{g} vs {p}");
+                            }
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        // a tile on AVX2 and on AVX-512 VNNI for each of the six types
+        let paths = [Isa::Avx2, Isa::Avx512]
+            .iter()
+            .filter(|i| i.available())
+            .count();
+        assert_eq!(checked, paths * 6 * 3 * 9);
+    }
+
     /// The band products, on every path that has them, for every type that has them (the
     /// k-quants and the signed 32-value types, on AVX2 and on AVX-512 VNNI): each output
     /// within f32 rounding of the row dot's, and bit for bit the same whatever the other

@@ -318,50 +318,75 @@ unsafe fn tile_r<B: Simd32, const VNNI: bool, const R: usize>(
         let mut extra = [[0f32; R]; TILE_ROWS];
         let offset = _mm256_set1_epi8(0x80u8 as i8);
         let ones = _mm256_set1_epi16(1);
-        let mut xv = [_mm256_setzero_si256(); TILE_ROWS];
         let mut ux = [_mm256_setzero_si256(); TILE_ROWS];
-        let mut xd = [0f32; TILE_ROWS];
+        let mut xd = [_mm256_setzero_ps(); TILE_ROWS];
         // With one activation row (token generation), the rows [`PREFETCH_TILES`] tiles on
         // (the weight rows after these) are fetched ahead ([`prefetch`]).
         let ahead = PREFETCH_TILES * TILE_ROWS * std::mem::size_of_val(w[0]);
         for i in 0..w[0].len() {
+            if !VNNI {
+                // AVX2's 16 registers: one weight row's block at a time, against every
+                // activation row, so only the accumulators stay live across rows
+                for t in 0..TILE_ROWS {
+                    let x = &w[t][i];
+                    if R == 1 {
+                        prefetch(x as *const B as *const u8, ahead, size_of::<B>());
+                    }
+                    let xv = x.levels();
+                    // maddubs multiplies unsigned by signed bytes: the signs go onto y
+                    let ux = if B::UNSIGNED {
+                        xv
+                    } else {
+                        _mm256_sign_epi8(xv, xv)
+                    };
+                    let xd = half(x.d());
+                    for r in 0..R {
+                        let y = &ys[r][i];
+                        let (yd, yq) = y.parts();
+                        let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
+                        let sy = if B::UNSIGNED {
+                            yv
+                        } else {
+                            _mm256_sign_epi8(yv, xv)
+                        };
+                        let sum = _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), ones);
+                        // the same product as the row kernel's
+                        let d = _mm256_set1_ps(xd * half(yd));
+                        acc[t][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[t][r]);
+                        if B::UNSIGNED {
+                            extra[t][r] += x.extra(y);
+                        }
+                    }
+                }
+                continue;
+            }
             for t in 0..TILE_ROWS {
                 if R == 1 {
                     prefetch(w[t][i..].as_ptr() as *const u8, ahead, size_of::<B>());
                 }
-                xv[t] = w[t][i].levels();
-                ux[t] = match (B::UNSIGNED, VNNI) {
-                    (true, _) => xv[t],
-                    (false, true) => _mm256_xor_si256(xv[t], offset),
-                    // maddubs multiplies unsigned by signed bytes: the signs go onto y
-                    (false, false) => _mm256_sign_epi8(xv[t], xv[t]),
+                let levels = w[t][i].levels();
+                ux[t] = if B::UNSIGNED {
+                    levels
+                } else {
+                    _mm256_xor_si256(levels, offset)
                 };
-                xd[t] = half(w[t][i].d());
+                xd[t] = _mm256_set1_ps(half(w[t][i].d()));
             }
             for r in 0..R {
                 let y = &ys[r][i];
                 let (yd, yq) = y.parts();
                 let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
-                let seed = if B::UNSIGNED || !VNNI {
+                let seed = if B::UNSIGNED {
                     _mm256_setzero_si256()
                 } else {
                     let corr = _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset, yv);
                     _mm256_sub_epi32(_mm256_setzero_si256(), corr)
                 };
-                let yd = half(yd);
+                let yd = _mm256_set1_ps(half(yd));
                 for t in 0..TILE_ROWS {
-                    let sum = if VNNI {
-                        _mm256_dpbusd_epi32(seed, ux[t], yv)
-                    } else {
-                        let sy = if B::UNSIGNED {
-                            yv
-                        } else {
-                            _mm256_sign_epi8(yv, xv[t])
-                        };
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(ux[t], sy), ones)
-                    };
-                    // the same product as the row kernel's
-                    let d = _mm256_set1_ps(xd[t] * yd);
+                    let sum = _mm256_dpbusd_epi32(seed, ux[t], yv);
+                    // the same product as the row kernel's scalar one, in every lane
+                    let d = _mm256_mul_ps(xd[t], yd);
                     acc[t][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[t][r]);
                     if B::UNSIGNED {
                         extra[t][r] += w[t][i].extra(y);

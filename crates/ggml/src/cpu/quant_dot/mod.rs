@@ -12,7 +12,10 @@
 //! AMX kernel do too, from 5 columns, in another order. Otherwise batches take the VNNI band
 //! products, which follow GGML's float order. Each kernel takes one weight row and several
 //! activation rows, so a weight block is unpacked once per group of up to four activation
-//! rows (GGML's 32-column batches). On x86 the 32-value types (`x86.rs`) and the k-quants (`kquant_x86.rs`) have
+//! rows (GGML's 32-column batches); the 32-value types also have tile kernels on AVX2 and
+//! AVX-512 that take four weight rows at once, bit for bit the row dots, which token
+//! generation takes (four streams of weights from memory: from DRAM up to 1.5× the one-row
+//! kernel's rate on AVX2). On x86 the 32-value types (`x86.rs`) and the k-quants (`kquant_x86.rs`) have
 //! intrinsics kernels, which sum in eight f32 lanes and so differ from the portable path by
 //! f32 rounding only; IQ4_XS has one source compiled for each path (the compiler vectorises
 //! it; same order, so bit for bit). A unit test holds every path to both.
@@ -654,7 +657,7 @@ pub(crate) type BandFn = unsafe fn([&[u8]; BAND_ROWS], &[u8], &mut [u8], &mut Ba
 pub(crate) type BandOut<'a> = [&'a mut [f32]; BAND_ROWS];
 
 /// A weight type's dot kernel: the activation type and the row dot of one path, with a tile
-/// dot where the path has one (the 32-value types on AVX-512 VNNI) and band products for
+/// dot where the path has one (the 32-value types on AVX2 and AVX-512 VNNI) and band products for
 /// batches where it has them (the k-quants and the signed 32-value types on AVX-512 VNNI and
 /// AVX2).
 #[derive(Clone, Copy)]

@@ -2,7 +2,9 @@
 //! Q5_1, Q8_0, IQ4_NL) against Q8_0 / Q8_1 activations: each block's 32 levels unpacked into
 //! one 256-bit register of bytes, multiplied with the activation's bytes into eight i32 sums
 //! (`maddubs` + `madd` on AVX2, one `vpdpbusd` with VNNI), converted and accumulated with the
-//! block's scale into eight f32 lanes, reduced once per row.
+//! block's scale into eight f32 lanes, reduced once per row. The tile kernels take four weight
+//! rows at once in the same order per output (token generation's matrix-vector products read
+//! four weight streams from memory together, and prefetch the rows after them).
 
 use std::arch::x86_64::*;
 

@@ -187,6 +187,57 @@ simd32!(BlockIq4Nl, signed(0), |b| {
     _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles(&b.qs))
 });
 
+/// Weight block `x` (block `i` of its row) against block `i` of each of the `R` activation
+/// rows `ys`: each row's integer sum scaled by `d · yd` into its eight lanes `acc[r]`, the
+/// extra term into `extra[r]` ([`dots_r`]'s step, and the AVX2 tile's for each of its rows).
+///
+/// # Safety
+/// As [`dots_r`].
+#[allow(clippy::incompatible_msrv)]
+#[inline(always)]
+unsafe fn block_dots<B: Simd32, const VNNI: bool, const R: usize>(
+    x: &B,
+    ys: &[&[B::Act]; R],
+    i: usize,
+    acc: &mut [__m256; R],
+    extra: &mut [f32; R],
+) {
+    // SAFETY: the callers' target features include AVX2, FMA and F16C (and AVX-512 VL and
+    // VNNI with `VNNI`); every load reads 32 bytes of a block's levels.
+    unsafe {
+        let ones = _mm256_set1_epi16(1);
+        let xv = x.levels();
+        // maddubs multiplies unsigned by signed bytes: move the signs of x onto y.
+        let ux = if B::UNSIGNED {
+            xv
+        } else {
+            _mm256_sign_epi8(xv, xv)
+        };
+        let xd = half(x.d());
+        for r in 0..R {
+            let y = &ys[r][i];
+            let (yd, yq) = y.parts();
+            let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
+            let sy = if B::UNSIGNED {
+                yv
+            } else {
+                _mm256_sign_epi8(yv, xv)
+            };
+            let sum = if VNNI {
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), ux, sy)
+            } else {
+                _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), ones)
+            };
+            let d = _mm256_set1_ps(xd * half(yd));
+            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[r]);
+            // (only for the types with one: adding 0.0 is not free, nor removable)
+            if B::UNSIGNED {
+                extra[r] += x.extra(y);
+            }
+        }
+    }
+}
+
 /// `out[r] = dot(w, activation row r)` for `R` rows of `a`, each `stride` bytes, each block
 /// of `w` unpacked once for all `R`; `VNNI` selects `vpdpbusd` for the byte products.
 // AVX-512 target features and intrinsics are stable since Rust 1.89, so this path needs 1.89
@@ -207,40 +258,11 @@ unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
     unsafe {
         let mut acc = [_mm256_setzero_ps(); R];
         let mut extra = [0f32; R];
-        let ones = _mm256_set1_epi16(1);
         for (i, x) in w.iter().enumerate() {
             if R == 1 {
                 prefetch(x as *const B as *const u8, PREFETCH_BYTES, size_of::<B>());
             }
-            let xv = x.levels();
-            // maddubs multiplies unsigned by signed bytes: move the signs of x onto y.
-            let ux = if B::UNSIGNED {
-                xv
-            } else {
-                _mm256_sign_epi8(xv, xv)
-            };
-            let xd = half(x.d());
-            for r in 0..R {
-                let y = &ys[r][i];
-                let (yd, yq) = y.parts();
-                let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
-                let sy = if B::UNSIGNED {
-                    yv
-                } else {
-                    _mm256_sign_epi8(yv, xv)
-                };
-                let sum = if VNNI {
-                    _mm256_dpbusd_epi32(_mm256_setzero_si256(), ux, sy)
-                } else {
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), ones)
-                };
-                let d = _mm256_set1_ps(xd * half(yd));
-                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[r]);
-                // (only for the types with one: adding 0.0 is not free, nor removable)
-                if B::UNSIGNED {
-                    extra[r] += x.extra(y);
-                }
-            }
+            block_dots::<B, VNNI, R>(x, &ys, i, &mut acc, &mut extra);
         }
         for r in 0..R {
             out[r] = hsum(acc[r]) + extra[r];
@@ -319,7 +341,6 @@ unsafe fn tile_r<B: Simd32, const VNNI: bool, const R: usize>(
         let mut acc = [[_mm256_setzero_ps(); R]; TILE_ROWS];
         let mut extra = [[0f32; R]; TILE_ROWS];
         let offset = _mm256_set1_epi8(0x80u8 as i8);
-        let ones = _mm256_set1_epi16(1);
         let mut ux = [_mm256_setzero_si256(); TILE_ROWS];
         let mut xd = [_mm256_setzero_ps(); TILE_ROWS];
         // With one activation row (token generation), the rows [`PREFETCH_TILES`] tiles on
@@ -334,31 +355,7 @@ unsafe fn tile_r<B: Simd32, const VNNI: bool, const R: usize>(
                     if R == 1 {
                         prefetch(x as *const B as *const u8, ahead, size_of::<B>());
                     }
-                    let xv = x.levels();
-                    // maddubs multiplies unsigned by signed bytes: the signs go onto y
-                    let ux = if B::UNSIGNED {
-                        xv
-                    } else {
-                        _mm256_sign_epi8(xv, xv)
-                    };
-                    let xd = half(x.d());
-                    for r in 0..R {
-                        let y = &ys[r][i];
-                        let (yd, yq) = y.parts();
-                        let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
-                        let sy = if B::UNSIGNED {
-                            yv
-                        } else {
-                            _mm256_sign_epi8(yv, xv)
-                        };
-                        let sum = _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), ones);
-                        // the same product as the row kernel's
-                        let d = _mm256_set1_ps(xd * half(yd));
-                        acc[t][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[t][r]);
-                        if B::UNSIGNED {
-                            extra[t][r] += x.extra(y);
-                        }
-                    }
+                    block_dots::<B, false, R>(x, &ys, i, &mut acc[t], &mut extra[t]);
                 }
                 continue;
             }

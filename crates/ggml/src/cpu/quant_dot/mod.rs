@@ -12,10 +12,10 @@
 //! AMX kernel do too, from 5 columns, in another order. Otherwise batches take the VNNI band
 //! products, which follow GGML's float order. Each kernel takes one weight row and several
 //! activation rows, so a weight block is unpacked once per group of up to four activation
-//! rows (GGML's 32-column batches); the 32-value types also have tile kernels on AVX2 and
-//! AVX-512 that take four weight rows at once, bit for bit the row dots, which token
-//! generation takes (four streams of weights from memory: from DRAM up to 1.5× the one-row
-//! kernel's rate on AVX2). On x86 the 32-value types (`x86.rs`) and the k-quants (`kquant_x86.rs`) have
+//! rows (GGML's 32-column batches); the 32-value types and the k-quants also have tile kernels
+//! on AVX2 and AVX-512 that take four weight rows at once, bit for bit the row dots, which
+//! token generation takes (four streams of weights from memory, the rows after them
+//! prefetched: from DRAM 1.2–1.6× the one-row kernels' rate). On x86 the 32-value types (`x86.rs`) and the k-quants (`kquant_x86.rs`) have
 //! intrinsics kernels, which sum in eight f32 lanes and so differ from the portable path by
 //! f32 rounding only; IQ4_XS has one source compiled for each path (the compiler vectorises
 //! it; same order, so bit for bit). A unit test holds every path to both.
@@ -657,7 +657,8 @@ pub(crate) type BandFn = unsafe fn([&[u8]; BAND_ROWS], &[u8], &mut [u8], &mut Ba
 pub(crate) type BandOut<'a> = [&'a mut [f32]; BAND_ROWS];
 
 /// A weight type's dot kernel: the activation type and the row dot of one path, with a tile
-/// dot where the path has one (the 32-value types on AVX2 and AVX-512 VNNI) and band products for
+/// dot where the path has one (the 32-value types and the k-quants on AVX2 and AVX-512 VNNI;
+/// the k-quants' takes four weight rows at once for one activation row only) and band products for
 /// batches where it has them (the k-quants and the signed 32-value types on AVX-512 VNNI and
 /// AVX2).
 #[derive(Clone, Copy)]
@@ -731,10 +732,16 @@ fn kernel32<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
 #[cfg(target_arch = "x86_64")]
 fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     const _: () = assert!(kquant_tile::BAND == BAND_ROWS);
-    let dot: RowDot = match isa {
-        Isa::Avx512 => kquant_x86::k_dots_avx512::<B>,
-        Isa::Avx2 => kquant_x86::k_dots_avx2::<B>,
-        Isa::Scalar => row_dots_scalar::<B>,
+    let (dot, tile): (RowDot, Option<TileDot>) = match isa {
+        Isa::Avx512 => (
+            kquant_x86::k_dots_avx512::<B>,
+            Some(kquant_x86::k_tiles_avx512::<B>),
+        ),
+        Isa::Avx2 => (
+            kquant_x86::k_dots_avx2::<B>,
+            Some(kquant_x86::k_tiles_avx2::<B>),
+        ),
+        Isa::Scalar => (row_dots_scalar::<B>, None),
     };
     let band = |scratch_bytes: fn(usize) -> usize, dots: BandFn| {
         Some(BandDot {
@@ -752,7 +759,7 @@ fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     QuantDot {
         act: Type::Q8_K,
         dot,
-        tile: None,
+        tile,
         band,
     }
 }
@@ -896,17 +903,20 @@ mod tests {
             }
         }
     }
-    /// The tile dots (four weight rows at once: the 32-value types on AVX2 and AVX-512 VNNI)
-    /// on odd block counts and every column count from 1 to 9 (each group width of 4, 3, 2, 1
+    /// The tile dots (four weight rows at once: the 32-value types and the k-quants on AVX2 and
+    /// AVX-512 VNNI) on odd block counts and every column count from 1 to 9 (each group width of 4, 3, 2, 1
     /// and their sums): every output bit for bit what the path's row dot gives its row, and
     /// within f32 rounding of the portable path's.
     #[test]
     fn tiles_are_the_row_dots_bit_for_bit_on_every_shape() {
         use Type::*;
         let mut checked = 0;
-        for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL] {
+        let tiled = [
+            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+        ];
+        for ty in tiled {
             for blocks in [1usize, 3, 37] {
-                let k = 32 * blocks;
+                let k = ty.blck_size() * blocks;
                 let ws: Vec<Vec<u8>> = (0..TILE_ROWS as u32)
                     .map(|s| {
                         let mut q = vec![0u8; ty.row_size(k as i64).unwrap()];
@@ -957,12 +967,12 @@ mod tests {
                 }
             }
         }
-        // a tile on AVX2 and on AVX-512 VNNI for each of the six types
+        // a tile on AVX2 and on AVX-512 VNNI for each of these types
         let paths = [Isa::Avx2, Isa::Avx512]
             .iter()
             .filter(|i| i.available())
             .count();
-        assert_eq!(checked, paths * 6 * 3 * 9);
+        assert_eq!(checked, paths * tiled.len() * 3 * 9);
     }
 
     /// The band products, on every path that has them, for every type that has them (the

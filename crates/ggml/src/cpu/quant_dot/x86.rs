@@ -312,7 +312,7 @@ pub(super) unsafe fn row_dots_vnni<B: Simd32>(w: &[u8], a: &[u8], out: &mut [f32
 pub(super) const TILE_ROWS: usize = 4;
 
 /// How many tiles ahead [`tile_r`] prefetches the weights when it has one activation row.
-const PREFETCH_TILES: usize = 2;
+pub(super) const PREFETCH_TILES: usize = 2;
 
 /// `out[t][r0 + r] = dot(w[t], activation row r)` for [`TILE_ROWS`] weight rows and `R`
 /// activation rows in one pass: each activation block is loaded once for all weight rows, and

@@ -519,9 +519,9 @@ pub(super) unsafe fn k_dots_avx512<B: KUnpack>(w: &[u8], a: &[u8], out: &mut [f3
 /// activation rows in one pass (token generation's matrix-vector products: one activation
 /// row, four streams of weights from memory, and with one activation row the rows
 /// [`PREFETCH_TILES`] tiles on prefetched at the same offset, as the 32-value tiles do; from
-/// DRAM 1.2-1.5× the row dot's rate, in cache 5-15% below it). Each output takes [`dots_r`]'s steps
-/// in its order ([`dot_decoded`] per super-block, then [`finish`]), so it is bit for bit what
-/// [`dots_r`] gives it.
+/// DRAM 1.2-1.5× the row dot's rate, in cache 5-15% below it). Each output takes
+/// [`dots_r`]'s steps in its order ([`dot_decoded`] per super-block, then [`finish`]), so it
+/// is bit for bit what [`dots_r`] gives it.
 ///
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C; every row of `w` has as many super-blocks, `a` holds

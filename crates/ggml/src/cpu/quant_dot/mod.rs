@@ -657,10 +657,10 @@ pub(crate) type BandFn = unsafe fn([&[u8]; BAND_ROWS], &[u8], &mut [u8], &mut Ba
 pub(crate) type BandOut<'a> = [&'a mut [f32]; BAND_ROWS];
 
 /// A weight type's dot kernel: the activation type and the row dot of one path, with a tile
-/// dot where the path has one (the 32-value types and the k-quants on AVX2 and AVX-512 VNNI;
-/// the k-quants' takes four weight rows at once for one activation row only) and band products for
-/// batches where it has them (the k-quants and the signed 32-value types on AVX-512 VNNI and
-/// AVX2).
+/// dot where the path has one (the 32-value types and the k-quants on AVX2 and AVX-512
+/// VNNI; the k-quants' takes four weight rows at once for one activation row only) and band
+/// products for batches where it has them (the k-quants and the signed 32-value types on
+/// AVX-512 VNNI and AVX2).
 #[derive(Clone, Copy)]
 pub(crate) struct QuantDot {
     /// The type activations are quantized to (GGML's `vec_dot_type`).
@@ -903,10 +903,10 @@ mod tests {
             }
         }
     }
-    /// The tile dots (four weight rows at once: the 32-value types and the k-quants on AVX2 and
-    /// AVX-512 VNNI) on odd block counts and every column count from 1 to 9 (each group width of 4, 3, 2, 1
-    /// and their sums): every output bit for bit what the path's row dot gives its row, and
-    /// within f32 rounding of the portable path's.
+    /// The tile dots (four weight rows at once: the 32-value types and the k-quants on AVX2
+    /// and AVX-512 VNNI) on odd block counts and every column count from 1 to 9 (each group
+    /// width of 4, 3, 2, 1 and their sums): every output bit for bit what the path's row dot
+    /// gives its row, and within f32 rounding of the portable path's.
     #[test]
     fn tiles_are_the_row_dots_bit_for_bit_on_every_shape() {
         use Type::*;

@@ -41,27 +41,12 @@ fn copies(ty: Type) -> usize {
     COLD_BYTES.div_ceil(bytes)
 }
 
-/// The pattern of `benches/ops.rs` (and of `ggml_mul_mat.py`): value i is
-/// (i·7919 mod 2003)/1001.5 − 1, in the tensor's type.
-fn pattern_bytes(ty: Type, n: usize) -> Vec<u8> {
-    let v: Vec<f32> = (0..n)
-        .map(|i| ((i * 7919 % 2003) as f32 / 1001.5) - 1.0)
-        .collect();
-    if ty == Type::F32 {
-        return bytemuck::cast_slice(&v).to_vec();
-    }
-    let rows = n / K as usize;
-    let mut q = vec![0u8; ty.row_size(K).unwrap() * rows];
-    ggml::quants::quantize_chunk(ty, &v, &mut q, 0, rows, K as usize, None).unwrap();
-    q
-}
-
 /// The graph's result: the sum of `n` weight matrices of `ty` times one column, every matrix
 /// holding the same values (quantized once) at its own address.
 fn cold_graph(ctx: &Context, ty: Type, n: usize) -> Tensor {
-    let bytes = pattern_bytes(ty, (M * K) as usize);
+    let bytes = common::pattern_bytes(ty, (M * K) as usize, K as usize);
     let x = ctx.new_tensor_2d(Type::F32, K, 1).unwrap();
-    x.set_bytes(&pattern_bytes(Type::F32, K as usize), 0)
+    x.set_bytes(&common::pattern_bytes(Type::F32, K as usize, K as usize), 0)
         .unwrap();
     let mut sum: Option<Tensor> = None;
     for _ in 0..n {

@@ -18,20 +18,16 @@ use ggml::{backend, Backend, BufferType, Context, Tensor, Type};
 /// Minimum measuring time per line.
 const TARGET: Duration = Duration::from_millis(400);
 
-/// Fills a tensor with a deterministic pattern in [-1, 1) (quantized with
+/// Fills a tensor with the benches' pattern ([`common::pattern`]; quantized with
 /// `quantize_chunk` for the quantized types).
 fn fill(t: &Tensor) {
     let n = t.nelements() as usize;
-    let v: Vec<f32> = (0..n)
-        .map(|i| ((i * 7919 % 2003) as f32 / 1001.5) - 1.0)
-        .collect();
     if t.ty().is_quantized() {
         let row = t.ne()[0] as usize;
-        let mut q = vec![0u8; t.nbytes()];
-        ggml::quants::quantize_chunk(t.ty(), &v, &mut q, 0, n / row, row, None).unwrap();
-        t.set_bytes(&q, 0).unwrap();
+        t.set_bytes(&common::pattern_bytes(t.ty(), n, row), 0)
+            .unwrap();
     } else {
-        t.set_f32(&v).unwrap();
+        t.set_f32(&common::pattern(n)).unwrap();
     }
 }
 

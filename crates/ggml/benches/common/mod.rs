@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use ggml::{Backend, Graph};
+use ggml::{Backend, Graph, Type};
 
 /// Seconds per run of `graph` on `be`: (median, best) of repeated runs (enough to fill
 /// `target`, 3 to 1000 of them) after one warm-up. On a busy machine the best run is the one
@@ -30,4 +30,27 @@ pub fn reps_for(once: f64, target: Duration) -> usize {
 pub fn median_best(mut times: Vec<f64>) -> (f64, f64) {
     times.sort_by(f64::total_cmp);
     (times[times.len() / 2], times[0])
+}
+
+/// The benches' deterministic values (those of `ggml_mul_mat.py` too): value i is
+/// (i·7919 mod 2003)/1001.5 − 1, in [-1, 1).
+// (not every bench uses every helper)
+#[allow(dead_code)]
+pub fn pattern(n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * 7919 % 2003) as f32 / 1001.5) - 1.0)
+        .collect()
+}
+
+/// [`pattern`]'s `n` values as the bytes of `ty`: f32 as is, a quantized type quantized in
+/// rows of `row` values (`quantize_chunk`).
+#[allow(dead_code)]
+pub fn pattern_bytes(ty: Type, n: usize, row: usize) -> Vec<u8> {
+    let v = pattern(n);
+    if ty == Type::F32 {
+        return bytemuck::cast_slice(&v).to_vec();
+    }
+    let mut q = vec![0u8; ty.row_size(row as i64).unwrap() * (n / row)];
+    ggml::quants::quantize_chunk(ty, &v, &mut q, 0, n / row, row, None).unwrap();
+    q
 }

@@ -10,7 +10,11 @@
 //! result does not depend on the thread count or the claiming order.
 //!
 //! With at most [`PRIVATE_ROWS`] rows of `b` (token generation), each thread quantizes them
-//! all into its own scratch instead: a few hundred values cost less than the barrier.
+//! all into its own scratch instead: a few hundred values cost less than the barrier. Below
+//! [`BAND_MIN_COLS`] columns the rows of a chunk go four at a time to the kernel's tile dot
+//! where it has one (the 32-value types and the k-quants on AVX2 and AVX-512: bit for bit
+//! the row dot, so the chunk boundaries and the thread count still do not change any
+//! output), the rest to its row dot.
 //!
 //! Where the process may use AMX tiles and `b` has columns enough
 //! ([`amx_kernel`](crate::cpu::quant_dot::amx_kernel): by default the k-quants from 8 columns,

@@ -12,7 +12,10 @@
 //! AMX kernel do too, from 5 columns, in another order. Otherwise batches take the VNNI band
 //! products, which follow GGML's float order. Each kernel takes one weight row and several
 //! activation rows, so a weight block is unpacked once per group of up to four activation
-//! rows (GGML's 32-column batches). On x86 the 32-value types (`x86.rs`) and the k-quants (`kquant_x86.rs`) have
+//! rows (GGML's 32-column batches); the 32-value types and the k-quants also have tile kernels
+//! on AVX2 and AVX-512 that take four weight rows at once, bit for bit the row dots, which
+//! token generation takes (four streams of weights from memory, the rows after them
+//! prefetched: from DRAM 1.2–1.6× the one-row kernels' rate). On x86 the 32-value types (`x86.rs`) and the k-quants (`kquant_x86.rs`) have
 //! intrinsics kernels, which sum in eight f32 lanes and so differ from the portable path by
 //! f32 rounding only; IQ4_XS has one source compiled for each path (the compiler vectorises
 //! it; same order, so bit for bit). A unit test holds every path to both.
@@ -63,6 +66,31 @@ macro_rules! by_fours {
     (@call $k:literal, $n:ident, $call:expr) => {{
         const $n: usize = $k;
         $call
+    }};
+}
+
+/// Runs a tile kernel ([`TileDot`]) over every activation row: `by_tiles!(n, |N, r0|
+/// kernel::<.., N>(.., r0))` calls the kernel instantiated for `N` = 4 activation rows (then
+/// 3, 2 or 1 for the rest) with the group's first row `r0`, until the `n` rows are done.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_tiles {
+    ($n:expr, |$k:ident, $r0:ident| $call:expr) => {{
+        let n: usize = $n;
+        let mut $r0 = 0;
+        while $r0 < n {
+            let rows = (n - $r0).min(4);
+            // SAFETY: rows r0..r0 + rows exist (forwarded from the caller), as do their
+            // outputs; the kernel's other requirements are forwarded too.
+            unsafe {
+                match rows {
+                    4 => by_fours!(@call 4, $k, $call),
+                    3 => by_fours!(@call 3, $k, $call),
+                    2 => by_fours!(@call 2, $k, $call),
+                    _ => by_fours!(@call 1, $k, $call),
+                }
+            }
+            $r0 += rows;
+        }
     }};
 }
 
@@ -629,9 +657,10 @@ pub(crate) type BandFn = unsafe fn([&[u8]; BAND_ROWS], &[u8], &mut [u8], &mut Ba
 pub(crate) type BandOut<'a> = [&'a mut [f32]; BAND_ROWS];
 
 /// A weight type's dot kernel: the activation type and the row dot of one path, with a tile
-/// dot where the path has one (the 32-value types on AVX-512 VNNI) and band products for
-/// batches where it has them (the k-quants and the signed 32-value types on AVX-512 VNNI and
-/// AVX2).
+/// dot where the path has one (the 32-value types and the k-quants on AVX2 and AVX-512
+/// VNNI; the k-quants' takes four weight rows at once for one activation row only) and band
+/// products for batches where it has them (the k-quants and the signed 32-value types on
+/// AVX-512 VNNI and AVX2).
 #[derive(Clone, Copy)]
 pub(crate) struct QuantDot {
     /// The type activations are quantized to (GGML's `vec_dot_type`).
@@ -667,7 +696,7 @@ fn kernel32<B: x86::Simd32>(act: Type, isa: Isa) -> QuantDot {
     const _: () = assert!(x86::TILE_ROWS == TILE_ROWS);
     let (dot, tile): (RowDot, Option<TileDot>) = match isa {
         Isa::Avx512 => (x86::row_dots_vnni::<B>, Some(x86::row_tiles_vnni::<B>)),
-        Isa::Avx2 => (x86::row_dots_avx2::<B>, None),
+        Isa::Avx2 => (x86::row_dots_avx2::<B>, Some(x86::row_tiles_avx2::<B>)),
         Isa::Scalar => (row_dots_scalar::<B>, None),
     };
     // band products for the signed types (those with a minimum keep the row or tile dots)
@@ -703,10 +732,16 @@ fn kernel32<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
 #[cfg(target_arch = "x86_64")]
 fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     const _: () = assert!(kquant_tile::BAND == BAND_ROWS);
-    let dot: RowDot = match isa {
-        Isa::Avx512 => kquant_x86::k_dots_avx512::<B>,
-        Isa::Avx2 => kquant_x86::k_dots_avx2::<B>,
-        Isa::Scalar => row_dots_scalar::<B>,
+    let (dot, tile): (RowDot, Option<TileDot>) = match isa {
+        Isa::Avx512 => (
+            kquant_x86::k_dots_avx512::<B>,
+            Some(kquant_x86::k_tiles_avx512::<B>),
+        ),
+        Isa::Avx2 => (
+            kquant_x86::k_dots_avx2::<B>,
+            Some(kquant_x86::k_tiles_avx2::<B>),
+        ),
+        Isa::Scalar => (row_dots_scalar::<B>, None),
     };
     let band = |scratch_bytes: fn(usize) -> usize, dots: BandFn| {
         Some(BandDot {
@@ -724,7 +759,7 @@ fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     QuantDot {
         act: Type::Q8_K,
         dot,
-        tile: None,
+        tile,
         band,
     }
 }
@@ -868,6 +903,78 @@ mod tests {
             }
         }
     }
+    /// The tile dots (four weight rows at once: the 32-value types and the k-quants on AVX2
+    /// and AVX-512 VNNI) on odd block counts and every column count from 1 to 9 (each group
+    /// width of 4, 3, 2, 1 and their sums): every output bit for bit what the path's row dot
+    /// gives its row, and within f32 rounding of the portable path's.
+    #[test]
+    fn tiles_are_the_row_dots_bit_for_bit_on_every_shape() {
+        use Type::*;
+        let mut checked = 0;
+        let tiled = [
+            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+        ];
+        for ty in tiled {
+            for blocks in [1usize, 3, 37] {
+                let k = ty.blck_size() * blocks;
+                let ws: Vec<Vec<u8>> = (0..TILE_ROWS as u32)
+                    .map(|s| {
+                        let mut q = vec![0u8; ty.row_size(k as i64).unwrap()];
+                        quantize_row_ref(ty, &values(k, 70 + s), &mut q).unwrap();
+                        q
+                    })
+                    .collect();
+                let scalar = quant_dot(ty, Isa::Scalar).unwrap();
+                let qbytes = scalar.act.row_size(k as i64).unwrap();
+                for cols in 1..=9usize {
+                    let xq: Vec<u8> = (0..cols as u32)
+                        .flat_map(|j| {
+                            let mut q = vec![0u8; qbytes];
+                            quantize_row_ref(scalar.act, &values(k, 200 + j), &mut q).unwrap();
+                            q
+                        })
+                        .collect();
+                    for isa in Isa::all_available() {
+                        let kq = quant_dot(ty, isa).unwrap();
+                        let Some(tile) = kq.tile else { continue };
+                        let mut outs = vec![vec![f32::NAN; cols]; TILE_ROWS];
+                        let [o0, o1, o2, o3] = &mut outs[..] else {
+                            unreachable!()
+                        };
+                        let rows = std::array::from_fn(|t| &ws[t][..]);
+                        // SAFETY: `all_available` lists only paths this CPU runs; four rows
+                        // of k values, `cols` activation rows of as many.
+                        unsafe { tile(rows, &xq, &mut [o0, o1, o2, o3]) };
+                        for (t, w) in ws.iter().enumerate() {
+                            let (mut each, mut portable) = (vec![0f32; cols], vec![0f32; cols]);
+                            // SAFETY: as above.
+                            unsafe { (kq.dot)(w, &xq, &mut each) };
+                            // SAFETY: the portable path needs no CPU feature.
+                            unsafe { (scalar.dot)(w, &xq, &mut portable) };
+                            for j in 0..cols {
+                                let (g, r, p) = (outs[t][j], each[j], portable[j]);
+                                assert_eq!(
+                                    g.to_bits(),
+                                    r.to_bits(),
+                                    "{ty} on {isa:?}, {blocks} blocks, {cols} columns, \
+                                     row {t}, column {j}: {g} vs {r}"
+                                );
+                                assert!((g - p).abs() <= 1e-5 * (1.0 + p.abs()), "{g} vs {p}");
+                            }
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        // a tile on AVX2 and on AVX-512 VNNI for each of these types
+        let paths = [Isa::Avx2, Isa::Avx512]
+            .iter()
+            .filter(|i| i.available())
+            .count();
+        assert_eq!(checked, paths * tiled.len() * 3 * 9);
+    }
+
     /// The band products, on every path that has them, for every type that has them (the
     /// k-quants and the signed 32-value types, on AVX2 and on AVX-512 VNNI): each output
     /// within f32 rounding of the row dot's, and bit for bit the same whatever the other

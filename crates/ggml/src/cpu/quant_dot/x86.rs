@@ -2,7 +2,9 @@
 //! Q5_1, Q8_0, IQ4_NL) against Q8_0 / Q8_1 activations: each block's 32 levels unpacked into
 //! one 256-bit register of bytes, multiplied with the activation's bytes into eight i32 sums
 //! (`maddubs` + `madd` on AVX2, one `vpdpbusd` with VNNI), converted and accumulated with the
-//! block's scale into eight f32 lanes, reduced once per row.
+//! block's scale into eight f32 lanes, reduced once per row. The tile kernels take four weight
+//! rows at once in the same order per output (token generation's matrix-vector products read
+//! four weight streams from memory together, and prefetch the rows after them).
 
 use std::arch::x86_64::*;
 
@@ -185,6 +187,57 @@ simd32!(BlockIq4Nl, signed(0), |b| {
     _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles(&b.qs))
 });
 
+/// Weight block `x` (block `i` of its row) against block `i` of each of the `R` activation
+/// rows `ys`: each row's integer sum scaled by `d · yd` into its eight lanes `acc[r]`, the
+/// extra term into `extra[r]` ([`dots_r`]'s step, and the AVX2 tile's for each of its rows).
+///
+/// # Safety
+/// As [`dots_r`].
+#[allow(clippy::incompatible_msrv)]
+#[inline(always)]
+unsafe fn block_dots<B: Simd32, const VNNI: bool, const R: usize>(
+    x: &B,
+    ys: &[&[B::Act]; R],
+    i: usize,
+    acc: &mut [__m256; R],
+    extra: &mut [f32; R],
+) {
+    // SAFETY: the callers' target features include AVX2, FMA and F16C (and AVX-512 VL and
+    // VNNI with `VNNI`); every load reads 32 bytes of a block's levels.
+    unsafe {
+        let ones = _mm256_set1_epi16(1);
+        let xv = x.levels();
+        // maddubs multiplies unsigned by signed bytes: move the signs of x onto y.
+        let ux = if B::UNSIGNED {
+            xv
+        } else {
+            _mm256_sign_epi8(xv, xv)
+        };
+        let xd = half(x.d());
+        for r in 0..R {
+            let y = &ys[r][i];
+            let (yd, yq) = y.parts();
+            let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
+            let sy = if B::UNSIGNED {
+                yv
+            } else {
+                _mm256_sign_epi8(yv, xv)
+            };
+            let sum = if VNNI {
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), ux, sy)
+            } else {
+                _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), ones)
+            };
+            let d = _mm256_set1_ps(xd * half(yd));
+            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[r]);
+            // (only for the types with one: adding 0.0 is not free, nor removable)
+            if B::UNSIGNED {
+                extra[r] += x.extra(y);
+            }
+        }
+    }
+}
+
 /// `out[r] = dot(w, activation row r)` for `R` rows of `a`, each `stride` bytes, each block
 /// of `w` unpacked once for all `R`; `VNNI` selects `vpdpbusd` for the byte products.
 // AVX-512 target features and intrinsics are stable since Rust 1.89, so this path needs 1.89
@@ -205,40 +258,11 @@ unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
     unsafe {
         let mut acc = [_mm256_setzero_ps(); R];
         let mut extra = [0f32; R];
-        let ones = _mm256_set1_epi16(1);
         for (i, x) in w.iter().enumerate() {
             if R == 1 {
                 prefetch(x as *const B as *const u8, PREFETCH_BYTES, size_of::<B>());
             }
-            let xv = x.levels();
-            // maddubs multiplies unsigned by signed bytes: move the signs of x onto y.
-            let ux = if B::UNSIGNED {
-                xv
-            } else {
-                _mm256_sign_epi8(xv, xv)
-            };
-            let xd = half(x.d());
-            for r in 0..R {
-                let y = &ys[r][i];
-                let (yd, yq) = y.parts();
-                let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
-                let sy = if B::UNSIGNED {
-                    yv
-                } else {
-                    _mm256_sign_epi8(yv, xv)
-                };
-                let sum = if VNNI {
-                    _mm256_dpbusd_epi32(_mm256_setzero_si256(), ux, sy)
-                } else {
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), ones)
-                };
-                let d = _mm256_set1_ps(xd * half(yd));
-                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[r]);
-                // (only for the types with one: adding 0.0 is not free, nor removable)
-                if B::UNSIGNED {
-                    extra[r] += x.extra(y);
-                }
-            }
+            block_dots::<B, VNNI, R>(x, &ys, i, &mut acc, &mut extra);
         }
         for r in 0..R {
             out[r] = hsum(acc[r]) + extra[r];
@@ -284,22 +308,25 @@ pub(super) unsafe fn row_dots_vnni<B: Simd32>(w: &[u8], a: &[u8], out: &mut [f32
     unsafe { row_dots::<B, true>(w, a, out) }
 }
 
-/// Weight rows of one [`row_tiles_vnni`] pass.
+/// Weight rows of one [`row_tiles_vnni`] / [`row_tiles_avx2`] pass.
 pub(super) const TILE_ROWS: usize = 4;
 
 /// How many tiles ahead [`tile_r`] prefetches the weights when it has one activation row.
-const PREFETCH_TILES: usize = 2;
+pub(super) const PREFETCH_TILES: usize = 2;
 
-/// `out[t][r] = dot(w[t], activation row r)` for [`TILE_ROWS`] weight rows and `R` activation
-/// rows in one pass: each activation block is loaded once for all weight rows, and with VNNI
-/// the signs need no per-pair work: signed levels `x` are offset to the unsigned `x + 128`
-/// (one XOR per weight block), and `128 · Σ y` (one `vpdpbusd` per activation block) seeds
-/// every pair's sum, which so comes out as `Σ x·y` lane by lane — the same integers as
-/// [`dots_r`]'s, scaled and accumulated in the same order, so each output is bit for bit
-/// what [`dots_r`] gives it.
+/// `out[t][r0 + r] = dot(w[t], activation row r)` for [`TILE_ROWS`] weight rows and `R`
+/// activation rows in one pass: each activation block is loaded once for all weight rows, and
+/// with one activation row (token generation) the four weight rows give four independent
+/// chains of FMAs where [`dots_r`] has one (each block's FMA waits on the previous one's).
+/// With `VNNI` the signs need no per-pair work: signed levels `x` are offset to the unsigned
+/// `x + 128` (one XOR per weight block), and `128 · Σ y` (one `vpdpbusd` per activation
+/// block) seeds every pair's sum, which so comes out as `Σ x·y` lane by lane; without, the
+/// pairs take [`dots_r`]'s `sign` + `maddubs` + `madd`. Either way the same integers as
+/// [`dots_r`]'s, scaled and accumulated in the same order, so each output is bit for bit what
+/// [`dots_r`] gives it.
 #[allow(clippy::incompatible_msrv)]
 #[inline(always)]
-unsafe fn tile_r<B: Simd32, const R: usize>(
+unsafe fn tile_r<B: Simd32, const VNNI: bool, const R: usize>(
     w: [&[B]; TILE_ROWS],
     a: &[u8],
     stride: usize,
@@ -308,8 +335,8 @@ unsafe fn tile_r<B: Simd32, const R: usize>(
 ) {
     let ys: [&[B::Act]; R] =
         std::array::from_fn(|r| bytemuck::cast_slice(&a[r * stride..(r + 1) * stride]));
-    // SAFETY: the caller's target features include AVX2, FMA, F16C, AVX-512 VL and VNNI;
-    // every load reads 32 bytes of a block's levels.
+    // SAFETY: the caller's target features include AVX2, FMA, F16C (and AVX-512 VL and VNNI
+    // with `VNNI`); every load reads 32 bytes of a block's levels.
     unsafe {
         let mut acc = [[_mm256_setzero_ps(); R]; TILE_ROWS];
         let mut extra = [[0f32; R]; TILE_ROWS];
@@ -320,6 +347,18 @@ unsafe fn tile_r<B: Simd32, const R: usize>(
         // (the weight rows after these) are fetched ahead ([`prefetch`]).
         let ahead = PREFETCH_TILES * TILE_ROWS * std::mem::size_of_val(w[0]);
         for i in 0..w[0].len() {
+            if !VNNI {
+                // AVX2's 16 registers: one weight row's block at a time, against every
+                // activation row, so only the accumulators stay live across rows
+                for t in 0..TILE_ROWS {
+                    let x = &w[t][i];
+                    if R == 1 {
+                        prefetch(x as *const B as *const u8, ahead, size_of::<B>());
+                    }
+                    block_dots::<B, false, R>(x, &ys, i, &mut acc[t], &mut extra[t]);
+                }
+                continue;
+            }
             for t in 0..TILE_ROWS {
                 if R == 1 {
                     prefetch(w[t][i..].as_ptr() as *const u8, ahead, size_of::<B>());
@@ -365,34 +404,50 @@ unsafe fn tile_r<B: Simd32, const R: usize>(
 /// [`tile_r`] over every activation row of `a`, up to four per pass ([`super::TileDot`]).
 ///
 /// # Safety
-/// The CPU must have [`super::Isa::Avx512`]'s features; every row of `w` has as many blocks,
-/// `a` holds `out[t].len()` activation rows of as many blocks, and every `out[t]` is as long.
+/// The CPU must have the features `VNNI` needs (see [`tile_r`]); every row of `w` has as
+/// many blocks, `a` holds `out[t].len()` activation rows of as many blocks, and every
+/// `out[t]` is as long.
+#[inline(always)]
+unsafe fn row_tiles<B: Simd32, const VNNI: bool>(
+    w: [&[u8]; TILE_ROWS],
+    a: &[u8],
+    out: &mut [&mut [f32]; TILE_ROWS],
+) {
+    let wb: [&[B]; TILE_ROWS] = w.map(|r| bytemuck::cast_slice(r));
+    let stride = wb[0].len() * std::mem::size_of::<B::Act>();
+    by_tiles!(out[0].len(), |N, r0| tile_r::<B, VNNI, N>(
+        wb,
+        &a[r0 * stride..],
+        stride,
+        out,
+        r0
+    ));
+}
+
+/// [`row_tiles`] with AVX-512 VNNI on 256-bit registers.
+///
+/// # Safety
+/// The CPU must have [`super::Isa::Avx512`]'s features; see [`row_tiles`] for the lengths.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) unsafe fn row_tiles_vnni<B: Simd32>(
     w: [&[u8]; TILE_ROWS],
     a: &[u8],
     out: &mut [&mut [f32]; TILE_ROWS],
 ) {
-    let wb: [&[B]; TILE_ROWS] = [
-        bytemuck::cast_slice(w[0]),
-        bytemuck::cast_slice(w[1]),
-        bytemuck::cast_slice(w[2]),
-        bytemuck::cast_slice(w[3]),
-    ];
-    let stride = wb[0].len() * std::mem::size_of::<B::Act>();
-    let n = out[0].len();
-    let mut r0 = 0;
-    while r0 < n {
-        let ra = &a[r0 * stride..];
-        // SAFETY: rows r0.. of `a` and outputs r0.. exist (forwarded from the caller).
-        unsafe {
-            match n - r0 {
-                4.. => tile_r::<B, 4>(wb, ra, stride, out, r0),
-                3 => tile_r::<B, 3>(wb, ra, stride, out, r0),
-                2 => tile_r::<B, 2>(wb, ra, stride, out, r0),
-                _ => tile_r::<B, 1>(wb, ra, stride, out, r0),
-            }
-        }
-        r0 += (n - r0).min(4);
-    }
+    // SAFETY: forwarded.
+    unsafe { row_tiles::<B, true>(w, a, out) }
+}
+
+/// [`row_tiles`] with AVX2.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C; see [`row_tiles`] for the lengths.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn row_tiles_avx2<B: Simd32>(
+    w: [&[u8]; TILE_ROWS],
+    a: &[u8],
+    out: &mut [&mut [f32]; TILE_ROWS],
+) {
+    // SAFETY: forwarded.
+    unsafe { row_tiles::<B, false>(w, a, out) }
 }

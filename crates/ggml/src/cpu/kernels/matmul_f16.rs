@@ -1,28 +1,30 @@
 //! MUL_MAT with F16 weights on the AVX-512 path, in the float order of GGML's CPU backend
-//! built for this CPU: `b` is rounded to F16 once per node (F16 is GGML's dot type for F16
-//! weights) and kept as f32 values, every output is a sum of f16 × f16 products (exact in
-//! f32, so a fused multiply-add rounds as a multiply then an add would), and the sums go
-//! as GGML's kernels make them:
+//! built for this CPU, and the driver it shares with [`super::matmul_bf16`] (BF16 weights):
+//! `b` is rounded to the weights' type once per node (GGML's dot type for F16 and BF16
+//! weights), every output is a sum of products of two such values, and the sums go as
+//! GGML's kernels make them. For F16 weights (`b` kept as rounded f32 values; the products
+//! are exact in f32, so a fused multiply-add rounds as a multiply then an add would):
 //!
 //! - against two columns of `b` or more per batch, weights with a multiple of 4 rows, and
 //!   `b` in F32 or contiguous F16 (where GGML hands the product to llamafile's tinyBLAS):
 //!   one accumulator of 16 lanes per output over steps of 16 values, the last `k % 16` as
-//!   one masked step, its lanes reduced by [`hsum`];
+//!   one masked step, its lanes reduced by [`hsum`](avx512::hsum);
 //! - otherwise (matrix-vector products, where GGML's `ggml_vec_dot_f16` runs): four
 //!   accumulators of 16 lanes over steps of 64 values, accumulator 0 + 2 and 1 + 3, then
-//!   those two, the lanes reduced by [`hsum`], and the last `k % 64` products added one by
-//!   one in f64, the sum rounded to f32 last.
+//!   those two, the lanes reduced by [`hsum`](avx512::hsum), and the last `k % 64` products
+//!   added one by one in f64, the sum rounded to f32 last.
 //!
 //! Each output is so computed alone, whatever tile or thread it falls in. The threads round
 //! their share of `b`'s rows into the node's shared area (each all of them into its own
 //! scratch when there are at most [`PRIVATE_ROWS`]: no barrier), then claim chunks — a block
 //! of weight rows × a block of [`COLS`] columns of one batch — from an atomic counter. A
 //! chunk goes [`RM`] weight rows at a time: in tinyBLAS's order each against [`RN`] columns
-//! in one pass over `k` (every weight row's 16 values widened once for all columns), in
-//! `ggml_vec_dot_f16`'s against one column.
+//! in one pass over `k` (every weight row's values loaded once for all columns), in the
+//! dot product's order against one column. What differs between F16 and BF16 weights (the
+//! rounding of `b`, the two tiles) is a [`HalfWeights`] implementation.
 
 use super::matmul::{batch_count, batch_index, mul_mat, row_f32, JB};
-use super::{st, NodePtrs, Params, Planned};
+use super::{st, NodePtrs, Params, Planned, TensorPtr};
 use crate::cpu::gemm::Round;
 use crate::cpu::quant_dot::{isa, Isa};
 use crate::tensor::Tensor;
@@ -31,27 +33,106 @@ use crate::types::Type;
 /// Rows of `b` (all batches together) up to which every thread rounds all of them itself.
 const PRIVATE_ROWS: usize = 4;
 /// Weight rows per tile.
-const RM: usize = 4;
+pub(super) const RM: usize = 4;
 /// Columns of `b` per tile in tinyBLAS's order (4 × 6 accumulators, 4 weight vectors and
 /// one of `b` fill 29 of the 32 registers).
-const RN: usize = 6;
-/// Columns of `b` per chunk (the chunk's rows of `b`, 48 × k f32, stay in L2 while its
+pub(super) const RN: usize = 6;
+/// Columns of `b` per chunk (the chunk's rows of `b`, 48 × k values, stay in L2 while its
 /// weight rows pass).
 const COLS: usize = 48;
 
+/// What the driver needs of a weight type whose rows are 16-bit floats (F16, BF16): how `b`
+/// is rounded into the node's area, and the two tiles (tinyBLAS's order, the dot product's
+/// order) on the CPU path [`HalfWeights::available`] checks.
+pub(super) trait HalfWeights {
+    /// The weights' type.
+    const TY: Type;
+    /// One value of `b` in the area, rounded to the weights' type.
+    type B: Copy;
+    /// Whether this CPU runs the tiles (with the AVX-512 path selected).
+    fn available() -> bool;
+    /// Writes row `row` of `b` into `out` (`b.ne[0]` values), rounded to the weights' type.
+    ///
+    /// # Safety
+    /// `row` must be a row of `b`, and nothing may write it meanwhile.
+    unsafe fn round_row(b: &TensorPtr, row: *const u8, out: &mut [Self::B]);
+    /// `out[t][u] = Σ a[t][l] · b[u][l]` for `l < k` in tinyBLAS's order.
+    ///
+    /// # Safety
+    /// [`HalfWeights::available`]; `a[t]` must hold `k` weights, `b[u]` `k` values.
+    unsafe fn tiny_tile<const R: usize, const C: usize>(
+        a: [*const u16; R],
+        b: [*const Self::B; C],
+        k: usize,
+        out: &mut [[f32; C]; R],
+    );
+    /// `out[t] = Σ a[t][l] · b[l]` for `l < k` in GGML's dot product's order.
+    ///
+    /// # Safety
+    /// As [`HalfWeights::tiny_tile`], with one row `b`.
+    unsafe fn vec_rows<const R: usize>(
+        a: [*const u16; R],
+        b: *const Self::B,
+        k: usize,
+        out: &mut [f32; R],
+    );
+}
+
+/// F16 weights: `b` as f32 values rounded to f16, the tiles of [`avx512`].
+pub(super) struct F16Weights;
+
+impl HalfWeights for F16Weights {
+    const TY: Type = Type::F16;
+    type B = f32;
+
+    fn available() -> bool {
+        true
+    }
+
+    unsafe fn round_row(b: &TensorPtr, row: *const u8, out: &mut [f32]) {
+        // SAFETY: forwarded from the caller; out holds b.ne[0] values.
+        unsafe { row_f32(b, row, out, false) };
+        Round::F16.slice(out);
+    }
+
+    #[inline(always)]
+    unsafe fn tiny_tile<const R: usize, const C: usize>(
+        a: [*const u16; R],
+        b: [*const f32; C],
+        k: usize,
+        out: &mut [[f32; C]; R],
+    ) {
+        // SAFETY: forwarded from the caller (the AVX-512 path is selected).
+        unsafe { avx512::tiny_tile(a, b, k, out) }
+    }
+
+    #[inline(always)]
+    unsafe fn vec_rows<const R: usize>(
+        a: [*const u16; R],
+        b: *const f32,
+        k: usize,
+        out: &mut [f32; R],
+    ) {
+        // SAFETY: forwarded from the caller (the AVX-512 path is selected).
+        unsafe { avx512::vec_rows(a, b, k, out) }
+    }
+}
+
 /// Whose order the outputs of a node follow (see the module documentation).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Order {
-    /// `ggml_vec_dot_f16`'s.
+pub(super) enum Order {
+    /// GGML's dot product's (`ggml_vec_dot_f16`, `ggml_vec_dot_bf16`).
     VecDot,
     /// tinyBLAS's.
     Tiny,
 }
 
-/// The order of a product of `m` weight rows with `cols` columns of `b` per batch; `b_f16`
-/// tells whether `b` is F16 and `b_contiguous` whether it is contiguous.
-fn order(m: usize, cols: usize, b_f16: bool, b_contiguous: bool) -> Order {
-    if cols >= 2 && m % RM == 0 && (!b_f16 || b_contiguous) {
+/// The order of a product of `m` weight rows with `cols` columns of `b` per batch; `b_dot`
+/// tells whether `b` already is of the weights' type and `b_contiguous` whether it is
+/// contiguous (GGML hands such a `b` to tinyBLAS only if it is contiguous, and never
+/// converts it).
+pub(super) fn order(m: usize, cols: usize, b_dot: bool, b_contiguous: bool) -> Order {
+    if cols >= 2 && m % RM == 0 && (!b_dot || b_contiguous) {
         Order::Tiny
     } else {
         Order::VecDot
@@ -75,20 +156,29 @@ fn contiguous(ts: usize, ne: &[i64], nb: &[usize]) -> bool {
 
 /// The plan of MUL_MAT node `t` (weights `a`, activations `b`) through this module, where it
 /// applies: F16 weights with packed rows, the AVX-512 path, a result with packed f32 rows.
-/// The scratch also holds what [`mul_mat`] needs, which the kernel falls back to when the
-/// result overlaps an operand.
 pub(super) fn plan(t: &Tensor, a: &Tensor, b: &Tensor) -> Option<Planned> {
-    if a.ty() != Type::F16 || isa() != Isa::Avx512 || a.nb()[0] != 2 || t.nb()[0] != 4 {
+    plan_for::<F16Weights>(t, a, b)
+}
+
+/// The plan of MUL_MAT node `t` through the driver with weights `W`, where it applies:
+/// weights of `W`'s type with packed rows, the AVX-512 path (and `W`'s features), a result
+/// with packed f32 rows. The scratch also holds what [`mul_mat`] needs, which the kernel
+/// falls back to when the result overlaps an operand.
+pub(super) fn plan_for<W: HalfWeights>(t: &Tensor, a: &Tensor, b: &Tensor) -> Option<Planned> {
+    if a.ty() != W::TY || isa() != Isa::Avx512 || !W::available() {
+        return None;
+    }
+    if a.nb()[0] != 2 || t.nb()[0] != 4 {
         return None;
     }
     let k = a.ne()[0] as usize;
     let b_rows = b.ne()[1..].iter().product::<i64>() as usize;
     let fallback = (1 + JB) * k * 4;
-    let rows_bytes = b_rows * k * 4;
+    let rows_bytes = b_rows * k * size_of::<W::B>();
     Some(if b_rows <= PRIVATE_ROWS {
-        Planned::new(mul_mat_f16::<false>, rows_bytes.max(fallback))
+        Planned::new(mul_mat_half::<W, false>, rows_bytes.max(fallback))
     } else {
-        Planned::new(mul_mat_f16::<true>, fallback).with_shared(rows_bytes, 1)
+        Planned::new(mul_mat_half::<W, true>, fallback).with_shared(rows_bytes, 1)
     })
 }
 
@@ -97,12 +187,12 @@ fn rows_per_chunk(m: usize, blocks: usize, nth: usize) -> usize {
     super::matmul_quant::rows_per_chunk(m, blocks, nth).next_multiple_of(RM)
 }
 
-/// The kernel ([`plan`] gave it its scratch and shared area): `b` rounded into the shared
-/// area when `SHARED`, else by every thread into its scratch.
+/// The kernel ([`plan_for`] gave it its scratch and shared area): `b` rounded into the
+/// shared area when `SHARED`, else by every thread into its scratch.
 ///
 /// # Safety
-/// As [`KernelFn`](super::KernelFn), with the plan [`plan`] made for the node.
-unsafe fn mul_mat_f16<const SHARED: bool>(n: &NodePtrs, p: &Params) {
+/// As [`KernelFn`](super::KernelFn), with the plan [`plan_for`] made for the node.
+unsafe fn mul_mat_half<W: HalfWeights, const SHARED: bool>(n: &NodePtrs, p: &Params) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
     if d.overlaps(a) || d.overlaps(b) {
         // SAFETY: forwarded; the plan reserved the dot path's scratch too (and no thread
@@ -112,31 +202,32 @@ unsafe fn mul_mat_f16<const SHARED: bool>(n: &NodePtrs, p: &Params) {
     let k = a.ne[0] as usize;
     let (m, cols, batches) = (a.ne[1] as usize, b.ne[1] as usize, batch_count(b));
     let b_rows = cols * batches;
+    let bytes = b_rows * k * size_of::<W::B>();
     let base = if SHARED {
-        p.shared_ptr(b_rows * k * 4) as *mut f32
+        p.shared_ptr(bytes) as *mut W::B
     } else {
-        // SAFETY: the plan sized the scratch for b_rows rows of k f32 values.
-        unsafe { p.scratch_f32(b_rows * k) }.as_mut_ptr()
+        // SAFETY: the plan sized the scratch for b_rows rows of k values.
+        unsafe { p.scratch_f32(bytes.div_ceil(4)) }.as_mut_ptr() as *mut W::B
     };
     let mine = if SHARED { p.range(b_rows) } else { 0..b_rows };
-    // Phase 0: this thread's rows of b, rounded to f16 values. Every read of b ends before
-    // any write of the result (shared: before the barrier), which overlaps neither operand.
+    // Phase 0: this thread's rows of b, rounded. Every read of b ends before any write of
+    // the result (shared: before the barrier), which overlaps neither operand.
     for r in mine {
         let (j, batch) = (r % cols, r / cols);
         let (_, bi) = batch_index(a, b, batch);
-        // SAFETY: row r of the area (b_rows rows of k values), which only this thread
-        // touches before the barrier.
+        // SAFETY: row r of the area (b_rows rows of k values, at most 4-byte aligned
+        // values, and the area is 4-byte aligned), which only this thread touches before
+        // the barrier.
         let out = unsafe { std::slice::from_raw_parts_mut(base.add(r * k), k) };
         // SAFETY: j < b.ne[1], bi within b's batch dimensions; nothing writes b.
-        unsafe { row_f32(b, b.row([j, bi[0], bi[1], bi[2]]), out, false) };
-        Round::F16.slice(out);
+        unsafe { W::round_row(b, b.row([j, bi[0], bi[1], bi[2]]), out) };
     }
     if SHARED {
         p.sync();
     }
 
-    let b_f16 = b.ty == Type::F16;
-    let ord = order(m, cols, b_f16, contiguous(2, &b.ne, &b.nb));
+    let b_dot = b.ty == W::TY;
+    let ord = order(m, cols, b_dot, contiguous(2, &b.ne, &b.nb));
     let col_blocks = cols.div_ceil(COLS);
     let rows = rows_per_chunk(m, col_blocks * batches, p.nth);
     let row_blocks = m.div_ceil(rows);
@@ -147,7 +238,7 @@ unsafe fn mul_mat_f16<const SHARED: bool>(n: &NodePtrs, p: &Params) {
         let arow = |i: usize| a.row([i, ai[0], ai[1], ai[2]]) as *const u16;
         // SAFETY (of the pointers below): rows of the area, all written before the barrier
         // (or by this thread), only read from here on.
-        let brow = |j: usize| unsafe { base.add((batch * cols + j) * k) } as *const f32;
+        let brow = |j: usize| unsafe { base.add((batch * cols + j) * k) } as *const W::B;
         let drow = |j: usize| d.row([j, bi[0], bi[1], bi[2]]);
         let (r0, r1) = (rb * rows, m.min((rb + 1) * rows));
         let (c0, c1) = (cb * COLS, cols.min((cb + 1) * COLS));
@@ -159,18 +250,18 @@ unsafe fn mul_mat_f16<const SHARED: bool>(n: &NodePtrs, p: &Params) {
                     let mut j = c0;
                     while j < c1 {
                         let nc = RN.min(c1 - j);
-                        // SAFETY: the AVX-512 path (plan); rows i..i + RM of a (m is a
-                        // multiple of RM in this order) and columns j..j + nc of the area
+                        // SAFETY: the path W's tiles need (plan); rows i..i + RM of a (m is
+                        // a multiple of RM in this order) and columns j..j + nc of the area
                         // hold k values; the result rows are packed f32 with m values,
                         // written only by the thread that claimed the chunk.
-                        unsafe { tiny(arow, brow, drow, i, j, nc, k) };
+                        unsafe { tiny::<W>(arow, brow, drow, i, j, nc, k) };
                         j += nc;
                     }
                 }
                 Order::VecDot => {
                     for j in c0..c1 {
                         // SAFETY: as above, rows i..i + nr.
-                        unsafe { vec_dot(arow, brow(j), drow(j), i, nr, k) };
+                        unsafe { vec_dot::<W>(arow, brow(j), drow(j), i, nr, k) };
                     }
                 }
             }
@@ -182,13 +273,13 @@ unsafe fn mul_mat_f16<const SHARED: bool>(n: &NodePtrs, p: &Params) {
 /// Results `(i..i + RM) × (j..j + nc)` in tinyBLAS's order.
 ///
 /// # Safety
-/// The CPU must run the AVX-512 path; `arow(i + t)` for `t < RM` must be rows of `k` f16
-/// values, `brow(j + u)` for `u < nc` rows of `k` f32, `drow(j + u)` writable packed f32 rows
-/// of more than `i + RM - 1` values; `1 <= nc <= RN`.
+/// The CPU must run `W`'s tiles; `arow(i + t)` for `t < RM` must be rows of `k` weights,
+/// `brow(j + u)` for `u < nc` rows of `k` values, `drow(j + u)` writable packed f32 rows of
+/// more than `i + RM - 1` values; `1 <= nc <= RN`.
 #[inline(always)]
-unsafe fn tiny(
+unsafe fn tiny<W: HalfWeights>(
     arow: impl Fn(usize) -> *const u16,
-    brow: impl Fn(usize) -> *const f32,
+    brow: impl Fn(usize) -> *const W::B,
     drow: impl Fn(usize) -> *mut u8,
     i: usize,
     j: usize,
@@ -199,10 +290,10 @@ unsafe fn tiny(
     let mut out = [[0f32; RN]; RM];
     macro_rules! go {
         ($c:literal) => {{
-            let bs: [*const f32; $c] = std::array::from_fn(|u| brow(j + u));
+            let bs: [*const W::B; $c] = std::array::from_fn(|u| brow(j + u));
             let mut o = [[0f32; $c]; RM];
             // SAFETY: forwarded from the caller.
-            unsafe { avx512::tiny_tile::<RM, $c>(ws, bs, k, &mut o) };
+            unsafe { W::tiny_tile::<RM, $c>(ws, bs, k, &mut o) };
             for (dst, src) in out.iter_mut().zip(&o) {
                 dst[..$c].copy_from_slice(src);
             }
@@ -224,15 +315,15 @@ unsafe fn tiny(
     }
 }
 
-/// Results `(i..i + nr) × j` in `ggml_vec_dot_f16`'s order, `bj` being column `j`'s row of
+/// Results `(i..i + nr) × j` in GGML's dot product's order, `bj` being column `j`'s row of
 /// the area and `dj` its result row.
 ///
 /// # Safety
 /// As [`tiny`], for `nr` (1..=[`RM`]) weight rows and one column.
 #[inline(always)]
-unsafe fn vec_dot(
+unsafe fn vec_dot<W: HalfWeights>(
     arow: impl Fn(usize) -> *const u16,
-    bj: *const f32,
+    bj: *const W::B,
     dj: *mut u8,
     i: usize,
     nr: usize,
@@ -242,7 +333,7 @@ unsafe fn vec_dot(
         let ws: [*const u16; RM] = std::array::from_fn(|t| arow(i + t));
         let mut o = [0f32; RM];
         // SAFETY: forwarded from the caller.
-        unsafe { avx512::vec_rows::<RM>(ws, bj, k, &mut o) };
+        unsafe { W::vec_rows::<RM>(ws, bj, k, &mut o) };
         for (t, &v) in o.iter().enumerate() {
             // SAFETY: forwarded from the caller.
             unsafe { st(dj, i + t, v) };
@@ -251,7 +342,7 @@ unsafe fn vec_dot(
         for t in 0..nr {
             let mut o = [0f32; 1];
             // SAFETY: forwarded from the caller.
-            unsafe { avx512::vec_rows::<1>([arow(i + t)], bj, k, &mut o) };
+            unsafe { W::vec_rows::<1>([arow(i + t)], bj, k, &mut o) };
             // SAFETY: forwarded from the caller.
             unsafe { st(dj, i + t, o[0]) };
         }
@@ -259,7 +350,7 @@ unsafe fn vec_dot(
 }
 
 #[allow(clippy::incompatible_msrv)]
-mod avx512 {
+pub(super) mod avx512 {
     //! The tiles with AVX-512 intrinsics (stable since Rust 1.89, above the workspace's
     //! declared 1.85, as in `quant_dot::x86`).
     use crate::types::f16;
@@ -267,13 +358,13 @@ mod avx512 {
 
     /// Bytes ahead along each weight row that [`vec_rows`] prefetches into L1 (matrix-vector
     /// products read each weight once, from L3 or memory): two cache lines per row and step.
-    const PREFETCH: usize = 2048;
+    pub(in super::super) const PREFETCH: usize = 2048;
 
     /// The 16 lanes of `v` summed as GCC's `_mm512_reduce_add_ps` sums them (GGML's build):
     /// the upper 8 lanes onto the lower, then the upper 4 of those, then lanes 2 and 3 onto
     /// 0 and 1, then lane 1 onto lane 0.
     #[inline(always)]
-    unsafe fn hsum(v: __m512) -> f32 {
+    pub(in super::super) unsafe fn hsum(v: __m512) -> f32 {
         // SAFETY: register operations; the caller has AVX-512 F.
         unsafe {
             let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
@@ -393,7 +484,7 @@ mod avx512 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::types::f16;
 
@@ -419,7 +510,7 @@ mod tests {
     }
 
     /// GCC's `_mm512_reduce_add_ps` on 16 lanes, one scalar add at a time.
-    fn hsum_model(l: &[f32; 16]) -> f32 {
+    pub(in super::super) fn hsum_model(l: &[f32; 16]) -> f32 {
         let h8: [f32; 8] = std::array::from_fn(|i| l[i] + l[i + 8]);
         let h4: [f32; 4] = std::array::from_fn(|i| h8[i] + h8[i + 4]);
         (h4[0] + h4[2]) + (h4[1] + h4[3])

@@ -28,7 +28,7 @@
 //! AVX-512 F build widens to f32 and sums in steps of 32, the AVX2 build in four
 //! accumulators of 8 lanes; neither is reproduced).
 
-use super::matmul_f16::{plan_for, HalfWeights};
+use super::matmul_f16::{plan_for, tiles_from, HalfWeights};
 use super::{Planned, TensorPtr};
 use crate::tensor::Tensor;
 use crate::types::{f32_to_bf16, Type};
@@ -51,12 +51,10 @@ impl HalfWeights for Bf16Weights {
             unsafe {
                 std::ptr::copy_nonoverlapping(row, out.as_mut_ptr() as *mut u8, 2 * out.len())
             };
-        } else if packed && b.ty == Type::F32 {
-            for (i, v) in out.iter_mut().enumerate() {
-                // SAFETY: element i < out.len() of a packed f32 row.
-                let x = unsafe { (row as *const f32).add(i).read_unaligned() };
-                *v = f32_to_bf16(x).to_bits();
-            }
+        } else if packed && b.ty == Type::F32 && row as usize % 4 == 0 {
+            // SAFETY: a packed, aligned f32 row of out.len() values, not written meanwhile.
+            let src = unsafe { std::slice::from_raw_parts(row as *const f32, out.len()) };
+            round_f32(src, out);
         } else {
             for (i, v) in out.iter_mut().enumerate() {
                 // SAFETY: forwarded from the caller (element i of the row).
@@ -65,27 +63,17 @@ impl HalfWeights for Bf16Weights {
         }
     }
 
-    #[inline(always)]
-    unsafe fn tiny_tile<const R: usize, const C: usize>(
-        a: [*const u16; R],
-        b: [*const u16; C],
-        k: usize,
-        out: &mut [[f32; C]; R],
-    ) {
-        // SAFETY: forwarded from the caller (available(): AVX-512 BF16 beside the AVX-512
-        // path).
-        unsafe { avx512bf16::tiny_tile(a, b, k, out) }
-    }
+    tiles_from!(avx512bf16);
+}
 
-    #[inline(always)]
-    unsafe fn vec_rows<const R: usize>(
-        a: [*const u16; R],
-        b: *const u16,
-        k: usize,
-        out: &mut [f32; R],
-    ) {
-        // SAFETY: as above.
-        unsafe { avx512bf16::vec_rows(a, b, k, out) }
+/// `src` rounded to bf16 bits into `out` as [`f32_to_bf16`] rounds (to nearest even, NaN
+/// kept quiet), without branches so that the loop is vectorised.
+fn round_f32(src: &[f32], out: &mut [u16]) {
+    for (v, x) in out.iter_mut().zip(src) {
+        let u = x.to_bits();
+        let nan = (u & 0x7fff_ffff) > 0x7f80_0000;
+        let rounded = u.wrapping_add(0x7fff + ((u >> 16) & 1)) >> 16;
+        *v = if nan { (u >> 16) | 64 } else { rounded } as u16;
     }
 }
 
@@ -100,7 +88,8 @@ pub(super) fn plan(t: &Tensor, a: &Tensor, b: &Tensor) -> Option<Planned> {
 mod avx512bf16 {
     //! The tiles with `vdpbf16ps` (AVX-512 BF16 intrinsics, stable since Rust 1.89, above
     //! the workspace's declared 1.85, as in `quant_dot::x86`).
-    use super::super::matmul_f16::avx512::{hsum, PREFETCH};
+    use super::super::matmul_f16::avx512::{hsum, prefetch};
+    use super::super::matmul_f16::tiny_tile_fn;
     use std::arch::x86_64::*;
 
     /// Thirty-two bf16 values at `p`.
@@ -129,51 +118,23 @@ mod avx512bf16 {
         }
     }
 
-    /// `out[t][u] = Σ a[t][l] · b[u][l]` for `l < k` in tinyBLAS's order: one accumulator
-    /// of 16 lanes per output, `vdpbf16ps` over steps of 32, the rest as one masked step,
-    /// [`hsum`].
-    ///
-    /// # Safety
-    /// The CPU must have AVX-512 F, BW, VL and BF16; `a[t]` and `b[u]` must hold `k` bf16
-    /// values.
-    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512bf16")]
-    pub(super) unsafe fn tiny_tile<const R: usize, const C: usize>(
-        a: [*const u16; R],
-        b: [*const u16; C],
-        k: usize,
-        out: &mut [[f32; C]; R],
-    ) {
-        let mut acc = [[_mm512_setzero_ps(); C]; R];
-        let n32 = k / 32 * 32;
-        let mut l = 0;
-        // SAFETY: l + 32 <= k in the loop; the partial loads read the k - l < 32 values left.
-        unsafe {
-            while l < n32 {
-                let av: [__m512bh; R] = std::array::from_fn(|t| load32(a[t].add(l)));
-                for u in 0..C {
-                    let bv = load32(b[u].add(l));
-                    for t in 0..R {
-                        acc[t][u] = _mm512_dpbf16_ps(acc[t][u], av[t], bv);
-                    }
-                }
-                l += 32;
-            }
-            if l < k {
-                let av: [__m512bh; R] = std::array::from_fn(|t| load_partial(a[t].add(l), k - l));
-                for u in 0..C {
-                    let bv = load_partial(b[u].add(l), k - l);
-                    for t in 0..R {
-                        acc[t][u] = _mm512_dpbf16_ps(acc[t][u], av[t], bv);
-                    }
-                }
-            }
-            for t in 0..R {
-                for u in 0..C {
-                    out[t][u] = hsum(acc[t][u]);
-                }
-            }
-        }
-    }
+    tiny_tile_fn!(
+        /// `out[t][u] = Σ a[t][l] · b[u][l]` for `l < k` in tinyBLAS's order: one
+        /// accumulator of 16 lanes per output, `vdpbf16ps` over steps of 32, the rest as one
+        /// step of partial loads, [`hsum`].
+        ///
+        /// # Safety
+        /// The CPU must have AVX-512 F, BW, VL and BF16; `a[t]` and `b[u]` must hold `k`
+        /// bf16 values.
+        #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512bf16")]
+        u16,
+        32,
+        |p: *const u16| load32(p),
+        |p: *const u16| load32(p),
+        |p: *const u16, n: usize| load_partial(p, n),
+        |p: *const u16, n: usize| load_partial(p, n),
+        |c: __m512, x: __m512bh, y: __m512bh| _mm512_dpbf16_ps(c, x, y)
+    );
 
     /// `out[t] = Σ a[t][l] · b[l]` for `l < k` in `ggml_vec_dot_bf16`'s order: two
     /// accumulators of 16 lanes over steps of 64 (`vdpbf16ps` on values 0..32 and 32..64),
@@ -182,8 +143,6 @@ mod avx512bf16 {
     ///
     /// # Safety
     /// As [`tiny_tile`], with one row `b` of `k` bf16 values.
-    // (the indices name registers of a fixed tile, as in GGML's loops)
-    #[allow(clippy::needless_range_loop)]
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512bf16")]
     pub(super) unsafe fn vec_rows<const R: usize>(
         a: [*const u16; R],
@@ -191,36 +150,27 @@ mod avx512bf16 {
         k: usize,
         out: &mut [f32; R],
     ) {
-        let mut acc = [[_mm512_setzero_ps(); 2]; R];
-        let np = k / 64 * 64;
-        let mut l = 0;
-        // SAFETY: l + 64 <= np <= k in the loop, and every row holds k values.
+        let (mut c1, mut c2) = ([_mm512_setzero_ps(); R], [_mm512_setzero_ps(); R]);
+        let whole = k / 64 * 64;
+        // SAFETY: l + 64 <= whole <= k in the loop, and every row holds k values.
         unsafe {
-            while l < np {
-                for row in a {
-                    // a hint, valid for any address (never dereferenced)
-                    let ahead = row.wrapping_add(l + PREFETCH / 2) as *const i8;
-                    _mm_prefetch::<_MM_HINT_T0>(ahead);
-                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64));
+            for l in (0..whole).step_by(64) {
+                prefetch(a, l);
+                let (b1, b2) = (load32(b.add(l)), load32(b.add(l + 32)));
+                for (t, row) in a.iter().enumerate() {
+                    c1[t] = _mm512_dpbf16_ps(c1[t], load32(row.add(l)), b1);
+                    c2[t] = _mm512_dpbf16_ps(c2[t], load32(row.add(l + 32)), b2);
                 }
-                for q in 0..2 {
-                    let bv = load32(b.add(l + 32 * q));
-                    for t in 0..R {
-                        acc[t][q] = _mm512_dpbf16_ps(acc[t][q], load32(a[t].add(l + 32 * q)), bv);
-                    }
-                }
-                l += 64;
             }
-            for t in 0..R {
+            let widen = |p: *const u16| f32::from_bits((p.read_unaligned() as u32) << 16);
+            for (t, (o, row)) in out.iter_mut().zip(a).enumerate() {
                 let mut sum = 0f64;
-                sum += hsum(acc[t][0]) as f64;
-                sum += hsum(acc[t][1]) as f64;
-                for e in np..k {
-                    let x = f32::from_bits((a[t].add(e).read_unaligned() as u32) << 16);
-                    let y = f32::from_bits((b.add(e).read_unaligned() as u32) << 16);
-                    sum += (x * y) as f64;
+                sum += hsum(c1[t]) as f64;
+                sum += hsum(c2[t]) as f64;
+                for e in whole..k {
+                    sum += (widen(row.add(e)) * widen(b.add(e))) as f64;
                 }
-                out[t] = sum as f32;
+                *o = sum as f32;
             }
         }
     }
@@ -311,6 +261,38 @@ mod tests {
                 1 => (r & 0x807f) as u16 | (40 + (r >> 10 & 31) as u16) << 7, // tiny normal
                 _ => f32_to_bf16(2.0 * x).to_bits(),
             }
+        }
+    }
+
+    /// The branchless rounding gives [`f32_to_bf16`]'s bits, specials and ties included.
+    #[test]
+    fn round_f32_as_ggml() {
+        let mut x: Vec<f32> = [
+            0x7f80_0001,
+            0xffc0_0000,
+            0x7f80_0000,
+            0x0000_8000,
+            0x0001_8000,
+        ]
+        .iter()
+        .map(|&u: &u32| f32::from_bits(u))
+        .collect();
+        x.extend([
+            0.0,
+            -0.0,
+            1.0 + 1.0 / 256.0,
+            f32::MAX,
+            f32::MIN_POSITIVE / 3.0,
+        ]);
+        let mut state = 5u32;
+        x.extend((0..10_000).map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            f32::from_bits(state)
+        }));
+        let mut got = vec![0u16; x.len()];
+        round_f32(&x, &mut got);
+        for (g, v) in got.iter().zip(&x) {
+            assert_eq!(*g, f32_to_bf16(*v).to_bits(), "{:#x}", v.to_bits());
         }
     }
 

@@ -78,6 +78,35 @@ pub(super) trait HalfWeights {
     );
 }
 
+/// The [`HalfWeights`] tiles as the functions `tiny_tile` and `vec_rows` of module `$m`
+/// (which take the same arguments and need the features `available` checks).
+macro_rules! tiles_from {
+    ($m:ident) => {
+        #[inline(always)]
+        unsafe fn tiny_tile<const R: usize, const C: usize>(
+            a: [*const u16; R],
+            b: [*const Self::B; C],
+            k: usize,
+            out: &mut [[f32; C]; R],
+        ) {
+            // SAFETY: forwarded from the caller (the path is selected and `available`).
+            unsafe { $m::tiny_tile(a, b, k, out) }
+        }
+
+        #[inline(always)]
+        unsafe fn vec_rows<const R: usize>(
+            a: [*const u16; R],
+            b: *const Self::B,
+            k: usize,
+            out: &mut [f32; R],
+        ) {
+            // SAFETY: as above.
+            unsafe { $m::vec_rows(a, b, k, out) }
+        }
+    };
+}
+pub(super) use tiles_from;
+
 /// F16 weights: `b` as f32 values rounded to f16, the tiles of [`avx512`].
 pub(super) struct F16Weights;
 
@@ -95,27 +124,7 @@ impl HalfWeights for F16Weights {
         Round::F16.slice(out);
     }
 
-    #[inline(always)]
-    unsafe fn tiny_tile<const R: usize, const C: usize>(
-        a: [*const u16; R],
-        b: [*const f32; C],
-        k: usize,
-        out: &mut [[f32; C]; R],
-    ) {
-        // SAFETY: forwarded from the caller (the AVX-512 path is selected).
-        unsafe { avx512::tiny_tile(a, b, k, out) }
-    }
-
-    #[inline(always)]
-    unsafe fn vec_rows<const R: usize>(
-        a: [*const u16; R],
-        b: *const f32,
-        k: usize,
-        out: &mut [f32; R],
-    ) {
-        // SAFETY: forwarded from the caller (the AVX-512 path is selected).
-        unsafe { avx512::vec_rows(a, b, k, out) }
-    }
+    tiles_from!(avx512);
 }
 
 /// Whose order the outputs of a node follow (see the module documentation).
@@ -349,6 +358,62 @@ unsafe fn vec_dot<W: HalfWeights>(
     }
 }
 
+/// Defines `tiny_tile`, a tile in tinyBLAS's order for F16 and BF16 weights alike, with the
+/// attributes given (docs, `#[target_feature]`): `R × C` accumulators of 16 f32 lanes (zero)
+/// over steps of `$step` values of the shared dimension `k`, the vectors of step `l` being
+/// `$load_a(a[t] + l)` and `$load_b(b[u] + l)`, each added by `acc = $madd(acc, va, vb)`; the
+/// last `k % $step` values as one step of `$part_a(a[t] + l, k - l)` and `$part_b(…)` (which
+/// must give zeros past them); then `out[t][u]` = the lanes of each accumulator reduced by
+/// `hsum`. `b` holds values of type `$b`. The loads and products are closures written
+/// inside the function, so that they take its target features and are inlined.
+macro_rules! tiny_tile_fn {
+    ($(#[$attr:meta])* $b:ty, $step:expr, $load_a:expr, $load_b:expr, $part_a:expr,
+     $part_b:expr, $madd:expr) => {
+        $(#[$attr])*
+        pub(super) unsafe fn tiny_tile<const R: usize, const C: usize>(
+            a: [*const u16; R],
+            b: [*const $b; C],
+            k: usize,
+            out: &mut [[f32; C]; R],
+        ) {
+            let (load_a, load_b, part_a, part_b, madd) =
+                ($load_a, $load_b, $part_a, $part_b, $madd);
+            let mut acc = [[_mm512_setzero_ps(); C]; R];
+            let whole = k / $step * $step;
+            let mut l = 0;
+            // SAFETY: l + $step <= k in the loop, the partial loads read only the k - l
+            // values left, and the caller vouches for k values in every row.
+            unsafe {
+                while l < whole {
+                    let av: [_; R] = std::array::from_fn(|t| load_a(a[t].add(l)));
+                    for u in 0..C {
+                        let bv = load_b(b[u].add(l));
+                        for t in 0..R {
+                            acc[t][u] = madd(acc[t][u], av[t], bv);
+                        }
+                    }
+                    l += $step;
+                }
+                if l < k {
+                    let av: [_; R] = std::array::from_fn(|t| part_a(a[t].add(l), k - l));
+                    for u in 0..C {
+                        let bv = part_b(b[u].add(l), k - l);
+                        for t in 0..R {
+                            acc[t][u] = madd(acc[t][u], av[t], bv);
+                        }
+                    }
+                }
+                for t in 0..R {
+                    for u in 0..C {
+                        out[t][u] = hsum(acc[t][u]);
+                    }
+                }
+            }
+        }
+    };
+}
+pub(super) use tiny_tile_fn;
+
 #[allow(clippy::incompatible_msrv)]
 pub(super) mod avx512 {
     //! The tiles with AVX-512 intrinsics (stable since Rust 1.89, above the workspace's
@@ -356,9 +421,24 @@ pub(super) mod avx512 {
     use crate::types::f16;
     use std::arch::x86_64::*;
 
-    /// Bytes ahead along each weight row that [`vec_rows`] prefetches into L1 (matrix-vector
+    /// Bytes ahead along each weight row that [`prefetch`] fetches into L1 (matrix-vector
     /// products read each weight once, from L3 or memory): two cache lines per row and step.
-    pub(in super::super) const PREFETCH: usize = 2048;
+    const PREFETCH: usize = 2048;
+
+    /// Prefetches into L1, [`PREFETCH`] bytes ahead of element `l` of each row of 16-bit
+    /// weights in `rows`, the two cache lines a step of 64 values reads there.
+    #[inline(always)]
+    pub(in super::super) fn prefetch<const R: usize>(rows: [*const u16; R], l: usize) {
+        for row in rows {
+            // a hint, valid for any address (never dereferenced)
+            let ahead = row.wrapping_add(l + PREFETCH / 2) as *const i8;
+            // SAFETY: a prefetch never faults, whatever the address.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(ahead);
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64));
+            }
+        }
+    }
 
     /// The 16 lanes of `v` summed as GCC's `_mm512_reduce_add_ps` sums them (GGML's build):
     /// the upper 8 lanes onto the lower, then the upper 4 of those, then lanes 2 and 3 onto
@@ -385,54 +465,26 @@ pub(super) mod avx512 {
         unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
     }
 
-    /// `out[t][u] = Σ a[t][l] · b[u][l]` for `l < k` in tinyBLAS's order: one accumulator
-    /// of 16 lanes per output, steps of 16, the rest as one masked step, [`hsum`].
-    ///
-    /// # Safety
-    /// The CPU must have AVX-512 F, BW and VL; `a[t]` must hold `k` f16 values, `b[u]` `k`
-    /// f32.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) unsafe fn tiny_tile<const R: usize, const C: usize>(
-        a: [*const u16; R],
-        b: [*const f32; C],
-        k: usize,
-        out: &mut [[f32; C]; R],
-    ) {
-        let mut acc = [[_mm512_setzero_ps(); C]; R];
-        let n16 = k / 16 * 16;
-        let mut l = 0;
-        // SAFETY: l + 16 <= k in the loop; the masked loads read the k - l < 16 values left
-        // (masked-off elements are neither read nor faulted on).
-        unsafe {
-            while l < n16 {
-                let av: [__m512; R] = std::array::from_fn(|t| load16(a[t].add(l)));
-                for u in 0..C {
-                    let bv = _mm512_loadu_ps(b[u].add(l));
-                    for t in 0..R {
-                        acc[t][u] = _mm512_fmadd_ps(av[t], bv, acc[t][u]);
-                    }
-                }
-                l += 16;
-            }
-            if l < k {
-                let mask: __mmask16 = (1u16 << (k - l)) - 1;
-                let av: [__m512; R] = std::array::from_fn(|t| {
-                    _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, a[t].add(l) as *const i16))
-                });
-                for u in 0..C {
-                    let bv = _mm512_maskz_loadu_ps(mask, b[u].add(l));
-                    for t in 0..R {
-                        acc[t][u] = _mm512_fmadd_ps(av[t], bv, acc[t][u]);
-                    }
-                }
-            }
-            for t in 0..R {
-                for u in 0..C {
-                    out[t][u] = hsum(acc[t][u]);
-                }
-            }
-        }
-    }
+    tiny_tile_fn!(
+        /// `out[t][u] = Σ a[t][l] · b[u][l]` for `l < k` in tinyBLAS's order: one
+        /// accumulator of 16 lanes per output, steps of 16, the rest as one masked step
+        /// (masked-off elements are neither read nor faulted on), [`hsum`].
+        ///
+        /// # Safety
+        /// The CPU must have AVX-512 F, BW and VL; `a[t]` must hold `k` f16 values, `b[u]`
+        /// `k` f32.
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+        f32,
+        16,
+        |p: *const u16| load16(p),
+        |p: *const f32| _mm512_loadu_ps(p),
+        |p: *const u16, n: usize| {
+            let mask: __mmask16 = (1u16 << n) - 1;
+            _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p as *const i16))
+        },
+        |p: *const f32, n: usize| _mm512_maskz_loadu_ps((1u16 << n) - 1, p),
+        |c: __m512, x: __m512, y: __m512| _mm512_fmadd_ps(x, y, c)
+    );
 
     /// `out[t] = Σ a[t][l] · b[l]` for `l < k` in `ggml_vec_dot_f16`'s order: four
     /// accumulators of 16 lanes over steps of 64, reduced (0 + 2) + (1 + 3), [`hsum`], then
@@ -455,12 +507,7 @@ pub(super) mod avx512 {
         // SAFETY: l + 64 <= np <= k in the loop, and every row holds k values.
         unsafe {
             while l < np {
-                for row in a {
-                    // a hint, valid for any address (never dereferenced)
-                    let ahead = row.wrapping_add(l + PREFETCH / 2) as *const i8;
-                    _mm_prefetch::<_MM_HINT_T0>(ahead);
-                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64));
-                }
+                prefetch(a, l);
                 for q in 0..4 {
                     let bv = _mm512_loadu_ps(b.add(l + 16 * q));
                     for t in 0..R {

@@ -118,21 +118,15 @@ mod avx512bf16 {
         }
     }
 
+    // `vdpbf16ps` over steps of 32 bf16 values, then one step of partial loads
     tiny_tile_fn!(
-        /// `out[t][u] = Σ a[t][l] · b[u][l]` for `l < k` in tinyBLAS's order: one
-        /// accumulator of 16 lanes per output, `vdpbf16ps` over steps of 32, the rest as one
-        /// step of partial loads, [`hsum`].
+        /// The products of `R` weight rows with `C` rows of `b` in tinyBLAS's order; see
+        /// `tiny_tile_fn`.
         ///
         /// # Safety
-        /// The CPU must have AVX-512 F, BW, VL and BF16; `a[t]` and `b[u]` must hold `k`
-        /// bf16 values.
+        /// The CPU must have AVX-512 F, BW, VL and BF16; every row must hold `k` values.
         #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512bf16")]
-        u16,
-        32,
-        |p: *const u16| load32(p),
-        |p: *const u16| load32(p),
-        |p: *const u16, n: usize| load_partial(p, n),
-        |p: *const u16, n: usize| load_partial(p, n),
+        u16, 32, load32, load32, load_partial, load_partial,
         |c: __m512, x: __m512bh, y: __m512bh| _mm512_dpbf16_ps(c, x, y)
     );
 
@@ -178,7 +172,7 @@ mod avx512bf16 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::matmul_f16::tests::hsum_model;
+    use super::super::matmul_f16::tests::{check_tiles, hsum_model};
     use super::super::matmul_f16::{order, Order, RM, RN};
     use super::*;
     use crate::cpu::quant_dot::{isa, Isa};
@@ -325,28 +319,8 @@ mod tests {
         for k in [0usize, 1, 2, 31, 32, 33, 63, 64, 65, 100, 127, 257, 1000] {
             let a: Vec<Vec<u16>> = (0..RM).map(|_| (0..k).map(|_| next()).collect()).collect();
             let b: Vec<Vec<u16>> = (0..RN).map(|_| (0..k).map(|_| next()).collect()).collect();
-            let ap: [*const u16; RM] = std::array::from_fn(|t| a[t].as_ptr());
-            let bp: [*const u16; RN] = std::array::from_fn(|u| b[u].as_ptr());
-            let mut o = [[0f32; RN]; RM];
-            // SAFETY: the CPU runs the kernels; every row holds k values.
-            unsafe { avx512bf16::tiny_tile::<RM, RN>(ap, bp, k, &mut o) };
-            for t in 0..RM {
-                for u in 0..RN {
-                    let want = tiny_model(&a[t], &b[u]);
-                    assert_eq!(o[t][u].to_bits(), want.to_bits(), "k {k} ({t}, {u})");
-                }
-            }
-            let mut v = [0f32; RM];
-            // SAFETY: as above.
-            unsafe { avx512bf16::vec_rows::<RM>(ap, bp[3], k, &mut v) };
-            for t in 0..RM {
-                let want = vec_model(&a[t], &b[3]);
-                assert_eq!(v[t].to_bits(), want.to_bits(), "k {k} row {t}");
-                let mut v1 = [0f32; 1];
-                // SAFETY: as above.
-                unsafe { avx512bf16::vec_rows::<1>([ap[t]], bp[3], k, &mut v1) };
-                assert_eq!(v1[0].to_bits(), want.to_bits(), "k {k} row {t} alone");
-            }
+            // SAFETY: the CPU runs the tiles; every row holds k values.
+            unsafe { check_tiles::<Bf16Weights, _>(&a, &b, tiny_model, vec_model) };
         }
     }
 

@@ -595,6 +595,46 @@ pub(super) mod tests {
         sum as f32
     }
 
+    /// `W`'s tiles give the [`RM`] weight rows `a` and [`RN`] rows `b` (of the same length)
+    /// the bits of the models: `tiny_model` for tinyBLAS's order, `vec_model` for the dot
+    /// product's against `b[3]`; each tile shape alike (the 1 × 1 tile and single rows too).
+    ///
+    /// # Safety
+    /// `W`'s tiles must run on this CPU.
+    pub(in super::super) unsafe fn check_tiles<W: HalfWeights, A>(
+        a: &[Vec<A>],
+        b: &[Vec<W::B>],
+        tiny_model: fn(&[A], &[W::B]) -> f32,
+        vec_model: fn(&[A], &[W::B]) -> f32,
+    ) {
+        assert_eq!(size_of::<A>(), 2, "16-bit weights");
+        let k = b[0].len();
+        let ap: [*const u16; RM] = std::array::from_fn(|t| a[t].as_ptr() as *const u16);
+        let bp: [*const W::B; RN] = std::array::from_fn(|u| b[u].as_ptr());
+        let tiny = |t: usize, u: usize| tiny_model(&a[t], &b[u]);
+        let vec = |t: usize| vec_model(&a[t], &b[3]);
+        let mut o = [[0f32; RN]; RM];
+        let mut o1 = [[0f32; 1]; 1];
+        let mut v = [0f32; RM];
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            W::tiny_tile::<RM, RN>(ap, bp, k, &mut o);
+            W::tiny_tile::<1, 1>([ap[1]], [bp[2]], k, &mut o1);
+            W::vec_rows::<RM>(ap, bp[3], k, &mut v);
+        }
+        assert_eq!(o1[0][0].to_bits(), o[1][2].to_bits(), "k {k}");
+        for (t, (row, &vt)) in o.iter().zip(&v).enumerate() {
+            for (u, x) in row.iter().enumerate() {
+                assert_eq!(x.to_bits(), tiny(t, u).to_bits(), "k {k} ({t}, {u})");
+            }
+            let mut v1 = [0f32; 1];
+            // SAFETY: forwarded from the caller.
+            unsafe { W::vec_rows::<1>([ap[t]], bp[3], k, &mut v1) };
+            assert_eq!(vt.to_bits(), vec(t).to_bits(), "k {k} row {t}");
+            assert_eq!(v1[0].to_bits(), vec(t).to_bits(), "k {k} row {t} alone");
+        }
+    }
+
     /// Both tiles give every output the scalar model's bits, for every tile shape and tail
     /// length (where the CPU runs the AVX-512 path).
     #[test]
@@ -614,32 +654,8 @@ pub(super) mod tests {
             let b: Vec<Vec<f32>> = (0..RN)
                 .map(|_| (0..k).map(|_| Round::F16.apply(next())).collect())
                 .collect();
-            let ap: [*const u16; RM] = std::array::from_fn(|t| a[t].as_ptr() as *const u16);
-            let bp: [*const f32; RN] = std::array::from_fn(|u| b[u].as_ptr());
-            let mut o = [[0f32; RN]; RM];
-            // SAFETY: the AVX-512 path is available; every row holds k values.
-            unsafe { avx512::tiny_tile::<RM, RN>(ap, bp, k, &mut o) };
-            let mut o1 = [[0f32; 1]; 1];
-            // SAFETY: as above.
-            unsafe { avx512::tiny_tile::<1, 1>([ap[1]], [bp[2]], k, &mut o1) };
-            assert_eq!(o1[0][0].to_bits(), o[1][2].to_bits(), "k {k}");
-            for t in 0..RM {
-                for u in 0..RN {
-                    let want = tiny_model(&a[t], &b[u]);
-                    assert_eq!(o[t][u].to_bits(), want.to_bits(), "k {k} ({t}, {u})");
-                }
-            }
-            let mut v = [0f32; RM];
-            // SAFETY: as above.
-            unsafe { avx512::vec_rows::<RM>(ap, bp[3], k, &mut v) };
-            for t in 0..RM {
-                let want = vec_model(&a[t], &b[3]);
-                assert_eq!(v[t].to_bits(), want.to_bits(), "k {k} row {t}");
-                let mut v1 = [0f32; 1];
-                // SAFETY: as above.
-                unsafe { avx512::vec_rows::<1>([ap[t]], bp[3], k, &mut v1) };
-                assert_eq!(v1[0].to_bits(), want.to_bits(), "k {k} row {t} alone");
-            }
+            // SAFETY: the CPU runs the tiles; every row holds k values.
+            unsafe { check_tiles::<F16Weights, _>(&a, &b, tiny_model, vec_model) };
         }
     }
 }

@@ -297,6 +297,7 @@ fn lines() -> Vec<Line> {
     for wt in [
         Type::F32,
         Type::F16,
+        Type::BF16,
         Type::Q4_0,
         Type::Q8_0,
         Type::Q4_K,

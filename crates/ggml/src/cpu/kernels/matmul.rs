@@ -11,13 +11,16 @@
 //! Fewer columns, and quantized weights without an integer dot kernel, take the dot products
 //! below, with `b` rounded the same way for F16 and BF16 weights.
 //!
-//! In the dot products, threads split the rows of `a`. Rows of `b` are taken [`JB`] at a time
-//! (converted to f32 in the thread's scratch unless they already are packed, aligned f32, or
-//! must be rounded), and every row of `a`
-//! (likewise converted once per block) is dotted with the whole block. On x86-64 CPUs with
-//! AVX2 and FMA an intrinsics path, chosen at run time, does four `b` rows per pass over the
-//! row of `a`; every thread takes the same path, so results do not depend on the thread
-//! count, and a unit test holds both paths to an f64 dot product.
+//! In the dot products, threads claim chunks (a run of rows of `a` against a block of [`JB`]
+//! rows of `b` of one batch) from the node's counter. The block's rows of `b` are converted
+//! to f32 in the thread's scratch unless they already are packed, aligned f32 (or must be
+//! rounded), and every row of `a` (likewise converted, or borrowed when packed, aligned F32)
+//! is dotted with the whole block. On x86-64 CPUs with AVX2 and FMA an intrinsics path,
+//! chosen at run time, does up to four `b` rows per pass over a row of `a`, and borrowed F32
+//! weights go several rows per pass (four for a matrix-vector product), each prefetched
+//! ahead, so that several weight streams come from memory at once. Every output has the same
+//! order of operations whatever the pass, the chunk or the thread count; unit tests hold
+//! both paths to an f64 dot product and to scalar models of their orders, bit for bit.
 
 use super::{dequantizable, dequantize_into, is_float, unsupported, NodePtrs, Params, TensorPtr};
 use super::{operand, Planned};
@@ -450,10 +453,6 @@ pub(super) fn batch_index(a: &TensorPtr, b: &TensorPtr, batch: usize) -> ([usize
 /// As [`KernelFn`](super::KernelFn), with scratch for `(1 + JB) * ne00` f32 values.
 pub(super) unsafe fn mul_mat(n: &NodePtrs, p: &Params) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
-    let rows = p.range(a.ne[1] as usize);
-    if rows.is_empty() {
-        return;
-    }
     let dots = block_dots_fn();
     // An operand the result overlaps (a result placed over it by hand) is copied row by row
     // instead of borrowed, so no slice over it lives while the result is written.
@@ -468,61 +467,70 @@ pub(super) unsafe fn mul_mat(n: &NodePtrs, p: &Params) {
     let nb1 = b.ne[1] as usize;
     let mut out = [0f32; MAX_ROWS * JB];
     let round = gemm::Round::for_weights(a.ty);
-    for batch in 0..batch_count(b) {
+    // chunks of whole passes of rows of a × one block of b of one batch, claimed from the
+    // node's counter, so that a thread that runs late takes fewer of them
+    let m = a.ne[1] as usize;
+    let col_blocks = nb1.div_ceil(JB);
+    let blocks = batch_count(b) * col_blocks;
+    let chunk_rows =
+        super::matmul_quant::rows_per_chunk(m, blocks, p.nth).next_multiple_of(MAX_ROWS);
+    let row_chunks = m.div_ceil(chunk_rows);
+    for c in p.chunks(row_chunks * blocks) {
+        let (rc, blk) = (c % row_chunks, c / row_chunks);
+        let (j0, batch) = (blk % col_blocks * JB, blk / col_blocks);
+        let rows = rc * chunk_rows..m.min((rc + 1) * chunk_rows);
         let (ai, bi) = batch_index(a, b, batch);
-        for j0 in (0..nb1).step_by(JB) {
-            let nj = JB.min(nb1 - j0);
-            let mut block: [&[f32]; JB] = [&[]; JB];
-            for ((t, slot), buf) in block
-                .iter_mut()
-                .enumerate()
-                .take(nj)
-                .zip(bbuf.chunks_exact_mut(k.max(1)))
-            {
-                let row = b.row([j0 + t, bi[0], bi[1], bi[2]]);
-                // SAFETY: j0 + t < b.ne[1]; bi is within b's batch dimensions; buf holds ne00.
-                *slot = if round == gemm::Round::F32 {
-                    unsafe { row_f32(b, row, &mut buf[..k], borrow_b) }
-                } else {
-                    // rounded to the weights' dot type, as the GEMM and GGML do
-                    unsafe { row_f32(b, row, &mut buf[..k], false) };
-                    round.slice(&mut buf[..k]);
-                    let buf: &[f32] = buf;
-                    &buf[..k]
-                };
-            }
-            let per_pass = if multi { rows_per_pass(nj) } else { 1 };
-            let mut i = rows.start;
-            while i < rows.end {
-                // a whole pass, else the last rows one at a time
-                let nr = if rows.end - i >= per_pass {
-                    per_pass
-                } else {
-                    1
-                };
-                let mut arows: [&[f32]; MAX_ROWS] = [&[]; MAX_ROWS];
-                let arow = |r: usize| a.row([r, ai[0], ai[1], ai[2]]);
-                if multi {
-                    for (t, slot) in arows.iter_mut().enumerate().take(nr) {
-                        // SAFETY: i + t < a.ne[1], ai within a's batch dimensions: a packed,
-                        // 4-byte-aligned row of ne00 f32 values, which nothing writes.
-                        *slot = unsafe { std::slice::from_raw_parts(arow(i + t) as *const f32, k) };
-                    }
-                } else {
-                    // SAFETY: i < a.ne[1]; ai within a's batch dimensions; abuf holds ne00.
-                    arows[0] = unsafe { row_f32(a, arow(i), abuf, borrow_a) };
+        let nj = JB.min(nb1 - j0);
+        let mut block: [&[f32]; JB] = [&[]; JB];
+        for ((t, slot), buf) in block
+            .iter_mut()
+            .enumerate()
+            .take(nj)
+            .zip(bbuf.chunks_exact_mut(k.max(1)))
+        {
+            let row = b.row([j0 + t, bi[0], bi[1], bi[2]]);
+            // SAFETY: j0 + t < b.ne[1]; bi is within b's batch dimensions; buf holds ne00.
+            *slot = if round == gemm::Round::F32 {
+                unsafe { row_f32(b, row, &mut buf[..k], borrow_b) }
+            } else {
+                // rounded to the weights' dot type, as the GEMM and GGML do
+                unsafe { row_f32(b, row, &mut buf[..k], false) };
+                round.slice(&mut buf[..k]);
+                let buf: &[f32] = buf;
+                &buf[..k]
+            };
+        }
+        let per_pass = if multi { rows_per_pass(nj) } else { 1 };
+        let mut i = rows.start;
+        while i < rows.end {
+            // a whole pass, else the last rows one at a time
+            let nr = if rows.end - i >= per_pass {
+                per_pass
+            } else {
+                1
+            };
+            let mut arows: [&[f32]; MAX_ROWS] = [&[]; MAX_ROWS];
+            let arow = |r: usize| a.row([r, ai[0], ai[1], ai[2]]);
+            if multi {
+                for (t, slot) in arows.iter_mut().enumerate().take(nr) {
+                    // SAFETY: i + t < a.ne[1], ai within a's batch dimensions: a packed,
+                    // 4-byte-aligned row of ne00 f32 values, which nothing writes.
+                    *slot = unsafe { std::slice::from_raw_parts(arow(i + t) as *const f32, k) };
                 }
-                dots(&arows[..nr], &block[..nj], &mut out[..nr * nj]);
-                for (r, o) in out[..nr * nj].chunks_exact(nj).enumerate() {
-                    for (t, &v) in o.iter().enumerate() {
-                        // SAFETY: dst is [a.ne1, b.ne1, b.ne2, b.ne3, b.ne4]; (i + r, j0 + t,
-                        // bi) is in range and only this thread writes the elements of its
-                        // rows.
-                        unsafe { d.set(d.row([j0 + t, bi[0], bi[1], bi[2]]), i + r, v) }
-                    }
-                }
-                i += nr;
+            } else {
+                // SAFETY: i < a.ne[1]; ai within a's batch dimensions; abuf holds ne00.
+                arows[0] = unsafe { row_f32(a, arow(i), abuf, borrow_a) };
             }
+            dots(&arows[..nr], &block[..nj], &mut out[..nr * nj]);
+            for (r, o) in out[..nr * nj].chunks_exact(nj).enumerate() {
+                for (t, &v) in o.iter().enumerate() {
+                    // SAFETY: dst is [a.ne1, b.ne1, b.ne2, b.ne3, b.ne4]; (i + r, j0 + t,
+                    // bi) is in range and only the thread that claimed the chunk writes
+                    // it.
+                    unsafe { d.set(d.row([j0 + t, bi[0], bi[1], bi[2]]), i + r, v) }
+                }
+            }
+            i += nr;
         }
     }
 }

@@ -41,8 +41,8 @@ if [ "$MODE" = mul_mat ]; then LOG="${1:-target/bench-vs-ggml.log}"; else LOG="$
 [ -e "$LIB_DIR/libggml-cpu.so" ] || { echo "no GGML build in $LIB_DIR (run tools/llama_cpp/build.sh)" >&2; exit 1; }
 # The cases: matrix-vector products of GGML's own perf shape (m=4096, k=14336) and 32-column
 # batches of 4096x4096 weights.
-MATVEC=(f32 f16 q4_0 q8_0 q4_K q6_K)
-BATCH=(f16 q4_0 q5_0 q8_0 q4_K q6_K)
+MATVEC=(f32 f16 bf16 q4_0 q8_0 q4_K q6_K)
+BATCH=(f16 bf16 q4_0 q5_0 q8_0 q4_K q6_K)
 OURS=("K=14336 N=1" "K=4096 N=32")
 GGML=()
 for t in "${MATVEC[@]}"; do GGML+=("$t:4096:14336:1"); done

@@ -310,6 +310,7 @@ fn lines() -> Vec<Line> {
     let mut v = bw_lines();
     for size in [1024, 2048] {
         v.push(mul_mat_line(Type::F32, size, size, size));
+        v.push(mul_mat_line(Type::BF16, size, size, size));
     }
     v.push(out_prod_line(1024, 512, 1024));
     for wt in [Type::F32, Type::F16, Type::BF16] {
@@ -328,6 +329,7 @@ fn lines() -> Vec<Line> {
     for wt in [
         Type::F32,
         Type::F16,
+        Type::BF16,
         Type::Q4_0,
         Type::Q8_0,
         Type::Q4_K,

@@ -1,28 +1,30 @@
 //! MUL_MAT with F16 weights on the AVX-512 path, in the float order of GGML's CPU backend
-//! built for this CPU: `b` is rounded to F16 once per node (F16 is GGML's dot type for F16
-//! weights) and kept as f32 values, every output is a sum of f16 × f16 products (exact in
-//! f32, so a fused multiply-add rounds as a multiply then an add would), and the sums go
-//! as GGML's kernels make them:
+//! built for this CPU, and the driver it shares with [`super::matmul_bf16`] (BF16 weights):
+//! `b` is rounded to the weights' type once per node (GGML's dot type for F16 and BF16
+//! weights), every output is a sum of products of two such values, and the sums go as
+//! GGML's kernels make them. For F16 weights (`b` kept as rounded f32 values; the products
+//! are exact in f32, so a fused multiply-add rounds as a multiply then an add would):
 //!
 //! - against two columns of `b` or more per batch, weights with a multiple of 4 rows, and
 //!   `b` in F32 or contiguous F16 (where GGML hands the product to llamafile's tinyBLAS):
 //!   one accumulator of 16 lanes per output over steps of 16 values, the last `k % 16` as
-//!   one masked step, its lanes reduced by [`hsum`];
+//!   one masked step, its lanes reduced by [`hsum`](avx512::hsum);
 //! - otherwise (matrix-vector products, where GGML's `ggml_vec_dot_f16` runs): four
 //!   accumulators of 16 lanes over steps of 64 values, accumulator 0 + 2 and 1 + 3, then
-//!   those two, the lanes reduced by [`hsum`], and the last `k % 64` products added one by
-//!   one in f64, the sum rounded to f32 last.
+//!   those two, the lanes reduced by [`hsum`](avx512::hsum), and the last `k % 64` products
+//!   added one by one in f64, the sum rounded to f32 last.
 //!
 //! Each output is so computed alone, whatever tile or thread it falls in. The threads round
 //! their share of `b`'s rows into the node's shared area (each all of them into its own
 //! scratch when there are at most [`PRIVATE_ROWS`]: no barrier), then claim chunks — a block
 //! of weight rows × a block of [`COLS`] columns of one batch — from an atomic counter. A
 //! chunk goes [`RM`] weight rows at a time: in tinyBLAS's order each against [`RN`] columns
-//! in one pass over `k` (every weight row's 16 values widened once for all columns), in
-//! `ggml_vec_dot_f16`'s against one column.
+//! in one pass over `k` (every weight row's values loaded once for all columns), in the
+//! dot product's order against one column. What differs between F16 and BF16 weights (the
+//! rounding of `b`, the two tiles) is a [`HalfWeights`] implementation.
 
 use super::matmul::{batch_count, batch_index, mul_mat, row_f32, JB};
-use super::{st, NodePtrs, Params, Planned};
+use super::{st, NodePtrs, Params, Planned, TensorPtr};
 use crate::cpu::gemm::Round;
 use crate::cpu::quant_dot::{isa, Isa};
 use crate::tensor::Tensor;
@@ -31,27 +33,115 @@ use crate::types::Type;
 /// Rows of `b` (all batches together) up to which every thread rounds all of them itself.
 const PRIVATE_ROWS: usize = 4;
 /// Weight rows per tile.
-const RM: usize = 4;
+pub(super) const RM: usize = 4;
 /// Columns of `b` per tile in tinyBLAS's order (4 × 6 accumulators, 4 weight vectors and
 /// one of `b` fill 29 of the 32 registers).
-const RN: usize = 6;
-/// Columns of `b` per chunk (the chunk's rows of `b`, 48 × k f32, stay in L2 while its
+pub(super) const RN: usize = 6;
+/// Columns of `b` per chunk (the chunk's rows of `b`, 48 × k values, stay in L2 while its
 /// weight rows pass).
 const COLS: usize = 48;
 
+/// What the driver needs of a weight type whose rows are 16-bit floats (F16, BF16): how `b`
+/// is rounded into the node's area, and the two tiles (tinyBLAS's order, the dot product's
+/// order) on the CPU path [`HalfWeights::available`] checks.
+pub(super) trait HalfWeights {
+    /// The weights' type.
+    const TY: Type;
+    /// One value of `b` in the area, rounded to the weights' type.
+    type B: Copy;
+    /// Whether this CPU runs the tiles (with the AVX-512 path selected).
+    fn available() -> bool;
+    /// Writes row `row` of `b` into `out` (`b.ne[0]` values), rounded to the weights' type.
+    ///
+    /// # Safety
+    /// `row` must be a row of `b`, and nothing may write it meanwhile.
+    unsafe fn round_row(b: &TensorPtr, row: *const u8, out: &mut [Self::B]);
+    /// `out[t][u] = Σ a[t][l] · b[u][l]` for `l < k` in tinyBLAS's order.
+    ///
+    /// # Safety
+    /// [`HalfWeights::available`]; `a[t]` must hold `k` weights, `b[u]` `k` values.
+    unsafe fn tiny_tile<const R: usize, const C: usize>(
+        a: [*const u16; R],
+        b: [*const Self::B; C],
+        k: usize,
+        out: &mut [[f32; C]; R],
+    );
+    /// `out[t] = Σ a[t][l] · b[l]` for `l < k` in GGML's dot product's order.
+    ///
+    /// # Safety
+    /// As [`HalfWeights::tiny_tile`], with one row `b`.
+    unsafe fn vec_rows<const R: usize>(
+        a: [*const u16; R],
+        b: *const Self::B,
+        k: usize,
+        out: &mut [f32; R],
+    );
+}
+
+/// The [`HalfWeights`] tiles as the functions `tiny_tile` and `vec_rows` of module `$m`
+/// (which take the same arguments and need the features `available` checks).
+macro_rules! tiles_from {
+    ($m:ident) => {
+        #[inline(always)]
+        unsafe fn tiny_tile<const R: usize, const C: usize>(
+            a: [*const u16; R],
+            b: [*const Self::B; C],
+            k: usize,
+            out: &mut [[f32; C]; R],
+        ) {
+            // SAFETY: forwarded from the caller (the path is selected and `available`).
+            unsafe { $m::tiny_tile(a, b, k, out) }
+        }
+
+        #[inline(always)]
+        unsafe fn vec_rows<const R: usize>(
+            a: [*const u16; R],
+            b: *const Self::B,
+            k: usize,
+            out: &mut [f32; R],
+        ) {
+            // SAFETY: as above.
+            unsafe { $m::vec_rows(a, b, k, out) }
+        }
+    };
+}
+pub(super) use tiles_from;
+
+/// F16 weights: `b` as f32 values rounded to f16, the tiles of [`avx512`].
+pub(super) struct F16Weights;
+
+impl HalfWeights for F16Weights {
+    const TY: Type = Type::F16;
+    type B = f32;
+
+    fn available() -> bool {
+        true
+    }
+
+    unsafe fn round_row(b: &TensorPtr, row: *const u8, out: &mut [f32]) {
+        // SAFETY: forwarded from the caller; out holds b.ne[0] values.
+        unsafe { row_f32(b, row, out, false) };
+        Round::F16.slice(out);
+    }
+
+    tiles_from!(avx512);
+}
+
 /// Whose order the outputs of a node follow (see the module documentation).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Order {
-    /// `ggml_vec_dot_f16`'s.
+pub(super) enum Order {
+    /// GGML's dot product's (`ggml_vec_dot_f16`, `ggml_vec_dot_bf16`).
     VecDot,
     /// tinyBLAS's.
     Tiny,
 }
 
-/// The order of a product of `m` weight rows with `cols` columns of `b` per batch; `b_f16`
-/// tells whether `b` is F16 and `b_contiguous` whether it is contiguous.
-fn order(m: usize, cols: usize, b_f16: bool, b_contiguous: bool) -> Order {
-    if cols >= 2 && m % RM == 0 && (!b_f16 || b_contiguous) {
+/// The order of a product of `m` weight rows with `cols` columns of `b` per batch; `b_dot`
+/// tells whether `b` already is of the weights' type and `b_contiguous` whether it is
+/// contiguous (GGML hands such a `b` to tinyBLAS only if it is contiguous, and never
+/// converts it).
+pub(super) fn order(m: usize, cols: usize, b_dot: bool, b_contiguous: bool) -> Order {
+    if cols >= 2 && m % RM == 0 && (!b_dot || b_contiguous) {
         Order::Tiny
     } else {
         Order::VecDot
@@ -75,20 +165,29 @@ fn contiguous(ts: usize, ne: &[i64], nb: &[usize]) -> bool {
 
 /// The plan of MUL_MAT node `t` (weights `a`, activations `b`) through this module, where it
 /// applies: F16 weights with packed rows, the AVX-512 path, a result with packed f32 rows.
-/// The scratch also holds what [`mul_mat`] needs, which the kernel falls back to when the
-/// result overlaps an operand.
 pub(super) fn plan(t: &Tensor, a: &Tensor, b: &Tensor) -> Option<Planned> {
-    if a.ty() != Type::F16 || isa() != Isa::Avx512 || a.nb()[0] != 2 || t.nb()[0] != 4 {
+    plan_for::<F16Weights>(t, a, b)
+}
+
+/// The plan of MUL_MAT node `t` through the driver with weights `W`, where it applies:
+/// weights of `W`'s type with packed rows, the AVX-512 path (and `W`'s features), a result
+/// with packed f32 rows. The scratch also holds what [`mul_mat`] needs, which the kernel
+/// falls back to when the result overlaps an operand.
+pub(super) fn plan_for<W: HalfWeights>(t: &Tensor, a: &Tensor, b: &Tensor) -> Option<Planned> {
+    if a.ty() != W::TY || isa() != Isa::Avx512 || !W::available() {
+        return None;
+    }
+    if a.nb()[0] != 2 || t.nb()[0] != 4 {
         return None;
     }
     let k = a.ne()[0] as usize;
     let b_rows = b.ne()[1..].iter().product::<i64>() as usize;
     let fallback = (1 + JB) * k * 4;
-    let rows_bytes = b_rows * k * 4;
+    let rows_bytes = b_rows * k * size_of::<W::B>();
     Some(if b_rows <= PRIVATE_ROWS {
-        Planned::new(mul_mat_f16::<false>, rows_bytes.max(fallback))
+        Planned::new(mul_mat_half::<W, false>, rows_bytes.max(fallback))
     } else {
-        Planned::new(mul_mat_f16::<true>, fallback).with_shared(rows_bytes, 1)
+        Planned::new(mul_mat_half::<W, true>, fallback).with_shared(rows_bytes, 1)
     })
 }
 
@@ -97,12 +196,12 @@ fn rows_per_chunk(m: usize, blocks: usize, nth: usize) -> usize {
     super::matmul_quant::rows_per_chunk(m, blocks, nth).next_multiple_of(RM)
 }
 
-/// The kernel ([`plan`] gave it its scratch and shared area): `b` rounded into the shared
-/// area when `SHARED`, else by every thread into its scratch.
+/// The kernel ([`plan_for`] gave it its scratch and shared area): `b` rounded into the
+/// shared area when `SHARED`, else by every thread into its scratch.
 ///
 /// # Safety
-/// As [`KernelFn`](super::KernelFn), with the plan [`plan`] made for the node.
-unsafe fn mul_mat_f16<const SHARED: bool>(n: &NodePtrs, p: &Params) {
+/// As [`KernelFn`](super::KernelFn), with the plan [`plan_for`] made for the node.
+unsafe fn mul_mat_half<W: HalfWeights, const SHARED: bool>(n: &NodePtrs, p: &Params) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
     if d.overlaps(a) || d.overlaps(b) {
         // SAFETY: forwarded; the plan reserved the dot path's scratch too (and no thread
@@ -112,31 +211,32 @@ unsafe fn mul_mat_f16<const SHARED: bool>(n: &NodePtrs, p: &Params) {
     let k = a.ne[0] as usize;
     let (m, cols, batches) = (a.ne[1] as usize, b.ne[1] as usize, batch_count(b));
     let b_rows = cols * batches;
+    let bytes = b_rows * k * size_of::<W::B>();
     let base = if SHARED {
-        p.shared_ptr(b_rows * k * 4) as *mut f32
+        p.shared_ptr(bytes) as *mut W::B
     } else {
-        // SAFETY: the plan sized the scratch for b_rows rows of k f32 values.
-        unsafe { p.scratch_f32(b_rows * k) }.as_mut_ptr()
+        // SAFETY: the plan sized the scratch for b_rows rows of k values.
+        unsafe { p.scratch_f32(bytes.div_ceil(4)) }.as_mut_ptr() as *mut W::B
     };
     let mine = if SHARED { p.range(b_rows) } else { 0..b_rows };
-    // Phase 0: this thread's rows of b, rounded to f16 values. Every read of b ends before
-    // any write of the result (shared: before the barrier), which overlaps neither operand.
+    // Phase 0: this thread's rows of b, rounded. Every read of b ends before any write of
+    // the result (shared: before the barrier), which overlaps neither operand.
     for r in mine {
         let (j, batch) = (r % cols, r / cols);
         let (_, bi) = batch_index(a, b, batch);
-        // SAFETY: row r of the area (b_rows rows of k values), which only this thread
-        // touches before the barrier.
+        // SAFETY: row r of the area (b_rows rows of k values, at most 4-byte aligned
+        // values, and the area is 4-byte aligned), which only this thread touches before
+        // the barrier.
         let out = unsafe { std::slice::from_raw_parts_mut(base.add(r * k), k) };
         // SAFETY: j < b.ne[1], bi within b's batch dimensions; nothing writes b.
-        unsafe { row_f32(b, b.row([j, bi[0], bi[1], bi[2]]), out, false) };
-        Round::F16.slice(out);
+        unsafe { W::round_row(b, b.row([j, bi[0], bi[1], bi[2]]), out) };
     }
     if SHARED {
         p.sync();
     }
 
-    let b_f16 = b.ty == Type::F16;
-    let ord = order(m, cols, b_f16, contiguous(2, &b.ne, &b.nb));
+    let b_dot = b.ty == W::TY;
+    let ord = order(m, cols, b_dot, contiguous(2, &b.ne, &b.nb));
     let col_blocks = cols.div_ceil(COLS);
     let rows = rows_per_chunk(m, col_blocks * batches, p.nth);
     let row_blocks = m.div_ceil(rows);
@@ -147,7 +247,7 @@ unsafe fn mul_mat_f16<const SHARED: bool>(n: &NodePtrs, p: &Params) {
         let arow = |i: usize| a.row([i, ai[0], ai[1], ai[2]]) as *const u16;
         // SAFETY (of the pointers below): rows of the area, all written before the barrier
         // (or by this thread), only read from here on.
-        let brow = |j: usize| unsafe { base.add((batch * cols + j) * k) } as *const f32;
+        let brow = |j: usize| unsafe { base.add((batch * cols + j) * k) } as *const W::B;
         let drow = |j: usize| d.row([j, bi[0], bi[1], bi[2]]);
         let (r0, r1) = (rb * rows, m.min((rb + 1) * rows));
         let (c0, c1) = (cb * COLS, cols.min((cb + 1) * COLS));
@@ -159,18 +259,18 @@ unsafe fn mul_mat_f16<const SHARED: bool>(n: &NodePtrs, p: &Params) {
                     let mut j = c0;
                     while j < c1 {
                         let nc = RN.min(c1 - j);
-                        // SAFETY: the AVX-512 path (plan); rows i..i + RM of a (m is a
-                        // multiple of RM in this order) and columns j..j + nc of the area
+                        // SAFETY: the path W's tiles need (plan); rows i..i + RM of a (m is
+                        // a multiple of RM in this order) and columns j..j + nc of the area
                         // hold k values; the result rows are packed f32 with m values,
                         // written only by the thread that claimed the chunk.
-                        unsafe { tiny(arow, brow, drow, i, j, nc, k) };
+                        unsafe { tiny::<W>(arow, brow, drow, i, j, nc, k) };
                         j += nc;
                     }
                 }
                 Order::VecDot => {
                     for j in c0..c1 {
                         // SAFETY: as above, rows i..i + nr.
-                        unsafe { vec_dot(arow, brow(j), drow(j), i, nr, k) };
+                        unsafe { vec_dot::<W>(arow, brow(j), drow(j), i, nr, k) };
                     }
                 }
             }
@@ -182,13 +282,13 @@ unsafe fn mul_mat_f16<const SHARED: bool>(n: &NodePtrs, p: &Params) {
 /// Results `(i..i + RM) × (j..j + nc)` in tinyBLAS's order.
 ///
 /// # Safety
-/// The CPU must run the AVX-512 path; `arow(i + t)` for `t < RM` must be rows of `k` f16
-/// values, `brow(j + u)` for `u < nc` rows of `k` f32, `drow(j + u)` writable packed f32 rows
-/// of more than `i + RM - 1` values; `1 <= nc <= RN`.
+/// The CPU must run `W`'s tiles; `arow(i + t)` for `t < RM` must be rows of `k` weights,
+/// `brow(j + u)` for `u < nc` rows of `k` values, `drow(j + u)` writable packed f32 rows of
+/// more than `i + RM - 1` values; `1 <= nc <= RN`.
 #[inline(always)]
-unsafe fn tiny(
+unsafe fn tiny<W: HalfWeights>(
     arow: impl Fn(usize) -> *const u16,
-    brow: impl Fn(usize) -> *const f32,
+    brow: impl Fn(usize) -> *const W::B,
     drow: impl Fn(usize) -> *mut u8,
     i: usize,
     j: usize,
@@ -199,10 +299,10 @@ unsafe fn tiny(
     let mut out = [[0f32; RN]; RM];
     macro_rules! go {
         ($c:literal) => {{
-            let bs: [*const f32; $c] = std::array::from_fn(|u| brow(j + u));
+            let bs: [*const W::B; $c] = std::array::from_fn(|u| brow(j + u));
             let mut o = [[0f32; $c]; RM];
             // SAFETY: forwarded from the caller.
-            unsafe { avx512::tiny_tile::<RM, $c>(ws, bs, k, &mut o) };
+            unsafe { W::tiny_tile::<RM, $c>(ws, bs, k, &mut o) };
             for (dst, src) in out.iter_mut().zip(&o) {
                 dst[..$c].copy_from_slice(src);
             }
@@ -224,15 +324,15 @@ unsafe fn tiny(
     }
 }
 
-/// Results `(i..i + nr) × j` in `ggml_vec_dot_f16`'s order, `bj` being column `j`'s row of
+/// Results `(i..i + nr) × j` in GGML's dot product's order, `bj` being column `j`'s row of
 /// the area and `dj` its result row.
 ///
 /// # Safety
 /// As [`tiny`], for `nr` (1..=[`RM`]) weight rows and one column.
 #[inline(always)]
-unsafe fn vec_dot(
+unsafe fn vec_dot<W: HalfWeights>(
     arow: impl Fn(usize) -> *const u16,
-    bj: *const f32,
+    bj: *const W::B,
     dj: *mut u8,
     i: usize,
     nr: usize,
@@ -242,7 +342,7 @@ unsafe fn vec_dot(
         let ws: [*const u16; RM] = std::array::from_fn(|t| arow(i + t));
         let mut o = [0f32; RM];
         // SAFETY: forwarded from the caller.
-        unsafe { avx512::vec_rows::<RM>(ws, bj, k, &mut o) };
+        unsafe { W::vec_rows::<RM>(ws, bj, k, &mut o) };
         for (t, &v) in o.iter().enumerate() {
             // SAFETY: forwarded from the caller.
             unsafe { st(dj, i + t, v) };
@@ -251,29 +351,100 @@ unsafe fn vec_dot(
         for t in 0..nr {
             let mut o = [0f32; 1];
             // SAFETY: forwarded from the caller.
-            unsafe { avx512::vec_rows::<1>([arow(i + t)], bj, k, &mut o) };
+            unsafe { W::vec_rows::<1>([arow(i + t)], bj, k, &mut o) };
             // SAFETY: forwarded from the caller.
             unsafe { st(dj, i + t, o[0]) };
         }
     }
 }
 
+/// Defines `tiny_tile`, a tile in tinyBLAS's order for F16 and BF16 weights alike, with the
+/// attributes given (docs, `#[target_feature]`): `R × C` accumulators of 16 f32 lanes (zero)
+/// over steps of `$step` values of the shared dimension `k`, the vectors of step `l` being
+/// `$load_a(a[t] + l)` and `$load_b(b[u] + l)`, each added by `acc = $madd(acc, va, vb)`; the
+/// last `k % $step` values as one step of `$part_a(a[t] + l, k - l)` and `$part_b(…)` (which
+/// must give zeros past them); then `out[t][u]` = the lanes of each accumulator reduced by
+/// `hsum`. `b` holds values of type `$b`. The loads and products are closures written
+/// inside the function, so that they take its target features and are inlined.
+macro_rules! tiny_tile_fn {
+    ($(#[$attr:meta])* $b:ty, $step:expr, $load_a:expr, $load_b:expr, $part_a:expr,
+     $part_b:expr, $madd:expr) => {
+        $(#[$attr])*
+        pub(super) unsafe fn tiny_tile<const R: usize, const C: usize>(
+            a: [*const u16; R],
+            b: [*const $b; C],
+            k: usize,
+            out: &mut [[f32; C]; R],
+        ) {
+            let (load_a, load_b, part_a, part_b, madd) =
+                ($load_a, $load_b, $part_a, $part_b, $madd);
+            let mut acc = [[_mm512_setzero_ps(); C]; R];
+            let whole = k / $step * $step;
+            let mut l = 0;
+            // SAFETY: l + $step <= k in the loop, the partial loads read only the k - l
+            // values left, and the caller vouches for k values in every row.
+            unsafe {
+                while l < whole {
+                    let av: [_; R] = std::array::from_fn(|t| load_a(a[t].add(l)));
+                    for u in 0..C {
+                        let bv = load_b(b[u].add(l));
+                        for t in 0..R {
+                            acc[t][u] = madd(acc[t][u], av[t], bv);
+                        }
+                    }
+                    l += $step;
+                }
+                if l < k {
+                    let av: [_; R] = std::array::from_fn(|t| part_a(a[t].add(l), k - l));
+                    for u in 0..C {
+                        let bv = part_b(b[u].add(l), k - l);
+                        for t in 0..R {
+                            acc[t][u] = madd(acc[t][u], av[t], bv);
+                        }
+                    }
+                }
+                for t in 0..R {
+                    for u in 0..C {
+                        out[t][u] = hsum(acc[t][u]);
+                    }
+                }
+            }
+        }
+    };
+}
+pub(super) use tiny_tile_fn;
+
 #[allow(clippy::incompatible_msrv)]
-mod avx512 {
+pub(super) mod avx512 {
     //! The tiles with AVX-512 intrinsics (stable since Rust 1.89, above the workspace's
     //! declared 1.85, as in `quant_dot::x86`).
     use crate::types::f16;
     use std::arch::x86_64::*;
 
-    /// Bytes ahead along each weight row that [`vec_rows`] prefetches into L1 (matrix-vector
+    /// Bytes ahead along each weight row that [`prefetch`] fetches into L1 (matrix-vector
     /// products read each weight once, from L3 or memory): two cache lines per row and step.
     const PREFETCH: usize = 2048;
+
+    /// Prefetches into L1, [`PREFETCH`] bytes ahead of element `l` of each row of 16-bit
+    /// weights in `rows`, the two cache lines a step of 64 values reads there.
+    #[inline(always)]
+    pub(in super::super) fn prefetch<const R: usize>(rows: [*const u16; R], l: usize) {
+        for row in rows {
+            // a hint, valid for any address (never dereferenced)
+            let ahead = row.wrapping_add(l + PREFETCH / 2) as *const i8;
+            // SAFETY: a prefetch never faults, whatever the address.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(ahead);
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64));
+            }
+        }
+    }
 
     /// The 16 lanes of `v` summed as GCC's `_mm512_reduce_add_ps` sums them (GGML's build):
     /// the upper 8 lanes onto the lower, then the upper 4 of those, then lanes 2 and 3 onto
     /// 0 and 1, then lane 1 onto lane 0.
     #[inline(always)]
-    unsafe fn hsum(v: __m512) -> f32 {
+    pub(in super::super) unsafe fn hsum(v: __m512) -> f32 {
         // SAFETY: register operations; the caller has AVX-512 F.
         unsafe {
             let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
@@ -294,54 +465,26 @@ mod avx512 {
         unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
     }
 
-    /// `out[t][u] = Σ a[t][l] · b[u][l]` for `l < k` in tinyBLAS's order: one accumulator
-    /// of 16 lanes per output, steps of 16, the rest as one masked step, [`hsum`].
-    ///
-    /// # Safety
-    /// The CPU must have AVX-512 F, BW and VL; `a[t]` must hold `k` f16 values, `b[u]` `k`
-    /// f32.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) unsafe fn tiny_tile<const R: usize, const C: usize>(
-        a: [*const u16; R],
-        b: [*const f32; C],
-        k: usize,
-        out: &mut [[f32; C]; R],
-    ) {
-        let mut acc = [[_mm512_setzero_ps(); C]; R];
-        let n16 = k / 16 * 16;
-        let mut l = 0;
-        // SAFETY: l + 16 <= k in the loop; the masked loads read the k - l < 16 values left
-        // (masked-off elements are neither read nor faulted on).
-        unsafe {
-            while l < n16 {
-                let av: [__m512; R] = std::array::from_fn(|t| load16(a[t].add(l)));
-                for u in 0..C {
-                    let bv = _mm512_loadu_ps(b[u].add(l));
-                    for t in 0..R {
-                        acc[t][u] = _mm512_fmadd_ps(av[t], bv, acc[t][u]);
-                    }
-                }
-                l += 16;
-            }
-            if l < k {
-                let mask: __mmask16 = (1u16 << (k - l)) - 1;
-                let av: [__m512; R] = std::array::from_fn(|t| {
-                    _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, a[t].add(l) as *const i16))
-                });
-                for u in 0..C {
-                    let bv = _mm512_maskz_loadu_ps(mask, b[u].add(l));
-                    for t in 0..R {
-                        acc[t][u] = _mm512_fmadd_ps(av[t], bv, acc[t][u]);
-                    }
-                }
-            }
-            for t in 0..R {
-                for u in 0..C {
-                    out[t][u] = hsum(acc[t][u]);
-                }
-            }
-        }
-    }
+    tiny_tile_fn!(
+        /// `out[t][u] = Σ a[t][l] · b[u][l]` for `l < k` in tinyBLAS's order: one
+        /// accumulator of 16 lanes per output, steps of 16, the rest as one masked step
+        /// (masked-off elements are neither read nor faulted on), [`hsum`].
+        ///
+        /// # Safety
+        /// The CPU must have AVX-512 F, BW and VL; `a[t]` must hold `k` f16 values, `b[u]`
+        /// `k` f32.
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+        f32,
+        16,
+        |p: *const u16| load16(p),
+        |p: *const f32| _mm512_loadu_ps(p),
+        |p: *const u16, n: usize| {
+            let mask: __mmask16 = (1u16 << n) - 1;
+            _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p as *const i16))
+        },
+        |p: *const f32, n: usize| _mm512_maskz_loadu_ps((1u16 << n) - 1, p),
+        |c: __m512, x: __m512, y: __m512| _mm512_fmadd_ps(x, y, c)
+    );
 
     /// `out[t] = Σ a[t][l] · b[l]` for `l < k` in `ggml_vec_dot_f16`'s order: four
     /// accumulators of 16 lanes over steps of 64, reduced (0 + 2) + (1 + 3), [`hsum`], then
@@ -364,12 +507,7 @@ mod avx512 {
         // SAFETY: l + 64 <= np <= k in the loop, and every row holds k values.
         unsafe {
             while l < np {
-                for row in a {
-                    // a hint, valid for any address (never dereferenced)
-                    let ahead = row.wrapping_add(l + PREFETCH / 2) as *const i8;
-                    _mm_prefetch::<_MM_HINT_T0>(ahead);
-                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64));
-                }
+                prefetch(a, l);
                 for q in 0..4 {
                     let bv = _mm512_loadu_ps(b.add(l + 16 * q));
                     for t in 0..R {
@@ -393,7 +531,7 @@ mod avx512 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::types::f16;
 
@@ -419,7 +557,7 @@ mod tests {
     }
 
     /// GCC's `_mm512_reduce_add_ps` on 16 lanes, one scalar add at a time.
-    fn hsum_model(l: &[f32; 16]) -> f32 {
+    pub(in super::super) fn hsum_model(l: &[f32; 16]) -> f32 {
         let h8: [f32; 8] = std::array::from_fn(|i| l[i] + l[i + 8]);
         let h4: [f32; 4] = std::array::from_fn(|i| h8[i] + h8[i + 4]);
         (h4[0] + h4[2]) + (h4[1] + h4[3])
@@ -457,6 +595,46 @@ mod tests {
         sum as f32
     }
 
+    /// `W`'s tiles give the [`RM`] weight rows `a` and [`RN`] rows `b` (of the same length)
+    /// the bits of the models: `tiny_model` for tinyBLAS's order, `vec_model` for the dot
+    /// product's against `b[3]`; each tile shape alike (the 1 × 1 tile and single rows too).
+    ///
+    /// # Safety
+    /// `W`'s tiles must run on this CPU.
+    pub(in super::super) unsafe fn check_tiles<W: HalfWeights, A>(
+        a: &[Vec<A>],
+        b: &[Vec<W::B>],
+        tiny_model: fn(&[A], &[W::B]) -> f32,
+        vec_model: fn(&[A], &[W::B]) -> f32,
+    ) {
+        assert_eq!(size_of::<A>(), 2, "16-bit weights");
+        let k = b[0].len();
+        let ap: [*const u16; RM] = std::array::from_fn(|t| a[t].as_ptr() as *const u16);
+        let bp: [*const W::B; RN] = std::array::from_fn(|u| b[u].as_ptr());
+        let tiny = |t: usize, u: usize| tiny_model(&a[t], &b[u]);
+        let vec = |t: usize| vec_model(&a[t], &b[3]);
+        let mut o = [[0f32; RN]; RM];
+        let mut o1 = [[0f32; 1]; 1];
+        let mut v = [0f32; RM];
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            W::tiny_tile::<RM, RN>(ap, bp, k, &mut o);
+            W::tiny_tile::<1, 1>([ap[1]], [bp[2]], k, &mut o1);
+            W::vec_rows::<RM>(ap, bp[3], k, &mut v);
+        }
+        assert_eq!(o1[0][0].to_bits(), o[1][2].to_bits(), "k {k}");
+        for (t, (row, &vt)) in o.iter().zip(&v).enumerate() {
+            for (u, x) in row.iter().enumerate() {
+                assert_eq!(x.to_bits(), tiny(t, u).to_bits(), "k {k} ({t}, {u})");
+            }
+            let mut v1 = [0f32; 1];
+            // SAFETY: forwarded from the caller.
+            unsafe { W::vec_rows::<1>([ap[t]], bp[3], k, &mut v1) };
+            assert_eq!(vt.to_bits(), vec(t).to_bits(), "k {k} row {t}");
+            assert_eq!(v1[0].to_bits(), vec(t).to_bits(), "k {k} row {t} alone");
+        }
+    }
+
     /// Both tiles give every output the scalar model's bits, for every tile shape and tail
     /// length (where the CPU runs the AVX-512 path).
     #[test]
@@ -476,32 +654,8 @@ mod tests {
             let b: Vec<Vec<f32>> = (0..RN)
                 .map(|_| (0..k).map(|_| Round::F16.apply(next())).collect())
                 .collect();
-            let ap: [*const u16; RM] = std::array::from_fn(|t| a[t].as_ptr() as *const u16);
-            let bp: [*const f32; RN] = std::array::from_fn(|u| b[u].as_ptr());
-            let mut o = [[0f32; RN]; RM];
-            // SAFETY: the AVX-512 path is available; every row holds k values.
-            unsafe { avx512::tiny_tile::<RM, RN>(ap, bp, k, &mut o) };
-            let mut o1 = [[0f32; 1]; 1];
-            // SAFETY: as above.
-            unsafe { avx512::tiny_tile::<1, 1>([ap[1]], [bp[2]], k, &mut o1) };
-            assert_eq!(o1[0][0].to_bits(), o[1][2].to_bits(), "k {k}");
-            for t in 0..RM {
-                for u in 0..RN {
-                    let want = tiny_model(&a[t], &b[u]);
-                    assert_eq!(o[t][u].to_bits(), want.to_bits(), "k {k} ({t}, {u})");
-                }
-            }
-            let mut v = [0f32; RM];
-            // SAFETY: as above.
-            unsafe { avx512::vec_rows::<RM>(ap, bp[3], k, &mut v) };
-            for t in 0..RM {
-                let want = vec_model(&a[t], &b[3]);
-                assert_eq!(v[t].to_bits(), want.to_bits(), "k {k} row {t}");
-                let mut v1 = [0f32; 1];
-                // SAFETY: as above.
-                unsafe { avx512::vec_rows::<1>([ap[t]], bp[3], k, &mut v1) };
-                assert_eq!(v1[0].to_bits(), want.to_bits(), "k {k} row {t} alone");
-            }
+            // SAFETY: the CPU runs the tiles; every row holds k values.
+            unsafe { check_tiles::<F16Weights, _>(&a, &b, tiny_model, vec_model) };
         }
     }
 }

@@ -20,6 +20,8 @@ mod flash_attn;
 mod glu;
 mod matmul;
 #[cfg(target_arch = "x86_64")]
+mod matmul_bf16;
+#[cfg(target_arch = "x86_64")]
 mod matmul_f16;
 mod matmul_quant;
 mod mul_mat_id;

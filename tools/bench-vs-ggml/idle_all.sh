@@ -16,8 +16,9 @@
 #   tools/bench-vs-ggml/idle_all.sh [OUT_DIR]      (default target/idle-bench)
 #
 # Needs: target/release/ggml (cargo build --release -p ggml-cli), tools/llama_cpp/build.sh's
-# build, the Gemma file (tools/tokenizer_check/fetch_vocabs.sh fetches it), numpy for
-# bench_llama.py (installed into a private venv under the cache if python3 lacks it).
+# build, the Gemma file (tools/tokenizer_check/fetch_vocabs.sh fetches it), numpy and
+# gguf==0.19.0 for bench_llama.py (installed into a private venv under the cache if python3
+# lacks them).
 # SKIP="gemma rss mul_mat bw cold avx2" leaves parts out. Prints, per part, the log it wrote; the
 # load average before each part goes into OUT_DIR/load.txt. Nothing is asserted.
 set -euo pipefail
@@ -33,9 +34,12 @@ for f in "$GGML" "$BIN/llama-bench" "$GEMMA"; do
   [ -e "$f" ] || { echo "missing $f (see the header of $0)" >&2; exit 1; }
 done
 PY=python3
-if ! $PY -c 'import numpy' 2>/dev/null; then
-  [ -x "$CACHE/bench-venv/bin/python" ] || { python3 -m venv "$CACHE/bench-venv" && "$CACHE/bench-venv/bin/pip" -q install numpy; }
+if ! $PY -c 'import numpy, gguf' 2>/dev/null; then
   PY="$CACHE/bench-venv/bin/python"
+  if ! { [ -x "$PY" ] && $PY -c 'import numpy, gguf' 2>/dev/null; }; then
+    python3 -m venv "$CACHE/bench-venv"
+    "$CACHE/bench-venv/bin/pip" -q install numpy gguf==0.19.0
+  fi
 fi
 stamp() { echo "$(date -u +%H:%M:%S) $1: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/load.txt"; }
 skipped() { [[ "$SKIP" == *" $1 "* ]]; }
@@ -50,13 +54,13 @@ if ! skipped gemma; then
     { echo "## round $round: ggml-rs"; "$GGML" bench-model "$GEMMA" -p 512 -n 128 -t 1,2 -r 3
       echo "## round $round: llama-bench"; "$BIN/llama-bench" -m "$GEMMA" -p 512 -n 128 -t 1,2 -r 3 -fa 1 --repack 0
       echo "## round $round: llama.cpp repacked"; $PY tools/llm_ref/bench_llama.py "$GEMMA" -p 512 -n 128 -t 1,2 -r 3
-    } >> "$G" 2>/dev/null
+    } >> "$G" 2>>"$OUT/gemma.err"
   done
   stamp "gemma variants"
   { if has_flag avx512f; then echo "## GGML_CPU_FORCE=avx512"; GGML_CPU_FORCE=avx512 "$GGML" bench-model "$GEMMA" -t 1,2 -r 3; fi
     echo "## --no-flash-attn"; "$GGML" bench-model "$GEMMA" -t 1,2 -r 3 --no-flash-attn
     if has_flag amx_int8; then echo "## GGML_CPU_FORCE=amx"; GGML_CPU_FORCE=amx "$GGML" bench-model "$GEMMA" -t 1,2 -r 3; fi
-  } >> "$G" 2>/dev/null
+  } >> "$G" 2>>"$OUT/gemma.err"
   echo "gemma: $G"
 fi
 

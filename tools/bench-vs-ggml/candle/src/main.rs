@@ -34,6 +34,7 @@ fn dtype(name: &str) -> Option<GgmlDType> {
     Some(match name {
         "f32" => GgmlDType::F32,
         "f16" => GgmlDType::F16,
+        "bf16" => GgmlDType::BF16,
         "q4_0" => GgmlDType::Q4_0,
         "q4_1" => GgmlDType::Q4_1,
         "q5_0" => GgmlDType::Q5_0,

@@ -540,8 +540,9 @@ const MAX_ROWS: usize = 4;
 
 #[cfg(test)]
 mod tests {
+    use super::super::computed_on;
     use super::*;
-    use crate::{backend, Context};
+    use crate::Context;
 
     /// A generator of values in [-0.5, 0.5).
     fn values(seed: u32) -> impl FnMut() -> f32 {
@@ -645,10 +646,7 @@ mod tests {
                 let graph = ctx.build_forward_expand(&d).unwrap();
                 let (m, k, n) = (m as usize, k as usize, n as usize);
                 for threads in [1, 2] {
-                    let be = backend::cpu_init().unwrap();
-                    be.set_n_threads(threads).unwrap();
-                    be.graph_compute(&graph).unwrap();
-                    let got = d.get_f32().unwrap();
+                    let got = computed_on(&graph, &d, threads);
                     for (bi, got) in got.chunks_exact(m * n).enumerate() {
                         let wb = bi / (bb[0] / w[0]) as usize;
                         for j in 0..n {

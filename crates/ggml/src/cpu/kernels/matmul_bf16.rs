@@ -172,11 +172,12 @@ mod avx512bf16 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::computed_on;
     use super::super::matmul_f16::tests::{check_tiles, hsum_model};
     use super::super::matmul_f16::{order, Order, RM, RN};
     use super::*;
     use crate::cpu::quant_dot::{isa, Isa};
-    use crate::{backend, Context};
+    use crate::Context;
 
     /// `x` as f32.
     fn f(x: u16) -> f32 {
@@ -400,10 +401,7 @@ mod tests {
             let b_dot = c.bty == Type::BF16;
             let ord = order(m, n, b_dot, !c.padded);
             for threads in [1, 2] {
-                let be = backend::cpu_init().unwrap();
-                be.set_n_threads(threads).unwrap();
-                be.graph_compute(&graph).unwrap();
-                let got = d.get_f32().unwrap();
+                let got = computed_on(&graph, &d, threads);
                 for (bi, got) in got.chunks_exact(m * n).enumerate() {
                     let (i2, i3) = (bi % c.b[0] as usize, bi / c.b[0] as usize);
                     let wb = i2 / (c.b[0] / c.w[0]) as usize

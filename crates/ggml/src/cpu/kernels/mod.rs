@@ -953,6 +953,16 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
     }
 }
 
+/// `graph` computed on a fresh CPU backend with `threads` threads; `d`'s values after (for the
+/// kernels' unit tests that run whole graphs).
+#[cfg(test)]
+fn computed_on(graph: &crate::graph::Graph, d: &Tensor, threads: usize) -> Vec<f32> {
+    let be = crate::backend::cpu_init().unwrap();
+    be.set_n_threads(threads).unwrap();
+    be.graph_compute(graph).unwrap();
+    d.get_f32().unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Faults, NodePtrs, NodeShared, Params, SpinBarrier, TensorPtr};

@@ -45,6 +45,12 @@ pub(super) trait Simd32: DotBlock<Act: Act32> {
     /// # Safety
     /// The CPU must have AVX2.
     unsafe fn levels(&self) -> __m256i;
+    /// The 32 levels plus [`Self::BIAS`] as bytes in value order: unsigned where the bias is
+    /// not 0 (the unpacked bits as they are), else the levels.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    unsafe fn biased(&self) -> __m256i;
     /// The block's scale.
     fn d(&self) -> PackedF16;
     /// The term added per block besides the scaled integer sum (`m · s` for Q8_1 pairs).
@@ -57,23 +63,34 @@ pub(super) trait Simd32: DotBlock<Act: Act32> {
 /// Implements [`Simd32`] for a block type with a `d` field: its levels from `$levels` (given
 /// the block), and `m · s` as the extra term when the type has a minimum.
 macro_rules! simd32 {
-    ($t:ty, signed($bias:expr), |$b:ident| $levels:expr) => {
-        simd32!(@impl $t, false, $bias, |$b| $levels, |_b, _y| 0.0);
+    ($t:ty, signed($bias:expr), |$b:ident| $biased:expr) => {
+        simd32!(@impl $t, false, $bias, |$b| $biased, |_b, _y| 0.0);
     };
     ($t:ty, with_min, |$b:ident| $levels:expr) => {
         // SAFETY: `extra`'s caller has F16C.
         simd32!(@impl $t, true, 0, |$b| $levels, |b, y| unsafe { half(b.m) * half(y.s) });
     };
-    (@impl $t:ty, $unsigned:expr, $bias:expr, |$b:ident| $levels:expr,
+    (@impl $t:ty, $unsigned:expr, $bias:expr, |$b:ident| $biased:expr,
      |$x:ident, $y:ident| $extra:expr) => {
         impl Simd32 for $t {
             const UNSIGNED: bool = $unsigned;
             const BIAS: u8 = $bias;
             #[inline(always)]
             unsafe fn levels(&self) -> __m256i {
+                // SAFETY: the caller has AVX2.
+                unsafe {
+                    if Self::BIAS > 0 {
+                        _mm256_sub_epi8(self.biased(), _mm256_set1_epi8(Self::BIAS as i8))
+                    } else {
+                        self.biased()
+                    }
+                }
+            }
+            #[inline(always)]
+            unsafe fn biased(&self) -> __m256i {
                 let $b = self;
                 // SAFETY: the caller has AVX2; the loads read the block's own bytes.
-                unsafe { $levels }
+                unsafe { $biased }
             }
             fn d(&self) -> PackedF16 {
                 self.d
@@ -131,16 +148,28 @@ pub(super) unsafe fn half(h: PackedF16) -> f32 {
     unsafe { _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h.to_bits() as i32))) }
 }
 
+/// A half widened with F16C into all eight lanes: the 16 bits broadcast (`vpbroadcastw`), then
+/// converted. Unlike [`half`] then a broadcast, nothing merges into a register another
+/// instruction wrote (a 16-bit insert into a live register made each block wait on the
+/// previous block's FMA).
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C.
+#[inline(always)]
+pub(super) unsafe fn half8(h: PackedF16) -> __m256 {
+    // SAFETY: register operations; the caller has AVX2 and F16C.
+    unsafe { _mm256_cvtph_ps(_mm_set1_epi16(h.to_bits() as i16)) }
+}
+
 /// Value j of the low nibbles of `qs` in byte j, value j + 16 of the high ones in byte j + 16.
 #[inline(always)]
 unsafe fn nibbles(qs: &[u8; 16]) -> __m256i {
     // SAFETY: 16 readable bytes; the caller has AVX2.
     unsafe {
-        let b = _mm_loadu_si128(qs.as_ptr() as *const __m128i);
-        let m = _mm_set1_epi8(0xf);
-        let lo = _mm_and_si128(b, m);
-        let hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
-        _mm256_set_m128i(hi, lo)
+        // the 16 bytes in both halves (one load), the upper half shifted down a nibble
+        let b = _mm256_broadcastsi128_si256(_mm_loadu_si128(qs.as_ptr() as *const __m128i));
+        let b = _mm256_srlv_epi64(b, _mm256_set_epi64x(4, 4, 0, 0));
+        _mm256_and_si256(b, _mm256_set1_epi8(0xf))
     }
 }
 
@@ -164,21 +193,20 @@ unsafe fn bits_to_bytes(qh: [u8; 4]) -> __m256i {
     }
 }
 
-simd32!(BlockQ4_0, signed(8), |b| _mm256_sub_epi8(
-    nibbles(&b.qs),
-    _mm256_set1_epi8(8)
-));
+/// The five-bit levels of `qs` (low four bits) and `qh` (fifth bit) in value order.
+#[inline(always)]
+unsafe fn five_bits(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
+    // SAFETY: register operations and 16 readable bytes; the caller has AVX2.
+    unsafe {
+        let high = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
+        _mm256_or_si256(nibbles(qs), high)
+    }
+}
+
+simd32!(BlockQ4_0, signed(8), |b| nibbles(&b.qs));
 simd32!(BlockQ4_1, with_min, |b| nibbles(&b.qs));
-// Where the fifth bit is clear, 0xf0 | q is q − 16 as a signed byte; where it is set,
-// q + 16 − 16 = q.
-simd32!(BlockQ5_0, signed(16), |b| _mm256_or_si256(
-    nibbles(&b.qs),
-    _mm256_andnot_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(0xf0u8 as i8))
-));
-simd32!(BlockQ5_1, with_min, |b| _mm256_or_si256(
-    nibbles(&b.qs),
-    _mm256_and_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(0x10))
-));
+simd32!(BlockQ5_0, signed(16), |b| five_bits(&b.qs, b.qh));
+simd32!(BlockQ5_1, with_min, |b| five_bits(&b.qs, b.qh));
 simd32!(BlockQ8_0, signed(0), |b| _mm256_loadu_si256(
     b.qs.as_ptr() as *const __m256i
 ));
@@ -187,9 +215,56 @@ simd32!(BlockIq4Nl, signed(0), |b| {
     _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles(&b.qs))
 });
 
-/// Weight block `x` (block `i` of its row) against block `i` of each of the `R` activation
-/// rows `ys`: each row's integer sum scaled by `d · yd` into its eight lanes `acc[r]`, the
-/// extra term into `extra[r]` ([`dots_r`]'s step, and the AVX2 tile's for each of its rows).
+/// Whether [`block_dots`] multiplies `B`'s biased levels (unsigned, below 32) by the
+/// activations and takes `BIAS · Σ y` off each pair's sum, instead of moving the levels'
+/// signs onto the activations: AVX2 only (VNNI has no per-pair sign work to save), and only
+/// for a bias small enough that no `maddubs` pair saturates (`2 · 31 · 128` < 2^15; Q8_0 and
+/// IQ4_NL levels offset by 128 would).
+const fn biased<B: Simd32, const VNNI: bool>() -> bool {
+    !VNNI && !B::UNSIGNED && B::BIAS > 0
+}
+
+/// Activation block `i` of a row as each weight row's step ([`block_dots`]) takes it,
+/// computed once for all weight rows: the levels, the scale in eight lanes and, where
+/// [`biased`], `BIAS · (y[2j] + y[2j + 1])` in i16 lane j.
+#[derive(Clone, Copy)]
+struct ActBlock<'a, A> {
+    y: &'a A,
+    q: __m256i,
+    d: __m256,
+    seed: __m256i,
+}
+
+/// [`ActBlock`] of `y`.
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C.
+#[inline(always)]
+unsafe fn act_block<B: Simd32, const VNNI: bool>(y: &B::Act) -> ActBlock<'_, B::Act> {
+    // SAFETY: the caller has AVX2 and F16C; the load reads the block's 32 levels.
+    unsafe {
+        let (d, q) = y.parts();
+        let q = _mm256_loadu_si256(q.as_ptr() as *const __m256i);
+        let seed = if biased::<B, VNNI>() {
+            _mm256_maddubs_epi16(_mm256_set1_epi8(B::BIAS as i8), q)
+        } else {
+            _mm256_setzero_si256()
+        };
+        ActBlock {
+            y,
+            q,
+            d: half8(d),
+            seed,
+        }
+    }
+}
+
+/// Weight block `x` against the same block of each of the `R` activation rows `ys`: each
+/// row's integer sum scaled by `d · yd` into its eight lanes `acc[r]`, the extra term into
+/// `extra[r]` ([`dots_r`]'s step, and the AVX2 tile's for each of its rows). The sums are
+/// GGML's lane by lane: `Σ x·y` over each four bytes, exact in i32 whichever way the signs
+/// are handled (the biased form's pairs and seeds stay within i16), then converted, scaled
+/// by the f32 product of the two scales and added with one FMA.
 ///
 /// # Safety
 /// As [`dots_r`].
@@ -197,42 +272,46 @@ simd32!(BlockIq4Nl, signed(0), |b| {
 #[inline(always)]
 unsafe fn block_dots<B: Simd32, const VNNI: bool, const R: usize>(
     x: &B,
-    ys: &[&[B::Act]; R],
-    i: usize,
+    ys: &[ActBlock<'_, B::Act>; R],
     acc: &mut [__m256; R],
     extra: &mut [f32; R],
 ) {
     // SAFETY: the callers' target features include AVX2, FMA and F16C (and AVX-512 VL and
-    // VNNI with `VNNI`); every load reads 32 bytes of a block's levels.
+    // VNNI with `VNNI`); the levels' loads read the block's own bytes.
     unsafe {
         let ones = _mm256_set1_epi16(1);
-        let xv = x.levels();
-        // maddubs multiplies unsigned by signed bytes: move the signs of x onto y.
-        let ux = if B::UNSIGNED {
-            xv
+        let plain = B::UNSIGNED || biased::<B, VNNI>();
+        let xv = if biased::<B, VNNI>() {
+            x.biased()
         } else {
-            _mm256_sign_epi8(xv, xv)
+            x.levels()
         };
-        let xd = half(x.d());
-        for r in 0..R {
-            let y = &ys[r][i];
-            let (yd, yq) = y.parts();
-            let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
-            let sy = if B::UNSIGNED {
-                yv
+        // maddubs multiplies unsigned by signed bytes: signed levels' signs move onto y.
+        let ux = if plain { xv } else { _mm256_sign_epi8(xv, xv) };
+        let xd = half8(x.d());
+        for (r, y) in ys.iter().enumerate() {
+            let sy = if plain {
+                y.q
             } else {
-                _mm256_sign_epi8(yv, xv)
+                _mm256_sign_epi8(y.q, xv)
             };
             let sum = if VNNI {
                 _mm256_dpbusd_epi32(_mm256_setzero_si256(), ux, sy)
             } else {
-                _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), ones)
+                let pairs = _mm256_maddubs_epi16(ux, sy);
+                let pairs = if biased::<B, VNNI>() {
+                    _mm256_sub_epi16(pairs, y.seed)
+                } else {
+                    pairs
+                };
+                _mm256_madd_epi16(pairs, ones)
             };
-            let d = _mm256_set1_ps(xd * half(yd));
+            // the scales' f32 product in every lane, as GGML's scalar one broadcast
+            let d = _mm256_mul_ps(xd, y.d);
             acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[r]);
             // (only for the types with one: adding 0.0 is not free, nor removable)
             if B::UNSIGNED {
-                extra[r] += x.extra(y);
+                extra[r] += x.extra(y.y);
             }
         }
     }
@@ -251,8 +330,10 @@ unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
     stride: usize,
     out: &mut [f32],
 ) {
-    let ys: [&[B::Act]; R] =
-        std::array::from_fn(|r| bytemuck::cast_slice(&a[r * stride..(r + 1) * stride]));
+    // (each row as long as `w`, so the loop's indexing needs no checks)
+    let ys: [&[B::Act]; R] = std::array::from_fn(|r| {
+        &bytemuck::cast_slice::<u8, B::Act>(&a[r * stride..(r + 1) * stride])[..w.len()]
+    });
     // SAFETY: the callers' target features include AVX2, FMA and F16C (and AVX-512 VL and
     // VNNI with `VNNI`); every load reads 32 bytes of a block's levels.
     unsafe {
@@ -262,7 +343,8 @@ unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
             if R == 1 {
                 prefetch(x as *const B as *const u8, PREFETCH_BYTES, size_of::<B>());
             }
-            block_dots::<B, VNNI, R>(x, &ys, i, &mut acc, &mut extra);
+            let acts = std::array::from_fn(|r| act_block::<B, VNNI>(&ys[r][i]));
+            block_dots::<B, VNNI, R>(x, &acts, &mut acc, &mut extra);
         }
         for r in 0..R {
             out[r] = hsum(acc[r]) + extra[r];
@@ -333,8 +415,12 @@ unsafe fn tile_r<B: Simd32, const VNNI: bool, const R: usize>(
     out: &mut [&mut [f32]; TILE_ROWS],
     r0: usize,
 ) {
-    let ys: [&[B::Act]; R] =
-        std::array::from_fn(|r| bytemuck::cast_slice(&a[r * stride..(r + 1) * stride]));
+    // (every row as long as the first weight row, so the loop's indexing needs no checks)
+    let n = w[0].len();
+    let w = w.map(|row| &row[..n]);
+    let ys: [&[B::Act]; R] = std::array::from_fn(|r| {
+        &bytemuck::cast_slice::<u8, B::Act>(&a[r * stride..(r + 1) * stride])[..n]
+    });
     // SAFETY: the caller's target features include AVX2, FMA, F16C (and AVX-512 VL and VNNI
     // with `VNNI`); every load reads 32 bytes of a block's levels.
     unsafe {
@@ -346,16 +432,18 @@ unsafe fn tile_r<B: Simd32, const VNNI: bool, const R: usize>(
         // With one activation row (token generation), the rows [`PREFETCH_TILES`] tiles on
         // (the weight rows after these) are fetched ahead ([`prefetch`]).
         let ahead = PREFETCH_TILES * TILE_ROWS * std::mem::size_of_val(w[0]);
-        for i in 0..w[0].len() {
+        for i in 0..n {
             if !VNNI {
                 // AVX2's 16 registers: one weight row's block at a time, against every
-                // activation row, so only the accumulators stay live across rows
+                // activation row (each activation block's part done once for all four), so
+                // only the accumulators stay live across weight rows
+                let acts = std::array::from_fn(|r| act_block::<B, false>(&ys[r][i]));
                 for t in 0..TILE_ROWS {
                     let x = &w[t][i];
                     if R == 1 {
                         prefetch(x as *const B as *const u8, ahead, size_of::<B>());
                     }
-                    block_dots::<B, false, R>(x, &ys, i, &mut acc[t], &mut extra[t]);
+                    block_dots::<B, false, R>(x, &acts, &mut acc[t], &mut extra[t]);
                 }
                 continue;
             }

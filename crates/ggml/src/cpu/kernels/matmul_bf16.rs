@@ -28,8 +28,10 @@
 //! AVX-512 F build widens to f32 and sums in steps of 32, the AVX2 build in four
 //! accumulators of 8 lanes; neither is reproduced).
 
-use super::matmul_f16::{plan_for, tiles_from, HalfWeights};
+use super::half_avx2::Bf16Avx2;
+use super::matmul_f16::{plan_for, tiles_from, BOf, HalfTiles, HalfWeights, RN};
 use super::{Planned, TensorPtr};
+use crate::cpu::quant_dot::{isa, Isa};
 use crate::tensor::Tensor;
 use crate::types::{f32_to_bf16, Type};
 
@@ -39,10 +41,6 @@ pub(super) struct Bf16Weights;
 impl HalfWeights for Bf16Weights {
     const TY: Type = Type::BF16;
     type B = u16;
-
-    fn available() -> bool {
-        std::arch::is_x86_feature_detected!("avx512bf16")
-    }
 
     unsafe fn round_row(b: &TensorPtr, row: *const u8, out: &mut [u16]) {
         let packed = b.rows_packed();
@@ -61,6 +59,15 @@ impl HalfWeights for Bf16Weights {
                 *v = f32_to_bf16(unsafe { b.get(row, i) }).to_bits();
             }
         }
+    }
+}
+
+impl HalfTiles for Bf16Weights {
+    type W = Self;
+    const RN: usize = RN;
+
+    fn available() -> bool {
+        isa() == Isa::Avx512 && std::arch::is_x86_feature_detected!("avx512bf16")
     }
 
     tiles_from!(avx512bf16);
@@ -81,7 +88,7 @@ fn round_f32(src: &[f32], out: &mut [u16]) {
 /// applies: BF16 weights with packed rows, the AVX-512 path on a CPU with AVX-512 BF16, a
 /// result with packed f32 rows.
 pub(super) fn plan(t: &Tensor, a: &Tensor, b: &Tensor) -> Option<Planned> {
-    plan_for::<Bf16Weights>(t, a, b)
+    plan_for::<Bf16Weights>(t, a, b).or_else(|| plan_for::<Bf16Avx2>(t, a, b))
 }
 
 #[allow(clippy::incompatible_msrv)]
@@ -126,7 +133,7 @@ mod avx512bf16 {
         /// # Safety
         /// The CPU must have AVX-512 F, BW, VL and BF16; every row must hold `k` values.
         #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512bf16")]
-        u16, 32, load32, load32, load_partial, load_partial,
+        u16, _mm512_setzero_ps(), 32, load32, load32, load_partial, load_partial,
         |c: __m512, x: __m512bh, y: __m512bh| _mm512_dpbf16_ps(c, x, y)
     );
 
@@ -171,12 +178,11 @@ mod avx512bf16 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::computed_on;
     use super::super::matmul_f16::tests::{check_tiles, hsum_model};
     use super::super::matmul_f16::{order, Order, RM, RN};
     use super::*;
-    use crate::cpu::quant_dot::{isa, Isa};
     use crate::Context;
 
     /// `x` as f32.
@@ -240,12 +246,12 @@ mod tests {
 
     /// Whether this CPU runs the module's kernels.
     fn runs() -> bool {
-        Isa::Avx512.available() && Bf16Weights::available()
+        Isa::Avx512.available() && std::arch::is_x86_feature_detected!("avx512bf16")
     }
 
     /// A generator of bf16 values: mostly in ±4, some subnormal and some tiny normals (whose
     /// products are subnormal), so that the instruction's flushes are exercised.
-    fn values(seed: u32) -> impl FnMut() -> u16 {
+    pub(in super::super) fn values(seed: u32) -> impl FnMut() -> u16 {
         let mut state = seed;
         move || {
             state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);

@@ -23,6 +23,7 @@
 //! dot product's order against one column. What differs between F16 and BF16 weights (the
 //! rounding of `b`, the two tiles) is a [`HalfWeights`] implementation.
 
+use super::half_avx2::F16Avx2;
 use super::matmul::{batch_count, batch_index, mul_mat, row_f32, JB};
 use super::{st, NodePtrs, Params, Planned, TensorPtr};
 use crate::cpu::gemm::Round;
@@ -42,50 +43,62 @@ pub(super) const RN: usize = 6;
 const COLS: usize = 48;
 
 /// What the driver needs of a weight type whose rows are 16-bit floats (F16, BF16): how `b`
-/// is rounded into the node's area, and the two tiles (tinyBLAS's order, the dot product's
-/// order) on the CPU path [`HalfWeights::available`] checks.
+/// is rounded into the node's area.
 pub(super) trait HalfWeights {
     /// The weights' type.
     const TY: Type;
     /// One value of `b` in the area, rounded to the weights' type.
     type B: Copy;
-    /// Whether this CPU runs the tiles (with the AVX-512 path selected).
-    fn available() -> bool;
     /// Writes row `row` of `b` into `out` (`b.ne[0]` values), rounded to the weights' type.
     ///
     /// # Safety
     /// `row` must be a row of `b`, and nothing may write it meanwhile.
     unsafe fn round_row(b: &TensorPtr, row: *const u8, out: &mut [Self::B]);
+}
+
+/// The values of `b` in the area for tiles `T`.
+pub(super) type BOf<T> = <<T as HalfTiles>::W as HalfWeights>::B;
+
+/// The two tiles for weights [`HalfTiles::W`] on one CPU path (tinyBLAS's order, the dot
+/// product's order, as GGML built for that path makes them), which [`HalfTiles::available`]
+/// checks is selected and runs on this CPU.
+pub(super) trait HalfTiles {
+    /// The weights.
+    type W: HalfWeights;
+    /// Columns of `b` per tile in tinyBLAS's order (at most [`RN`]).
+    const RN: usize;
+    /// Whether the selected CPU path is this one and the CPU runs the tiles.
+    fn available() -> bool;
     /// `out[t][u] = Σ a[t][l] · b[u][l]` for `l < k` in tinyBLAS's order.
     ///
     /// # Safety
-    /// [`HalfWeights::available`]; `a[t]` must hold `k` weights, `b[u]` `k` values.
+    /// [`HalfTiles::available`]; `a[t]` must hold `k` weights, `b[u]` `k` values.
     unsafe fn tiny_tile<const R: usize, const C: usize>(
         a: [*const u16; R],
-        b: [*const Self::B; C],
+        b: [*const BOf<Self>; C],
         k: usize,
         out: &mut [[f32; C]; R],
     );
     /// `out[t] = Σ a[t][l] · b[l]` for `l < k` in GGML's dot product's order.
     ///
     /// # Safety
-    /// As [`HalfWeights::tiny_tile`], with one row `b`.
+    /// As [`HalfTiles::tiny_tile`], with one row `b`.
     unsafe fn vec_rows<const R: usize>(
         a: [*const u16; R],
-        b: *const Self::B,
+        b: *const BOf<Self>,
         k: usize,
         out: &mut [f32; R],
     );
 }
 
-/// The [`HalfWeights`] tiles as the functions `tiny_tile` and `vec_rows` of module `$m`
+/// The [`HalfTiles`] tiles as the functions `tiny_tile` and `vec_rows` of module `$m`
 /// (which take the same arguments and need the features `available` checks).
 macro_rules! tiles_from {
     ($m:ident) => {
         #[inline(always)]
         unsafe fn tiny_tile<const R: usize, const C: usize>(
             a: [*const u16; R],
-            b: [*const Self::B; C],
+            b: [*const BOf<Self>; C],
             k: usize,
             out: &mut [[f32; C]; R],
         ) {
@@ -96,7 +109,7 @@ macro_rules! tiles_from {
         #[inline(always)]
         unsafe fn vec_rows<const R: usize>(
             a: [*const u16; R],
-            b: *const Self::B,
+            b: *const BOf<Self>,
             k: usize,
             out: &mut [f32; R],
         ) {
@@ -107,21 +120,27 @@ macro_rules! tiles_from {
 }
 pub(super) use tiles_from;
 
-/// F16 weights: `b` as f32 values rounded to f16, the tiles of [`avx512`].
+/// F16 weights: `b` as f32 values rounded to f16; on the AVX-512 path, the tiles of
+/// [`avx512`].
 pub(super) struct F16Weights;
 
 impl HalfWeights for F16Weights {
     const TY: Type = Type::F16;
     type B = f32;
 
-    fn available() -> bool {
-        true
-    }
-
     unsafe fn round_row(b: &TensorPtr, row: *const u8, out: &mut [f32]) {
         // SAFETY: forwarded from the caller; out holds b.ne[0] values.
         unsafe { row_f32(b, row, out, false) };
         Round::F16.slice(out);
+    }
+}
+
+impl HalfTiles for F16Weights {
+    type W = Self;
+    const RN: usize = RN;
+
+    fn available() -> bool {
+        isa() == Isa::Avx512
     }
 
     tiles_from!(avx512);
@@ -164,17 +183,18 @@ fn contiguous(ts: usize, ne: &[i64], nb: &[usize]) -> bool {
 }
 
 /// The plan of MUL_MAT node `t` (weights `a`, activations `b`) through this module, where it
-/// applies: F16 weights with packed rows, the AVX-512 path, a result with packed f32 rows.
+/// applies: F16 weights with packed rows, the AVX-512 or the AVX2 path, a result with packed
+/// f32 rows.
 pub(super) fn plan(t: &Tensor, a: &Tensor, b: &Tensor) -> Option<Planned> {
-    plan_for::<F16Weights>(t, a, b)
+    plan_for::<F16Weights>(t, a, b).or_else(|| plan_for::<F16Avx2>(t, a, b))
 }
 
-/// The plan of MUL_MAT node `t` through the driver with weights `W`, where it applies:
-/// weights of `W`'s type with packed rows, the AVX-512 path (and `W`'s features), a result
-/// with packed f32 rows. The scratch also holds what [`mul_mat`] needs, which the kernel
-/// falls back to when the result overlaps an operand.
-pub(super) fn plan_for<W: HalfWeights>(t: &Tensor, a: &Tensor, b: &Tensor) -> Option<Planned> {
-    if a.ty() != W::TY || isa() != Isa::Avx512 || !W::available() {
+/// The plan of MUL_MAT node `t` through the driver with tiles `T`, where it applies: weights
+/// of `T::W`'s type with packed rows, `T`'s path selected (and its features), a result with
+/// packed f32 rows. The scratch also holds what [`mul_mat`] needs, which the kernel falls
+/// back to when the result overlaps an operand.
+pub(super) fn plan_for<T: HalfTiles>(t: &Tensor, a: &Tensor, b: &Tensor) -> Option<Planned> {
+    if a.ty() != T::W::TY || !T::available() {
         return None;
     }
     if a.nb()[0] != 2 || t.nb()[0] != 4 {
@@ -183,11 +203,11 @@ pub(super) fn plan_for<W: HalfWeights>(t: &Tensor, a: &Tensor, b: &Tensor) -> Op
     let k = a.ne()[0] as usize;
     let b_rows = b.ne()[1..].iter().product::<i64>() as usize;
     let fallback = (1 + JB) * k * 4;
-    let rows_bytes = b_rows * k * size_of::<W::B>();
+    let rows_bytes = b_rows * k * size_of::<BOf<T>>();
     Some(if b_rows <= PRIVATE_ROWS {
-        Planned::new(mul_mat_half::<W, false>, rows_bytes.max(fallback))
+        Planned::new(mul_mat_half::<T, false>, rows_bytes.max(fallback))
     } else {
-        Planned::new(mul_mat_half::<W, true>, fallback).with_shared(rows_bytes, 1)
+        Planned::new(mul_mat_half::<T, true>, fallback).with_shared(rows_bytes, 1)
     })
 }
 
@@ -201,7 +221,7 @@ fn rows_per_chunk(m: usize, blocks: usize, nth: usize) -> usize {
 ///
 /// # Safety
 /// As [`KernelFn`](super::KernelFn), with the plan [`plan_for`] made for the node.
-unsafe fn mul_mat_half<W: HalfWeights, const SHARED: bool>(n: &NodePtrs, p: &Params) {
+unsafe fn mul_mat_half<T: HalfTiles, const SHARED: bool>(n: &NodePtrs, p: &Params) {
     let (d, a, b) = (&n.dst, &n.src[0], &n.src[1]);
     if d.overlaps(a) || d.overlaps(b) {
         // SAFETY: forwarded; the plan reserved the dot path's scratch too (and no thread
@@ -211,12 +231,12 @@ unsafe fn mul_mat_half<W: HalfWeights, const SHARED: bool>(n: &NodePtrs, p: &Par
     let k = a.ne[0] as usize;
     let (m, cols, batches) = (a.ne[1] as usize, b.ne[1] as usize, batch_count(b));
     let b_rows = cols * batches;
-    let bytes = b_rows * k * size_of::<W::B>();
+    let bytes = b_rows * k * size_of::<BOf<T>>();
     let base = if SHARED {
-        p.shared_ptr(bytes) as *mut W::B
+        p.shared_ptr(bytes) as *mut BOf<T>
     } else {
         // SAFETY: the plan sized the scratch for b_rows rows of k values.
-        unsafe { p.scratch_f32(bytes.div_ceil(4)) }.as_mut_ptr() as *mut W::B
+        unsafe { p.scratch_f32(bytes.div_ceil(4)) }.as_mut_ptr() as *mut BOf<T>
     };
     let mine = if SHARED { p.range(b_rows) } else { 0..b_rows };
     // Phase 0: this thread's rows of b, rounded. Every read of b ends before any write of
@@ -229,13 +249,13 @@ unsafe fn mul_mat_half<W: HalfWeights, const SHARED: bool>(n: &NodePtrs, p: &Par
         // the barrier.
         let out = unsafe { std::slice::from_raw_parts_mut(base.add(r * k), k) };
         // SAFETY: j < b.ne[1], bi within b's batch dimensions; nothing writes b.
-        unsafe { W::round_row(b, b.row([j, bi[0], bi[1], bi[2]]), out) };
+        unsafe { T::W::round_row(b, b.row([j, bi[0], bi[1], bi[2]]), out) };
     }
     if SHARED {
         p.sync();
     }
 
-    let b_dot = b.ty == W::TY;
+    let b_dot = b.ty == T::W::TY;
     let ord = order(m, cols, b_dot, contiguous(2, &b.ne, &b.nb));
     let col_blocks = cols.div_ceil(COLS);
     let rows = rows_per_chunk(m, col_blocks * batches, p.nth);
@@ -247,7 +267,7 @@ unsafe fn mul_mat_half<W: HalfWeights, const SHARED: bool>(n: &NodePtrs, p: &Par
         let arow = |i: usize| a.row([i, ai[0], ai[1], ai[2]]) as *const u16;
         // SAFETY (of the pointers below): rows of the area, all written before the barrier
         // (or by this thread), only read from here on.
-        let brow = |j: usize| unsafe { base.add((batch * cols + j) * k) } as *const W::B;
+        let brow = |j: usize| unsafe { base.add((batch * cols + j) * k) } as *const BOf<T>;
         let drow = |j: usize| d.row([j, bi[0], bi[1], bi[2]]);
         let (r0, r1) = (rb * rows, m.min((rb + 1) * rows));
         let (c0, c1) = (cb * COLS, cols.min((cb + 1) * COLS));
@@ -258,19 +278,19 @@ unsafe fn mul_mat_half<W: HalfWeights, const SHARED: bool>(n: &NodePtrs, p: &Par
                 Order::Tiny => {
                     let mut j = c0;
                     while j < c1 {
-                        let nc = RN.min(c1 - j);
-                        // SAFETY: the path W's tiles need (plan); rows i..i + RM of a (m is
+                        let nc = T::RN.min(c1 - j);
+                        // SAFETY: the path T's tiles need (plan); rows i..i + RM of a (m is
                         // a multiple of RM in this order) and columns j..j + nc of the area
                         // hold k values; the result rows are packed f32 with m values,
                         // written only by the thread that claimed the chunk.
-                        unsafe { tiny::<W>(arow, brow, drow, i, j, nc, k) };
+                        unsafe { tiny::<T>(arow, brow, drow, i, j, nc, k) };
                         j += nc;
                     }
                 }
                 Order::VecDot => {
                     for j in c0..c1 {
                         // SAFETY: as above, rows i..i + nr.
-                        unsafe { vec_dot::<W>(arow, brow(j), drow(j), i, nr, k) };
+                        unsafe { vec_dot::<T>(arow, brow(j), drow(j), i, nr, k) };
                     }
                 }
             }
@@ -282,13 +302,13 @@ unsafe fn mul_mat_half<W: HalfWeights, const SHARED: bool>(n: &NodePtrs, p: &Par
 /// Results `(i..i + RM) × (j..j + nc)` in tinyBLAS's order.
 ///
 /// # Safety
-/// The CPU must run `W`'s tiles; `arow(i + t)` for `t < RM` must be rows of `k` weights,
+/// The CPU must run `T`'s tiles; `arow(i + t)` for `t < RM` must be rows of `k` weights,
 /// `brow(j + u)` for `u < nc` rows of `k` values, `drow(j + u)` writable packed f32 rows of
-/// more than `i + RM - 1` values; `1 <= nc <= RN`.
+/// more than `i + RM - 1` values; `1 <= nc <= T::RN`.
 #[inline(always)]
-unsafe fn tiny<W: HalfWeights>(
+unsafe fn tiny<T: HalfTiles>(
     arow: impl Fn(usize) -> *const u16,
-    brow: impl Fn(usize) -> *const W::B,
+    brow: impl Fn(usize) -> *const BOf<T>,
     drow: impl Fn(usize) -> *mut u8,
     i: usize,
     j: usize,
@@ -299,10 +319,10 @@ unsafe fn tiny<W: HalfWeights>(
     let mut out = [[0f32; RN]; RM];
     macro_rules! go {
         ($c:literal) => {{
-            let bs: [*const W::B; $c] = std::array::from_fn(|u| brow(j + u));
+            let bs: [*const BOf<T>; $c] = std::array::from_fn(|u| brow(j + u));
             let mut o = [[0f32; $c]; RM];
             // SAFETY: forwarded from the caller.
-            unsafe { W::tiny_tile::<RM, $c>(ws, bs, k, &mut o) };
+            unsafe { T::tiny_tile::<RM, $c>(ws, bs, k, &mut o) };
             for (dst, src) in out.iter_mut().zip(&o) {
                 dst[..$c].copy_from_slice(src);
             }
@@ -330,9 +350,9 @@ unsafe fn tiny<W: HalfWeights>(
 /// # Safety
 /// As [`tiny`], for `nr` (1..=[`RM`]) weight rows and one column.
 #[inline(always)]
-unsafe fn vec_dot<W: HalfWeights>(
+unsafe fn vec_dot<T: HalfTiles>(
     arow: impl Fn(usize) -> *const u16,
-    bj: *const W::B,
+    bj: *const BOf<T>,
     dj: *mut u8,
     i: usize,
     nr: usize,
@@ -342,7 +362,7 @@ unsafe fn vec_dot<W: HalfWeights>(
         let ws: [*const u16; RM] = std::array::from_fn(|t| arow(i + t));
         let mut o = [0f32; RM];
         // SAFETY: forwarded from the caller.
-        unsafe { W::vec_rows::<RM>(ws, bj, k, &mut o) };
+        unsafe { T::vec_rows::<RM>(ws, bj, k, &mut o) };
         for (t, &v) in o.iter().enumerate() {
             // SAFETY: forwarded from the caller.
             unsafe { st(dj, i + t, v) };
@@ -351,7 +371,7 @@ unsafe fn vec_dot<W: HalfWeights>(
         for t in 0..nr {
             let mut o = [0f32; 1];
             // SAFETY: forwarded from the caller.
-            unsafe { W::vec_rows::<1>([arow(i + t)], bj, k, &mut o) };
+            unsafe { T::vec_rows::<1>([arow(i + t)], bj, k, &mut o) };
             // SAFETY: forwarded from the caller.
             unsafe { st(dj, i + t, o[0]) };
         }
@@ -359,16 +379,16 @@ unsafe fn vec_dot<W: HalfWeights>(
 }
 
 /// Defines `tiny_tile`, a tile in tinyBLAS's order for F16 and BF16 weights alike, with the
-/// attributes given (docs, `#[target_feature]`): `R × C` accumulators of 16 f32 lanes (zero)
-/// over steps of `$step` values of the shared dimension `k`, the vectors of step `l` being
+/// attributes given (docs, `#[target_feature]`): `R × C` accumulators of f32 lanes (each
+/// `$zero`) over steps of `$step` values of the shared dimension `k`, the vectors of step `l` being
 /// `$load_a(a[t] + l)` and `$load_b(b[u] + l)`, each added by `acc = $madd(acc, va, vb)`; the
 /// last `k % $step` values as one step of `$part_a(a[t] + l, k - l)` and `$part_b(…)` (which
 /// must give zeros past them); then `out[t][u]` = the lanes of each accumulator reduced by
-/// `hsum`. `b` holds values of type `$b`. The loads and products are closures written
+/// the `hsum` in scope where the macro is used. `b` holds values of type `$b`. The loads and products are closures written
 /// inside the function, so that they take its target features and are inlined.
 macro_rules! tiny_tile_fn {
-    ($(#[$attr:meta])* $b:ty, $step:expr, $load_a:expr, $load_b:expr, $part_a:expr,
-     $part_b:expr, $madd:expr) => {
+    ($(#[$attr:meta])* $b:ty, $zero:expr, $step:expr, $load_a:expr, $load_b:expr,
+     $part_a:expr, $part_b:expr, $madd:expr) => {
         $(#[$attr])*
         pub(super) unsafe fn tiny_tile<const R: usize, const C: usize>(
             a: [*const u16; R],
@@ -378,7 +398,7 @@ macro_rules! tiny_tile_fn {
         ) {
             let (load_a, load_b, part_a, part_b, madd) =
                 ($load_a, $load_b, $part_a, $part_b, $madd);
-            let mut acc = [[_mm512_setzero_ps(); C]; R];
+            let mut acc = [[$zero; C]; R];
             let whole = k / $step * $step;
             let mut l = 0;
             // SAFETY: l + $step <= k in the loop, the partial loads read only the k - l
@@ -475,6 +495,7 @@ pub(super) mod avx512 {
         /// `k` f32.
         #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
         f32,
+        _mm512_setzero_ps(),
         16,
         |p: *const u16| load16(p),
         |p: *const f32| _mm512_loadu_ps(p),
@@ -595,22 +616,22 @@ pub(super) mod tests {
         sum as f32
     }
 
-    /// `W`'s tiles give the [`RM`] weight rows `a` and [`RN`] rows `b` (of the same length)
+    /// `T`'s tiles give the [`RM`] weight rows `a` and [`RN`] rows `b` (of the same length)
     /// the bits of the models: `tiny_model` for tinyBLAS's order, `vec_model` for the dot
     /// product's against `b[3]`; each tile shape alike (the 1 × 1 tile and single rows too).
     ///
     /// # Safety
-    /// `W`'s tiles must run on this CPU.
-    pub(in super::super) unsafe fn check_tiles<W: HalfWeights, A>(
+    /// `T`'s tiles must run on this CPU.
+    pub(in super::super) unsafe fn check_tiles<T: HalfTiles, A>(
         a: &[Vec<A>],
-        b: &[Vec<W::B>],
-        tiny_model: fn(&[A], &[W::B]) -> f32,
-        vec_model: fn(&[A], &[W::B]) -> f32,
+        b: &[Vec<BOf<T>>],
+        tiny_model: fn(&[A], &[BOf<T>]) -> f32,
+        vec_model: fn(&[A], &[BOf<T>]) -> f32,
     ) {
         assert_eq!(size_of::<A>(), 2, "16-bit weights");
         let k = b[0].len();
         let ap: [*const u16; RM] = std::array::from_fn(|t| a[t].as_ptr() as *const u16);
-        let bp: [*const W::B; RN] = std::array::from_fn(|u| b[u].as_ptr());
+        let bp: [*const BOf<T>; RN] = std::array::from_fn(|u| b[u].as_ptr());
         let tiny = |t: usize, u: usize| tiny_model(&a[t], &b[u]);
         let vec = |t: usize| vec_model(&a[t], &b[3]);
         let mut o = [[0f32; RN]; RM];
@@ -618,9 +639,9 @@ pub(super) mod tests {
         let mut v = [0f32; RM];
         // SAFETY: forwarded from the caller.
         unsafe {
-            W::tiny_tile::<RM, RN>(ap, bp, k, &mut o);
-            W::tiny_tile::<1, 1>([ap[1]], [bp[2]], k, &mut o1);
-            W::vec_rows::<RM>(ap, bp[3], k, &mut v);
+            T::tiny_tile::<RM, RN>(ap, bp, k, &mut o);
+            T::tiny_tile::<1, 1>([ap[1]], [bp[2]], k, &mut o1);
+            T::vec_rows::<RM>(ap, bp[3], k, &mut v);
         }
         assert_eq!(o1[0][0].to_bits(), o[1][2].to_bits(), "k {k}");
         for (t, (row, &vt)) in o.iter().zip(&v).enumerate() {
@@ -629,7 +650,7 @@ pub(super) mod tests {
             }
             let mut v1 = [0f32; 1];
             // SAFETY: forwarded from the caller.
-            unsafe { W::vec_rows::<1>([ap[t]], bp[3], k, &mut v1) };
+            unsafe { T::vec_rows::<1>([ap[t]], bp[3], k, &mut v1) };
             assert_eq!(vt.to_bits(), vec(t).to_bits(), "k {k} row {t}");
             assert_eq!(v1[0].to_bits(), vec(t).to_bits(), "k {k} row {t} alone");
         }

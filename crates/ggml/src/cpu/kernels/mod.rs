@@ -18,6 +18,8 @@ mod dsv4;
 mod fault;
 mod flash_attn;
 mod glu;
+#[cfg(target_arch = "x86_64")]
+mod half_avx2;
 mod matmul;
 #[cfg(target_arch = "x86_64")]
 mod matmul_bf16;

@@ -15,10 +15,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::backend::{BackendImpl, PlacedGraph};
 use crate::error::{Error, Result};
+use crate::ops::Op;
 use crate::tensor::{flags, Tensor};
 
 use super::fusion::{self, Fusion};
-use super::kernels::{self, Faults, KernelFn, NodePtrs, NodeShared, Params};
+use super::kernels::{self, Faults, KernelFn, Matvec, NodePtrs, NodeShared, Params};
 use super::profile::{self, Profile};
 use super::threadpool::{SpinBarrier, ThreadPool};
 
@@ -66,6 +67,9 @@ pub(crate) struct CpuPlan {
     /// Every node's addresses for the current run, and whether it must run on one thread
     /// ([`NodePtrs::needs_one_thread`]).
     resolved: Vec<(NodePtrs, bool)>,
+    /// The (id, bytes) of the weights of the graph's matrix products, kept for the next
+    /// plan ([`CpuPlan::weight_bytes`]).
+    weights: Vec<(u64, usize)>,
 }
 
 impl CpuPlan {
@@ -79,6 +83,7 @@ impl CpuPlan {
             work: Vec::new(),
             chunks: Vec::new(),
             resolved: Vec::new(),
+            weights: Vec::new(),
         }
     }
 
@@ -90,8 +95,30 @@ impl CpuPlan {
 
     /// Plans `graph` for `n_threads`, reusing this plan's storage: once it has seen a graph as
     /// large as this one, planning allocates nothing (the scratch only ever grows, as the
-    /// work buffer of GGML's CPU backend).
+    /// work buffer of GGML's CPU backend). Its quantized matrix-vector products take their
+    /// weight rows as [`Matvec::for_weights`] chooses for the graph's weights, fixed in the
+    /// plan.
     fn rebuild(&mut self, graph: &[Tensor], n_threads: usize) -> Result<()> {
+        let matvec = Matvec::for_weights(self.weight_bytes(graph));
+        self.plan_nodes(graph, n_threads, matvec)
+    }
+
+    /// The bytes of the distinct weights (first operands, each tensor counted once) of the
+    /// MUL_MAT and MUL_MAT_ID nodes of `graph` that compute: what a run reads of them.
+    fn weight_bytes(&mut self, graph: &[Tensor]) -> usize {
+        self.weights.clear();
+        let products = graph.iter().filter(|t| {
+            matches!(t.op(), Op::MulMat | Op::MulMatId) && t.flags() & flags::COMPUTE != 0
+        });
+        let weights = products.filter_map(|t| t.src(0));
+        self.weights.extend(weights.map(|w| (w.id(), w.nbytes())));
+        self.weights.sort_unstable();
+        self.weights.dedup_by_key(|w| w.0);
+        self.weights.iter().map(|w| w.1).sum()
+    }
+
+    /// [`CpuPlan::rebuild`] with the matrix-vector products taken as `matvec` says.
+    fn plan_nodes(&mut self, graph: &[Tensor], n_threads: usize, matvec: Matvec) -> Result<()> {
         self.nodes.clear();
         self.resolved.clear();
         let (mut work_per_thread, mut work_shared, mut n_chunks) = (0, 0, 0);
@@ -100,7 +127,7 @@ impl CpuPlan {
                 continue;
             }
             let (planned, fused) = match fusion::fusion(graph, index) {
-                Fusion::Alone => (kernels::plan(t)?, None),
+                Fusion::Alone => (kernels::plan(t, matvec)?, None),
                 Fusion::Absorbed => continue,
                 Fusion::With { first, planned } => (planned, Some(first)),
             };
@@ -473,6 +500,82 @@ mod tests {
         ok2.unwrap();
         let want: Vec<f32> = (0..16).map(|c| 3.0 + c as f32).collect();
         assert_eq!(values, want);
+    }
+
+    /// `rows` rows of `k` scattered values in [-0.5, 0.5) (a pattern shifted by `seed`)
+    /// quantized to `ty`, as a tensor of `ctx`.
+    fn quantized(ctx: &Context, ty: Type, k: usize, rows: usize, seed: usize) -> Tensor {
+        let values: Vec<f32> = (0..k * rows)
+            .map(|i| ((i + seed) * 7919 % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        let mut bytes = vec![0u8; ty.row_size(k as i64).unwrap() * rows];
+        crate::quants::quantize_chunk(ty, &values, &mut bytes, 0, rows, k, None).unwrap();
+        let t = ctx.new_tensor_2d(ty, k as i64, rows as i64).unwrap();
+        t.set_bytes(&bytes, 0).unwrap();
+        t
+    }
+
+    /// Quantized matrix-vector products give the same bits with their weight rows taken one
+    /// at a time and four at a time (with rows after the last whole tile), on 1 and 2
+    /// threads.
+    #[test]
+    fn matvec_rows_and_tiles_give_the_same_bits() {
+        let ctx = Context::init(8 << 20, false).unwrap();
+        let (k, m) = (1024, 70);
+        let x = ctx.new_tensor_2d(Type::F32, k as i64, 1).unwrap();
+        let xs: Vec<f32> = (0..k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
+            .collect();
+        x.set_f32(&xs).unwrap();
+        for ty in [Type::Q4_0, Type::Q4_1, Type::Q8_0, Type::Q4_K, Type::Q6_K] {
+            let w = quantized(&ctx, ty, k, m, 11);
+            let y = ctx.mul_mat(&w, &x).unwrap();
+            let nodes = ctx.build_forward_expand(&y).unwrap().nodes();
+            let mut results = Vec::new();
+            for matvec in [Matvec::Rows, Matvec::Tiles] {
+                for threads in [1, 2] {
+                    let mut plan = CpuPlan::empty(threads);
+                    plan.plan_nodes(&nodes, threads, matvec).unwrap();
+                    assert_eq!(plan.nodes.len(), 1);
+                    let mut pool = ThreadPool::new(threads);
+                    y.set_f32(&[f32::NAN; 70]).unwrap();
+                    with_placed(nodes.clone(), |g| plan.execute(&mut pool, g, None)).unwrap();
+                    let bits: Vec<u32> = y.get_f32().unwrap().iter().map(|v| v.to_bits()).collect();
+                    results.push(((matvec, threads), bits));
+                }
+            }
+            for (how, bits) in &results[1..] {
+                assert!(
+                    bits == &results[0].1,
+                    "{ty}: {how:?} differs from {:?}",
+                    results[0].0
+                );
+            }
+        }
+    }
+
+    /// The weights a plan weighs its matrix-vector choice by: the first operands of the
+    /// MUL_MAT and MUL_MAT_ID nodes, each tensor once however many nodes read it.
+    #[test]
+    fn the_weights_of_a_graph_are_counted_once_each() {
+        let ctx = Context::init(4 << 20, false).unwrap();
+        let (w1, w2) = (
+            quantized(&ctx, Type::Q8_0, 256, 8, 1),
+            quantized(&ctx, Type::Q4_K, 256, 4, 2),
+        );
+        let experts = ctx.new_tensor_3d(Type::F32, 256, 16, 3).unwrap();
+        let x = ctx.new_tensor_2d(Type::F32, 256, 2).unwrap();
+        let ids = ctx.new_tensor_2d(Type::I32, 1, 2).unwrap();
+        let y1 = ctx.mul_mat(&w1, &x).unwrap();
+        let y2 = ctx.mul_mat(&w2, &x).unwrap();
+        let y3 = ctx.mul_mat(&w1, &ctx.relu(&x).unwrap()).unwrap();
+        let x3 = ctx.new_tensor_3d(Type::F32, 256, 1, 2).unwrap();
+        let y4 = ctx.mul_mat_id(&experts, &x3, &ids).unwrap();
+        let sum = ctx.add(&ctx.add(&y1, &y3).unwrap(), &y2).unwrap();
+        let graph = ctx.build_forward_expand(&sum).unwrap();
+        graph.build_forward_expand(&y4).unwrap();
+        let want = w1.nbytes() + w2.nbytes() + experts.nbytes();
+        assert_eq!(CpuPlan::empty(1).weight_bytes(&graph.nodes()), want);
     }
 
     /// Zero threads would plan no scratch yet still run one thread, so the engine refuses it

@@ -36,9 +36,9 @@ pub(super) const JB: usize = 8;
 const LANES: usize = 8;
 
 /// The kernel: for weights with an integer dot kernel ([`quant_dot`]), the quantized one
-/// ([`super::matmul_quant`]); else the f32 one, with scratch for one row of `a` and [`JB`]
-/// rows of `b` as f32.
-pub(super) fn plan(t: &Tensor) -> Result<Planned> {
+/// ([`super::matmul_quant`], its matrix-vector products as `matvec` says); else the f32
+/// one, with scratch for one row of `a` and [`JB`] rows of `b` as f32.
+pub(super) fn plan(t: &Tensor, matvec: super::Matvec) -> Result<Planned> {
     let (a, b) = (operand(t, 0)?, operand(t, 1)?);
     let weights_ok = is_float(a.ty()) || dequantizable(a.ty());
     if t.ty() != Type::F32 || !weights_ok || !is_float(b.ty()) {
@@ -48,7 +48,7 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     // a weight in the CPU repack buffer type computes as its layout's type
     let wty = crate::cpu::repack::kernel_type(t, 0, a)?;
     if let Some(qd) = quant_dot(wty, isa()) {
-        return super::matmul_quant::plan(wty, a, b, qd);
+        return super::matmul_quant::plan(wty, a, b, qd, matvec);
     }
     // F16 weights on the AVX-512 path: GGML's float order
     #[cfg(target_arch = "x86_64")]

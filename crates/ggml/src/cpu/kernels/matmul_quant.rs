@@ -14,7 +14,9 @@
 //! [`BAND_MIN_COLS`] columns the rows of a chunk go four at a time to the kernel's tile dot
 //! where it has one (the 32-value types and the k-quants on AVX2 and AVX-512: bit for bit
 //! the row dot, so the chunk boundaries and the thread count still do not change any
-//! output), the rest to its row dot.
+//! output), the rest to its row dot; but a matrix-vector product (one column) takes the row
+//! dots only where the plan's [`Matvec`] says the graph's weights stay in the last-level
+//! cache.
 //!
 //! Where the process may use AMX tiles and `b` has columns enough
 //! ([`amx_kernel`](crate::cpu::quant_dot::amx_kernel): by default the k-quants from 8 columns,
@@ -71,40 +73,91 @@ fn band_scratch(band: Option<BandDot>, k: usize) -> usize {
 }
 
 /// How a quantized MUL_MAT computes every one of its outputs, chosen once by [`plan`] (and
-/// carried to the kernel as its `PATH` parameter): the row (and tile) dots, the band
-/// products, or the AMX tiles.
+/// carried to the kernel as its `PATH` parameter): the row dots, the tile dots (and the row
+/// dots for the rows after the last whole tile), the band products, or the AMX tiles.
 const ROWS: u8 = 0;
 /// See [`ROWS`].
-const BAND: u8 = 1;
+const TILES: u8 = 1;
 /// See [`ROWS`].
-const AMX: u8 = 2;
+const BAND: u8 = 2;
+/// See [`ROWS`].
+const AMX: u8 = 3;
+
+/// How matrix-vector products with quantized weights take their weight rows, chosen for a
+/// whole graph when the CPU plan is made ([`Matvec::for_weights`]). The two give the same
+/// bits. The tile dots read [`TILE_ROWS`] weight streams at once, prefetching the rows after
+/// them, which is worth 1.15–1.6× when the weights come from DRAM; with the weights in cache
+/// the row dots are 5–20% faster (AVX-512 Xeon, docs/performance.md). A node's own size does
+/// not tell which holds (every matrix fits a large L3); the weights a run of the graph reads
+/// do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Matvec {
+    /// One weight row at a time.
+    Rows,
+    /// [`TILE_ROWS`] weight rows at a time, where the kernel has a tile dot.
+    Tiles,
+}
+
+impl Matvec {
+    /// The choice for a graph whose MUL_MAT and MUL_MAT_ID nodes read `weight_bytes` of
+    /// distinct weights: what `GGML_CPU_MATVEC` names (read once), else [`Matvec::choose`]
+    /// with this CPU's last-level cache.
+    pub(crate) fn for_weights(weight_bytes: usize) -> Matvec {
+        static FORCED: std::sync::OnceLock<Option<Matvec>> = std::sync::OnceLock::new();
+        let forced =
+            *FORCED.get_or_init(|| Matvec::named(std::env::var("GGML_CPU_MATVEC").ok().as_deref()));
+        forced.unwrap_or_else(|| Matvec::choose(weight_bytes, crate::cpu::features::llc_bytes()))
+    }
+
+    /// The rows when `weight_bytes` fit in half the last-level cache of `llc_bytes` (the
+    /// rest is the activations', the KV cache's and other processes' room), else the tiles;
+    /// the tiles when the cache's size is unknown (the weights of a model most likely do
+    /// not fit).
+    pub(crate) fn choose(weight_bytes: usize, llc_bytes: Option<usize>) -> Matvec {
+        match llc_bytes {
+            Some(llc) if weight_bytes <= llc / 2 => Matvec::Rows,
+            _ => Matvec::Tiles,
+        }
+    }
+
+    /// The choice a value of `GGML_CPU_MATVEC` names (`rows` or `tiles`), `None` for none.
+    fn named(v: Option<&str>) -> Option<Matvec> {
+        match v?.trim() {
+            "rows" => Some(Matvec::Rows),
+            "tiles" => Some(Matvec::Tiles),
+            _ => None,
+        }
+    }
+}
 
 /// The plan of a quantized MUL_MAT with weights `a` computed as type `ty` (theirs, or their
-/// repacked layout's) with `ty`'s kernel `qd`: the path (the AMX tiles where they are
-/// taken, else the band products where there are some, else the row dots), scratch per
-/// thread for one row of `b` as f32 and the path's own, and a shared area for every row of
-/// `b` quantized to the dot type of `qd`, with one barrier (or, for at most
-/// [`PRIVATE_ROWS`] rows, room for them in each thread's scratch, and no barrier).
-pub(super) fn plan(ty: Type, a: &Tensor, b: &Tensor, qd: QuantDot) -> Result<Planned> {
+/// repacked layout's) with `ty`'s kernel `qd`, for a graph whose matrix-vector products
+/// take `matvec`: the path ([`path`]), scratch per thread for one row of `b` as f32 and the
+/// path's own, and a shared area for every row of `b` quantized to the dot type of `qd`,
+/// with one barrier (or, for at most [`PRIVATE_ROWS`] rows, room for them in each thread's
+/// scratch, and no barrier).
+pub(super) fn plan(
+    ty: Type,
+    a: &Tensor,
+    b: &Tensor,
+    qd: QuantDot,
+    matvec: Matvec,
+) -> Result<Planned> {
     let k = a.ne()[0];
     let qbytes = qd.act.row_size(k)?;
     let b_rows = b.ne()[1..].iter().product::<i64>() as usize;
-    let path = if takes_amx(ty, b.ne()[1] as usize) {
-        AMX
-    } else if band_for(&qd, b.ne()[1]).is_some() {
-        BAND
-    } else {
-        ROWS
-    };
+    let path = path(ty, &qd, b.ne()[1] as usize, matvec);
     let quantized = (b_rows * qbytes).next_multiple_of(4);
     let row = k as usize * 4 + path_scratch(path, ty, &qd, k as usize);
     let shared = b_rows > PRIVATE_ROWS;
     let kernel: super::KernelFn = match (shared, path) {
         (false, AMX) => mul_mat_quant::<false, AMX>,
         (false, BAND) => mul_mat_quant::<false, BAND>,
+        (false, TILES) => mul_mat_quant::<false, TILES>,
         (false, _) => mul_mat_quant::<false, ROWS>,
         (true, AMX) => mul_mat_quant::<true, AMX>,
         (true, BAND) => mul_mat_quant::<true, BAND>,
+        (true, TILES) => mul_mat_quant::<true, TILES>,
         (true, _) => mul_mat_quant::<true, ROWS>,
     };
     Ok(if shared {
@@ -112,6 +165,22 @@ pub(super) fn plan(ty: Type, a: &Tensor, b: &Tensor, qd: QuantDot) -> Result<Pla
     } else {
         Planned::new(kernel, row + quantized)
     })
+}
+
+/// The path of a quantized MUL_MAT for weights of type `ty` (kernel `qd`) against `cols`
+/// columns per batch: the AMX tiles where they are taken, else the band products where
+/// there are some, else the tile dots where `qd` has them (for one column only when
+/// `matvec` says [`Matvec::Tiles`]), else the row dots.
+fn path(ty: Type, qd: &QuantDot, cols: usize, matvec: Matvec) -> u8 {
+    if takes_amx(ty, cols) {
+        AMX
+    } else if band_for(qd, cols as i64).is_some() {
+        BAND
+    } else if qd.tile.is_some() && (cols > 1 || matvec == Matvec::Tiles) {
+        TILES
+    } else {
+        ROWS
+    }
 }
 
 /// Scratch bytes (a multiple of 4) path `path` needs per thread for weights of type `ty`
@@ -287,7 +356,7 @@ unsafe fn mul_mat_quant<const SHARED: bool, const PATH: u8>(n: &NodePtrs, p: &Pa
             }
             continue;
         }
-        if let Some(tile) = qd.tile {
+        if let Some(tile) = qd.tile.filter(|_| PATH == TILES) {
             // TILE_ROWS weight rows at a time (bit for bit what the row dot gives each)
             while i + TILE_ROWS <= end {
                 let [o0, o1, o2, o3, ..] = &mut out;
@@ -323,5 +392,42 @@ mod tests {
         assert_eq!(rows_per_chunk(640, 4, 2), 160usize.min(ROWS_MAX));
         assert_eq!(rows_per_chunk(8, 1, 4), ROWS_MIN);
         assert_eq!(rows_per_chunk(1000, 0, 1), 125);
+    }
+
+    /// The rows while the weights fit in half the last-level cache, else (or when its size
+    /// is unknown) the tiles; `GGML_CPU_MATVEC`'s names.
+    #[test]
+    fn matvec_takes_rows_while_the_weights_fit_half_the_llc() {
+        const MIB: usize = 1 << 20;
+        assert_eq!(Matvec::choose(0, Some(32 * MIB)), Matvec::Rows);
+        assert_eq!(Matvec::choose(16 * MIB, Some(32 * MIB)), Matvec::Rows);
+        assert_eq!(Matvec::choose(16 * MIB + 1, Some(32 * MIB)), Matvec::Tiles);
+        assert_eq!(Matvec::choose(4 << 30, Some(480 * MIB)), Matvec::Tiles);
+        assert_eq!(Matvec::choose(0, None), Matvec::Tiles);
+        assert_eq!(Matvec::named(Some("rows")), Some(Matvec::Rows));
+        assert_eq!(Matvec::named(Some(" tiles\n")), Some(Matvec::Tiles));
+        assert_eq!(Matvec::named(Some("Rows")), None);
+        assert_eq!(Matvec::named(Some("")), None);
+        assert_eq!(Matvec::named(None), None);
+    }
+
+    /// The choice reaches only matrix-vector products of kernels with tile dots: more
+    /// columns keep the tiles, a kernel without them the rows.
+    #[test]
+    fn matvec_decides_the_path_of_one_column_only() {
+        use crate::cpu::quant_dot::Isa;
+        for ty in [Type::Q4_0, Type::Q4_1, Type::Q8_0, Type::Q4_K, Type::Q6_K] {
+            let scalar = quant_dot(ty, Isa::Scalar).unwrap();
+            for matvec in [Matvec::Rows, Matvec::Tiles] {
+                assert_eq!(path(ty, &scalar, 1, matvec), ROWS, "{ty}");
+            }
+            #[cfg(target_arch = "x86_64")]
+            {
+                let avx2 = quant_dot(ty, Isa::Avx2).unwrap();
+                assert_eq!(path(ty, &avx2, 1, Matvec::Rows), ROWS, "{ty}");
+                assert_eq!(path(ty, &avx2, 1, Matvec::Tiles), TILES, "{ty}");
+                assert_eq!(path(ty, &avx2, 2, Matvec::Rows), TILES, "{ty}");
+            }
+        }
     }
 }

@@ -56,6 +56,7 @@ use crate::ops::Op;
 use crate::tensor::{Tensor, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC};
 use crate::types::{bf16, bf16_to_f32, f16, f32_to_bf16, Type};
 pub(crate) use fault::{Faults, IndexFault};
+pub(crate) use matmul_quant::Matvec;
 pub(crate) use norm::rms_norm_mul;
 
 /// A tensor's address and layout, resolved for one run.
@@ -854,8 +855,10 @@ fn no_kernel(t: &Tensor, why: &str) -> Result<Planned> {
     )))
 }
 
-/// The kernel and scratch size for node `t`, or `Err` when no kernel handles its types.
-pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
+/// The kernel and scratch size for node `t`, or `Err` when no kernel handles its types;
+/// a quantized matrix-vector product takes its weight rows as `matvec` says (the graph's
+/// choice).
+pub(crate) fn plan(t: &Tensor, matvec: Matvec) -> Result<Planned> {
     const TRAINING: &str = "backward and optimizer ops come with training support";
     const F32_F16: &[Type] = &[Type::F32, Type::F16];
     crate::cpu::repack::check_operands(t)?;
@@ -884,7 +887,7 @@ pub(crate) fn plan(t: &Tensor) -> Result<Planned> {
         Op::Norm => norm::plan(t, norm::norm),
         Op::RmsNorm => norm::plan(t, norm::rms_norm),
         Op::SoftMax => softmax::plan(t),
-        Op::MulMat => matmul::plan(t),
+        Op::MulMat => matmul::plan(t, matvec),
         Op::GetRows => rows::plan_get_rows(t),
         Op::Repeat => rows::plan_copies(t, rows::repeat),
         Op::Concat => rows::plan_concat(t),

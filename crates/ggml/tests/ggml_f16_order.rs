@@ -1,5 +1,8 @@
-//! MUL_MAT with F16 or BF16 weights gives GGML's results bit for bit (on the AVX-512 path,
-//! against GGML built for an AVX-512 CPU; for BF16, one with AVX-512 BF16): the cases
+//! MUL_MAT with F16 or BF16 weights gives GGML's results bit for bit, against GGML built
+//! with `-march=native` for the same CPU: on the AVX-512 path, GGML built for an AVX-512 CPU
+//! (for BF16, one with AVX-512 BF16); on the AVX2 path, GGML built for an AVX2 CPU without
+//! AVX-512 (the cases come from such a machine, or from GGML built for AVX2 only and this
+//! test run with `GGML_CPU_FORCE=avx2`). The cases are what
 //! `tools/f16_order/ggml_f16_mul_mat.py` writes from GGML's own libraries, each computed here
 //! on 1 and 2 threads.
 //!

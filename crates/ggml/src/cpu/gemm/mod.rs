@@ -35,9 +35,9 @@
 //! products). F32 weights take F32 activations; F16 or BF16 activations are widened to f32.
 //! Here `b` is rounded to the weights' dot type while it is packed ([`Round`]), `a` widened
 //! exactly, and the products (exact in f32 for F16 and BF16 operands) summed in f32 with FMA:
-//! GGML's results up to the order of summation. (On the AVX-512 path, MUL_MAT's F16 weights,
-//! and its BF16 weights where the CPU has AVX-512 BF16, go to `kernels::matmul_f16` and
-//! `kernels::matmul_bf16` instead, which follow GGML's order too.)
+//! GGML's results up to the order of summation. (On the AVX-512 and AVX2 paths, MUL_MAT's
+//! F16 weights, and its BF16 weights on the AVX2 path or where the CPU has AVX-512 BF16, go to
+//! `kernels::matmul_f16` and `kernels::matmul_bf16` instead, which follow GGML's order too.)
 //!
 //! ## Paths
 //! Three micro-kernels, chosen by [`Kernel::for_isa`] from [`isa`](crate::cpu::quant_dot::isa)

@@ -3,8 +3,9 @@
 //! (each row dequantized once per block of `b` rows, then dotted in f32: more precise than
 //! GGML's integer dot against `b` quantized to Q8), activations `b` in F32, F16 or BF16;
 //! result F32. Weight types with an integer dot kernel go to [`super::matmul_quant`] instead,
-//! F16 weights on the AVX-512 path to `matmul_f16`, and BF16 weights on the AVX-512 path of
-//! a CPU with AVX-512 BF16 to `matmul_bf16` (GGML's float orders, `vdpbf16ps` for BF16).
+//! F16 weights on the AVX-512 and AVX2 paths to `matmul_f16`, and BF16 weights on the AVX2
+//! path and on the AVX-512 path of a CPU with AVX-512 BF16 to `matmul_bf16` (GGML's float
+//! orders for those CPUs, `vdpbf16ps` for BF16 on AVX-512; the AVX2 tiles in `half_avx2`).
 //!
 //! F32, F16 and BF16 weights against [`GEMM_MIN_COLS`] or more columns go through the packed
 //! GEMM of [`crate::cpu::gemm`] (`b` rounded to the weights' dot type as GGML does; see there).
@@ -50,12 +51,13 @@ pub(super) fn plan(t: &Tensor, matvec: super::Matvec) -> Result<Planned> {
     if let Some(qd) = quant_dot(wty, isa()) {
         return super::matmul_quant::plan(wty, a, b, qd, matvec);
     }
-    // F16 weights on the AVX-512 path: GGML's float order
+    // F16 weights on the AVX-512 or AVX2 path: GGML's float order
     #[cfg(target_arch = "x86_64")]
     if let Some(planned) = super::matmul_f16::plan(t, a, b) {
         return Ok(planned);
     }
-    // BF16 weights on the AVX-512 path with AVX-512 BF16: likewise, with `vdpbf16ps`
+    // BF16 weights on the AVX-512 path with AVX-512 BF16 (`vdpbf16ps`) or the AVX2 path:
+    // likewise
     #[cfg(target_arch = "x86_64")]
     if let Some(planned) = super::matmul_bf16::plan(t, a, b) {
         return Ok(planned);

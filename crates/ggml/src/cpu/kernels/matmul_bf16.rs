@@ -22,11 +22,12 @@
 //! and the unit tests hold the tiles to a lane-by-lane model of the instruction.
 //!
 //! The driver (rounding `b` into the node's area, chunks claimed from an atomic counter,
-//! tiles of 4 weight rows × 6 columns) is [`matmul_f16`](super::matmul_f16)'s. Without AVX-512 BF16,
-//! or on the portable and AVX2 paths, BF16 weights keep the packed GEMM and dot products of
-//! [`matmul`](super::matmul) (GGML's builds for those CPUs have their own orders there: the
-//! AVX-512 F build widens to f32 and sums in steps of 32, the AVX2 build in four
-//! accumulators of 8 lanes; neither is reproduced).
+//! tiles of 4 weight rows × 6 columns) is [`matmul_f16`](super::matmul_f16)'s. On the AVX2
+//! path, BF16 weights take that driver with the tiles of [`half_avx2`](super::half_avx2)
+//! (GGML's AVX2 order: both operands widened to f32). On the AVX-512 path without AVX-512
+//! BF16, and on the portable path, they keep the packed GEMM and dot products of
+//! [`matmul`](super::matmul) (GGML's AVX-512 F build widens to f32 and sums in steps of 32:
+//! not reproduced).
 
 use super::half_avx2::Bf16Avx2;
 use super::matmul_f16::{plan_for, tiles_from, BOf, HalfTiles, HalfWeights, RN};

@@ -1,9 +1,12 @@
 //! MUL_MAT with F16 weights on the AVX-512 path, in the float order of GGML's CPU backend
-//! built for this CPU, and the driver it shares with [`super::matmul_bf16`] (BF16 weights):
+//! built for this CPU, and the driver it shares with [`super::matmul_bf16`] (BF16 weights)
+//! and with the AVX2 path's tiles of [`super::half_avx2`] (F16 and BF16 weights in the order
+//! of GGML built for an AVX2 CPU; see there):
 //! `b` is rounded to the weights' type once per node (GGML's dot type for F16 and BF16
 //! weights), every output is a sum of products of two such values, and the sums go as
-//! GGML's kernels make them. For F16 weights (`b` kept as rounded f32 values; the products
-//! are exact in f32, so a fused multiply-add rounds as a multiply then an add would):
+//! GGML's kernels make them. For F16 weights on the AVX-512 path (`b` kept as rounded f32
+//! values; the products are exact in f32, so a fused multiply-add rounds as a multiply then
+//! an add would):
 //!
 //! - against two columns of `b` or more per batch, weights with a multiple of 4 rows, and
 //!   `b` in F32 or contiguous F16 (where GGML hands the product to llamafile's tinyBLAS):
@@ -21,7 +24,9 @@
 //! chunk goes [`RM`] weight rows at a time: in tinyBLAS's order each against [`RN`] columns
 //! in one pass over `k` (every weight row's values loaded once for all columns), in the
 //! dot product's order against one column. What differs between F16 and BF16 weights (the
-//! rounding of `b`, the two tiles) is a [`HalfWeights`] implementation.
+//! rounding of `b`) is a [`HalfWeights`] implementation, what differs between the paths (the
+//! two tiles, [`HalfTiles::RN`]) a [`HalfTiles`] one: [`plan`] tries the AVX-512 tiles, then
+//! the AVX2 ones.
 
 use super::half_avx2::F16Avx2;
 use super::matmul::{batch_count, batch_index, mul_mat, row_f32, JB};

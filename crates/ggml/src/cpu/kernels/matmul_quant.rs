@@ -83,6 +83,14 @@ const BAND: u8 = 2;
 /// See [`ROWS`].
 const AMX: u8 = 3;
 
+/// The part of the last-level cache (one in `LLC_SHARE`) a graph's weights may take for its
+/// matrix-vector products to take the row dots: the rest is the activations', the KV
+/// cache's and other processes' room. Measured (session 10): on the Xeon (L3 480 MiB) the
+/// rows win at 33–62 MB of weights (7–13% of it) and lose from DRAM; on the loaded AVX2
+/// Zen 3 (L3 32 MiB, shared with other processes) the tiles tie at 9 MiB and win from
+/// 13 MiB (40% of it) on: a half would take the rows there.
+const LLC_SHARE: usize = 4;
+
 /// How matrix-vector products with quantized weights take their weight rows, chosen for a
 /// whole graph when the CPU plan is made ([`Matvec::for_weights`]). The two give the same
 /// bits. The tile dots read [`TILE_ROWS`] weight streams at once, prefetching the rows after
@@ -109,13 +117,12 @@ impl Matvec {
         forced.unwrap_or_else(|| Matvec::choose(weight_bytes, crate::cpu::features::llc_bytes()))
     }
 
-    /// The rows when `weight_bytes` fit in half the last-level cache of `llc_bytes` (the
-    /// rest is the activations', the KV cache's and other processes' room), else the tiles;
-    /// the tiles when the cache's size is unknown (the weights of a model most likely do
-    /// not fit).
+    /// The rows when `weight_bytes` fit in 1/[`LLC_SHARE`] of the last-level cache of
+    /// `llc_bytes`, else the tiles; the tiles when the cache's size is unknown (the weights
+    /// of a model most likely do not fit).
     pub(crate) fn choose(weight_bytes: usize, llc_bytes: Option<usize>) -> Matvec {
         match llc_bytes {
-            Some(llc) if weight_bytes <= llc / 2 => Matvec::Rows,
+            Some(llc) if weight_bytes <= llc / LLC_SHARE => Matvec::Rows,
             _ => Matvec::Tiles,
         }
     }
@@ -394,14 +401,16 @@ mod tests {
         assert_eq!(rows_per_chunk(1000, 0, 1), 125);
     }
 
-    /// The rows while the weights fit in half the last-level cache, else (or when its size
-    /// is unknown) the tiles; `GGML_CPU_MATVEC`'s names.
+    /// The rows while the weights fit in a quarter of the last-level cache, else (or when
+    /// its size is unknown) the tiles; `GGML_CPU_MATVEC`'s names.
     #[test]
-    fn matvec_takes_rows_while_the_weights_fit_half_the_llc() {
+    fn matvec_takes_rows_while_the_weights_fit_a_quarter_of_the_llc() {
         const MIB: usize = 1 << 20;
         assert_eq!(Matvec::choose(0, Some(32 * MIB)), Matvec::Rows);
-        assert_eq!(Matvec::choose(16 * MIB, Some(32 * MIB)), Matvec::Rows);
-        assert_eq!(Matvec::choose(16 * MIB + 1, Some(32 * MIB)), Matvec::Tiles);
+        assert_eq!(Matvec::choose(8 * MIB, Some(32 * MIB)), Matvec::Rows);
+        assert_eq!(Matvec::choose(8 * MIB + 1, Some(32 * MIB)), Matvec::Tiles);
+        assert_eq!(Matvec::choose(13 * MIB, Some(32 * MIB)), Matvec::Tiles);
+        assert_eq!(Matvec::choose(62_000_000, Some(480 * MIB)), Matvec::Rows);
         assert_eq!(Matvec::choose(4 << 30, Some(480 * MIB)), Matvec::Tiles);
         assert_eq!(Matvec::choose(0, None), Matvec::Tiles);
         assert_eq!(Matvec::named(Some("rows")), Some(Matvec::Rows));

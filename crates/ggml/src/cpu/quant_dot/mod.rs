@@ -903,6 +903,65 @@ mod tests {
             }
         }
     }
+    /// The AVX2 row dots of Q4_0, Q5_0 and Q8_0 give the bits of GGML's AVX2
+    /// `ggml_vec_dot_q*_0_q8_0`, modelled here from the blocks' bytes: per block, the exact
+    /// integer sums of four consecutive products in eight lanes, each lane
+    /// `acc = fma(d_x · d_y, sum, acc)` (the scales' product rounded to f32 first), the lanes
+    /// reduced as `hsum_float_8` (upper half onto the lower, then lanes 2 and 3 onto 0 and 1,
+    /// then 1 onto 0). The tiles give the row dots' bits (the test after this one).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_32_value_dots_follow_ggml_avx2_order_bit_for_bit() {
+        use Type::*;
+        if !Isa::Avx2.available() {
+            eprintln!("skipped: no AVX2");
+            return;
+        }
+        let half = |b: &[u8]| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
+        // the 32 signed levels of one block of `ty`
+        let levels = |ty: Type, b: &[u8]| -> [i32; 32] {
+            std::array::from_fn(|v| match ty {
+                Q4_0 => ((b[2 + v % 16] >> (4 * (v / 16))) & 0xf) as i32 - 8,
+                Q5_0 => {
+                    let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+                    let low = (b[6 + v % 16] >> (4 * (v / 16))) & 0xf;
+                    (low as i32 | (((qh >> v) & 1) as i32) << 4) - 16
+                }
+                _ => b[2 + v] as i8 as i32,
+            })
+        };
+        for ty in [Q4_0, Q5_0, Q8_0] {
+            for blocks in [1usize, 2, 7, 64] {
+                let k = 32 * blocks;
+                let bw = ty.row_size(32).unwrap();
+                let mut wq = vec![0u8; ty.row_size(k as i64).unwrap()];
+                quantize_row_ref(ty, &values(k, 31 + blocks as u32), &mut wq).unwrap();
+                let mut xq = vec![0u8; Q8_0.row_size(k as i64).unwrap()];
+                quantize_row_ref(Q8_0, &values(k, 57), &mut xq).unwrap();
+                let mut acc = [0f32; 8];
+                for (x, y) in wq.chunks_exact(bw).zip(xq.chunks_exact(34)) {
+                    let d = half(x) * half(y);
+                    let (lx, ly) = (levels(ty, x), levels(Q8_0, y));
+                    for (l, a) in acc.iter_mut().enumerate() {
+                        let sum: i32 = (4 * l..4 * l + 4).map(|v| lx[v] * ly[v]).sum();
+                        *a = d.mul_add(sum as f32, *a);
+                    }
+                }
+                let h: [f32; 4] = std::array::from_fn(|i| acc[i] + acc[i + 4]);
+                let want = (h[0] + h[2]) + (h[1] + h[3]);
+                let mut got = [0f32];
+                // SAFETY: AVX2 checked above; one row of k values each.
+                unsafe { (quant_dot(ty, Isa::Avx2).unwrap().dot)(&wq, &xq, &mut got) };
+                assert_eq!(
+                    got[0].to_bits(),
+                    want.to_bits(),
+                    "{ty}, {blocks} blocks: {} vs {want}",
+                    got[0]
+                );
+            }
+        }
+    }
+
     /// The tile dots (four weight rows at once: the 32-value types and the k-quants on AVX2
     /// and AVX-512 VNNI) on odd block counts and every column count from 1 to 9 (each group
     /// width of 4, 3, 2, 1 and their sums): every output bit for bit what the path's row dot

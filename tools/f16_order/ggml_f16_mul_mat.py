@@ -13,7 +13,7 @@ or the weights' type) and GGML's result (n rows of m F32), computed on 1 and 2 t
 (tinyBLAS), with every kind of tail of k, and 2+ columns with other row counts (the dot
 product again). With --type bf16 there are also cases of BF16 activations (which tinyBLAS
 takes as they are) and of values small enough for vdpbf16ps to flush subnormal products
-(on an AVX-512 BF16 build; an AVX2 build computes those products in f32, unflushed: the
+(on an AVX-512 BF16 build; an AVX2 build computes them with f32 multiply-adds: the
 results then hold GGML's AVX2 bits, which ggml-rs's AVX2 path follows).
 F16 activations are not covered (GGML's CPU takes them only for F16 weights, where the
 tinyBLAS call on F16 activations is the same as on F32 ones rounded). Only the Python

@@ -153,7 +153,16 @@ fn cpu_features_are_the_detected_ones() {
     let reg = backend::reg_by_name("CPU").unwrap();
     let features = dev.features();
     assert_eq!(reg.features(), features);
-    assert!(features.iter().all(|(_, v)| v == "1"));
+    // the SIMD features with value "1", then the last-level cache's size where it is known
+    let (simd, llc): (Vec<_>, Vec<_>) = features.iter().partition(|(n, _)| n != "LLC_BYTES");
+    assert!(simd.iter().all(|(_, v)| v == "1"), "{simd:?}");
+    assert!(llc.len() <= 1, "{llc:?}");
+    for (_, bytes) in &llc {
+        assert!(
+            bytes.parse::<u64>().is_ok_and(|b| b > 0),
+            "LLC_BYTES {bytes}"
+        );
+    }
     #[cfg(target_arch = "x86_64")]
     {
         assert!(
@@ -178,7 +187,7 @@ fn cpu_features_are_the_detected_ones() {
                 "{name} is detected but not listed in {features:?}"
             );
         }
-        for (name, _) in &features {
+        for (name, _) in &simd {
             let known = [
                 "SSE3",
                 "SSSE3",

@@ -330,6 +330,16 @@ fn opened() -> &'static (Registry, Vec<Arc<Gpu>>) {
     })
 }
 
+/// Whether the device's float products and attention follow the float order the CPU backend
+/// takes in this process, so that they give the CPU's bits (on an adapter with `SHADER_F64`):
+/// the shaders reproduce the orders of the CPU's AVX-512 path (AVX-512 F/BW/VL/VNNI, with
+/// `GGML_CPU_FORCE` not naming a narrower path). On the CPU's AVX2 or portable path (GGML's
+/// orders for those builds: other lane counts, band products for quantized batches) the device's
+/// results agree with the CPU's to f32 rounding, not bit for bit.
+pub fn follows_the_cpus_order() -> bool {
+    ops::cpu_avx512()
+}
+
 /// The registry of this process's wgpu devices, opened the first time (it may be empty).
 pub fn registry() -> Registry {
     opened().0.clone()

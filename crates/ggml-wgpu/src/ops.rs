@@ -936,7 +936,7 @@ fn flash_attn_roundings(n_q: u32, k: Type, v: Type) -> u32 {
 /// Whether the CPU's kernels take their AVX-512 path: the CPU has AVX2, FMA, F16C and AVX-512
 /// (F, BW, VL, VNNI), and `GGML_CPU_FORCE` does not name a narrower path (as the CPU backend
 /// decides).
-fn cpu_avx512() -> bool {
+pub(crate) fn cpu_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         let narrower = matches!(

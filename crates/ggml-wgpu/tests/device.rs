@@ -228,8 +228,9 @@ fn nmse(g: &[f32], c: &[f32]) -> f64 {
 
 /// Holds the device's outputs `g` to the CPU's `c`: bit for bit where the device follows the
 /// CPU's float order ([`ggml_wgpu::follows_the_cpus_order`]: the CPU on its AVX-512 path), else
-/// (the CPU's AVX2 or portable path, whose orders the shaders do not reproduce) to f32
-/// rounding, NMSE below 1e-10. `what` names the case.
+/// (the CPU's AVX2 or portable path, whose orders the shaders do not reproduce) to rounding:
+/// NMSE below 1e-7 (the F16 roundings of flash attention's accumulator make most of it).
+/// `what` names the case.
 fn assert_cpus_results(g: &[f32], c: &[f32], what: &str) {
     assert_eq!(g.len(), c.len(), "{what}");
     let differ = (g.iter().zip(c))
@@ -250,7 +251,7 @@ fn assert_cpus_results(g: &[f32], c: &[f32], what: &str) {
             g.iter().zip(c).find(|(a, b)| a.to_bits() != b.to_bits())
         );
     } else {
-        assert!(e < 1e-10, "{what}: NMSE {e:.3e} against the CPU's results");
+        assert!(e < 1e-7, "{what}: NMSE {e:.3e} against the CPU's results");
     }
 }
 

@@ -23,7 +23,7 @@
 //! a time (8 accumulators).
 
 use super::matmul_bf16::Bf16Weights;
-use super::matmul_f16::{tiles_from, BOf, F16Weights, HalfTiles};
+use super::matmul_f16::{half_tiles, BOf, F16Weights, HalfTiles};
 use crate::cpu::quant_dot::{isa, Isa};
 use std::arch::x86_64::*;
 
@@ -33,30 +33,24 @@ const RN: usize = 3;
 /// F16 weights on the AVX2 path: the tiles of [`f16_tiles`].
 pub(super) struct F16Avx2;
 
-impl HalfTiles for F16Avx2 {
-    type W = F16Weights;
-    const RN: usize = RN;
-
-    fn available() -> bool {
-        isa() == Isa::Avx2
-    }
-
-    tiles_from!(f16_tiles);
-}
+half_tiles!(
+    F16Avx2,
+    W = F16Weights,
+    RN = RN,
+    available = isa() == Isa::Avx2,
+    tiles = f16_tiles
+);
 
 /// BF16 weights on the AVX2 path: the tiles of [`bf16_tiles`].
 pub(super) struct Bf16Avx2;
 
-impl HalfTiles for Bf16Avx2 {
-    type W = Bf16Weights;
-    const RN: usize = RN;
-
-    fn available() -> bool {
-        isa() == Isa::Avx2
-    }
-
-    tiles_from!(bf16_tiles);
-}
+half_tiles!(
+    Bf16Avx2,
+    W = Bf16Weights,
+    RN = RN,
+    available = isa() == Isa::Avx2,
+    tiles = bf16_tiles
+);
 
 /// The 8 lanes of `v` summed as tinyBLAS's `hsum(__m256)` (and `ggml_vec_dot_bf16` on AVX2)
 /// sums them: the upper 4 lanes onto the lower, then lanes 2 and 3 onto 0 and 1, then lane 1

@@ -30,7 +30,7 @@
 //! not reproduced).
 
 use super::half_avx2::Bf16Avx2;
-use super::matmul_f16::{plan_for, tiles_from, BOf, HalfTiles, HalfWeights, RN};
+use super::matmul_f16::{half_tiles, plan_for, BOf, HalfTiles, HalfWeights, RN};
 use super::{Planned, TensorPtr};
 use crate::cpu::quant_dot::{isa, Isa};
 use crate::tensor::Tensor;
@@ -63,16 +63,13 @@ impl HalfWeights for Bf16Weights {
     }
 }
 
-impl HalfTiles for Bf16Weights {
-    type W = Self;
-    const RN: usize = RN;
-
-    fn available() -> bool {
-        isa() == Isa::Avx512 && std::arch::is_x86_feature_detected!("avx512bf16")
-    }
-
-    tiles_from!(avx512bf16);
-}
+half_tiles!(
+    Bf16Weights,
+    W = Self,
+    RN = RN,
+    available = isa() == Isa::Avx512 && std::arch::is_x86_feature_detected!("avx512bf16"),
+    tiles = avx512bf16
+);
 
 /// `src` rounded to bf16 bits into `out` as [`f32_to_bf16`] rounds (to nearest even, NaN
 /// kept quiet), without branches so that the loop is vectorised.

@@ -96,34 +96,44 @@ pub(super) trait HalfTiles {
     );
 }
 
-/// The [`HalfTiles`] tiles as the functions `tiny_tile` and `vec_rows` of module `$m`
-/// (which take the same arguments and need the features `available` checks).
-macro_rules! tiles_from {
-    ($m:ident) => {
-        #[inline(always)]
-        unsafe fn tiny_tile<const R: usize, const C: usize>(
-            a: [*const u16; R],
-            b: [*const BOf<Self>; C],
-            k: usize,
-            out: &mut [[f32; C]; R],
-        ) {
-            // SAFETY: forwarded from the caller (the path is selected and `available`).
-            unsafe { $m::tiny_tile(a, b, k, out) }
-        }
+/// `impl HalfTiles for $t`: weights `$w`, `$rn` columns per tinyBLAS tile, available where
+/// `$available` holds, the tiles the functions `tiny_tile` and `vec_rows` of module `$m`
+/// (which take the same arguments and need the features `$available` checks).
+macro_rules! half_tiles {
+    ($t:ty, W = $w:ty, RN = $rn:expr, available = $available:expr, tiles = $m:ident) => {
+        impl HalfTiles for $t {
+            type W = $w;
+            const RN: usize = $rn;
 
-        #[inline(always)]
-        unsafe fn vec_rows<const R: usize>(
-            a: [*const u16; R],
-            b: *const BOf<Self>,
-            k: usize,
-            out: &mut [f32; R],
-        ) {
-            // SAFETY: as above.
-            unsafe { $m::vec_rows(a, b, k, out) }
+            fn available() -> bool {
+                $available
+            }
+
+            #[inline(always)]
+            unsafe fn tiny_tile<const R: usize, const C: usize>(
+                a: [*const u16; R],
+                b: [*const BOf<Self>; C],
+                k: usize,
+                out: &mut [[f32; C]; R],
+            ) {
+                // SAFETY: forwarded from the caller (the path is selected and `available`).
+                unsafe { $m::tiny_tile(a, b, k, out) }
+            }
+
+            #[inline(always)]
+            unsafe fn vec_rows<const R: usize>(
+                a: [*const u16; R],
+                b: *const BOf<Self>,
+                k: usize,
+                out: &mut [f32; R],
+            ) {
+                // SAFETY: as above.
+                unsafe { $m::vec_rows(a, b, k, out) }
+            }
         }
     };
 }
-pub(super) use tiles_from;
+pub(super) use half_tiles;
 
 /// F16 weights: `b` as f32 values rounded to f16; on the AVX-512 path, the tiles of
 /// [`avx512`].
@@ -140,16 +150,13 @@ impl HalfWeights for F16Weights {
     }
 }
 
-impl HalfTiles for F16Weights {
-    type W = Self;
-    const RN: usize = RN;
-
-    fn available() -> bool {
-        isa() == Isa::Avx512
-    }
-
-    tiles_from!(avx512);
-}
+half_tiles!(
+    F16Weights,
+    W = Self,
+    RN = RN,
+    available = isa() == Isa::Avx512,
+    tiles = avx512
+);
 
 /// Whose order the outputs of a node follow (see the module documentation).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -33,24 +33,12 @@ const RN: usize = 3;
 /// F16 weights on the AVX2 path: the tiles of [`f16_tiles`].
 pub(super) struct F16Avx2;
 
-half_tiles!(
-    F16Avx2,
-    W = F16Weights,
-    RN = RN,
-    available = isa() == Isa::Avx2,
-    tiles = f16_tiles
-);
+half_tiles!(F16Avx2: F16Weights, RN, isa() == Isa::Avx2, f16_tiles);
 
 /// BF16 weights on the AVX2 path: the tiles of [`bf16_tiles`].
 pub(super) struct Bf16Avx2;
 
-half_tiles!(
-    Bf16Avx2,
-    W = Bf16Weights,
-    RN = RN,
-    available = isa() == Isa::Avx2,
-    tiles = bf16_tiles
-);
+half_tiles!(Bf16Avx2: Bf16Weights, RN, isa() == Isa::Avx2, bf16_tiles);
 
 /// The 8 lanes of `v` summed as tinyBLAS's `hsum(__m256)` (and `ggml_vec_dot_bf16` on AVX2)
 /// sums them: the upper 4 lanes onto the lower, then lanes 2 and 3 onto 0 and 1, then lane 1
@@ -273,10 +261,9 @@ mod bf16_tiles {
 #[cfg(test)]
 mod tests {
     use super::super::matmul_bf16::tests::values;
-    use super::super::matmul_f16::tests::check_tiles;
+    use super::super::matmul_f16::tests::{check_tiles, f16_operands, uniform};
     use super::super::matmul_f16::{RM, RN};
     use super::*;
-    use crate::cpu::gemm::Round;
     use crate::types::f16;
 
     /// tinyBLAS's `hsum(__m256)` on 8 lanes, one scalar add at a time.
@@ -352,18 +339,9 @@ mod tests {
         if !Isa::Avx2.available() {
             return;
         }
-        let mut state = 987_654_321u32;
-        let mut next = move || {
-            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-        };
+        let mut next = uniform();
         for k in KS {
-            let a: Vec<Vec<f16>> = (0..RM)
-                .map(|_| (0..k).map(|_| f16::from_f32(next() * 3.0)).collect())
-                .collect();
-            let b: Vec<Vec<f32>> = (0..RN)
-                .map(|_| (0..k).map(|_| Round::F16.apply(next())).collect())
-                .collect();
+            let (a, b) = f16_operands(k, &mut next);
             // SAFETY: the CPU runs the tiles; every row holds k values.
             unsafe {
                 check_tiles::<F16Avx2, _>(

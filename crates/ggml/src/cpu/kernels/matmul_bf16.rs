@@ -63,13 +63,12 @@ impl HalfWeights for Bf16Weights {
     }
 }
 
-half_tiles!(
-    Bf16Weights,
-    W = Self,
-    RN = RN,
-    available = isa() == Isa::Avx512 && std::arch::is_x86_feature_detected!("avx512bf16"),
-    tiles = avx512bf16
-);
+half_tiles!(Bf16Weights: Self, RN, avx512_bf16(), avx512bf16);
+
+/// Whether the AVX-512 path is selected and the CPU has AVX-512 BF16 (`vdpbf16ps`).
+fn avx512_bf16() -> bool {
+    isa() == Isa::Avx512 && std::arch::is_x86_feature_detected!("avx512bf16")
+}
 
 /// `src` rounded to bf16 bits into `out` as [`f32_to_bf16`] rounds (to nearest even, NaN
 /// kept quiet), without branches so that the loop is vectorised.

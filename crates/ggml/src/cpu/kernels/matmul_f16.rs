@@ -96,11 +96,12 @@ pub(super) trait HalfTiles {
     );
 }
 
-/// `impl HalfTiles for $t`: weights `$w`, `$rn` columns per tinyBLAS tile, available where
-/// `$available` holds, the tiles the functions `tiny_tile` and `vec_rows` of module `$m`
-/// (which take the same arguments and need the features `$available` checks).
+/// `half_tiles!(T: W, RN, available, m)` is `impl HalfTiles for T`: weights `W`, `RN` columns
+/// per tinyBLAS tile, available where the expression `available` holds, the tiles the
+/// functions `tiny_tile` and `vec_rows` of module `m` (which take the same arguments and need
+/// the features `available` checks).
 macro_rules! half_tiles {
-    ($t:ty, W = $w:ty, RN = $rn:expr, available = $available:expr, tiles = $m:ident) => {
+    ($t:ty: $w:ty, $rn:expr, $available:expr, $m:ident) => {
         impl HalfTiles for $t {
             type W = $w;
             const RN: usize = $rn;
@@ -150,13 +151,7 @@ impl HalfWeights for F16Weights {
     }
 }
 
-half_tiles!(
-    F16Weights,
-    W = Self,
-    RN = RN,
-    available = isa() == Isa::Avx512,
-    tiles = avx512
-);
+half_tiles!(F16Weights: Self, RN, isa() == Isa::Avx512, avx512);
 
 /// Whose order the outputs of a node follow (see the module documentation).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -568,6 +563,30 @@ pub(super) mod tests {
     use super::*;
     use crate::types::f16;
 
+    /// Pseudo-random values in [-1, 1) from a fixed seed.
+    pub(in super::super) fn uniform() -> impl FnMut() -> f32 {
+        let mut state = 987_654_321u32;
+        move || {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+        }
+    }
+
+    /// A tile's operands of `k` values from `next`: [`RM`] rows of F16 weights (in ±3) and
+    /// [`RN`] rows of `b` rounded to f16.
+    pub(in super::super) fn f16_operands(
+        k: usize,
+        next: &mut impl FnMut() -> f32,
+    ) -> (Vec<Vec<f16>>, Vec<Vec<f32>>) {
+        let a = (0..RM)
+            .map(|_| (0..k).map(|_| f16::from_f32(next() * 3.0)).collect())
+            .collect();
+        let b = (0..RN)
+            .map(|_| (0..k).map(|_| Round::F16.apply(next())).collect())
+            .collect();
+        (a, b)
+    }
+
     /// The order follows GGML's choice of kernel.
     #[test]
     fn order_as_ggml_chooses() {
@@ -675,18 +694,9 @@ pub(super) mod tests {
         if !Isa::Avx512.available() {
             return;
         }
-        let mut state = 987_654_321u32;
-        let mut next = move || {
-            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-        };
+        let mut next = uniform();
         for k in [0usize, 1, 15, 16, 17, 63, 64, 65, 100, 257, 1000] {
-            let a: Vec<Vec<f16>> = (0..RM)
-                .map(|_| (0..k).map(|_| f16::from_f32(next() * 3.0)).collect())
-                .collect();
-            let b: Vec<Vec<f32>> = (0..RN)
-                .map(|_| (0..k).map(|_| Round::F16.apply(next())).collect())
-                .collect();
+            let (a, b) = f16_operands(k, &mut next);
             // SAFETY: the CPU runs the tiles; every row holds k values.
             unsafe { check_tiles::<F16Weights, _>(&a, &b, tiny_model, vec_model) };
         }

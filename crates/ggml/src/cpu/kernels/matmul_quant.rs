@@ -14,9 +14,9 @@
 //! [`BAND_MIN_COLS`] columns the rows of a chunk go four at a time to the kernel's tile dot
 //! where it has one (the 32-value types and the k-quants on AVX2 and AVX-512: bit for bit
 //! the row dot, so the chunk boundaries and the thread count still do not change any
-//! output), the rest to its row dot; but a matrix-vector product (one column) takes the row
-//! dots only where the plan's [`Matvec`] says the graph's weights stay in the last-level
-//! cache.
+//! output), the rest to its row dot; but a matrix-vector product (one column) takes the tile
+//! dots only where the plan's [`Matvec`] says the graph's weights do not stay in the
+//! last-level cache and its weight rows are [`TILE_MIN_ROW_BYTES`] or longer.
 //!
 //! Where the process may use AMX tiles and `b` has columns enough
 //! ([`amx_kernel`](crate::cpu::quant_dot::amx_kernel): by default the k-quants from 8 columns,

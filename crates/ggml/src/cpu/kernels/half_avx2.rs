@@ -154,7 +154,7 @@ unsafe fn fold4(s: [__m256; 4]) -> __m256 {
 }
 
 mod f16_tiles {
-    //! The tiles for F16 weights (`b` as f32 values rounded to f16).
+    //! The tiles for F16 weights (`b` as f16 bits), both operands widened to f32.
     use super::super::matmul_f16::avx512::prefetch;
     use super::super::matmul_f16::tiny_tile_fn;
     use super::{fold4, hsum, load8, part16};
@@ -167,20 +167,15 @@ mod f16_tiles {
         /// [`hsum`].
         ///
         /// # Safety
-        /// The CPU must have AVX2, FMA and F16C; `a[t]` must hold `k` f16 values, `b[u]` `k`
-        /// f32.
+        /// The CPU must have AVX2, FMA and F16C; every row must hold `k` f16 values.
         #[target_feature(enable = "avx2,fma,f16c")]
-        f32,
+        u16,
         _mm256_setzero_ps(),
         8,
         |p: *const u16| _mm256_cvtph_ps(load8(p)),
-        |p: *const f32| _mm256_loadu_ps(p),
+        |p: *const u16| _mm256_cvtph_ps(load8(p)),
         |p: *const u16, n: usize| _mm256_cvtph_ps(part16(p, n)),
-        |p: *const f32, n: usize| {
-            let mut buf = [0f32; 8];
-            std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), n);
-            _mm256_loadu_ps(buf.as_ptr())
-        },
+        |p: *const u16, n: usize| _mm256_cvtph_ps(part16(p, n)),
         |c: __m256, x: __m256, y: __m256| _mm256_fmadd_ps(x, y, c)
     );
 
@@ -191,18 +186,20 @@ mod f16_tiles {
         /// `k % 32` products one by one in f64.
         ///
         /// # Safety
-        /// As [`tiny_tile`], with one row `b` of `k` f32.
+        /// As [`tiny_tile`], with one row `b` of `k` f16 values.
         #[target_feature(enable = "avx2,fma,f16c")]
-        f32,
+        u16,
         |p: *const u16| _mm256_cvtph_ps(load8(p)),
-        |p: *const f32| _mm256_loadu_ps(p),
+        |p: *const u16| _mm256_cvtph_ps(load8(p)),
         |s: [__m256; 4]| {
             let v = fold4(s);
             let h4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
             let h2 = _mm_hadd_ps(h4, h4);
             _mm_cvtss_f32(_mm_hadd_ps(h2, h2)) as f64
         },
-        |x: *const u16, y: *const f32| f16::from_bits(x.read_unaligned()).to_f32() * y.read()
+        |x: *const u16, y: *const u16| {
+            f16::from_bits(x.read_unaligned()).to_f32() * f16::from_bits(y.read_unaligned()).to_f32()
+        }
     );
 }
 
@@ -261,7 +258,7 @@ mod bf16_tiles {
 #[cfg(test)]
 mod tests {
     use super::super::matmul_bf16::tests::values;
-    use super::super::matmul_f16::tests::{check_tiles, f16_operands, uniform};
+    use super::super::matmul_f16::tests::{check_tiles, f16_operands, uniform, wide_f16_bits};
     use super::super::matmul_f16::{RM, RN};
     use super::*;
     use crate::types::f16;
@@ -347,8 +344,8 @@ mod tests {
                 check_tiles::<F16Avx2, _>(
                     &a,
                     &b,
-                    |a, b| tiny_model(&wide_f16(a), b),
-                    |a, b| vec_model(&wide_f16(a), b, f16_reduce),
+                    |a, b| tiny_model(&wide_f16(a), &wide_f16_bits(b)),
+                    |a, b| vec_model(&wide_f16(a), &wide_f16_bits(b), f16_reduce),
                 )
             };
         }

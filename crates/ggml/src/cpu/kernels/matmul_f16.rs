@@ -4,9 +4,9 @@
 //! of GGML built for an AVX2 CPU; see there):
 //! `b` is rounded to the weights' type once per node (GGML's dot type for F16 and BF16
 //! weights), every output is a sum of products of two such values, and the sums go as
-//! GGML's kernels make them. For F16 weights on the AVX-512 path (`b` kept as rounded f32
-//! values; the products are exact in f32, so a fused multiply-add rounds as a multiply then
-//! an add would):
+//! GGML's kernels make them. For F16 weights on the AVX-512 path (`b` kept as f16 bits, as
+//! GGML keeps it, and widened where it is loaded; the products are exact in f32, so a fused
+//! multiply-add rounds as a multiply then an add would):
 //!
 //! - against two columns of `b` or more per batch, weights with a multiple of 4 rows, and
 //!   `b` in F32 or contiguous F16 (where GGML hands the product to llamafile's tinyBLAS):
@@ -29,12 +29,12 @@
 //! the AVX2 ones.
 
 use super::half_avx2::F16Avx2;
-use super::matmul::{batch_count, batch_index, mul_mat, row_f32, JB};
+use super::matmul::{batch_count, batch_index, mul_mat, JB};
+use super::vec::f32_to_f16_row;
 use super::{st, NodePtrs, Params, Planned, TensorPtr};
-use crate::cpu::gemm::Round;
 use crate::cpu::quant_dot::{isa, Isa};
 use crate::tensor::Tensor;
-use crate::types::Type;
+use crate::types::{f16, Type};
 
 /// Rows of `b` (all batches together) up to which every thread rounds all of them itself.
 const PRIVATE_ROWS: usize = 4;
@@ -136,18 +136,33 @@ macro_rules! half_tiles {
 }
 pub(super) use half_tiles;
 
-/// F16 weights: `b` as f32 values rounded to f16; on the AVX-512 path, the tiles of
-/// [`avx512`].
+/// F16 weights: `b` as f16 bits (GGML's dot type for them), widened where the tiles load
+/// it: half the bytes of f32 values, so that a chunk's columns stay in L2 beside the weight
+/// rows streaming past (the same f32 values either way: a widened f16 is exact); on the
+/// AVX-512 path, the tiles of [`avx512`].
 pub(super) struct F16Weights;
 
 impl HalfWeights for F16Weights {
     const TY: Type = Type::F16;
-    type B = f32;
+    type B = u16;
 
-    unsafe fn round_row(b: &TensorPtr, row: *const u8, out: &mut [f32]) {
-        // SAFETY: forwarded from the caller; out holds b.ne[0] values.
-        unsafe { row_f32(b, row, out, false) };
-        Round::F16.slice(out);
+    unsafe fn round_row(b: &TensorPtr, row: *const u8, out: &mut [u16]) {
+        let packed = b.rows_packed();
+        if packed && b.ty == Type::F16 {
+            // SAFETY: a packed row of out.len() f16 values (any alignment: bytes copied).
+            unsafe {
+                std::ptr::copy_nonoverlapping(row, out.as_mut_ptr() as *mut u8, 2 * out.len())
+            };
+        } else if packed && b.ty == Type::F32 {
+            // SAFETY: a packed row of out.len() f32 values (any alignment), not written
+            // meanwhile; out has room for as many f16 values.
+            unsafe { f32_to_f16_row(row, out.as_mut_ptr() as *mut u8, out.len()) };
+        } else {
+            for (i, v) in out.iter_mut().enumerate() {
+                // SAFETY: forwarded from the caller (element i of the row).
+                *v = f16::from_f32(unsafe { b.get(row, i) }).to_bits();
+            }
+        }
     }
 }
 
@@ -492,25 +507,33 @@ pub(super) mod avx512 {
         unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
     }
 
+    /// The first `n` (< 16) f16 values at `p`, widened, zeros after them (masked-off
+    /// elements are neither read nor faulted on).
+    ///
+    /// # Safety
+    /// `2 · n` readable bytes at `p`; the caller has AVX-512 F and BW.
+    #[inline(always)]
+    unsafe fn part16(p: *const u16, n: usize) -> __m512 {
+        let mask: __mmask16 = (1u16 << n) - 1;
+        // SAFETY: forwarded (the masked load reads only the n values).
+        unsafe { _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p as *const i16)) }
+    }
+
     tiny_tile_fn!(
         /// `out[t][u] = Σ a[t][l] · b[u][l]` for `l < k` in tinyBLAS's order: one
         /// accumulator of 16 lanes per output, steps of 16, the rest as one masked step
         /// (masked-off elements are neither read nor faulted on), [`hsum`].
         ///
         /// # Safety
-        /// The CPU must have AVX-512 F, BW and VL; `a[t]` must hold `k` f16 values, `b[u]`
-        /// `k` f32.
+        /// The CPU must have AVX-512 F, BW and VL; every row must hold `k` f16 values.
         #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-        f32,
+        u16,
         _mm512_setzero_ps(),
         16,
         |p: *const u16| load16(p),
-        |p: *const f32| _mm512_loadu_ps(p),
-        |p: *const u16, n: usize| {
-            let mask: __mmask16 = (1u16 << n) - 1;
-            _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p as *const i16))
-        },
-        |p: *const f32, n: usize| _mm512_maskz_loadu_ps((1u16 << n) - 1, p),
+        |p: *const u16| load16(p),
+        |p: *const u16, n: usize| part16(p, n),
+        |p: *const u16, n: usize| part16(p, n),
         |c: __m512, x: __m512, y: __m512| _mm512_fmadd_ps(x, y, c)
     );
 
@@ -519,13 +542,13 @@ pub(super) mod avx512 {
     /// the last `k % 64` products one by one in f64.
     ///
     /// # Safety
-    /// As [`tiny_tile`], with one row `b` of `k` f32.
+    /// As [`tiny_tile`], with one row `b` of `k` f16 values.
     // (the indices name registers of a fixed tile, as in GGML's loops)
     #[allow(clippy::needless_range_loop)]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
     pub(super) unsafe fn vec_rows<const R: usize>(
         a: [*const u16; R],
-        b: *const f32,
+        b: *const u16,
         k: usize,
         out: &mut [f32; R],
     ) {
@@ -537,7 +560,7 @@ pub(super) mod avx512 {
             while l < np {
                 prefetch(a, l);
                 for q in 0..4 {
-                    let bv = _mm512_loadu_ps(b.add(l + 16 * q));
+                    let bv = load16(b.add(l + 16 * q));
                     for t in 0..R {
                         acc[t][q] = _mm512_fmadd_ps(load16(a[t].add(l + 16 * q)), bv, acc[t][q]);
                     }
@@ -550,7 +573,8 @@ pub(super) mod avx512 {
                 let mut sum = hsum(s) as f64;
                 for e in np..k {
                     let x = f16::from_bits(a[t].add(e).read_unaligned()).to_f32();
-                    sum += (x * b.add(e).read()) as f64;
+                    let y = f16::from_bits(b.add(e).read_unaligned()).to_f32();
+                    sum += (x * y) as f64;
                 }
                 out[t] = sum as f32;
             }
@@ -573,18 +597,23 @@ pub(super) mod tests {
     }
 
     /// A tile's operands of `k` values from `next`: [`RM`] rows of F16 weights (in ±3) and
-    /// [`RN`] rows of `b` rounded to f16.
+    /// [`RN`] rows of `b` rounded to f16 (as the bits the tiles take).
     pub(in super::super) fn f16_operands(
         k: usize,
         next: &mut impl FnMut() -> f32,
-    ) -> (Vec<Vec<f16>>, Vec<Vec<f32>>) {
+    ) -> (Vec<Vec<f16>>, Vec<Vec<u16>>) {
         let a = (0..RM)
             .map(|_| (0..k).map(|_| f16::from_f32(next() * 3.0)).collect())
             .collect();
         let b = (0..RN)
-            .map(|_| (0..k).map(|_| Round::F16.apply(next())).collect())
+            .map(|_| (0..k).map(|_| f16::from_f32(next()).to_bits()).collect())
             .collect();
         (a, b)
+    }
+
+    /// f16 bits widened.
+    pub(in super::super) fn wide_f16_bits(b: &[u16]) -> Vec<f32> {
+        b.iter().map(|&x| f16::from_bits(x).to_f32()).collect()
     }
 
     /// The order follows GGML's choice of kernel.
@@ -617,9 +646,9 @@ pub(super) mod tests {
 
     /// tinyBLAS's sum, scalar: lane `l % 16` takes product `l`; a masked last step adds
     /// 0 · 0 to the lanes it does not cover.
-    fn tiny_model(a: &[f16], b: &[f32]) -> f32 {
+    fn tiny_model(a: &[f16], b: &[u16]) -> f32 {
         let mut acc = [0f32; 16];
-        for (l, (x, y)) in a.iter().zip(b).enumerate() {
+        for (l, (x, y)) in a.iter().zip(&wide_f16_bits(b)).enumerate() {
             acc[l % 16] = x.to_f32().mul_add(*y, acc[l % 16]);
         }
         if a.len() % 16 != 0 {
@@ -631,7 +660,8 @@ pub(super) mod tests {
     }
 
     /// `ggml_vec_dot_f16`'s sum, scalar.
-    fn vec_model(a: &[f16], b: &[f32]) -> f32 {
+    fn vec_model(a: &[f16], b: &[u16]) -> f32 {
+        let b = wide_f16_bits(b);
         let np = a.len() / 64 * 64;
         let mut acc = [[0f32; 16]; 4];
         for l in 0..np {

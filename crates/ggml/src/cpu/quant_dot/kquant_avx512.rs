@@ -10,6 +10,9 @@
 //! kernels' lane k; from there the f32 steps are [`combine`](super::kquant_x86::combine)'s,
 //! so the dots are bit for bit the 256-bit kernels' (GGML's x86 order).
 
+// the AVX-512 intrinsics, as in the crate's other AVX-512 kernels (stable since Rust 1.89)
+#![allow(clippy::incompatible_msrv)]
+
 use std::arch::x86_64::*;
 
 use super::kquant_x86::{add_block, even_odd, load, scale_min_regs, KAcc, KDecode, KUnpack};

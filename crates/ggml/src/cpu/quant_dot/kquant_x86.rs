@@ -481,14 +481,13 @@ pub(crate) unsafe fn finish<B: KUnpack>(a: KAcc) -> f32 {
     }
 }
 
-/// `acc` plus super-block `x` dotted with `y`: the integer lanes, then [`combine`].
+/// `acc` plus super-block `x` dotted with `y`: the integer lanes, then [`add_block`].
 ///
 /// # Safety
 /// The CPU must have AVX2 and FMA.
 #[inline(always)]
 unsafe fn dot_decoded<B: KUnpack>(x: &Unpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
-    // SAFETY: the caller has AVX2 and FMA; loads read 32 of y's 256 levels and its 32 bytes
-    // of group sums.
+    // SAFETY: the caller has AVX2 and FMA; loads read 32 of y's 256 levels each.
     unsafe {
         let mut sumi = _mm256_setzero_si256();
         for (c, &lv) in x.levels.iter().enumerate() {

@@ -17,6 +17,7 @@
 
 use std::arch::x86_64::*;
 
+use super::kquant_avx512::Zmm;
 use super::x86::half;
 use super::x86::hsum;
 use super::x86::{prefetch, PREFETCH_BYTES, PREFETCH_TILES, TILE_ROWS};
@@ -71,6 +72,45 @@ pub(super) trait KUnpack: bytemuck::Pod {
     /// # Safety
     /// The CPU must have AVX2 and F16C.
     unsafe fn unpack(&self) -> Unpacked;
+    /// The AVX-512 row and tile dots: these 256-bit kernels compiled for AVX-512 unless the
+    /// type has its own 512-bit unpacking ([`super::kquant_avx512`]).
+    const AVX512: (super::RowDot, super::TileDot) =
+        (k_dots_avx512::<Self, Ymm>, k_tiles_avx512::<Self, Ymm>);
+}
+
+/// How a row dot takes a k-quant super-block: unpacked once ([`KDecode::unpack`]), then
+/// dotted with each activation row's Q8_K block ([`KDecode::dot`]). [`dots_r`] and
+/// [`tile_r`] loop over the blocks the same way for every implementation.
+pub(super) trait KDecode<B> {
+    /// The unpacked super-block.
+    type Unpacked;
+    /// `x` unpacked.
+    ///
+    /// # Safety
+    /// The CPU must have the implementation's features (AVX2 and F16C at least).
+    unsafe fn unpack(x: &B) -> Self::Unpacked;
+    /// `acc` plus the unpacked super-block `x` dotted with `y`, in [`combine`]'s f32 steps.
+    ///
+    /// # Safety
+    /// The CPU must have the implementation's features (AVX2 and FMA at least).
+    unsafe fn dot(x: &Self::Unpacked, y: &BlockQ8K, acc: KAcc) -> KAcc;
+}
+
+/// The 256-bit k-quant kernels: [`KUnpack::unpack`] and [`dot_decoded`].
+pub(super) struct Ymm;
+
+impl<B: KUnpack> KDecode<B> for Ymm {
+    type Unpacked = Unpacked;
+    #[inline(always)]
+    unsafe fn unpack(x: &B) -> Unpacked {
+        // SAFETY: forwarded from the caller.
+        unsafe { x.unpack() }
+    }
+    #[inline(always)]
+    unsafe fn dot(x: &Unpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
+        // SAFETY: forwarded from the caller.
+        unsafe { dot_decoded::<B>(x, y, acc) }
+    }
 }
 
 /// `v` AND a byte mask of `m` in every byte.
@@ -100,7 +140,7 @@ unsafe fn bits_at(v: __m256i, from: u32, mask: u8, to: u32) -> __m256i {
 /// # Safety
 /// 32 readable bytes at `p`; the caller has AVX2.
 #[inline(always)]
-unsafe fn load(p: &[u8]) -> __m256i {
+pub(super) unsafe fn load(p: &[u8]) -> __m256i {
     debug_assert!(p.len() >= 32);
     // SAFETY: forwarded from the caller.
     unsafe { _mm256_loadu_si256(p.as_ptr() as *const __m256i) }
@@ -108,7 +148,7 @@ unsafe fn load(p: &[u8]) -> __m256i {
 
 /// 16 group scales (bytes, group order) as [`Unpacked::scales`]; `signed` widens them as i8.
 #[inline(always)]
-unsafe fn even_odd(s: __m128i, signed: bool) -> __m256i {
+pub(super) unsafe fn even_odd(s: __m128i, signed: bool) -> __m256i {
     // SAFETY: register operations; the caller has AVX2.
     unsafe {
         let order = _mm_set_epi8(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -144,7 +184,7 @@ fn scales_mins(sc: &[u8; 12]) -> (u64, u64) {
 /// serves both groups of 16 (so both lanes hold the eight scales), each minimum is repeated
 /// for its two groups.
 #[inline(always)]
-unsafe fn scale_min_regs(sc: &[u8; 12]) -> (__m256i, __m256i) {
+pub(super) unsafe fn scale_min_regs(sc: &[u8; 12]) -> (__m256i, __m256i) {
     let (s, m) = scales_mins(sc);
     // SAFETY: register operations; the caller has AVX2.
     unsafe {
@@ -207,6 +247,8 @@ impl KUnpack for BlockQ4K {
     const COMBINE: Combine = Combine::Mins4;
     const LEVEL_OFFSET: i32 = 0;
     const MAX_LEVEL: u8 = 15;
+    const AVX512: (super::RowDot, super::TileDot) =
+        (k_dots_avx512::<Self, Zmm>, k_tiles_avx512::<Self, Zmm>);
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.
@@ -231,6 +273,8 @@ impl KUnpack for BlockQ6K {
     const COMBINE: Combine = Combine::Folded(-32);
     const LEVEL_OFFSET: i32 = 32;
     const MAX_LEVEL: u8 = 63;
+    const AVX512: (super::RowDot, super::TileDot) =
+        (k_dots_avx512::<Self, Zmm>, k_tiles_avx512::<Self, Zmm>);
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `ql`, `qh` and the 16 of
@@ -437,14 +481,13 @@ pub(crate) unsafe fn finish<B: KUnpack>(a: KAcc) -> f32 {
     }
 }
 
-/// `acc` plus super-block `x` dotted with `y`: the integer lanes, then [`combine`].
+/// `acc` plus super-block `x` dotted with `y`: the integer lanes, then [`add_block`].
 ///
 /// # Safety
 /// The CPU must have AVX2 and FMA.
 #[inline(always)]
 unsafe fn dot_decoded<B: KUnpack>(x: &Unpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
-    // SAFETY: the caller has AVX2 and FMA; loads read 32 of y's 256 levels and its 32 bytes
-    // of group sums.
+    // SAFETY: the caller has AVX2 and FMA; loads read 32 of y's 256 levels each.
     unsafe {
         let mut sumi = _mm256_setzero_si256();
         for (c, &lv) in x.levels.iter().enumerate() {
@@ -454,9 +497,30 @@ unsafe fn dot_decoded<B: KUnpack>(x: &Unpacked, y: &BlockQ8K, acc: KAcc) -> KAcc
             let sc = _mm256_shuffle_epi8(x.scales, pick);
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(lv, q), sc));
         }
+        add_block::<B>(sumi, x.corr, x.d, x.corr_d, y, acc)
+    }
+}
+
+/// `acc` plus one super-block from its integer lanes `sumi` (as [`combine`] takes them): the
+/// correction lanes from the per-group weights `corr` (as [`Unpacked::corr`]) and `y`'s group
+/// sums, then [`combine`] with the weight's factors `d`, `corr_d`.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[inline(always)]
+pub(super) unsafe fn add_block<B: KUnpack>(
+    sumi: __m256i,
+    corr: __m256i,
+    d: f32,
+    corr_d: f32,
+    y: &BlockQ8K,
+    acc: KAcc,
+) -> KAcc {
+    // SAFETY: the caller has AVX2 and FMA; the load reads y's 32 bytes of group sums.
+    unsafe {
         let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-        let corr = _mm256_madd_epi16(x.corr, bsums);
-        combine::<B>(x.d, x.corr_d, y.d.get(), sumi, corr, acc)
+        let corr = _mm256_madd_epi16(corr, bsums);
+        combine::<B>(d, corr_d, y.d.get(), sumi, corr, acc)
     }
 }
 
@@ -467,7 +531,12 @@ unsafe fn dot_decoded<B: KUnpack>(x: &Unpacked, y: &BlockQ8K, acc: KAcc) -> KAcc
 /// The CPU must have AVX2, FMA and F16C; `a` holds `R` rows of as many Q8_K blocks as `w`
 /// has super-blocks, `out` `R` values.
 #[inline(always)]
-unsafe fn dots_r<B: KUnpack, const R: usize>(w: &[B], a: &[u8], stride: usize, out: &mut [f32]) {
+unsafe fn dots_r<B: KUnpack, K: KDecode<B>, const R: usize>(
+    w: &[B],
+    a: &[u8],
+    stride: usize,
+    out: &mut [f32],
+) {
     let ys: [&[BlockQ8K]; R] =
         std::array::from_fn(|r| bytemuck::cast_slice(&a[r * stride..(r + 1) * stride]));
     // SAFETY: forwarded from the caller.
@@ -477,9 +546,9 @@ unsafe fn dots_r<B: KUnpack, const R: usize>(w: &[B], a: &[u8], stride: usize, o
             if R == 1 {
                 prefetch(x as *const B as *const u8, PREFETCH_BYTES, size_of::<B>());
             }
-            let u = x.unpack();
+            let u = K::unpack(x);
             for r in 0..R {
-                acc[r] = dot_decoded::<B>(&u, &ys[r][i], acc[r]);
+                acc[r] = K::dot(&u, &ys[r][i], acc[r]);
             }
         }
         for r in 0..R {
@@ -499,20 +568,23 @@ pub(super) unsafe fn k_dots_avx2<B: KUnpack>(w: &[u8], a: &[u8], out: &mut [f32]
     let stride = wb.len() * std::mem::size_of::<BlockQ8K>();
     debug_assert_eq!(a.len(), stride * out.len());
     debug_assert_eq!(QK_K, 256);
-    by_fours!(a, stride, out, |N, a, o| dots_r::<B, N>(wb, a, stride, o));
+    by_fours!(a, stride, out, |N, a, o| dots_r::<B, Ymm, N>(
+        wb, a, stride, o
+    ));
 }
 
-/// The k-quant row dots compiled for AVX-512 (its 32 vector registers hold a super-block's
-/// levels and scales beside eight accumulators): up to eight activation rows per pass.
+/// The k-quant row dots of kernels `K` compiled for AVX-512 (its 32 vector registers hold a
+/// super-block's levels and scales beside eight accumulators): up to eight activation rows
+/// per pass.
 ///
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features; see [`super::RowDot`] for the lengths.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) unsafe fn k_dots_avx512<B: KUnpack>(w: &[u8], a: &[u8], out: &mut [f32]) {
+pub(super) unsafe fn k_dots_avx512<B: KUnpack, K: KDecode<B>>(w: &[u8], a: &[u8], out: &mut [f32]) {
     let wb: &[B] = bytemuck::cast_slice(w);
     let stride = wb.len() * std::mem::size_of::<BlockQ8K>();
     debug_assert_eq!(a.len(), stride * out.len());
-    by_fours!(8; a, stride, out, |N, a, o| dots_r::<B, N>(wb, a, stride, o));
+    by_fours!(8; a, stride, out, |N, a, o| dots_r::<B, K, N>(wb, a, stride, o));
 }
 
 /// `out[t][r0 + r] = dot(w[t], activation row r)` for [`TILE_ROWS`] weight rows and `R`
@@ -527,7 +599,7 @@ pub(super) unsafe fn k_dots_avx512<B: KUnpack>(w: &[u8], a: &[u8], out: &mut [f3
 /// The CPU must have AVX2, FMA and F16C; every row of `w` has as many super-blocks, `a` holds
 /// `R` rows of as many Q8_K blocks (`stride` bytes each), every `out[t]` has `r0 + R` values.
 #[inline(always)]
-unsafe fn tile_r<B: KUnpack, const R: usize>(
+unsafe fn tile_r<B: KUnpack, K: KDecode<B>, const R: usize>(
     w: [&[B]; TILE_ROWS],
     a: &[u8],
     stride: usize,
@@ -546,9 +618,9 @@ unsafe fn tile_r<B: KUnpack, const R: usize>(
                 if R == 1 {
                     prefetch(x as *const B as *const u8, ahead, size_of::<B>());
                 }
-                let u = x.unpack();
+                let u = K::unpack(x);
                 for r in 0..R {
-                    acc[t][r] = dot_decoded::<B>(&u, &ys[r][i], acc[t][r]);
+                    acc[t][r] = K::dot(&u, &ys[r][i], acc[t][r]);
                 }
             }
         }
@@ -568,7 +640,7 @@ unsafe fn tile_r<B: KUnpack, const R: usize>(
 /// As [`tile_r`], with `out[t].len()` activation rows in `a`, and `dots` a row dot of a path
 /// this CPU runs.
 #[inline(always)]
-unsafe fn k_tiles<B: KUnpack>(
+unsafe fn k_tiles<B: KUnpack, K: KDecode<B>>(
     w: [&[u8]; TILE_ROWS],
     a: &[u8],
     out: &mut [&mut [f32]; TILE_ROWS],
@@ -585,7 +657,7 @@ unsafe fn k_tiles<B: KUnpack>(
     let stride = wb[0].len() * std::mem::size_of::<BlockQ8K>();
     debug_assert_eq!(a.len(), stride);
     // SAFETY: forwarded from the caller.
-    unsafe { tile_r::<B, 1>(wb, a, stride, out, 0) };
+    unsafe { tile_r::<B, K, 1>(wb, a, stride, out, 0) };
 }
 
 /// [`k_tiles`] with AVX2.
@@ -599,21 +671,21 @@ pub(super) unsafe fn k_tiles_avx2<B: KUnpack>(
     out: &mut [&mut [f32]; TILE_ROWS],
 ) {
     // SAFETY: forwarded.
-    unsafe { k_tiles::<B>(w, a, out, k_dots_avx2::<B>) }
+    unsafe { k_tiles::<B, Ymm>(w, a, out, k_dots_avx2::<B>) }
 }
 
-/// [`k_tiles`] compiled for AVX-512 (32 vector registers).
+/// [`k_tiles`] of kernels `K` compiled for AVX-512 (32 vector registers).
 ///
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features; see [`k_tiles`] for the lengths.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) unsafe fn k_tiles_avx512<B: KUnpack>(
+pub(super) unsafe fn k_tiles_avx512<B: KUnpack, K: KDecode<B>>(
     w: [&[u8]; TILE_ROWS],
     a: &[u8],
     out: &mut [&mut [f32]; TILE_ROWS],
 ) {
     // SAFETY: forwarded.
-    unsafe { k_tiles::<B>(w, a, out, k_dots_avx512::<B>) }
+    unsafe { k_tiles::<B, K>(w, a, out, k_dots_avx512::<B, K>) }
 }
 
 #[cfg(test)]

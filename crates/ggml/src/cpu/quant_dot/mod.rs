@@ -102,6 +102,8 @@ mod band32;
 #[cfg(target_arch = "x86_64")]
 mod band_avx2;
 #[cfg(target_arch = "x86_64")]
+mod kquant_avx512;
+#[cfg(target_arch = "x86_64")]
 mod kquant_tile;
 #[cfg(target_arch = "x86_64")]
 mod kquant_x86;
@@ -733,10 +735,7 @@ fn kernel32<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
 fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     const _: () = assert!(kquant_tile::BAND == BAND_ROWS);
     let (dot, tile): (RowDot, Option<TileDot>) = match isa {
-        Isa::Avx512 => (
-            kquant_x86::k_dots_avx512::<B>,
-            Some(kquant_x86::k_tiles_avx512::<B>),
-        ),
+        Isa::Avx512 => (B::AVX512.0, Some(B::AVX512.1)),
         Isa::Avx2 => (
             kquant_x86::k_dots_avx2::<B>,
             Some(kquant_x86::k_tiles_avx2::<B>),

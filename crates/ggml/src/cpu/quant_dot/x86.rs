@@ -51,6 +51,13 @@ pub(super) trait Simd32: DotBlock<Act: Act32> {
     /// # Safety
     /// The CPU must have AVX2.
     unsafe fn biased(&self) -> __m256i;
+    /// The levels of four blocks (one per weight row of a tile, [`tile_512`]) plus
+    /// [`Self::BIAS`] as bytes: values 0..16 of block t in 128-bit lane t of the first
+    /// register, values 16..32 in lane t of the second.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F and BW.
+    unsafe fn biased4(b: [&Self; TILE_ROWS]) -> [__m512i; 2];
     /// The block's scale.
     fn d(&self) -> PackedF16;
     /// The term added per block besides the scaled integer sum (`m · s` for Q8_1 pairs).
@@ -63,15 +70,16 @@ pub(super) trait Simd32: DotBlock<Act: Act32> {
 /// Implements [`Simd32`] for a block type with a `d` field: its levels from `$levels` (given
 /// the block), and `m · s` as the extra term when the type has a minimum.
 macro_rules! simd32 {
-    ($t:ty, signed($bias:expr), |$b:ident| $biased:expr) => {
-        simd32!(@impl $t, false, $bias, |$b| $biased, |_b, _y| 0.0);
+    ($t:ty, signed($bias:expr), |$b:ident| $biased:expr, |$b4:ident| $biased4:expr) => {
+        simd32!(@impl $t, false, $bias, |$b| $biased, |$b4| $biased4, |_b, _y| 0.0);
     };
-    ($t:ty, with_min, |$b:ident| $levels:expr) => {
+    ($t:ty, with_min, |$b:ident| $levels:expr, |$b4:ident| $levels4:expr) => {
         // SAFETY: `extra`'s caller has F16C.
-        simd32!(@impl $t, true, 0, |$b| $levels, |b, y| unsafe { half(b.m) * half(y.s) });
+        simd32!(@impl $t, true, 0, |$b| $levels, |$b4| $levels4,
+            |b, y| unsafe { half(b.m) * half(y.s) });
     };
     (@impl $t:ty, $unsigned:expr, $bias:expr, |$b:ident| $biased:expr,
-     |$x:ident, $y:ident| $extra:expr) => {
+     |$b4:ident| $biased4:expr, |$x:ident, $y:ident| $extra:expr) => {
         impl Simd32 for $t {
             const UNSIGNED: bool = $unsigned;
             const BIAS: u8 = $bias;
@@ -91,6 +99,12 @@ macro_rules! simd32 {
                 let $b = self;
                 // SAFETY: the caller has AVX2; the loads read the block's own bytes.
                 unsafe { $biased }
+            }
+            #[inline(always)]
+            unsafe fn biased4($b4: [&Self; TILE_ROWS]) -> [__m512i; 2] {
+                // SAFETY: the caller has AVX-512 F and BW; the loads read the blocks' own
+                // bytes.
+                unsafe { $biased4 }
             }
             fn d(&self) -> PackedF16 {
                 self.d
@@ -112,7 +126,22 @@ macro_rules! simd32 {
 pub(super) unsafe fn hsum(v: __m256) -> f32 {
     // SAFETY: register operations; the caller has AVX.
     unsafe {
-        let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        hsum4(_mm_add_ps(
+            _mm256_castps256_ps128(v),
+            _mm256_extractf128_ps(v, 1),
+        ))
+    }
+}
+
+/// The four lanes of `h` summed as [`hsum`] sums its two halves' sum: lanes 0 + 2 and 1 + 3,
+/// then those two.
+///
+/// # Safety
+/// The CPU must have SSE3 (implied by AVX).
+#[inline(always)]
+unsafe fn hsum4(h: __m128) -> f32 {
+    // SAFETY: register operations; the caller has SSE3.
+    unsafe {
         let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
         let h = _mm_add_ss(h, _mm_movehdup_ps(h));
         _mm_cvtss_f32(h)
@@ -203,17 +232,109 @@ unsafe fn five_bits(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
     }
 }
 
-simd32!(BlockQ4_0, signed(8), |b| nibbles(&b.qs));
-simd32!(BlockQ4_1, with_min, |b| nibbles(&b.qs));
-simd32!(BlockQ5_0, signed(16), |b| five_bits(&b.qs, b.qh));
-simd32!(BlockQ5_1, with_min, |b| five_bits(&b.qs, b.qh));
-simd32!(BlockQ8_0, signed(0), |b| _mm256_loadu_si256(
-    b.qs.as_ptr() as *const __m256i
+/// The 16 bytes at `p[t]` in 128-bit lane t (one load and three inserts).
+///
+/// # Safety
+/// Each `p[t]` has 16 readable bytes; the CPU must have AVX-512 F.
+#[inline(always)]
+unsafe fn lanes4(p: [*const u8; TILE_ROWS]) -> __m512i {
+    // SAFETY: 16 readable bytes at each pointer; the caller has AVX-512 F.
+    unsafe {
+        let l = |t: usize| _mm_loadu_si128(p[t] as *const __m128i);
+        let v = _mm512_castsi128_si512(l(0));
+        let v = _mm512_inserti32x4::<1>(v, l(1));
+        let v = _mm512_inserti32x4::<2>(v, l(2));
+        _mm512_inserti32x4::<3>(v, l(3))
+    }
+}
+
+/// [`nibbles`] of four blocks' `qs` as [`Simd32::biased4`] lays them out: the low nibbles
+/// (values 0..16) of block t in lane t of the first register, the high ones in the second.
+///
+/// # Safety
+/// The CPU must have AVX-512 F and BW.
+#[inline(always)]
+unsafe fn nibbles4(qs: [&[u8; 16]; TILE_ROWS]) -> [__m512i; 2] {
+    // SAFETY: 16 readable bytes per block; the caller has AVX-512 F and BW.
+    unsafe {
+        let b = lanes4(qs.map(|q| q.as_ptr()));
+        let m = _mm512_set1_epi8(0xf);
+        [
+            _mm512_and_si512(b, m),
+            _mm512_and_si512(_mm512_srli_epi16(b, 4), m),
+        ]
+    }
+}
+
+/// [`five_bits`] of four blocks as [`Simd32::biased4`] lays them out: [`nibbles4`] plus 16
+/// where the block's bit of `qh` is set (bits 0..16 of block t's `qh` as mask bits 16t..,
+/// one masked add per register).
+///
+/// # Safety
+/// The CPU must have AVX-512 F and BW.
+#[inline(always)]
+unsafe fn five_bits4(qs: [&[u8; 16]; TILE_ROWS], qh: [[u8; 4]; TILE_ROWS]) -> [__m512i; 2] {
+    // SAFETY: register operations and 16 readable bytes per block; the caller has AVX-512 F
+    // and BW.
+    unsafe {
+        let [lo, hi] = nibbles4(qs);
+        let (mut klo, mut khi) = (0u64, 0u64);
+        for (t, h) in qh.iter().enumerate() {
+            let h = u32::from_le_bytes(*h) as u64;
+            klo |= (h & 0xffff) << (16 * t);
+            khi |= (h >> 16) << (16 * t);
+        }
+        let high = _mm512_set1_epi8(0x10);
+        [
+            _mm512_mask_add_epi8(lo, klo, lo, high),
+            _mm512_mask_add_epi8(hi, khi, hi, high),
+        ]
+    }
+}
+
+/// The IQ4_NL levels of a register of nibbles (`vpshufb` in the 16-entry table).
+///
+/// # Safety
+/// The CPU must have AVX-512 F and BW.
+#[inline(always)]
+unsafe fn iq4nl_levels(n: __m512i) -> __m512i {
+    // SAFETY: 16 readable bytes of the table; the caller has AVX-512 F and BW.
+    unsafe {
+        let t = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
+        _mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), n)
+    }
+}
+
+simd32!(BlockQ4_0, signed(8), |b| nibbles(&b.qs), |b| nibbles4(
+    b.map(|b| &b.qs)
 ));
-simd32!(BlockIq4Nl, signed(0), |b| {
-    let t = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
-    _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles(&b.qs))
+simd32!(BlockQ4_1, with_min, |b| nibbles(&b.qs), |b| nibbles4(
+    b.map(|b| &b.qs)
+));
+simd32!(BlockQ5_0, signed(16), |b| five_bits(&b.qs, b.qh), |b| {
+    five_bits4(b.map(|b| &b.qs), b.map(|b| b.qh))
 });
+simd32!(BlockQ5_1, with_min, |b| five_bits(&b.qs, b.qh), |b| {
+    five_bits4(b.map(|b| &b.qs), b.map(|b| b.qh))
+});
+simd32!(
+    BlockQ8_0,
+    signed(0),
+    |b| _mm256_loadu_si256(b.qs.as_ptr() as *const __m256i),
+    |b| {
+        let qs = b.map(|b| b.qs.as_ptr() as *const u8);
+        [lanes4(qs), lanes4(qs.map(|p| p.wrapping_add(16)))]
+    }
+);
+simd32!(
+    BlockIq4Nl,
+    signed(0),
+    |b| {
+        let t = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
+        _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles(&b.qs))
+    },
+    |b| nibbles4(b.map(|b| &b.qs)).map(|n| iq4nl_levels(n))
+);
 
 /// Whether [`block_dots`] multiplies `B`'s biased levels (unsigned, below 32) by the
 /// activations and takes `BIAS · Σ y` off each pair's sum, instead of moving the levels'
@@ -393,22 +514,17 @@ pub(super) unsafe fn row_dots_vnni<B: Simd32>(w: &[u8], a: &[u8], out: &mut [f32
 /// Weight rows of one [`row_tiles_vnni`] / [`row_tiles_avx2`] pass.
 pub(super) const TILE_ROWS: usize = 4;
 
-/// How many tiles ahead [`tile_r`] prefetches the weights when it has one activation row.
+/// How many tiles ahead [`tile_r`] and [`tile_512`] prefetch the weights when it has one activation row.
 pub(super) const PREFETCH_TILES: usize = 2;
 
 /// `out[t][r0 + r] = dot(w[t], activation row r)` for [`TILE_ROWS`] weight rows and `R`
-/// activation rows in one pass: each activation block is loaded once for all weight rows, and
-/// with one activation row (token generation) the four weight rows give four independent
-/// chains of FMAs where [`dots_r`] has one (each block's FMA waits on the previous one's).
-/// With `VNNI` the signs need no per-pair work: signed levels `x` are offset to the unsigned
-/// `x + 128` (one XOR per weight block), and `128 · Σ y` (one `vpdpbusd` per activation
-/// block) seeds every pair's sum, which so comes out as `Σ x·y` lane by lane; without, the
-/// pairs take [`dots_r`]'s `sign` + `maddubs` + `madd`. Either way the same integers as
-/// [`dots_r`]'s, scaled and accumulated in the same order, so each output is bit for bit what
-/// [`dots_r`] gives it.
-#[allow(clippy::incompatible_msrv)]
+/// activation rows in one pass, with AVX2: each activation block is loaded once for all
+/// weight rows, and with one activation row (token generation) the four weight rows give
+/// four independent chains of FMAs where [`dots_r`] has one (each block's FMA waits on the
+/// previous one's). Each weight row's blocks take [`block_dots`], as in [`dots_r`], so each
+/// output is bit for bit what [`dots_r`] gives it.
 #[inline(always)]
-unsafe fn tile_r<B: Simd32, const VNNI: bool, const R: usize>(
+unsafe fn tile_r<B: Simd32, const R: usize>(
     w: [&[B]; TILE_ROWS],
     a: &[u8],
     stride: usize,
@@ -421,64 +537,25 @@ unsafe fn tile_r<B: Simd32, const VNNI: bool, const R: usize>(
     let ys: [&[B::Act]; R] = std::array::from_fn(|r| {
         &bytemuck::cast_slice::<u8, B::Act>(&a[r * stride..(r + 1) * stride])[..n]
     });
-    // SAFETY: the caller's target features include AVX2, FMA, F16C (and AVX-512 VL and VNNI
-    // with `VNNI`); every load reads 32 bytes of a block's levels.
+    // SAFETY: the caller's target features include AVX2, FMA and F16C; every load reads 32
+    // bytes of a block's levels.
     unsafe {
         let mut acc = [[_mm256_setzero_ps(); R]; TILE_ROWS];
         let mut extra = [[0f32; R]; TILE_ROWS];
-        let offset = _mm256_set1_epi8(0x80u8 as i8);
-        let mut ux = [_mm256_setzero_si256(); TILE_ROWS];
-        let mut xd = [_mm256_setzero_ps(); TILE_ROWS];
         // With one activation row (token generation), the rows [`PREFETCH_TILES`] tiles on
         // (the weight rows after these) are fetched ahead ([`prefetch`]).
         let ahead = PREFETCH_TILES * TILE_ROWS * std::mem::size_of_val(w[0]);
         for i in 0..n {
-            if !VNNI {
-                // AVX2's 16 registers: one weight row's block at a time, against every
-                // activation row (each activation block's part done once for all four), so
-                // only the accumulators stay live across weight rows
-                let acts = std::array::from_fn(|r| act_block::<B, false>(&ys[r][i]));
-                for t in 0..TILE_ROWS {
-                    let x = &w[t][i];
-                    if R == 1 {
-                        prefetch(x as *const B as *const u8, ahead, size_of::<B>());
-                    }
-                    block_dots::<B, false, R>(x, &acts, &mut acc[t], &mut extra[t]);
-                }
-                continue;
-            }
+            // AVX2's 16 registers: one weight row's block at a time, against every
+            // activation row (each activation block's part done once for all four), so only
+            // the accumulators stay live across weight rows
+            let acts = std::array::from_fn(|r| act_block::<B, false>(&ys[r][i]));
             for t in 0..TILE_ROWS {
+                let x = &w[t][i];
                 if R == 1 {
-                    prefetch(w[t][i..].as_ptr() as *const u8, ahead, size_of::<B>());
+                    prefetch(x as *const B as *const u8, ahead, size_of::<B>());
                 }
-                let levels = w[t][i].levels();
-                ux[t] = if B::UNSIGNED {
-                    levels
-                } else {
-                    _mm256_xor_si256(levels, offset)
-                };
-                xd[t] = _mm256_set1_ps(half(w[t][i].d()));
-            }
-            for r in 0..R {
-                let y = &ys[r][i];
-                let (yd, yq) = y.parts();
-                let yv = _mm256_loadu_si256(yq.as_ptr() as *const __m256i);
-                let seed = if B::UNSIGNED {
-                    _mm256_setzero_si256()
-                } else {
-                    let corr = _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset, yv);
-                    _mm256_sub_epi32(_mm256_setzero_si256(), corr)
-                };
-                let yd = _mm256_set1_ps(half(yd));
-                for t in 0..TILE_ROWS {
-                    let sum = _mm256_dpbusd_epi32(seed, ux[t], yv);
-                    // the same product as the row kernel's scalar one, in every lane
-                    let d = _mm256_mul_ps(xd[t], yd);
-                    acc[t][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[t][r]);
-                    if B::UNSIGNED {
-                        extra[t][r] += w[t][i].extra(y);
-                    }
-                }
+                block_dots::<B, false, R>(x, &acts, &mut acc[t], &mut extra[t]);
             }
         }
         for t in 0..TILE_ROWS {
@@ -489,10 +566,126 @@ unsafe fn tile_r<B: Simd32, const VNNI: bool, const R: usize>(
     }
 }
 
-/// [`tile_r`] over every activation row of `a`, up to four per pass ([`super::TileDot`]).
+/// Four halves widened with F16C into four lanes (one conversion for the four rows of a
+/// tile).
 ///
 /// # Safety
-/// The CPU must have the features `VNNI` needs (see [`tile_r`]); every row of `w` has as
+/// The CPU must have F16C.
+#[inline(always)]
+unsafe fn halves4(h: [PackedF16; TILE_ROWS]) -> __m128 {
+    let bits = h
+        .iter()
+        .enumerate()
+        .fold(0u64, |b, (t, h)| b | (h.to_bits() as u64) << (16 * t));
+    // SAFETY: register operations; the caller has F16C.
+    unsafe { _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64)) }
+}
+
+/// [`tile_r`] with AVX-512 VNNI on 512-bit registers: block i of the four weight rows in one
+/// pair of registers ([`Simd32::biased4`]: values 0..16 of row t in 128-bit lane t of the
+/// first, values 16..32 in lane t of the second), against the activation block's two halves
+/// broadcast to every lane, so each instruction does the four rows' work (two `vpdpbusd`,
+/// two conversions, one scale product and two FMAs per four blocks, where the row kernel
+/// takes one of each per block). Lanes 4t..4t + 4 of the two accumulators are row t's eight
+/// lanes of [`dots_r`]'s accumulator, each with the same integers (signed levels offset to
+/// unsigned bytes, `x + o`, their `o · Σ y` taken off by seeding each sum with it: exact in
+/// i32 either way), scaled by the same f32 product and added in the same order, and summed
+/// as [`hsum`] sums, so each output is bit for bit what [`dots_r`] gives it.
+#[allow(clippy::incompatible_msrv)]
+#[inline(always)]
+unsafe fn tile_512<B: Simd32, const R: usize>(
+    w: [&[B]; TILE_ROWS],
+    a: &[u8],
+    stride: usize,
+    out: &mut [&mut [f32]; TILE_ROWS],
+    r0: usize,
+) {
+    // (every row as long as the first weight row, so the loop's indexing needs no checks)
+    let n = w[0].len();
+    let w = w.map(|row| &row[..n]);
+    let ys: [&[B::Act]; R] = std::array::from_fn(|r| {
+        &bytemuck::cast_slice::<u8, B::Act>(&a[r * stride..(r + 1) * stride])[..n]
+    });
+    // the offset that makes the levels unsigned bytes: the bias, else 128 (an XOR) for the
+    // signed types, none for the unsigned ones
+    let (offset, flip) = match (B::UNSIGNED, B::BIAS) {
+        (true, _) => (0u8, false),
+        (false, 0) => (0x80, true),
+        (false, bias) => (bias, false),
+    };
+    // SAFETY: the caller's target features include AVX2, FMA, F16C, AVX-512 F, BW and VNNI;
+    // every load reads a block's own bytes.
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        let mut extra = [[0f32; R]; TILE_ROWS];
+        let offsets = _mm512_set1_epi8(offset as i8);
+        // lane 4t + j of the result: lane t of the four scales
+        let spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+        // With one activation row (token generation), the rows [`PREFETCH_TILES`] tiles on
+        // (the weight rows after these) are fetched ahead ([`prefetch`]).
+        let ahead = PREFETCH_TILES * TILE_ROWS * std::mem::size_of_val(w[0]);
+        for i in 0..n {
+            let x: [&B; TILE_ROWS] = std::array::from_fn(|t| &w[t][i]);
+            if R == 1 {
+                for xt in x {
+                    prefetch(xt as *const B as *const u8, ahead, size_of::<B>());
+                }
+            }
+            let ux = B::biased4(x).map(|v| {
+                if flip {
+                    _mm512_xor_si512(v, offsets)
+                } else {
+                    v
+                }
+            });
+            let xd =
+                _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(halves4(x.map(|x| x.d()))));
+            for r in 0..R {
+                let y = &ys[r][i];
+                let (yd, yq) = y.parts();
+                let yv = [0, 16].map(|h| {
+                    _mm512_broadcast_i32x4(_mm_loadu_si128(yq[h..].as_ptr() as *const __m128i))
+                });
+                // the same product as the row kernel's, in every lane
+                let d = _mm512_mul_ps(xd, _mm512_cvtph_ps(_mm256_set1_epi16(yd.to_bits() as i16)));
+                for h in 0..2 {
+                    let seed = if offset == 0 {
+                        _mm512_setzero_si512()
+                    } else {
+                        let corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offsets, yv[h]);
+                        _mm512_sub_epi32(_mm512_setzero_si512(), corr)
+                    };
+                    let sum = _mm512_dpbusd_epi32(seed, ux[h], yv[h]);
+                    acc[r][h] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc[r][h]);
+                }
+                if B::UNSIGNED {
+                    for t in 0..TILE_ROWS {
+                        extra[t][r] += x[t].extra(y);
+                    }
+                }
+            }
+        }
+        for r in 0..R {
+            // lane t: row t's two halves' sum, as [`hsum`] takes it
+            let h = _mm512_add_ps(acc[r][0], acc[r][1]);
+            let h: [__m128; TILE_ROWS] = [
+                _mm512_castps512_ps128(h),
+                _mm512_extractf32x4_ps::<1>(h),
+                _mm512_extractf32x4_ps::<2>(h),
+                _mm512_extractf32x4_ps::<3>(h),
+            ];
+            for t in 0..TILE_ROWS {
+                out[t][r0 + r] = hsum4(h[t]) + extra[t][r];
+            }
+        }
+    }
+}
+
+/// [`tile_512`] (with `VNNI`) or [`tile_r`] over every activation row of `a`, up to four per
+/// pass ([`super::TileDot`]).
+///
+/// # Safety
+/// The CPU must have the features `VNNI` needs (see [`tile_512`]); every row of `w` has as
 /// many blocks, `a` holds `out[t].len()` activation rows of as many blocks, and every
 /// `out[t]` is as long.
 #[inline(always)]
@@ -503,16 +696,27 @@ unsafe fn row_tiles<B: Simd32, const VNNI: bool>(
 ) {
     let wb: [&[B]; TILE_ROWS] = w.map(|r| bytemuck::cast_slice(r));
     let stride = wb[0].len() * std::mem::size_of::<B::Act>();
-    by_tiles!(out[0].len(), |N, r0| tile_r::<B, VNNI, N>(
-        wb,
-        &a[r0 * stride..],
-        stride,
-        out,
-        r0
-    ));
+    let a = |r0: usize| &a[r0 * stride..];
+    if VNNI {
+        by_tiles!(out[0].len(), |N, r0| tile_512::<B, N>(
+            wb,
+            a(r0),
+            stride,
+            out,
+            r0
+        ));
+    } else {
+        by_tiles!(out[0].len(), |N, r0| tile_r::<B, N>(
+            wb,
+            a(r0),
+            stride,
+            out,
+            r0
+        ));
+    }
 }
 
-/// [`row_tiles`] with AVX-512 VNNI on 256-bit registers.
+/// [`row_tiles`] with AVX-512 VNNI on 512-bit registers.
 ///
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features; see [`row_tiles`] for the lengths.

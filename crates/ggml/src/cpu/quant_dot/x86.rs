@@ -520,6 +520,26 @@ pub(super) const TILE_ROWS: usize = 4;
 /// How many tiles ahead [`tile_r`] and [`tile_512`] prefetch the weights when it has one activation row.
 pub(super) const PREFETCH_TILES: usize = 2;
 
+/// [`tile_operands`]'s result: the blocks per row, the weight rows, the activation rows.
+type TileOperands<'a, B, const R: usize> =
+    (usize, [&'a [B]; TILE_ROWS], [&'a [<B as DotBlock>::Act]; R]);
+
+/// A tile's operands: the blocks per row `n`, the [`TILE_ROWS`] weight rows and the `R`
+/// activation rows of `a` (each `stride` bytes), every row cut to `n` blocks (so that a tile's
+/// loop indexing needs no checks).
+#[inline(always)]
+fn tile_operands<'a, B: Simd32, const R: usize>(
+    w: [&'a [B]; TILE_ROWS],
+    a: &'a [u8],
+    stride: usize,
+) -> TileOperands<'a, B, R> {
+    let n = w[0].len();
+    let ys = std::array::from_fn(|r| {
+        &bytemuck::cast_slice::<u8, B::Act>(&a[r * stride..(r + 1) * stride])[..n]
+    });
+    (n, w.map(|row| &row[..n]), ys)
+}
+
 /// `out[t][r0 + r] = dot(w[t], activation row r)` for [`TILE_ROWS`] weight rows and `R`
 /// activation rows in one pass, with AVX2: each activation block is loaded once for all
 /// weight rows, and with one activation row (token generation) the four weight rows give
@@ -534,12 +554,7 @@ unsafe fn tile_r<B: Simd32, const R: usize>(
     out: &mut [&mut [f32]; TILE_ROWS],
     r0: usize,
 ) {
-    // (every row as long as the first weight row, so the loop's indexing needs no checks)
-    let n = w[0].len();
-    let w = w.map(|row| &row[..n]);
-    let ys: [&[B::Act]; R] = std::array::from_fn(|r| {
-        &bytemuck::cast_slice::<u8, B::Act>(&a[r * stride..(r + 1) * stride])[..n]
-    });
+    let (n, w, ys) = tile_operands::<B, R>(w, a, stride);
     // SAFETY: the caller's target features include AVX2, FMA and F16C; every load reads 32
     // bytes of a block's levels.
     unsafe {
@@ -603,12 +618,7 @@ unsafe fn tile_512<B: Simd32, const R: usize>(
     out: &mut [&mut [f32]; TILE_ROWS],
     r0: usize,
 ) {
-    // (every row as long as the first weight row, so the loop's indexing needs no checks)
-    let n = w[0].len();
-    let w = w.map(|row| &row[..n]);
-    let ys: [&[B::Act]; R] = std::array::from_fn(|r| {
-        &bytemuck::cast_slice::<u8, B::Act>(&a[r * stride..(r + 1) * stride])[..n]
-    });
+    let (n, w, ys) = tile_operands::<B, R>(w, a, stride);
     // the offset that makes the levels unsigned bytes: the bias, else 128 (an XOR) for the
     // signed types, none for the unsigned ones
     let (offset, flip) = match (B::UNSIGNED, B::BIAS) {

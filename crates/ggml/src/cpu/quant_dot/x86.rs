@@ -4,11 +4,13 @@
 //! (`maddubs` + `madd` on AVX2, one `vpdpbusd` with VNNI), converted and accumulated with the
 //! block's scale into eight f32 lanes, reduced once per row. The tile kernels take four weight
 //! rows at once in the same order per output (token generation's matrix-vector products read
-//! four weight streams from memory together, and prefetch the rows after them).
+//! four weight streams from memory together, and prefetch the rows after them); with VNNI the
+//! four rows' blocks share 512-bit registers ([`tile_512`]).
 
 // AVX-512 intrinsics are stable since Rust 1.89, above the workspace's declared 1.85 (as in
 // kquant_avx512.rs).
 #![allow(clippy::incompatible_msrv)]
+
 use std::arch::x86_64::*;
 
 use super::DotBlock;
@@ -392,7 +394,6 @@ unsafe fn act_block<B: Simd32, const VNNI: bool>(y: &B::Act) -> ActBlock<'_, B::
 ///
 /// # Safety
 /// As [`dots_r`].
-#[allow(clippy::incompatible_msrv)]
 #[inline(always)]
 unsafe fn block_dots<B: Simd32, const VNNI: bool, const R: usize>(
     x: &B,
@@ -443,10 +444,6 @@ unsafe fn block_dots<B: Simd32, const VNNI: bool, const R: usize>(
 
 /// `out[r] = dot(w, activation row r)` for `R` rows of `a`, each `stride` bytes, each block
 /// of `w` unpacked once for all `R`; `VNNI` selects `vpdpbusd` for the byte products.
-// AVX-512 target features and intrinsics are stable since Rust 1.89, so this path needs 1.89
-// while the workspace still declares 1.85 (raising it turns on newer lints workspace-wide,
-// left to the lead).
-#[allow(clippy::incompatible_msrv)]
 #[inline(always)]
 unsafe fn dots_r<B: Simd32, const VNNI: bool, const R: usize>(
     w: &[B],
@@ -517,7 +514,8 @@ pub(super) unsafe fn row_dots_vnni<B: Simd32>(w: &[u8], a: &[u8], out: &mut [f32
 /// Weight rows of one [`row_tiles_vnni`] / [`row_tiles_avx2`] pass.
 pub(super) const TILE_ROWS: usize = 4;
 
-/// How many tiles ahead [`tile_r`] and [`tile_512`] prefetch the weights when it has one activation row.
+/// How many tiles ahead [`tile_r`] and [`tile_512`] prefetch the weights when they have one
+/// activation row.
 pub(super) const PREFETCH_TILES: usize = 2;
 
 /// [`tile_operands`]'s result: the blocks per row, the weight rows, the activation rows.
@@ -609,7 +607,6 @@ unsafe fn halves4(h: [PackedF16; TILE_ROWS]) -> __m128 {
 /// unsigned bytes, `x + o`, their `o · Σ y` taken off by seeding each sum with it: exact in
 /// i32 either way), scaled by the same f32 product and added in the same order, and summed
 /// as [`hsum`] sums, so each output is bit for bit what [`dots_r`] gives it.
-#[allow(clippy::incompatible_msrv)]
 #[inline(always)]
 unsafe fn tile_512<B: Simd32, const R: usize>(
     w: [&[B]; TILE_ROWS],

@@ -319,6 +319,24 @@ unsafe fn mul_mat_quant<const SHARED: bool, const PATH: u8>(n: &NodePtrs, p: &Pa
             }
         }
     };
+    // Rows i.. of `vals` (one per weight row, nj columns each) into the result column by
+    // column: a column's values are adjacent in its result row, and the result rows lie a
+    // whole row of the result apart (often a multiple of 4 KiB: the same L1 set), so writing
+    // them weight row by weight row would touch every column's line once per value.
+    let write_rows = |dst_rows: &[*mut u8; JQ], i: usize, vals: &[[f32; JQ]], nj: usize| {
+        for (j, &row) in dst_rows.iter().enumerate().take(nj) {
+            for (t, v) in vals.iter().enumerate() {
+                // SAFETY: as `write`'s.
+                unsafe {
+                    if packed {
+                        st(row, i + t, v[j])
+                    } else {
+                        d.set(row, i + t, v[j])
+                    }
+                }
+            }
+        }
+    };
     for c in p.chunks(row_blocks * col_blocks * batches) {
         let (rb, rest) = (c % row_blocks, c / row_blocks);
         let (cb, batch) = (rest % col_blocks, rest / col_blocks);
@@ -367,9 +385,7 @@ unsafe fn mul_mat_quant<const SHARED: bool, const PATH: u8>(n: &NodePtrs, p: &Pa
                 // SAFETY: `isa()` chose a path this CPU runs; `tile` holds the chunk's nj
                 // columns laid out for rows of k values, `band_rows` the band's scratch.
                 unsafe { (bd.dots)(ws, tile, band_rows, &mut outs) };
-                for (t, o) in out.iter().enumerate().take(n) {
-                    write(&dst_rows, i + t, &o[..nj]);
-                }
+                write_rows(&dst_rows, i, &out[..n], nj);
                 i += n;
             }
             continue;
@@ -383,9 +399,7 @@ unsafe fn mul_mat_quant<const SHARED: bool, const PATH: u8>(n: &NodePtrs, p: &Pa
                 // SAFETY: `isa()` chose a path this CPU runs; `block` holds nj rows of k
                 // values; the weight rows have wbytes each.
                 unsafe { tile(ws, block, &mut outs) };
-                for (t, o) in out.iter().enumerate().take(TILE_ROWS) {
-                    write(&dst_rows, i + t, &o[..nj]);
-                }
+                write_rows(&dst_rows, i, &out[..TILE_ROWS], nj);
                 i += TILE_ROWS;
             }
         }

@@ -11,6 +11,11 @@
 //! `fma(xd·yd, lane, acc)`, and the lanes are added at the end as `hsum_float_8` — so every
 //! output is bit for bit the row kernels' (`x86.rs`) and GGML's. An output's value does not
 //! depend on the other rows and columns it is computed with.
+//!
+//! Those eight lanes per (row, column) make a band's state 64 registers for one column group,
+//! twice the 32 there are, so the band is computed [`PASS`] rows at a time with their lanes
+//! in registers, over a [`SLICE`] of blocks whose activation tiles every pass reads from L1;
+//! the lanes wait in memory between slices (the same f32 steps in the same order).
 
 use std::arch::x86_64::*;
 
@@ -121,38 +126,93 @@ pub(super) unsafe fn band_dots<B: Simd32>(
     }
     let groups = tile[..act_tile_bytes(nb * QK, cols)].chunks_exact(nb * ACT_BLOCK);
     for (g, tg) in groups.enumerate() {
-        // SAFETY: every read is inside block i's BAND_BLOCK bytes of `band` or ACT_BLOCK
-        // bytes of `tg` (unaligned loads); the caller has the CPU features.
-        let o = unsafe {
-            // f32 lane q of every (row, column): GGML's lane of the block's values 4q..4q + 4
-            let mut acc = [[_mm512_setzero_ps(); QK / 4]; BAND];
-            let offset = _mm512_set1_epi8(0x80u8 as i8);
-            for i in 0..nb {
-                let bb = band.as_ptr().add(i * BAND_BLOCK);
-                let tb = tg.as_ptr().add(i * ACT_BLOCK);
-                let yd = _mm512_loadu_ps(tb.add(ACT_D) as *const f32);
-                let d: [__m512; BAND] = std::array::from_fn(|t| {
-                    let xd = (bb.add(BAND_D + 4 * t) as *const f32).read_unaligned();
-                    _mm512_mul_ps(yd, _mm512_set1_ps(xd))
-                });
-                for q in 0..QK / 4 {
-                    let y = _mm512_loadu_si512(tb.add(q * GROUP * 4) as *const __m512i);
-                    // −128 · Σ y over the four values, so the offset levels give Σ x·y
-                    let corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, y);
-                    let seed = _mm512_sub_epi32(_mm512_setzero_si512(), corr);
-                    for (t, a) in acc.iter_mut().enumerate() {
-                        let x = (bb.add(t * QK + 4 * q) as *const i32).read_unaligned();
-                        let s = _mm512_dpbusd_epi32(seed, _mm512_set1_epi32(x), y);
-                        a[q] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(s), a[q]);
-                    }
+        // f32 lane q of every (row, column): GGML's lane of the block's values 4q..4q + 4,
+        // carried from slice to slice in memory (the passes hold them in registers)
+        let mut acc = [[[0f32; GROUP]; LANES]; BAND];
+        for s0 in (0..nb).step_by(SLICE) {
+            let blocks = s0..nb.min(s0 + SLICE);
+            for t0 in (0..BAND).step_by(PASS) {
+                // SAFETY: blocks s0.. of `band` and `tg` are inside them (nb blocks each);
+                // rows t0..t0 + PASS are rows of the band; the caller has the CPU features.
+                unsafe { pass::<PASS>(band, tg, blocks.clone(), t0, &mut acc[t0..t0 + PASS]) };
+            }
+        }
+        let mut o = [[0f32; GROUP]; BAND];
+        for (dst, a) in o.iter_mut().zip(&acc) {
+            // SAFETY: the caller has AVX-512 F; the loads read the row's eight lanes of
+            // GROUP f32 each, the store writes GROUP f32.
+            unsafe {
+                let lanes = std::array::from_fn(|q| _mm512_loadu_ps(a[q].as_ptr()));
+                _mm512_storeu_ps(dst.as_mut_ptr(), hsum8_lanes(&lanes));
+            }
+        }
+        store_group(out, g, &o);
+    }
+}
+
+/// The f32 lanes of a block (GGML's eight sums of four values).
+const LANES: usize = QK / 4;
+
+/// Band rows per register pass: `PASS` rows × [`LANES`] accumulators of [`GROUP`] columns,
+/// with the activation values, their offset sums and the scales, fit in the 32 registers
+/// (the whole band's 64 accumulators would not).
+const PASS: usize = 2;
+const _: () = assert!(BAND % PASS == 0);
+
+/// Blocks per slice of a row: the slice's activation tiles of one column group (640 bytes a
+/// block) and the band's unpacked blocks (288 bytes) stay in L1 while every pass reads them.
+const SLICE: usize = 32;
+
+/// Adds blocks `blocks` of band rows `t0..t0 + R` times one column group (`tile`) into the
+/// rows' lane accumulators `acc` (f32, loaded and stored once per call): per four values of a
+/// block, `fma(xd·yd, f32(Σ x·y), lane)`, as [`band_dots`] describes.
+///
+/// # Safety
+/// The CPU must have [`super::Isa::Avx512`]'s features; `band` holds the band's unpacked
+/// blocks and `tile` the group's activation tiles, both at least up to `blocks.end`; `acc`
+/// has `R` rows and `t0 + R <= BAND`.
+#[allow(clippy::incompatible_msrv)]
+#[inline(always)]
+unsafe fn pass<const R: usize>(
+    band: &[u8],
+    tile: &[u8],
+    blocks: std::ops::Range<usize>,
+    t0: usize,
+    acc: &mut [[[f32; GROUP]; LANES]],
+) {
+    debug_assert!(acc.len() == R && t0 + R <= BAND);
+    debug_assert!(band.len() >= blocks.end * BAND_BLOCK && tile.len() >= blocks.end * ACT_BLOCK);
+    // SAFETY: every read is inside block i's BAND_BLOCK bytes of `band` or ACT_BLOCK bytes
+    // of `tile` (unaligned loads), every access to `acc` inside its R rows; the caller has
+    // the CPU features.
+    unsafe {
+        let mut a: [[__m512; LANES]; R] =
+            std::array::from_fn(|r| std::array::from_fn(|q| _mm512_loadu_ps(acc[r][q].as_ptr())));
+        let offset = _mm512_set1_epi8(0x80u8 as i8);
+        for i in blocks {
+            let bb = band.as_ptr().add(i * BAND_BLOCK);
+            let tb = tile.as_ptr().add(i * ACT_BLOCK);
+            let yd = _mm512_loadu_ps(tb.add(ACT_D) as *const f32);
+            let d: [__m512; R] = std::array::from_fn(|r| {
+                let xd = (bb.add(BAND_D + 4 * (t0 + r)) as *const f32).read_unaligned();
+                _mm512_mul_ps(yd, _mm512_set1_ps(xd))
+            });
+            for q in 0..LANES {
+                let y = _mm512_loadu_si512(tb.add(q * GROUP * 4) as *const __m512i);
+                // −128 · Σ y over the four values, so the offset levels give Σ x·y
+                let corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, y);
+                let seed = _mm512_sub_epi32(_mm512_setzero_si512(), corr);
+                for (r, ar) in a.iter_mut().enumerate() {
+                    let x = (bb.add((t0 + r) * QK + 4 * q) as *const i32).read_unaligned();
+                    let s = _mm512_dpbusd_epi32(seed, _mm512_set1_epi32(x), y);
+                    ar[q] = _mm512_fmadd_ps(d[r], _mm512_cvtepi32_ps(s), ar[q]);
                 }
             }
-            let mut o = [[0f32; GROUP]; BAND];
-            for (dst, a) in o.iter_mut().zip(&acc) {
-                _mm512_storeu_ps(dst.as_mut_ptr(), hsum8_lanes(a));
+        }
+        for (dst, ar) in acc.iter_mut().zip(&a) {
+            for (l, v) in dst.iter_mut().zip(ar) {
+                _mm512_storeu_ps(l.as_mut_ptr(), *v);
             }
-            o
-        };
-        store_group(out, g, &o);
+        }
     }
 }

@@ -1038,11 +1038,12 @@ mod tests {
     /// within f32 rounding of the row dot's, and bit for bit the same whatever the other
     /// columns of its tile (every column count from 1 to 64, so every remainder of a column
     /// group) and the other rows of its band (a short band that repeats its last row); the
-    /// 32-value types' AVX-512 products bit for bit the row dots' (GGML's order).
+    /// 32-value types' AVX-512 products bit for bit the row dots' (GGML's order). Rows of 40
+    /// blocks of 32: more than one of those products' K slices, the last one partial.
     #[test]
     fn band_products_match_the_row_dots_for_every_shape() {
         use Type::*;
-        let k = 3 * QK_K;
+        let k = 5 * QK_K;
         let quantize = |ty: Type, seed: u32| {
             let mut q = vec![0u8; ty.row_size(k as i64).unwrap()];
             crate::quants::quantize_chunk(ty, &values(k, seed), &mut q, 0, 1, k, None).unwrap();

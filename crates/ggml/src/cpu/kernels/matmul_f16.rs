@@ -427,11 +427,25 @@ macro_rules! tiny_tile_fn {
             // values left, and the caller vouches for k values in every row.
             unsafe {
                 while l < whole {
-                    let av: [_; R] = std::array::from_fn(|t| load_a(a[t].add(l)));
-                    for u in 0..C {
-                        let bv = load_b(b[u].add(l));
+                    // the smaller side's vectors held, the other's loaded one by one: R·C
+                    // accumulators + min(R, C) + 1 vectors (16 for AVX2's 4 × 3 tile; holding
+                    // the 4 weight vectors took 17, and three accumulators went through the
+                    // stack every step); each accumulator's sum is the same either way
+                    if C <= R {
+                        let bv: [_; C] = std::array::from_fn(|u| load_b(b[u].add(l)));
                         for t in 0..R {
-                            acc[t][u] = madd(acc[t][u], av[t], bv);
+                            let av = load_a(a[t].add(l));
+                            for u in 0..C {
+                                acc[t][u] = madd(acc[t][u], av, bv[u]);
+                            }
+                        }
+                    } else {
+                        let av: [_; R] = std::array::from_fn(|t| load_a(a[t].add(l)));
+                        for u in 0..C {
+                            let bv = load_b(b[u].add(l));
+                            for t in 0..R {
+                                acc[t][u] = madd(acc[t][u], av[t], bv);
+                            }
                         }
                     }
                     l += $step;

@@ -163,6 +163,9 @@ unsafe fn unpack_band<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
 /// level·y) · d)` for those with minimums, then `acc = fma(r, yd, acc)` — so every output is
 /// GGML's bits.
 ///
+/// With `next`, super-block `i` of each of those rows (the next band's weights) is prefetched
+/// into L2 with super-block `i` of this band ([`prefetch_l2`]).
+///
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features; `band` holds `nb` unpacked
 /// super-blocks, `tile` `nb` activation tiles.
@@ -173,6 +176,7 @@ unsafe fn band_group<B: KUnpack>(
     tile: &[u8],
     nb: usize,
     out: &mut [[f32; GROUP]; BAND],
+    next: Option<[*const u8; BAND]>,
 ) {
     debug_assert!(band.len() >= nb * BAND_BLOCK && tile.len() >= nb * ACT_BLOCK);
     let quads_per_group = if B::PAIRED { 8 } else { 4 };
@@ -183,6 +187,11 @@ unsafe fn band_group<B: KUnpack>(
         for i in 0..nb {
             let bb = band.as_ptr().add(i * BAND_BLOCK);
             let tb = tile.as_ptr().add(i * ACT_BLOCK);
+            if let Some(rows) = next {
+                for row in rows {
+                    prefetch_l2(row.wrapping_add(i * size_of::<B>()), size_of::<B>());
+                }
+            }
             let word = |p: *const u8, n: usize| (p.add(4 * n) as *const i32).read_unaligned();
             let mut sums = [_mm512_setzero_si512(); BAND];
             for g in 0..QUADS / quads_per_group {
@@ -251,13 +260,29 @@ pub(super) unsafe fn band_dots<B: KUnpack>(
     let band = &mut scratch[..nb * BAND_BLOCK];
     // SAFETY: forwarded from the caller (AVX2 and F16C are among the features).
     unsafe { unpack_band::<B>(w, band) };
+    // the rows after these (the next band's, where the weight rows lie back to back)
+    let ahead = BAND * size_of_val(w[0]);
+    let next = w.map(|row| row.as_ptr().wrapping_add(ahead));
     let groups = tile[..act_tile_bytes(nb * QK_K, cols)].chunks_exact(nb * ACT_BLOCK);
     for (g, t) in groups.enumerate() {
         let mut o = [[0f32; GROUP]; BAND];
         // SAFETY: the band and the group's tiles hold nb super-blocks; the CPU features are
         // forwarded from the caller.
-        unsafe { band_group::<B>(band, t, nb, &mut o) }
+        unsafe { band_group::<B>(band, t, nb, &mut o, Some(next).filter(|_| g == 0)) }
         store_group(out, g, &o);
+    }
+}
+
+/// Prefetches the cache lines of the `len` bytes at `p` into L2: the next band's weights,
+/// read once the column groups of this band are done (the hardware prefetcher, which stops at
+/// each band's end, leaves the first reads of each band to wait on memory). Prefetches never
+/// fault: the address is only computed, never dereferenced, so past the end of the weights is
+/// harmless.
+#[inline(always)]
+fn prefetch_l2(p: *const u8, len: usize) {
+    for line in (0..len).step_by(64) {
+        // SAFETY: a prefetch hint, valid for any address; SSE is in every x86-64 CPU.
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(line) as *const i8) };
     }
 }
 

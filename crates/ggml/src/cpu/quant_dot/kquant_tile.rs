@@ -7,13 +7,17 @@
 //! Here the activations of [`GROUP`] columns are laid out once (per thread and column block)
 //! so that one 512-bit register holds four consecutive values of each of the 16 columns; four
 //! levels of one weight row, broadcast, and one `vpdpbusd` give the 16 columns' sums of those
-//! four products — 64 multiply-adds per instruction, a band of eight weight rows sharing each
-//! activation load. The weight rows are unpacked once per band into bytes (levels 0..64) with
-//! their group scales as i32; per group of 16 (or 32, for Q4_K and Q5_K, whose scales come in
-//! equal pairs) values the integer sums are weighed by the group's scale (`vpmulld`), and the
-//! group corrections (minimums, or the level offset) come from one `vpdpwssd` per pair of
-//! groups with the activations' group sums (Q8_K's `bsums`). Per super-block the two integer
-//! sums are scaled in f32, as the row kernels do:
+//! four products — 64 multiply-adds per instruction, the rows of a band sharing each
+//! activation load. A pass takes half the band against two column groups, so that each
+//! broadcast serves two `vpdpbusd` (a pass of eight rows against one group is bound by the
+//! broadcast loads, not the multiply-adds); an odd last group takes the whole band in one
+//! pass. While the first pass runs, the next band's weight rows are prefetched into L2. The
+//! weight rows are unpacked once per band into bytes (levels 0..64) with their group scales
+//! as i32; per group of 16 (or 32, for Q4_K and Q5_K, whose scales come in equal pairs)
+//! values the integer sums are weighed by the group's scale (`vpmulld`), and the group
+//! corrections (minimums, or the level offset) come from one `vpdpwssd` per pair of groups
+//! with the activations' group sums (Q8_K's `bsums`). Per super-block the two integer sums
+//! are scaled in f32, as the row kernels do:
 //!
 //! `dot = fma(r, yd, dot)`, `r` the super-block's sums scaled by the weight's factors.
 //!
@@ -154,95 +158,114 @@ unsafe fn unpack_band<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
     }
 }
 
-/// `out[t][j] = dot(row t of the band, column j of the group)` over the `nb` super-blocks of
-/// `band` and `tile` (one column group); `B::PAIRED` weighs groups of 32 values (the scales
-/// of groups 2c and 2c + 1 are equal), else of 16. The f32 steps per super-block are those of
-/// GGML's tiled k-quant MUL_MAT (`ggml-cpu/tiled`, its AVX-512 VNNI micro tile, which GGML
-/// takes for batches of 8 columns or more): `r = f32(Σ scale·level·y + offset·Σ scale·bsum)
-/// · d` for the types with a level offset, `r = fma(−dmin, f32(Σ min·bsum), f32(Σ scale·
-/// level·y) · d)` for those with minimums, then `acc = fma(r, yd, acc)` — so every output is
-/// GGML's bits.
+/// `out[g][r0 + t][j] = dot(row r0 + t of the band, column j of group g)` for the `R` rows
+/// from `r0` and the `G` column groups of `tiles`, over the `nb` super-blocks of `band` and
+/// `tiles`; `B::PAIRED` weighs groups of 32 values (the scales of groups 2c and 2c + 1 are
+/// equal), else of 16. Each broadcast weight word serves the `G` groups: with `R·G` = 8
+/// accumulator chains, `G` = 2 takes a broadcast load per two `vpdpbusd` (the loads, not the
+/// multiply-adds, bound one group's pass). The f32 steps per super-block are those of GGML's
+/// tiled k-quant MUL_MAT (`ggml-cpu/tiled`, its AVX-512 VNNI micro tile, which GGML takes for
+/// batches of 8 columns or more): `r = f32(Σ scale·level·y + offset·Σ scale·bsum) · d` for
+/// the types with a level offset, `r = fma(−dmin, f32(Σ min·bsum), f32(Σ scale·level·y) · d)`
+/// for those with minimums, then `acc = fma(r, yd, acc)` — so every output is GGML's bits.
 ///
 /// With `next`, super-block `i` of each of those rows (the next band's weights) is prefetched
 /// into L2 with super-block `i` of this band ([`prefetch_l2`]).
 ///
 /// # Safety
-/// The CPU must have [`super::Isa::Avx512`]'s features; `band` holds `nb` unpacked
-/// super-blocks, `tile` `nb` activation tiles.
+/// The CPU must have [`super::Isa::Avx512`]'s features; `r0 + R <= BAND`; `band` holds `nb`
+/// unpacked super-blocks, each of `tiles` `nb` activation tiles.
 #[allow(clippy::incompatible_msrv)]
 #[inline(always)]
-unsafe fn band_group<B: KUnpack>(
+unsafe fn band_group<B: KUnpack, const R: usize, const G: usize>(
     band: &[u8],
-    tile: &[u8],
+    r0: usize,
+    tiles: [&[u8]; G],
     nb: usize,
-    out: &mut [[f32; GROUP]; BAND],
+    out: &mut [[[f32; GROUP]; BAND]; G],
     next: Option<[*const u8; BAND]>,
 ) {
-    debug_assert!(band.len() >= nb * BAND_BLOCK && tile.len() >= nb * ACT_BLOCK);
+    debug_assert!(r0 + R <= BAND && band.len() >= nb * BAND_BLOCK);
+    debug_assert!(tiles.iter().all(|t| t.len() >= nb * ACT_BLOCK));
     let quads_per_group = if B::PAIRED { 8 } else { 4 };
-    // SAFETY: every read is inside super-block i's BAND_BLOCK bytes of `band` or ACT_BLOCK
-    // bytes of `tile` (unaligned loads); the caller has the CPU features.
+    // SAFETY: every read is inside super-block i's BAND_BLOCK bytes of `band` (rows r0..r0 +
+    // R, within the band) or ACT_BLOCK bytes of a tile (unaligned loads); the caller has the
+    // CPU features.
     unsafe {
-        let mut acc = [_mm512_setzero_ps(); BAND];
+        let mut acc = [[_mm512_setzero_ps(); G]; R];
         for i in 0..nb {
             let bb = band.as_ptr().add(i * BAND_BLOCK);
-            let tb = tile.as_ptr().add(i * ACT_BLOCK);
+            let tb = tiles.map(|t| t.as_ptr().add(i * ACT_BLOCK));
             if let Some(rows) = next {
-                for row in rows {
+                for row in &rows[r0..r0 + R] {
                     prefetch_l2(row.wrapping_add(i * size_of::<B>()), size_of::<B>());
                 }
             }
             let word = |p: *const u8, n: usize| (p.add(4 * n) as *const i32).read_unaligned();
-            let mut sums = [_mm512_setzero_si512(); BAND];
+            let mut sums = [[_mm512_setzero_si512(); G]; R];
             for g in 0..QUADS / quads_per_group {
-                let mut part = [_mm512_setzero_si512(); BAND];
+                let mut part = [[_mm512_setzero_si512(); G]; R];
                 for q in g * quads_per_group..(g + 1) * quads_per_group {
-                    let y = _mm512_loadu_si512(tb.add(q * GROUP * 4) as *const __m512i);
+                    let y =
+                        tb.map(|tb| _mm512_loadu_si512(tb.add(q * GROUP * 4) as *const __m512i));
                     for (t, p) in part.iter_mut().enumerate() {
-                        let x = _mm512_set1_epi32(word(bb, t * QUADS + q));
-                        *p = _mm512_dpbusd_epi32(*p, x, y);
+                        let x = _mm512_set1_epi32(word(bb, (r0 + t) * QUADS + q));
+                        for (p, y) in p.iter_mut().zip(y) {
+                            *p = _mm512_dpbusd_epi32(*p, x, y);
+                        }
                     }
                 }
                 // group g's scale (for PAIRED, that of its first group of 16)
                 let lane = scale_lane(if B::PAIRED { 2 * g } else { g });
                 for (t, (s, p)) in sums.iter_mut().zip(part).enumerate() {
-                    let sc = _mm512_set1_epi32(word(bb.add(BAND_SC), t * 16 + lane));
-                    *s = _mm512_add_epi32(*s, _mm512_mullo_epi32(p, sc));
+                    let sc = _mm512_set1_epi32(word(bb.add(BAND_SC), (r0 + t) * 16 + lane));
+                    for (s, p) in s.iter_mut().zip(p) {
+                        *s = _mm512_add_epi32(*s, _mm512_mullo_epi32(p, sc));
+                    }
                 }
             }
-            let yd = _mm512_loadu_ps(tb.add(ACT_D) as *const f32);
+            let yd = tb.map(|tb| _mm512_loadu_ps(tb.add(ACT_D) as *const f32));
             let factor = |off: usize, t: usize| {
-                _mm512_set1_ps((bb.add(off + 4 * t) as *const f32).read_unaligned())
+                _mm512_set1_ps((bb.add(off + 4 * (r0 + t)) as *const f32).read_unaligned())
             };
-            let mut corr = [_mm512_setzero_si512(); BAND];
+            let mut corr = [[_mm512_setzero_si512(); G]; R];
             for p in 0..8 {
-                let y = _mm512_loadu_si512(tb.add(ACT_BSUMS + p * GROUP * 4) as *const __m512i);
+                let y = tb.map(|tb| {
+                    _mm512_loadu_si512(tb.add(ACT_BSUMS + p * GROUP * 4) as *const __m512i)
+                });
                 for (t, c) in corr.iter_mut().enumerate() {
-                    let w = _mm512_set1_epi32(word(bb.add(BAND_CP), t * 8 + p));
-                    *c = _mm512_dpwssd_epi32(*c, w, y);
+                    let w = _mm512_set1_epi32(word(bb.add(BAND_CP), (r0 + t) * 8 + p));
+                    for (c, y) in c.iter_mut().zip(y) {
+                        *c = _mm512_dpwssd_epi32(*c, w, y);
+                    }
                 }
             }
             for (t, (a, (s, c))) in acc.iter_mut().zip(sums.into_iter().zip(corr)).enumerate() {
-                let r = if B::LEVEL_OFFSET != 0 {
-                    let off = _mm512_set1_epi32(-B::LEVEL_OFFSET);
-                    let s = _mm512_add_epi32(s, _mm512_mullo_epi32(c, off));
-                    _mm512_mul_ps(_mm512_cvtepi32_ps(s), factor(BAND_D, t))
-                } else {
-                    let m = _mm512_mul_ps(_mm512_cvtepi32_ps(s), factor(BAND_D, t));
-                    _mm512_fmadd_ps(factor(BAND_CD, t), _mm512_cvtepi32_ps(c), m)
-                };
-                *a = _mm512_fmadd_ps(r, yd, *a);
+                for (g, a) in a.iter_mut().enumerate() {
+                    let r = if B::LEVEL_OFFSET != 0 {
+                        let off = _mm512_set1_epi32(-B::LEVEL_OFFSET);
+                        let s = _mm512_add_epi32(s[g], _mm512_mullo_epi32(c[g], off));
+                        _mm512_mul_ps(_mm512_cvtepi32_ps(s), factor(BAND_D, t))
+                    } else {
+                        let m = _mm512_mul_ps(_mm512_cvtepi32_ps(s[g]), factor(BAND_D, t));
+                        _mm512_fmadd_ps(factor(BAND_CD, t), _mm512_cvtepi32_ps(c[g]), m)
+                    };
+                    *a = _mm512_fmadd_ps(r, yd[g], *a);
+                }
             }
         }
-        for (o, a) in out.iter_mut().zip(acc) {
-            _mm512_storeu_ps(o.as_mut_ptr(), a);
+        for (t, a) in acc.iter().enumerate() {
+            for (o, a) in out.iter_mut().zip(a) {
+                _mm512_storeu_ps(o[r0 + t].as_mut_ptr(), *a);
+            }
         }
     }
 }
 
 /// The band products ([`super::BandDot`]): unpacks the [`BAND`] weight rows `w` into
-/// `scratch`, then dots them with each column group of `tile` (made by [`pack_act`] for
-/// `out[t].len()` columns), setting `out[t][j]`.
+/// `scratch`, then dots them with the column groups of `tile` (made by [`pack_act`] for
+/// `out[t].len()` columns), setting `out[t][j]`: two groups at a time in two passes of half
+/// the rows ([`band_group`]), a last odd group in one pass of the whole band.
 ///
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features; the rows of `w` have equal lengths of
@@ -263,13 +286,28 @@ pub(super) unsafe fn band_dots<B: KUnpack>(
     // the rows after these (the next band's, where the weight rows lie back to back)
     let ahead = BAND * size_of_val(w[0]);
     let next = w.map(|row| row.as_ptr().wrapping_add(ahead));
-    let groups = tile[..act_tile_bytes(nb * QK_K, cols)].chunks_exact(nb * ACT_BLOCK);
-    for (g, t) in groups.enumerate() {
-        let mut o = [[0f32; GROUP]; BAND];
-        // SAFETY: the band and the group's tiles hold nb super-blocks; the CPU features are
-        // forwarded from the caller.
-        unsafe { band_group::<B>(band, t, nb, &mut o, Some(next).filter(|_| g == 0)) }
-        store_group(out, g, &o);
+    let tiles = &tile[..act_tile_bytes(nb * QK_K, cols)];
+    let mut pairs = tiles.chunks_exact(2 * nb * ACT_BLOCK);
+    for (p, t) in pairs.by_ref().enumerate() {
+        let (t0, t1) = t.split_at(nb * ACT_BLOCK);
+        let mut o = [[[0f32; GROUP]; BAND]; 2];
+        let next = Some(next).filter(|_| p == 0);
+        for r0 in [0, BAND / 2] {
+            // SAFETY: rows r0..r0 + BAND / 2 of the band; the band and the groups' tiles hold
+            // nb super-blocks; the CPU features are forwarded from the caller.
+            unsafe { band_group::<B, { BAND / 2 }, 2>(band, r0, [t0, t1], nb, &mut o, next) }
+        }
+        store_group(out, 2 * p, &o[0]);
+        store_group(out, 2 * p + 1, &o[1]);
+    }
+    let last = pairs.remainder();
+    if !last.is_empty() {
+        let g = tiles.len() / (nb * ACT_BLOCK) - 1;
+        let mut o = [[[0f32; GROUP]; BAND]];
+        let next = Some(next).filter(|_| g == 0);
+        // SAFETY: as above, for the whole band and one group.
+        unsafe { band_group::<B, BAND, 1>(band, 0, [last], nb, &mut o, next) }
+        store_group(out, g, &o[0]);
     }
 }
 
@@ -326,7 +364,7 @@ mod tests {
     }
 
     /// The band products of every k-quant give the bits of GGML's tiled MUL_MAT, for every
-    /// column count of a group.
+    /// column count of a group, in the passes of two groups and of one.
     #[test]
     fn band_products_are_ggml_tiled_bit_for_bit() {
         if !Isa::Avx512.available() {
@@ -345,39 +383,41 @@ mod tests {
                     q
                 })
                 .collect();
-            let cols = 21;
-            let qbytes = Type::Q8_K.row_size(k as i64).unwrap();
-            let mut xq = vec![0u8; cols * qbytes];
-            for (j, q) in xq.chunks_exact_mut(qbytes).enumerate() {
-                quantize_row_ref(Type::Q8_K, &values(k, 900 + j as u32), q).unwrap();
-            }
-            let mut tile = vec![0u8; (bd.tile_bytes)(k, cols)];
-            (bd.pack)(&xq, cols, &mut tile);
-            let mut scratch = vec![0u8; (bd.scratch_bytes)(k)];
-            let mut got = vec![vec![0f32; cols]; BAND_ROWS];
-            let mut outs: [&mut [f32]; BAND_ROWS] = {
-                let mut it = got.iter_mut();
-                std::array::from_fn(|_| &mut it.next().unwrap()[..])
-            };
-            let ws = std::array::from_fn(|t| &rows[t][..]);
-            // SAFETY: AVX-512 VNNI checked above; the tile and scratch have the sizes asked for.
-            unsafe { (bd.dots)(ws, &tile, &mut scratch, &mut outs) };
-            for (t, row) in rows.iter().enumerate() {
-                for j in 0..cols {
-                    let y: &[BlockQ8K] = bytemuck::cast_slice(&xq[j * qbytes..(j + 1) * qbytes]);
-                    let want = match ty {
-                        Type::Q2_K => ggml_tiled::<BlockQ2K>(bytemuck::cast_slice(row), y),
-                        Type::Q3_K => ggml_tiled::<BlockQ3K>(bytemuck::cast_slice(row), y),
-                        Type::Q4_K => ggml_tiled::<BlockQ4K>(bytemuck::cast_slice(row), y),
-                        Type::Q5_K => ggml_tiled::<BlockQ5K>(bytemuck::cast_slice(row), y),
-                        _ => ggml_tiled::<BlockQ6K>(bytemuck::cast_slice(row), y),
-                    };
-                    let g = got[t][j];
-                    assert_eq!(
-                        g.to_bits(),
-                        want.to_bits(),
-                        "{ty} row {t} col {j}: {g} vs {want}"
-                    );
+            for cols in [21, 40] {
+                let qbytes = Type::Q8_K.row_size(k as i64).unwrap();
+                let mut xq = vec![0u8; cols * qbytes];
+                for (j, q) in xq.chunks_exact_mut(qbytes).enumerate() {
+                    quantize_row_ref(Type::Q8_K, &values(k, 900 + j as u32), q).unwrap();
+                }
+                let mut tile = vec![0u8; (bd.tile_bytes)(k, cols)];
+                (bd.pack)(&xq, cols, &mut tile);
+                let mut scratch = vec![0u8; (bd.scratch_bytes)(k)];
+                let mut got = vec![vec![0f32; cols]; BAND_ROWS];
+                let mut outs: [&mut [f32]; BAND_ROWS] = {
+                    let mut it = got.iter_mut();
+                    std::array::from_fn(|_| &mut it.next().unwrap()[..])
+                };
+                let ws = std::array::from_fn(|t| &rows[t][..]);
+                // SAFETY: AVX-512 VNNI checked above; the tile and scratch have the sizes asked for.
+                unsafe { (bd.dots)(ws, &tile, &mut scratch, &mut outs) };
+                for (t, row) in rows.iter().enumerate() {
+                    for j in 0..cols {
+                        let y: &[BlockQ8K] =
+                            bytemuck::cast_slice(&xq[j * qbytes..(j + 1) * qbytes]);
+                        let want = match ty {
+                            Type::Q2_K => ggml_tiled::<BlockQ2K>(bytemuck::cast_slice(row), y),
+                            Type::Q3_K => ggml_tiled::<BlockQ3K>(bytemuck::cast_slice(row), y),
+                            Type::Q4_K => ggml_tiled::<BlockQ4K>(bytemuck::cast_slice(row), y),
+                            Type::Q5_K => ggml_tiled::<BlockQ5K>(bytemuck::cast_slice(row), y),
+                            _ => ggml_tiled::<BlockQ6K>(bytemuck::cast_slice(row), y),
+                        };
+                        let g = got[t][j];
+                        assert_eq!(
+                            g.to_bits(),
+                            want.to_bits(),
+                            "{ty} row {t} col {j}: {g} vs {want}"
+                        );
+                    }
                 }
             }
         }

@@ -18,27 +18,36 @@
 //!   to a fused multiply-add by GCC in GGML's build); then the last `k % 32` products (in
 //!   f32) added one by one in f64, the sum rounded to f32 last.
 //!
-//! AVX2 has 16 vector registers: a tinyBLAS tile is 4 weight rows × [`RN`] columns (12
-//! accumulators, 3 vectors of `b`, one weight vector), a dot-product tile two weight rows at
-//! a time (8 accumulators).
+//! AVX2 has 16 vector registers: a tinyBLAS tile is 4 weight rows × [`BF16_RN`] columns for
+//! BF16 (12 accumulators, 3 vectors of `b`, one weight vector) and × [`F16_RN`] for F16; a
+//! dot-product tile takes two weight rows at a time (8 accumulators). The tile's shape does
+//! not change any output: each is one accumulator's sum in tinyBLAS's order.
 
 use super::matmul_bf16::Bf16Weights;
 use super::matmul_f16::{half_tiles, BOf, F16Weights, HalfTiles};
 use crate::cpu::quant_dot::{isa, Isa};
 use std::arch::x86_64::*;
 
-/// Columns of `b` per tile in tinyBLAS's order (tinyBLAS's own for 16 registers).
-const RN: usize = 3;
+/// Columns of `b` per BF16 tile (tinyBLAS's own for 16 registers).
+const BF16_RN: usize = 3;
+
+/// Columns of `b` per F16 tile: two, where tinyBLAS takes three. With three, LLVM keeps one of
+/// the twelve accumulators on the stack (its F16 conversions want a register more than the
+/// sixteen), a store-to-load chain every step. Measured (session 12, AMD EPYC Zen 5,
+/// `GGML_CPU_FORCE=avx2`, 4096² × 32, 1 thread, interleaved, loaded): 81–90 GFLOP/s against
+/// 47–52 with three (GGML's AVX2 build: 95 idle); BF16, widened by shifts, is faster with
+/// three (68–74 against 44–66 with two).
+const F16_RN: usize = 2;
 
 /// F16 weights on the AVX2 path: the tiles of [`f16_tiles`].
 pub(super) struct F16Avx2;
 
-half_tiles!(F16Avx2: F16Weights, RN, isa() == Isa::Avx2, f16_tiles);
+half_tiles!(F16Avx2: F16Weights, F16_RN, isa() == Isa::Avx2, f16_tiles);
 
 /// BF16 weights on the AVX2 path: the tiles of [`bf16_tiles`].
 pub(super) struct Bf16Avx2;
 
-half_tiles!(Bf16Avx2: Bf16Weights, RN, isa() == Isa::Avx2, bf16_tiles);
+half_tiles!(Bf16Avx2: Bf16Weights, BF16_RN, isa() == Isa::Avx2, bf16_tiles);
 
 /// The 8 lanes of `v` summed as tinyBLAS's `hsum(__m256)` (and `ggml_vec_dot_bf16` on AVX2)
 /// sums them: the upper 4 lanes onto the lower, then lanes 2 and 3 onto 0 and 1, then lane 1

@@ -325,15 +325,17 @@ unsafe fn mul_mat_quant<const SHARED: bool, const PATH: u8>(n: &NodePtrs, p: &Pa
     let mut dst_rows = [std::ptr::null_mut::<u8>(); JQ];
     // SAFETY (of every write below): dst_rows[t] is a row of the F32 result and i < ne[0];
     // only the thread that claimed the chunk writes these elements.
+    let put = |row: *mut u8, i: usize, v: f32| unsafe {
+        if packed {
+            st(row, i, v)
+        } else {
+            d.set(row, i, v)
+        }
+    };
+    // Element i of every result row (one value per column of the chunk).
     let write = |dst_rows: &[*mut u8; JQ], i: usize, vals: &[f32]| {
         for (&row, &v) in dst_rows.iter().zip(vals) {
-            unsafe {
-                if packed {
-                    st(row, i, v)
-                } else {
-                    d.set(row, i, v)
-                }
-            }
+            put(row, i, v);
         }
     };
     // Rows i.. of `vals` (one per weight row, nj columns each) into the result column by
@@ -343,14 +345,7 @@ unsafe fn mul_mat_quant<const SHARED: bool, const PATH: u8>(n: &NodePtrs, p: &Pa
     let write_rows = |dst_rows: &[*mut u8; JQ], i: usize, vals: &[[f32; JQ]], nj: usize| {
         for (j, &row) in dst_rows.iter().enumerate().take(nj) {
             for (t, v) in vals.iter().enumerate() {
-                // SAFETY: as `write`'s.
-                unsafe {
-                    if packed {
-                        st(row, i + t, v[j])
-                    } else {
-                        d.set(row, i + t, v[j])
-                    }
-                }
+                put(row, i + t, v[j]);
             }
         }
     };

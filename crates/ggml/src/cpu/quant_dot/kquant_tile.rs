@@ -33,6 +33,7 @@ use std::arch::x86_64::*;
 use std::mem::offset_of;
 
 use super::kquant_x86::KUnpack;
+use super::x86::prefetch_into;
 use crate::quants::BlockQ8K;
 use crate::QK_K;
 
@@ -170,7 +171,7 @@ unsafe fn unpack_band<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
 /// for those with minimums, then `acc = fma(r, yd, acc)` — so every output is GGML's bits.
 ///
 /// With `next`, super-block `i` of each of those rows (the next band's weights) is prefetched
-/// into L2 with super-block `i` of this band ([`prefetch_l2`]).
+/// into L2 with super-block `i` of this band.
 ///
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features; `r0 + R <= BAND`; `band` holds `nb`
@@ -198,7 +199,12 @@ unsafe fn band_group<B: KUnpack, const R: usize, const G: usize>(
             let tb = tiles.map(|t| t.as_ptr().add(i * ACT_BLOCK));
             if let Some(rows) = next {
                 for row in &rows[r0..r0 + R] {
-                    prefetch_l2(row.wrapping_add(i * size_of::<B>()), size_of::<B>());
+                    // the next band's weights, read once this band's column groups are done (the
+                    // hardware prefetcher stops at each band's end)
+                    prefetch_into::<_MM_HINT_T1>(
+                        row.wrapping_add(i * size_of::<B>()),
+                        size_of::<B>(),
+                    );
                 }
             }
             let word = |p: *const u8, n: usize| (p.add(4 * n) as *const i32).read_unaligned();
@@ -308,19 +314,6 @@ pub(super) unsafe fn band_dots<B: KUnpack>(
         // SAFETY: as above, for the whole band and one group.
         unsafe { band_group::<B, BAND, 1>(band, 0, [last], nb, &mut o, next) }
         store_group(out, g, &o[0]);
-    }
-}
-
-/// Prefetches the cache lines of the `len` bytes at `p` into L2: the next band's weights,
-/// read once the column groups of this band are done (the hardware prefetcher, which stops at
-/// each band's end, leaves the first reads of each band to wait on memory). Prefetches never
-/// fault: the address is only computed, never dereferenced, so past the end of the weights is
-/// harmless.
-#[inline(always)]
-fn prefetch_l2(p: *const u8, len: usize) {
-    for line in (0..len).step_by(64) {
-        // SAFETY: a prefetch hint, valid for any address; SSE is in every x86-64 CPU.
-        unsafe { _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(line) as *const i8) };
     }
 }
 

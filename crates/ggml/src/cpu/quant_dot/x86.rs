@@ -166,9 +166,17 @@ pub(super) const PREFETCH_BYTES: usize = 2048;
 /// The CPU must have SSE (every x86-64 CPU).
 #[inline(always)]
 pub(super) unsafe fn prefetch(p: *const u8, ahead: usize, len: usize) {
+    prefetch_into::<_MM_HINT_T0>(p.wrapping_add(ahead), len)
+}
+
+/// Prefetches the cache lines of the `len` bytes at `p` into the cache level `HINT` names
+/// (`_MM_HINT_T0`: L1, `_MM_HINT_T1`: L2). Prefetches never fault: the address is only
+/// computed, never dereferenced, so any address is harmless.
+#[inline(always)]
+pub(super) fn prefetch_into<const HINT: i32>(p: *const u8, len: usize) {
     for line in (0..len).step_by(64) {
-        // SAFETY: a prefetch hint, valid for any address.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead + line) as *const i8) };
+        // SAFETY: a prefetch hint, valid for any address; SSE is in every x86-64 CPU.
+        unsafe { _mm_prefetch::<HINT>(p.wrapping_add(line) as *const i8) };
     }
 }
 

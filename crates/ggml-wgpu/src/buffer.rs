@@ -156,9 +156,13 @@ impl StagedRead {
     /// Waits for the copy and the mapping, then copies the bytes asked for into `out`.
     pub(crate) fn finish(self, gpu: &Gpu, out: &mut [u8]) -> Result<()> {
         gpu.wait(Some(self.index.clone()), "read")?;
-        if lock(&self.mapped).is_none() {
-            // The mapping is resolved by the poll after the copy; one more makes sure.
+        // The mapping's callback runs in whichever thread's poll resolves it: when another
+        // thread's poll took it, this thread's poll can return (the queue idle) before that
+        // thread has run the callback, so poll again a bounded while (seen in CI, session 12).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while lock(&self.mapped).is_none() && std::time::Instant::now() < deadline {
             gpu.wait(None, "read")?;
+            std::thread::yield_now();
         }
         let state = lock(&self.mapped).take();
         match state {

@@ -3,7 +3,9 @@
 //! by as many distinct [14336 → 4096] weight matrices (GGML's perf shape) as take
 //! [`COLD_BYTES`] together, several times the largest L3 this project runs on (300 MiB), and
 //! adds the products, so every run streams every weight byte from memory once; the rate is
-//! the weight bytes per second (`bw cold …` lines). The `stream read` line is the yardstick:
+//! the weight bytes per second (`bw cold …` lines). One more line times a language model's
+//! output projection of short rows ([`LM_HEAD`]: Gemma 3's Q8_0 [640 → 262144], 178 MB, one
+//! matrix), which token generation reads whole for every token. The `stream read` line is the yardstick:
 //! a plain read of as many bytes, summed as integers, what the cores can read from DRAM.
 //! `tools/bench-vs-ggml/run.sh` with `MODE=cold` times GGML's same graphs beside these.
 //!
@@ -35,22 +37,25 @@ const TYPES: [Type; 6] = [
     Type::Q6_K,
 ];
 
+/// The output projection timed besides: weight type, rows (the vocabulary), row length.
+const LM_HEAD: (Type, i64, i64) = (Type::Q8_0, 262_144, 640);
+
 /// How many `ty` matrices of [`M`] × [`K`] make at least [`COLD_BYTES`].
 fn copies(ty: Type) -> usize {
     let bytes = ty.row_size(K).expect("K is whole blocks") * M as usize;
     COLD_BYTES.div_ceil(bytes)
 }
 
-/// The graph's result: the sum of `n` weight matrices of `ty` times one column, every matrix
-/// holding the same values (quantized once) at its own address.
-fn cold_graph(ctx: &Context, ty: Type, n: usize) -> Tensor {
-    let bytes = common::pattern_bytes(ty, (M * K) as usize, K as usize);
-    let x = ctx.new_tensor_2d(Type::F32, K, 1).unwrap();
-    x.set_bytes(&common::pattern_bytes(Type::F32, K as usize, K as usize), 0)
+/// The graph's result: the sum of `n` weight matrices of `ty` with `m` rows of `k` values
+/// times one column, every matrix holding the same values (quantized once) at its own address.
+fn cold_graph(ctx: &Context, ty: Type, [m, k]: [i64; 2], n: usize) -> Tensor {
+    let bytes = common::pattern_bytes(ty, (m * k) as usize, k as usize);
+    let x = ctx.new_tensor_2d(Type::F32, k, 1).unwrap();
+    x.set_bytes(&common::pattern_bytes(Type::F32, k as usize, k as usize), 0)
         .unwrap();
     let mut sum: Option<Tensor> = None;
     for _ in 0..n {
-        let w = ctx.new_tensor_2d(ty, K, M).unwrap();
+        let w = ctx.new_tensor_2d(ty, k, m).unwrap();
         w.set_bytes(&bytes, 0).unwrap();
         let y = ctx.mul_mat(&w, &x).unwrap();
         sum = Some(match sum {
@@ -140,15 +145,18 @@ fn main() {
             );
         }
     }
-    for ty in TYPES {
-        let n = copies(ty);
-        let name = format!("bw cold {ty} matvec x{n} [{K}, {M}]");
+    let (head_ty, head_m, head_k) = LM_HEAD;
+    let cases = TYPES.map(|ty| (ty, [M, K], copies(ty)));
+    for (ty, [m, k], n) in cases.into_iter().chain([(head_ty, [head_m, head_k], 1)]) {
+        let name = format!("bw cold {ty} matvec x{n} [{k}, {m}]");
         if !wanted(&name) {
             continue;
         }
-        let bytes = ty.row_size(K).unwrap() * (M as usize) * n;
+        let bytes = ty.row_size(k).unwrap() * (m as usize) * n;
         let ctx = Context::init(bytes + (64 << 20), false).unwrap();
-        let graph = ctx.build_forward_expand(&cold_graph(&ctx, ty, n)).unwrap();
+        let graph = ctx
+            .build_forward_expand(&cold_graph(&ctx, ty, [m, k], n))
+            .unwrap();
         for nt in [1, 2] {
             let be = backend::cpu_init().unwrap();
             be.set_n_threads(nt).unwrap();

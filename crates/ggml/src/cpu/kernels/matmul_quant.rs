@@ -66,11 +66,18 @@ fn band_for(qd: &QuantDot, b_cols: i64) -> Option<BandDot> {
 }
 
 /// Bytes of scratch (a multiple of 4) the band products take for rows of `k` values: a
-/// tile of [`JQ`] columns and a band's unpacked rows.
+/// tile of [`JQ`] columns (from the first multiple of [`TILE_ALIGN`] bytes) and a band's
+/// unpacked rows.
 fn band_scratch(band: Option<BandDot>, k: usize) -> usize {
-    band.map_or(0, |bd| (bd.tile_bytes)(k, JQ) + (bd.scratch_bytes)(k))
-        .next_multiple_of(4)
+    band.map_or(0, |bd| {
+        TILE_ALIGN + (bd.tile_bytes)(k, JQ) + (bd.scratch_bytes)(k)
+    })
+    .next_multiple_of(4)
 }
+
+/// The alignment of the band products' activation tile: a cache line, so that none of its
+/// 64-byte loads spans two (a thread's scratch is only 8-byte aligned).
+const TILE_ALIGN: usize = 64;
 
 /// How a quantized MUL_MAT computes every one of its outputs, chosen once by [`plan`] (and
 /// carried to the kernel as its `PATH` parameter): the row dots, the tile dots (and the row
@@ -282,6 +289,9 @@ unsafe fn mul_mat_quant<const SHARED: bool, const PATH: u8>(n: &NodePtrs, p: &Pa
     let mut amx = crate::cpu::quant_dot::amx::kernel(a.ty)
         .filter(|_| PATH == AMX)
         .map(|kern| crate::cpu::quant_dot::amx::Chunks::new(kern, _amx_buf, k));
+    // the tile from a cache line's start (band_scratch counted the bytes skipped)
+    let skip = band.map_or(0, |_| band_buf.as_ptr().align_offset(TILE_ALIGN));
+    let band_buf = &mut band_buf[skip..];
     let (tile, band_rows) = band_buf.split_at_mut(band.map_or(0, |bd| (bd.tile_bytes)(k, JQ)));
     // the (batch, column block) whose columns `tile` holds
     let mut tiled = None;

@@ -15,12 +15,14 @@
 //! Those eight lanes per (row, column) make a band's state 64 registers for one column group,
 //! twice the 32 there are, so the band is computed [`PASS`] rows at a time with their lanes
 //! in registers, over a [`SLICE`] of blocks whose activation tiles every pass reads from L1;
-//! the lanes wait in memory between slices (the same f32 steps in the same order).
+//! the lanes wait in memory between slices (the same f32 steps in the same order). While the
+//! first column group is computed, the next band's weight rows are prefetched into L2 (as
+//! `kquant_tile.rs` does): unpacking a band otherwise waited on its rows from memory.
 
 use std::arch::x86_64::*;
 
 use super::kquant_tile::{store_group, BAND, GROUP};
-use super::x86::{half, Act32, Simd32};
+use super::x86::{half, prefetch_into, Act32, Simd32};
 
 /// Values per block.
 pub(super) const QK: usize = 32;
@@ -124,6 +126,9 @@ pub(super) unsafe fn band_dots<B: Simd32>(
             o[BAND_D + 4 * t..][..4].copy_from_slice(&d.to_le_bytes());
         }
     }
+    // the rows after these (the next band's, where the weight rows lie back to back)
+    let ahead = BAND * size_of_val(w[0]);
+    let next = w.map(|row| row.as_ptr().wrapping_add(ahead));
     let groups = tile[..act_tile_bytes(nb * QK, cols)].chunks_exact(nb * ACT_BLOCK);
     for (g, tg) in groups.enumerate() {
         // f32 lane q of every (row, column): GGML's lane of the block's values 4q..4q + 4,
@@ -132,9 +137,16 @@ pub(super) unsafe fn band_dots<B: Simd32>(
         for s0 in (0..nb).step_by(SLICE) {
             let blocks = s0..nb.min(s0 + SLICE);
             for t0 in (0..BAND).step_by(PASS) {
+                // the next band's rows t0..t0 + PASS, with the first group's passes over
+                // these rows
+                let next = (g == 0).then(|| {
+                    let rows: [*const u8; PASS] = std::array::from_fn(|r| next[t0 + r]);
+                    (rows, size_of::<B>())
+                });
+                let acc = &mut acc[t0..t0 + PASS];
                 // SAFETY: blocks s0.. of `band` and `tg` are inside them (nb blocks each);
                 // rows t0..t0 + PASS are rows of the band; the caller has the CPU features.
-                unsafe { pass::<PASS>(band, tg, blocks.clone(), t0, &mut acc[t0..t0 + PASS]) };
+                unsafe { pass::<PASS>(band, tg, blocks.clone(), t0, acc, next) };
             }
         }
         let mut o = [[0f32; GROUP]; BAND];
@@ -165,7 +177,9 @@ const SLICE: usize = 32;
 
 /// Adds blocks `blocks` of band rows `t0..t0 + R` times one column group (`tile`) into the
 /// rows' lane accumulators `acc` (f32, loaded and stored once per call): per four values of a
-/// block, `fma(xd·yd, f32(Σ x·y), lane)`, as [`band_dots`] describes.
+/// block, `fma(xd·yd, f32(Σ x·y), lane)`, as [`band_dots`] describes. With `next` (`R` row
+/// addresses and the bytes of a weight block), block `i` of each of those rows is prefetched
+/// into L2 with block `i` here (a prefetch never faults, whatever the address).
 ///
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features; `band` holds the band's unpacked
@@ -179,6 +193,7 @@ unsafe fn pass<const R: usize>(
     blocks: std::ops::Range<usize>,
     t0: usize,
     acc: &mut [[[f32; GROUP]; LANES]],
+    next: Option<([*const u8; R], usize)>,
 ) {
     debug_assert!(acc.len() == R && t0 + R <= BAND);
     debug_assert!(band.len() >= blocks.end * BAND_BLOCK && tile.len() >= blocks.end * ACT_BLOCK);
@@ -192,6 +207,11 @@ unsafe fn pass<const R: usize>(
         for i in blocks {
             let bb = band.as_ptr().add(i * BAND_BLOCK);
             let tb = tile.as_ptr().add(i * ACT_BLOCK);
+            if let Some((rows, bytes)) = next {
+                for row in rows {
+                    prefetch_into::<_MM_HINT_T1>(row.wrapping_add(i * bytes), bytes);
+                }
+            }
             let yd = _mm512_loadu_ps(tb.add(ACT_D) as *const f32);
             let d: [__m512; R] = std::array::from_fn(|r| {
                 let xd = (bb.add(BAND_D + 4 * (t0 + r)) as *const f32).read_unaligned();

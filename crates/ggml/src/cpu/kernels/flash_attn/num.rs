@@ -65,12 +65,9 @@ pub(super) trait Build {
     fn gemm(c: (&mut [f32], usize), a: (&[f32], usize), b: (&[f32], usize), shape: [usize; 3]);
 }
 
-/// Rows of the `gemm` micro tile of every build.
-const RM: usize = 4;
-
 /// Declares a [`Build`].
 macro_rules! build {
-    ($(#[$doc:meta])* $name:ident, $f:ty, $lanes:expr, $hadd:expr, $exp:expr, $half:expr, $cb:expr) => {
+    ($(#[$doc:meta])* $name:ident, $f:ty, $lanes:expr, $hadd:expr, $exp:expr, $half:expr, $rm:expr, $cb:expr) => {
         $(#[$doc])*
         pub(super) struct $name;
         impl Build for $name {
@@ -81,7 +78,7 @@ macro_rules! build {
             const HALF_NATIVE: bool = $half;
             #[inline(always)]
             fn gemm(c: (&mut [f32], usize), a: (&[f32], usize), b: (&[f32], usize), shape: [usize; 3]) {
-                gemm::<$f, $cb>(c, a, b, shape)
+                gemm::<$f, $rm, $cb>(c, a, b, shape)
             }
         }
     };
@@ -89,67 +86,112 @@ macro_rules! build {
 
 build!(
     /// GGML built without SIMD.
-    Portable, Unfused, 0, false, Exp::Libm, false, 16
+    Portable, Unfused, 0, false, Exp::Libm, false, 4, 16
 );
 build!(
     /// GGML built for AVX2 and FMA.
-    Avx2, Fused, 8, true, Exp::Avx2, false, 16
+    Avx2, Fused, 8, true, Exp::Avx2, false, 6, 16
 );
 build!(
     /// GGML built for AVX-512 without FP16.
-    Avx512, Fused, 16, false, Exp::Avx512, false, 64
+    Avx512, Fused, 16, false, Exp::Avx512, false, 6, 64
 );
 build!(
     /// GGML built for AVX-512 with FP16 (`-march=native` on CPUs that have it).
-    Avx512Fp16, Fused, 16, false, Exp::Avx512, true, 64
+    Avx512Fp16, Fused, 16, false, Exp::Avx512, true, 6, 64
 );
 
-/// `c += a·b` (see [`Build::gemm`]) with micro tiles of [`RM`] rows by `CB` columns.
+/// `c += a·b` (see [`Build::gemm`]) with micro tiles of up to `RM` rows by `CB` columns
+/// (`RM × CB` accumulators, the `CB` values of `b` of each step loaded once for the rows);
+/// columns past the last whole `CB` one output at a time.
 #[inline(always)]
-fn gemm<F: Fma, const CB: usize>(
+fn gemm<F: Fma, const RM: usize, const CB: usize>(
     (c, ldc): (&mut [f32], usize),
     (a, lda): (&[f32], usize),
     (b, ldb): (&[f32], usize),
     [m, n, k]: [usize; 3],
 ) {
+    assert!(
+        m == 0 || n == 0 || c.len() >= (m - 1) * ldc + n,
+        "gemm: c too short"
+    );
+    assert!(
+        m == 0 || k == 0 || a.len() >= (m - 1) * lda + k,
+        "gemm: a too short"
+    );
+    assert!(
+        k == 0 || n == 0 || b.len() >= (k - 1) * ldb + n,
+        "gemm: b too short"
+    );
+    let whole = n / CB * CB;
     let mut i = 0;
     while i < m {
         let rows = RM.min(m - i);
-        let mut j = 0;
-        while j < n {
-            let cols = CB.min(n - j);
-            if rows == RM && cols == CB {
-                let ar: [&[f32]; RM] = std::array::from_fn(|r| &a[(i + r) * lda..][..k]);
-                let mut acc = [[0f32; CB]; RM];
-                for (r, row) in acc.iter_mut().enumerate() {
-                    row.copy_from_slice(&c[(i + r) * ldc + j..][..CB]);
-                }
-                for kk in 0..k {
-                    let bv: &[f32; CB] = b[kk * ldb + j..][..CB].try_into().unwrap();
-                    for (row, ar) in acc.iter_mut().zip(&ar) {
-                        let av = ar[kk];
-                        for (x, &y) in row.iter_mut().zip(bv) {
-                            *x = F::fma(av, y, *x);
-                        }
-                    }
-                }
-                for (r, row) in acc.iter().enumerate() {
-                    c[(i + r) * ldc + j..][..CB].copy_from_slice(row);
-                }
-            } else {
-                for r in i..i + rows {
-                    for x in j..j + cols {
-                        let mut s = c[r * ldc + x];
-                        for kk in 0..k {
-                            s = F::fma(a[r * lda + kk], b[kk * ldb + x], s);
-                        }
-                        c[r * ldc + x] = s;
-                    }
+        for j in (0..whole).step_by(CB) {
+            // SAFETY: rows i..i + rows of c and a and the columns j..j + CB of c and b are
+            // inside the slices (checked above: j + CB <= n).
+            unsafe {
+                let (cp, ap, bp) = (
+                    c.as_mut_ptr().add(i * ldc + j),
+                    a.as_ptr().add(i * lda),
+                    b.as_ptr().add(j),
+                );
+                match rows {
+                    6.. => micro::<F, 6, CB>(cp, ldc, ap, lda, bp, ldb, k),
+                    5 => micro::<F, 5, CB>(cp, ldc, ap, lda, bp, ldb, k),
+                    4 => micro::<F, 4, CB>(cp, ldc, ap, lda, bp, ldb, k),
+                    3 => micro::<F, 3, CB>(cp, ldc, ap, lda, bp, ldb, k),
+                    2 => micro::<F, 2, CB>(cp, ldc, ap, lda, bp, ldb, k),
+                    _ => micro::<F, 1, CB>(cp, ldc, ap, lda, bp, ldb, k),
                 }
             }
-            j += CB;
         }
-        i += RM;
+        for r in i..i + rows {
+            for x in whole..n {
+                let mut s = c[r * ldc + x];
+                for kk in 0..k {
+                    s = F::fma(a[r * lda + kk], b[kk * ldb + x], s);
+                }
+                c[r * ldc + x] = s;
+            }
+        }
+        i += rows;
+    }
+}
+
+/// One micro tile of [`gemm`]: `c[r][x] += Σ_k a[r][k]·b[k][x]` for `r < R`, `x < CB`, each
+/// one chain of [`Fma::fma`] in order of `k`.
+///
+/// # Safety
+/// `c` (`R` rows `ldc` apart), `a` (`R` rows of `k`, `lda` apart) and `b` (`k` rows `ldb`
+/// apart) hold `CB`, `k` and `CB` values per row; `R <= 6` (the generic `R` gives `gemm` one
+/// copy per row count, all within the registers of the builds' `CB`).
+#[inline(always)]
+unsafe fn micro<F: Fma, const R: usize, const CB: usize>(
+    c: *mut f32,
+    ldc: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    ldb: usize,
+    k: usize,
+) {
+    // SAFETY: every access is inside the rows the caller vouches for.
+    unsafe {
+        let mut acc: [[f32; CB]; R] =
+            std::array::from_fn(|r| (c.add(r * ldc) as *const [f32; CB]).read_unaligned());
+        for kk in 0..k {
+            let bv = (b.add(kk * ldb) as *const [f32; CB]).read_unaligned();
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = *a.add(r * lda + kk);
+                for (x, &y) in row.iter_mut().zip(&bv) {
+                    *x = F::fma(av, y, *x);
+                }
+            }
+        }
+        for (r, row) in acc.iter().enumerate() {
+            (c.add(r * ldc) as *mut [f32; CB]).write_unaligned(*row);
+        }
     }
 }
 

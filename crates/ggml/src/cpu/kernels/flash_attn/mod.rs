@@ -48,6 +48,7 @@ mod num;
 use num::Build;
 
 use super::softmax::alibi_slope;
+use super::vec::f16_to_f32_row;
 use super::{dequantize_into, operand, unsupported, NodePtrs, Params, Planned, TensorPtr};
 #[cfg(target_arch = "x86_64")]
 use crate::cpu::quant_dot::Isa;
@@ -77,8 +78,8 @@ fn k_quant_dot(k: Type) -> Option<QuantDot> {
 }
 
 /// F32 queries, float or dequantizable K and V, F16 mask. Scratch: the tiled path's Q, K, V,
-/// score and mask tiles and accumulators, or the rows path's converted queries, a K and a V
-/// row and two accumulators per row, whichever is larger.
+/// score and mask tiles, accumulators and one widened K row, or the rows path's converted
+/// queries, a K and a V row and two accumulators per row, whichever is larger.
 pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     let (q, k, v) = (operand(t, 0)?, operand(t, 1)?, operand(t, 2)?);
     let mask_ok = t.src(3).is_none_or(|m| m.ty() == Type::F16);
@@ -98,7 +99,7 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
 
 /// Scratch f32 values of the tiled path.
 fn tiled_len(dk: usize, dv: usize) -> usize {
-    QT * dk + KT * dk + 2 * QT * KT + KT * dv + QT * dv
+    QT * dk + KT * dk + 2 * QT * KT + KT * dv + QT * dv + dk
 }
 
 /// Scratch f32 values of the rows path (`qbytes`: one query row in K's quantized dot type).
@@ -224,7 +225,8 @@ impl Geo<'_> {
     }
 }
 
-/// Reads the row at `row` of `t` into `out` as f32 (F16 with vectorisable conversion).
+/// Reads the row at `row` of `t` into `out` as f32 (F16 widened with F16C where the path has
+/// it: exact, as GGML's x86 builds widen).
 ///
 /// # Safety
 /// `row` is a row of `t` (packed, as the shape rule requires) and `out.len() == ne[0]`.
@@ -233,11 +235,7 @@ unsafe fn load_row(t: &TensorPtr, row: *const u8, out: &mut [f32]) {
     // SAFETY (all arms): a packed row of out.len() elements of t's type.
     unsafe {
         match t.ty {
-            Type::F16 => {
-                for (i, o) in out.iter_mut().enumerate() {
-                    *o = num::f16_to_f32((row as *const u16).add(i).read_unaligned());
-                }
-            }
+            Type::F16 => f16_to_f32_row(row, out.as_mut_ptr() as *mut u8, out.len()),
             Type::F32 => {
                 for (i, o) in out.iter_mut().enumerate() {
                     *o = (row as *const f32).add(i).read_unaligned();
@@ -355,7 +353,8 @@ unsafe fn tile<B: Build>(g: &Geo, rows: &[Row], scratch: &mut [f32]) {
     let (kq, rest) = rest.split_at_mut(QT * KT);
     let (mt, rest) = rest.split_at_mut(QT * KT);
     let (vt, rest) = rest.split_at_mut(KT * dv);
-    let acc = &mut rest[..m * dv];
+    let (acc, krow) = rest.split_at_mut(QT * dv);
+    let (acc, krow) = (&mut acc[..m * dv], &mut krow[..dk]);
     let (kh, vh, seq) = (rows[0].head / g.rk, rows[0].head / g.rv, rows[0].seq);
     let mut mrow = [std::ptr::null(); QT];
     let mut slope = [1f32; QT];
@@ -373,30 +372,26 @@ unsafe fn tile<B: Build>(g: &Geo, rows: &[Row], scratch: &mut [f32]) {
         if masked {
             let mut live = false;
             for r in 0..m {
-                for j in 0..kv {
-                    // SAFETY: ic0 + j < n_kv.
-                    let x = unsafe { g.mask(mrow[r], slope[r], ic0 + j) };
-                    mt[r * KT + j] = x;
-                    live |= x != f32::NEG_INFINITY;
+                let mr = &mut mt[r * KT..][..kv];
+                // SAFETY: the mask row holds n_kv packed F16 values (Geo::mask_row), so
+                // keys ic0..ic0 + kv; widened exactly (F16C where the path has it).
+                unsafe { f16_to_f32_row(mrow[r].add(2 * ic0), mr.as_mut_ptr() as *mut u8, kv) };
+                for x in mr.iter_mut() {
+                    *x *= slope[r];
+                    live |= *x != f32::NEG_INFINITY;
                 }
             }
             if !live {
                 continue;
             }
         }
+        // K's rows widened one at a time, then spread into the transposed K tile
         for j in 0..KT {
             if j < kv {
                 // SAFETY: key ic0 + j of K head kh; one K row of dk values.
-                let row = k.row([ic0 + j, kh, seq, 0]);
-                for d in 0..dk {
-                    // SAFETY: element d < dk of that packed row.
-                    kt[d * KT + j] = unsafe {
-                        if k.ty == Type::F16 {
-                            num::f16_to_f32((row as *const u16).add(d).read_unaligned())
-                        } else {
-                            (row as *const f32).add(d).read_unaligned()
-                        }
-                    };
+                unsafe { load_row(k, k.row([ic0 + j, kh, seq, 0]), &mut krow[..]) };
+                for (d, &x) in krow.iter().enumerate() {
+                    kt[d * KT + j] = x;
                 }
             } else {
                 (0..dk).for_each(|d| kt[d * KT + j] = 0.0);

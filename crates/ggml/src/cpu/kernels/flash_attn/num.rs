@@ -462,6 +462,45 @@ mod tests {
 
     /// Every F16 value converts as the `half` crate converts it; rounding to F16 agrees with
     /// `half` on every F16 value, the midpoints between neighbours and values around them.
+    /// `gemm` gives every output the bits of one chain of `fma` in order of `k` from its old
+    /// value, for each build's tile shape, with whole and partial row groups and columns past
+    /// the last whole `CB` (as the tiled path's products and its odd head sizes take them).
+    #[test]
+    fn gemm_outputs_are_single_fma_chains() {
+        fn check<F: Fma, const RM: usize, const CB: usize>() {
+            let (m, n, k) = (2 * RM + 1, 2 * CB + 3, 37);
+            let (ldc, lda, ldb) = (n + 5, k + 2, n + 1);
+            let mut state = 12_345u32;
+            let mut next = move || {
+                state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+            };
+            let a: Vec<f32> = (0..m * lda).map(|_| next()).collect();
+            let b: Vec<f32> = (0..k * ldb).map(|_| next()).collect();
+            let c0: Vec<f32> = (0..m * ldc).map(|_| next()).collect();
+            let mut c = c0.clone();
+            gemm::<F, RM, CB>((&mut c, ldc), (&a, lda), (&b, ldb), [m, n, k]);
+            for i in 0..m {
+                for j in 0..ldc {
+                    let mut want = c0[i * ldc + j];
+                    if j < n {
+                        for kk in 0..k {
+                            want = F::fma(a[i * lda + kk], b[kk * ldb + j], want);
+                        }
+                    }
+                    assert_eq!(
+                        c[i * ldc + j].to_bits(),
+                        want.to_bits(),
+                        "({i}, {j}) of {RM}x{CB}"
+                    );
+                }
+            }
+        }
+        check::<Unfused, 4, 16>();
+        check::<Fused, 6, 16>();
+        check::<Fused, 6, 64>();
+    }
+
     #[test]
     fn f16_conversions_agree_with_half() {
         for h in 0..=u16::MAX {

@@ -22,14 +22,10 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
         // GGML's F32 and F16 kernels read F16 tables (F32 GEGLU with GELU's clamps: 0 at
         // or below −10, whatever the gate; x·g at or above 10); its BF16 ones compute.
         Some(GluOp::Geglu) => match a.ty() {
-            Type::F32 => |n, p| {
-                let t = GeluTable::get();
-                gated(
-                    n,
-                    p,
-                    |x, g| if x <= -10.0 { 0.0 } else { t.gelu_f32(x) * g },
-                )
-            },
+            // SAFETY: forwarded to the kernel.
+            Type::F32 => {
+                |n, p| unsafe { gated_lookup::<true>(n, p, GeluTable::get().gelu_table()) }
+            }
             Type::F16 => |n, p| {
                 let t = GeluTable::get();
                 gated(n, p, |x, g| t.gelu_f16(x) * g)
@@ -39,7 +35,11 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
         Some(GluOp::Swiglu) => swiglu,
         Some(GluOp::GegluErf) => |n, p| gated(n, p, |x, g| UnaryOp::GeluErf.eval(x) * g),
         Some(GluOp::GegluQuick) => match a.ty() {
-            Type::F32 | Type::F16 => |n, p| {
+            // SAFETY: forwarded to the kernel.
+            Type::F32 => {
+                |n, p| unsafe { gated_lookup::<false>(n, p, GeluTable::get().quick_table()) }
+            }
+            Type::F16 => |n, p| {
                 let t = GeluTable::get();
                 gated(n, p, |x, g| t.quick(x) * g)
             },
@@ -52,13 +52,44 @@ pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     Ok(Planned::new(kernel, 0))
 }
 
-/// SWIGLU, `silu(x)·g`: packed F32 rows through [`vec::act_row`] (the SIMD exp), any other
-/// layout element by element.
+/// SWIGLU, `silu(x)·g`, through [`vec::act_row`] (the SIMD exp).
 unsafe fn swiglu(n: &NodePtrs, p: &Params) {
+    let row = |x, g, y, len| {
+        // SAFETY: as f32_rows promises.
+        unsafe { vec::act_row::<false, true>(x, g, y, len) }
+    };
+    // SAFETY: forwarded; act_row takes any packed F32 values, dst being an operand exactly
+    // or apart from both.
+    unsafe { f32_rows(n, p, row, |x, g| vec::silu(x) * g) }
+}
+
+/// `table(x)·g` ([`vec::lookup_row`], `CLAMP` as there: GEGLU's clamps) for F32 operands.
+unsafe fn gated_lookup<const CLAMP: bool>(n: &NodePtrs, p: &Params, table: &'static [f32; 65536]) {
+    let row = |x, g, y, len| {
+        // SAFETY: as f32_rows promises.
+        unsafe { vec::lookup_row::<CLAMP, true>(table, x, g, y, len) }
+    };
+    // SAFETY: forwarded; lookup_row takes any packed F32 values, dst being an operand
+    // exactly or apart from both.
+    unsafe { f32_rows(n, p, row, |x, g| vec::lookup::<CLAMP, true>(table, x, g)) }
+}
+
+/// `dst = f(x, g)` with `row(x, g, y, len)` computing `f` over packed F32 values: packed F32
+/// rows in pieces of rows, any other layout element by element ([`gated`]).
+///
+/// # Safety
+/// As [`KernelFn`](super::KernelFn); `row` must accept `len` packed F32 values at `x`, `g`
+/// and `y`, `y` being `x` or `g` exactly or apart from both.
+unsafe fn f32_rows(
+    n: &NodePtrs,
+    p: &Params,
+    row: impl Fn(*const f32, *const f32, *mut f32, usize),
+    f: impl Fn(f32, f32) -> f32,
+) {
     let (d, a) = (&n.dst, &n.src[0]);
     let (xo, go, gt) = operands(n);
     if !(d.f32_rows() && a.f32_rows() && gt.f32_rows()) {
-        return gated(n, p, |x, g| vec::silu(x) * g);
+        return gated(n, p, f);
     }
     for (r, span) in p.row_pieces(d.nrows(), d.ne[0] as usize) {
         let idx = d.unravel_row(r);
@@ -68,8 +99,7 @@ unsafe fn swiglu(n: &NodePtrs, p: &Params) {
         unsafe {
             let x = (a.row(idx) as *const f32).add(xo + span.start);
             let g = (gt.row(idx) as *const f32).add(go + span.start);
-            let y = (d.row(idx) as *mut f32).add(span.start);
-            vec::act_row::<false, true>(x, g, y, span.len());
+            row(x, g, (d.row(idx) as *mut f32).add(span.start), span.len());
         }
     }
 }

@@ -43,10 +43,8 @@ pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
                 Some(UnaryOp::Sigmoid) => plan(t, act::<true>),
                 // GGML's F32 and F16 kernels read F16 tables; its BF16 ones compute.
                 Some(UnaryOp::Gelu) => plan(t, match operand(t, 0)?.ty() {
-                    Type::F32 => |n, p| {
-                        let g = GeluTable::get();
-                        map(n, p, |x| g.gelu_f32(x))
-                    },
+                    // SAFETY (both): forwarded to the kernel.
+                    Type::F32 => |n, p| unsafe { lookup::<true>(n, p, GeluTable::get().gelu_table()) },
                     Type::F16 => |n, p| {
                         let g = GeluTable::get();
                         map(n, p, |x| g.gelu_f16(x))
@@ -54,7 +52,8 @@ pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
                     _ => |n, p| map(n, p, vec::gelu),
                 }),
                 Some(UnaryOp::GeluQuick) => plan(t, match operand(t, 0)?.ty() {
-                    Type::F32 | Type::F16 => |n, p| {
+                    Type::F32 => |n, p| unsafe { lookup::<false>(n, p, GeluTable::get().quick_table()) },
+                    Type::F16 => |n, p| {
                         let g = GeluTable::get();
                         map(n, p, |x| g.quick(x))
                     },
@@ -87,10 +86,47 @@ pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
     )
 }
 
-/// SIGMOID (`SIGMOID`) or SILU through [`vec::act_row`] (the SIMD exp): packed F32 tensors
-/// in contiguous pieces of the flattened tensor ([`Params::flat_pieces`]), other packed F32
-/// rows in pieces of rows, any other layout element by element.
+/// SIGMOID (`SIGMOID`) or SILU through [`vec::act_row`] (the SIMD exp).
 unsafe fn act<const SIGMOID: bool>(n: &NodePtrs, p: &Params) {
+    let f = if SIGMOID { vec::sigmoid } else { vec::silu };
+    // SAFETY: forwarded; act_row takes any packed F32 values, dst being x exactly or apart.
+    unsafe {
+        f32_rows(
+            n,
+            p,
+            |x, y, len| vec::act_row::<SIGMOID, false>(x, x, y, len),
+            f,
+        )
+    }
+}
+
+/// A table's function ([`vec::lookup_row`], `CLAMP` as there) for F32 operands.
+unsafe fn lookup<const CLAMP: bool>(n: &NodePtrs, p: &Params, table: &'static [f32; 65536]) {
+    let f = |x| vec::lookup::<CLAMP, false>(table, x, 1.0);
+    // SAFETY: forwarded; lookup_row takes any packed F32 values, dst being x exactly or apart.
+    unsafe {
+        f32_rows(
+            n,
+            p,
+            |x, y, len| vec::lookup_row::<CLAMP, false>(table, x, x, y, len),
+            f,
+        )
+    }
+}
+
+/// `dst = f(a)` with `row(x, y, len)` computing `f` over packed F32 values: packed F32
+/// tensors in contiguous pieces of the flattened tensor ([`Params::flat_pieces`]), other
+/// packed F32 rows in pieces of rows, any other layout element by element ([`map`]).
+///
+/// # Safety
+/// As [`KernelFn`](super::KernelFn); `row` must accept `len` packed F32 values at `x` and
+/// `y`, `y` being `x` exactly or apart from it.
+unsafe fn f32_rows(
+    n: &NodePtrs,
+    p: &Params,
+    row: impl Fn(*const f32, *mut f32, usize),
+    f: impl Fn(f32) -> f32,
+) {
     let (d, a) = (&n.dst, &n.src[0]);
     if d.f32_packed() && a.f32_packed() {
         for piece in p.flat_pieces(d.nelements()) {
@@ -98,22 +134,20 @@ unsafe fn act<const SIGMOID: bool>(n: &NodePtrs, p: &Params) {
             // exactly or none of it.
             unsafe {
                 let x = (a.data as *const f32).add(piece.start);
-                let y = (d.data as *mut f32).add(piece.start);
-                vec::act_row::<SIGMOID, false>(x, x, y, piece.len());
+                row(x, (d.data as *mut f32).add(piece.start), piece.len());
             }
         }
         return;
     }
     if !(d.f32_rows() && a.f32_rows()) {
-        return map(n, p, if SIGMOID { vec::sigmoid } else { vec::silu });
+        return map(n, p, f);
     }
     for (r, span) in p.row_pieces(d.nrows(), d.ne[0] as usize) {
         let idx = d.unravel_row(r);
         // SAFETY: packed F32 rows, span within ne0; dst is a's memory exactly or none of it.
         unsafe {
             let x = (a.row(idx) as *const f32).add(span.start);
-            let y = (d.row(idx) as *mut f32).add(span.start);
-            vec::act_row::<SIGMOID, false>(x, x, y, span.len());
+            row(x, (d.row(idx) as *mut f32).add(span.start), span.len());
         }
     }
 }

@@ -310,6 +310,135 @@ mod x86 {
         }
     }
 
+    /// [`super::lookup_row`]'s values of 16 lanes, as [`super::lookup`] computes one: F16
+    /// rounding by `vcvtps2ph`, the entries gathered, GGML's F32 clamps by masks.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    unsafe fn lookup16<const CLAMP: bool, const GATED: bool>(
+        table: &[f32; 65536],
+        v: __m512,
+        g: __m512,
+    ) -> __m512 {
+        let h = _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+        let idx = _mm512_cvtepu16_epi32(h);
+        // SAFETY: every index is below 65536, the table's length.
+        let mut t = unsafe { _mm512_i32gather_ps::<4>(idx, table.as_ptr()) };
+        if CLAMP {
+            let hi = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(v, _mm512_set1_ps(10.0));
+            t = _mm512_mask_mov_ps(t, hi, v);
+        }
+        if GATED {
+            t = _mm512_mul_ps(t, g);
+        }
+        if CLAMP {
+            let lo = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(v, _mm512_set1_ps(-10.0));
+            t = _mm512_maskz_mov_ps(!lo, t);
+        }
+        t
+    }
+
+    /// [`super::lookup_row`] 16 values at a time, the tail once under a mask.
+    ///
+    /// # Safety
+    /// As [`super::lookup_row`], and the CPU must have AVX-512 F/BW/VL, AVX2, FMA and F16C.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    pub(super) unsafe fn lookup_avx512<const CLAMP: bool, const GATED: bool>(
+        table: &[f32; 65536],
+        x: *const f32,
+        g: *const f32,
+        dst: *mut f32,
+        n: usize,
+    ) {
+        let whole = n / 16 * 16;
+        for i in (0..whole).step_by(16) {
+            // SAFETY: i + 16 <= n values at x, g (when GATED) and dst; unaligned accesses.
+            unsafe {
+                let v = _mm512_loadu_ps(x.add(i));
+                let gv = if GATED { _mm512_loadu_ps(g.add(i)) } else { v };
+                _mm512_storeu_ps(dst.add(i), lookup16::<CLAMP, GATED>(table, v, gv));
+            }
+        }
+        if whole < n {
+            let m: __mmask16 = (1 << (n - whole)) - 1;
+            // SAFETY: the mask covers only the n - whole values left; masked-off lanes are
+            // neither read nor written (they look up entry 0).
+            unsafe {
+                let v = _mm512_maskz_loadu_ps(m, x.add(whole));
+                let gv = if GATED {
+                    _mm512_maskz_loadu_ps(m, g.add(whole))
+                } else {
+                    v
+                };
+                _mm512_mask_storeu_ps(dst.add(whole), m, lookup16::<CLAMP, GATED>(table, v, gv));
+            }
+        }
+    }
+
+    /// [`super::lookup_row`]'s values of 8 lanes, as [`lookup16`].
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn lookup8<const CLAMP: bool, const GATED: bool>(
+        table: &[f32; 65536],
+        v: __m256,
+        g: __m256,
+    ) -> __m256 {
+        let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+        let idx = _mm256_cvtepu16_epi32(h);
+        // SAFETY: every index is below 65536, the table's length.
+        let mut t = unsafe { _mm256_i32gather_ps::<4>(table.as_ptr(), idx) };
+        if CLAMP {
+            let hi = _mm256_cmp_ps::<_CMP_GE_OQ>(v, _mm256_set1_ps(10.0));
+            t = _mm256_blendv_ps(t, v, hi);
+        }
+        if GATED {
+            t = _mm256_mul_ps(t, g);
+        }
+        if CLAMP {
+            let lo = _mm256_cmp_ps::<_CMP_LE_OQ>(v, _mm256_set1_ps(-10.0));
+            t = _mm256_andnot_ps(lo, t);
+        }
+        t
+    }
+
+    /// [`super::lookup_row`] 8 values at a time, the tail once under a mask.
+    ///
+    /// # Safety
+    /// As [`super::lookup_row`], and the CPU must have AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn lookup_avx2<const CLAMP: bool, const GATED: bool>(
+        table: &[f32; 65536],
+        x: *const f32,
+        g: *const f32,
+        dst: *mut f32,
+        n: usize,
+    ) {
+        let whole = n / 8 * 8;
+        for i in (0..whole).step_by(8) {
+            // SAFETY: i + 8 <= n values at x, g (when GATED) and dst; unaligned accesses.
+            unsafe {
+                let v = _mm256_loadu_ps(x.add(i));
+                let gv = if GATED { _mm256_loadu_ps(g.add(i)) } else { v };
+                _mm256_storeu_ps(dst.add(i), lookup8::<CLAMP, GATED>(table, v, gv));
+            }
+        }
+        if whole < n {
+            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            // Lanes below n - whole have their sign bit set: the ones loaded and stored.
+            let m = _mm256_cmpgt_epi32(_mm256_set1_epi32((n - whole) as i32), lanes);
+            // SAFETY: the mask covers only the n - whole values left; masked-off lanes are
+            // neither read nor written (they look up entry 0).
+            unsafe {
+                let v = _mm256_maskload_ps(x.add(whole), m);
+                let gv = if GATED {
+                    _mm256_maskload_ps(g.add(whole), m)
+                } else {
+                    v
+                };
+                _mm256_maskstore_ps(dst.add(whole), m, lookup8::<CLAMP, GATED>(table, v, gv));
+            }
+        }
+    }
+
     /// [`super::exp_shifted`] 16 lanes at a time, the tail once under a mask; each vector's
     /// values are added to eight f64 lanes in two halves.
     ///
@@ -473,6 +602,64 @@ pub(crate) unsafe fn act_row<const SIGMOID: bool, const GATED: bool>(
     unsafe { act_portable::<SIGMOID, GATED>(x, g, dst, n) }
 }
 
+/// `dst[i] = table[f16(x[i])]` (`·g[i]` when `GATED`) for `n` packed F32 values, `table` one
+/// of [`GeluTable`]'s: `x` rounded to F16 (to nearest even) picks the entry, and with `CLAMP`
+/// GGML's F32 GELU clamps apply (0 at or below −10, `x` at or above 10). The AVX-512 and AVX2
+/// paths round with F16C and gather 16 or 8 entries at a time (the tail under a mask); the
+/// portable path looks up one value at a time. Every path gives the same bits.
+///
+/// # Safety
+/// `x`, `dst` (and `g` when `GATED`) must hold `n` F32 values (any alignment); `dst` may be
+/// `x` or `g` exactly, but must not overlap them otherwise.
+#[inline]
+pub(crate) unsafe fn lookup_row<const CLAMP: bool, const GATED: bool>(
+    table: &[f32; 65536],
+    x: *const f32,
+    g: *const f32,
+    dst: *mut f32,
+    n: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    match isa() {
+        // SAFETY: `isa` returns a path only when this CPU has its features; forwarded.
+        Isa::Avx512 => return unsafe { x86::lookup_avx512::<CLAMP, GATED>(table, x, g, dst, n) },
+        // SAFETY: as above.
+        Isa::Avx2 => return unsafe { x86::lookup_avx2::<CLAMP, GATED>(table, x, g, dst, n) },
+        Isa::Scalar => {}
+    }
+    for i in 0..n {
+        // SAFETY: forwarded from the caller; i < n, each value read before it is written.
+        unsafe {
+            let v = x.add(i).read_unaligned();
+            let gv = if GATED {
+                g.add(i).read_unaligned()
+            } else {
+                1.0
+            };
+            dst.add(i)
+                .write_unaligned(lookup::<CLAMP, GATED>(table, v, gv));
+        }
+    }
+}
+
+/// One value of [`lookup_row`]'s portable path (`·g` when `GATED`): with `CLAMP`, `x` at or
+/// above 10 instead of the entry, and 0 at or below −10 whatever `g` is (GGML's F32 GEGLU).
+#[inline(always)]
+pub(crate) fn lookup<const CLAMP: bool, const GATED: bool>(
+    table: &[f32; 65536],
+    x: f32,
+    g: f32,
+) -> f32 {
+    let t = table[f16_bits(x) as usize];
+    let t = if CLAMP && x >= 10.0 { x } else { t };
+    let y = if GATED { t * g } else { t };
+    if CLAMP && x <= -10.0 {
+        0.0
+    } else {
+        y
+    }
+}
+
 /// `x[i] = e^(x[i] − max)` over a row, returning the sum of the results in f64 (SOFT_MAX's
 /// numerator and denominator). The AVX-512 and AVX2 paths use [`act_row`]'s FMA exp (16 or 8
 /// lanes, the tail under a mask) and add each vector's values to f64 lanes; the portable path
@@ -619,25 +806,21 @@ impl GeluTable {
         })
     }
 
+    /// The GELU table (indexed by F16 bits), for [`lookup_row`].
+    pub(crate) fn gelu_table(&self) -> &[f32; 65536] {
+        &self.gelu
+    }
+
+    /// The GELU_QUICK table (indexed by F16 bits), for [`lookup_row`].
+    pub(crate) fn quick_table(&self) -> &[f32; 65536] {
+        &self.quick
+    }
+
     /// GELU of an F16 value (or of `x` rounded to F16): the table entry, without GGML's F32
     /// clamps (its F16 kernels have none).
     #[inline(always)]
     pub(crate) fn gelu_f16(&self, x: f32) -> f32 {
-        self.gelu[f16_bits(x) as usize]
-    }
-
-    /// GELU as GGML's F32 kernels compute it: 0 at or below −10, `x` at or above 10, else
-    /// [`GeluTable::gelu_f16`].
-    #[inline(always)]
-    pub(crate) fn gelu_f32(&self, x: f32) -> f32 {
-        let t = self.gelu_f16(x);
-        if x <= -10.0 {
-            0.0
-        } else if x >= 10.0 {
-            x
-        } else {
-            t
-        }
+        lookup::<false, false>(&self.gelu, x, 1.0)
     }
 
     /// GELU_QUICK as GGML's F32 and F16 kernels compute it: the table at `x` rounded to F16,
@@ -645,7 +828,7 @@ impl GeluTable {
     /// from 65520 up).
     #[inline(always)]
     pub(crate) fn quick(&self, x: f32) -> f32 {
-        self.quick[f16_bits(x) as usize]
+        lookup::<false, false>(&self.quick, x, 1.0)
     }
 }
 
@@ -923,11 +1106,131 @@ mod tests {
         }
     }
 
+    /// Every path of [`lookup_row`] gives each value [`lookup`]'s bits, with and without the
+    /// clamps and the gate, over values around the clamps, F16's range, ±∞ and NaN, gates of
+    /// ±∞ and NaN (0 at or below −10 whatever the gate), and lengths with tails.
+    #[test]
+    fn lookup_rows_match_the_scalar_lookup_on_every_path() {
+        type Row = unsafe fn(&[f32; 65536], *const f32, *const f32, *mut f32, usize);
+        let mut paths: Vec<(&str, [Row; 4])> = vec![(
+            "portable",
+            [
+                |t, x, g, y, n| {
+                    for i in 0..n {
+                        // SAFETY: the caller passes n values at each pointer.
+                        unsafe { *y.add(i) = lookup::<false, false>(t, *x.add(i), *g.add(i)) };
+                    }
+                },
+                |t, x, g, y, n| {
+                    for i in 0..n {
+                        // SAFETY: as above.
+                        unsafe { *y.add(i) = lookup::<true, false>(t, *x.add(i), *g.add(i)) };
+                    }
+                },
+                |t, x, g, y, n| {
+                    for i in 0..n {
+                        // SAFETY: as above.
+                        unsafe { *y.add(i) = lookup::<false, true>(t, *x.add(i), *g.add(i)) };
+                    }
+                },
+                |t, x, g, y, n| {
+                    for i in 0..n {
+                        // SAFETY: as above.
+                        unsafe { *y.add(i) = lookup::<true, true>(t, *x.add(i), *g.add(i)) };
+                    }
+                },
+            ],
+        )];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if Isa::Avx2.available() {
+                paths.push((
+                    "avx2",
+                    [
+                        x86::lookup_avx2::<false, false>,
+                        x86::lookup_avx2::<true, false>,
+                        x86::lookup_avx2::<false, true>,
+                        x86::lookup_avx2::<true, true>,
+                    ],
+                ));
+            }
+            if Isa::Avx512.available() {
+                paths.push((
+                    "avx512",
+                    [
+                        x86::lookup_avx512::<false, false>,
+                        x86::lookup_avx512::<true, false>,
+                        x86::lookup_avx512::<false, true>,
+                        x86::lookup_avx512::<true, true>,
+                    ],
+                ));
+            }
+        }
+        let special = [
+            -10.0,
+            -10.000_001,
+            -9.999_999,
+            10.0,
+            9.999_999,
+            65504.0,
+            65520.0,
+            -65520.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -0.0,
+        ];
+        let x: Vec<f32> = (0..2003)
+            .map(|i| ((i * 7919 % 2003) as f32 - 1001.0) * 0.013)
+            .chain(special)
+            .collect();
+        let g: Vec<f32> = (0..x.len())
+            .map(|i| match i % 13 {
+                0 => f32::INFINITY,
+                1 => f32::NAN,
+                _ => 0.5 + (i % 5) as f32 * 0.25,
+            })
+            .collect();
+        let t = GeluTable::get();
+        for (name, rows) in paths {
+            for (k, row) in rows.into_iter().enumerate() {
+                let (clamp, gated) = (k % 2 == 1, k >= 2);
+                let table = if clamp {
+                    t.gelu_table()
+                } else {
+                    t.quick_table()
+                };
+                for n in [x.len(), 1, 7, 17, 40] {
+                    let mut y = vec![0f32; n];
+                    // SAFETY: x and g hold at least n values, y n; the path's features are
+                    // present (checked above).
+                    unsafe { row(table, x.as_ptr(), g.as_ptr(), y.as_mut_ptr(), n) };
+                    for i in 0..n {
+                        let want = match (clamp, gated) {
+                            (false, false) => lookup::<false, false>(table, x[i], g[i]),
+                            (true, false) => lookup::<true, false>(table, x[i], g[i]),
+                            (false, true) => lookup::<false, true>(table, x[i], g[i]),
+                            (true, true) => lookup::<true, true>(table, x[i], g[i]),
+                        };
+                        let same =
+                            y[i].to_bits() == want.to_bits() || (y[i].is_nan() && want.is_nan());
+                        assert!(
+                            same,
+                            "{name} {k}: f({}, {}) = {}, want {want}",
+                            x[i], g[i], y[i]
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     /// The tables hold GGML's values: spot checks against the exact function rounded to F16,
     /// GGML's clamps of F32 GELU, and GELU_QUICK's NaN and infinity where F16 overflows.
     #[test]
     fn gelu_tables_as_ggml() {
         let t = GeluTable::get();
+        let gelu_f32 = |x| lookup::<true, false>(t.gelu_table(), x, 1.0);
         for x in [-9.99f32, -3.7, -0.3, 0.0, 0.25, 1.1, 7.9, 9.99] {
             let h = f16::from_f32(x).to_f32() as f64;
             let g = 0.5
@@ -935,16 +1238,16 @@ mod tests {
                 * (1.0
                     + ((2.0 / std::f64::consts::PI).sqrt() * h * (1.0 + 0.044715 * h * h)).tanh());
             let q = h / (1.0 + (-1.702 * h).exp());
-            assert_eq!(t.gelu_f32(x), f16::from_f64(g).to_f32(), "gelu({x})");
+            assert_eq!(gelu_f32(x), f16::from_f64(g).to_f32(), "gelu({x})");
             assert_eq!(t.quick(x), f16::from_f64(q).to_f32(), "gelu_quick({x})");
         }
-        assert_eq!(t.gelu_f32(-10.0).to_bits(), 0);
+        assert_eq!(gelu_f32(-10.0).to_bits(), 0);
         assert_eq!(t.gelu_f16(-10.0).to_bits(), (-0.0f32).to_bits());
-        assert_eq!((t.gelu_f32(10.0), t.gelu_f32(1e30)), (10.0, 1e30));
+        assert_eq!((gelu_f32(10.0), gelu_f32(1e30)), (10.0, 1e30));
         assert_eq!(t.gelu_f16(65504.0), 65504.0);
         assert!(t.quick(-65520.0).is_nan() && t.quick(f32::NEG_INFINITY).is_nan());
         assert_eq!(t.quick(65520.0), f32::INFINITY);
         assert_eq!(t.quick(-60000.0).to_bits(), (-0.0f32).to_bits());
-        assert!(t.gelu_f32(f32::NAN).is_nan() && t.quick(f32::NAN).is_nan());
+        assert!(gelu_f32(f32::NAN).is_nan() && t.quick(f32::NAN).is_nan());
     }
 }

@@ -257,6 +257,84 @@ mod x86 {
         _mm256_mul_ps(_mm256_mul_ps(p, s1), s2)
     }
 
+    /// `dst = f(x, g)` over `n` values 16 lanes at a time: whole vectors with plain loads
+    /// and stores, the tail once under a mask (its lanes past `n` are zeros, neither read nor
+    /// written). Each lane is computed the same way in both, so the bits do not depend on
+    /// where a value falls. `g` is read only when `GATED` (`x` is passed in its place).
+    ///
+    /// # Safety
+    /// `x`, `dst` (and `g` when `GATED`) must hold `n` F32 values (any alignment); `dst` may
+    /// be `x` or `g` exactly, but must not overlap them otherwise. The caller has AVX-512 F.
+    #[inline(always)]
+    unsafe fn each16<const GATED: bool>(
+        x: *const f32,
+        g: *const f32,
+        dst: *mut f32,
+        n: usize,
+        f: impl Fn(__m512, __m512) -> __m512,
+    ) {
+        let whole = n / 16 * 16;
+        for i in (0..whole).step_by(16) {
+            // SAFETY: i + 16 <= n values at x, g (when GATED) and dst; unaligned accesses.
+            unsafe {
+                let v = _mm512_loadu_ps(x.add(i));
+                let gv = if GATED { _mm512_loadu_ps(g.add(i)) } else { v };
+                _mm512_storeu_ps(dst.add(i), f(v, gv));
+            }
+        }
+        if whole < n {
+            let m: __mmask16 = (1 << (n - whole)) - 1;
+            // SAFETY: the mask covers only the n - whole values left.
+            unsafe {
+                let v = _mm512_maskz_loadu_ps(m, x.add(whole));
+                let gv = if GATED {
+                    _mm512_maskz_loadu_ps(m, g.add(whole))
+                } else {
+                    v
+                };
+                _mm512_mask_storeu_ps(dst.add(whole), m, f(v, gv));
+            }
+        }
+    }
+
+    /// [`each16`] 8 lanes at a time with AVX2 (the tail under `vmaskmovps`).
+    ///
+    /// # Safety
+    /// As [`each16`], the caller having AVX2.
+    #[inline(always)]
+    unsafe fn each8<const GATED: bool>(
+        x: *const f32,
+        g: *const f32,
+        dst: *mut f32,
+        n: usize,
+        f: impl Fn(__m256, __m256) -> __m256,
+    ) {
+        let whole = n / 8 * 8;
+        for i in (0..whole).step_by(8) {
+            // SAFETY: i + 8 <= n values at x, g (when GATED) and dst; unaligned accesses.
+            unsafe {
+                let v = _mm256_loadu_ps(x.add(i));
+                let gv = if GATED { _mm256_loadu_ps(g.add(i)) } else { v };
+                _mm256_storeu_ps(dst.add(i), f(v, gv));
+            }
+        }
+        if whole < n {
+            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            // Lanes below n - whole have their sign bit set: the ones loaded and stored.
+            let m = _mm256_cmpgt_epi32(_mm256_set1_epi32((n - whole) as i32), lanes);
+            // SAFETY: the mask covers only the n - whole values left.
+            unsafe {
+                let v = _mm256_maskload_ps(x.add(whole), m);
+                let gv = if GATED {
+                    _mm256_maskload_ps(g.add(whole), m)
+                } else {
+                    v
+                };
+                _mm256_maskstore_ps(dst.add(whole), m, f(v, gv));
+            }
+        }
+    }
+
     /// `act(v)·g` (`·g` only when `GATED`) in 16 lanes, as [`super::act_row`] defines it.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
@@ -271,10 +349,8 @@ mod x86 {
         }
     }
 
-    /// [`super::act_row`] 16 lanes at a time: whole vectors with plain loads and stores (no
-    /// mask work in the loop, whose vector ports the exp and the division keep busy), the
-    /// tail once under a mask. Each lane is computed the same way in both, so the bits do
-    /// not depend on where a value falls.
+    /// [`super::act_row`] 16 lanes at a time ([`each16`]; the exp and the division keep the
+    /// vector ports busy, so the loop has no mask work).
     ///
     /// # Safety
     /// As [`super::act_row`], and the CPU must have AVX-512 F/BW/VL, AVX2 and FMA.
@@ -285,29 +361,8 @@ mod x86 {
         dst: *mut f32,
         n: usize,
     ) {
-        let whole = n / 16 * 16;
-        for i in (0..whole).step_by(16) {
-            // SAFETY: i + 16 <= n values at x, g (when GATED) and dst; unaligned accesses.
-            unsafe {
-                let v = _mm512_loadu_ps(x.add(i));
-                let gv = if GATED { _mm512_loadu_ps(g.add(i)) } else { v };
-                _mm512_storeu_ps(dst.add(i), act16::<SIGMOID, GATED>(v, gv));
-            }
-        }
-        if whole < n {
-            let m: __mmask16 = (1 << (n - whole)) - 1;
-            // SAFETY: the mask covers only the n - whole elements left; masked-off lanes are
-            // neither read nor written.
-            unsafe {
-                let v = _mm512_maskz_loadu_ps(m, x.add(whole));
-                let gv = if GATED {
-                    _mm512_maskz_loadu_ps(m, g.add(whole))
-                } else {
-                    v
-                };
-                _mm512_mask_storeu_ps(dst.add(whole), m, act16::<SIGMOID, GATED>(v, gv));
-            }
-        }
+        // SAFETY: forwarded; the target has AVX-512 F.
+        unsafe { each16::<GATED>(x, g, dst, n, |v, gv| act16::<SIGMOID, GATED>(v, gv)) }
     }
 
     /// [`super::lookup_row`]'s values of 16 lanes, as [`super::lookup`] computes one: F16
@@ -337,7 +392,7 @@ mod x86 {
         t
     }
 
-    /// [`super::lookup_row`] 16 values at a time, the tail once under a mask.
+    /// [`super::lookup_row`] 16 values at a time ([`each16`]).
     ///
     /// # Safety
     /// As [`super::lookup_row`], and the CPU must have AVX-512 F/BW/VL, AVX2, FMA and F16C.
@@ -349,29 +404,8 @@ mod x86 {
         dst: *mut f32,
         n: usize,
     ) {
-        let whole = n / 16 * 16;
-        for i in (0..whole).step_by(16) {
-            // SAFETY: i + 16 <= n values at x, g (when GATED) and dst; unaligned accesses.
-            unsafe {
-                let v = _mm512_loadu_ps(x.add(i));
-                let gv = if GATED { _mm512_loadu_ps(g.add(i)) } else { v };
-                _mm512_storeu_ps(dst.add(i), lookup16::<CLAMP, GATED>(table, v, gv));
-            }
-        }
-        if whole < n {
-            let m: __mmask16 = (1 << (n - whole)) - 1;
-            // SAFETY: the mask covers only the n - whole values left; masked-off lanes are
-            // neither read nor written (they look up entry 0).
-            unsafe {
-                let v = _mm512_maskz_loadu_ps(m, x.add(whole));
-                let gv = if GATED {
-                    _mm512_maskz_loadu_ps(m, g.add(whole))
-                } else {
-                    v
-                };
-                _mm512_mask_storeu_ps(dst.add(whole), m, lookup16::<CLAMP, GATED>(table, v, gv));
-            }
-        }
+        // SAFETY: forwarded; the target has AVX-512 F (masked-off lanes look up entry 0).
+        unsafe { each16::<GATED>(x, g, dst, n, |v, gv| lookup16::<CLAMP, GATED>(table, v, gv)) }
     }
 
     /// [`super::lookup_row`]'s values of 8 lanes, as [`lookup16`].
@@ -400,7 +434,7 @@ mod x86 {
         t
     }
 
-    /// [`super::lookup_row`] 8 values at a time, the tail once under a mask.
+    /// [`super::lookup_row`] 8 values at a time ([`each8`]).
     ///
     /// # Safety
     /// As [`super::lookup_row`], and the CPU must have AVX2, FMA and F16C.
@@ -412,31 +446,8 @@ mod x86 {
         dst: *mut f32,
         n: usize,
     ) {
-        let whole = n / 8 * 8;
-        for i in (0..whole).step_by(8) {
-            // SAFETY: i + 8 <= n values at x, g (when GATED) and dst; unaligned accesses.
-            unsafe {
-                let v = _mm256_loadu_ps(x.add(i));
-                let gv = if GATED { _mm256_loadu_ps(g.add(i)) } else { v };
-                _mm256_storeu_ps(dst.add(i), lookup8::<CLAMP, GATED>(table, v, gv));
-            }
-        }
-        if whole < n {
-            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-            // Lanes below n - whole have their sign bit set: the ones loaded and stored.
-            let m = _mm256_cmpgt_epi32(_mm256_set1_epi32((n - whole) as i32), lanes);
-            // SAFETY: the mask covers only the n - whole values left; masked-off lanes are
-            // neither read nor written (they look up entry 0).
-            unsafe {
-                let v = _mm256_maskload_ps(x.add(whole), m);
-                let gv = if GATED {
-                    _mm256_maskload_ps(g.add(whole), m)
-                } else {
-                    v
-                };
-                _mm256_maskstore_ps(dst.add(whole), m, lookup8::<CLAMP, GATED>(table, v, gv));
-            }
-        }
+        // SAFETY: forwarded; the target has AVX2 (masked-off lanes look up entry 0).
+        unsafe { each8::<GATED>(x, g, dst, n, |v, gv| lookup8::<CLAMP, GATED>(table, v, gv)) }
     }
 
     /// [`super::exp_shifted`] 16 lanes at a time, the tail once under a mask; each vector's
@@ -534,8 +545,7 @@ mod x86 {
         }
     }
 
-    /// [`super::act_row`] 8 lanes at a time: whole vectors with plain loads and stores, the
-    /// tail once under a mask (as [`act_avx512`]).
+    /// [`super::act_row`] 8 lanes at a time ([`each8`]).
     ///
     /// # Safety
     /// As [`super::act_row`], and the CPU must have AVX2 and FMA.
@@ -546,31 +556,8 @@ mod x86 {
         dst: *mut f32,
         n: usize,
     ) {
-        let whole = n / 8 * 8;
-        for i in (0..whole).step_by(8) {
-            // SAFETY: i + 8 <= n values at x, g (when GATED) and dst; unaligned accesses.
-            unsafe {
-                let v = _mm256_loadu_ps(x.add(i));
-                let gv = if GATED { _mm256_loadu_ps(g.add(i)) } else { v };
-                _mm256_storeu_ps(dst.add(i), act8::<SIGMOID, GATED>(v, gv));
-            }
-        }
-        if whole < n {
-            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-            // Lanes below n - whole have their sign bit set: the ones loaded and stored.
-            let m = _mm256_cmpgt_epi32(_mm256_set1_epi32((n - whole) as i32), lanes);
-            // SAFETY: the mask covers only the n - whole elements left; masked-off lanes are
-            // neither read nor written.
-            unsafe {
-                let v = _mm256_maskload_ps(x.add(whole), m);
-                let gv = if GATED {
-                    _mm256_maskload_ps(g.add(whole), m)
-                } else {
-                    v
-                };
-                _mm256_maskstore_ps(dst.add(whole), m, act8::<SIGMOID, GATED>(v, gv));
-            }
-        }
+        // SAFETY: forwarded; the target has AVX2.
+        unsafe { each8::<GATED>(x, g, dst, n, |v, gv| act8::<SIGMOID, GATED>(v, gv)) }
     }
 }
 
@@ -627,6 +614,22 @@ pub(crate) unsafe fn lookup_row<const CLAMP: bool, const GATED: bool>(
         Isa::Avx2 => return unsafe { x86::lookup_avx2::<CLAMP, GATED>(table, x, g, dst, n) },
         Isa::Scalar => {}
     }
+    // SAFETY: forwarded from the caller.
+    unsafe { lookup_portable::<CLAMP, GATED>(table, x, g, dst, n) }
+}
+
+/// [`lookup_row`]'s portable path: [`lookup`] value by value.
+///
+/// # Safety
+/// As [`lookup_row`].
+#[inline(always)]
+unsafe fn lookup_portable<const CLAMP: bool, const GATED: bool>(
+    table: &[f32; 65536],
+    x: *const f32,
+    g: *const f32,
+    dst: *mut f32,
+    n: usize,
+) {
     for i in 0..n {
         // SAFETY: forwarded from the caller; i < n, each value read before it is written.
         unsafe {
@@ -837,6 +840,19 @@ mod tests {
     use super::*;
     use crate::ops::UnaryOp;
 
+    /// The x86 SIMD paths this CPU runs, named, each with its kernels: `avx2`'s, `avx512`'s.
+    #[cfg(target_arch = "x86_64")]
+    fn simd_paths<T>(avx2: T, avx512: T) -> Vec<(&'static str, T)> {
+        let mut paths = Vec::new();
+        if Isa::Avx2.available() {
+            paths.push(("avx2", avx2));
+        }
+        if Isa::Avx512.available() {
+            paths.push(("avx512", avx512));
+        }
+        paths
+    }
+
     /// The F16C row conversions give the bits the portable ones give, tails included.
     #[test]
     fn f16_rows_match_the_portable_conversion() {
@@ -881,28 +897,18 @@ mod tests {
             ],
         )];
         #[cfg(target_arch = "x86_64")]
-        {
-            if Isa::Avx2.available() {
-                paths.push((
-                    "avx2",
-                    [
-                        x86::act_avx2::<true, false>,
-                        x86::act_avx2::<false, false>,
-                        x86::act_avx2::<false, true>,
-                    ],
-                ));
-            }
-            if Isa::Avx512.available() {
-                paths.push((
-                    "avx512",
-                    [
-                        x86::act_avx512::<true, false>,
-                        x86::act_avx512::<false, false>,
-                        x86::act_avx512::<false, true>,
-                    ],
-                ));
-            }
-        }
+        paths.extend(simd_paths(
+            [
+                x86::act_avx2::<true, false>,
+                x86::act_avx2::<false, false>,
+                x86::act_avx2::<false, true>,
+            ],
+            [
+                x86::act_avx512::<true, false>,
+                x86::act_avx512::<false, false>,
+                x86::act_avx512::<false, true>,
+            ],
+        ));
         let mut x: Vec<f32> = (0..20_003).map(|i| -100.0 + i as f32 * 0.01).collect();
         x.extend([
             f32::INFINITY,
@@ -965,14 +971,10 @@ mod tests {
         };
         let mut paths: Vec<(&str, Row)> = vec![("portable", portable)];
         #[cfg(target_arch = "x86_64")]
-        {
-            if Isa::Avx2.available() {
-                paths.push(("avx2", x86::exp_shifted_avx2));
-            }
-            if Isa::Avx512.available() {
-                paths.push(("avx512", x86::exp_shifted_avx512));
-            }
-        }
+        paths.extend(simd_paths::<Row>(
+            x86::exp_shifted_avx2,
+            x86::exp_shifted_avx512,
+        ));
         for (name, row) in paths {
             for n in [0, 1, 7, 16, 45, 4099] {
                 let x: Vec<f32> = (0..n)
@@ -1115,57 +1117,27 @@ mod tests {
         let mut paths: Vec<(&str, [Row; 4])> = vec![(
             "portable",
             [
-                |t, x, g, y, n| {
-                    for i in 0..n {
-                        // SAFETY: the caller passes n values at each pointer.
-                        unsafe { *y.add(i) = lookup::<false, false>(t, *x.add(i), *g.add(i)) };
-                    }
-                },
-                |t, x, g, y, n| {
-                    for i in 0..n {
-                        // SAFETY: as above.
-                        unsafe { *y.add(i) = lookup::<true, false>(t, *x.add(i), *g.add(i)) };
-                    }
-                },
-                |t, x, g, y, n| {
-                    for i in 0..n {
-                        // SAFETY: as above.
-                        unsafe { *y.add(i) = lookup::<false, true>(t, *x.add(i), *g.add(i)) };
-                    }
-                },
-                |t, x, g, y, n| {
-                    for i in 0..n {
-                        // SAFETY: as above.
-                        unsafe { *y.add(i) = lookup::<true, true>(t, *x.add(i), *g.add(i)) };
-                    }
-                },
+                lookup_portable::<false, false>,
+                lookup_portable::<true, false>,
+                lookup_portable::<false, true>,
+                lookup_portable::<true, true>,
             ],
         )];
         #[cfg(target_arch = "x86_64")]
-        {
-            if Isa::Avx2.available() {
-                paths.push((
-                    "avx2",
-                    [
-                        x86::lookup_avx2::<false, false>,
-                        x86::lookup_avx2::<true, false>,
-                        x86::lookup_avx2::<false, true>,
-                        x86::lookup_avx2::<true, true>,
-                    ],
-                ));
-            }
-            if Isa::Avx512.available() {
-                paths.push((
-                    "avx512",
-                    [
-                        x86::lookup_avx512::<false, false>,
-                        x86::lookup_avx512::<true, false>,
-                        x86::lookup_avx512::<false, true>,
-                        x86::lookup_avx512::<true, true>,
-                    ],
-                ));
-            }
-        }
+        paths.extend(simd_paths(
+            [
+                x86::lookup_avx2::<false, false>,
+                x86::lookup_avx2::<true, false>,
+                x86::lookup_avx2::<false, true>,
+                x86::lookup_avx2::<true, true>,
+            ],
+            [
+                x86::lookup_avx512::<false, false>,
+                x86::lookup_avx512::<true, false>,
+                x86::lookup_avx512::<false, true>,
+                x86::lookup_avx512::<true, true>,
+            ],
+        ));
         let special = [
             -10.0,
             -10.000_001,

@@ -43,7 +43,7 @@ pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
                 Some(UnaryOp::Sigmoid) => plan(t, act::<true>),
                 // GGML's F32 and F16 kernels read F16 tables; its BF16 ones compute.
                 Some(UnaryOp::Gelu) => plan(t, match operand(t, 0)?.ty() {
-                    // SAFETY (both): forwarded to the kernel.
+                    // SAFETY: forwarded to the kernel.
                     Type::F32 => |n, p| unsafe { lookup::<true>(n, p, GeluTable::get().gelu_table()) },
                     Type::F16 => |n, p| {
                         let g = GeluTable::get();
@@ -52,6 +52,7 @@ pub(super) fn plan_unary(t: &Tensor) -> Result<Planned> {
                     _ => |n, p| map(n, p, vec::gelu),
                 }),
                 Some(UnaryOp::GeluQuick) => plan(t, match operand(t, 0)?.ty() {
+                    // SAFETY: forwarded to the kernel.
                     Type::F32 => |n, p| unsafe { lookup::<false>(n, p, GeluTable::get().quick_table()) },
                     Type::F16 => |n, p| {
                         let g = GeluTable::get();

@@ -450,87 +450,6 @@ mod x86 {
         unsafe { each8::<GATED>(x, g, dst, n, |v, gv| lookup8::<CLAMP, GATED>(table, v, gv)) }
     }
 
-    /// [`super::exp_shifted`] 16 lanes at a time, the tail once under a mask; each vector's
-    /// values are added to eight f64 lanes in two halves.
-    ///
-    /// # Safety
-    /// `x` must hold `n` F32 values (any alignment); the CPU must have AVX-512 F/BW/VL, AVX2
-    /// and FMA.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
-    pub(super) unsafe fn exp_shifted_avx512(x: *mut f32, n: usize, max: f32) -> f64 {
-        let m = _mm512_set1_ps(max);
-        let mut sum = [_mm512_setzero_pd(); 2];
-        let mut add = |e: __m512| {
-            let lo = _mm512_cvtps_pd(_mm512_castps512_ps256(e));
-            let hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
-                _mm512_castps_pd(e),
-            )));
-            sum[0] = _mm512_add_pd(sum[0], lo);
-            sum[1] = _mm512_add_pd(sum[1], hi);
-        };
-        let whole = n / 16 * 16;
-        for i in (0..whole).step_by(16) {
-            // SAFETY: i + 16 <= n values at x; unaligned accesses.
-            unsafe {
-                let e = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x.add(i)), m));
-                _mm512_storeu_ps(x.add(i), e);
-                add(e);
-            }
-        }
-        if whole < n {
-            let k: __mmask16 = (1 << (n - whole)) - 1;
-            // SAFETY: the mask covers only the n - whole values left; masked-off lanes are
-            // neither read nor written, and count as 0 in the sum.
-            unsafe {
-                let e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x.add(whole)), m));
-                _mm512_mask_storeu_ps(x.add(whole), k, e);
-                add(_mm512_maskz_mov_ps(k, e));
-            }
-        }
-        _mm512_reduce_add_pd(_mm512_add_pd(sum[0], sum[1]))
-    }
-
-    /// [`super::exp_shifted`] 8 lanes at a time, the tail once under a mask; each vector's
-    /// values are added to four f64 lanes in two halves.
-    ///
-    /// # Safety
-    /// `x` must hold `n` F32 values (any alignment); the CPU must have AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn exp_shifted_avx2(x: *mut f32, n: usize, max: f32) -> f64 {
-        let m = _mm256_set1_ps(max);
-        let mut sum = [_mm256_setzero_pd(); 2];
-        let mut add = |e: __m256| {
-            let lo = _mm256_cvtps_pd(_mm256_castps256_ps128(e));
-            let hi = _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(e));
-            sum[0] = _mm256_add_pd(sum[0], lo);
-            sum[1] = _mm256_add_pd(sum[1], hi);
-        };
-        let whole = n / 8 * 8;
-        for i in (0..whole).step_by(8) {
-            // SAFETY: i + 8 <= n values at x; unaligned accesses.
-            unsafe {
-                let e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x.add(i)), m));
-                _mm256_storeu_ps(x.add(i), e);
-                add(e);
-            }
-        }
-        if whole < n {
-            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-            // Lanes below n - whole have their sign bit set: the ones loaded and stored.
-            let k = _mm256_cmpgt_epi32(_mm256_set1_epi32((n - whole) as i32), lanes);
-            // SAFETY: the mask covers only the n - whole values left; masked-off lanes are
-            // neither read nor written, and count as 0 in the sum.
-            unsafe {
-                let e = exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(x.add(whole), k), m));
-                _mm256_maskstore_ps(x.add(whole), k, e);
-                add(_mm256_and_ps(e, _mm256_castsi256_ps(k)));
-            }
-        }
-        let s = _mm256_add_pd(sum[0], sum[1]);
-        let s = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd::<1>(s));
-        _mm_cvtsd_f64(_mm_add_pd(s, _mm_unpackhi_pd(s, s)))
-    }
-
     /// `act(v)·g` (`·g` only when `GATED`) in 8 lanes, as [`super::act_row`] defines it.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
@@ -661,27 +580,6 @@ pub(crate) fn lookup<const CLAMP: bool, const GATED: bool>(
     } else {
         y
     }
-}
-
-/// `x[i] = e^(x[i] − max)` over a row, returning the sum of the results in f64 (SOFT_MAX's
-/// numerator and denominator). The AVX-512 and AVX2 paths use [`act_row`]'s FMA exp (16 or 8
-/// lanes, the tail under a mask) and add each vector's values to f64 lanes; the portable path
-/// [`exp_f32`] and [`sum_f64`](super::sum_f64). So the paths may differ in the last bits.
-#[inline]
-pub(crate) fn exp_shifted(x: &mut [f32], max: f32) -> f64 {
-    #[cfg(target_arch = "x86_64")]
-    match isa() {
-        // SAFETY: `isa` returns a path only when this CPU has its features; the pointer
-        // holds x.len() values.
-        Isa::Avx512 => return unsafe { x86::exp_shifted_avx512(x.as_mut_ptr(), x.len(), max) },
-        // SAFETY: as above.
-        Isa::Avx2 => return unsafe { x86::exp_shifted_avx2(x.as_mut_ptr(), x.len(), max) },
-        Isa::Scalar => {}
-    }
-    for v in x.iter_mut() {
-        *v = exp_f32(*v - max);
-    }
-    super::sum_f64(x, |v| v)
 }
 
 /// [`act_row`]'s portable path: [`sigmoid`] or [`silu`] element by element.
@@ -952,59 +850,6 @@ mod tests {
                 }
             }
             eprintln!("act_row {name}: largest relative error {worst:.2e}");
-        }
-    }
-
-    /// Every path of [`exp_shifted`] against f64: each value within 3e-7 relative of the f64
-    /// e^ of the f32 difference x − max, the sum within 1e-6 relative of their f64 sum, over
-    /// lengths with tails (masked-off lanes add nothing) and values down to where e^x is 0.
-    #[test]
-    fn exp_shifted_matches_f64_on_every_path() {
-        type Row = unsafe fn(*mut f32, usize, f32) -> f64;
-        let portable: Row = |x, n, max| {
-            // SAFETY: the caller passes a vector of n values.
-            let row = unsafe { std::slice::from_raw_parts_mut(x, n) };
-            for v in row.iter_mut() {
-                *v = exp_f32(*v - max);
-            }
-            super::super::sum_f64(row, |v| v)
-        };
-        let mut paths: Vec<(&str, Row)> = vec![("portable", portable)];
-        #[cfg(target_arch = "x86_64")]
-        paths.extend(simd_paths::<Row>(
-            x86::exp_shifted_avx2,
-            x86::exp_shifted_avx512,
-        ));
-        for (name, row) in paths {
-            for n in [0, 1, 7, 16, 45, 4099] {
-                let x: Vec<f32> = (0..n)
-                    .map(|i| {
-                        if i % 11 == 3 {
-                            f32::NEG_INFINITY
-                        } else {
-                            (i * 37 % 200) as f32 * -0.6
-                        }
-                    })
-                    .collect();
-                let max = 3.5f32;
-                let mut y = x.clone();
-                // SAFETY: y holds n values; the path's features are present (checked above).
-                let sum = unsafe { row(y.as_mut_ptr(), n, max) };
-                let mut want_sum = 0f64;
-                for (&xi, &yi) in x.iter().zip(&y) {
-                    let want = ((xi - max) as f64).exp();
-                    want_sum += want;
-                    let err = (yi as f64 - want).abs();
-                    assert!(
-                        err <= 3e-7 * want || err <= 1e-44,
-                        "{name}: e^({xi} - {max}) = {yi}, want {want}"
-                    );
-                }
-                assert!(
-                    (sum - want_sum).abs() <= 1e-6 * want_sum,
-                    "{name} n={n}: sum {sum}, want {want_sum}"
-                );
-            }
         }
     }
 

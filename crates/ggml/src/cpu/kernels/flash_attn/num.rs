@@ -111,6 +111,8 @@ fn gemm<F: Fma, const RM: usize, const CB: usize>(
     (b, ldb): (&[f32], usize),
     [m, n, k]: [usize; 3],
 ) {
+    // the row counts `micro` is instantiated for
+    const { assert!(RM >= 1 && RM <= 6) };
     assert!(
         m == 0 || n == 0 || c.len() >= (m - 1) * ldc + n,
         "gemm: c too short"

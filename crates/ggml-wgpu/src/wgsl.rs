@@ -730,40 +730,35 @@ fn sq_mean(ra: u32, n: u32, lid: u32, sum: f32) -> f32 {
 ";
 
 /// `soft_exp_` and `soft_inv` for `soft_max.wgsl` where the device computes in f64: the CPU's
-/// SOFT_MAX (`ggml::cpu` softmax.rs): its own f32 exponential (`exp_f32`: `x = n·ln 2 + r`
-/// with ln 2 in two parts, Taylor to r⁷ in Horner form, `2^n` in two halves; the same
-/// constants, f32 steps in its order, the last product rounded once through f64 so that
-/// subnormal results are the CPU's), the row's exponentials summed in f64 in 16 lanes (as
-/// `sq_mean` of NORM_F64), the sink's (the C library's `expf`, `exp_`) added after, and
+/// SOFT_MAX (`ggml::cpu` softmax.rs): its exponential (`exp_fma`: `n = round(x·log2 e)`,
+/// `r = x − n·ln 2` with ln 2 in two parts, a degree-5 polynomial, each step one fused
+/// multiply-add (`fma_`), `2^n` in two halves, the last product rounded once through f64 so
+/// that subnormal results are the CPU's), the row's exponentials summed in f64 in 16 lanes
+/// (as `sq_mean` of NORM_F64), the sink's (the C library's `expf`, `exp_`) added after, and
 /// `1 / sum` in f64 rounded to f32. Invocations 0..16 sum a lane each.
 fn soft_max_f64() -> String {
     let bits = |v: f32| format!("bitcast<f32>({:#010x}u)", v.to_bits());
-    // 1/k! for k from 6 down to 0 (the CPU's constants, each one f32 division).
-    let coef: Vec<String> = (0..7)
-        .rev()
-        .map(|k| 1.0f32 / (1..=k).product::<u32>() as f32)
-        .map(|c| format!("    q = q * r + {};\n", bits(c)))
+    // The CPU's constants (vec.rs): ln 2 as the f32 nearest it and the rest; the polynomial's
+    // coefficients from r⁴'s down to the constant term.
+    let coef: Vec<String> = [0.041_897_93f32, 0.166_676_36, 0.499_991_5, 0.999_999_7, 1.0]
+        .iter()
+        .map(|&k| format!("    q = fma_(q, r, {});\n", bits(k)))
         .collect();
     format!(
         "
 fn soft_exp_(x: f32) -> f32 {{
+    if (x < {lo}) {{
+        return 0.0;
+    }}
     let xc = clamp(x, {lo}, {hi});
-    let t = keep(xc * {log2e} + 12582912.0);
-    let n = t - 12582912.0;
-    let ni = i32(bitcast<u32>(t)) - 0x4b400000;
-    let r = (xc - n * {ln2_hi}) - n * {ln2_lo};
-    var q = {c7};
+    let n = round(xc * {log2e});
+    let ni = i32(n);
+    let r = fma_(-n, {ln2_lo}, fma_(-n, {ln2_hi}, xc));
+    var q = {c5};
 {coef}    let n1 = ni >> 1u;
     let s1 = bitcast<f32>(u32(n1 + 127) << 23u);
     let s2 = bitcast<f32>(u32(ni - n1 + 127) << 23u);
-    let y = f32_of_(f64(q * s1) * f64(s2));
-    if (x < -104.0) {{
-        return 0.0;
-    }}
-    if (x > {over}) {{
-        return bitcast<f32>(0x7f800000u);
-    }}
-    return y;
+    return f32_of_(f64(q * s1) * f64(s2));
 }}
 
 var<workgroup> soft_lanes: array<f64, 16>;
@@ -797,10 +792,9 @@ fn soft_inv(ra: u32, rm: u32, slope: f32, mx: f32, n: u32, lid: u32, sink: f32) 
 }}
 ",
         log2e = bits(std::f32::consts::LOG2_E),
-        ln2_hi = bits(0.693_359_4),
-        ln2_lo = bits(-2.121_944_4e-4),
-        c7 = bits(1.0f32 / 5040.0),
-        over = bits(88.73),
+        ln2_hi = bits(std::f32::consts::LN_2),
+        ln2_lo = bits(-1.904_654_3e-9),
+        c5 = bits(0.008_290_315),
         lo = bits(-104.0),
         hi = bits(88.8),
         coef = coef.concat()

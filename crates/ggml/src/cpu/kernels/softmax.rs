@@ -2,23 +2,27 @@
 //! optional mask (F32/F16) is broadcast over rows and heads and `slope` is the ALiBi slope of
 //! the head (dimension 2) when `max_bias > 0`. op_params: scale, max_bias. Optional F32
 //! sinks (one per head) join each row's normalisation as one more logit.
+//!
+//! The exponentials are [`vec::exp_fma`]'s, summed in f64 in [`sum_f64`](super::sum_f64)'s
+//! order: the same bits on every ISA path (which ggml-wgpu reproduces). GGML's CPU takes its
+//! build's SIMD exp and libm's `expf` for a row's tail, so its last bits vary by build.
 
-use super::{is_float, sum_f64, unsupported, vec, NodePtrs, Params};
+use super::{is_float, ld, st, unsupported, vec, NodePtrs, Params};
 use super::{operand, Planned};
 use crate::error::Result;
 use crate::ops::SoftMaxParams;
 use crate::tensor::Tensor;
 use crate::types::Type;
 
-/// The kernel for float rows and an optional float mask, with two f32 rows of scratch per
-/// thread (the row, the mask's row).
+/// The kernel for float rows and an optional float mask, with three f32 rows of scratch per
+/// thread (the logits, and `a`'s and the mask's rows when they are not packed F32).
 pub(super) fn plan(t: &Tensor) -> Result<Planned> {
     let mask_ok = t.src(1).is_none_or(|m| is_float(m.ty()));
     let sinks_ok = t.src(2).is_none_or(|s| s.ty() == Type::F32);
     if !is_float(t.ty()) || !is_float(operand(t, 0)?.ty()) || !mask_ok || !sinks_ok {
         return Err(unsupported(t));
     }
-    Ok(Planned::new(soft_max, t.ne()[0] as usize * 8))
+    Ok(Planned::new(soft_max, t.ne()[0] as usize * 12))
 }
 
 /// ALiBi slope of head `h` of `n_head` for `max_bias` (1 when `max_bias <= 0`).
@@ -91,35 +95,51 @@ vec::wide_fn!(
     fn soft_max_wide(n: &NodePtrs, p: &Params) = soft_max_rows
 );
 
-/// This thread's rows: each loaded as f32 into scratch (with the mask's row, converted, into
-/// the second half), then the plain loops the compiler vectorises.
+/// This thread's rows in three passes over a row of scratch: the logits `x·scale (+
+/// slope·mask)` and their largest value (read straight from packed F32 rows, other layouts
+/// converted into scratch first), `e^(logit − max)` with their sum ([`vec::exp_shifted`]),
+/// then the normalised values written to `dst`.
 #[inline(always)]
 fn soft_max_rows(n: &NodePtrs, p: &Params) {
     let SoftMaxParams { scale, max_bias } = n.params();
     let (d, a, m, sk) = (&n.dst, &n.src[0], &n.src[1], &n.src[2]);
     let has_mask = !m.data.is_null();
     let ne0 = a.ne[0] as usize;
-    // SAFETY: the plan sized each thread's scratch for 2·ne0 f32 values.
-    let (buf, mbuf) = unsafe { p.scratch_f32(2 * ne0) }.split_at_mut(ne0);
+    // SAFETY: the plan sized each thread's scratch for 3·ne0 f32 values.
+    let scratch = unsafe { p.scratch_f32(3 * ne0) };
+    let (buf, rest) = scratch.split_at_mut(ne0);
+    let (abuf, mbuf) = rest.split_at_mut(ne0);
     for r in p.range(a.nrows()) {
         let idx = a.unravel_row(r);
         let slope = alibi_slope(max_bias, idx[1], a.ne[2] as usize);
-        let arow = a.row(idx);
         // SAFETY: rows of their tensors, indices below ne[0]; the mask row index is reduced
-        // modulo the mask's dimensions; the sinks hold one value per head.
+        // modulo the mask's dimensions; the sinks hold one value per head. dst may be `a`
+        // exactly: the row is read whole into `buf` before dst's row is written.
         unsafe {
-            a.read_row(arow, buf);
-            for v in buf.iter_mut() {
-                *v *= scale;
-            }
+            let arow = if a.f32_rows() {
+                a.row(idx) as *const u8
+            } else {
+                a.read_row(a.row(idx), abuf);
+                abuf.as_ptr() as *const u8
+            };
+            // GGML's roundings: the scaled logit, the slope's product, then their sum.
             if has_mask {
                 let mut midx = [0usize; 4];
                 for k in 0..4 {
                     midx[k] = idx[k] % m.ne[k + 1] as usize;
                 }
-                m.read_row(m.row(midx), mbuf);
-                for (v, &mv) in buf.iter_mut().zip(mbuf.iter()) {
-                    *v += slope * mv;
+                let mrow = if m.f32_rows() {
+                    m.row(midx) as *const u8
+                } else {
+                    m.read_row(m.row(midx), mbuf);
+                    mbuf.as_ptr() as *const u8
+                };
+                for (i, v) in buf.iter_mut().enumerate() {
+                    *v = ld(arow, i) * scale + slope * ld(mrow, i);
+                }
+            } else {
+                for (i, v) in buf.iter_mut().enumerate() {
+                    *v = ld(arow, i) * scale;
                 }
             }
             let mut max = vec::max_f32(buf);
@@ -130,18 +150,22 @@ fn soft_max_rows(n: &NodePtrs, p: &Params) {
                 max = if max > s { max } else { s };
             }
             // exp(-inf - max) is 0; a row of only -inf has max = -inf and gives NaN, as GGML.
-            for v in buf.iter_mut() {
-                *v = exp_f32(*v - max);
-            }
-            let mut sum = sum_f64(buf, |v| v);
+            let mut sum = vec::exp_shifted(buf, max);
             if let Some(s) = sink {
                 sum += f64::from((s - max).exp());
             }
             let inv = (1.0 / sum) as f32;
-            for v in buf.iter_mut() {
-                *v *= inv;
+            let drow = d.row(idx);
+            if d.f32_rows() {
+                for (i, &v) in buf.iter().enumerate() {
+                    st(drow, i, v * inv);
+                }
+            } else {
+                for v in buf.iter_mut() {
+                    *v *= inv;
+                }
+                d.write_row(drow, buf);
             }
-            d.write_row(d.row(idx), buf);
         }
     }
 }

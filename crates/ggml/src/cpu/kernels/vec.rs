@@ -113,11 +113,56 @@ unsafe fn convert_row<const TO_F16: bool>(src: *const u8, dst: *mut u8, n: usize
     }
 }
 
+/// log2(e), and ln 2 in two parts (`LN2_HI` the f32 nearest ln 2, `LN2_LO` the rest), so
+/// that `x − n·ln 2` by two FMAs is exact enough for |n| ≤ 150.
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+const LN2_HI: f32 = std::f32::consts::LN_2;
+const LN2_LO: f32 = -1.904_654_3e-9;
+/// The arguments are clamped to `[LO, HI]`: e^HI overflows to +∞ and e^LO rounds to 0,
+/// and the clamp keeps ±∞ from making `x − n·ln 2` a NaN (NaN passes through).
+const LO: f32 = -104.0;
+const HI: f32 = 88.8;
+/// e^r ≈ 1 + r·(C1 + r·(C2 + r·(C3 + r·(C4 + r·C5)))) on |r| ≤ ln 2 / 2: coefficients
+/// from a Remez exchange for the least largest relative error with the constant term held
+/// at 1 (9.5e-8 with these f32 values).
+const C1: f32 = 0.999_999_7;
+const C2: f32 = 0.499_991_5;
+const C3: f32 = 0.166_676_36;
+const C4: f32 = 0.041_897_93;
+const C5: f32 = 0.008_290_315;
+
+/// e^x as the AVX2 and AVX-512 paths compute it lane by lane, one element at a time, with
+/// the same roundings: `n = round(x·log2 e)` (to even), `r = x − n·ln 2` by two fused
+/// multiply-adds, the polynomial in Horner form by fused multiply-adds, and `2^n` applied in
+/// two halves (the first product exact, the second rounding once, subnormal results too).
+/// So SOFT_MAX gives the same bits on every path. `f32::mul_add` is one instruction where
+/// the target has FMA (a libm call on x86 builds without it: correct, slower).
+#[inline(always)]
+pub(crate) fn exp_fma(x: f32) -> f32 {
+    // 1.5·2^23: adding and subtracting it rounds to the nearest integer, ties to even.
+    const ROUND: f32 = 12_582_912.0;
+    let x = x.clamp(LO, HI);
+    let n = (x * LOG2E + ROUND) - ROUND;
+    let r = (-n).mul_add(LN2_HI, x);
+    let r = (-n).mul_add(LN2_LO, r);
+    let mut p = C5;
+    for c in [C4, C3, C2, C1, 1.0] {
+        p = p.mul_add(r, c);
+    }
+    // n is a whole number in [-150, 129] (NaN gives 0 here and a NaN p).
+    let ni = n as i32;
+    let n1 = ni >> 1;
+    let s1 = f32::from_bits(((n1 + 127) as u32) << 23);
+    let s2 = f32::from_bits(((ni - n1 + 127) as u32) << 23);
+    p * s1 * s2
+}
+
 #[cfg(target_arch = "x86_64")]
 // AVX-512 target features and intrinsics are stable since Rust 1.89, so these paths need 1.89
 // while the workspace still declares 1.85 (as gemm's and quant_dot's AVX-512 paths).
 #[allow(clippy::incompatible_msrv)]
 mod x86 {
+    use super::{C1, C2, C3, C4, C5, HI, LN2_HI, LN2_LO, LO, LOG2E};
     use std::arch::x86_64::*;
 
     /// AVX-512 conversion of the whole groups of 16 of `n` values; returns how many it
@@ -193,24 +238,6 @@ mod x86 {
         }
         whole
     }
-
-    /// log2(e), and ln 2 in two parts (`LN2_HI` the f32 nearest ln 2, `LN2_LO` the rest), so
-    /// that `x − n·ln 2` by two FMAs is exact enough for |n| ≤ 150.
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = std::f32::consts::LN_2;
-    const LN2_LO: f32 = -1.904_654_3e-9;
-    /// The arguments are clamped to `[LO, HI]`: e^HI overflows to +∞ and e^LO rounds to 0,
-    /// and the clamp keeps ±∞ from making `x − n·ln 2` a NaN (NaN passes through).
-    const LO: f32 = -104.0;
-    const HI: f32 = 88.8;
-    /// e^r ≈ 1 + r·(C1 + r·(C2 + r·(C3 + r·(C4 + r·C5)))) on |r| ≤ ln 2 / 2: coefficients
-    /// from a Remez exchange for the least largest relative error with the constant term held
-    /// at 1 (9.5e-8 with these f32 values).
-    const C1: f32 = 0.999_999_7;
-    const C2: f32 = 0.499_991_5;
-    const C3: f32 = 0.166_676_36;
-    const C4: f32 = 0.041_897_93;
-    const C5: f32 = 0.008_290_315;
 
     /// e^x in 16 lanes: `n = round(x·log2 e)`, `r = x − n·ln 2`, the polynomial, then
     /// `vscalefps` multiplies by 2^n (rounding subnormal results once, +∞ past the range).
@@ -450,6 +477,103 @@ mod x86 {
         unsafe { each8::<GATED>(x, g, dst, n, |v, gv| lookup8::<CLAMP, GATED>(table, v, gv)) }
     }
 
+    /// [`super::exp_shifted`] 16 lanes at a time, the tail once under a mask; the values go
+    /// to sixteen f64 lanes in two vectors (element `i` to lane `i` mod 16, the tail's from
+    /// lane 0; masked-off lanes add 0) added pairwise at the end: `sum_f64`'s order.
+    ///
+    /// # Safety
+    /// `x` must hold `n` F32 values (any alignment); the CPU must have AVX-512 F/BW/VL, AVX2
+    /// and FMA.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+    pub(super) unsafe fn exp_shifted_avx512(x: *mut f32, n: usize, max: f32) -> f64 {
+        let m = _mm512_set1_ps(max);
+        let mut sum = [_mm512_setzero_pd(); 2];
+        let mut add = |e: __m512| {
+            let lo = _mm512_cvtps_pd(_mm512_castps512_ps256(e));
+            let hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
+                _mm512_castps_pd(e),
+            )));
+            sum[0] = _mm512_add_pd(sum[0], lo);
+            sum[1] = _mm512_add_pd(sum[1], hi);
+        };
+        let whole = n / 16 * 16;
+        for i in (0..whole).step_by(16) {
+            // SAFETY: i + 16 <= n values at x; unaligned accesses.
+            unsafe {
+                let e = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x.add(i)), m));
+                _mm512_storeu_ps(x.add(i), e);
+                add(e);
+            }
+        }
+        if whole < n {
+            let k: __mmask16 = (1 << (n - whole)) - 1;
+            // SAFETY: the mask covers only the n - whole values left; masked-off lanes are
+            // neither read nor written, and count as 0 in the sum.
+            unsafe {
+                let e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x.add(whole)), m));
+                _mm512_mask_storeu_ps(x.add(whole), k, e);
+                add(_mm512_maskz_mov_ps(k, e));
+            }
+        }
+        // Lanes l + 8, l + 4, l + 2, l + 1 onto lane l in turn.
+        let s = _mm512_add_pd(sum[0], sum[1]);
+        let s = _mm256_add_pd(_mm512_castpd512_pd256(s), _mm512_extractf64x4_pd::<1>(s));
+        let s = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd::<1>(s));
+        _mm_cvtsd_f64(_mm_add_pd(s, _mm_unpackhi_pd(s, s)))
+    }
+
+    /// [`super::exp_shifted`] 16 values at a time in two vectors of 8, the tail in two
+    /// masked ones; the values go to sixteen f64 lanes in four vectors (element `i` to lane
+    /// `i` mod 16, the tail's from lane 0; masked-off lanes add 0) added pairwise at the end:
+    /// `sum_f64`'s order.
+    ///
+    /// # Safety
+    /// `x` must hold `n` F32 values (any alignment); the CPU must have AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn exp_shifted_avx2(x: *mut f32, n: usize, max: f32) -> f64 {
+        let m = _mm256_set1_ps(max);
+        let mut sum = [_mm256_setzero_pd(); 4];
+        // The 8 values of lanes 8·half .. 8·half + 8.
+        let mut add = |half: usize, e: __m256| {
+            let lo = _mm256_cvtps_pd(_mm256_castps256_ps128(e));
+            let hi = _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(e));
+            sum[2 * half] = _mm256_add_pd(sum[2 * half], lo);
+            sum[2 * half + 1] = _mm256_add_pd(sum[2 * half + 1], hi);
+        };
+        let whole = n / 16 * 16;
+        for i in (0..whole).step_by(16) {
+            for half in 0..2 {
+                let at = i + 8 * half;
+                // SAFETY: at + 8 <= n values at x; unaligned accesses.
+                unsafe {
+                    let e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x.add(at)), m));
+                    _mm256_storeu_ps(x.add(at), e);
+                    add(half, e);
+                }
+            }
+        }
+        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        for half in 0..2 {
+            let at = whole + 8 * half;
+            if at >= n {
+                break;
+            }
+            // Lanes below the values left have their sign bit set: the ones loaded and stored.
+            let k = _mm256_cmpgt_epi32(_mm256_set1_epi32((n - at).min(8) as i32), lanes);
+            // SAFETY: the mask covers only values below n; masked-off lanes are neither read
+            // nor written, and count as 0 in the sum.
+            unsafe {
+                let e = exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(x.add(at), k), m));
+                _mm256_maskstore_ps(x.add(at), k, e);
+                add(half, _mm256_and_ps(e, _mm256_castsi256_ps(k)));
+            }
+        }
+        // Lanes l + 8, l + 4, l + 2, l + 1 onto lane l in turn.
+        let s = _mm256_add_pd(_mm256_add_pd(sum[0], sum[2]), _mm256_add_pd(sum[1], sum[3]));
+        let s = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd::<1>(s));
+        _mm_cvtsd_f64(_mm_add_pd(s, _mm_unpackhi_pd(s, s)))
+    }
+
     /// `act(v)·g` (`·g` only when `GATED`) in 8 lanes, as [`super::act_row`] defines it.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
@@ -580,6 +704,27 @@ pub(crate) fn lookup<const CLAMP: bool, const GATED: bool>(
     } else {
         y
     }
+}
+
+/// `x[i] = e^(x[i] − max)` over a row by [`exp_fma`], returning the sum of the results in f64
+/// in [`sum_f64`](super::sum_f64)'s order (SOFT_MAX's numerator and denominator). The AVX-512
+/// and AVX2 paths compute the same roundings 16 or 8 lanes at a time (the tail under a mask),
+/// so every path gives the same bits.
+#[inline]
+pub(crate) fn exp_shifted(x: &mut [f32], max: f32) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    match isa() {
+        // SAFETY: `isa` returns a path only when this CPU has its features; the pointer
+        // holds x.len() values.
+        Isa::Avx512 => return unsafe { x86::exp_shifted_avx512(x.as_mut_ptr(), x.len(), max) },
+        // SAFETY: as above.
+        Isa::Avx2 => return unsafe { x86::exp_shifted_avx2(x.as_mut_ptr(), x.len(), max) },
+        Isa::Scalar => {}
+    }
+    for v in x.iter_mut() {
+        *v = exp_fma(*v - max);
+    }
+    super::sum_f64(x, |v| v)
 }
 
 /// [`act_row`]'s portable path: [`sigmoid`] or [`silu`] element by element.
@@ -850,6 +995,82 @@ mod tests {
                 }
             }
             eprintln!("act_row {name}: largest relative error {worst:.2e}");
+        }
+    }
+
+    /// [`exp_fma`] against f64's exp over its whole range: within 2 ulp of e^x where the
+    /// result is normal, within one step of the subnormals' spacing below, 0 below −104
+    /// (and for −∞), NaN for NaN.
+    #[test]
+    fn exp_fma_is_accurate() {
+        let mut x = -110.0f32;
+        while x <= 0.5 {
+            let got = exp_fma(x);
+            let want = (x as f64).exp();
+            let ulp = if want < f32::MIN_POSITIVE as f64 {
+                f64::from(f32::from_bits(1))
+            } else {
+                let w = want as f32;
+                f64::from(f32::from_bits(w.to_bits() + 1) - w)
+            };
+            assert!(
+                (got as f64 - want).abs() <= 2.0 * ulp,
+                "exp_fma({x}) = {got:e}, want {want:e}"
+            );
+            x += 0.000_613;
+        }
+        assert_eq!(exp_fma(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_fma(-104.5), 0.0);
+        assert_eq!(exp_fma(0.0), 1.0);
+        assert!(exp_fma(f32::NAN).is_nan());
+    }
+
+    /// Every path of [`exp_shifted`] gives the portable path's bits ([`exp_fma`] element by
+    /// element, [`sum_f64`](super::super::sum_f64)'s order), for every tail length and down
+    /// to where e^x is subnormal or 0 (−∞ among them); the sum is within 1e-6 of f64's.
+    #[test]
+    fn exp_shifted_gives_the_same_bits_on_every_path() {
+        type Row = unsafe fn(*mut f32, usize, f32) -> f64;
+        let portable: Row = |x, n, max| {
+            // SAFETY: the caller passes a vector of n values.
+            let row = unsafe { std::slice::from_raw_parts_mut(x, n) };
+            for v in row.iter_mut() {
+                *v = exp_fma(*v - max);
+            }
+            super::super::sum_f64(row, |v| v)
+        };
+        let mut paths: Vec<(&str, Row)> = vec![("portable", portable)];
+        #[cfg(target_arch = "x86_64")]
+        paths.extend(simd_paths::<Row>(
+            x86::exp_shifted_avx2,
+            x86::exp_shifted_avx512,
+        ));
+        let lengths = (0..=40).chain([45, 4099]);
+        for n in lengths {
+            let x: Vec<f32> = (0..n)
+                .map(|i| match i % 11 {
+                    3 => f32::NEG_INFINITY,
+                    5 => -100.0 - (i % 7) as f32,
+                    _ => (i * 7919 % 2003) as f32 * -0.0517,
+                })
+                .collect();
+            let max = 3.5f32;
+            let mut want = x.clone();
+            // SAFETY: want holds n values.
+            let want_sum = unsafe { portable(want.as_mut_ptr(), n, max) };
+            let f64_sum: f64 = x.iter().map(|&v| ((v - max) as f64).exp()).sum();
+            assert!(
+                (want_sum - f64_sum).abs() <= 1e-6 * f64_sum,
+                "n={n}: {want_sum}"
+            );
+            for &(name, row) in &paths {
+                let mut y = x.clone();
+                // SAFETY: y holds n values; the path's features are present (simd_paths).
+                let sum = unsafe { row(y.as_mut_ptr(), n, max) };
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&y), bits(&want), "{name}, n={n}: values");
+                assert_eq!(sum.to_bits(), want_sum.to_bits(), "{name}, n={n}: sum");
+            }
         }
     }
 

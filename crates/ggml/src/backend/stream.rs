@@ -3,9 +3,10 @@
 //! transfers return at once on every backend, the CPU included.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::tensor::{lock, Tensor};
@@ -63,9 +64,41 @@ struct Shared {
     q: Mutex<Queue>,
     work_cv: Condvar,
     done_cv: Condvar,
+    /// Bumped (under `q`'s lock) when a job is queued or the stream quits: what an idle worker
+    /// spins on before it sleeps on `work_cv`.
+    posted: AtomicU64,
+    /// `Queue::completed`, stored (under `q`'s lock) when it changes: what `synchronize`
+    /// spins on before it sleeps on `done_cv`.
+    completed: AtomicU64,
+    /// [`BackendImpl::spins_when_idle`], as of the last job run: whether the worker and
+    /// `synchronize` spin for [`POLL`] before they sleep.
+    spin: AtomicBool,
     /// The storage of the last `graph_compute` job, released ([`Resolved::release`]): taken by
     /// the next one, so computing the same graph again allocates nothing.
     graph_storage: Mutex<Option<Resolved>>,
+}
+
+/// How long an idle stream worker (or a caller waiting in `synchronize`) spins before it
+/// sleeps, where the engine [spins when idle](BackendImpl::spins_when_idle): a thread woken
+/// from sleep starts tens of microseconds later (more in a virtual machine), as long as a
+/// small graph takes to compute.
+pub(crate) const POLL: Duration = Duration::from_millis(1);
+
+/// Spins until `ready()` or [`POLL`] has passed (checking the clock every 64 spins); whether
+/// `ready()` became true.
+pub(crate) fn poll(ready: impl Fn() -> bool) -> bool {
+    let t0 = Instant::now();
+    loop {
+        for _ in 0..64 {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if t0.elapsed() >= POLL {
+            return ready();
+        }
+    }
 }
 
 /// Stream ids, the holders of buffer reservations (0 is the host's).
@@ -80,7 +113,10 @@ pub(crate) struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        lock(&self.shared.q).quit = true;
+        let mut q = lock(&self.shared.q);
+        q.quit = true;
+        self.shared.posted.fetch_add(1, Ordering::Release);
+        drop(q);
         self.shared.work_cv.notify_all();
         if let Some(h) = lock(&self.worker).take() {
             // The worker finishes every queued job before it exits; a panic there was already
@@ -115,6 +151,9 @@ impl Backend {
             q: Mutex::new(Queue::default()),
             work_cv: Condvar::new(),
             done_cv: Condvar::new(),
+            posted: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            spin: AtomicBool::new(false),
             graph_storage: Mutex::new(None),
         });
         let name = imp.name();
@@ -138,6 +177,7 @@ impl Backend {
         let mut q = lock(&self.0.shared.q);
         q.jobs.push_back(job);
         q.submitted += 1;
+        self.0.shared.posted.fetch_add(1, Ordering::Release);
         drop(q);
         self.0.shared.work_cv.notify_one();
     }
@@ -174,8 +214,11 @@ impl Backend {
     /// Waits until every job queued so far has finished, without consuming errors.
     fn synchronize_quiet(&self) {
         let sh = &self.0.shared;
+        let target = lock(&sh.q).submitted;
+        if sh.spin.load(Ordering::Relaxed) {
+            poll(|| sh.completed.load(Ordering::Acquire) >= target);
+        }
         let mut q = lock(&sh.q);
-        let target = q.submitted;
         while q.completed < target {
             q = sh.done_cv.wait(q).unwrap_or_else(|e| e.into_inner());
         }
@@ -311,6 +354,9 @@ impl<'s> Worker<'s> {
                 Job::Wait(ev, generation) => self.wait(&ev, generation),
             };
             self.unsettled += 1;
+            self.sh
+                .spin
+                .store(self.imp.spins_when_idle(), Ordering::Relaxed);
             if let Err(e) = result {
                 lock(&self.sh.q).error.get_or_insert(e);
             }
@@ -321,10 +367,13 @@ impl<'s> Worker<'s> {
     }
 
     /// The next job; settles first whenever the queue is empty, so idle streams hold nothing.
+    /// Where the engine [spins when idle](BackendImpl::spins_when_idle), an idle worker spins
+    /// for [`POLL`] before it sleeps, so that the next job of a caller submitting one after
+    /// another starts without a thread wake-up.
     fn next_job(&mut self) -> Option<Job> {
+        let mut polled = false;
         loop {
-            let q = lock(&self.sh.q);
-            let mut q = q;
+            let mut q = lock(&self.sh.q);
             if let Some(j) = q.jobs.pop_front() {
                 return Some(j);
             }
@@ -335,6 +384,13 @@ impl<'s> Worker<'s> {
             }
             if q.quit {
                 return None;
+            }
+            if !polled && self.sh.spin.load(Ordering::Relaxed) {
+                polled = true;
+                let seen = self.sh.posted.load(Ordering::Relaxed);
+                drop(q);
+                poll(|| self.sh.posted.load(Ordering::Acquire) != seen);
+                continue;
             }
             q = self.sh.work_cv.wait(q).unwrap_or_else(|e| e.into_inner());
             drop(q);
@@ -359,6 +415,7 @@ impl<'s> Worker<'s> {
         }
         let mut q = lock(&self.sh.q);
         q.completed += std::mem::take(&mut self.unsettled);
+        self.sh.completed.store(q.completed, Ordering::Release);
         if let Err(e) = r {
             q.error.get_or_insert(e);
         }

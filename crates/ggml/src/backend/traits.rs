@@ -401,6 +401,15 @@ pub trait BackendImpl: Send + 'static {
         false
     }
 
+    /// Whether the stream's thread, between jobs, and a caller waiting for the stream may
+    /// spin for a moment (a millisecond) before they sleep, so that work submitted one job
+    /// after another, and its completion, are seen without a thread wake-up (tens of
+    /// microseconds, more in a virtual machine). Say yes only where the device's work leaves
+    /// processor cores free for both. Read after every job. The default: no.
+    fn spins_when_idle(&self) -> bool {
+        false
+    }
+
     /// Waits for all work handed to the device's queue (`synchronize`); `Err` if any of it
     /// failed. The default has nothing to wait for.
     fn synchronize(&mut self) -> Result<()> {

@@ -23,14 +23,17 @@ use super::kernels::{self, Faults, KernelFn, Matvec, NodePtrs, NodeShared, Param
 use super::profile::{self, Profile};
 use super::threadpool::{SpinBarrier, ThreadPool};
 
-/// Threads a new CPU stream computes with: the processor's parallelism, at most 8 (GGML's
-/// default is a fixed 4; `set_n_threads` changes it).
-pub static DEFAULT_N_THREADS: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
+/// The threads this process may run at once (`available_parallelism`, 1 if unknown).
+static CORES: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
-        .min(8)
 });
+
+/// Threads a new CPU stream computes with: the processor's parallelism, at most 8 (GGML's
+/// default is a fixed 4; `set_n_threads` changes it).
+pub static DEFAULT_N_THREADS: std::sync::LazyLock<usize> =
+    std::sync::LazyLock::new(|| (*CORES).min(8));
 
 /// The most threads one CPU stream computes with (`GGML_MAX_N_THREADS`).
 pub const MAX_N_THREADS: usize = 512;
@@ -316,6 +319,12 @@ impl BackendImpl for CpuBackend {
             self.pool = ThreadPool::new(n);
         }
         Ok(())
+    }
+
+    /// Yes when the stream computes with fewer threads than the cores: the stream's thread and
+    /// the caller then spin on cores the workers leave free.
+    fn spins_when_idle(&self) -> bool {
+        self.n_threads < *CORES
     }
 
     fn graph_plan_create(&mut self, nodes: &[Tensor]) -> Result<Box<dyn Any + Send>> {

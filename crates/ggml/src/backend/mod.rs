@@ -34,7 +34,7 @@ mod meta;
 mod multi_buffer;
 mod registry;
 mod sched;
-mod stream;
+pub(crate) mod stream;
 mod traits;
 
 pub use buffer::{host_buffer_type, Buffer, BufferType, BufferUsage, HostMemory, HOST_ALIGN};

@@ -1,6 +1,6 @@
 //! A persistent pool of worker threads for one CPU stream. The stream's own thread is worker 0
 //! ("the main thread is a work thread too", as in GGML); `n - 1` more threads wait between
-//! graphs: first spinning on an atomic generation number for up to [`POLL`] (as GGML's
+//! graphs: first spinning on an atomic generation number for up to [`POLL`](crate::backend::stream::POLL) (as GGML's
 //! threadpool polls), so a graph that follows another starts on every thread at once, then
 //! parked on a condvar. The caller waits for the workers the same way. Starting a graph
 //! allocates nothing.
@@ -8,8 +8,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
+use crate::backend::stream::poll;
 use crate::tensor::lock;
 
 /// The task of one run: called once per thread with (thread index, thread count).
@@ -20,9 +20,6 @@ type Task<'a> = dyn Fn(usize, usize) + Sync + 'a;
 struct TaskPtr(*const Task<'static>);
 // SAFETY: the pointee is `Sync`, and `run` keeps it alive until every worker is done with it.
 unsafe impl Send for TaskPtr {}
-
-/// How long an idle worker (or the caller waiting for the workers) spins before it sleeps.
-const POLL: Duration = Duration::from_millis(1);
 
 #[derive(Default)]
 struct State {
@@ -40,23 +37,6 @@ struct Shared {
     /// Workers of the current run still to finish.
     remaining: AtomicUsize,
     panicked: AtomicBool,
-}
-
-/// Spins until `ready()` or [`POLL`] has passed (checking the clock every 64 spins); whether
-/// `ready()` became true.
-fn poll(ready: impl Fn() -> bool) -> bool {
-    let t0 = Instant::now();
-    loop {
-        for _ in 0..64 {
-            if ready() {
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        if t0.elapsed() >= POLL {
-            return ready();
-        }
-    }
 }
 
 pub(crate) struct ThreadPool {

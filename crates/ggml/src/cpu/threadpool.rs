@@ -1,9 +1,9 @@
 //! A persistent pool of worker threads for one CPU stream. The stream's own thread is worker 0
 //! ("the main thread is a work thread too", as in GGML); `n - 1` more threads wait between
-//! graphs: first spinning on an atomic generation number for up to [`POLL`](crate::backend::stream::POLL) (as GGML's
-//! threadpool polls), so a graph that follows another starts on every thread at once, then
-//! parked on a condvar. The caller waits for the workers the same way. Starting a graph
-//! allocates nothing.
+//! graphs: first spinning on an atomic generation number for up to
+//! [`POLL`](crate::backend::stream::POLL) (as GGML's threadpool polls), so a graph that
+//! follows another starts on every thread at once, then parked on a condvar. The caller waits
+//! for the workers the same way. Starting a graph allocates nothing.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};

@@ -612,6 +612,17 @@ unsafe fn row_dots_avx512<B: DotBlock>(w: &[u8], a: &[u8], out: &mut [f32]) {
 /// The CPU must have the features of the path it was resolved for.
 pub(crate) type RowDot = unsafe fn(&[u8], &[u8], &mut [f32]);
 
+/// Asks for the cache lines of the `len` bytes at `p` to be brought into L2 (a hint; nothing
+/// on targets without one here). Never faults: the address is only computed, so any address
+/// is harmless.
+#[inline(always)]
+pub(crate) fn prefetch_l2(p: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    x86::prefetch_into::<{ std::arch::x86_64::_MM_HINT_T1 }>(p, len);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
+}
+
 /// Weight rows a [`TileDot`] takes at once.
 pub(crate) const TILE_ROWS: usize = 4;
 

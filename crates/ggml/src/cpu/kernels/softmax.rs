@@ -7,7 +7,8 @@
 //! order: the same bits on every ISA path (which ggml-wgpu reproduces). GGML's CPU takes its
 //! build's SIMD exp and libm's `expf` for a row's tail, so its last bits vary by build.
 
-use super::{is_float, ld, st, unsupported, vec, NodePtrs, Params};
+use super::vec::MaskRow;
+use super::{is_float, st, unsupported, vec, NodePtrs, Params};
 use super::{operand, Planned};
 use crate::error::Result;
 use crate::ops::SoftMaxParams;
@@ -96,8 +97,8 @@ vec::wide_fn!(
 );
 
 /// This thread's rows in three passes over a row of scratch: the logits `x·scale (+
-/// slope·mask)` and their largest value (read straight from packed F32 rows, other layouts
-/// converted into scratch first), `e^(logit − max)` with their sum ([`vec::exp_shifted`]),
+/// slope·mask)` and their largest value ([`vec::logits_max`]; read straight from packed F32
+/// rows and packed F32 or F16 mask rows, other layouts converted into scratch first), `e^(logit − max)` with their sum ([`vec::exp_shifted`]),
 /// then the normalised values written to `dst`.
 #[inline(always)]
 fn soft_max_rows(n: &NodePtrs, p: &Params) {
@@ -122,27 +123,22 @@ fn soft_max_rows(n: &NodePtrs, p: &Params) {
                 a.read_row(a.row(idx), abuf);
                 abuf.as_ptr() as *const u8
             };
-            // GGML's roundings: the scaled logit, the slope's product, then their sum.
-            if has_mask {
-                let mut midx = [0usize; 4];
-                for k in 0..4 {
-                    midx[k] = idx[k] % m.ne[k + 1] as usize;
-                }
-                let mrow = if m.f32_rows() {
-                    m.row(midx) as *const u8
+            // packed F32 and F16 mask rows are read where they lie, others converted first
+            let mask = if has_mask {
+                let midx: [usize; 4] = std::array::from_fn(|k| idx[k] % m.ne[k + 1] as usize);
+                let mrow = m.row(midx);
+                if m.f32_rows() {
+                    MaskRow::F32(mrow as *const f32)
+                } else if m.ty == Type::F16 && m.rows_packed() {
+                    MaskRow::F16(mrow as *const u16)
                 } else {
-                    m.read_row(m.row(midx), mbuf);
-                    mbuf.as_ptr() as *const u8
-                };
-                for (i, v) in buf.iter_mut().enumerate() {
-                    *v = ld(arow, i) * scale + slope * ld(mrow, i);
+                    m.read_row(mrow, mbuf);
+                    MaskRow::F32(mbuf.as_ptr())
                 }
             } else {
-                for (i, v) in buf.iter_mut().enumerate() {
-                    *v = ld(arow, i) * scale;
-                }
-            }
-            let mut max = vec::max_f32(buf);
+                MaskRow::None
+            };
+            let mut max = vec::logits_max(arow as *const f32, mask, scale, slope, buf);
             // The head's sink (F32 vector, element idx[1] < a.ne2) counts as one more logit.
             let sink = (!sk.data.is_null())
                 .then(|| (sk.data.add(idx[1] * sk.nb[0]) as *const f32).read_unaligned());

@@ -477,6 +477,108 @@ mod x86 {
         unsafe { each8::<GATED>(x, g, dst, n, |v, gv| lookup8::<CLAMP, GATED>(table, v, gv)) }
     }
 
+    /// [`super::logits_max`] 16 lanes at a time, the F16 mask widened by `vcvtph2ps`, the
+    /// tail once under a mask (masked-off lanes are neither read nor written, and stay −∞ in
+    /// the maximum).
+    ///
+    /// # Safety
+    /// As [`super::logits_max`]; the CPU must have AVX-512 F/BW/VL and AVX2.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    pub(super) unsafe fn logits_max_avx512(
+        x: *const f32,
+        mask: super::MaskRow,
+        scale: f32,
+        slope: f32,
+        out: *mut f32,
+        n: usize,
+    ) -> f32 {
+        let (sc, sl) = (_mm512_set1_ps(scale), _mm512_set1_ps(slope));
+        let mut max = _mm512_set1_ps(f32::NEG_INFINITY);
+        // SAFETY (of both closures' loads): the caller's rows hold n values; `k` covers only
+        // indices below n.
+        let logit = |i: usize, k: __mmask16| unsafe {
+            let v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x.add(i)), sc);
+            match mask {
+                super::MaskRow::None => v,
+                super::MaskRow::F32(m) => {
+                    _mm512_add_ps(v, _mm512_mul_ps(sl, _mm512_maskz_loadu_ps(k, m.add(i))))
+                }
+                super::MaskRow::F16(m) => {
+                    let h = _mm256_maskz_loadu_epi16(k, m.add(i) as *const i16);
+                    _mm512_add_ps(v, _mm512_mul_ps(sl, _mm512_cvtph_ps(h)))
+                }
+            }
+        };
+        let whole = n / 16 * 16;
+        for i in (0..whole).step_by(16) {
+            let v = logit(i, !0);
+            // SAFETY: i + 16 <= n values at out.
+            unsafe { _mm512_storeu_ps(out.add(i), v) };
+            // the second operand when either is NaN: NaN logits are ignored
+            max = _mm512_max_ps(v, max);
+        }
+        if whole < n {
+            let k: __mmask16 = (1 << (n - whole)) - 1;
+            let v = logit(whole, k);
+            // SAFETY: the mask covers only the n - whole values left.
+            unsafe { _mm512_mask_storeu_ps(out.add(whole), k, v) };
+            max = _mm512_mask_max_ps(max, k, v, max);
+        }
+        _mm512_reduce_max_ps(max)
+    }
+
+    /// [`super::logits_max`] 8 lanes at a time, the F16 mask widened by F16C; the last
+    /// `n mod 8` values one by one (as the portable path).
+    ///
+    /// # Safety
+    /// As [`super::logits_max`]; the CPU must have AVX2 and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn logits_max_avx2(
+        x: *const f32,
+        mask: super::MaskRow,
+        scale: f32,
+        slope: f32,
+        out: *mut f32,
+        n: usize,
+    ) -> f32 {
+        let (sc, sl) = (_mm256_set1_ps(scale), _mm256_set1_ps(slope));
+        let mut max = _mm256_set1_ps(f32::NEG_INFINITY);
+        let whole = n / 8 * 8;
+        for i in (0..whole).step_by(8) {
+            // SAFETY: i + 8 <= n values in every row; unaligned accesses.
+            unsafe {
+                let v = _mm256_mul_ps(_mm256_loadu_ps(x.add(i)), sc);
+                let v = match mask {
+                    super::MaskRow::None => v,
+                    super::MaskRow::F32(m) => {
+                        _mm256_add_ps(v, _mm256_mul_ps(sl, _mm256_loadu_ps(m.add(i))))
+                    }
+                    super::MaskRow::F16(m) => {
+                        let h = _mm_loadu_si128(m.add(i) as *const __m128i);
+                        _mm256_add_ps(v, _mm256_mul_ps(sl, _mm256_cvtph_ps(h)))
+                    }
+                };
+                _mm256_storeu_ps(out.add(i), v);
+                max = _mm256_max_ps(v, max);
+            }
+        }
+        let mut lanes = [0f32; 8];
+        // SAFETY: eight f32 values to a local array.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), max) };
+        // SAFETY: forwarded: the values from `whole` on.
+        let tail = unsafe {
+            super::logits_max_portable(
+                x.add(whole),
+                mask.offset(whole),
+                scale,
+                slope,
+                out.add(whole),
+                n - whole,
+            )
+        };
+        lanes.iter().fold(tail, |m, &v| if v > m { v } else { m })
+    }
+
     /// [`super::exp_shifted`] 16 lanes at a time, the tail once under a mask; the values go
     /// to sixteen f64 lanes in two vectors (element `i` to lane `i` mod 16, the tail's from
     /// lane 0; masked-off lanes add 0) added pairwise at the end: `sum_f64`'s order.
@@ -706,6 +808,93 @@ pub(crate) fn lookup<const CLAMP: bool, const GATED: bool>(
     }
 }
 
+/// A SOFT_MAX mask row as [`logits_max`] reads it: none, or `n` F32 or F16 values.
+#[derive(Clone, Copy)]
+pub(crate) enum MaskRow {
+    /// No mask.
+    None,
+    /// F32 values.
+    F32(*const f32),
+    /// F16 values (their bits).
+    F16(*const u16),
+}
+
+impl MaskRow {
+    /// The same row from element `i` on.
+    ///
+    /// # Safety
+    /// `i` must be within the row (or one past its end).
+    unsafe fn offset(self, i: usize) -> MaskRow {
+        // SAFETY: forwarded.
+        unsafe {
+            match self {
+                MaskRow::None => MaskRow::None,
+                MaskRow::F32(m) => MaskRow::F32(m.add(i)),
+                MaskRow::F16(m) => MaskRow::F16(m.add(i)),
+            }
+        }
+    }
+}
+
+/// SOFT_MAX's logits `out[i] = x[i]·scale + slope·mask[i]` (GGML's roundings: the two
+/// products, then their sum; `x[i]·scale` without a mask) in one pass, the F16 mask widened
+/// where it is read, returning their largest (−∞ for none; NaN logits ignored).
+/// Every path gives the same values (the widening is exact; no fused operation).
+///
+/// # Safety
+/// `x`, `out` and the mask's row must hold `out.len()` values; `out` must not overlap them.
+#[inline]
+pub(crate) unsafe fn logits_max(
+    x: *const f32,
+    mask: MaskRow,
+    scale: f32,
+    slope: f32,
+    out: &mut [f32],
+) -> f32 {
+    let (o, n) = (out.as_mut_ptr(), out.len());
+    #[cfg(target_arch = "x86_64")]
+    match isa() {
+        // SAFETY: `isa` returns a path only when this CPU has its features; forwarded.
+        Isa::Avx512 => return unsafe { x86::logits_max_avx512(x, mask, scale, slope, o, n) },
+        // SAFETY: as above.
+        Isa::Avx2 => return unsafe { x86::logits_max_avx2(x, mask, scale, slope, o, n) },
+        Isa::Scalar => {}
+    }
+    // SAFETY: forwarded.
+    unsafe { logits_max_portable(x, mask, scale, slope, o, n) }
+}
+
+/// [`logits_max`] element by element.
+///
+/// # Safety
+/// As [`logits_max`], with `n` values at `out`.
+#[inline(always)]
+unsafe fn logits_max_portable(
+    x: *const f32,
+    mask: MaskRow,
+    scale: f32,
+    slope: f32,
+    out: *mut f32,
+    n: usize,
+) -> f32 {
+    let mut max = f32::NEG_INFINITY;
+    for i in 0..n {
+        // SAFETY: forwarded; i < n.
+        let v = unsafe {
+            let v = x.add(i).read_unaligned() * scale;
+            let v = match mask {
+                MaskRow::None => v,
+                MaskRow::F32(m) => v + slope * m.add(i).read_unaligned(),
+                MaskRow::F16(m) => v + slope * f16::from_bits(m.add(i).read_unaligned()).to_f32(),
+            };
+            out.add(i).write(v);
+            v
+        };
+        max = if v > max { v } else { max };
+    }
+    max
+}
+
 /// `x[i] = e^(x[i] − max)` over a row by [`exp_fma`], returning the sum of the results in f64
 /// in [`sum_f64`](super::sum_f64)'s order (SOFT_MAX's numerator and denominator). The AVX-512
 /// and AVX2 paths compute the same roundings 16 or 8 lanes at a time (the tail under a mask),
@@ -751,22 +940,6 @@ unsafe fn act_portable<const SIGMOID: bool, const GATED: bool>(
             dst.add(i).write_unaligned(y);
         }
     }
-}
-
-/// Largest of `x` (−∞ for none; NaNs ignored), in 16 lanes so the loop vectorises.
-#[inline(always)]
-pub(crate) fn max_f32(x: &[f32]) -> f32 {
-    let mut acc = [f32::NEG_INFINITY; 16];
-    let mut chunks = x.chunks_exact(16);
-    for c in &mut chunks {
-        for l in 0..16 {
-            acc[l] = if c[l] > acc[l] { c[l] } else { acc[l] };
-        }
-    }
-    let tail = chunks.remainder().iter();
-    acc.iter()
-        .chain(tail)
-        .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m })
 }
 
 /// σ(x) = 1/(1 + e^−x) with [`exp_f32`].
@@ -1131,10 +1304,66 @@ mod tests {
                 x += 0.0123;
             }
         }
-        assert_eq!(max_f32(&[]), f32::NEG_INFINITY);
-        let v: Vec<f32> = (0..37).map(|i| (i * 13 % 37) as f32).collect();
-        assert_eq!(max_f32(&v), 36.0);
-        assert_eq!(max_f32(&[f32::NAN, -3.0, f32::NAN]), -3.0);
+    }
+
+    /// Every path of [`logits_max`] writes each logit as `x·scale + slope·mask` computed
+    /// alone in f32 (the two products, then their sum; the F16 mask widened exactly) and
+    /// returns the largest, NaNs ignored (−∞ for none), for every tail length, without a
+    /// mask and with F32 and F16 masks holding −∞.
+    #[test]
+    fn logits_max_gives_each_logit_and_the_largest_on_every_path() {
+        type Row = unsafe fn(*const f32, MaskRow, f32, f32, *mut f32, usize) -> f32;
+        let portable: Row = logits_max_portable;
+        let mut paths: Vec<(&str, Row)> = vec![("portable", portable)];
+        #[cfg(target_arch = "x86_64")]
+        paths.extend(simd_paths::<Row>(
+            x86::logits_max_avx2,
+            x86::logits_max_avx512,
+        ));
+        let (scale, slope) = (0.125f32, 0.7f32);
+        for n in (0..=40).chain([4099]) {
+            let x: Vec<f32> = (0..n)
+                .map(|i| match i % 13 {
+                    4 if n > 20 => f32::NAN,
+                    _ => ((i * 7919 % 2003) as f32 - 1001.0) * 0.37,
+                })
+                .collect();
+            let m32: Vec<f32> = (0..n)
+                .map(|i| match i % 7 {
+                    2 => f32::NEG_INFINITY,
+                    _ => ((i * 31 % 97) as f32 - 48.0) * 0.11,
+                })
+                .collect();
+            let m16: Vec<u16> = m32.iter().map(|&v| f16::from_f32(v).to_bits()).collect();
+            let masks = [
+                (MaskRow::None, None),
+                (MaskRow::F32(m32.as_ptr()), Some(m32.clone())),
+                (
+                    MaskRow::F16(m16.as_ptr()),
+                    Some(m16.iter().map(|&h| f16::from_bits(h).to_f32()).collect()),
+                ),
+            ];
+            for (mask, values) in masks {
+                let want: Vec<f32> = (0..n)
+                    .map(|i| match &values {
+                        None => x[i] * scale,
+                        Some(m) => x[i] * scale + slope * m[i],
+                    })
+                    .collect();
+                let want_max = want
+                    .iter()
+                    .filter(|v| !v.is_nan())
+                    .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+                for &(name, row) in &paths {
+                    let mut out = vec![0f32; n];
+                    // SAFETY: every row holds n values; the path's features are present.
+                    let max = unsafe { row(x.as_ptr(), mask, scale, slope, out.as_mut_ptr(), n) };
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&out), bits(&want), "{name}, n={n}: logits");
+                    assert_eq!(max.to_bits(), want_max.to_bits(), "{name}, n={n}: max");
+                }
+            }
+        }
     }
 
     /// The branch-free F16 rounding gives `f16::from_f32`'s bits (NaN: a quiet NaN of the same

@@ -260,11 +260,19 @@ mod x86 {
 
     /// e^x in 8 lanes: as [`exp_avx512`], with 2^n built in two halves of the exponent
     /// (`2^(n/2)·2^(n − n/2)`, each a normal number), so subnormal results round once and
-    /// results past the range become +∞.
+    /// results past the range become +∞. Without `UPPER` the clamp at `HI` is left out, for
+    /// callers whose arguments are never above 0 (SOFT_MAX's `x − max`), where it changes
+    /// nothing: one constant fewer in AVX2's 16 registers, which the exponential's loop fills
+    /// (1 thread, the F16-mask SOFT_MAX case: 9.3 → 12.9 GB/s median, ten alternations).
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    fn exp_avx2(x: __m256) -> __m256 {
-        let x = _mm256_min_ps(_mm256_set1_ps(HI), _mm256_max_ps(_mm256_set1_ps(LO), x));
+    fn exp_avx2<const UPPER: bool>(x: __m256) -> __m256 {
+        let x = _mm256_max_ps(_mm256_set1_ps(LO), x);
+        let x = if UPPER {
+            _mm256_min_ps(_mm256_set1_ps(HI), x)
+        } else {
+            x
+        };
         let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
             _mm256_mul_ps(x, _mm256_set1_ps(LOG2E)),
         );
@@ -648,7 +656,7 @@ mod x86 {
                 let at = i + 8 * half;
                 // SAFETY: at + 8 <= n values at x; unaligned accesses.
                 unsafe {
-                    let e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x.add(at)), m));
+                    let e = exp_avx2::<false>(_mm256_sub_ps(_mm256_loadu_ps(x.add(at)), m));
                     _mm256_storeu_ps(x.add(at), e);
                     add(half, e);
                 }
@@ -665,7 +673,7 @@ mod x86 {
             // SAFETY: the mask covers only values below n; masked-off lanes are neither read
             // nor written, and count as 0 in the sum.
             unsafe {
-                let e = exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(x.add(at), k), m));
+                let e = exp_avx2::<false>(_mm256_sub_ps(_mm256_maskload_ps(x.add(at), k), m));
                 _mm256_maskstore_ps(x.add(at), k, e);
                 add(half, _mm256_and_ps(e, _mm256_castsi256_ps(k)));
             }
@@ -681,7 +689,7 @@ mod x86 {
     #[target_feature(enable = "avx2,fma")]
     fn act8<const SIGMOID: bool, const GATED: bool>(v: __m256, g: __m256) -> __m256 {
         let one = _mm256_set1_ps(1.0);
-        let e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), v));
+        let e = exp_avx2::<true>(_mm256_sub_ps(_mm256_setzero_ps(), v));
         let y = _mm256_div_ps(if SIGMOID { one } else { v }, _mm256_add_ps(one, e));
         if GATED {
             _mm256_mul_ps(y, g)

@@ -398,6 +398,40 @@ fn events_order_two_streams_and_can_be_recorded_again() {
     ev.free();
 }
 
+/// A CPU stream with fewer threads than cores spins for a moment between jobs
+/// (`BackendImpl::spins_when_idle`), and so does `synchronize`: graphs submitted back to back
+/// (its worker polling), after it went to sleep, and from another thread all run, in order,
+/// with their values; dropping it right after an asynchronous submission (its worker busy or
+/// polling) waits for that job and returns.
+#[test]
+fn a_stream_that_spins_between_jobs_runs_every_job_and_stops() {
+    let cpu = backend::cpu_init().unwrap();
+    cpu.set_n_threads(1).unwrap();
+    let (_ctx, x, w, y, g) = relu_mul_add(100);
+    for seed in 0..50 {
+        let (xv, wv) = fill(&x, &w, seed);
+        cpu.graph_compute(&g).unwrap();
+        assert_close(&y.get_f32().unwrap(), &relu_mul_add_ref(&xv, &wv), TOL);
+    }
+    // past the poll window: the worker sleeps on its condvar and is woken
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let (xv, wv) = fill(&x, &w, 60);
+    cpu.graph_compute(&g).unwrap();
+    assert_close(&y.get_f32().unwrap(), &relu_mul_add_ref(&xv, &wv), TOL);
+    // submitted from another thread while this one waits in synchronize
+    let (xv, wv) = fill(&x, &w, 61);
+    std::thread::scope(|s| {
+        s.spawn(|| cpu.graph_compute_async(&g).unwrap());
+    });
+    cpu.synchronize().unwrap();
+    assert_close(&y.get_f32().unwrap(), &relu_mul_add_ref(&xv, &wv), TOL);
+    // the last handle dropped while the job may still run: the drop waits for it
+    let (xv, wv) = fill(&x, &w, 62);
+    cpu.graph_compute_async(&g).unwrap();
+    drop(cpu);
+    assert_close(&y.get_f32().unwrap(), &relu_mul_add_ref(&xv, &wv), TOL);
+}
+
 #[test]
 fn graph_plans_compute_many_times() {
     let cpu = backend::cpu_init().unwrap();

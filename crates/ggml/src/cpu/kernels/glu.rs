@@ -2,7 +2,7 @@
 //! or from `a` and `b` (split). Computed in f32 for every float type, as GGML's F16 kernels;
 //! GEGLU and GEGLU_QUICK of F32 and F16 through GGML's F16 tables ([`GeluTable`]).
 
-use super::softmax::exp_f32;
+use super::vec::exp_f32;
 use super::vec::GeluTable;
 use super::{is_float, ld, operand, st, unsupported, vec, NodePtrs, Params, Planned};
 use crate::error::Result;

@@ -437,7 +437,11 @@ unsafe fn mul_mat_quant<const SHARED: bool, const PATH: u8>(n: &NodePtrs, p: &Pa
         if let Some(tile) = qd.tile.filter(|_| PATH == TILES) {
             let ahead = linear_prefetch(nj, p.nth, a.nb[1], wbytes);
             // the end of this matrix's weights (the one thread's next chunk follows this one)
-            let stop = weights(m - 1).as_ptr_range().end as usize;
+            let stop = if ahead > 0 {
+                weights(m - 1).as_ptr_range().end as usize
+            } else {
+                0
+            };
             // TILE_ROWS weight rows at a time (bit for bit what the row dot gives each)
             while i + TILE_ROWS <= end {
                 if ahead > 0 {

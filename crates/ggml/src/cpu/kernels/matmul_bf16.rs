@@ -307,7 +307,9 @@ pub(super) mod tests {
             let b: Vec<u16> = (0..96).map(|_| next()).collect();
             let mut got = [[0f32; 1]; 1];
             // SAFETY: the CPU runs the kernels; both rows hold 96 values.
-            unsafe { avx512bf16::tiny_tile::<1, 1>([a.as_ptr()], [b.as_ptr()], 96, &mut got) };
+            unsafe {
+                avx512bf16::tiny_tile::<1, 1>([a.as_ptr()], [b.as_ptr()], None, 96, &mut got)
+            };
             assert_eq!(got[0][0].to_bits(), tiny_model(&a, &b).to_bits());
         }
     }

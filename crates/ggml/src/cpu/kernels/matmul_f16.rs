@@ -28,6 +28,8 @@
 //! two tiles, [`HalfTiles::RN`]) a [`HalfTiles`] one: [`plan`] tries the AVX-512 tiles, then
 //! the AVX2 ones.
 
+use std::ops::Range;
+
 use super::half_avx2::F16Avx2;
 use super::matmul::{batch_count, batch_index, mul_mat, JB};
 use super::vec::f32_to_f16_row;
@@ -74,13 +76,15 @@ pub(super) trait HalfTiles {
     const RN: usize;
     /// Whether the selected CPU path is this one and the CPU runs the tiles.
     fn available() -> bool;
-    /// `out[t][u] = Σ a[t][l] · b[u][l]` for `l < k` in tinyBLAS's order.
+    /// `out[t][u] = Σ a[t][l] · b[u][l]` for `l < k` in tinyBLAS's order, asking meanwhile
+    /// for the first `k` weights of each row of `next` (if any) into L2.
     ///
     /// # Safety
     /// [`HalfTiles::available`]; `a[t]` must hold `k` weights, `b[u]` `k` values.
     unsafe fn tiny_tile<const R: usize, const C: usize>(
         a: [*const u16; R],
         b: [*const BOf<Self>; C],
+        next: Option<[*const u16; R]>,
         k: usize,
         out: &mut [[f32; C]; R],
     );
@@ -114,11 +118,12 @@ macro_rules! half_tiles {
             unsafe fn tiny_tile<const R: usize, const C: usize>(
                 a: [*const u16; R],
                 b: [*const BOf<Self>; C],
+                next: Option<[*const u16; R]>,
                 k: usize,
                 out: &mut [[f32; C]; R],
             ) {
                 // SAFETY: forwarded from the caller (the path is selected and `available`).
-                unsafe { $m::tiny_tile(a, b, k, out) }
+                unsafe { $m::tiny_tile(a, b, next, k, out) }
             }
 
             #[inline(always)]
@@ -300,13 +305,16 @@ unsafe fn mul_mat_half<T: HalfTiles, const SHARED: bool>(n: &NodePtrs, p: &Param
                 Order::Tiny => {
                     let mut j = c0;
                     while j < c1 {
-                        let nc = T::RN.min(c1 - j);
+                        let cols = j..c1.min(j + T::RN);
+                        // the first column tile asks for the next weight tile into L2, which
+                        // then arrives while the other column tiles reuse this one
+                        let next = (j == c0 && i + 2 * RM <= m).then_some(i + RM);
+                        j = cols.end;
                         // SAFETY: the path T's tiles need (plan); rows i..i + RM of a (m is
-                        // a multiple of RM in this order) and columns j..j + nc of the area
-                        // hold k values; the result rows are packed f32 with m values,
-                        // written only by the thread that claimed the chunk.
-                        unsafe { tiny::<T>(arow, brow, drow, i, j, nc, k) };
-                        j += nc;
+                        // a multiple of RM in this order) and the columns of the area hold k
+                        // values; the result rows are packed f32 with m values, written only
+                        // by the thread that claimed the chunk; `next` is a tile of a.
+                        unsafe { tiny::<T>((arow, i, next), brow, drow, cols, k) };
                     }
                 }
                 Order::VecDot => {
@@ -321,30 +329,32 @@ unsafe fn mul_mat_half<T: HalfTiles, const SHARED: bool>(n: &NodePtrs, p: &Param
     }
 }
 
-/// Results `(i..i + RM) × (j..j + nc)` in tinyBLAS's order.
+/// Results `(i..i + RM) × cols` in tinyBLAS's order, where `(arow, i, next)` gives the
+/// weight rows, the tile's first row and the first row of the tile to prefetch into L2
+/// (none when `None`).
 ///
 /// # Safety
-/// The CPU must run `T`'s tiles; `arow(i + t)` for `t < RM` must be rows of `k` weights,
-/// `brow(j + u)` for `u < nc` rows of `k` values, `drow(j + u)` writable packed f32 rows of
-/// more than `i + RM - 1` values; `1 <= nc <= T::RN`.
+/// The CPU must run `T`'s tiles; `arow(i + t)` (and `arow(next + t)`) for `t < RM` must be
+/// rows of `k` weights, `brow(j)` for `j` in `cols` rows of `k` values, `drow(j)` writable
+/// packed f32 rows of more than `i + RM - 1` values; `cols` holds 1 to `T::RN` columns.
 #[inline(always)]
 unsafe fn tiny<T: HalfTiles>(
-    arow: impl Fn(usize) -> *const u16,
+    (arow, i, next): (impl Fn(usize) -> *const u16, usize, Option<usize>),
     brow: impl Fn(usize) -> *const BOf<T>,
     drow: impl Fn(usize) -> *mut u8,
-    i: usize,
-    j: usize,
-    nc: usize,
+    cols: Range<usize>,
     k: usize,
 ) {
+    let (j, nc) = (cols.start, cols.len());
     let ws: [*const u16; RM] = std::array::from_fn(|t| arow(i + t));
+    let next: Option<[*const u16; RM]> = next.map(|n| std::array::from_fn(|t| arow(n + t)));
     let mut out = [[0f32; RN]; RM];
     macro_rules! go {
         ($c:literal) => {{
             let bs: [*const BOf<T>; $c] = std::array::from_fn(|u| brow(j + u));
             let mut o = [[0f32; $c]; RM];
             // SAFETY: forwarded from the caller.
-            unsafe { T::tiny_tile::<RM, $c>(ws, bs, k, &mut o) };
+            unsafe { T::tiny_tile::<RM, $c>(ws, bs, next, k, &mut o) };
             for (dst, src) in out.iter_mut().zip(&o) {
                 dst[..$c].copy_from_slice(src);
             }
@@ -406,7 +416,9 @@ unsafe fn vec_dot<T: HalfTiles>(
 /// `$load_a(a[t] + l)` and `$load_b(b[u] + l)`, each added by `acc = $madd(acc, va, vb)`; the
 /// last `k % $step` values as one step of `$part_a(a[t] + l, k - l)` and `$part_b(…)` (which
 /// must give zeros past them); then `out[t][u]` = the lanes of each accumulator reduced by
-/// the `hsum` in scope where the macro is used. `b` holds values of type `$b`. The loads and products are closures written
+/// the `hsum` in scope where the macro is used. `b` holds values of type `$b`. Where `next`
+/// holds `R` rows, each cache line of them is asked for into L2 at the step that reads the
+/// same line of `a` (one line per 32 values). The loads and products are closures written
 /// inside the function, so that they take its target features and are inlined.
 macro_rules! tiny_tile_fn {
     ($(#[$attr:meta])* $b:ty, $zero:expr, $step:expr, $load_a:expr, $load_b:expr,
@@ -415,6 +427,7 @@ macro_rules! tiny_tile_fn {
         pub(super) unsafe fn tiny_tile<const R: usize, const C: usize>(
             a: [*const u16; R],
             b: [*const $b; C],
+            next: Option<[*const u16; R]>,
             k: usize,
             out: &mut [[f32; C]; R],
         ) {
@@ -427,6 +440,15 @@ macro_rules! tiny_tile_fn {
             // values left, and the caller vouches for k values in every row.
             unsafe {
                 while l < whole {
+                    if let (Some(next), 0) = (next, l % 32) {
+                        for row in next {
+                            // a hint, valid for any address (never dereferenced)
+                            let at = row.wrapping_add(l) as *const i8;
+                            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
+                                at,
+                            );
+                        }
+                    }
                     // the smaller side's vectors held, the other's loaded one by one: R·C
                     // accumulators + min(R, C) + 1 vectors (16 for AVX2's 4 × 3 tile; holding
                     // the 4 weight vectors took 17, and three accumulators went through the
@@ -714,8 +736,8 @@ pub(super) mod tests {
         let mut v = [0f32; RM];
         // SAFETY: forwarded from the caller.
         unsafe {
-            T::tiny_tile::<RM, RN>(ap, bp, k, &mut o);
-            T::tiny_tile::<1, 1>([ap[1]], [bp[2]], k, &mut o1);
+            T::tiny_tile::<RM, RN>(ap, bp, None, k, &mut o);
+            T::tiny_tile::<1, 1>([ap[1]], [bp[2]], None, k, &mut o1);
             T::vec_rows::<RM>(ap, bp[3], k, &mut v);
         }
         assert_eq!(o1[0][0].to_bits(), o[1][2].to_bits(), "k {k}");

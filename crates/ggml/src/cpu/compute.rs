@@ -5,10 +5,10 @@
 //! whole node (placed before the threads' private scratch in the plan's buffer), barriers
 //! inside the node ([`Params::sync`]: the same spinning barrier as between nodes, which every
 //! thread of the node passes the declared number of times: the engine passes the ones a thread
-//! skipped, panicked before or did not run), and a chunk counter per phase between those
-//! barriers ([`Params::claim`]), all reset before each run. The quantized MUL_MAT quantizes its
-//! activations once into the shared area, meets at a barrier, then claims chunks of the
-//! product.
+//! skipped, panicked before or did not run), and chunk counters per phase and thread between
+//! those barriers ([`Params::chunks`]), all reset before each run. The quantized MUL_MAT
+//! quantizes its activations once into the shared area, meets at a barrier, then claims
+//! chunks of the product.
 
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -50,7 +50,8 @@ struct PlannedNode {
     fused: Option<usize>,
     /// Barriers the kernel passes inside the node ([`Params::sync`]).
     syncs: usize,
-    /// The node's first chunk counter in [`CpuPlan::chunks`] (it has `syncs + 1`).
+    /// The node's first chunk counter in [`CpuPlan::chunks`] (it has `syncs + 1` phases of
+    /// the plan's thread count).
     chunk_base: usize,
 }
 
@@ -65,7 +66,7 @@ pub(crate) struct CpuPlan {
     /// multiple of the cache line, at the start of `work`.
     work_shared: usize,
     work: Vec<u64>,
-    /// Every node's chunk counters, one per phase ([`Params::claim`]).
+    /// Every node's chunk counters, one per phase and thread ([`Params::chunks`]).
     chunks: Vec<AtomicUsize>,
     /// Every node's addresses for the current run, and whether it must run on one thread
     /// ([`NodePtrs::needs_one_thread`]).
@@ -144,7 +145,7 @@ impl CpuPlan {
                 syncs: planned.syncs,
                 chunk_base: n_chunks,
             });
-            n_chunks += planned.syncs + 1;
+            n_chunks += (planned.syncs + 1) * n_threads.max(1);
         }
         self.n_threads = n_threads;
         self.work_per_thread = work_per_thread.div_ceil(CACHE_LINE) * CACHE_LINE;
@@ -189,6 +190,7 @@ impl CpuPlan {
         let nodes = &self.nodes;
         let resolved = &self.resolved;
         let chunks = &self.chunks;
+        let per_phase = self.n_threads.max(1);
         // The shared area first, then each thread's scratch.
         let shared = self.work.as_mut_ptr() as usize;
         let (shared_size, per_thread) = (self.work_shared, self.work_per_thread);
@@ -213,7 +215,8 @@ impl CpuPlan {
                     data: shared as *mut u8,
                     size: shared_size,
                     barrier: &barrier,
-                    chunks: &chunks[node.chunk_base..node.chunk_base + node.syncs + 1],
+                    chunks: &chunks[node.chunk_base..][..(node.syncs + 1) * per_phase],
+                    per_phase,
                 };
                 let p = &Params::new(
                     (ith, node_nth),
@@ -388,7 +391,7 @@ mod tests {
             };
             let mut plan = CpuPlan {
                 nodes: vec![planned(panics_on_thread_1), planned(writes_seven)],
-                chunks: vec![AtomicUsize::new(0)],
+                chunks: vec![AtomicUsize::new(0), AtomicUsize::new(0)],
                 ..CpuPlan::empty(2)
             };
             let run = |plan: &mut CpuPlan, pool: &mut ThreadPool| {
@@ -452,12 +455,12 @@ mod tests {
                     kernel,
                     fused: None,
                     syncs: 1,
-                    chunk_base: 2 * i,
+                    chunk_base: 2 * i * pool.n_threads(),
                 })
                 .collect(),
             work_shared: 64,
             work: vec![0; 8],
-            chunks: (0..2 * kernels.len())
+            chunks: (0..2 * kernels.len() * pool.n_threads())
                 .map(|_| AtomicUsize::new(0))
                 .collect(),
             ..CpuPlan::empty(pool.n_threads())

@@ -586,10 +586,10 @@ impl NodePtrs {
 
 /// What the threads of one node share besides its tensors (GGML's `wdata` and
 /// `current_chunk`): a work area every thread of the node reads and writes, the barrier the
-/// threads meet at inside the node ([`Params::sync`]), and one chunk counter per phase of the
-/// node ([`Params::claim`]). The engine gives a node these when its [`Planned`] asks for them
-/// ([`Planned::shared`]); a kernel that declares `syncs` barriers works in `syncs + 1` phases,
-/// each with its own counter, reset to 0 before the graph runs.
+/// threads meet at inside the node ([`Params::sync`]), and chunk counters for each phase of the
+/// node, one per thread ([`Params::chunks`]). The engine gives a node these when its
+/// [`Planned`] asks for them ([`Planned::shared`]); a kernel that declares `syncs` barriers
+/// works in `syncs + 1` phases, each with its own counters, reset to 0 before the graph runs.
 pub(crate) struct NodeShared<'a> {
     /// The shared work area, at a multiple of 64 bytes.
     pub data: *mut u8,
@@ -597,8 +597,11 @@ pub(crate) struct NodeShared<'a> {
     pub size: usize,
     /// The barrier of the run's threads.
     pub barrier: &'a SpinBarrier,
-    /// The node's chunk counters, one per phase.
+    /// The node's chunk counters: for each phase, [`NodeShared::per_phase`] of them (one per
+    /// thread the plan has, at least the node's thread count).
     pub chunks: &'a [AtomicUsize],
+    /// Counters per phase in [`NodeShared::chunks`].
+    pub per_phase: usize,
 }
 
 /// A thread's share of one run: its index, the thread count, its private scratch, what the
@@ -651,10 +654,11 @@ impl<'a> Params<'a> {
     /// which passes the barriers the thread did not.
     pub fn sync(&self) {
         let phase = self.phase.get();
+        let phases = self.shared.chunks.len() / self.shared.per_phase.max(1);
         assert!(
-            phase + 1 < self.shared.chunks.len(),
+            phase + 1 < phases,
             "a kernel passed more barriers than its plan declared ({})",
-            self.shared.chunks.len().saturating_sub(1)
+            phases.saturating_sub(1)
         );
         if self.nth > 1 {
             self.shared.barrier.wait();
@@ -662,18 +666,31 @@ impl<'a> Params<'a> {
         self.phase.set(phase + 1);
     }
 
-    /// Claims the next chunk of the current phase's work: the node's threads together get
-    /// 0, 1, 2, … once each, in the order they ask (GGML's `ggml_threadpool_chunk_add`), so a
-    /// thread that starts late takes fewer chunks instead of holding the others at the next
-    /// barrier. Which thread gets which chunk varies from run to run: a chunk's result must
-    /// not depend on it.
-    pub fn claim(&self) -> usize {
-        self.shared.chunks[self.phase.get()].fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// The chunks below `n` this thread claims, one by one ([`Params::claim`]).
+    /// The chunks of `0..n` of the current phase's work this thread computes, claimed one by
+    /// one from atomic counters so that a thread that starts late or loses its core takes
+    /// fewer instead of holding the others at the next barrier (GGML's
+    /// `ggml_threadpool_chunk_add`). Each thread has a home range, its balanced contiguous
+    /// share of `0..n`, which it claims from the front; when that is done it claims what is
+    /// left of the others' ranges (the next thread's first). So where every thread keeps
+    /// pace, each streams through one contiguous part of the tensors, as GGML's static
+    /// splits do. Which thread gets which chunk varies from run to run: a chunk's result
+    /// must not depend on it. Every thread of the node sees the same `n` in a phase.
     pub fn chunks(&self, n: usize) -> impl Iterator<Item = usize> + '_ {
-        std::iter::from_fn(move || Some(self.claim()).filter(|&c| c < n))
+        let nth = self.nth;
+        let phase = &self.shared.chunks[self.phase.get() * self.shared.per_phase..][..nth];
+        let mut owner = 0;
+        std::iter::from_fn(move || {
+            while owner < nth {
+                let t = (self.ith + owner) % nth;
+                let (start, end) = (t * n / nth, (t + 1) * n / nth);
+                let c = start + phase[t].fetch_add(1, Ordering::Relaxed);
+                if c < end {
+                    return Some(c);
+                }
+                owner += 1;
+            }
+            None
+        })
     }
 
     /// The start of the node's shared work area, checked to hold `len` bytes (a panic, which
@@ -703,7 +720,7 @@ impl<'a> Params<'a> {
     }
 
     /// The pieces of `rows` rows of `len` elements this thread computes, as `(row, elements)`,
-    /// claimed in chunks ([`Params::claim`]), so a thread that starts late or loses its core
+    /// claimed in chunks ([`Params::chunks`]), so a thread that starts late or loses its core
     /// does fewer instead of holding the others: whole rows, about [`CHUNKS_PER_THREAD`]
     /// chunks per thread, where there are at least [`ROWS_PER_THREAD`] rows per thread;
     /// otherwise each row cut into segments of [`SEGMENT`] elements, so a few long rows (or
@@ -730,7 +747,7 @@ impl<'a> Params<'a> {
     }
 
     /// The pieces of `0..n` (the elements of a flattened tensor) this thread computes,
-    /// claimed in chunks ([`Params::claim`]) as [`Params::row_pieces`] claims rows: about
+    /// claimed in chunks ([`Params::chunks`]) as [`Params::row_pieces`] claims rows: about
     /// [`CHUNKS_PER_THREAD`] per thread, each a contiguous run of a multiple of 64 elements
     /// and at least [`SEGMENT`] (so a small tensor stays on one thread), the last one shorter.
     pub fn flat_pieces(&self, n: usize) -> impl Iterator<Item = Range<usize>> + '_ {
@@ -1019,6 +1036,41 @@ mod tests {
         assert!(node(contiguous, &[transposed]).needs_one_thread());
     }
 
+    /// Each thread claims its home range (its contiguous share) from the front, then what is
+    /// left of the others' ranges, the next thread's first; together the threads get every
+    /// chunk exactly once, also when one of them never claims.
+    #[test]
+    fn threads_claim_their_home_range_then_the_others() {
+        let faults = Faults::default();
+        let barrier = SpinBarrier::new(3);
+        let chunks: Vec<AtomicUsize> = (0..6).map(|_| AtomicUsize::new(0)).collect();
+        let shared = NodeShared {
+            data: std::ptr::null_mut(),
+            size: 0,
+            barrier: &barrier,
+            // two phases of three counters
+            chunks: &chunks,
+            per_phase: 3,
+        };
+        let params = |ith| Params::new((ith, 3), (std::ptr::null_mut(), 0), &faults, 0, &shared);
+        let (p0, p1, p2) = (params(0), params(1), params(2));
+        // 10 chunks: homes 0..3, 3..6, 6..10
+        let mut first: Vec<usize> = p1.chunks(10).take(2).collect();
+        assert_eq!(first, [3, 4]);
+        let mut c0 = p0.chunks(10);
+        assert_eq!(c0.next(), Some(0));
+        // thread 1 finishes its home, then takes thread 2's range (thread 2 never claims)
+        // and the rest of thread 0's
+        first.extend(p1.chunks(10));
+        assert_eq!(first, [3, 4, 5, 6, 7, 8, 9, 1, 2]);
+        assert_eq!(c0.next(), None);
+        assert_eq!(p2.chunks(10).next(), None);
+        // the next phase has counters of its own (one thread: no barrier to wait at)
+        let alone = Params::new((0, 1), (std::ptr::null_mut(), 0), &faults, 0, &shared);
+        alone.sync();
+        assert_eq!(alone.chunks(4).collect::<Vec<_>>(), [0, 1, 2, 3]);
+    }
+
     /// Asking for more scratch than the plan gave is a panic (the run fails), never an
     /// out-of-bounds slice.
     #[test]
@@ -1033,6 +1085,7 @@ mod tests {
             size: 0,
             barrier: &barrier,
             chunks: &chunks,
+            per_phase: 1,
         };
         let p = Params::new(
             (0, 1),

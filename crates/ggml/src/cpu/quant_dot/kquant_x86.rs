@@ -54,14 +54,22 @@ pub(crate) enum Combine {
     /// This crate's own order (Q2_K, Q3_K, Q5_K; GGML's lanes for them differ):
     /// `acc += fma(yd·d, sumi, (yd·corr_d)·corr)` in eight lanes.
     Own,
+    /// GGML's IQ4_XS (no correction): `acc = fma(yd·d, sumi, acc)` in eight lanes, added at
+    /// the end as `hsum_float_8`.
+    Plain,
+}
+
+/// A super-block type whose dot against Q8_K the row and tile loops ([`dots_r`], [`tile_r`])
+/// take through a [`KDecode`]: how its integer lanes become f32.
+pub(super) trait KCombine: bytemuck::Pod {
+    /// How the row dots turn the super-block sums into f32.
+    const COMBINE: Combine;
 }
 
 /// A k-quant super-block that unpacks for the AVX2 dot.
-pub(super) trait KUnpack: bytemuck::Pod {
+pub(super) trait KUnpack: KCombine {
     /// Whether the group scales come in equal pairs (one scale per 32 values: Q4_K, Q5_K).
     const PAIRED: bool;
-    /// How the row dots turn the super-block sums into f32.
-    const COMBINE: Combine;
     /// The level offset the correction takes off (32 for Q6_K, 4 for Q3_K), or 0 for the
     /// types with minimums instead (the band products' f32 steps differ between the two).
     const LEVEL_OFFSET: i32;
@@ -242,9 +250,12 @@ unsafe fn q45_unpack(
     }
 }
 
+impl KCombine for BlockQ4K {
+    const COMBINE: Combine = Combine::Mins4;
+}
+
 impl KUnpack for BlockQ4K {
     const PAIRED: bool = true;
-    const COMBINE: Combine = Combine::Mins4;
     const LEVEL_OFFSET: i32 = 0;
     const MAX_LEVEL: u8 = 15;
     const AVX512: (super::RowDot, super::TileDot) =
@@ -256,9 +267,12 @@ impl KUnpack for BlockQ4K {
     }
 }
 
+impl KCombine for BlockQ5K {
+    const COMBINE: Combine = Combine::Own;
+}
+
 impl KUnpack for BlockQ5K {
     const PAIRED: bool = true;
-    const COMBINE: Combine = Combine::Own;
     const LEVEL_OFFSET: i32 = 0;
     const MAX_LEVEL: u8 = 31;
     #[inline(always)]
@@ -268,9 +282,12 @@ impl KUnpack for BlockQ5K {
     }
 }
 
+impl KCombine for BlockQ6K {
+    const COMBINE: Combine = Combine::Folded(-32);
+}
+
 impl KUnpack for BlockQ6K {
     const PAIRED: bool = false;
-    const COMBINE: Combine = Combine::Folded(-32);
     const LEVEL_OFFSET: i32 = 32;
     const MAX_LEVEL: u8 = 63;
     const AVX512: (super::RowDot, super::TileDot) =
@@ -303,9 +320,12 @@ impl KUnpack for BlockQ6K {
     }
 }
 
+impl KCombine for BlockQ2K {
+    const COMBINE: Combine = Combine::Own;
+}
+
 impl KUnpack for BlockQ2K {
     const PAIRED: bool = false;
-    const COMBINE: Combine = Combine::Own;
     const LEVEL_OFFSET: i32 = 0;
     const MAX_LEVEL: u8 = 3;
     #[inline(always)]
@@ -357,9 +377,12 @@ unsafe fn q3k_scales(sc: &[u8; 12]) -> __m128i {
     }
 }
 
+impl KCombine for BlockQ3K {
+    const COMBINE: Combine = Combine::Own;
+}
+
 impl KUnpack for BlockQ3K {
     const PAIRED: bool = false;
-    const COMBINE: Combine = Combine::Own;
     const LEVEL_OFFSET: i32 = 4;
     const MAX_LEVEL: u8 = 7;
     #[inline(always)]
@@ -423,7 +446,7 @@ impl KAcc {
 /// # Safety
 /// The CPU must have AVX2 and FMA.
 #[inline(always)]
-pub(crate) unsafe fn combine<B: KUnpack>(
+pub(crate) unsafe fn combine<B: KCombine>(
     d: f32,
     corr_d: f32,
     yd: f32,
@@ -451,6 +474,10 @@ pub(crate) unsafe fn combine<B: KUnpack>(
                 let acc_m = _mm_fmadd_ps(m, _mm_cvtepi32_ps(four), a.acc_m);
                 KAcc { acc, acc_m }
             }
+            Combine::Plain => {
+                let acc = _mm256_fmadd_ps(_mm256_set1_ps(yd * d), _mm256_cvtepi32_ps(sumi), a.acc);
+                KAcc { acc, ..a }
+            }
             Combine::Own => {
                 let part = _mm256_mul_ps(_mm256_set1_ps(corr_d * yd), _mm256_cvtepi32_ps(corr));
                 let part = _mm256_fmadd_ps(_mm256_set1_ps(d * yd), _mm256_cvtepi32_ps(sumi), part);
@@ -468,7 +495,7 @@ pub(crate) unsafe fn combine<B: KUnpack>(
 /// # Safety
 /// The CPU must have AVX.
 #[inline(always)]
-pub(crate) unsafe fn finish<B: KUnpack>(a: KAcc) -> f32 {
+pub(crate) unsafe fn finish<B: KCombine>(a: KAcc) -> f32 {
     // SAFETY: register operations; the caller has AVX.
     unsafe {
         let s = hsum(a.acc);
@@ -531,7 +558,7 @@ pub(super) unsafe fn add_block<B: KUnpack>(
 /// The CPU must have AVX2, FMA and F16C; `a` holds `R` rows of as many Q8_K blocks as `w`
 /// has super-blocks, `out` `R` values.
 #[inline(always)]
-unsafe fn dots_r<B: KUnpack, K: KDecode<B>, const R: usize>(
+unsafe fn dots_r<B: KCombine, K: KDecode<B>, const R: usize>(
     w: &[B],
     a: &[u8],
     stride: usize,
@@ -563,12 +590,12 @@ unsafe fn dots_r<B: KUnpack, K: KDecode<B>, const R: usize>(
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C; see [`super::RowDot`] for the lengths.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn k_dots_avx2<B: KUnpack>(w: &[u8], a: &[u8], out: &mut [f32]) {
+pub(super) unsafe fn k_dots_avx2<B: KCombine, K: KDecode<B>>(w: &[u8], a: &[u8], out: &mut [f32]) {
     let wb: &[B] = bytemuck::cast_slice(w);
     let stride = wb.len() * std::mem::size_of::<BlockQ8K>();
     debug_assert_eq!(a.len(), stride * out.len());
     debug_assert_eq!(QK_K, 256);
-    by_fours!(a, stride, out, |N, a, o| dots_r::<B, Ymm, N>(
+    by_fours!(a, stride, out, |N, a, o| dots_r::<B, K, N>(
         wb, a, stride, o
     ));
 }
@@ -580,7 +607,11 @@ pub(super) unsafe fn k_dots_avx2<B: KUnpack>(w: &[u8], a: &[u8], out: &mut [f32]
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features; see [`super::RowDot`] for the lengths.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) unsafe fn k_dots_avx512<B: KUnpack, K: KDecode<B>>(w: &[u8], a: &[u8], out: &mut [f32]) {
+pub(super) unsafe fn k_dots_avx512<B: KCombine, K: KDecode<B>>(
+    w: &[u8],
+    a: &[u8],
+    out: &mut [f32],
+) {
     let wb: &[B] = bytemuck::cast_slice(w);
     let stride = wb.len() * std::mem::size_of::<BlockQ8K>();
     debug_assert_eq!(a.len(), stride * out.len());
@@ -599,7 +630,7 @@ pub(super) unsafe fn k_dots_avx512<B: KUnpack, K: KDecode<B>>(w: &[u8], a: &[u8]
 /// The CPU must have AVX2, FMA and F16C; every row of `w` has as many super-blocks, `a` holds
 /// `R` rows of as many Q8_K blocks (`stride` bytes each), every `out[t]` has `r0 + R` values.
 #[inline(always)]
-unsafe fn tile_r<B: KUnpack, K: KDecode<B>, const R: usize>(
+unsafe fn tile_r<B: KCombine, K: KDecode<B>, const R: usize>(
     w: [&[B]; TILE_ROWS],
     a: &[u8],
     stride: usize,
@@ -640,7 +671,7 @@ unsafe fn tile_r<B: KUnpack, K: KDecode<B>, const R: usize>(
 /// As [`tile_r`], with `out[t].len()` activation rows in `a`, and `dots` a row dot of a path
 /// this CPU runs.
 #[inline(always)]
-unsafe fn k_tiles<B: KUnpack, K: KDecode<B>>(
+unsafe fn k_tiles<B: KCombine, K: KDecode<B>>(
     w: [&[u8]; TILE_ROWS],
     a: &[u8],
     out: &mut [&mut [f32]; TILE_ROWS],
@@ -665,13 +696,13 @@ unsafe fn k_tiles<B: KUnpack, K: KDecode<B>>(
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C; see [`k_tiles`] for the lengths.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn k_tiles_avx2<B: KUnpack>(
+pub(super) unsafe fn k_tiles_avx2<B: KCombine, K: KDecode<B>>(
     w: [&[u8]; TILE_ROWS],
     a: &[u8],
     out: &mut [&mut [f32]; TILE_ROWS],
 ) {
     // SAFETY: forwarded.
-    unsafe { k_tiles::<B, Ymm>(w, a, out, k_dots_avx2::<B>) }
+    unsafe { k_tiles::<B, K>(w, a, out, k_dots_avx2::<B, K>) }
 }
 
 /// [`k_tiles`] of kernels `K` compiled for AVX-512 (32 vector registers).
@@ -679,7 +710,7 @@ pub(super) unsafe fn k_tiles_avx2<B: KUnpack>(
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features; see [`k_tiles`] for the lengths.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) unsafe fn k_tiles_avx512<B: KUnpack, K: KDecode<B>>(
+pub(super) unsafe fn k_tiles_avx512<B: KCombine, K: KDecode<B>>(
     w: [&[u8]; TILE_ROWS],
     a: &[u8],
     out: &mut [&mut [f32]; TILE_ROWS],

@@ -17,8 +17,8 @@
 //! token generation takes (four streams of weights from memory, the rows after them
 //! prefetched: from DRAM 1.2–1.6× the one-row kernels' rate). On x86 the 32-value types (`x86.rs`) and the k-quants (`kquant_x86.rs`) have
 //! intrinsics kernels, which sum in eight f32 lanes and so differ from the portable path by
-//! f32 rounding only; IQ4_XS has one source compiled for each path (the compiler vectorises
-//! it; same order, so bit for bit). A unit test holds every path to both.
+//! f32 rounding only; IQ4_XS's (`iq4xs_x86.rs`, through the k-quants' loops) give the bits of
+//! GGML's AVX2 dot. A unit test holds every path to both.
 
 /// Runs a multi-row kernel over every activation row: `by_fours!(a, stride, out, |N, a, o|
 /// kernel::<.., N>(..))` calls the kernel instantiated for `N` = 4 rows (then 3, 2 or 1 for
@@ -101,6 +101,8 @@ pub(crate) mod amx;
 mod band32;
 #[cfg(target_arch = "x86_64")]
 mod band_avx2;
+#[cfg(target_arch = "x86_64")]
+mod iq4xs_x86;
 #[cfg(target_arch = "x86_64")]
 mod kquant_avx512;
 #[cfg(target_arch = "x86_64")]
@@ -584,26 +586,6 @@ unsafe fn row_dots_scalar<B: DotBlock>(w: &[u8], a: &[u8], out: &mut [f32]) {
     row_dots::<B>(w, a, out)
 }
 
-/// [`row_dots`] compiled for AVX2.
-///
-/// # Safety
-/// The CPU must have AVX2, FMA and F16C.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn row_dots_avx2<B: DotBlock>(w: &[u8], a: &[u8], out: &mut [f32]) {
-    row_dots::<B>(w, a, out)
-}
-
-/// [`row_dots`] compiled for AVX-512.
-///
-/// # Safety
-/// The CPU must have [`Isa::Avx512`]'s features.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn row_dots_avx512<B: DotBlock>(w: &[u8], a: &[u8], out: &mut [f32]) {
-    row_dots::<B>(w, a, out)
-}
-
 /// Row dot products: `(w, a, out)` sets `out[r]` to the dot product of the weight row `w`
 /// (whole blocks) with activation row `r` of `a`, which holds `out.len()` rows back to back,
 /// each as many activation blocks as `w` has weight blocks.
@@ -686,18 +668,12 @@ pub(crate) struct QuantDot {
     pub band: Option<BandDot>,
 }
 
-/// `B`'s kernel on path `isa`.
-fn kernel<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
-    let dot: RowDot = match isa {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => row_dots_avx512::<B>,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => row_dots_avx2::<B>,
-        _ => row_dots_scalar::<B>,
-    };
+/// `B`'s kernel: the portable row dots (no intrinsics kernels on this architecture).
+#[cfg(not(target_arch = "x86_64"))]
+fn kernel<B: DotBlock>(act: Type, _isa: Isa) -> QuantDot {
     QuantDot {
         act,
-        dot,
+        dot: row_dots_scalar::<B>,
         tile: None,
         band: None,
     }
@@ -748,8 +724,8 @@ fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     let (dot, tile): (RowDot, Option<TileDot>) = match isa {
         Isa::Avx512 => (B::AVX512.0, Some(B::AVX512.1)),
         Isa::Avx2 => (
-            kquant_x86::k_dots_avx2::<B>,
-            Some(kquant_x86::k_tiles_avx2::<B>),
+            kquant_x86::k_dots_avx2::<B, kquant_x86::Ymm>,
+            Some(kquant_x86::k_tiles_avx2::<B, kquant_x86::Ymm>),
         ),
         Isa::Scalar => (row_dots_scalar::<B>, None),
     };
@@ -780,6 +756,37 @@ fn kernel_k<B: DotBlock>(isa: Isa) -> QuantDot {
     kernel::<B>(Type::Q8_K, isa)
 }
 
+/// IQ4_XS's kernel on path `isa` (Q8_K activations), with the intrinsics row and tile dots on
+/// x86 (`iq4xs_x86.rs`, through the k-quants' loops).
+#[cfg(target_arch = "x86_64")]
+fn kernel_iq4xs(isa: Isa) -> QuantDot {
+    use iq4xs_x86::Iq4Ymm;
+    use kquant_x86::{k_dots_avx2, k_dots_avx512, k_tiles_avx2, k_tiles_avx512};
+    let (dot, tile): (RowDot, Option<TileDot>) = match isa {
+        Isa::Avx512 => (
+            k_dots_avx512::<BlockIq4Xs, Iq4Ymm>,
+            Some(k_tiles_avx512::<BlockIq4Xs, Iq4Ymm>),
+        ),
+        Isa::Avx2 => (
+            k_dots_avx2::<BlockIq4Xs, Iq4Ymm>,
+            Some(k_tiles_avx2::<BlockIq4Xs, Iq4Ymm>),
+        ),
+        Isa::Scalar => (row_dots_scalar::<BlockIq4Xs>, None),
+    };
+    QuantDot {
+        act: Type::Q8_K,
+        dot,
+        tile,
+        band: None,
+    }
+}
+
+/// IQ4_XS's kernel on path `isa` (no intrinsics kernels on this architecture).
+#[cfg(not(target_arch = "x86_64"))]
+fn kernel_iq4xs(isa: Isa) -> QuantDot {
+    kernel::<BlockIq4Xs>(Type::Q8_K, isa)
+}
+
 /// The integer dot kernel of weight type `ty` on path `isa`, or `None` for the types without
 /// one (which MUL_MAT dequantizes instead).
 pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
@@ -796,7 +803,7 @@ pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
         Q4_K => kernel_k::<BlockQ4K>(isa),
         Q5_K => kernel_k::<BlockQ5K>(isa),
         Q6_K => kernel_k::<BlockQ6K>(isa),
-        IQ4_XS => kernel::<BlockIq4Xs>(Q8_K, isa),
+        IQ4_XS => kernel_iq4xs(isa),
         _ => return None,
     })
 }
@@ -903,7 +910,7 @@ mod tests {
                     // SAFETY: as above, for row r alone.
                     unsafe { (kq.dot)(&wq, &xq[r * qbytes..(r + 1) * qbytes], &mut one) };
                     assert_eq!(one[0].to_bits(), v.to_bits(), "{ty} on {isa:?}, row {r}");
-                    if isa == Isa::Scalar || ty == IQ4_XS {
+                    if isa == Isa::Scalar {
                         assert_eq!(v.to_bits(), g.to_bits(), "{ty} on {isa:?}");
                     } else {
                         let tol = 1e-5 * (norm * 127.0) as f32;
@@ -972,6 +979,61 @@ mod tests {
         }
     }
 
+    /// The IQ4_XS row dots of the AVX2 and AVX-512 paths give the bits of GGML's AVX2
+    /// `ggml_vec_dot_iq4_xs_q8_K`, modelled here from the blocks' bytes: per super-block, lane
+    /// k the exact integer sum over the eight groups of scale · Σ value·y over the group's
+    /// values 4k..4k + 4, then `acc = fma(d_x · d_y, lane, acc)`, the lanes reduced as
+    /// `hsum_float_8`.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn iq4_xs_dots_follow_ggml_avx2_order_bit_for_bit() {
+        use crate::quants::IQ4_NL_VALUES;
+        let half = |b: &[u8]| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
+        let paths: Vec<Isa> = [Isa::Avx2, Isa::Avx512]
+            .into_iter()
+            .filter(|i| i.available())
+            .collect();
+        for blocks in [1usize, 2, 5, 16] {
+            let k = 256 * blocks;
+            let mut wq = vec![0u8; Type::IQ4_XS.row_size(k as i64).unwrap()];
+            quantize_row_ref(Type::IQ4_XS, &values(k, 11 + blocks as u32), &mut wq).unwrap();
+            let mut xq = vec![0u8; Type::Q8_K.row_size(k as i64).unwrap()];
+            quantize_row_ref(Type::Q8_K, &values(k, 93), &mut xq).unwrap();
+            let mut acc = [0f32; 8];
+            // IQ4_XS: d (2 bytes), scales_h (2), scales_l (4), qs (128); Q8_K: d (f32),
+            // qs (256), bsums
+            for (x, y) in wq.chunks_exact(136).zip(xq.chunks_exact(292)) {
+                let d = half(x) * f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
+                let sh = u16::from_le_bytes([x[2], x[3]]) as i32;
+                let mut lanes = [0i32; 8];
+                for g in 0..8 {
+                    let low = (x[4 + g / 2] >> (4 * (g % 2))) as i32 & 0xf;
+                    let scale = (low | ((sh >> (2 * g)) & 3) << 4) - 32;
+                    for (l, lane) in lanes.iter_mut().enumerate() {
+                        let sum: i32 = (4 * l..4 * l + 4)
+                            .map(|v| {
+                                let q = x[8 + 16 * g + v % 16] >> (4 * (v / 16)) & 0xf;
+                                IQ4_NL_VALUES[q as usize] as i32 * y[4 + 32 * g + v] as i8 as i32
+                            })
+                            .sum();
+                        *lane += scale * sum;
+                    }
+                }
+                for (a, &lane) in acc.iter_mut().zip(&lanes) {
+                    *a = d.mul_add(lane as f32, *a);
+                }
+            }
+            let h: [f32; 4] = std::array::from_fn(|i| acc[i] + acc[i + 4]);
+            let want = (h[0] + h[2]) + (h[1] + h[3]);
+            for &isa in &paths {
+                let mut got = [0f32];
+                // SAFETY: the path is available; one row of k values each.
+                unsafe { (quant_dot(Type::IQ4_XS, isa).unwrap().dot)(&wq, &xq, &mut got) };
+                assert_eq!(got[0].to_bits(), want.to_bits(), "{isa:?}, {blocks} blocks");
+            }
+        }
+    }
+
     /// The tile dots (four weight rows at once: the 32-value types and the k-quants on AVX2
     /// and AVX-512 VNNI) on odd block counts and every column count from 1 to 9 (each group
     /// width of 4, 3, 2, 1 and their sums): every output bit for bit what the path's row dot
@@ -981,7 +1043,7 @@ mod tests {
         use Type::*;
         let mut checked = 0;
         let tiled = [
-            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
         ];
         for ty in tiled {
             for blocks in [1usize, 3, 37] {

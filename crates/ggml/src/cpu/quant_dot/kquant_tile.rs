@@ -333,7 +333,7 @@ mod tests {
     use crate::cpu::quant_dot::tests::values;
     use crate::cpu::quant_dot::{quant_dot, Isa, KBlock, BAND_ROWS};
     use crate::quants::{quantize_chunk, quantize_row_ref, BlockQ2K, BlockQ3K, BlockQ4K};
-    use crate::quants::{BlockQ5K, BlockQ6K};
+    use crate::quants::{BlockIq4Xs, BlockQ5K, BlockQ6K, IQ4_NL_VALUES};
     use crate::types::Type;
 
     /// GGML's tiled k-quant MUL_MAT (its AVX-512 VNNI micro tile) for one row and column, in
@@ -356,8 +356,34 @@ mod tests {
         acc
     }
 
-    /// The band products of every k-quant give the bits of GGML's tiled MUL_MAT, for every
-    /// column count of a group, in the passes of two groups and of one.
+    /// GGML's tiled MUL_MAT for IQ4_XS (the same micro tile: codes `value + 128`, offset 128,
+    /// scale `ls − 32` per 32 values, no minimum) for one row and column, from the blocks'
+    /// fields.
+    fn ggml_tiled_iq4xs(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
+        let mut acc = 0f32;
+        for (b, y) in x.iter().zip(y) {
+            let sh = b.scales_h.get() as i32;
+            let mut s1 = 0i32;
+            for g in 0..8 {
+                let ls = ((b.scales_l[g / 2] >> (4 * (g % 2))) & 0xf) as i32
+                    | ((sh >> (2 * g)) & 3) << 4;
+                let raw: i32 = (0..32)
+                    .map(|v| {
+                        let code = b.qs[16 * g + v % 16] >> (4 * (v / 16)) & 0xf;
+                        let biased = IQ4_NL_VALUES[code as usize] as i32 + 128;
+                        (biased - 128) * y.qs[32 * g + v] as i32
+                    })
+                    .sum();
+                s1 += (ls - 32) * raw;
+            }
+            let r = s1 as f32 * b.d.to_f32();
+            acc = r.mul_add(y.d.get(), acc);
+        }
+        acc
+    }
+
+    /// The band products of every k-quant and IQ4_XS give the bits of GGML's tiled MUL_MAT,
+    /// for every column count of a group, in the passes of two groups and of one.
     #[test]
     fn band_products_are_ggml_tiled_bit_for_bit() {
         if !Isa::Avx512.available() {
@@ -365,7 +391,15 @@ mod tests {
             return;
         }
         let k = 3 * QK_K;
-        for ty in [Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K] {
+        let types = [
+            Type::Q2_K,
+            Type::Q3_K,
+            Type::Q4_K,
+            Type::Q5_K,
+            Type::Q6_K,
+            Type::IQ4_XS,
+        ];
+        for ty in types {
             let kq = quant_dot(ty, Isa::Avx512).unwrap();
             let bd = kq.band.unwrap();
             let wbytes = ty.row_size(k as i64).unwrap();
@@ -402,6 +436,7 @@ mod tests {
                             Type::Q3_K => ggml_tiled::<BlockQ3K>(bytemuck::cast_slice(row), y),
                             Type::Q4_K => ggml_tiled::<BlockQ4K>(bytemuck::cast_slice(row), y),
                             Type::Q5_K => ggml_tiled::<BlockQ5K>(bytemuck::cast_slice(row), y),
+                            Type::IQ4_XS => ggml_tiled_iq4xs(bytemuck::cast_slice(row), y),
                             _ => ggml_tiled::<BlockQ6K>(bytemuck::cast_slice(row), y),
                         };
                         let g = got[t][j];

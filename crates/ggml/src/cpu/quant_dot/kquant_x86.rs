@@ -26,7 +26,7 @@ use crate::QK_K;
 
 /// One super-block unpacked for [`dot_decoded`].
 pub(super) struct Unpacked {
-    /// Levels 32c..32c + 32 in register c, as unsigned bytes below 64.
+    /// Levels 32c..32c + 32 in register c, as unsigned bytes up to [`KUnpack::MAX_LEVEL`].
     pub(super) levels: [__m256i; 8],
     /// The 16 group scales as i16: the even groups in the low 128-bit lane, the odd ones in
     /// the high lane (so that one in-lane shuffle gives register c the scales of groups 2c and
@@ -73,7 +73,8 @@ pub(super) trait KUnpack: KCombine {
     /// The level offset the correction takes off (32 for Q6_K, 4 for Q3_K), or 0 for the
     /// types with minimums instead (the band products' f32 steps differ between the two).
     const LEVEL_OFFSET: i32;
-    /// The largest level [`KUnpack::unpack`] gives (2^bits − 1).
+    /// The largest level [`KUnpack::unpack`] gives (2^bits − 1 for the k-quants; below 64,
+    /// as [`Ymm`]'s `maddubs` needs, but for IQ4_XS, which only the band products unpack so).
     const MAX_LEVEL: u8;
     /// The block unpacked.
     ///
@@ -111,6 +112,12 @@ impl<B: KUnpack> KDecode<B> for Ymm {
     type Unpacked = Unpacked;
     #[inline(always)]
     unsafe fn unpack(x: &B) -> Unpacked {
+        const {
+            assert!(
+                B::MAX_LEVEL < 64,
+                "maddubs pair sums of larger levels saturate"
+            )
+        };
         // SAFETY: forwarded from the caller.
         unsafe { x.unpack() }
     }

@@ -757,27 +757,33 @@ fn kernel_k<B: DotBlock>(isa: Isa) -> QuantDot {
 }
 
 /// IQ4_XS's kernel on path `isa` (Q8_K activations), with the intrinsics row and tile dots on
-/// x86 (`iq4xs_x86.rs`, through the k-quants' loops).
+/// x86 (`iq4xs_x86.rs`, through the k-quants' loops) and the k-quants' band products on
+/// AVX-512 VNNI.
 #[cfg(target_arch = "x86_64")]
 fn kernel_iq4xs(isa: Isa) -> QuantDot {
     use iq4xs_x86::Iq4Ymm;
-    use kquant_x86::{k_dots_avx2, k_dots_avx512, k_tiles_avx2, k_tiles_avx512};
+    use kquant_x86::KUnpack;
+    use kquant_x86::{k_dots_avx2, k_tiles_avx2};
     let (dot, tile): (RowDot, Option<TileDot>) = match isa {
-        Isa::Avx512 => (
-            k_dots_avx512::<BlockIq4Xs, Iq4Ymm>,
-            Some(k_tiles_avx512::<BlockIq4Xs, Iq4Ymm>),
-        ),
+        Isa::Avx512 => (BlockIq4Xs::AVX512.0, Some(BlockIq4Xs::AVX512.1)),
         Isa::Avx2 => (
             k_dots_avx2::<BlockIq4Xs, Iq4Ymm>,
             Some(k_tiles_avx2::<BlockIq4Xs, Iq4Ymm>),
         ),
         Isa::Scalar => (row_dots_scalar::<BlockIq4Xs>, None),
     };
+    // the k-quants' band products on AVX-512 VNNI (the AVX2 ones sum levels below 64)
+    let band = (isa == Isa::Avx512).then_some(BandDot {
+        pack: kquant_tile::pack_act,
+        tile_bytes: kquant_tile::act_tile_bytes,
+        scratch_bytes: kquant_tile::band_bytes,
+        dots: kquant_tile::band_dots::<BlockIq4Xs>,
+    });
     QuantDot {
         act: Type::Q8_K,
         dot,
         tile,
-        band: None,
+        band,
     }
 }
 

@@ -43,6 +43,7 @@ use block::{
     QuantizeImatrix, QuantizeRef,
 };
 
+pub(crate) use iq_grids::IQ3S_GRID;
 pub(crate) use kquants::unpack_2bit;
 pub(crate) use q3_k::scale as q3k_scale;
 pub(crate) use q45_k::{q4k_levels, q5k_levels, scale_min};

@@ -333,7 +333,7 @@ mod tests {
     use crate::cpu::quant_dot::tests::values;
     use crate::cpu::quant_dot::{quant_dot, Isa, KBlock, BAND_ROWS};
     use crate::quants::{quantize_chunk, quantize_row_ref, BlockQ2K, BlockQ3K, BlockQ4K};
-    use crate::quants::{BlockIq4Xs, BlockQ5K, BlockQ6K, IQ4_NL_VALUES};
+    use crate::quants::{BlockIq3S, BlockIq4Xs, BlockQ5K, BlockQ6K, IQ3S_GRID, IQ4_NL_VALUES};
     use crate::types::Type;
 
     /// GGML's tiled k-quant MUL_MAT (its AVX-512 VNNI micro tile) for one row and column, in
@@ -356,33 +356,49 @@ mod tests {
         acc
     }
 
-    /// GGML's tiled MUL_MAT for IQ4_XS (the same micro tile: codes `value + 128`, offset 128,
-    /// scale `ls − 32` per 32 values, no minimum) for one row and column, from the blocks'
-    /// fields.
-    fn ggml_tiled_iq4xs(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
+    /// GGML's tiled MUL_MAT for IQ4_XS and IQ3_S (the same micro tile: codes `value + 128`,
+    /// offset 128, one scale per 32 values, no minimum) for one row and column, from the
+    /// blocks' signed values and scales `decode(block, group, value)`.
+    fn ggml_tiled_signed<B>(
+        x: &[B],
+        y: &[BlockQ8K],
+        decode: impl Fn(&B, usize, usize) -> (i32, i32),
+        d: impl Fn(&B) -> f32,
+    ) -> f32 {
         let mut acc = 0f32;
         for (b, y) in x.iter().zip(y) {
-            let sh = b.scales_h.get() as i32;
             let mut s1 = 0i32;
             for g in 0..8 {
-                let ls = ((b.scales_l[g / 2] >> (4 * (g % 2))) & 0xf) as i32
-                    | ((sh >> (2 * g)) & 3) << 4;
+                // the code (value + 128) less the offset, exact
                 let raw: i32 = (0..32)
-                    .map(|v| {
-                        let code = b.qs[16 * g + v % 16] >> (4 * (v / 16)) & 0xf;
-                        let biased = IQ4_NL_VALUES[code as usize] as i32 + 128;
-                        (biased - 128) * y.qs[32 * g + v] as i32
-                    })
+                    .map(|v| decode(b, g, v).0 * y.qs[32 * g + v] as i32)
                     .sum();
-                s1 += (ls - 32) * raw;
+                s1 += decode(b, g, 0).1 * raw;
             }
-            let r = s1 as f32 * b.d.to_f32();
+            let r = s1 as f32 * d(b);
             acc = r.mul_add(y.d.get(), acc);
         }
         acc
     }
 
-    /// The band products of every k-quant and IQ4_XS give the bits of GGML's tiled MUL_MAT,
+    /// IQ4_XS's value `v` of group `g` and the group's scale.
+    fn iq4xs(b: &BlockIq4Xs, g: usize, v: usize) -> (i32, i32) {
+        let sh = b.scales_h.get() as i32;
+        let ls = ((b.scales_l[g / 2] >> (4 * (g % 2))) & 0xf) as i32 | ((sh >> (2 * g)) & 3) << 4;
+        let code = b.qs[16 * g + v % 16] >> (4 * (v / 16)) & 0xf;
+        (IQ4_NL_VALUES[code as usize] as i32, ls - 32)
+    }
+
+    /// IQ3_S's value `v` of group `g` and the group's scale.
+    fn iq3s(b: &BlockIq3S, g: usize, v: usize) -> (i32, i32) {
+        let index = b.qs[8 * g + v / 4] as usize | ((b.qh[g] as usize >> (v / 4)) & 1) << 8;
+        let magnitude = IQ3S_GRID[index].to_le_bytes()[v % 4] as i32;
+        let negative = (b.signs[4 * g + v / 8] >> (v % 8)) & 1 != 0;
+        let scale = 2 * ((b.scales[g / 2] >> (4 * (g % 2))) & 0xf) as i32 + 1;
+        (if negative { -magnitude } else { magnitude }, scale)
+    }
+
+    /// The band products of every k-quant, IQ4_XS and IQ3_S give the bits of GGML's tiled MUL_MAT,
     /// for every column count of a group, in the passes of two groups and of one.
     #[test]
     fn band_products_are_ggml_tiled_bit_for_bit() {
@@ -398,6 +414,7 @@ mod tests {
             Type::Q5_K,
             Type::Q6_K,
             Type::IQ4_XS,
+            Type::IQ3_S,
         ];
         for ty in types {
             let kq = quant_dot(ty, Isa::Avx512).unwrap();
@@ -436,7 +453,14 @@ mod tests {
                             Type::Q3_K => ggml_tiled::<BlockQ3K>(bytemuck::cast_slice(row), y),
                             Type::Q4_K => ggml_tiled::<BlockQ4K>(bytemuck::cast_slice(row), y),
                             Type::Q5_K => ggml_tiled::<BlockQ5K>(bytemuck::cast_slice(row), y),
-                            Type::IQ4_XS => ggml_tiled_iq4xs(bytemuck::cast_slice(row), y),
+                            Type::IQ4_XS => {
+                                let d = |b: &BlockIq4Xs| b.d.to_f32();
+                                ggml_tiled_signed(bytemuck::cast_slice(row), y, iq4xs, d)
+                            }
+                            Type::IQ3_S => {
+                                let d = |b: &BlockIq3S| b.d.to_f32();
+                                ggml_tiled_signed(bytemuck::cast_slice(row), y, iq3s, d)
+                            }
                             _ => ggml_tiled::<BlockQ6K>(bytemuck::cast_slice(row), y),
                         };
                         let g = got[t][j];

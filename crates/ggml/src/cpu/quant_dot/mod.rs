@@ -102,7 +102,7 @@ mod band32;
 #[cfg(target_arch = "x86_64")]
 mod band_avx2;
 #[cfg(target_arch = "x86_64")]
-mod iq4xs_x86;
+mod iquant_x86;
 #[cfg(target_arch = "x86_64")]
 mod kquant_avx512;
 #[cfg(target_arch = "x86_64")]
@@ -119,9 +119,9 @@ pub(crate) use act::quantize_act;
 use bytemuck::Pod;
 
 use crate::quants::{
-    q3k_scale, q4k_levels, q5k_levels, scale_min, unpack_2bit, BlockIq4Nl, BlockIq4Xs, BlockQ2K,
-    BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
-    BlockQ8_0, BlockQ8_1, IQ4_NL_VALUES,
+    q3k_scale, q4k_levels, q5k_levels, scale_min, unpack_2bit, BlockIq3S, BlockIq4Nl, BlockIq4Xs,
+    BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
+    BlockQ8K, BlockQ8_0, BlockQ8_1, IQ3S_GRID, IQ4_NL_VALUES,
 };
 use crate::types::Type;
 use crate::QK_K;
@@ -558,6 +558,26 @@ impl DotBlock for BlockIq4Xs {
     }
 }
 
+impl DotBlock for BlockIq3S {
+    type Act = BlockQ8K;
+    #[inline(always)]
+    fn dot(&self, y: &BlockQ8K) -> f32 {
+        let mut levels = [0i8; QK_K];
+        for (v, l) in levels.iter_mut().enumerate() {
+            // grid point v / 4 of group g: its index's ninth bit is bit (v / 4) % 8 of qh[g]
+            let (g, j) = (v / 32, v / 4 % 8);
+            let index = self.qs[v / 4] as usize | ((self.qh[g] as usize >> j) & 1) << 8;
+            let magnitude = IQ3S_GRID[index].to_le_bytes()[v % 4] as i8;
+            let negative = (self.signs[v / 8] >> (v % 8)) & 1 != 0;
+            *l = if negative { -magnitude } else { magnitude };
+        }
+        let sumi = grouped::<32>(&levels, &y.qs, |g| {
+            2 * ((self.scales[g / 2] >> (4 * (g % 2))) & 0xf) as i32 + 1
+        });
+        y.d.get() * self.d.to_f32() * sumi as f32
+    }
+}
+
 /// The dot product of whole blocks of weights `w` with as many activation blocks `a`.
 #[inline(always)]
 fn row_dot<B: DotBlock>(w: &[u8], a: &[u8]) -> f32 {
@@ -756,28 +776,29 @@ fn kernel_k<B: DotBlock>(isa: Isa) -> QuantDot {
     kernel::<B>(Type::Q8_K, isa)
 }
 
-/// IQ4_XS's kernel on path `isa` (Q8_K activations), with the intrinsics row and tile dots on
-/// x86 (`iq4xs_x86.rs`, through the k-quants' loops) and the k-quants' band products on
-/// AVX-512 VNNI.
+/// The kernel of i-quant `B` (IQ4_XS, IQ3_S) on path `isa` (Q8_K activations), with the
+/// intrinsics row and tile dots on x86 (`iquant_x86.rs`, through the k-quants' loops) and the
+/// k-quants' band products on AVX-512 VNNI.
 #[cfg(target_arch = "x86_64")]
-fn kernel_iq4xs(isa: Isa) -> QuantDot {
-    use iq4xs_x86::Iq4Ymm;
-    use kquant_x86::KUnpack;
+fn kernel_signed<B: iquant_x86::SignedGroups + kquant_x86::KUnpack + DotBlock>(
+    isa: Isa,
+) -> QuantDot {
+    use iquant_x86::SignedYmm;
     use kquant_x86::{k_dots_avx2, k_tiles_avx2};
     let (dot, tile): (RowDot, Option<TileDot>) = match isa {
-        Isa::Avx512 => (BlockIq4Xs::AVX512.0, Some(BlockIq4Xs::AVX512.1)),
+        Isa::Avx512 => (B::AVX512.0, Some(B::AVX512.1)),
         Isa::Avx2 => (
-            k_dots_avx2::<BlockIq4Xs, Iq4Ymm>,
-            Some(k_tiles_avx2::<BlockIq4Xs, Iq4Ymm>),
+            k_dots_avx2::<B, SignedYmm>,
+            Some(k_tiles_avx2::<B, SignedYmm>),
         ),
-        Isa::Scalar => (row_dots_scalar::<BlockIq4Xs>, None),
+        Isa::Scalar => (row_dots_scalar::<B>, None),
     };
     // the k-quants' band products on AVX-512 VNNI (the AVX2 ones sum levels below 64)
     let band = (isa == Isa::Avx512).then_some(BandDot {
         pack: kquant_tile::pack_act,
         tile_bytes: kquant_tile::act_tile_bytes,
         scratch_bytes: kquant_tile::band_bytes,
-        dots: kquant_tile::band_dots::<BlockIq4Xs>,
+        dots: kquant_tile::band_dots::<B>,
     });
     QuantDot {
         act: Type::Q8_K,
@@ -787,10 +808,10 @@ fn kernel_iq4xs(isa: Isa) -> QuantDot {
     }
 }
 
-/// IQ4_XS's kernel on path `isa` (no intrinsics kernels on this architecture).
+/// The kernel of i-quant `B` on path `isa` (no intrinsics kernels on this architecture).
 #[cfg(not(target_arch = "x86_64"))]
-fn kernel_iq4xs(isa: Isa) -> QuantDot {
-    kernel::<BlockIq4Xs>(Type::Q8_K, isa)
+fn kernel_signed<B: DotBlock<Act = BlockQ8K>>(isa: Isa) -> QuantDot {
+    kernel::<B>(Type::Q8_K, isa)
 }
 
 /// The integer dot kernel of weight type `ty` on path `isa`, or `None` for the types without
@@ -809,7 +830,8 @@ pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
         Q4_K => kernel_k::<BlockQ4K>(isa),
         Q5_K => kernel_k::<BlockQ5K>(isa),
         Q6_K => kernel_k::<BlockQ6K>(isa),
-        IQ4_XS => kernel_iq4xs(isa),
+        IQ4_XS => kernel_signed::<BlockIq4Xs>(isa),
+        IQ3_S => kernel_signed::<BlockIq3S>(isa),
         _ => return None,
     })
 }
@@ -840,7 +862,7 @@ mod tests {
         use Type::*;
         let k = 4 * QK_K;
         for ty in [
-            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
+            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_S,
         ] {
             let w = values(k, 7);
             let mut wq = vec![0u8; ty.row_size(k as i64).unwrap()];
@@ -985,57 +1007,77 @@ mod tests {
         }
     }
 
-    /// The IQ4_XS row dots of the AVX2 and AVX-512 paths give the bits of GGML's AVX2
-    /// `ggml_vec_dot_iq4_xs_q8_K`, modelled here from the blocks' bytes: per super-block, lane
-    /// k the exact integer sum over the eight groups of scale · Σ value·y over the group's
-    /// values 4k..4k + 4, then `acc = fma(d_x · d_y, lane, acc)`, the lanes reduced as
-    /// `hsum_float_8`.
+    /// The IQ4_XS and IQ3_S row dots of the AVX2 and AVX-512 paths give the bits of GGML's
+    /// AVX2 `ggml_vec_dot_iq4_xs_q8_K` / `ggml_vec_dot_iq3_s_q8_K`, modelled here from the
+    /// blocks' bytes: per super-block, lane k the exact integer sum over the eight groups of
+    /// scale · Σ value·y over the group's values 4k..4k + 4, then
+    /// `acc = fma(d_x · d_y, lane, acc)`, the lanes reduced as `hsum_float_8`.
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn iq4_xs_dots_follow_ggml_avx2_order_bit_for_bit() {
-        use crate::quants::IQ4_NL_VALUES;
+    fn signed_group_dots_follow_ggml_avx2_order_bit_for_bit() {
+        use crate::quants::{IQ3S_GRID, IQ4_NL_VALUES};
         let half = |b: &[u8]| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
+        // value v of group g and the group's scale, from a block's bytes
+        let iq4xs = |x: &[u8], g: usize, v: usize| {
+            let sh = u16::from_le_bytes([x[2], x[3]]) as i32;
+            let low = (x[4 + g / 2] >> (4 * (g % 2))) as i32 & 0xf;
+            let q = x[8 + 16 * g + v % 16] >> (4 * (v / 16)) & 0xf;
+            (
+                IQ4_NL_VALUES[q as usize] as i32,
+                (low | ((sh >> (2 * g)) & 3) << 4) - 32,
+            )
+        };
+        // IQ3_S: d (2 bytes), qs (64), qh (8), signs (32), scales (4)
+        let iq3s = |x: &[u8], g: usize, v: usize| {
+            let (qs, qh, signs, scales) = (&x[2..66], &x[66..74], &x[74..106], &x[106..110]);
+            let index = qs[8 * g + v / 4] as usize | ((qh[g] as usize >> (v / 4)) & 1) << 8;
+            let magnitude = IQ3S_GRID[index].to_le_bytes()[v % 4] as i32;
+            let negative = (signs[4 * g + v / 8] >> (v % 8)) & 1 != 0;
+            let scale = 2 * ((scales[g / 2] >> (4 * (g % 2))) & 0xf) as i32 + 1;
+            (if negative { -magnitude } else { magnitude }, scale)
+        };
+        type Model = dyn Fn(&[u8], usize, usize) -> (i32, i32);
         let paths: Vec<Isa> = [Isa::Avx2, Isa::Avx512]
             .into_iter()
             .filter(|i| i.available())
             .collect();
-        for blocks in [1usize, 2, 5, 16] {
-            let k = 256 * blocks;
-            let mut wq = vec![0u8; Type::IQ4_XS.row_size(k as i64).unwrap()];
-            quantize_row_ref(Type::IQ4_XS, &values(k, 11 + blocks as u32), &mut wq).unwrap();
-            let mut xq = vec![0u8; Type::Q8_K.row_size(k as i64).unwrap()];
-            quantize_row_ref(Type::Q8_K, &values(k, 93), &mut xq).unwrap();
-            let mut acc = [0f32; 8];
-            // IQ4_XS: d (2 bytes), scales_h (2), scales_l (4), qs (128); Q8_K: d (f32),
-            // qs (256), bsums
-            for (x, y) in wq.chunks_exact(136).zip(xq.chunks_exact(292)) {
-                let d = half(x) * f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
-                let sh = u16::from_le_bytes([x[2], x[3]]) as i32;
-                let mut lanes = [0i32; 8];
-                for g in 0..8 {
-                    let low = (x[4 + g / 2] >> (4 * (g % 2))) as i32 & 0xf;
-                    let scale = (low | ((sh >> (2 * g)) & 3) << 4) - 32;
-                    for (l, lane) in lanes.iter_mut().enumerate() {
-                        let sum: i32 = (4 * l..4 * l + 4)
-                            .map(|v| {
-                                let q = x[8 + 16 * g + v % 16] >> (4 * (v / 16)) & 0xf;
-                                IQ4_NL_VALUES[q as usize] as i32 * y[4 + 32 * g + v] as i8 as i32
-                            })
-                            .sum();
-                        *lane += scale * sum;
+        for (ty, model) in [(Type::IQ4_XS, &iq4xs as &Model), (Type::IQ3_S, &iq3s)] {
+            let bytes = ty.row_size(256).unwrap();
+            for blocks in [1usize, 2, 5, 16] {
+                let k = 256 * blocks;
+                let mut wq = vec![0u8; ty.row_size(k as i64).unwrap()];
+                quantize_row_ref(ty, &values(k, 11 + blocks as u32), &mut wq).unwrap();
+                let mut xq = vec![0u8; Type::Q8_K.row_size(k as i64).unwrap()];
+                quantize_row_ref(Type::Q8_K, &values(k, 93), &mut xq).unwrap();
+                let mut acc = [0f32; 8];
+                // Q8_K: d (f32), qs (256), bsums
+                for (x, y) in wq.chunks_exact(bytes).zip(xq.chunks_exact(292)) {
+                    let d = half(x) * f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
+                    let mut lanes = [0i32; 8];
+                    for g in 0..8 {
+                        for (l, lane) in lanes.iter_mut().enumerate() {
+                            let sum: i32 = (4 * l..4 * l + 4)
+                                .map(|v| model(x, g, v).0 * y[4 + 32 * g + v] as i8 as i32)
+                                .sum();
+                            *lane += model(x, g, 0).1 * sum;
+                        }
+                    }
+                    for (a, &lane) in acc.iter_mut().zip(&lanes) {
+                        *a = d.mul_add(lane as f32, *a);
                     }
                 }
-                for (a, &lane) in acc.iter_mut().zip(&lanes) {
-                    *a = d.mul_add(lane as f32, *a);
+                let h: [f32; 4] = std::array::from_fn(|i| acc[i] + acc[i + 4]);
+                let want = (h[0] + h[2]) + (h[1] + h[3]);
+                for &isa in &paths {
+                    let mut got = [0f32];
+                    // SAFETY: the path is available; one row of k values each.
+                    unsafe { (quant_dot(ty, isa).unwrap().dot)(&wq, &xq, &mut got) };
+                    assert_eq!(
+                        got[0].to_bits(),
+                        want.to_bits(),
+                        "{ty} {isa:?}, {blocks} blocks"
+                    );
                 }
-            }
-            let h: [f32; 4] = std::array::from_fn(|i| acc[i] + acc[i + 4]);
-            let want = (h[0] + h[2]) + (h[1] + h[3]);
-            for &isa in &paths {
-                let mut got = [0f32];
-                // SAFETY: the path is available; one row of k values each.
-                unsafe { (quant_dot(Type::IQ4_XS, isa).unwrap().dot)(&wq, &xq, &mut got) };
-                assert_eq!(got[0].to_bits(), want.to_bits(), "{isa:?}, {blocks} blocks");
             }
         }
     }
@@ -1049,7 +1091,7 @@ mod tests {
         use Type::*;
         let mut checked = 0;
         let tiled = [
-            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
+            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_S,
         ];
         for ty in tiled {
             for blocks in [1usize, 3, 37] {

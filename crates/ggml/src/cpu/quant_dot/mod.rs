@@ -740,12 +740,25 @@ fn kernel32<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
 /// x86.
 #[cfg(target_arch = "x86_64")]
 fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
+    kernel_q8k::<B, kquant_x86::Ymm>(isa, true)
+}
+
+/// The kernel on path `isa` of `B`, a type with Q8_K activations that the k-quants' loops
+/// take through `K`: `B::AVX512`'s row and tile dots on AVX-512, `K`'s compiled for AVX2 on
+/// AVX2, and the k-quants' band products on AVX-512 VNNI (and on AVX2 where `avx2_band`: their
+/// AVX2 ones sum levels below 64 only).
+#[cfg(target_arch = "x86_64")]
+fn kernel_q8k<B, K>(isa: Isa, avx2_band: bool) -> QuantDot
+where
+    B: kquant_x86::KUnpack + DotBlock,
+    K: kquant_x86::KDecode<B>,
+{
     const _: () = assert!(kquant_tile::BAND == BAND_ROWS);
     let (dot, tile): (RowDot, Option<TileDot>) = match isa {
         Isa::Avx512 => (B::AVX512.0, Some(B::AVX512.1)),
         Isa::Avx2 => (
-            kquant_x86::k_dots_avx2::<B, kquant_x86::Ymm>,
-            Some(kquant_x86::k_tiles_avx2::<B, kquant_x86::Ymm>),
+            kquant_x86::k_dots_avx2::<B, K>,
+            Some(kquant_x86::k_tiles_avx2::<B, K>),
         ),
         Isa::Scalar => (row_dots_scalar::<B>, None),
     };
@@ -759,8 +772,8 @@ fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
     };
     let band = match isa {
         Isa::Avx512 => band(kquant_tile::band_bytes, kquant_tile::band_dots::<B>),
-        Isa::Avx2 => band(band_avx2::k_band_bytes, band_avx2::k_band_dots::<B>),
-        Isa::Scalar => None,
+        Isa::Avx2 if avx2_band => band(band_avx2::k_band_bytes, band_avx2::k_band_dots::<B>),
+        Isa::Avx2 | Isa::Scalar => None,
     };
     QuantDot {
         act: Type::Q8_K,
@@ -783,29 +796,7 @@ fn kernel_k<B: DotBlock>(isa: Isa) -> QuantDot {
 fn kernel_signed<B: iquant_x86::SignedGroups + kquant_x86::KUnpack + DotBlock>(
     isa: Isa,
 ) -> QuantDot {
-    use iquant_x86::SignedYmm;
-    use kquant_x86::{k_dots_avx2, k_tiles_avx2};
-    let (dot, tile): (RowDot, Option<TileDot>) = match isa {
-        Isa::Avx512 => (B::AVX512.0, Some(B::AVX512.1)),
-        Isa::Avx2 => (
-            k_dots_avx2::<B, SignedYmm>,
-            Some(k_tiles_avx2::<B, SignedYmm>),
-        ),
-        Isa::Scalar => (row_dots_scalar::<B>, None),
-    };
-    // the k-quants' band products on AVX-512 VNNI (the AVX2 ones sum levels below 64)
-    let band = (isa == Isa::Avx512).then_some(BandDot {
-        pack: kquant_tile::pack_act,
-        tile_bytes: kquant_tile::act_tile_bytes,
-        scratch_bytes: kquant_tile::band_bytes,
-        dots: kquant_tile::band_dots::<B>,
-    });
-    QuantDot {
-        act: Type::Q8_K,
-        dot,
-        tile,
-        band,
-    }
+    kernel_q8k::<B, iquant_x86::SignedYmm>(isa, false)
 }
 
 /// The kernel of i-quant `B` on path `isa` (no intrinsics kernels on this architecture).

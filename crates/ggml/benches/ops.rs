@@ -350,6 +350,7 @@ fn lines() -> Vec<Line> {
         Type::Q6_K,
         Type::IQ4_NL,
         Type::IQ4_XS,
+        Type::IQ3_S,
     ] {
         v.push(mul_mat_line(wt, 4096, 4096, 1));
         v.push(mul_mat_line(wt, 4096, 4096, 32));

@@ -227,6 +227,19 @@ impl QuantizeBlock for BlockIq4Xs {
     }
 }
 
+impl BlockIq4Xs {
+    /// The eight group scales `ls − 32` (−32..32), one per 32 values, group order.
+    #[inline(always)]
+    pub(crate) fn group_scales(&self) -> [i16; 8] {
+        let sh = self.scales_h.get();
+        std::array::from_fn(|g| {
+            let low = (self.scales_l[g / 2] >> (4 * (g % 2))) & 0xf;
+            let high = ((sh >> (2 * g)) & 3) as u8;
+            (low | (high << 4)) as i16 - 32
+        })
+    }
+}
+
 impl Dequantize for BlockIq4Xs {
     #[inline(always)]
     fn dequantize(&self, y: &mut [f32]) {

@@ -49,7 +49,7 @@ impl SignedGroups for BlockIq4Xs {
     }
     #[inline(always)]
     fn scales(&self) -> [i16; 8] {
-        group_scales(self)
+        self.group_scales()
     }
     #[inline(always)]
     fn d(&self) -> PackedF16 {
@@ -69,7 +69,7 @@ impl SignedGroups for BlockIq3S {
     }
     #[inline(always)]
     fn scales(&self) -> [i16; 8] {
-        std::array::from_fn(|g| 2 * ((self.scales[g / 2] >> (4 * (g % 2))) & 0xf) as i16 + 1)
+        self.group_scales()
     }
     #[inline(always)]
     fn d(&self) -> PackedF16 {
@@ -96,9 +96,8 @@ unsafe fn iq3s_values(x: &BlockIq3S) -> [__m256i; 8] {
     let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
     let mut out = [_mm256_setzero_si256(); 8];
     for (g, out) in out.iter_mut().enumerate() {
-        let qh = x.qh[g] as usize;
-        // grid point j: values 4j..4j + 4, its index's ninth bit bit j of qh
-        let point = |j: usize| IQ3S_GRID[x.qs[8 * g + j] as usize | ((qh >> j) & 1) << 8] as i32;
+        // grid point j: values 4j..4j + 4
+        let point = |j: usize| IQ3S_GRID[x.grid_index(g, j)] as i32;
         let grid = _mm256_setr_epi32(
             point(0),
             point(1),
@@ -115,17 +114,6 @@ unsafe fn iq3s_values(x: &BlockIq3S) -> [__m256i; 8] {
         *out = _mm256_sub_epi8(_mm256_xor_si256(grid, negative), negative);
     }
     out
-}
-
-/// The eight group scales of `x` (−32..32), group order.
-#[inline(always)]
-fn group_scales(x: &BlockIq4Xs) -> [i16; 8] {
-    let sh = x.scales_h.get();
-    std::array::from_fn(|g| {
-        let low = (x.scales_l[g / 2] >> (4 * (g % 2))) & 0xf;
-        let high = ((sh >> (2 * g)) & 3) as u8;
-        (low | (high << 4)) as i16 - 32
-    })
 }
 
 /// Values 32g..32g + 32 of IQ4_XS block `x` (signed table values) in register g.

@@ -548,12 +548,8 @@ impl DotBlock for BlockIq4Xs {
         for (l, qs) in levels.chunks_exact_mut(32).zip(self.qs.chunks_exact(16)) {
             l.copy_from_slice(&iq4_levels(qs));
         }
-        let sh = self.scales_h.get();
-        let sumi = grouped::<32>(&levels, &y.qs, |g| {
-            let ls = ((self.scales_l[g / 2] >> (4 * (g % 2))) & 0xf)
-                | ((((sh >> (2 * g)) & 3) as u8) << 4);
-            ls as i32 - 32
-        });
+        let scales = self.group_scales();
+        let sumi = grouped::<32>(&levels, &y.qs, |g| scales[g] as i32);
         y.d.get() * self.d.to_f32() * sumi as f32
     }
 }
@@ -564,16 +560,13 @@ impl DotBlock for BlockIq3S {
     fn dot(&self, y: &BlockQ8K) -> f32 {
         let mut levels = [0i8; QK_K];
         for (v, l) in levels.iter_mut().enumerate() {
-            // grid point v / 4 of group g: its index's ninth bit is bit (v / 4) % 8 of qh[g]
-            let (g, j) = (v / 32, v / 4 % 8);
-            let index = self.qs[v / 4] as usize | ((self.qh[g] as usize >> j) & 1) << 8;
+            let index = self.grid_index(v / 32, v / 4 % 8);
             let magnitude = IQ3S_GRID[index].to_le_bytes()[v % 4] as i8;
             let negative = (self.signs[v / 8] >> (v % 8)) & 1 != 0;
             *l = if negative { -magnitude } else { magnitude };
         }
-        let sumi = grouped::<32>(&levels, &y.qs, |g| {
-            2 * ((self.scales[g / 2] >> (4 * (g % 2))) & 0xf) as i32 + 1
-        });
+        let scales = self.group_scales();
+        let sumi = grouped::<32>(&levels, &y.qs, |g| scales[g] as i32);
         y.d.get() * self.d.to_f32() * sumi as f32
     }
 }

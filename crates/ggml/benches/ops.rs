@@ -351,6 +351,12 @@ fn lines() -> Vec<Line> {
         Type::IQ4_NL,
         Type::IQ4_XS,
         Type::IQ3_S,
+        Type::IQ3_XXS,
+        Type::IQ2_XXS,
+        Type::IQ2_XS,
+        Type::IQ2_S,
+        Type::IQ1_S,
+        Type::IQ1_M,
     ] {
         v.push(mul_mat_line(wt, 4096, 4096, 1));
         v.push(mul_mat_line(wt, 4096, 4096, 32));

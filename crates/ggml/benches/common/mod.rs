@@ -51,6 +51,9 @@ pub fn pattern_bytes(ty: Type, n: usize, row: usize) -> Vec<u8> {
         return bytemuck::cast_slice(&v).to_vec();
     }
     let mut q = vec![0u8; ty.row_size(row as i64).unwrap() * (n / row)];
-    ggml::quants::quantize_chunk(ty, &v, &mut q, 0, n / row, row, None).unwrap();
+    // an importance matrix of ones for the types that cannot do without one
+    let ones = vec![1.0f32; row];
+    let imatrix = ggml::quants::quantize_requires_imatrix(ty).then_some(&ones[..]);
+    ggml::quants::quantize_chunk(ty, &v, &mut q, 0, n / row, row, imatrix).unwrap();
     q
 }

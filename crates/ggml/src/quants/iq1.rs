@@ -88,9 +88,7 @@ impl Dequantize for BlockIq1M {
     #[inline(always)]
     fn dequantize(&self, out: &mut [f32]) {
         let sc = self.scales.map(PackedU16::get);
-        let bits =
-            (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
-        let d = PackedF16(bits.to_le_bytes()).to_f32();
+        let d = self.d().to_f32();
         for (ib, out32) in out.chunks_exact_mut(32).enumerate() {
             let s = sc[ib / 2] as usize >> (6 * (ib % 2));
             let dl = [

@@ -79,21 +79,6 @@ impl Dequantize for BlockIq3Xxs {
     }
 }
 
-impl BlockIq3S {
-    /// The eight group scales `2·s + 1`, one per 32 values, group order.
-    #[inline(always)]
-    pub(crate) fn group_scales(&self) -> [i16; 8] {
-        std::array::from_fn(|g| 2 * ((self.scales[g / 2] >> (4 * (g % 2))) & 0xf) as i16 + 1)
-    }
-
-    /// The grid index of point `j` (values 4j..4j + 4) of group `g`: a byte of `qs` and, as
-    /// its ninth bit, bit `j` of the group's `qh` byte.
-    #[inline(always)]
-    pub(crate) fn grid_index(&self, g: usize, j: usize) -> usize {
-        self.qs[8 * g + j] as usize | ((self.qh[g] as usize >> j) & 1) << 8
-    }
-}
-
 impl Dequantize for BlockIq3S {
     /// Dequantizes IQ3_S blocks (`dequantize_row_iq3_s`).
     #[inline(always)]

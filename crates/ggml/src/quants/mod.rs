@@ -25,6 +25,7 @@ mod iq3;
 mod iq4;
 mod iq_common;
 mod iq_grids;
+mod iq_groups;
 mod iq_search;
 mod kquants;
 mod legacy;
@@ -43,7 +44,7 @@ use block::{
     QuantizeImatrix, QuantizeRef,
 };
 
-pub(crate) use iq_grids::IQ3S_GRID;
+pub(crate) use iq_groups::{GridGroups, GroupBytes};
 pub(crate) use kquants::unpack_2bit;
 pub(crate) use q3_k::scale as q3k_scale;
 pub(crate) use q45_k::{q4k_levels, q5k_levels, scale_min};

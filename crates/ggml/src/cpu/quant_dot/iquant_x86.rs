@@ -1,55 +1,67 @@
-//! IQ4_XS and IQ3_S against Q8_K on x86, through the k-quants' row and tile loops
+//! The i-quants (IQ4_XS and the grid types IQ3_S, IQ3_XXS, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S,
+//! IQ1_M) against Q8_K on x86, through the k-quants' row and tile loops
 //! ([`kquant_x86`](super::kquant_x86)): each super-block decodes once into eight registers of
 //! signed bytes, one per group of 32 values ([`SignedGroups`]: IQ4_XS's indices looked up in
-//! the IQ4_NL table by byte shuffles, IQ3_S's eight grid points per group with their sign
-//! bits), however many activation rows it is dotted with; per activation row and group,
+//! the IQ4_NL table by byte shuffles, the grid types' points gathered from their grids with
+//! their sign bits, or for IQ1_S and IQ1_M their ternary points times 8 plus their ±1
+//! shifts), however many activation rows it is dotted with; per activation row and group,
 //! `maddubs` of the values' magnitudes with the activations carrying the values' signs gives
-//! the pair sums, `madd` with the group's scale eight i32 lanes. These are the steps of GGML's
-//! AVX2 `ggml_vec_dot_iq4_xs_q8_K` and `ggml_vec_dot_iq3_s_q8_K` (which puts the signs on
-//! the activations and multiplies the grid's magnitudes: the same pair sums): lane k sums
-//! values 4k..4k + 4 of every group (exact integers: a pair sum is at most 2 · 127 · 128 <
-//! 2^15), then `acc = fma(d·yd, lane, acc)` per super-block and `hsum_float_8` at the end
-//! ([`Combine::Plain`]), so these dots give GGML's x86 bits.
+//! the pair sums, `madd` with the scales of its two halves eight i32 lanes. These are the
+//! steps of GGML's AVX2 `ggml_vec_dot_<type>_q8_K` (which put the signs on the activations
+//! and multiply the grid's magnitudes: the same pair sums): lane k sums values 4k..4k + 4 of
+//! every group (exact integers: a pair sum is at most 2 · 127 · 128 < 2^15), then
+//! `acc = fma(d·yd, lane, acc)` per super-block, `hsum_float_8` at the end and the type's
+//! factor (1/8 or 1/4 for some; [`Combine::Plain`]), so these dots give GGML's x86 bits.
+//! IQ1_S's and IQ1_M's GGML dots sum the grid points and the shifts in two sets of lanes;
+//! here their levels `8 · point ± 1` are summed at once, with one rounding fewer.
 //!
 //! For batches on AVX-512 VNNI the super-block also unpacks as the k-quants' band products
 //! take it ([`KUnpack`], `kquant_tile.rs`): the values offset by 128 as unsigned bytes, the
-//! level offset taken off through the activations' group sums, as GGML's tiled MUL_MAT does
-//! for IQ4_XS and IQ3_S (its codes are the same biased bytes), so those outputs are its bits.
+//! level offset taken off through the activations' group sums, `d` times the factor, as
+//! GGML's tiled MUL_MAT does for every i-quant (its codes are the same biased bytes, its
+//! IQ1 codes the same `8 · point ± 1`), so those outputs are its bits.
 
 use std::arch::x86_64::*;
 
 use super::kquant_x86::{combine, k_dots_avx512, k_tiles_avx512, Combine, KAcc, KCombine};
 use super::kquant_x86::{KDecode, KUnpack, Unpacked};
 use super::x86::half;
-use crate::quants::{BlockIq3S, BlockIq4Xs, BlockQ8K, PackedF16, IQ3S_GRID, IQ4_NL_VALUES};
+use crate::quants::IQ4_NL_VALUES;
+use crate::quants::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S};
+use crate::quants::{BlockIq3Xxs, BlockIq4Xs, BlockQ8K, GridGroups, GroupBytes, PackedF16};
+use crate::QK_K;
 
-/// A super-block of 256 values that decodes to signed bytes with one scale per group of 32,
-/// dotted by [`SignedYmm`].
+/// A super-block of 256 values that decodes to signed bytes with one scale per 16 values,
+/// dotted by [`SignedYmm`]: value = `d · FACTOR · scale · byte`.
 pub(super) trait SignedGroups: KCombine {
+    /// Whether the scales come one per 32 values (equal pairs in [`SignedGroups::scales`]).
+    const PAIRED: bool;
+    /// The power of two every value carries besides `d` and its scale, which the dots
+    /// multiply by at the end, as GGML's do ([`GridGroups::FACTOR`]).
+    const FACTOR: f32;
     /// Values 32g..32g + 32 as signed bytes in register g.
     ///
     /// # Safety
     /// The CPU must have AVX2.
     unsafe fn values(&self) -> [__m256i; 8];
-    /// The eight group scales.
-    fn scales(&self) -> [i16; 8];
+    /// The scale of each 16 values.
+    fn scales(&self) -> [i16; QK_K / 16];
     /// The super-block scale.
     fn d(&self) -> PackedF16;
 }
 
-impl KCombine for BlockIq4Xs {
-    const COMBINE: Combine = Combine::Plain;
-}
-
 impl SignedGroups for BlockIq4Xs {
+    const PAIRED: bool = true;
+    const FACTOR: f32 = 1.0;
     #[inline(always)]
     unsafe fn values(&self) -> [__m256i; 8] {
         // SAFETY: forwarded from the caller.
-        unsafe { group_values(self) }
+        unsafe { iq4xs_values(self) }
     }
     #[inline(always)]
-    fn scales(&self) -> [i16; 8] {
-        self.group_scales()
+    fn scales(&self) -> [i16; QK_K / 16] {
+        let per32 = self.group_scales();
+        std::array::from_fn(|h| per32[h / 2])
     }
     #[inline(always)]
     fn d(&self) -> PackedF16 {
@@ -57,36 +69,59 @@ impl SignedGroups for BlockIq4Xs {
     }
 }
 
-impl KCombine for BlockIq3S {
-    const COMBINE: Combine = Combine::Plain;
+/// `impl SignedGroups` for grid i-quant `$t`, from its [`GridGroups`] reading.
+macro_rules! grid_groups {
+    ($($t:ty),*) => {$(
+        impl SignedGroups for $t {
+            const PAIRED: bool = <$t as GridGroups>::PAIRED;
+            const FACTOR: f32 = <$t as GridGroups>::FACTOR;
+            #[inline(always)]
+            unsafe fn values(&self) -> [__m256i; 8] {
+                // SAFETY: forwarded from the caller.
+                unsafe { grid_values(self) }
+            }
+            #[inline(always)]
+            fn scales(&self) -> [i16; QK_K / 16] {
+                self.scales16()
+            }
+            #[inline(always)]
+            fn d(&self) -> PackedF16 {
+                GridGroups::d(self)
+            }
+        }
+    )*};
+}
+grid_groups!(
+    BlockIq2Xxs,
+    BlockIq2Xs,
+    BlockIq2S,
+    BlockIq3Xxs,
+    BlockIq3S,
+    BlockIq1S,
+    BlockIq1M
+);
+
+/// Four words of eight bytes as one register, word j in bytes 8j..8j + 8.
+///
+/// # Safety
+/// The CPU must have AVX.
+#[target_feature(enable = "avx")]
+#[inline]
+unsafe fn words(w: [u64; 4]) -> __m256i {
+    _mm256_setr_epi64x(w[0] as i64, w[1] as i64, w[2] as i64, w[3] as i64)
 }
 
-impl SignedGroups for BlockIq3S {
-    #[inline(always)]
-    unsafe fn values(&self) -> [__m256i; 8] {
-        // SAFETY: forwarded from the caller.
-        unsafe { iq3s_values(self) }
-    }
-    #[inline(always)]
-    fn scales(&self) -> [i16; 8] {
-        self.group_scales()
-    }
-    #[inline(always)]
-    fn d(&self) -> PackedF16 {
-        self.d
-    }
-}
-
-/// Values 32g..32g + 32 of IQ3_S block `x` (the grid points' magnitudes with their signs)
-/// in register g. (A function of its own with the CPU features, so that the intrinsics in it
-/// are inlined: a trait method cannot take them.)
+/// Values 32g..32g + 32 of grid i-quant block `x` in register g: the grid's magnitudes with
+/// their signs, or its ternary points times 8 plus their shifts ([`GroupBytes`]). (A function
+/// of its own with the CPU features, so that the intrinsics in it are inlined: a trait
+/// method cannot take them.)
 ///
 /// # Safety
 /// The CPU must have AVX2.
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn iq3s_values(x: &BlockIq3S) -> [__m256i; 8] {
-    // byte k of a group: the sign byte k / 8 of the group's four, then bit k % 8
+unsafe fn grid_values<B: GridGroups>(x: &B) -> [__m256i; 8] {
+    // byte k of a group: sign byte k / 8 of the group's four, then bit k % 8
     let which = _mm256_setr_epi64x(
         0,
         0x0101_0101_0101_0101,
@@ -94,24 +129,20 @@ unsafe fn iq3s_values(x: &BlockIq3S) -> [__m256i; 8] {
         0x0303_0303_0303_0303,
     );
     let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let eight = _mm256_set1_epi8(8);
     let mut out = [_mm256_setzero_si256(); 8];
     for (g, out) in out.iter_mut().enumerate() {
-        // grid point j: values 4j..4j + 4
-        let point = |j: usize| IQ3S_GRID[x.grid_index(g, j)] as i32;
-        let grid = _mm256_setr_epi32(
-            point(0),
-            point(1),
-            point(2),
-            point(3),
-            point(4),
-            point(5),
-            point(6),
-            point(7),
-        );
-        let signs = [0, 1, 2, 3].map(|b| x.signs[4 * g + b]);
-        let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(i32::from_le_bytes(signs)), which);
-        let negative = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-        *out = _mm256_sub_epi8(_mm256_xor_si256(grid, negative), negative);
+        *out = match x.group(g) {
+            GroupBytes::Signed(magnitudes, signs) => {
+                let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(signs as i32), which);
+                let negative = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+                _mm256_sub_epi8(_mm256_xor_si256(words(magnitudes), negative), negative)
+            }
+            GroupBytes::Shifted(points, shifts) => {
+                let shifts = shifts.map(|s| s as u8 as u64 * 0x0101_0101_0101_0101);
+                _mm256_add_epi8(_mm256_sign_epi8(eight, words(points)), words(shifts))
+            }
+        };
     }
     out
 }
@@ -122,7 +153,7 @@ unsafe fn iq3s_values(x: &BlockIq3S) -> [__m256i; 8] {
 /// The CPU must have AVX2.
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn group_values(x: &BlockIq4Xs) -> [__m256i; 8] {
+unsafe fn iq4xs_values(x: &BlockIq4Xs) -> [__m256i; 8] {
     // SAFETY: the loads read the table's 16 bytes and 16 of `qs`'s 128 per group.
     unsafe {
         let table = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
@@ -147,38 +178,47 @@ unsafe fn group_values(x: &BlockIq4Xs) -> [__m256i; 8] {
 #[inline]
 unsafe fn band_unpack<B: SignedGroups>(x: &B) -> Unpacked {
     let sc = x.scales();
-    // SAFETY: the load reads the 16 bytes of `sc`; the caller has the features.
+    let even: [i16; 8] = std::array::from_fn(|c| sc[2 * c]);
+    let odd: [i16; 8] = std::array::from_fn(|c| sc[2 * c + 1]);
+    // SAFETY: the loads read the 32 bytes of `sc` and the 16 of `even` and `odd`; the caller
+    // has the features.
     unsafe {
         let offset = _mm256_set1_epi8(0x80u8 as i8);
-        let scales = _mm_loadu_si128(sc.as_ptr() as *const __m128i);
-        // groups of 16: the even ones (first halves) low, the odd ones high
-        let pairs = _mm_unpacklo_epi16(scales, scales);
-        let pairs_hi = _mm_unpackhi_epi16(scales, scales);
-        let d = half(x.d());
+        let d = half(x.d()) * B::FACTOR;
         let mut levels = x.values();
         for l in &mut levels {
             *l = _mm256_xor_si256(*l, offset);
         }
         Unpacked {
             levels,
-            scales: _mm256_set_m128i(scales, scales),
-            corr: _mm256_set_m128i(pairs_hi, pairs),
+            // the even groups of 16 in the low lane, the odd ones in the high lane
+            scales: _mm256_set_m128i(
+                _mm_loadu_si128(odd.as_ptr() as *const __m128i),
+                _mm_loadu_si128(even.as_ptr() as *const __m128i),
+            ),
+            corr: _mm256_loadu_si256(sc.as_ptr() as *const __m256i),
             d,
             corr_d: -128.0 * d,
         }
     }
 }
 
-/// `impl KUnpack` for [`SignedGroups`] type `$t`, for the band products only: levels are
-/// the values offset by 128 (1..=241, too large for the row kernels' `maddubs`, which
-/// [`SignedYmm`] replaces), one scale per 32 values, the offset corrected through the scales
-/// and the activations' group sums (GGML's tiled codes and steps for IQ4_XS and IQ3_S).
-macro_rules! band_unpack {
+/// `impl KCombine` and `impl KUnpack` for [`SignedGroups`] type `$t`. The row dots'
+/// combination is GGML's: eight lanes, multiplied by the factor at the end. Its unpacking is
+/// for the band products only: levels are the values offset by 128 (too large for the row
+/// kernels' `maddubs`, which [`SignedYmm`] replaces), one scale per 16 values (in equal
+/// pairs for the types with one per 32), the offset corrected through the scales and the
+/// activations' group sums, `d` times the factor: GGML's tiled codes and steps for the
+/// i-quants.
+macro_rules! signed_kquant {
     ($($t:ty),*) => {$(
+        impl KCombine for $t {
+            const COMBINE: Combine = Combine::Plain(<$t as SignedGroups>::FACTOR);
+        }
         impl KUnpack for $t {
-            const PAIRED: bool = true;
+            const PAIRED: bool = <$t as SignedGroups>::PAIRED;
             const LEVEL_OFFSET: i32 = 128;
-            const MAX_LEVEL: u8 = 241;
+            const MAX_LEVEL: u8 = 255;
             const AVX512: (super::RowDot, super::TileDot) =
                 (k_dots_avx512::<Self, SignedYmm>, k_tiles_avx512::<Self, SignedYmm>);
             #[inline(always)]
@@ -189,7 +229,16 @@ macro_rules! band_unpack {
         }
     )*};
 }
-band_unpack!(BlockIq4Xs, BlockIq3S);
+signed_kquant!(
+    BlockIq4Xs,
+    BlockIq2Xxs,
+    BlockIq2Xs,
+    BlockIq2S,
+    BlockIq3Xxs,
+    BlockIq3S,
+    BlockIq1S,
+    BlockIq1M
+);
 
 /// `x` decoded for [`SignedYmm`]'s dot.
 ///
@@ -198,6 +247,7 @@ band_unpack!(BlockIq4Xs, BlockIq3S);
 #[target_feature(enable = "avx2,f16c")]
 #[inline]
 unsafe fn signed_unpack<B: SignedGroups>(x: &B) -> SignedUnpacked {
+    let sc = x.scales();
     // SAFETY: the caller has the features.
     unsafe {
         let values = x.values();
@@ -205,10 +255,19 @@ unsafe fn signed_unpack<B: SignedGroups>(x: &B) -> SignedUnpacked {
         for m in &mut magnitudes {
             *m = _mm256_abs_epi8(*m);
         }
+        let mut scales = [_mm256_setzero_si256(); 8];
+        for (g, s) in scales.iter_mut().enumerate() {
+            // values 32g..32g + 16 in the low lane, the next 16 in the high one
+            *s = if B::PAIRED {
+                _mm256_set1_epi16(sc[2 * g])
+            } else {
+                _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]))
+            };
+        }
         SignedUnpacked {
             values,
             magnitudes,
-            scales: x.scales(),
+            scales,
             d: half(x.d()),
         }
     }
@@ -223,8 +282,8 @@ pub(super) struct SignedUnpacked {
     values: [__m256i; 8],
     /// Their magnitudes.
     magnitudes: [__m256i; 8],
-    /// The eight group scales.
-    scales: [i16; 8],
+    /// Register g: the scale of each of its 16 i16 pair sums.
+    scales: [__m256i; 8],
     /// The super-block scale.
     d: f32,
 }
@@ -247,11 +306,88 @@ impl<B: SignedGroups> KDecode<B> for SignedYmm {
                 let q = _mm256_loadu_si256(y.qs.as_ptr().add(32 * g) as *const __m256i);
                 let signed = _mm256_sign_epi8(q, x.values[g]);
                 let pairs = _mm256_maddubs_epi16(x.magnitudes[g], signed);
-                let scaled = _mm256_madd_epi16(pairs, _mm256_set1_epi16(x.scales[g]));
-                sumi = _mm256_add_epi32(sumi, scaled);
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pairs, x.scales[g]));
             }
             let zero = _mm256_setzero_si256();
             combine::<B>(x.d, 0.0, y.d.get(), sumi, zero, acc)
+        }
+    }
+}
+
+/// What the bit-for-bit tests of the i-quant dots model them from.
+#[cfg(test)]
+pub(super) mod model {
+    use crate::quants::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S};
+    use crate::quants::{BlockIq3Xxs, GridGroups, IQ4_NL_VALUES};
+    use crate::types::Type;
+    use crate::QK_K;
+
+    /// The i-quants with integer dots.
+    pub(crate) const TYPES: [Type; 8] = [
+        Type::IQ4_XS,
+        Type::IQ3_S,
+        Type::IQ3_XXS,
+        Type::IQ2_XXS,
+        Type::IQ2_XS,
+        Type::IQ2_S,
+        Type::IQ1_S,
+        Type::IQ1_M,
+    ];
+
+    /// One super-block as integers: value e = `d · factor · scales[e / 16] · levels[e]`.
+    pub(crate) struct Block {
+        pub(crate) levels: [i32; QK_K],
+        pub(crate) scales: [i32; QK_K / 16],
+        pub(crate) d: f32,
+        pub(crate) factor: f32,
+    }
+
+    /// Super-block `x` of `ty` (one of [`TYPES`]) as integers: IQ4_XS read from its bytes
+    /// here, the grid types through [`GridGroups`] (which a test in `quants` holds to their
+    /// dequantizers).
+    pub(crate) fn block(ty: Type, x: &[u8]) -> Block {
+        fn grid<B: GridGroups>(x: &[u8]) -> Block {
+            let b: &B = bytemuck::from_bytes(x);
+            let mut levels = [0; QK_K];
+            for g in 0..QK_K / 32 {
+                for (v, l) in b.group(g).levels().iter().enumerate() {
+                    levels[32 * g + v] = *l as i32;
+                }
+            }
+            Block {
+                levels,
+                scales: b.scales16().map(i32::from),
+                d: b.d().to_f32(),
+                factor: B::FACTOR,
+            }
+        }
+        match ty {
+            // d (2 bytes), scales_h (2), scales_l (4), qs (128)
+            Type::IQ4_XS => {
+                let sh = u16::from_le_bytes([x[2], x[3]]) as i32;
+                let scale = |g: usize| {
+                    let low = (x[4 + g / 2] >> (4 * (g % 2))) as i32 & 0xf;
+                    (low | ((sh >> (2 * g)) & 3) << 4) - 32
+                };
+                Block {
+                    levels: std::array::from_fn(|e| {
+                        let (g, v) = (e / 32, e % 32);
+                        let q = x[8 + 16 * g + v % 16] >> (4 * (v / 16)) & 0xf;
+                        IQ4_NL_VALUES[q as usize] as i32
+                    }),
+                    scales: std::array::from_fn(|h| scale(h / 2)),
+                    d: half::f16::from_bits(u16::from_le_bytes([x[0], x[1]])).to_f32(),
+                    factor: 1.0,
+                }
+            }
+            Type::IQ3_S => grid::<BlockIq3S>(x),
+            Type::IQ3_XXS => grid::<BlockIq3Xxs>(x),
+            Type::IQ2_XXS => grid::<BlockIq2Xxs>(x),
+            Type::IQ2_XS => grid::<BlockIq2Xs>(x),
+            Type::IQ2_S => grid::<BlockIq2S>(x),
+            Type::IQ1_S => grid::<BlockIq1S>(x),
+            Type::IQ1_M => grid::<BlockIq1M>(x),
+            _ => panic!("{ty} is not an i-quant with integer dots"),
         }
     }
 }

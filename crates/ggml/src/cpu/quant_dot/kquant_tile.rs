@@ -330,10 +330,10 @@ pub(super) fn store_group(out: &mut [&mut [f32]; BAND], g: usize, o: &[[f32; GRO
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::quant_dot::tests::values;
+    use crate::cpu::quant_dot::iquant_x86::model;
+    use crate::cpu::quant_dot::tests::{quantize_weights, values};
     use crate::cpu::quant_dot::{quant_dot, Isa, KBlock, BAND_ROWS};
-    use crate::quants::{quantize_chunk, quantize_row_ref, BlockQ2K, BlockQ3K, BlockQ4K};
-    use crate::quants::{BlockIq3S, BlockIq4Xs, BlockQ5K, BlockQ6K, IQ3S_GRID, IQ4_NL_VALUES};
+    use crate::quants::{quantize_row_ref, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K};
     use crate::types::Type;
 
     /// GGML's tiled k-quant MUL_MAT (its AVX-512 VNNI micro tile) for one row and column, in
@@ -356,49 +356,29 @@ mod tests {
         acc
     }
 
-    /// GGML's tiled MUL_MAT for IQ4_XS and IQ3_S (the same micro tile: codes `value + 128`,
-    /// offset 128, one scale per 32 values, no minimum) for one row and column, from the
-    /// blocks' signed values and scales `decode(block, group, value)`.
-    fn ggml_tiled_signed<B>(
-        x: &[B],
-        y: &[BlockQ8K],
-        decode: impl Fn(&B, usize, usize) -> (i32, i32),
-        d: impl Fn(&B) -> f32,
-    ) -> f32 {
+    /// GGML's tiled MUL_MAT for the i-quants (codes `level + 128`, offset 128, a scale per 16
+    /// or 32 values, no minimum, `d` times the type's factor) for one row `x` of `ty` and one
+    /// column, from the blocks' integers (`iquant_x86::model`).
+    fn ggml_tiled_signed(ty: Type, x: &[u8], y: &[BlockQ8K]) -> f32 {
+        let bytes = ty.row_size(QK_K as i64).unwrap();
         let mut acc = 0f32;
-        for (b, y) in x.iter().zip(y) {
-            let mut s1 = 0i32;
-            for g in 0..8 {
-                // the code (value + 128) less the offset, exact
-                let raw: i32 = (0..32)
-                    .map(|v| decode(b, g, v).0 * y.qs[32 * g + v] as i32)
-                    .sum();
-                s1 += decode(b, g, 0).1 * raw;
-            }
-            let r = s1 as f32 * d(b);
+        for (x, y) in x.chunks_exact(bytes).zip(y) {
+            let b = model::block(ty, x);
+            // the codes less the offset, exact
+            let s1: i32 = (0..QK_K / 16)
+                .map(|h| {
+                    let e = 16 * h..16 * h + 16;
+                    let raw: i32 = e.map(|e| b.levels[e] * y.qs[e] as i32).sum();
+                    b.scales[h] * raw
+                })
+                .sum();
+            let r = s1 as f32 * (b.d * b.factor);
             acc = r.mul_add(y.d.get(), acc);
         }
         acc
     }
 
-    /// IQ4_XS's value `v` of group `g` and the group's scale.
-    fn iq4xs(b: &BlockIq4Xs, g: usize, v: usize) -> (i32, i32) {
-        let sh = b.scales_h.get() as i32;
-        let ls = ((b.scales_l[g / 2] >> (4 * (g % 2))) & 0xf) as i32 | ((sh >> (2 * g)) & 3) << 4;
-        let code = b.qs[16 * g + v % 16] >> (4 * (v / 16)) & 0xf;
-        (IQ4_NL_VALUES[code as usize] as i32, ls - 32)
-    }
-
-    /// IQ3_S's value `v` of group `g` and the group's scale.
-    fn iq3s(b: &BlockIq3S, g: usize, v: usize) -> (i32, i32) {
-        let index = b.qs[8 * g + v / 4] as usize | ((b.qh[g] as usize >> (v / 4)) & 1) << 8;
-        let magnitude = IQ3S_GRID[index].to_le_bytes()[v % 4] as i32;
-        let negative = (b.signs[4 * g + v / 8] >> (v % 8)) & 1 != 0;
-        let scale = 2 * ((b.scales[g / 2] >> (4 * (g % 2))) & 0xf) as i32 + 1;
-        (if negative { -magnitude } else { magnitude }, scale)
-    }
-
-    /// The band products of every k-quant, IQ4_XS and IQ3_S give the bits of GGML's tiled MUL_MAT,
+    /// The band products of every k-quant and i-quant give the bits of GGML's tiled MUL_MAT,
     /// for every column count of a group, in the passes of two groups and of one.
     #[test]
     fn band_products_are_ggml_tiled_bit_for_bit() {
@@ -407,25 +387,14 @@ mod tests {
             return;
         }
         let k = 3 * QK_K;
-        let types = [
-            Type::Q2_K,
-            Type::Q3_K,
-            Type::Q4_K,
-            Type::Q5_K,
-            Type::Q6_K,
-            Type::IQ4_XS,
-            Type::IQ3_S,
-        ];
+        let types = [Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K]
+            .into_iter()
+            .chain(model::TYPES);
         for ty in types {
             let kq = quant_dot(ty, Isa::Avx512).unwrap();
             let bd = kq.band.unwrap();
-            let wbytes = ty.row_size(k as i64).unwrap();
             let rows: Vec<Vec<u8>> = (0..BAND_ROWS as u32)
-                .map(|s| {
-                    let mut q = vec![0u8; wbytes];
-                    quantize_chunk(ty, &values(k, 60 + s), &mut q, 0, 1, k, None).unwrap();
-                    q
-                })
+                .map(|s| quantize_weights(ty, &values(k, 60 + s)))
                 .collect();
             for cols in [21, 40] {
                 let qbytes = Type::Q8_K.row_size(k as i64).unwrap();
@@ -453,15 +422,8 @@ mod tests {
                             Type::Q3_K => ggml_tiled::<BlockQ3K>(bytemuck::cast_slice(row), y),
                             Type::Q4_K => ggml_tiled::<BlockQ4K>(bytemuck::cast_slice(row), y),
                             Type::Q5_K => ggml_tiled::<BlockQ5K>(bytemuck::cast_slice(row), y),
-                            Type::IQ4_XS => {
-                                let d = |b: &BlockIq4Xs| b.d.to_f32();
-                                ggml_tiled_signed(bytemuck::cast_slice(row), y, iq4xs, d)
-                            }
-                            Type::IQ3_S => {
-                                let d = |b: &BlockIq3S| b.d.to_f32();
-                                ggml_tiled_signed(bytemuck::cast_slice(row), y, iq3s, d)
-                            }
-                            _ => ggml_tiled::<BlockQ6K>(bytemuck::cast_slice(row), y),
+                            Type::Q6_K => ggml_tiled::<BlockQ6K>(bytemuck::cast_slice(row), y),
+                            _ => ggml_tiled_signed(ty, row, y),
                         };
                         let g = got[t][j];
                         assert_eq!(

@@ -41,7 +41,7 @@ pub(super) struct Unpacked {
 }
 
 /// How a type's super-block sums become f32 (see [`combine`]).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Debug)]
 pub(crate) enum Combine {
     /// GGML's Q6_K: the correction folded into the eight integer lanes
     /// (`sumi + factor · corr`), then `acc = fma(yd·d, lane, acc)` lane by lane, the eight
@@ -54,9 +54,9 @@ pub(crate) enum Combine {
     /// This crate's own order (Q2_K, Q3_K, Q5_K; GGML's lanes for them differ):
     /// `acc += fma(yd·d, sumi, (yd·corr_d)·corr)` in eight lanes.
     Own,
-    /// GGML's IQ4_XS (no correction): `acc = fma(yd·d, sumi, acc)` in eight lanes, added at
-    /// the end as `hsum_float_8`.
-    Plain,
+    /// GGML's i-quants (no correction): `acc = fma(yd·d, sumi, acc)` in eight lanes, added
+    /// at the end as `hsum_float_8` and multiplied by the factor (a power of two).
+    Plain(f32),
 }
 
 /// A super-block type whose dot against Q8_K the row and tile loops ([`dots_r`], [`tile_r`])
@@ -73,8 +73,9 @@ pub(super) trait KUnpack: KCombine {
     /// The level offset the correction takes off (32 for Q6_K, 4 for Q3_K), or 0 for the
     /// types with minimums instead (the band products' f32 steps differ between the two).
     const LEVEL_OFFSET: i32;
-    /// The largest level [`KUnpack::unpack`] gives (2^bits − 1 for the k-quants; below 64,
-    /// as [`Ymm`]'s `maddubs` needs, but for IQ4_XS, which only the band products unpack so).
+    /// A bound on the levels [`KUnpack::unpack`] gives (2^bits − 1 for the k-quants; below
+    /// 64, as [`Ymm`]'s `maddubs` needs, but for the i-quants, which only the band products
+    /// unpack so).
     const MAX_LEVEL: u8;
     /// The block unpacked.
     ///
@@ -481,7 +482,7 @@ pub(crate) unsafe fn combine<B: KCombine>(
                 let acc_m = _mm_fmadd_ps(m, _mm_cvtepi32_ps(four), a.acc_m);
                 KAcc { acc, acc_m }
             }
-            Combine::Plain => {
+            Combine::Plain(_) => {
                 let acc = _mm256_fmadd_ps(_mm256_set1_ps(yd * d), _mm256_cvtepi32_ps(sumi), a.acc);
                 KAcc { acc, ..a }
             }
@@ -506,11 +507,13 @@ pub(crate) unsafe fn finish<B: KCombine>(a: KAcc) -> f32 {
     // SAFETY: register operations; the caller has AVX.
     unsafe {
         let s = hsum(a.acc);
-        if B::COMBINE == Combine::Mins4 {
-            let m = _mm_add_ps(a.acc_m, _mm_movehl_ps(a.acc_m, a.acc_m));
-            s + _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)))
-        } else {
-            s
+        match B::COMBINE {
+            Combine::Mins4 => {
+                let m = _mm_add_ps(a.acc_m, _mm_movehl_ps(a.acc_m, a.acc_m));
+                s + _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)))
+            }
+            Combine::Plain(factor) => factor * s,
+            Combine::Folded(_) | Combine::Own => s,
         }
     }
 }

@@ -17,8 +17,8 @@
 //! token generation takes (four streams of weights from memory, the rows after them
 //! prefetched: from DRAM 1.2–1.6× the one-row kernels' rate). On x86 the 32-value types (`x86.rs`) and the k-quants (`kquant_x86.rs`) have
 //! intrinsics kernels, which sum in eight f32 lanes and so differ from the portable path by
-//! f32 rounding only; IQ4_XS's (`iq4xs_x86.rs`, through the k-quants' loops) give the bits of
-//! GGML's AVX2 dot. A unit test holds every path to both.
+//! f32 rounding only; the i-quants' (`iquant_x86.rs`, through the k-quants' loops) give the bits of
+//! GGML's AVX2 dots (but IQ1_S's and IQ1_M's, which round once less). A unit test holds every path to both.
 
 /// Runs a multi-row kernel over every activation row: `by_fours!(a, stride, out, |N, a, o|
 /// kernel::<.., N>(..))` calls the kernel instantiated for `N` = 4 rows (then 3, 2 or 1 for
@@ -118,11 +118,11 @@ pub(crate) use act::quantize_act;
 
 use bytemuck::Pod;
 
-use crate::quants::{
-    q3k_scale, q4k_levels, q5k_levels, scale_min, unpack_2bit, BlockIq3S, BlockIq4Nl, BlockIq4Xs,
-    BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    BlockQ8K, BlockQ8_0, BlockQ8_1, IQ3S_GRID, IQ4_NL_VALUES,
-};
+use crate::quants::{q3k_scale, q4k_levels, q5k_levels, scale_min, unpack_2bit, GridGroups};
+use crate::quants::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S};
+use crate::quants::{BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, IQ4_NL_VALUES};
+use crate::quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
+use crate::quants::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 use crate::types::Type;
 use crate::QK_K;
 
@@ -554,22 +554,40 @@ impl DotBlock for BlockIq4Xs {
     }
 }
 
-impl DotBlock for BlockIq3S {
-    type Act = BlockQ8K;
-    #[inline(always)]
-    fn dot(&self, y: &BlockQ8K) -> f32 {
-        let mut levels = [0i8; QK_K];
-        for (v, l) in levels.iter_mut().enumerate() {
-            let index = self.grid_index(v / 32, v / 4 % 8);
-            let magnitude = IQ3S_GRID[index].to_le_bytes()[v % 4] as i8;
-            let negative = (self.signs[v / 8] >> (v % 8)) & 1 != 0;
-            *l = if negative { -magnitude } else { magnitude };
-        }
-        let scales = self.group_scales();
-        let sumi = grouped::<32>(&levels, &y.qs, |g| scales[g] as i32);
-        y.d.get() * self.d.to_f32() * sumi as f32
+/// A grid i-quant's portable dot: its levels and scales per 16 values ([`GridGroups`]),
+/// summed in integers, the super-block's factors applied once.
+#[inline(always)]
+fn grid_dot<B: GridGroups>(x: &B, y: &BlockQ8K) -> f32 {
+    let mut levels = [0i8; QK_K];
+    for (g, l) in levels.chunks_exact_mut(32).enumerate() {
+        l.copy_from_slice(&x.group(g).levels());
     }
+    let scales = x.scales16();
+    let sumi = grouped::<16>(&levels, &y.qs, |h| scales[h] as i32);
+    y.d.get() * x.d().to_f32() * sumi as f32 * B::FACTOR
 }
+
+/// `impl DotBlock` for grid i-quants: [`grid_dot`].
+macro_rules! grid_dot_block {
+    ($($t:ty),*) => {$(
+        impl DotBlock for $t {
+            type Act = BlockQ8K;
+            #[inline(always)]
+            fn dot(&self, y: &BlockQ8K) -> f32 {
+                grid_dot(self, y)
+            }
+        }
+    )*};
+}
+grid_dot_block!(
+    BlockIq2Xxs,
+    BlockIq2Xs,
+    BlockIq2S,
+    BlockIq3Xxs,
+    BlockIq3S,
+    BlockIq1S,
+    BlockIq1M
+);
 
 /// The dot product of whole blocks of weights `w` with as many activation blocks `a`.
 #[inline(always)]
@@ -816,6 +834,12 @@ pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
         Q6_K => kernel_k::<BlockQ6K>(isa),
         IQ4_XS => kernel_signed::<BlockIq4Xs>(isa),
         IQ3_S => kernel_signed::<BlockIq3S>(isa),
+        IQ3_XXS => kernel_signed::<BlockIq3Xxs>(isa),
+        IQ2_XXS => kernel_signed::<BlockIq2Xxs>(isa),
+        IQ2_XS => kernel_signed::<BlockIq2Xs>(isa),
+        IQ2_S => kernel_signed::<BlockIq2S>(isa),
+        IQ1_S => kernel_signed::<BlockIq1S>(isa),
+        IQ1_M => kernel_signed::<BlockIq1M>(isa),
         _ => return None,
     })
 }
@@ -824,6 +848,26 @@ pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
 mod tests {
     use super::*;
     use crate::quants::{dequantize_row, quantize_row_ref};
+
+    /// `x` quantized to `ty` as one row (with an importance matrix of ones for the types that
+    /// need one).
+    pub(super) fn quantize_weights(ty: Type, x: &[f32]) -> Vec<u8> {
+        let k = x.len();
+        let mut q = vec![0u8; ty.row_size(k as i64).unwrap()];
+        let ones = vec![1.0f32; k];
+        let imatrix = crate::quants::quantize_requires_imatrix(ty).then_some(&ones[..]);
+        crate::quants::quantize_chunk(ty, x, &mut q, 0, 1, k, imatrix).unwrap();
+        q
+    }
+
+    /// Every type with an integer dot.
+    const DOT_TYPES: [Type; 19] = {
+        use Type::*;
+        [
+            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_S,
+            IQ3_XXS, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M,
+        ]
+    };
 
     /// `n` pseudo-random values in [-0.5, 0.5).
     pub(super) fn values(n: usize, seed: u32) -> Vec<f32> {
@@ -843,14 +887,9 @@ mod tests {
     /// activation rows gives each row what a call with that row alone gives.
     #[test]
     fn every_path_agrees_and_matches_the_dequantized_dot() {
-        use Type::*;
         let k = 4 * QK_K;
-        for ty in [
-            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_S,
-        ] {
-            let w = values(k, 7);
-            let mut wq = vec![0u8; ty.row_size(k as i64).unwrap()];
-            crate::quants::quantize_chunk(ty, &w, &mut wq, 0, 1, k, None).unwrap();
+        for ty in DOT_TYPES {
+            let wq = quantize_weights(ty, &values(k, 7));
             let mut wd = vec![0f32; k];
             dequantize_row(ty, &wq, &mut wd).unwrap();
             let norm: f64 = wd.iter().map(|a| (*a as f64).abs()).sum::<f64>() / 127.0;
@@ -889,12 +928,7 @@ mod tests {
                     // four weight rows (this one and three others) at once: each bit for bit
                     // what the row dot gives it
                     let others: Vec<Vec<u8>> = (0..TILE_ROWS as u32 - 1)
-                        .map(|s| {
-                            let mut q = vec![0u8; wq.len()];
-                            let v = values(k, 11 + s);
-                            crate::quants::quantize_chunk(ty, &v, &mut q, 0, 1, k, None).unwrap();
-                            q
-                        })
+                        .map(|s| quantize_weights(ty, &values(k, 11 + s)))
                         .collect();
                     let ws = [&wq[..], &others[0], &others[1], &others[2]];
                     let mut outs = vec![vec![0f32; rows]; TILE_ROWS];
@@ -991,59 +1025,43 @@ mod tests {
         }
     }
 
-    /// The IQ4_XS and IQ3_S row dots of the AVX2 and AVX-512 paths give the bits of GGML's
-    /// AVX2 `ggml_vec_dot_iq4_xs_q8_K` / `ggml_vec_dot_iq3_s_q8_K`, modelled here from the
-    /// blocks' bytes: per super-block, lane k the exact integer sum over the eight groups of
-    /// scale · Σ value·y over the group's values 4k..4k + 4, then
-    /// `acc = fma(d_x · d_y, lane, acc)`, the lanes reduced as `hsum_float_8`.
+    /// The i-quants' row dots of the AVX2 and AVX-512 paths give the bits of GGML's AVX2
+    /// `ggml_vec_dot_<type>_q8_K` (for IQ1_S and IQ1_M, whose GGML dot sums the grid and the
+    /// shifts apart, the same steps on levels `8 · point ± 1`), modelled here from the blocks'
+    /// integers (`iquant_x86::model`): per super-block, lane k the exact integer sum over
+    /// the eight groups of scale · Σ level·y over the group's values 4k..4k + 4, then
+    /// `acc = fma(d_x · d_y, lane, acc)`, the lanes reduced as `hsum_float_8`, times the
+    /// type's factor.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn signed_group_dots_follow_ggml_avx2_order_bit_for_bit() {
-        use crate::quants::{IQ3S_GRID, IQ4_NL_VALUES};
-        let half = |b: &[u8]| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
-        // value v of group g and the group's scale, from a block's bytes
-        let iq4xs = |x: &[u8], g: usize, v: usize| {
-            let sh = u16::from_le_bytes([x[2], x[3]]) as i32;
-            let low = (x[4 + g / 2] >> (4 * (g % 2))) as i32 & 0xf;
-            let q = x[8 + 16 * g + v % 16] >> (4 * (v / 16)) & 0xf;
-            (
-                IQ4_NL_VALUES[q as usize] as i32,
-                (low | ((sh >> (2 * g)) & 3) << 4) - 32,
-            )
-        };
-        // IQ3_S: d (2 bytes), qs (64), qh (8), signs (32), scales (4)
-        let iq3s = |x: &[u8], g: usize, v: usize| {
-            let (qs, qh, signs, scales) = (&x[2..66], &x[66..74], &x[74..106], &x[106..110]);
-            let index = qs[8 * g + v / 4] as usize | ((qh[g] as usize >> (v / 4)) & 1) << 8;
-            let magnitude = IQ3S_GRID[index].to_le_bytes()[v % 4] as i32;
-            let negative = (signs[4 * g + v / 8] >> (v % 8)) & 1 != 0;
-            let scale = 2 * ((scales[g / 2] >> (4 * (g % 2))) & 0xf) as i32 + 1;
-            (if negative { -magnitude } else { magnitude }, scale)
-        };
-        type Model = dyn Fn(&[u8], usize, usize) -> (i32, i32);
         let paths: Vec<Isa> = [Isa::Avx2, Isa::Avx512]
             .into_iter()
             .filter(|i| i.available())
             .collect();
-        for (ty, model) in [(Type::IQ4_XS, &iq4xs as &Model), (Type::IQ3_S, &iq3s)] {
+        for ty in iquant_x86::model::TYPES {
             let bytes = ty.row_size(256).unwrap();
             for blocks in [1usize, 2, 5, 16] {
                 let k = 256 * blocks;
-                let mut wq = vec![0u8; ty.row_size(k as i64).unwrap()];
-                quantize_row_ref(ty, &values(k, 11 + blocks as u32), &mut wq).unwrap();
+                let wq = quantize_weights(ty, &values(k, 11 + blocks as u32));
                 let mut xq = vec![0u8; Type::Q8_K.row_size(k as i64).unwrap()];
                 quantize_row_ref(Type::Q8_K, &values(k, 93), &mut xq).unwrap();
                 let mut acc = [0f32; 8];
-                // Q8_K: d (f32), qs (256), bsums
-                for (x, y) in wq.chunks_exact(bytes).zip(xq.chunks_exact(292)) {
-                    let d = half(x) * f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
+                let mut factor = 1.0;
+                for (x, y) in wq
+                    .chunks_exact(bytes)
+                    .zip(bytemuck::cast_slice::<_, BlockQ8K>(&xq))
+                {
+                    let b = iquant_x86::model::block(ty, x);
+                    factor = b.factor;
+                    let d = b.d * y.d.get();
                     let mut lanes = [0i32; 8];
                     for g in 0..8 {
                         for (l, lane) in lanes.iter_mut().enumerate() {
-                            let sum: i32 = (4 * l..4 * l + 4)
-                                .map(|v| model(x, g, v).0 * y[4 + 32 * g + v] as i8 as i32)
+                            let sum: i32 = (32 * g + 4 * l..32 * g + 4 * l + 4)
+                                .map(|e| b.levels[e] * y.qs[e] as i32)
                                 .sum();
-                            *lane += model(x, g, 0).1 * sum;
+                            *lane += b.scales[2 * g + l / 4] * sum;
                         }
                     }
                     for (a, &lane) in acc.iter_mut().zip(&lanes) {
@@ -1051,7 +1069,7 @@ mod tests {
                     }
                 }
                 let h: [f32; 4] = std::array::from_fn(|i| acc[i] + acc[i + 4]);
-                let want = (h[0] + h[2]) + (h[1] + h[3]);
+                let want = factor * ((h[0] + h[2]) + (h[1] + h[3]));
                 for &isa in &paths {
                     let mut got = [0f32];
                     // SAFETY: the path is available; one row of k values each.
@@ -1072,20 +1090,13 @@ mod tests {
     /// gives its row, and within f32 rounding of the portable path's.
     #[test]
     fn tiles_are_the_row_dots_bit_for_bit_on_every_shape() {
-        use Type::*;
         let mut checked = 0;
-        let tiled = [
-            Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_S,
-        ];
+        let tiled = DOT_TYPES;
         for ty in tiled {
             for blocks in [1usize, 3, 37] {
                 let k = ty.blck_size() * blocks;
                 let ws: Vec<Vec<u8>> = (0..TILE_ROWS as u32)
-                    .map(|s| {
-                        let mut q = vec![0u8; ty.row_size(k as i64).unwrap()];
-                        quantize_row_ref(ty, &values(k, 70 + s), &mut q).unwrap();
-                        q
-                    })
+                    .map(|s| quantize_weights(ty, &values(k, 70 + s)))
                     .collect();
                 let scalar = quant_dot(ty, Isa::Scalar).unwrap();
                 let qbytes = scalar.act.row_size(k as i64).unwrap();

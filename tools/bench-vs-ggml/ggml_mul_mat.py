@@ -66,6 +66,7 @@ def load(lib_dir: Path):
         (base, "ggml_get_data"): (vp, [vp]),
         (base, "ggml_nbytes"): (ctypes.c_size_t, [vp]),
         (base, "ggml_quantize_chunk"): (ctypes.c_size_t, [ctypes.c_int, vp, vp, i64, i64, i64, vp]),
+        (base, "ggml_quantize_requires_imatrix"): (ctypes.c_bool, [ctypes.c_int]),
         (base, "ggml_fp32_to_fp16_row"): (None, [vp, vp, i64]),
         (base, "ggml_mul_mat"): (vp, [vp, vp, vp]),
         (base, "ggml_add"): (vp, [vp, vp, vp]),
@@ -102,6 +103,14 @@ def pattern(n: int) -> array.array:
     return (period * (n // 2003 + 1))[:n]
 
 
+def quantize(g, type_id: int, src: int, dst: int, n_rows: int, n_per_row: int) -> None:
+    """`n_rows` rows at address `src` quantized to `type_id` at `dst`, with an importance
+    matrix of ones for the types GGML cannot quantize without one (as ops.rs does)."""
+    ones = (ctypes.c_float * n_per_row)(*([1.0] * n_per_row))
+    imatrix = ctypes.addressof(ones) if g["ggml_quantize_requires_imatrix"](type_id) else None
+    g["ggml_quantize_chunk"](type_id, src, dst, 0, n_rows, n_per_row, imatrix)
+
+
 def fill(g, t, type_id: int, n_per_row: int, n: int) -> None:
     src = pattern(n)
     addr, _ = src.buffer_info()
@@ -112,7 +121,7 @@ def fill(g, t, type_id: int, n_per_row: int, n: int) -> None:
     elif name == "f16":
         g["ggml_fp32_to_fp16_row"](addr, dst, n)
     else:
-        g["ggml_quantize_chunk"](type_id, addr, dst, 0, n // n_per_row, n_per_row, None)
+        quantize(g, type_id, addr, dst, n // n_per_row, n_per_row)
 
 
 def repack_buft(g):
@@ -139,7 +148,7 @@ def repacked_weights(g, buft, keep: list, type_id: int, k: int, m: int):
     n = g["ggml_nbytes"](a)
     host = ctypes.create_string_buffer(n)
     src = pattern(m * k)
-    g["ggml_quantize_chunk"](type_id, src.buffer_info()[0], host, 0, m, k, None)
+    quantize(g, type_id, src.buffer_info()[0], ctypes.addressof(host), m, k)
     g["ggml_backend_tensor_set"](a, host, 0, n)
     keep.extend([ctx, buf])
     return a

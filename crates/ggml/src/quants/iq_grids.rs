@@ -42,6 +42,27 @@ pub(crate) const KSIGNS_IQ2XS: [u8; 128] = {
     t
 };
 
+/// `keven_signs_q2xs`: [`KSIGNS_IQ2XS`]'s patterns as eight sign bytes each (byte j of entry
+/// i: −1 where bit j of `KSIGNS_IQ2XS[i]` is set, else +1).
+pub(crate) const KEVEN_SIGNS: [u64; 128] = {
+    let mut t = [0u64; 128];
+    let mut i = 0;
+    while i < 128 {
+        let mut j = 0;
+        while j < 8 {
+            let byte: u64 = if KSIGNS_IQ2XS[i] >> j & 1 != 0 {
+                0xff
+            } else {
+                0x01
+            };
+            t[i] |= byte << (8 * j);
+            j += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
 /// Expands a compact grid (`bits` bits per coordinate, `dim` coordinates per point) into GGML's
 /// dequantization table layout: coordinate `i` of a point becomes byte `i` (little-endian) of the
 /// table word, holding `level_bytes[level]`.

@@ -2,7 +2,7 @@
 //! products read them ([`GridGroups`]): per group of 32 values, 32 small signed integers
 //! (levels), one integer scale per 16 values, and one f32 factor per super-block, so that
 //! value = `d · FACTOR · scale · level`. The levels come from the grids in one of two forms
-//! ([`GroupBytes`]): grid magnitudes with sign bits (the IQ2 and IQ3 types), or ternary grid
+//! ([`GroupBytes`]): grid magnitudes with their signs (the IQ2 and IQ3 types), or ternary grid
 //! points shifted by ±1/8 (the IQ1 types, whose levels are `8 · point ± 1` and whose factor
 //! carries the 1/8).
 //!
@@ -16,19 +16,27 @@ use super::iq2::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs};
 use super::iq3::{BlockIq3S, BlockIq3Xxs};
 use super::iq_common::read_u32;
 use super::iq_grids::{
-    IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS,
+    IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KEVEN_SIGNS,
 };
 use crate::QK_K;
 
-/// The 32 levels of one group, as stored.
+/// The 32 levels of one group, as stored. Bytes come eight per `u64`, values 8j..8j + 8 in
+/// word j, little-endian.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum GroupBytes {
-    /// Magnitudes (eight bytes per `u64`, values 8j..8j + 8 in word j, little-endian) and one
-    /// sign bit per value (bit v set: value v is negative).
-    Signed([u64; 4], u32),
-    /// Ternary grid points (bytes −1, 0, +1, eight per `u64` as above) and the shift of each
-    /// eight values (±1): level = `8 · point + shift`.
+    /// Magnitudes and one sign bit per value (bit v set: value v is negative).
+    SignBits([u64; 4], u32),
+    /// Magnitudes and one sign byte per value (−1 or +1; [`KEVEN_SIGNS`]' entries).
+    SignBytes([u64; 4], [u64; 4]),
+    /// Ternary grid points (bytes −1, 0, +1) and the shift of each eight values (±1):
+    /// level = `8 · point + shift`.
     Shifted([u64; 4], [i8; 4]),
+}
+
+/// Byte `v` of four words of bytes, as signed.
+#[inline(always)]
+fn byte(words: &[u64; 4], v: usize) -> i8 {
+    (words[v / 8] >> (8 * (v % 8))) as u8 as i8
 }
 
 impl GroupBytes {
@@ -36,18 +44,20 @@ impl GroupBytes {
     #[inline(always)]
     pub(crate) fn levels(self) -> [i8; 32] {
         match self {
-            GroupBytes::Signed(magnitudes, signs) => std::array::from_fn(|v| {
-                let m = (magnitudes[v / 8] >> (8 * (v % 8))) as u8 as i8;
+            GroupBytes::SignBits(magnitudes, signs) => std::array::from_fn(|v| {
+                let m = byte(&magnitudes, v);
                 if (signs >> v) & 1 != 0 {
                     -m
                 } else {
                     m
                 }
             }),
-            GroupBytes::Shifted(points, shifts) => std::array::from_fn(|v| {
-                let p = (points[v / 8] >> (8 * (v % 8))) as u8 as i8;
-                8 * p + shifts[v / 8]
-            }),
+            GroupBytes::SignBytes(magnitudes, signs) => {
+                std::array::from_fn(|v| byte(&magnitudes, v) * byte(&signs, v))
+            }
+            GroupBytes::Shifted(points, shifts) => {
+                std::array::from_fn(|v| 8 * byte(&points, v) + shifts[v / 8])
+            }
         }
     }
 }
@@ -75,13 +85,10 @@ fn paired(code: impl Fn(usize) -> u32) -> [i16; QK_K / 16] {
     std::array::from_fn(|h| 2 * code(h / 2) as i16 + 1)
 }
 
-/// The sign bits of four 7-bit patterns `aux` (bits 7l..7l + 7), each completed to even
-/// parity (`ksigns_iq2xs`), as one bit per value.
+/// The sign bytes of four 7-bit patterns `pattern(l)`, each completed to even parity.
 #[inline(always)]
-fn even_signs(aux: u32) -> u32 {
-    (0..4).fold(0, |s, l| {
-        s | (KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize] as u32) << (8 * l)
-    })
+fn even_signs(pattern: impl Fn(usize) -> u32) -> [u64; 4] {
+    std::array::from_fn(|l| KEVEN_SIGNS[(pattern(l) & 127) as usize])
 }
 
 /// Two 4-value IQ3 grid points side by side as 8 bytes.
@@ -105,7 +112,7 @@ impl GridGroups for BlockIq2Xxs {
     fn group(&self, g: usize) -> GroupBytes {
         let aux = read_u32(&self.qs, 2 * g + 1);
         let points = std::array::from_fn(|l| IQ2XXS_GRID[self.qs[8 * g + l] as usize]);
-        GroupBytes::Signed(points, even_signs(aux))
+        GroupBytes::SignBytes(points, even_signs(|l| aux >> (7 * l)))
     }
 }
 
@@ -124,10 +131,7 @@ impl GridGroups for BlockIq2Xs {
     fn group(&self, g: usize) -> GroupBytes {
         let q: [u16; 4] = std::array::from_fn(|l| self.qs[4 * g + l].get());
         let points = q.map(|q| IQ2XS_GRID[(q & 511) as usize]);
-        let signs = (0..4).fold(0, |s, l| {
-            s | (KSIGNS_IQ2XS[(q[l] >> 9) as usize] as u32) << (8 * l)
-        });
-        GroupBytes::Signed(points, signs)
+        GroupBytes::SignBytes(points, even_signs(|l| q[l] as u32 >> 9))
     }
 }
 
@@ -148,7 +152,7 @@ impl GridGroups for BlockIq2S {
         let points = std::array::from_fn(|l| {
             IQ2S_GRID[self.qs[4 * g + l] as usize | ((qh << (8 - 2 * l)) & 0x300)]
         });
-        GroupBytes::Signed(points, read_u32(&self.qs[QK_K / 8..], g))
+        GroupBytes::SignBits(points, read_u32(&self.qs[QK_K / 8..], g))
     }
 }
 
@@ -169,7 +173,8 @@ impl GridGroups for BlockIq3Xxs {
         let points = std::array::from_fn(|l| {
             two_points(&IQ3XXS_GRID, qs[2 * l] as usize, qs[2 * l + 1] as usize)
         });
-        GroupBytes::Signed(points, even_signs(read_u32(&self.qs[QK_K / 4..], g)))
+        let aux = read_u32(&self.qs[QK_K / 4..], g);
+        GroupBytes::SignBytes(points, even_signs(|l| aux >> (7 * l)))
     }
 }
 
@@ -190,7 +195,7 @@ impl GridGroups for BlockIq3S {
         let index = |j: usize| self.qs[8 * g + j] as usize | ((self.qh[g] as usize >> j) & 1) << 8;
         let points =
             std::array::from_fn(|l| two_points(&IQ3S_GRID, index(2 * l), index(2 * l + 1)));
-        GroupBytes::Signed(points, read_u32(&self.signs, g))
+        GroupBytes::SignBits(points, read_u32(&self.signs, g))
     }
 }
 

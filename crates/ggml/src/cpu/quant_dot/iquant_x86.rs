@@ -39,13 +39,42 @@ pub(super) trait SignedGroups: KCombine {
     /// The power of two every value carries besides `d` and its scale, which the dots
     /// multiply by at the end, as GGML's do ([`GridGroups::FACTOR`]).
     const FACTOR: f32;
-    /// Values 32g..32g + 32 as signed bytes in register g.
+    /// Values 32g..32g + 32: their magnitudes, and bytes with their signs (no value is 0).
     ///
     /// # Safety
     /// The CPU must have AVX2.
-    unsafe fn values(&self) -> [__m256i; 8];
+    unsafe fn decode_group(&self, g: usize) -> (__m256i, __m256i);
     /// The scale of each 16 values.
     fn scales(&self) -> [i16; QK_K / 16];
+    /// Where group g's two scales sit in [`SignedGroups::scale_lanes`]: their i16 element
+    /// in each 128-bit lane.
+    const SCALE_ORDER: [u8; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+    /// The 16 scales in one register: group g's first (values 32g..32g + 16) at element
+    /// `SCALE_ORDER[g]` of the low lane, its second at the same element of the high lane.
+    /// (Through [`SignedGroups::scales`] unless a type builds it from its bytes.)
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[inline(always)]
+    unsafe fn scale_lanes(&self) -> __m256i {
+        let sc = self.scales();
+        let [first, second]: [[i16; 8]; 2] =
+            std::array::from_fn(|h| std::array::from_fn(|c| sc[2 * Self::group_at(c) + h]));
+        // SAFETY: the loads read the 16 bytes of `first` and `second`; the caller has AVX2.
+        unsafe {
+            _mm256_set_m128i(
+                _mm_loadu_si128(second.as_ptr() as *const __m128i),
+                _mm_loadu_si128(first.as_ptr() as *const __m128i),
+            )
+        }
+    }
+    /// The group whose scales [`SignedGroups::SCALE_ORDER`] puts at element `c`.
+    fn group_at(c: usize) -> usize {
+        Self::SCALE_ORDER
+            .iter()
+            .position(|&e| e as usize == c)
+            .unwrap_or(0)
+    }
     /// The super-block scale.
     fn d(&self) -> PackedF16;
 }
@@ -54,9 +83,9 @@ impl SignedGroups for BlockIq4Xs {
     const PAIRED: bool = true;
     const FACTOR: f32 = 1.0;
     #[inline(always)]
-    unsafe fn values(&self) -> [__m256i; 8] {
+    unsafe fn decode_group(&self, g: usize) -> (__m256i, __m256i) {
         // SAFETY: forwarded from the caller.
-        unsafe { iq4xs_values(self) }
+        unsafe { iq4xs_group(self, g) }
     }
     #[inline(always)]
     fn scales(&self) -> [i16; QK_K / 16] {
@@ -69,16 +98,25 @@ impl SignedGroups for BlockIq4Xs {
     }
 }
 
-/// `impl SignedGroups` for grid i-quant `$t`, from its [`GridGroups`] reading.
+/// `impl SignedGroups` for grid i-quant `$t`, from its [`GridGroups`] reading, with the
+/// scale register built by `$lanes` in order `$order` where given.
 macro_rules! grid_groups {
-    ($($t:ty),*) => {$(
+    ($($t:ty $(=> $lanes:ident, $order:expr)?),*) => {$(
         impl SignedGroups for $t {
             const PAIRED: bool = <$t as GridGroups>::PAIRED;
             const FACTOR: f32 = <$t as GridGroups>::FACTOR;
+            $(
+                const SCALE_ORDER: [u8; 8] = $order;
+                #[inline(always)]
+                unsafe fn scale_lanes(&self) -> __m256i {
+                    // SAFETY: forwarded from the caller.
+                    unsafe { $lanes(self) }
+                }
+            )?
             #[inline(always)]
-            unsafe fn values(&self) -> [__m256i; 8] {
+            unsafe fn decode_group(&self, g: usize) -> (__m256i, __m256i) {
                 // SAFETY: forwarded from the caller.
-                unsafe { grid_values(self) }
+                unsafe { grid_group(self.group(g)) }
             }
             #[inline(always)]
             fn scales(&self) -> [i16; QK_K / 16] {
@@ -93,13 +131,69 @@ macro_rules! grid_groups {
 }
 grid_groups!(
     BlockIq2Xxs,
-    BlockIq2Xs,
-    BlockIq2S,
+    BlockIq2Xs => nibble_scales, [0, 1, 2, 3, 4, 5, 6, 7],
+    BlockIq2S => nibble_scales, [0, 1, 2, 3, 4, 5, 6, 7],
     BlockIq3Xxs,
     BlockIq3S,
     BlockIq1S,
-    BlockIq1M
+    BlockIq1M => iq1m_scales, [0, 4, 1, 5, 2, 6, 3, 7]
 );
+
+/// Blocks with a 4-bit scale code per 16 values, two per byte (low nibble first).
+trait NibbleScales {
+    /// The eight bytes of codes.
+    fn codes(&self) -> &[u8; 8];
+}
+
+impl NibbleScales for BlockIq2Xs {
+    fn codes(&self) -> &[u8; 8] {
+        &self.scales
+    }
+}
+
+impl NibbleScales for BlockIq2S {
+    fn codes(&self) -> &[u8; 8] {
+        &self.scales
+    }
+}
+
+/// [`SignedGroups::scale_lanes`] of the IQ2_XS and IQ2_S scales `2·code + 1`: the low
+/// nibbles (the first 16 of each group) in the low lane, the high nibbles in the high one.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn nibble_scales<B: NibbleScales>(x: &B) -> __m256i {
+    // SAFETY: the load reads the 8 bytes of codes.
+    unsafe {
+        let codes = _mm_loadl_epi64(x.codes().as_ptr() as *const __m128i);
+        let low4 = _mm_set1_epi8(0x0f);
+        let first = _mm_and_si128(codes, low4);
+        let second = _mm_and_si128(_mm_srli_epi16::<4>(codes), low4);
+        let v = _mm256_cvtepu8_epi16(_mm_unpacklo_epi64(first, second));
+        _mm256_add_epi16(_mm256_add_epi16(v, v), _mm256_set1_epi16(1))
+    }
+}
+
+/// [`SignedGroups::scale_lanes`] of IQ1_M (3-bit codes at bits 0, 3, 6, 9 of each of its four
+/// words, the 16s in order): the words shifted by 0 and 6 in the low lane (codes 4w and
+/// 4w + 2, group 2w's and 2w + 1's first), by 3 and 9 in the high one, as GGML's AVX2 dot
+/// does.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn iq1m_scales(x: &BlockIq1M) -> __m256i {
+    let words = u64::from_le_bytes(bytemuck::cast(x.scales));
+    let v = _mm256_srlv_epi64(
+        _mm256_set1_epi64x(words as i64),
+        _mm256_setr_epi64x(0, 6, 3, 9),
+    );
+    let v = _mm256_and_si256(v, _mm256_set1_epi16(7));
+    _mm256_add_epi16(_mm256_add_epi16(v, v), _mm256_set1_epi16(1))
+}
 
 /// Four words of eight bytes as one register, word j in bytes 8j..8j + 8.
 ///
@@ -111,62 +205,61 @@ unsafe fn words(w: [u64; 4]) -> __m256i {
     _mm256_setr_epi64x(w[0] as i64, w[1] as i64, w[2] as i64, w[3] as i64)
 }
 
-/// Values 32g..32g + 32 of grid i-quant block `x` in register g: the grid's magnitudes with
-/// their signs, or its ternary points times 8 plus their shifts ([`GroupBytes`]). (A function
-/// of its own with the CPU features, so that the intrinsics in it are inlined: a trait
-/// method cannot take them.)
+/// One group of a grid i-quant decoded ([`SignedGroups::decode_group`]): the grid's
+/// magnitudes with their signs, or for the ternary grid its points times 8 plus their shifts
+/// ([`GroupBytes`]). (A function of its own with the CPU features, so that the intrinsics in
+/// it are inlined: a trait method cannot take them.)
 ///
 /// # Safety
 /// The CPU must have AVX2.
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn grid_values<B: GridGroups>(x: &B) -> [__m256i; 8] {
-    // byte k of a group: sign byte k / 8 of the group's four, then bit k % 8
-    let which = _mm256_setr_epi64x(
-        0,
-        0x0101_0101_0101_0101,
-        0x0202_0202_0202_0202,
-        0x0303_0303_0303_0303,
-    );
-    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-    let eight = _mm256_set1_epi8(8);
-    let mut out = [_mm256_setzero_si256(); 8];
-    for (g, out) in out.iter_mut().enumerate() {
-        *out = match x.group(g) {
-            GroupBytes::Signed(magnitudes, signs) => {
-                let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(signs as i32), which);
-                let negative = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-                _mm256_sub_epi8(_mm256_xor_si256(words(magnitudes), negative), negative)
-            }
-            GroupBytes::Shifted(points, shifts) => {
-                let shifts = shifts.map(|s| s as u8 as u64 * 0x0101_0101_0101_0101);
-                _mm256_add_epi8(_mm256_sign_epi8(eight, words(points)), words(shifts))
-            }
-        };
+unsafe fn grid_group(group: GroupBytes) -> (__m256i, __m256i) {
+    match group {
+        GroupBytes::SignBits(magnitudes, bits) => {
+            // byte k: sign byte k / 8 of the four, then bit k % 8
+            let which = _mm256_setr_epi64x(
+                0,
+                0x0101_0101_0101_0101,
+                0x0202_0202_0202_0202,
+                0x0303_0303_0303_0303,
+            );
+            let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+            let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), which);
+            let negative = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+            (
+                words(magnitudes),
+                _mm256_or_si256(negative, _mm256_set1_epi8(1)),
+            )
+        }
+        GroupBytes::SignBytes(magnitudes, signs) => (words(magnitudes), words(signs)),
+        GroupBytes::Shifted(points, shifts) => {
+            let shifts = shifts.map(|s| s as u8 as u64 * 0x0101_0101_0101_0101);
+            let eight = _mm256_set1_epi8(8);
+            let values = _mm256_add_epi8(_mm256_sign_epi8(eight, words(points)), words(shifts));
+            (_mm256_abs_epi8(values), values)
+        }
     }
-    out
 }
 
-/// Values 32g..32g + 32 of IQ4_XS block `x` (signed table values) in register g.
+/// Group `g` of IQ4_XS block `x` decoded ([`SignedGroups::decode_group`]): its signed table
+/// values.
 ///
 /// # Safety
 /// The CPU must have AVX2.
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn iq4xs_values(x: &BlockIq4Xs) -> [__m256i; 8] {
-    // SAFETY: the loads read the table's 16 bytes and 16 of `qs`'s 128 per group.
+unsafe fn iq4xs_group(x: &BlockIq4Xs, g: usize) -> (__m256i, __m256i) {
+    // SAFETY: the loads read the table's 16 bytes and 16 of `qs`'s 128.
     unsafe {
         let table = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
         let low4 = _mm_set1_epi8(0x0f);
-        let mut out = [_mm256_setzero_si256(); 8];
-        for (g, out) in out.iter_mut().enumerate() {
-            let q = _mm_loadu_si128(x.qs.as_ptr().add(16 * g) as *const __m128i);
-            // byte i: value i in its low nibble, value i + 16 in its high one
-            let lo = _mm_shuffle_epi8(table, _mm_and_si128(q, low4));
-            let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16::<4>(q), low4));
-            *out = _mm256_set_m128i(hi, lo);
-        }
-        out
+        let q = _mm_loadu_si128(x.qs.as_ptr().add(16 * g) as *const __m128i);
+        // byte i: value i in its low nibble, value i + 16 in its high one
+        let lo = _mm_shuffle_epi8(table, _mm_and_si128(q, low4));
+        let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16::<4>(q), low4));
+        let values = _mm256_set_m128i(hi, lo);
+        (_mm256_abs_epi8(values), values)
     }
 }
 
@@ -185,9 +278,10 @@ unsafe fn band_unpack<B: SignedGroups>(x: &B) -> Unpacked {
     unsafe {
         let offset = _mm256_set1_epi8(0x80u8 as i8);
         let d = half(x.d()) * B::FACTOR;
-        let mut levels = x.values();
-        for l in &mut levels {
-            *l = _mm256_xor_si256(*l, offset);
+        let mut levels = [_mm256_setzero_si256(); 8];
+        for (g, l) in levels.iter_mut().enumerate() {
+            let (magnitudes, signs) = x.decode_group(g);
+            *l = _mm256_xor_si256(_mm256_sign_epi8(magnitudes, signs), offset);
         }
         Unpacked {
             levels,
@@ -247,28 +341,69 @@ signed_kquant!(
 #[target_feature(enable = "avx2,f16c")]
 #[inline]
 unsafe fn signed_unpack<B: SignedGroups>(x: &B) -> SignedUnpacked {
-    let sc = x.scales();
     // SAFETY: the caller has the features.
     unsafe {
-        let values = x.values();
-        let mut magnitudes = values;
-        for m in &mut magnitudes {
-            *m = _mm256_abs_epi8(*m);
+        let mut magnitudes = [_mm256_setzero_si256(); 8];
+        let mut signs = [_mm256_setzero_si256(); 8];
+        for g in 0..8 {
+            (magnitudes[g], signs[g]) = x.decode_group(g);
         }
+        let sc = RowScales::of(x);
         let mut scales = [_mm256_setzero_si256(); 8];
         for (g, s) in scales.iter_mut().enumerate() {
-            // values 32g..32g + 16 in the low lane, the next 16 in the high one
-            *s = if B::PAIRED {
-                _mm256_set1_epi16(sc[2 * g])
-            } else {
-                _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]))
-            };
+            *s = sc.group::<B>(g);
         }
         SignedUnpacked {
-            values,
+            signs,
             magnitudes,
             scales,
             d: half(x.d()),
+        }
+    }
+}
+
+/// A super-block's scales for the row dots: per 16 values, and (for the types without pairs)
+/// in one register ([`SignedGroups::scale_lanes`]).
+struct RowScales {
+    per16: [i16; QK_K / 16],
+    lanes: __m256i,
+}
+
+impl RowScales {
+    /// `x`'s scales.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[inline(always)]
+    unsafe fn of<B: SignedGroups>(x: &B) -> RowScales {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            RowScales {
+                per16: x.scales(),
+                lanes: if B::PAIRED {
+                    _mm256_setzero_si256()
+                } else {
+                    x.scale_lanes()
+                },
+            }
+        }
+    }
+
+    /// The scales of group `g`'s 16 pair sums: those of values 32g..32g + 16 in the low lane,
+    /// of the next 16 in the high one.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[inline(always)]
+    unsafe fn group<B: SignedGroups>(&self, g: usize) -> __m256i {
+        // SAFETY: register operations; the caller has AVX2.
+        unsafe {
+            if B::PAIRED {
+                _mm256_set1_epi16(self.per16[2 * g])
+            } else {
+                let e = B::SCALE_ORDER[g] as i16;
+                _mm256_shuffle_epi8(self.lanes, _mm256_set1_epi16(((2 * e + 1) << 8) | (2 * e)))
+            }
         }
     }
 }
@@ -278,10 +413,10 @@ pub(super) struct SignedYmm;
 
 /// One super-block decoded for [`SignedYmm`]'s dot.
 pub(super) struct SignedUnpacked {
-    /// Values 32g..32g + 32 (signed bytes) in register g.
-    values: [__m256i; 8],
-    /// Their magnitudes.
+    /// The magnitudes of values 32g..32g + 32 in register g.
     magnitudes: [__m256i; 8],
+    /// Bytes with the values' signs.
+    signs: [__m256i; 8],
     /// Register g: the scale of each of its 16 i16 pair sums.
     scales: [__m256i; 8],
     /// The super-block scale.
@@ -304,12 +439,39 @@ impl<B: SignedGroups> KDecode<B> for SignedYmm {
             let mut sumi = _mm256_setzero_si256();
             for g in 0..8 {
                 let q = _mm256_loadu_si256(y.qs.as_ptr().add(32 * g) as *const __m256i);
-                let signed = _mm256_sign_epi8(q, x.values[g]);
+                let signed = _mm256_sign_epi8(q, x.signs[g]);
                 let pairs = _mm256_maddubs_epi16(x.magnitudes[g], signed);
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pairs, x.scales[g]));
             }
             let zero = _mm256_setzero_si256();
             combine::<B>(x.d, 0.0, y.d.get(), sumi, zero, acc)
+        }
+    }
+
+    /// One activation row (token generation) takes each group as it is decoded, the
+    /// super-block never leaving the registers; more unpack it once for all.
+    #[inline(always)]
+    unsafe fn dot_rows<const R: usize>(x: &B, ys: [&BlockQ8K; R], acc: &mut [KAcc; R]) {
+        // SAFETY: forwarded from the caller (AVX2, FMA and F16C); each load reads 32 of y's
+        // 256 levels.
+        unsafe {
+            if R != 1 {
+                let u = signed_unpack(x);
+                for r in 0..R {
+                    acc[r] = <Self as KDecode<B>>::dot(&u, ys[r], acc[r]);
+                }
+                return;
+            }
+            let (y, sc) = (ys[0], RowScales::of(x));
+            let mut sumi = _mm256_setzero_si256();
+            for g in 0..8 {
+                let (magnitudes, signs) = x.decode_group(g);
+                let q = _mm256_loadu_si256(y.qs.as_ptr().add(32 * g) as *const __m256i);
+                let pairs = _mm256_maddubs_epi16(magnitudes, _mm256_sign_epi8(q, signs));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pairs, sc.group::<B>(g)));
+            }
+            let zero = _mm256_setzero_si256();
+            acc[0] = combine::<B>(half(x.d()), 0.0, y.d.get(), sumi, zero, acc[0]);
         }
     }
 }

@@ -104,6 +104,21 @@ pub(super) trait KDecode<B> {
     /// # Safety
     /// The CPU must have the implementation's features (AVX2 and FMA at least).
     unsafe fn dot(x: &Self::Unpacked, y: &BlockQ8K, acc: KAcc) -> KAcc;
+    /// `acc[r]` plus `x` dotted with `ys[r]`, for each of `R` activation rows: `x` unpacked
+    /// once, then [`KDecode::dot`] row by row (unless an implementation knows better).
+    ///
+    /// # Safety
+    /// As [`KDecode::unpack`] and [`KDecode::dot`].
+    #[inline(always)]
+    unsafe fn dot_rows<const R: usize>(x: &B, ys: [&BlockQ8K; R], acc: &mut [KAcc; R]) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            let u = Self::unpack(x);
+            for r in 0..R {
+                acc[r] = Self::dot(&u, ys[r], acc[r]);
+            }
+        }
+    }
 }
 
 /// The 256-bit k-quant kernels: [`KUnpack::unpack`] and [`dot_decoded`].
@@ -583,10 +598,7 @@ unsafe fn dots_r<B: KCombine, K: KDecode<B>, const R: usize>(
             if R == 1 {
                 prefetch(x as *const B as *const u8, PREFETCH_BYTES, size_of::<B>());
             }
-            let u = K::unpack(x);
-            for r in 0..R {
-                acc[r] = K::dot(&u, &ys[r][i], acc[r]);
-            }
+            K::dot_rows(x, std::array::from_fn(|r| &ys[r][i]), &mut acc);
         }
         for r in 0..R {
             out[r] = finish::<B>(acc[r]);
@@ -659,10 +671,7 @@ unsafe fn tile_r<B: KCombine, K: KDecode<B>, const R: usize>(
                 if R == 1 {
                     prefetch(x as *const B as *const u8, ahead, size_of::<B>());
                 }
-                let u = K::unpack(x);
-                for r in 0..R {
-                    acc[t][r] = K::dot(&u, &ys[r][i], acc[t][r]);
-                }
+                K::dot_rows(x, std::array::from_fn(|r| &ys[r][i]), &mut acc[t]);
             }
         }
         for t in 0..TILE_ROWS {

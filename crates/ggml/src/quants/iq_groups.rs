@@ -28,10 +28,14 @@ pub(crate) enum GroupBytes {
     SignBits([u64; 4], u32),
     /// Magnitudes and one sign byte per value (−1 or +1; [`KEVEN_SIGNS`]' entries).
     SignBytes([u64; 4], [u64; 4]),
-    /// Ternary grid points (bytes −1, 0, +1) and the shift of each eight values (±1):
-    /// level = `8 · point + shift`.
-    Shifted([u64; 4], [i8; 4]),
+    /// Ternary grid points (bytes −1, 0, +1) and the shifts: level = `8 · point ± 1`, −1
+    /// for values 8j..8j + 8 where bit 4j + 3 of the `u16` is set ([`SHIFT_BITS`]).
+    Shifted([u64; 4], u16),
 }
+
+/// The bits of [`GroupBytes::Shifted`]'s shifts (bit 4j + 3 for values 8j..8j + 8: IQ1_M's
+/// layout).
+pub(crate) const SHIFT_BITS: u16 = 0x8888;
 
 /// Byte `v` of four words of bytes, as signed.
 #[inline(always)]
@@ -55,9 +59,10 @@ impl GroupBytes {
             GroupBytes::SignBytes(magnitudes, signs) => {
                 std::array::from_fn(|v| byte(&magnitudes, v) * byte(&signs, v))
             }
-            GroupBytes::Shifted(points, shifts) => {
-                std::array::from_fn(|v| 8 * byte(&points, v) + shifts[v / 8])
-            }
+            GroupBytes::Shifted(points, shifts) => std::array::from_fn(|v| {
+                let negative = (shifts >> (4 * (v / 8) + 3)) & 1 != 0;
+                8 * byte(&points, v) + if negative { -1 } else { 1 }
+            }),
         }
     }
 }
@@ -87,7 +92,7 @@ fn paired(code: impl Fn(usize) -> u32) -> [i16; QK_K / 16] {
 
 /// The sign bytes of four 7-bit patterns `pattern(l)`, each completed to even parity.
 #[inline(always)]
-fn even_signs(pattern: impl Fn(usize) -> u32) -> [u64; 4] {
+pub(crate) fn even_signs(pattern: impl Fn(usize) -> u32) -> [u64; 4] {
     std::array::from_fn(|l| KEVEN_SIGNS[(pattern(l) & 127) as usize])
 }
 
@@ -199,16 +204,6 @@ impl GridGroups for BlockIq3S {
     }
 }
 
-/// A shift of ±1 from its sign bit.
-#[inline(always)]
-fn shift(negative: bool) -> i8 {
-    if negative {
-        -1
-    } else {
-        1
-    }
-}
-
 impl GridGroups for BlockIq1S {
     const FACTOR: f32 = 0.125;
     const PAIRED: bool = true;
@@ -226,7 +221,8 @@ impl GridGroups for BlockIq1S {
         let points = std::array::from_fn(|l| {
             IQ1S_GRID[self.qs[4 * g + l] as usize | ((qh >> (3 * l)) & 7) << 8]
         });
-        GroupBytes::Shifted(points, [shift(qh & 0x8000 != 0); 4])
+        // one shift for all 32: its sign bit (15) spread over every group of 8
+        GroupBytes::Shifted(points, ((qh as u16 as i16) >> 15) as u16 & SHIFT_BITS)
     }
 }
 
@@ -256,10 +252,11 @@ impl GridGroups for BlockIq1M {
     #[inline(always)]
     fn group(&self, g: usize) -> GroupBytes {
         // per 8 values a nibble: bits 8..11 of the grid index, then the shift's sign
-        let nibble = |l: usize| (self.qh[2 * g + l / 2] >> (4 * (l % 2))) as usize & 0xf;
-        let points =
-            std::array::from_fn(|l| IQ1S_GRID[self.qs[4 * g + l] as usize | (nibble(l) & 7) << 8]);
-        GroupBytes::Shifted(points, std::array::from_fn(|l| shift(nibble(l) & 8 != 0)))
+        let qh = u16::from_le_bytes([self.qh[2 * g], self.qh[2 * g + 1]]) as usize;
+        let points = std::array::from_fn(|l| {
+            IQ1S_GRID[self.qs[4 * g + l] as usize | ((qh >> (4 * l)) & 7) << 8]
+        });
+        GroupBytes::Shifted(points, qh as u16 & SHIFT_BITS)
     }
 }
 

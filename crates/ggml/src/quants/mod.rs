@@ -44,7 +44,8 @@ use block::{
     QuantizeImatrix, QuantizeRef,
 };
 
-pub(crate) use iq_groups::{GridGroups, GroupBytes};
+pub(crate) use iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ3S_GRID, IQ3XXS_GRID};
+pub(crate) use iq_groups::{even_signs, GridGroups, GroupBytes, SHIFT_BITS};
 pub(crate) use kquants::unpack_2bit;
 pub(crate) use q3_k::scale as q3k_scale;
 pub(crate) use q45_k::{q4k_levels, q5k_levels, scale_min};

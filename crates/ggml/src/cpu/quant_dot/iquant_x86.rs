@@ -26,7 +26,8 @@ use std::arch::x86_64::*;
 use super::kquant_x86::{combine, k_dots_avx512, k_tiles_avx512, Combine, KAcc, KCombine};
 use super::kquant_x86::{KDecode, KUnpack, Unpacked};
 use super::x86::half;
-use crate::quants::IQ4_NL_VALUES;
+use crate::quants::SHIFT_BITS;
+use crate::quants::{even_signs, IQ1S_GRID, IQ2S_GRID, IQ3S_GRID, IQ3XXS_GRID, IQ4_NL_VALUES};
 use crate::quants::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S};
 use crate::quants::{BlockIq3Xxs, BlockIq4Xs, BlockQ8K, GridGroups, GroupBytes, PackedF16};
 use crate::QK_K;
@@ -98,10 +99,11 @@ impl SignedGroups for BlockIq4Xs {
     }
 }
 
-/// `impl SignedGroups` for grid i-quant `$t`, from its [`GridGroups`] reading, with the
-/// scale register built by `$lanes` in order `$order` where given.
+/// `impl SignedGroups` for grid i-quant `$t`, from its [`GridGroups`] reading: its groups
+/// decoded by `$decode` where given (else from [`GridGroups::group`]), its scale register
+/// built by `$lanes` in order `$order` where given.
 macro_rules! grid_groups {
-    ($($t:ty $(=> $lanes:ident, $order:expr)?),*) => {$(
+    ($($t:ty { $(decode: $decode:ident,)? $(lanes: $lanes:ident, $order:expr,)? }),*) => {$(
         impl SignedGroups for $t {
             const PAIRED: bool = <$t as GridGroups>::PAIRED;
             const FACTOR: f32 = <$t as GridGroups>::FACTOR;
@@ -115,8 +117,7 @@ macro_rules! grid_groups {
             )?
             #[inline(always)]
             unsafe fn decode_group(&self, g: usize) -> (__m256i, __m256i) {
-                // SAFETY: forwarded from the caller.
-                unsafe { grid_group(self.group(g)) }
+                grid_groups!(@decode self, g $(, $decode)?)
             }
             #[inline(always)]
             fn scales(&self) -> [i16; QK_K / 16] {
@@ -128,16 +129,162 @@ macro_rules! grid_groups {
             }
         }
     )*};
+    (@decode $x:ident, $g:ident) => {
+        // SAFETY: forwarded from the caller.
+        unsafe { grid_group($x.group($g)) }
+    };
+    (@decode $x:ident, $g:ident, $decode:ident) => {
+        // SAFETY: forwarded from the caller.
+        unsafe { $decode($x, $g) }
+    };
 }
 grid_groups!(
-    BlockIq2Xxs,
-    BlockIq2Xs => nibble_scales, [0, 1, 2, 3, 4, 5, 6, 7],
-    BlockIq2S => nibble_scales, [0, 1, 2, 3, 4, 5, 6, 7],
-    BlockIq3Xxs,
-    BlockIq3S,
-    BlockIq1S,
-    BlockIq1M => iq1m_scales, [0, 4, 1, 5, 2, 6, 3, 7]
+    BlockIq2Xxs {},
+    BlockIq2Xs { lanes: nibble_scales, [0, 1, 2, 3, 4, 5, 6, 7], },
+    BlockIq2S { decode: iq2s_group, lanes: nibble_scales, [0, 1, 2, 3, 4, 5, 6, 7], },
+    BlockIq3Xxs { decode: iq3xxs_group, },
+    BlockIq3S { decode: iq3s_group, },
+    BlockIq1S { decode: iq1s_group, },
+    BlockIq1M { decode: iq1m_group, lanes: iq1m_scales, [0, 4, 1, 5, 2, 6, 3, 7], }
 );
+
+/// The little-endian `u32` at `bytes[4i..]`.
+#[inline(always)]
+fn word(bytes: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([
+        bytes[4 * i],
+        bytes[4 * i + 1],
+        bytes[4 * i + 2],
+        bytes[4 * i + 3],
+    ])
+}
+
+/// Eight 4-value points of an IQ3 grid, `grid[index[j]]` for values 4j..4j + 4.
+///
+/// # Safety
+/// The CPU must have AVX.
+#[target_feature(enable = "avx")]
+#[inline]
+unsafe fn points8(grid: &[u32], index: [usize; 8]) -> __m256i {
+    let p = |j: usize| grid[index[j]] as i32;
+    _mm256_setr_epi32(p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7))
+}
+
+/// The first `N` i32 lanes of `v` as indices below `n` (a power of two).
+///
+/// # Safety
+/// The CPU must have AVX.
+#[target_feature(enable = "avx")]
+#[inline]
+unsafe fn lanes<const N: usize>(v: __m256i, n: usize) -> [usize; N] {
+    let mut all = [0u32; 8];
+    // SAFETY: the store writes the 32 bytes of `all`.
+    unsafe { _mm256_storeu_si256(all.as_mut_ptr() as *mut __m256i, v) };
+    std::array::from_fn(|j| all[j] as usize & (n - 1))
+}
+
+/// IQ3_XXS's group `g` ([`SignedGroups::decode_group`]): eight grid indices of a byte each,
+/// the signs through GGML's sign bytes.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn iq3xxs_group(x: &BlockIq3Xxs, g: usize) -> (__m256i, __m256i) {
+    let q = &x.qs[8 * g..8 * g + 8];
+    let aux = word(&x.qs[QK_K / 4..], g);
+    let magnitudes = points8(&IQ3XXS_GRID, std::array::from_fn(|j| q[j] as usize));
+    (magnitudes, words(even_signs(|l| aux >> (7 * l))))
+}
+
+/// IQ3_S's group `g`: eight grid indices of 9 bits (a byte of `qs`, and bit j of the
+/// group's `qh` byte for index j), put together in one register as GGML's AVX2 dot does.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn iq3s_group(x: &BlockIq3S, g: usize) -> (__m256i, __m256i) {
+    // SAFETY: the load reads 8 of `qs`'s 64 bytes.
+    let low = unsafe { _mm_loadl_epi64(x.qs.as_ptr().add(8 * g) as *const __m128i) };
+    let high = _mm256_sllv_epi32(
+        _mm256_set1_epi32(x.qh[g] as i32),
+        _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1),
+    );
+    let index = _mm256_or_si256(
+        _mm256_cvtepu8_epi32(low),
+        _mm256_and_si256(high, _mm256_set1_epi32(256)),
+    );
+    let magnitudes = points8(&IQ3S_GRID, lanes::<8>(index, 512));
+    (magnitudes, sign_bits(word(&x.signs, g)))
+}
+
+/// Four grid indices below `n`: `qs`'s first four bytes, index j or'ed with
+/// `high >> shift[j]` masked by `mask`.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn indices4(qs: &[u8], high: u32, shift: [i32; 4], mask: i32, n: usize) -> [usize; 4] {
+    let low = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(word(qs, 0) as i32));
+    let high = _mm_srlv_epi32(
+        _mm_set1_epi32(high as i32),
+        _mm_setr_epi32(shift[0], shift[1], shift[2], shift[3]),
+    );
+    let index = _mm_or_si128(low, _mm_and_si128(high, _mm_set1_epi32(mask)));
+    // SAFETY: forwarded from the caller.
+    unsafe { lanes::<4>(_mm256_castsi128_si256(index), n) }
+}
+
+/// IQ2_S's group `g`: four 10-bit grid indices (a byte of `qs` and two bits of the group's
+/// `qh` byte each), the signs as bits.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn iq2s_group(x: &BlockIq2S, g: usize) -> (__m256i, __m256i) {
+    // bits 2l, 2l + 1 of qh to bits 8, 9: qh << 8 >> 2l
+    let index = indices4(
+        &x.qs[4 * g..],
+        (x.qh[g] as u32) << 8,
+        [0, 2, 4, 6],
+        0x300,
+        1024,
+    );
+    let signs = word(&x.qs[QK_K / 8..], g);
+    (words(index.map(|i| IQ2S_GRID[i])), sign_bits(signs))
+}
+
+/// IQ1_S's group `g`: four 11-bit indices (a byte of `qs` and three bits of the group's `qh`
+/// word each), one shift for all 32 values.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn iq1s_group(x: &BlockIq1S, g: usize) -> (__m256i, __m256i) {
+    let qh = x.qh[g].get() as u32;
+    // bits 3l..3l + 3 of qh to bits 8..11: qh << 8 >> 3l
+    let index = indices4(&x.qs[4 * g..], qh << 8, [0, 3, 6, 9], 0x700, 2048);
+    let shifts = ((qh as u16 as i16) >> 15) as u16 & SHIFT_BITS;
+    shifted(index.map(|i| IQ1S_GRID[i]), shifts)
+}
+
+/// IQ1_M's group `g`: four 11-bit indices (a byte of `qs` and the low three bits of a nibble
+/// of the group's two `qh` bytes each), a shift per 8 values (the nibbles' fourth bits).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn iq1m_group(x: &BlockIq1M, g: usize) -> (__m256i, __m256i) {
+    let qh = u16::from_le_bytes([x.qh[2 * g], x.qh[2 * g + 1]]) as u32;
+    // nibble l's low three bits to bits 8..11: qh << 8 >> 4l
+    let index = indices4(&x.qs[4 * g..], qh << 8, [0, 4, 8, 12], 0x700, 2048);
+    shifted(index.map(|i| IQ1S_GRID[i]), qh as u16 & SHIFT_BITS)
+}
 
 /// Blocks with a 4-bit scale code per 16 values, two per byte (low nibble first).
 trait NibbleScales {
@@ -216,30 +363,49 @@ unsafe fn words(w: [u64; 4]) -> __m256i {
 #[inline]
 unsafe fn grid_group(group: GroupBytes) -> (__m256i, __m256i) {
     match group {
-        GroupBytes::SignBits(magnitudes, bits) => {
-            // byte k: sign byte k / 8 of the four, then bit k % 8
-            let which = _mm256_setr_epi64x(
-                0,
-                0x0101_0101_0101_0101,
-                0x0202_0202_0202_0202,
-                0x0303_0303_0303_0303,
-            );
-            let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-            let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), which);
-            let negative = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-            (
-                words(magnitudes),
-                _mm256_or_si256(negative, _mm256_set1_epi8(1)),
-            )
-        }
+        GroupBytes::SignBits(magnitudes, bits) => (words(magnitudes), sign_bits(bits)),
         GroupBytes::SignBytes(magnitudes, signs) => (words(magnitudes), words(signs)),
-        GroupBytes::Shifted(points, shifts) => {
-            let shifts = shifts.map(|s| s as u8 as u64 * 0x0101_0101_0101_0101);
-            let eight = _mm256_set1_epi8(8);
-            let values = _mm256_add_epi8(_mm256_sign_epi8(eight, words(points)), words(shifts));
-            (_mm256_abs_epi8(values), values)
-        }
+        GroupBytes::Shifted(points, shifts) => shifted(points, shifts),
     }
+}
+
+/// Sign bytes (−1, +1) of 32 values from one bit each (set: negative).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn sign_bits(bits: u32) -> __m256i {
+    // byte k: byte k / 8 of the bits, then bit k % 8
+    let which = _mm256_setr_epi64x(
+        0,
+        0x0101_0101_0101_0101,
+        0x0202_0202_0202_0202,
+        0x0303_0303_0303_0303,
+    );
+    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), which);
+    let negative = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    _mm256_or_si256(negative, _mm256_set1_epi8(1))
+}
+
+/// The levels `8 · point ± 1` of 32 values from their ternary grid points and shifts
+/// ([`GroupBytes::Shifted`]), as (magnitudes, signs).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn shifted(points: [u64; 4], shifts: u16) -> (__m256i, __m256i) {
+    // qword j all ones where bit 4j + 3 of the shifts is set
+    let bits = _mm256_setr_epi64x(0x8, 0x80, 0x800, 0x8000);
+    let negative = _mm256_cmpeq_epi64(
+        _mm256_and_si256(_mm256_set1_epi64x(shifts as i64), bits),
+        bits,
+    );
+    let shifts = _mm256_or_si256(negative, _mm256_set1_epi8(1));
+    let values = _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), words(points)), shifts);
+    (_mm256_abs_epi8(values), values)
 }
 
 /// Group `g` of IQ4_XS block `x` decoded ([`SignedGroups::decode_group`]): its signed table

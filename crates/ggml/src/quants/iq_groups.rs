@@ -90,6 +90,12 @@ fn paired(code: impl Fn(usize) -> u32) -> [i16; QK_K / 16] {
     std::array::from_fn(|h| 2 * code(h / 2) as i16 + 1)
 }
 
+/// Per-16 scales `2s + 1` from 4-bit codes two per byte, low nibble first (IQ2_XS, IQ2_S).
+#[inline(always)]
+fn per16(codes: &[u8; QK_K / 32]) -> [i16; QK_K / 16] {
+    std::array::from_fn(|h| 2 * ((codes[h / 2] >> (4 * (h % 2))) & 0xf) as i16 + 1)
+}
+
 /// The sign bytes of four 7-bit patterns `pattern(l)`, each completed to even parity.
 #[inline(always)]
 pub(crate) fn even_signs(pattern: impl Fn(usize) -> u32) -> [u64; 4] {
@@ -130,7 +136,7 @@ impl GridGroups for BlockIq2Xs {
     }
     #[inline(always)]
     fn scales16(&self) -> [i16; QK_K / 16] {
-        std::array::from_fn(|h| 2 * ((self.scales[h / 2] >> (4 * (h % 2))) & 0xf) as i16 + 1)
+        per16(&self.scales)
     }
     #[inline(always)]
     fn group(&self, g: usize) -> GroupBytes {
@@ -149,7 +155,7 @@ impl GridGroups for BlockIq2S {
     }
     #[inline(always)]
     fn scales16(&self) -> [i16; QK_K / 16] {
-        std::array::from_fn(|h| 2 * ((self.scales[h / 2] >> (4 * (h % 2))) & 0xf) as i16 + 1)
+        per16(&self.scales)
     }
     #[inline(always)]
     fn group(&self, g: usize) -> GroupBytes {

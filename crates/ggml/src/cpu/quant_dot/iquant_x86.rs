@@ -47,35 +47,11 @@ pub(super) trait SignedGroups: KCombine {
     unsafe fn decode_group(&self, g: usize) -> (__m256i, __m256i);
     /// The scale of each 16 values.
     fn scales(&self) -> [i16; QK_K / 16];
-    /// Where group g's two scales sit in [`SignedGroups::scale_lanes`]: their i16 element
-    /// in each 128-bit lane.
-    const SCALE_ORDER: [u8; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
-    /// The 16 scales in one register: group g's first (values 32g..32g + 16) at element
-    /// `SCALE_ORDER[g]` of the low lane, its second at the same element of the high lane.
-    /// (Through [`SignedGroups::scales`] unless a type builds it from its bytes.)
+    /// The scales as the row dots take them.
     ///
     /// # Safety
     /// The CPU must have AVX2.
-    #[inline(always)]
-    unsafe fn scale_lanes(&self) -> __m256i {
-        let sc = self.scales();
-        let [first, second]: [[i16; 8]; 2] =
-            std::array::from_fn(|h| std::array::from_fn(|c| sc[2 * Self::group_at(c) + h]));
-        // SAFETY: the loads read the 16 bytes of `first` and `second`; the caller has AVX2.
-        unsafe {
-            _mm256_set_m128i(
-                _mm_loadu_si128(second.as_ptr() as *const __m128i),
-                _mm_loadu_si128(first.as_ptr() as *const __m128i),
-            )
-        }
-    }
-    /// The group whose scales [`SignedGroups::SCALE_ORDER`] puts at element `c`.
-    fn group_at(c: usize) -> usize {
-        Self::SCALE_ORDER
-            .iter()
-            .position(|&e| e as usize == c)
-            .unwrap_or(0)
-    }
+    unsafe fn row_scales(&self) -> RowScales;
     /// The super-block scale.
     fn d(&self) -> PackedF16;
 }
@@ -94,30 +70,30 @@ impl SignedGroups for BlockIq4Xs {
         std::array::from_fn(|h| per32[h / 2])
     }
     #[inline(always)]
+    unsafe fn row_scales(&self) -> RowScales {
+        RowScales::Pairs(self.scales())
+    }
+    #[inline(always)]
     fn d(&self) -> PackedF16 {
         self.d
     }
 }
 
 /// `impl SignedGroups` for grid i-quant `$t`, from its [`GridGroups`] reading: its groups
-/// decoded by `$decode` where given (else from [`GridGroups::group`]), its scale register
-/// built by `$lanes` in order `$order` where given.
+/// decoded by `$decode` where given (else from [`GridGroups::group`]), its scales per 16
+/// values in one register built by `$lanes` in order `$order` where given (else in pairs).
 macro_rules! grid_groups {
     ($($t:ty { $(decode: $decode:ident,)? $(lanes: $lanes:ident, $order:expr,)? }),*) => {$(
         impl SignedGroups for $t {
             const PAIRED: bool = <$t as GridGroups>::PAIRED;
             const FACTOR: f32 = <$t as GridGroups>::FACTOR;
-            $(
-                const SCALE_ORDER: [u8; 8] = $order;
-                #[inline(always)]
-                unsafe fn scale_lanes(&self) -> __m256i {
-                    // SAFETY: forwarded from the caller.
-                    unsafe { $lanes(self) }
-                }
-            )?
             #[inline(always)]
             unsafe fn decode_group(&self, g: usize) -> (__m256i, __m256i) {
                 grid_groups!(@decode self, g $(, $decode)?)
+            }
+            #[inline(always)]
+            unsafe fn row_scales(&self) -> RowScales {
+                grid_groups!(@scales self $(, $lanes, $order)?)
             }
             #[inline(always)]
             fn scales(&self) -> [i16; QK_K / 16] {
@@ -137,6 +113,15 @@ macro_rules! grid_groups {
         // SAFETY: forwarded from the caller.
         unsafe { $decode($x, $g) }
     };
+    (@scales $x:ident) => {{
+        const { assert!(<Self as GridGroups>::PAIRED, "scales per 16 need a register of them") };
+        RowScales::Pairs($x.scales16())
+    }};
+    (@scales $x:ident, $lanes:ident, $order:expr) => {{
+        const PICK: [i16; 8] = pick_controls($order);
+        // SAFETY: forwarded from the caller.
+        RowScales::Lanes(unsafe { $lanes($x) }, &PICK)
+    }};
 }
 grid_groups!(
     BlockIq2Xxs {},
@@ -304,7 +289,7 @@ impl NibbleScales for BlockIq2S {
     }
 }
 
-/// [`SignedGroups::scale_lanes`] of the IQ2_XS and IQ2_S scales `2·code + 1`: the low
+/// [`RowScales::Lanes`] of the IQ2_XS and IQ2_S scales `2·code + 1`: the low
 /// nibbles (the first 16 of each group) in the low lane, the high nibbles in the high one.
 ///
 /// # Safety
@@ -323,7 +308,7 @@ unsafe fn nibble_scales<B: NibbleScales>(x: &B) -> __m256i {
     }
 }
 
-/// [`SignedGroups::scale_lanes`] of IQ1_M (3-bit codes at bits 0, 3, 6, 9 of each of its four
+/// [`RowScales::Lanes`] of IQ1_M (3-bit codes at bits 0, 3, 6, 9 of each of its four
 /// words, the 16s in order): the words shifted by 0 and 6 in the low lane (codes 4w and
 /// 4w + 2, group 2w's and 2w + 1's first), by 3 and 9 in the high one, as GGML's AVX2 dot
 /// does.
@@ -514,10 +499,10 @@ unsafe fn signed_unpack<B: SignedGroups>(x: &B) -> SignedUnpacked {
         for g in 0..8 {
             (magnitudes[g], signs[g]) = x.decode_group(g);
         }
-        let sc = RowScales::of(x);
+        let sc = x.row_scales();
         let mut scales = [_mm256_setzero_si256(); 8];
         for (g, s) in scales.iter_mut().enumerate() {
-            *s = sc.group::<B>(g);
+            *s = sc.group(g);
         }
         SignedUnpacked {
             signs,
@@ -528,47 +513,44 @@ unsafe fn signed_unpack<B: SignedGroups>(x: &B) -> SignedUnpacked {
     }
 }
 
-/// A super-block's scales for the row dots: per 16 values, and (for the types without pairs)
-/// in one register ([`SignedGroups::scale_lanes`]).
-struct RowScales {
-    per16: [i16; QK_K / 16],
-    lanes: __m256i,
+/// A super-block's scales as the row dots take them ([`SignedGroups::row_scales`]).
+pub(super) enum RowScales {
+    /// Per 16 values, in equal pairs (one scale per 32).
+    Pairs([i16; QK_K / 16]),
+    /// All 16 in one register, group g's first (values 32g..32g + 16) and second at the
+    /// same i16 element of the low and the high lane, and per group the `pshufb` control
+    /// that picks that element ([`pick_controls`]).
+    Lanes(__m256i, &'static [i16; 8]),
+}
+
+/// The `pshufb` controls (as i16, both bytes of one element) that pick i16 element
+/// `order[g]` of each lane.
+const fn pick_controls(order: [u8; 8]) -> [i16; 8] {
+    let mut pick = [0i16; 8];
+    let mut g = 0;
+    while g < 8 {
+        let e = order[g] as i16;
+        pick[g] = ((2 * e + 1) << 8) | (2 * e);
+        g += 1;
+    }
+    pick
 }
 
 impl RowScales {
-    /// `x`'s scales.
-    ///
-    /// # Safety
-    /// The CPU must have AVX2.
-    #[inline(always)]
-    unsafe fn of<B: SignedGroups>(x: &B) -> RowScales {
-        // SAFETY: forwarded from the caller.
-        unsafe {
-            RowScales {
-                per16: x.scales(),
-                lanes: if B::PAIRED {
-                    _mm256_setzero_si256()
-                } else {
-                    x.scale_lanes()
-                },
-            }
-        }
-    }
-
     /// The scales of group `g`'s 16 pair sums: those of values 32g..32g + 16 in the low lane,
     /// of the next 16 in the high one.
     ///
     /// # Safety
     /// The CPU must have AVX2.
     #[inline(always)]
-    unsafe fn group<B: SignedGroups>(&self, g: usize) -> __m256i {
+    unsafe fn group(&self, g: usize) -> __m256i {
         // SAFETY: register operations; the caller has AVX2.
         unsafe {
-            if B::PAIRED {
-                _mm256_set1_epi16(self.per16[2 * g])
-            } else {
-                let e = B::SCALE_ORDER[g] as i16;
-                _mm256_shuffle_epi8(self.lanes, _mm256_set1_epi16(((2 * e + 1) << 8) | (2 * e)))
+            match self {
+                RowScales::Pairs(per16) => _mm256_set1_epi16(per16[2 * g]),
+                RowScales::Lanes(lanes, pick) => {
+                    _mm256_shuffle_epi8(*lanes, _mm256_set1_epi16(pick[g]))
+                }
             }
         }
     }
@@ -628,13 +610,13 @@ impl<B: SignedGroups> KDecode<B> for SignedYmm {
                 }
                 return;
             }
-            let (y, sc) = (ys[0], RowScales::of(x));
+            let (y, sc) = (ys[0], x.row_scales());
             let mut sumi = _mm256_setzero_si256();
             for g in 0..8 {
                 let (magnitudes, signs) = x.decode_group(g);
                 let q = _mm256_loadu_si256(y.qs.as_ptr().add(32 * g) as *const __m256i);
                 let pairs = _mm256_maddubs_epi16(magnitudes, _mm256_sign_epi8(q, signs));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pairs, sc.group::<B>(g)));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pairs, sc.group(g)));
             }
             let zero = _mm256_setzero_si256();
             acc[0] = combine::<B>(half(x.d()), 0.0, y.d.get(), sumi, zero, acc[0]);

@@ -1,6 +1,7 @@
 //! AVX2 band products ([`super::BandDot`]) for CPUs without VNNI: the 32-value signed types
 //! (Q4_0, Q5_0, Q8_0, IQ4_NL) on `band32.rs`'s activation tiles and the k-quants (Q2_K..Q6_K)
-//! on `kquant_tile.rs`'s, with AVX2, FMA and F16C only.
+//! and i-quants (IQ4_XS and the grid types) on `kquant_tile.rs`'s, with AVX2, FMA and F16C
+//! only.
 //!
 //! The tiles hold four consecutive levels of each of 16 columns per 64 bytes; a 256-bit load
 //! takes eight columns. Four levels of one weight row, broadcast (a load), times those eight
@@ -9,7 +10,8 @@
 //! The weight operand must be unsigned: the k-quants' levels are (0..64, offset corrected
 //! through Q8_K's group sums, as the row kernels do); Q4_0's and Q5_0's are biased by 8 or 16
 //! (`−bias · Σ y` from the tile's block sums seeds the sum); Q8_0's and IQ4_NL's are taken as
-//! `|x|` with the activations' signs flipped where `x < 0` (`vpsignb`, as the row kernels).
+//! `|x|` with the activations' signs flipped where `x < 0` (`vpsignb`, as the row kernels),
+//! and so are the i-quants' values ([`KUnpack::SIGNED`]; no correction then).
 //! The i16 pair sums are added in i16 for as many quads as cannot overflow (the largest level
 //! bounds them), then widened with `vpmaddwd` (by the group scale for the k-quants, by 1 for
 //! the others), so every block's (group's) integer sum is exact.
@@ -51,11 +53,12 @@ const B32_SIGNED: usize = BAND * band32::QK;
 /// Offset of the scales.
 const B32_D: usize = 2 * B32_SIGNED;
 
-/// The band's unpacked k-quant super-block: each row's `QK_K` levels, each row's 16 group
-/// scales as i16 pairs `(s, s)` (group order), each row's 8 correction pairs (groups 2p and
-/// 2p + 1, as [`Unpacked::corr`](super::kquant_x86::Unpacked) holds them), the rows' `d` and
-/// their `corr_d` as f32.
-const K_BLOCK: usize = K_CD + BAND * 4;
+/// The band's unpacked k-quant super-block: each row's `QK_K` levels (for the signed types,
+/// [`KUnpack::SIGNED`], their magnitudes), each row's 16 group scales as i16 pairs `(s, s)`
+/// (group order), each row's 8 correction pairs (groups 2p and 2p + 1, as
+/// [`Unpacked::corr`](super::kquant_x86::Unpacked) holds them), the rows' `d` and their
+/// `corr_d` as f32, then for the signed types each row's `QK_K` signed values.
+const K_BLOCK: usize = K_SIGNED + BAND * QK_K;
 /// Offset of the group scales.
 const K_SC: usize = BAND * QK_K;
 /// Offset of the correction pairs.
@@ -64,6 +67,8 @@ const K_CP: usize = K_SC + BAND * 16 * 4;
 const K_D: usize = K_CP + BAND * 8 * 4;
 /// Offset of the correction factors.
 const K_CD: usize = K_D + BAND * 4;
+/// Offset of the signed values.
+const K_SIGNED: usize = K_CD + BAND * 4;
 
 /// Bytes of an unpacked band of 32-value rows of `k` values.
 pub(crate) fn band32_bytes(k: usize) -> usize {
@@ -242,7 +247,15 @@ unsafe fn unpack_k<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
                 let u = x.unpack();
                 for (c, lv) in u.levels.iter().enumerate() {
                     let dst = o[t * QK_K + 32 * c..][..32].as_mut_ptr() as *mut __m256i;
-                    _mm256_storeu_si256(dst, *lv);
+                    if B::SIGNED {
+                        // the values (levels less 128), and their magnitudes as the operands
+                        let v = _mm256_xor_si256(*lv, _mm256_set1_epi8(0x80u8 as i8));
+                        _mm256_storeu_si256(dst, _mm256_abs_epi8(v));
+                        let signed = o[K_SIGNED + t * QK_K + 32 * c..][..32].as_mut_ptr();
+                        _mm256_storeu_si256(signed as *mut __m256i, v);
+                    } else {
+                        _mm256_storeu_si256(dst, *lv);
+                    }
                 }
                 _mm256_storeu_si256(scales.as_mut_ptr() as *mut __m256i, u.scales);
                 let cp = o[K_CP + t * 32..][..32].as_mut_ptr() as *mut __m256i;
@@ -295,6 +308,12 @@ unsafe fn pass_k<B: KUnpack>(
                         let y = load(tb.add(q * QUAD_ROW));
                         for (r, p) in p.iter_mut().enumerate() {
                             let x = word(bb.add((r0 + r) * QK_K), q);
+                            // the signed types: the activations carry the values' signs
+                            let y = if B::SIGNED {
+                                _mm256_sign_epi8(y, word(bb.add(K_SIGNED + (r0 + r) * QK_K), q))
+                            } else {
+                                y
+                            };
                             *p = _mm256_add_epi16(*p, _mm256_maddubs_epi16(x, y));
                         }
                     }
@@ -306,6 +325,9 @@ unsafe fn pass_k<B: KUnpack>(
             }
             let yd = _mm256_loadu_ps(tb.add(kquant_tile::ACT_D) as *const f32);
             combine(&mut acc, sums, yd, bb.add(K_D), r0);
+            if B::SIGNED {
+                continue;
+            }
             let mut corr = [_mm256_setzero_si256(); ROWS];
             for p in 0..8 {
                 let y = load(tb.add(kquant_tile::ACT_BSUMS + p * QUAD_ROW));

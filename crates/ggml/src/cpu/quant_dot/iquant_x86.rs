@@ -464,6 +464,7 @@ macro_rules! signed_kquant {
             const PAIRED: bool = <$t as SignedGroups>::PAIRED;
             const LEVEL_OFFSET: i32 = 128;
             const MAX_LEVEL: u8 = 255;
+            const SIGNED: bool = true;
             const AVX512: (super::RowDot, super::TileDot) =
                 (k_dots_avx512::<Self, SignedYmm>, k_tiles_avx512::<Self, SignedYmm>);
             #[inline(always)]

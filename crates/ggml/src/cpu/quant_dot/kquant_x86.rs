@@ -77,6 +77,10 @@ pub(super) trait KUnpack: KCombine {
     /// 64, as [`Ymm`]'s `maddubs` needs, but for the i-quants, which only the band products
     /// unpack so).
     const MAX_LEVEL: u8;
+    /// Whether the levels are signed values offset by 128 (the i-quants): the AVX2 band
+    /// products take their magnitudes with the activations' signs flipped instead, and need
+    /// no correction.
+    const SIGNED: bool = false;
     /// The block unpacked.
     ///
     /// # Safety

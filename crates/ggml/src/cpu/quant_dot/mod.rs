@@ -751,15 +751,14 @@ fn kernel32<B: DotBlock>(act: Type, isa: Isa) -> QuantDot {
 /// x86.
 #[cfg(target_arch = "x86_64")]
 fn kernel_k<B: kquant_x86::KUnpack + DotBlock>(isa: Isa) -> QuantDot {
-    kernel_q8k::<B, kquant_x86::Ymm>(isa, true)
+    kernel_q8k::<B, kquant_x86::Ymm>(isa)
 }
 
 /// The kernel on path `isa` of `B`, a type with Q8_K activations that the k-quants' loops
 /// take through `K`: `B::AVX512`'s row and tile dots on AVX-512, `K`'s compiled for AVX2 on
-/// AVX2, and the k-quants' band products on AVX-512 VNNI (and on AVX2 where `avx2_band`: their
-/// AVX2 ones sum levels below 64 only).
+/// AVX2, and the k-quants' band products on AVX-512 VNNI and on AVX2.
 #[cfg(target_arch = "x86_64")]
-fn kernel_q8k<B, K>(isa: Isa, avx2_band: bool) -> QuantDot
+fn kernel_q8k<B, K>(isa: Isa) -> QuantDot
 where
     B: kquant_x86::KUnpack + DotBlock,
     K: kquant_x86::KDecode<B>,
@@ -783,8 +782,8 @@ where
     };
     let band = match isa {
         Isa::Avx512 => band(kquant_tile::band_bytes, kquant_tile::band_dots::<B>),
-        Isa::Avx2 if avx2_band => band(band_avx2::k_band_bytes, band_avx2::k_band_dots::<B>),
-        Isa::Avx2 | Isa::Scalar => None,
+        Isa::Avx2 => band(band_avx2::k_band_bytes, band_avx2::k_band_dots::<B>),
+        Isa::Scalar => None,
     };
     QuantDot {
         act: Type::Q8_K,
@@ -800,14 +799,14 @@ fn kernel_k<B: DotBlock>(isa: Isa) -> QuantDot {
     kernel::<B>(Type::Q8_K, isa)
 }
 
-/// The kernel of i-quant `B` (IQ4_XS, IQ3_S) on path `isa` (Q8_K activations), with the
-/// intrinsics row and tile dots on x86 (`iquant_x86.rs`, through the k-quants' loops) and the
-/// k-quants' band products on AVX-512 VNNI.
+/// The kernel of i-quant `B` on path `isa` (Q8_K activations), with the intrinsics row and
+/// tile dots on x86 (`iquant_x86.rs`, through the k-quants' loops) and the k-quants' band
+/// products on AVX-512 VNNI and AVX2.
 #[cfg(target_arch = "x86_64")]
 fn kernel_signed<B: iquant_x86::SignedGroups + kquant_x86::KUnpack + DotBlock>(
     isa: Isa,
 ) -> QuantDot {
-    kernel_q8k::<B, iquant_x86::SignedYmm>(isa, false)
+    kernel_q8k::<B, iquant_x86::SignedYmm>(isa)
 }
 
 /// The kernel of i-quant `B` on path `isa` (no intrinsics kernels on this architecture).
@@ -1160,14 +1159,13 @@ mod tests {
     fn band_products_match_the_row_dots_for_every_shape() {
         use Type::*;
         let k = 5 * QK_K;
-        let quantize = |ty: Type, seed: u32| {
-            let mut q = vec![0u8; ty.row_size(k as i64).unwrap()];
-            crate::quants::quantize_chunk(ty, &values(k, seed), &mut q, 0, 1, k, None).unwrap();
-            q
-        };
+        let quantize = |ty: Type, seed: u32| quantize_weights(ty, &values(k, seed));
         let cols = 64;
         let mut checked = 0;
-        let banded = [Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q5_0, Q8_0, IQ4_NL];
+        let banded = [
+            Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS, IQ3_S, IQ3_XXS,
+            IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M,
+        ];
         for ty in banded {
             let act = quant_dot(ty, Isa::Scalar).unwrap().act;
             let qbytes = act.row_size(k as i64).unwrap();

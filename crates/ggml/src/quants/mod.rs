@@ -44,6 +44,7 @@ use block::{
     QuantizeImatrix, QuantizeRef,
 };
 
+pub(crate) use iq_common::read_u32;
 pub(crate) use iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ3S_GRID, IQ3XXS_GRID};
 pub(crate) use iq_groups::{even_signs, GridGroups, GroupBytes, SHIFT_BITS};
 pub(crate) use kquants::unpack_2bit;

@@ -26,8 +26,8 @@ use std::arch::x86_64::*;
 use super::kquant_x86::{combine, k_dots_avx512, k_tiles_avx512, Combine, KAcc, KCombine};
 use super::kquant_x86::{KDecode, KUnpack, Unpacked};
 use super::x86::half;
-use crate::quants::SHIFT_BITS;
 use crate::quants::{even_signs, IQ1S_GRID, IQ2S_GRID, IQ3S_GRID, IQ3XXS_GRID, IQ4_NL_VALUES};
+use crate::quants::{read_u32, SHIFT_BITS};
 use crate::quants::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S};
 use crate::quants::{BlockIq3Xxs, BlockIq4Xs, BlockQ8K, GridGroups, GroupBytes, PackedF16};
 use crate::QK_K;
@@ -133,17 +133,6 @@ grid_groups!(
     BlockIq1M { decode: iq1m_group, lanes: iq1m_scales, [0, 4, 1, 5, 2, 6, 3, 7], }
 );
 
-/// The little-endian `u32` at `bytes[4i..]`.
-#[inline(always)]
-fn word(bytes: &[u8], i: usize) -> u32 {
-    u32::from_le_bytes([
-        bytes[4 * i],
-        bytes[4 * i + 1],
-        bytes[4 * i + 2],
-        bytes[4 * i + 3],
-    ])
-}
-
 /// Eight 4-value points of an IQ3 grid, `grid[index[j]]` for values 4j..4j + 4.
 ///
 /// # Safety
@@ -177,7 +166,7 @@ unsafe fn lanes<const N: usize>(v: __m256i, n: usize) -> [usize; N] {
 #[inline]
 unsafe fn iq3xxs_group(x: &BlockIq3Xxs, g: usize) -> (__m256i, __m256i) {
     let q = &x.qs[8 * g..8 * g + 8];
-    let aux = word(&x.qs[QK_K / 4..], g);
+    let aux = read_u32(&x.qs[QK_K / 4..], g);
     let magnitudes = points8(&IQ3XXS_GRID, std::array::from_fn(|j| q[j] as usize));
     (magnitudes, words(even_signs(|l| aux >> (7 * l))))
 }
@@ -201,7 +190,7 @@ unsafe fn iq3s_group(x: &BlockIq3S, g: usize) -> (__m256i, __m256i) {
         _mm256_and_si256(high, _mm256_set1_epi32(256)),
     );
     let magnitudes = points8(&IQ3S_GRID, lanes::<8>(index, 512));
-    (magnitudes, sign_bits(word(&x.signs, g)))
+    (magnitudes, sign_bits(read_u32(&x.signs, g)))
 }
 
 /// Four grid indices below `n`: `qs`'s first four bytes, index j or'ed with
@@ -212,7 +201,7 @@ unsafe fn iq3s_group(x: &BlockIq3S, g: usize) -> (__m256i, __m256i) {
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn indices4(qs: &[u8], high: u32, shift: [i32; 4], mask: i32, n: usize) -> [usize; 4] {
-    let low = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(word(qs, 0) as i32));
+    let low = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(read_u32(qs, 0) as i32));
     let high = _mm_srlv_epi32(
         _mm_set1_epi32(high as i32),
         _mm_setr_epi32(shift[0], shift[1], shift[2], shift[3]),
@@ -238,7 +227,7 @@ unsafe fn iq2s_group(x: &BlockIq2S, g: usize) -> (__m256i, __m256i) {
         0x300,
         1024,
     );
-    let signs = word(&x.qs[QK_K / 8..], g);
+    let signs = read_u32(&x.qs[QK_K / 8..], g);
     (words(index.map(|i| IQ2S_GRID[i])), sign_bits(signs))
 }
 

@@ -39,22 +39,23 @@ use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::types::Type;
 
-/// How far ahead of its tile a matrix-vector product on one thread asks for weights of short
-/// rows into L2: one core's outstanding misses bound what it reads from DRAM, and the hardware
-/// prefetcher restarts at every 4 KiB page, so fetching further ahead raises the rate (Zen 5,
-/// Gemma 3's output projection Q8_0 [640 → 262144] from DRAM, six alternations: 20.9 → 24.8
-/// GB/s median; 4 and 12 KiB gave 23.0 and 22.7). Several threads share the DRAM and already
-/// saturate it (there the same prefetch was even, ±8%): they do not.
+/// How far ahead of its tile a matrix-vector product asks for weights of short rows into L2:
+/// one core's outstanding misses bound what it reads from DRAM, and the hardware prefetcher
+/// restarts at every 4 KiB page, so fetching further ahead raises the rate (Gemma 3's output
+/// projection Q8_0 [640 → 262144] from DRAM, GB/s: Zen 5, one thread, six alternations 20.9 →
+/// 24.8 median, 4 and 12 KiB gave 23.0 and 22.7; Zen 4, two threads, three alternations 16.0–17.2
+/// → 28.1–33.1, where 4 and 16 KiB gave 20.1–21.5 and 29.4–30.6, and Zen 5's two threads even
+/// ±8%). Each thread fetches ahead in its own chunks.
 const LINEAR_PREFETCH: usize = 8 << 10;
 
-/// The bytes ahead at which the tile loop of a product of `cols` columns on `nth` threads
-/// prefetches weight rows of `wbytes` bytes, `stride` apart: [`LINEAR_PREFETCH`] for one
-/// column on one thread where the rows lie back to back and a tile's rows are shorter than
-/// the distance (longer rows are four streams of their own, which the kernels' prefetch
-/// and the hardware's follow), else 0 (none).
-fn linear_prefetch(cols: usize, nth: usize, stride: usize, wbytes: usize) -> usize {
+/// The bytes ahead at which the tile loop of a product of `cols` columns prefetches weight
+/// rows of `wbytes` bytes, `stride` apart: [`LINEAR_PREFETCH`] for one column where the rows
+/// lie back to back and a tile's rows are shorter than the distance (longer rows are four
+/// streams of their own, which the kernels' prefetch and the hardware's follow), else 0
+/// (none).
+fn linear_prefetch(cols: usize, stride: usize, wbytes: usize) -> usize {
     let short = stride == wbytes && TILE_ROWS * wbytes <= LINEAR_PREFETCH;
-    if cols == 1 && nth == 1 && short {
+    if cols == 1 && short {
         LINEAR_PREFETCH
     } else {
         0
@@ -435,8 +436,8 @@ unsafe fn mul_mat_quant<const SHARED: bool, const PATH: u8>(n: &NodePtrs, p: &Pa
             continue;
         }
         if let Some(tile) = qd.tile.filter(|_| PATH == TILES) {
-            let ahead = linear_prefetch(nj, p.nth, a.nb[1], wbytes);
-            // the end of this matrix's weights (the one thread's next chunk follows this one)
+            let ahead = linear_prefetch(nj, a.nb[1], wbytes);
+            // the end of this matrix's weights (a thread's next chunk mostly follows this one)
             let stop = if ahead > 0 {
                 weights(m - 1).as_ptr_range().end as usize
             } else {

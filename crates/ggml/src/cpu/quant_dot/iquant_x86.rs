@@ -25,9 +25,9 @@ use std::arch::x86_64::*;
 
 use super::kquant_x86::{combine, k_dots_avx512, k_tiles_avx512, Combine, KAcc, KCombine};
 use super::kquant_x86::{KDecode, KUnpack, Unpacked};
-use super::x86::half;
+use super::x86::{bits_to_bytes, half};
 use crate::quants::{even_signs, IQ1S_GRID, IQ2S_GRID, IQ3S_GRID, IQ3XXS_GRID, IQ4_NL_VALUES};
-use crate::quants::{read_u32, SHIFT_BITS};
+use crate::quants::{iq1s_shift_bits, read_u32, SHIFT_BITS};
 use crate::quants::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S};
 use crate::quants::{BlockIq3Xxs, BlockIq4Xs, BlockQ8K, GridGroups, GroupBytes, PackedF16};
 use crate::QK_K;
@@ -242,8 +242,7 @@ unsafe fn iq1s_group(x: &BlockIq1S, g: usize) -> (__m256i, __m256i) {
     let qh = x.qh[g].get() as u32;
     // bits 3l..3l + 3 of qh to bits 8..11: qh << 8 >> 3l
     let index = indices4(&x.qs[4 * g..], qh << 8, [0, 3, 6, 9], 0x700, 2048);
-    let shifts = ((qh as u16 as i16) >> 15) as u16 & SHIFT_BITS;
-    shifted(index.map(|i| IQ1S_GRID[i]), shifts)
+    shifted(index.map(|i| IQ1S_GRID[i]), iq1s_shift_bits(qh as u16))
 }
 
 /// IQ1_M's group `g`: four 11-bit indices (a byte of `qs` and the low three bits of a nibble
@@ -350,17 +349,8 @@ unsafe fn grid_group(group: GroupBytes) -> (__m256i, __m256i) {
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn sign_bits(bits: u32) -> __m256i {
-    // byte k: byte k / 8 of the bits, then bit k % 8
-    let which = _mm256_setr_epi64x(
-        0,
-        0x0101_0101_0101_0101,
-        0x0202_0202_0202_0202,
-        0x0303_0303_0303_0303,
-    );
-    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-    let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), which);
-    let negative = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-    _mm256_or_si256(negative, _mm256_set1_epi8(1))
+    // SAFETY: register operations; the caller has AVX2.
+    unsafe { _mm256_or_si256(bits_to_bytes(bits.to_le_bytes()), _mm256_set1_epi8(1)) }
 }
 
 /// The levels `8 · point ± 1` of 32 values from their ternary grid points and shifts

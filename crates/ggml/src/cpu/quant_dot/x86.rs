@@ -217,7 +217,7 @@ unsafe fn nibbles(qs: &[u8; 16]) -> __m256i {
 
 /// Byte j all ones where bit j of the little-endian `qh` is set, else zero.
 #[inline(always)]
-unsafe fn bits_to_bytes(qh: [u8; 4]) -> __m256i {
+pub(super) unsafe fn bits_to_bytes(qh: [u8; 4]) -> __m256i {
     // SAFETY: register operations only; the caller has AVX2.
     unsafe {
         let spread = _mm256_shuffle_epi8(

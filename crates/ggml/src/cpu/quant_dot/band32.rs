@@ -2,10 +2,12 @@
 //! Q8_0 activations, as `kquant_tile.rs` does them for the k-quants: [`BAND`] weight rows ×
 //! column groups of [`GROUP`], one `vpdpbusd` per four values of a weight row and 16 columns.
 //!
-//! `vpdpbusd` multiplies unsigned by signed bytes, so the weight levels are offset by 128 (one
-//! XOR per block when the band is unpacked) and every four values' sum starts from
-//! `−128 · Σ y` over them (one `vpdpbusd` per four values and column group, shared by the
-//! band's rows), which leaves `Σ x·y` exactly. The f32 steps are those of GGML's x86 dots
+//! `vpdpbusd` multiplies unsigned by signed bytes, so the activation levels are offset by 128
+//! (one XOR when the tiles are packed, [`pack_act_biased`]) and the weight levels stay signed:
+//! every four values' sum starts from `−128 · Σ x` over them, a seed the band's unpacking
+//! computes once per weight row and block, which leaves `Σ x·y` exactly. (The offset on the
+//! weights' side would need `−128 · Σ y`, a `vpdpbusd` per four values and column group more
+//! in the inner loop.) The f32 steps are those of GGML's x86 dots
 //! (`ggml_vec_dot_*_q8_0` and llamafile's `tinyBLAS_Q0_AVX`, which GGML uses for these types'
 //! batches): per block the eight sums of four values are eight lanes, each
 //! `fma(xd·yd, lane, acc)`, and the lanes are added at the end as `hsum_float_8` — so every
@@ -36,10 +38,13 @@ pub(super) const ACT_SUM: usize = QK / 4 * GROUP * 4;
 /// Offset of the scales.
 pub(super) const ACT_D: usize = ACT_SUM + GROUP * 4;
 
-/// The band's unpacked block: each row's 32 levels offset by 128, then the rows' scales as f32.
-const BAND_BLOCK: usize = BAND_D + BAND * 4;
+/// The band's unpacked block: each row's 32 levels, the rows' scales as f32, then each row's
+/// eight seeds `−128 · Σ x` over four values as i32.
+const BAND_BLOCK: usize = BAND_SEED + BAND * LANES * 4;
 /// Offset of the scales.
 const BAND_D: usize = BAND * QK;
+/// Offset of the seeds.
+const BAND_SEED: usize = BAND_D + BAND * 4;
 
 /// Bytes of the activation tiles of `cols` columns of `k` values (whole blocks).
 pub(crate) fn act_tile_bytes(k: usize, cols: usize) -> usize {
@@ -52,11 +57,27 @@ pub(crate) fn band_bytes(k: usize) -> usize {
 }
 
 /// Lays out `cols` activation rows `a` (blocks of `A`, back to back, whole rows) as the tiles
-/// [`band_dots`] reads; the columns past `cols` in the last group are zero.
+/// the AVX2 band products read (`band_avx2.rs`); the columns past `cols` in the last group are
+/// zero.
 ///
 /// # Panics
 /// If `tile` is shorter than [`act_tile_bytes`] (a planning error).
 pub(crate) fn pack_act<A: Act32 + bytemuck::Pod>(a: &[u8], cols: usize, tile: &mut [u8]) {
+    pack_levels::<A, 0>(a, cols, tile);
+}
+
+/// [`pack_act`] with every level offset by 128 (unsigned, for `vpdpbusd`), the tiles
+/// [`band_dots`] reads; the columns past `cols` are zero bytes (their products are never
+/// stored).
+///
+/// # Panics
+/// If `tile` is shorter than [`act_tile_bytes`] (a planning error).
+pub(crate) fn pack_act_biased<A: Act32 + bytemuck::Pod>(a: &[u8], cols: usize, tile: &mut [u8]) {
+    pack_levels::<A, 0x80>(a, cols, tile);
+}
+
+/// [`pack_act`] with every level byte XORed with `FLIP`.
+fn pack_levels<A: Act32 + bytemuck::Pod, const FLIP: u8>(a: &[u8], cols: usize, tile: &mut [u8]) {
     let blocks: &[A] = bytemuck::cast_slice(a);
     let nb = blocks.len() / cols.max(1);
     let tiles = tile[..act_tile_bytes(nb * QK, cols)].chunks_exact_mut(ACT_BLOCK);
@@ -67,7 +88,9 @@ pub(crate) fn pack_act<A: Act32 + bytemuck::Pod>(a: &[u8], cols: usize, tile: &m
             let (d, qs) = blocks[(g * GROUP + j) * nb + i].parts();
             let qb: &[u8] = bytemuck::cast_slice(qs);
             for (q, four) in qb.chunks_exact(4).enumerate() {
-                t[(q * GROUP + j) * 4..][..4].copy_from_slice(four);
+                for (dst, &v) in t[(q * GROUP + j) * 4..][..4].iter_mut().zip(four) {
+                    *dst = v ^ FLIP;
+                }
             }
             let sum: i32 = qs.iter().map(|&v| v as i32).sum();
             t[ACT_SUM + 4 * j..][..4].copy_from_slice(&(-128 * sum).to_le_bytes());
@@ -96,7 +119,7 @@ unsafe fn hsum8_lanes(l: &[__m512; 8]) -> __m512 {
 
 /// The band products ([`super::BandDot`]) of a signed 32-value type `B`: unpacks the
 /// [`BAND`] weight rows `w` into `scratch`, then dots them with each column group of `tile`
-/// (made by [`pack_act`] for `out[t].len()` columns), setting `out[t][j]`.
+/// (made by [`pack_act_biased`] for `out[t].len()` columns), setting `out[t][j]`.
 ///
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features; `B` is a signed type; the rows of `w`
@@ -114,13 +137,19 @@ pub(super) unsafe fn band_dots<B: Simd32>(
     let nb = w[0].len() / size_of::<B>();
     let cols = out[0].len();
     let band = &mut scratch[..nb * BAND_BLOCK];
+    let offset = _mm256_set1_epi8(0x80u8 as i8);
     for (t, row) in w.iter().enumerate() {
         let blocks: &[B] = bytemuck::cast_slice(row);
         for (x, o) in blocks.iter().zip(band.chunks_exact_mut(BAND_BLOCK)) {
-            // SAFETY: the caller has AVX2 and F16C; the store writes the row's 32 bytes.
+            // SAFETY: the caller has AVX2, F16C and AVX-512 VL/VNNI; the stores write the row's
+            // 32 levels and its eight seeds.
             let d = unsafe {
-                let v = _mm256_xor_si256(x.levels(), _mm256_set1_epi8(0x80u8 as i8));
+                let v = x.levels();
                 _mm256_storeu_si256(o[t * QK..][..QK].as_mut_ptr() as *mut __m256i, v);
+                let sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset, v);
+                let seed = _mm256_sub_epi32(_mm256_setzero_si256(), sum);
+                let at = o[BAND_SEED + t * LANES * 4..][..LANES * 4].as_mut_ptr();
+                _mm256_storeu_si256(at as *mut __m256i, seed);
                 half(x.d())
             };
             o[BAND_D + 4 * t..][..4].copy_from_slice(&d.to_le_bytes());
@@ -177,7 +206,8 @@ const SLICE: usize = 32;
 
 /// Adds blocks `blocks` of band rows `t0..t0 + R` times one column group (`tile`) into the
 /// rows' lane accumulators `acc` (f32, loaded and stored once per call): per four values of a
-/// block, `fma(xd·yd, f32(Σ x·y), lane)`, as [`band_dots`] describes. With `next` (`R` row
+/// block, `fma(xd·yd, f32(Σ x·y), lane)` with `Σ x·y` from the row's seed plus the signed
+/// levels times the offset activations, as [`band_dots`] describes. With `next` (`R` row
 /// addresses and the bytes of a weight block), block `i` of each of those rows is prefetched
 /// into L2 with block `i` here (a prefetch never faults, whatever the address).
 ///
@@ -203,7 +233,6 @@ unsafe fn pass<const R: usize>(
     unsafe {
         let mut a: [[__m512; LANES]; R] =
             std::array::from_fn(|r| std::array::from_fn(|q| _mm512_loadu_ps(acc[r][q].as_ptr())));
-        let offset = _mm512_set1_epi8(0x80u8 as i8);
         for i in blocks {
             let bb = band.as_ptr().add(i * BAND_BLOCK);
             let tb = tile.as_ptr().add(i * ACT_BLOCK);
@@ -219,12 +248,11 @@ unsafe fn pass<const R: usize>(
             });
             for q in 0..LANES {
                 let y = _mm512_loadu_si512(tb.add(q * GROUP * 4) as *const __m512i);
-                // −128 · Σ y over the four values, so the offset levels give Σ x·y
-                let corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, y);
-                let seed = _mm512_sub_epi32(_mm512_setzero_si512(), corr);
                 for (r, ar) in a.iter_mut().enumerate() {
                     let x = (bb.add((t0 + r) * QK + 4 * q) as *const i32).read_unaligned();
-                    let s = _mm512_dpbusd_epi32(seed, _mm512_set1_epi32(x), y);
+                    let at = bb.add(BAND_SEED + ((t0 + r) * LANES + q) * 4);
+                    let seed = _mm512_set1_epi32((at as *const i32).read_unaligned());
+                    let s = _mm512_dpbusd_epi32(seed, y, _mm512_set1_epi32(x));
                     ar[q] = _mm512_fmadd_ps(d[r], _mm512_cvtepi32_ps(s), ar[q]);
                 }
             }

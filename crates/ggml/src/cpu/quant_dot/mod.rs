@@ -662,7 +662,7 @@ pub(crate) const BAND_ROWS: usize = 8;
 pub(crate) struct BandDot {
     /// `(a, cols, tile)`: lays out the `cols` activation rows `a` (back to back, whole rows)
     /// in `tile`, which must hold `tile_bytes(k, cols)`.
-    pub pack: fn(&[u8], usize, &mut [u8]),
+    pub pack: PackFn,
     /// `(k, cols)`: the bytes of the tile of `cols` activation rows of `k` values.
     pub tile_bytes: fn(usize, usize) -> usize,
     /// `k`: the bytes of scratch `dots` needs for rows of `k` values.
@@ -670,6 +670,9 @@ pub(crate) struct BandDot {
     /// The products.
     pub dots: BandFn,
 }
+
+/// [`BandDot::pack`]'s function.
+pub(crate) type PackFn = fn(&[u8], usize, &mut [u8]);
 
 /// Band products: `(w, tile, scratch, out)` sets `out[t][j]` to the dot product of weight
 /// row `w[t]` with activation column `j` of `tile` (packed for `out[t].len()` columns).
@@ -720,17 +723,25 @@ fn kernel32<B: x86::Simd32>(act: Type, isa: Isa) -> QuantDot {
         Isa::Scalar => (row_dots_scalar::<B>, None),
     };
     // band products for the signed types (those with a minimum keep the row or tile dots)
-    let band = |scratch_bytes: fn(usize) -> usize, dots: BandFn| {
+    let band = |pack: PackFn, scratch_bytes: fn(usize) -> usize, dots: BandFn| {
         (!B::UNSIGNED).then_some(BandDot {
-            pack: band32::pack_act::<B::Act>,
+            pack,
             tile_bytes: band32::act_tile_bytes,
             scratch_bytes,
             dots,
         })
     };
     let band = match isa {
-        Isa::Avx512 => band(band32::band_bytes, band32::band_dots::<B>),
-        Isa::Avx2 => band(band_avx2::band32_bytes, band_avx2::band32_dots::<B>),
+        Isa::Avx512 => band(
+            band32::pack_act_biased::<B::Act>,
+            band32::band_bytes,
+            band32::band_dots::<B>,
+        ),
+        Isa::Avx2 => band(
+            band32::pack_act::<B::Act>,
+            band_avx2::band32_bytes,
+            band_avx2::band32_dots::<B>,
+        ),
         Isa::Scalar => None,
     };
     QuantDot {

@@ -89,6 +89,22 @@ pub(crate) const fn expand_grid<const N: usize>(
     out
 }
 
+/// Two IQ1 tables one after the other.
+const fn concat_grids(
+    first: [u64; NGRID_IQ1S],
+    second: [u64; NGRID_IQ1S],
+) -> [u64; 2 * NGRID_IQ1S] {
+    const N: usize = NGRID_IQ1S;
+    let mut out = [0u64; 2 * N];
+    let mut k = 0;
+    while k < N {
+        out[k] = first[k];
+        out[N + k] = second[k];
+        k += 1;
+    }
+    out
+}
+
 /// Narrows a table of 4-byte points to `u32` words (the IQ3 tables are `uint32_t` in GGML).
 const fn narrow<const N: usize>(wide: [u64; N]) -> [u32; N] {
     let mut out = [0u32; N];
@@ -115,6 +131,13 @@ pub(crate) static IQ3S_GRID: [u32; 512] =
 /// `iq1s_grid`: 2048 points of 8 signed bytes in {-1, 0, 1}.
 pub(crate) static IQ1S_GRID: [u64; NGRID_IQ1S] =
     expand_grid(&KGRID_1BIT_2048, 2, 8, &IQ1_LEVEL_BYTES);
+/// The IQ1 grid's points as the shifted levels `8 · point + 1` (entries 0..2048) and
+/// `8 · point − 1` (entries 2048..4096, the points whose shift bit is set): one lookup gives
+/// eight levels of IQ1_S or IQ1_M as the x86 dots multiply them.
+pub(crate) static IQ1_SHIFTED: [u64; 2 * NGRID_IQ1S] = concat_grids(
+    expand_grid(&KGRID_1BIT_2048, 2, 8, &[0xf9, 0x01, 0x09]),
+    expand_grid(&KGRID_1BIT_2048, 2, 8, &[0xf7, 0xff, 0x07]),
+);
 
 /// IQ2_XXS grid: 256 points of 8 levels in 0..=2, 2 bits per level (`kgrid_2bit_256`).
 #[rustfmt::skip]

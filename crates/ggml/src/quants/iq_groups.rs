@@ -234,7 +234,7 @@ impl GridGroups for BlockIq1S {
 /// IQ1_S's shift bits ([`GroupBytes::Shifted`]) from a group's `qh` word: one shift for all
 /// 32 values, its sign bit (15) spread over every eight.
 #[inline(always)]
-pub(crate) fn iq1s_shift_bits(qh: u16) -> u16 {
+fn iq1s_shift_bits(qh: u16) -> u16 {
     ((qh as i16) >> 15) as u16 & SHIFT_BITS
 }
 

@@ -26,8 +26,8 @@ use std::arch::x86_64::*;
 use super::kquant_x86::{combine, k_dots_avx512, k_tiles_avx512, Combine, KAcc, KCombine};
 use super::kquant_x86::{KDecode, KUnpack, Unpacked};
 use super::x86::{bits_to_bytes, half};
-use crate::quants::{even_signs, IQ1S_GRID, IQ2S_GRID, IQ3S_GRID, IQ3XXS_GRID, IQ4_NL_VALUES};
-use crate::quants::{iq1s_shift_bits, read_u32, SHIFT_BITS};
+use crate::quants::read_u32;
+use crate::quants::{even_signs, IQ1_SHIFTED, IQ2S_GRID, IQ3S_GRID, IQ3XXS_GRID, IQ4_NL_VALUES};
 use crate::quants::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S};
 use crate::quants::{BlockIq3Xxs, BlockIq4Xs, BlockQ8K, GridGroups, GroupBytes, PackedF16};
 use crate::QK_K;
@@ -129,7 +129,7 @@ grid_groups!(
     BlockIq2S { decode: iq2s_group, lanes: nibble_scales, [0, 1, 2, 3, 4, 5, 6, 7], },
     BlockIq3Xxs { decode: iq3xxs_group, },
     BlockIq3S { decode: iq3s_group, },
-    BlockIq1S { decode: iq1s_group, },
+    BlockIq1S { decode: iq1s_group, lanes: iq1s_scales, [0, 1, 2, 3, 4, 5, 6, 7], },
     BlockIq1M { decode: iq1m_group, lanes: iq1m_scales, [0, 4, 1, 5, 2, 6, 3, 7], }
 );
 
@@ -231,32 +231,47 @@ unsafe fn iq2s_group(x: &BlockIq2S, g: usize) -> (__m256i, __m256i) {
     (words(index.map(|i| IQ2S_GRID[i])), sign_bits(signs))
 }
 
-/// IQ1_S's group `g`: four 11-bit indices (a byte of `qs` and three bits of the group's `qh`
-/// word each), one shift for all 32 values.
+/// IQ1_S's group `g`: four 12-bit indices into [`IQ1_SHIFTED`] (a byte of `qs` and three bits
+/// of the group's `qh` word each, the word's top bit, the shift's sign, for all four), as
+/// (magnitudes, levels). The indices are computed in general registers, beside the vector
+/// work.
 ///
 /// # Safety
 /// The CPU must have AVX2.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn iq1s_group(x: &BlockIq1S, g: usize) -> (__m256i, __m256i) {
-    let qh = x.qh[g].get() as u32;
-    // bits 3l..3l + 3 of qh to bits 8..11: qh << 8 >> 3l
-    let index = indices4(&x.qs[4 * g..], qh << 8, [0, 3, 6, 9], 0x700, 2048);
-    shifted(index.map(|i| IQ1S_GRID[i]), iq1s_shift_bits(qh as u16))
+    let qh = x.qh[g].get() as usize;
+    let shift = (qh >> 15) << 11;
+    let index: [usize; 4] =
+        std::array::from_fn(|l| x.qs[4 * g + l] as usize | ((qh >> (3 * l)) & 7) << 8 | shift);
+    shifted_levels(index)
 }
 
-/// IQ1_M's group `g`: four 11-bit indices (a byte of `qs` and the low three bits of a nibble
-/// of the group's two `qh` bytes each), a shift per 8 values (the nibbles' fourth bits).
+/// IQ1_M's group `g`: four 12-bit indices into [`IQ1_SHIFTED`] (a byte of `qs` and a nibble
+/// of the group's two `qh` bytes each: three index bits, then the shift's sign), as
+/// (magnitudes, levels).
 ///
 /// # Safety
 /// The CPU must have AVX2.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn iq1m_group(x: &BlockIq1M, g: usize) -> (__m256i, __m256i) {
-    let qh = u16::from_le_bytes([x.qh[2 * g], x.qh[2 * g + 1]]) as u32;
-    // nibble l's low three bits to bits 8..11: qh << 8 >> 4l
-    let index = indices4(&x.qs[4 * g..], qh << 8, [0, 4, 8, 12], 0x700, 2048);
-    shifted(index.map(|i| IQ1S_GRID[i]), qh as u16 & SHIFT_BITS)
+    let qh = u16::from_le_bytes([x.qh[2 * g], x.qh[2 * g + 1]]) as usize;
+    let index: [usize; 4] =
+        std::array::from_fn(|l| x.qs[4 * g + l] as usize | ((qh >> (4 * l)) & 0xf) << 8);
+    shifted_levels(index)
+}
+
+/// The levels `8 · point ± 1` of four [`IQ1_SHIFTED`] entries as (magnitudes, levels).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn shifted_levels(index: [usize; 4]) -> (__m256i, __m256i) {
+    let levels = words(index.map(|i| IQ1_SHIFTED[i & (IQ1_SHIFTED.len() - 1)]));
+    (_mm256_abs_epi8(levels), levels)
 }
 
 /// Blocks with a 4-bit scale code per 16 values, two per byte (low nibble first).
@@ -293,6 +308,23 @@ unsafe fn nibble_scales<B: NibbleScales>(x: &B) -> __m256i {
         let second = _mm_and_si128(_mm_srli_epi16::<4>(codes), low4);
         let v = _mm256_cvtepu8_epi16(_mm_unpacklo_epi64(first, second));
         _mm256_add_epi16(_mm256_add_epi16(v, v), _mm256_set1_epi16(1))
+    }
+}
+
+/// [`RowScales::Lanes`] of IQ1_S: the scale `2·code + 1` of group g (its code in bits
+/// 12..15 of its `qh` word) at i16 element g of both lanes.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn iq1s_scales(x: &BlockIq1S) -> __m256i {
+    // SAFETY: the load reads the 16 bytes of `qh`.
+    unsafe {
+        let qh = _mm_loadu_si128(x.qh.as_ptr() as *const __m128i);
+        let codes = _mm_and_si128(_mm_srli_epi16::<12>(qh), _mm_set1_epi16(7));
+        let scales = _mm_add_epi16(_mm_add_epi16(codes, codes), _mm_set1_epi16(1));
+        _mm256_broadcastsi128_si256(scales)
     }
 }
 

@@ -26,10 +26,10 @@ use std::arch::x86_64::*;
 use super::kquant_x86::{combine, k_dots_avx512, k_tiles_avx512, Combine, KAcc, KCombine};
 use super::kquant_x86::{KDecode, KUnpack, Unpacked};
 use super::x86::{bits_to_bytes, half};
-use crate::quants::read_u32;
-use crate::quants::{even_signs, IQ1_SHIFTED, IQ2S_GRID, IQ3S_GRID, IQ3XXS_GRID, IQ4_NL_VALUES};
+use crate::quants::{even_sign_bits, even_signs, read_u32, IQ1_SHIFTED, IQ4_NL_VALUES};
 use crate::quants::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S};
 use crate::quants::{BlockIq3Xxs, BlockIq4Xs, BlockQ8K, GridGroups, GroupBytes, PackedF16};
+use crate::quants::{IQ2S_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
 use crate::QK_K;
 
 /// A super-block of 256 values that decodes to signed bytes with one scale per 16 values,
@@ -54,6 +54,56 @@ pub(super) trait SignedGroups: KCombine {
     unsafe fn row_scales(&self) -> RowScales;
     /// The super-block scale.
     fn d(&self) -> PackedF16;
+}
+
+/// A [`SignedGroups`] type whose signs are bits (or 7-bit patterns completed to even
+/// parity, GGML's `ksigns`), decoded for [`SignMask`].
+pub(super) trait SignBitGroups: SignedGroups {
+    /// Values 32g..32g + 32: their magnitudes, and their signs as bits (bit v set: value v
+    /// is negative).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    unsafe fn decode_bits(&self, g: usize) -> (__m256i, u32);
+}
+
+/// `impl SignBitGroups` for `$t` by its decoder `$decode`.
+macro_rules! sign_bit_groups {
+    ($($t:ty: $decode:ident),*) => {$(
+        impl SignBitGroups for $t {
+            #[inline(always)]
+            unsafe fn decode_bits(&self, g: usize) -> (__m256i, u32) {
+                // SAFETY: forwarded from the caller.
+                unsafe { $decode(self, g) }
+            }
+        }
+    )*};
+}
+sign_bit_groups!(
+    BlockIq2Xxs: iq2xxs_bits,
+    BlockIq2S: iq2s_bits
+);
+
+/// IQ2_XXS's group `g` for [`SignMask`]: four grid points of a byte's index each, the signs
+/// from four 7-bit patterns.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn iq2xxs_bits(x: &BlockIq2Xxs, g: usize) -> (__m256i, u32) {
+    let points: [u64; 4] = std::array::from_fn(|l| IQ2XXS_GRID[x.qs[8 * g + l] as usize]);
+    (words(points), even_sign_bits(read_u32(&x.qs, 2 * g + 1)))
+}
+
+/// IQ2_S's group `g` for [`SignMask`]: its grid points ([`iq2s_points`]) and sign bits.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn iq2s_bits(x: &BlockIq2S, g: usize) -> (__m256i, u32) {
+    (iq2s_points(x, g), read_u32(&x.qs[QK_K / 8..], g))
 }
 
 impl SignedGroups for BlockIq4Xs {
@@ -193,42 +243,29 @@ unsafe fn iq3s_group(x: &BlockIq3S, g: usize) -> (__m256i, __m256i) {
     (magnitudes, sign_bits(read_u32(&x.signs, g)))
 }
 
-/// Four grid indices below `n`: `qs`'s first four bytes, index j or'ed with
-/// `high >> shift[j]` masked by `mask`.
-///
-/// # Safety
-/// The CPU must have AVX2.
-#[target_feature(enable = "avx2")]
-#[inline]
-unsafe fn indices4(qs: &[u8], high: u32, shift: [i32; 4], mask: i32, n: usize) -> [usize; 4] {
-    let low = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(read_u32(qs, 0) as i32));
-    let high = _mm_srlv_epi32(
-        _mm_set1_epi32(high as i32),
-        _mm_setr_epi32(shift[0], shift[1], shift[2], shift[3]),
-    );
-    let index = _mm_or_si128(low, _mm_and_si128(high, _mm_set1_epi32(mask)));
-    // SAFETY: forwarded from the caller.
-    unsafe { lanes::<4>(_mm256_castsi128_si256(index), n) }
-}
-
 /// IQ2_S's group `g`: four 10-bit grid indices (a byte of `qs` and two bits of the group's
-/// `qh` byte each), the signs as bits.
+/// `qh` byte each), the signs as bits spread over bytes.
 ///
 /// # Safety
 /// The CPU must have AVX2.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn iq2s_group(x: &BlockIq2S, g: usize) -> (__m256i, __m256i) {
-    // bits 2l, 2l + 1 of qh to bits 8, 9: qh << 8 >> 2l
-    let index = indices4(
-        &x.qs[4 * g..],
-        (x.qh[g] as u32) << 8,
-        [0, 2, 4, 6],
-        0x300,
-        1024,
-    );
-    let signs = read_u32(&x.qs[QK_K / 8..], g);
-    (words(index.map(|i| IQ2S_GRID[i])), sign_bits(signs))
+    (iq2s_points(x, g), sign_bits(read_u32(&x.qs[QK_K / 8..], g)))
+}
+
+/// IQ2_S's group `g`'s four grid points, the indices in general registers.
+///
+/// # Safety
+/// The CPU must have AVX.
+#[target_feature(enable = "avx")]
+#[inline]
+unsafe fn iq2s_points(x: &BlockIq2S, g: usize) -> __m256i {
+    let qh = x.qh[g] as usize;
+    // bits 2l, 2l + 1 of qh to bits 8, 9
+    let index: [usize; 4] =
+        std::array::from_fn(|l| x.qs[4 * g + l] as usize | ((qh << 8) >> (2 * l)) & 0x300);
+    words(index.map(|i| IQ2S_GRID[i]))
 }
 
 /// IQ1_S's group `g`: four 12-bit indices into [`IQ1_SHIFTED`] (a byte of `qs` and three bits
@@ -459,7 +496,8 @@ unsafe fn band_unpack<B: SignedGroups>(x: &B) -> Unpacked {
     }
 }
 
-/// `impl KCombine` and `impl KUnpack` for [`SignedGroups`] type `$t`. The row dots'
+/// `impl KCombine` and `impl KUnpack` for [`SignedGroups`] type `$t`, its AVX-512 row and
+/// tile dots applying the signs by `$signs` ([`SignApply`]). The row dots'
 /// combination is GGML's: eight lanes, multiplied by the factor at the end. Its unpacking is
 /// for the band products only: levels are the values offset by 128 (too large for the row
 /// kernels' `maddubs`, which [`SignedYmm`] replaces), one scale per 16 values (in equal
@@ -467,7 +505,7 @@ unsafe fn band_unpack<B: SignedGroups>(x: &B) -> Unpacked {
 /// activations' group sums, `d` times the factor: GGML's tiled codes and steps for the
 /// i-quants.
 macro_rules! signed_kquant {
-    ($($t:ty),*) => {$(
+    ($($t:ty: $signs:ty),*) => {$(
         impl KCombine for $t {
             const COMBINE: Combine = Combine::Plain(<$t as SignedGroups>::FACTOR);
         }
@@ -476,8 +514,10 @@ macro_rules! signed_kquant {
             const LEVEL_OFFSET: i32 = 128;
             const MAX_LEVEL: u8 = 255;
             const SIGNED: bool = true;
-            const AVX512: (super::RowDot, super::TileDot) =
-                (k_dots_avx512::<Self, SignedYmm>, k_tiles_avx512::<Self, SignedYmm>);
+            const AVX512: (super::RowDot, super::TileDot) = (
+                k_dots_avx512::<Self, SignedYmm<$signs>>,
+                k_tiles_avx512::<Self, SignedYmm<$signs>>,
+            );
             #[inline(always)]
             unsafe fn unpack(&self) -> Unpacked {
                 // SAFETY: forwarded from the caller.
@@ -487,29 +527,85 @@ macro_rules! signed_kquant {
     )*};
 }
 signed_kquant!(
-    BlockIq4Xs,
-    BlockIq2Xxs,
-    BlockIq2Xs,
-    BlockIq2S,
-    BlockIq3Xxs,
-    BlockIq3S,
-    BlockIq1S,
-    BlockIq1M
+    BlockIq4Xs: SignBytes,
+    BlockIq2Xxs: SignMask,
+    BlockIq2Xs: SignBytes,
+    BlockIq2S: SignMask,
+    BlockIq3Xxs: SignBytes,
+    BlockIq3S: SignBytes,
+    BlockIq1S: SignBytes,
+    BlockIq1M: SignBytes
 );
+
+/// How [`SignedYmm`] gives the activations the signs of the weight values it multiplies
+/// them by (`maddubs` takes the values' magnitudes, unsigned).
+pub(super) trait SignApply<B> {
+    /// The signs of one group of 32 values.
+    type Signs: Copy;
+    /// Group `g` of `x`: the values' magnitudes and their signs.
+    ///
+    /// # Safety
+    /// The CPU must have the implementation's features (AVX2 at least).
+    unsafe fn decode(x: &B, g: usize) -> (__m256i, Self::Signs);
+    /// The 32 activations `q` with the signs `s`.
+    ///
+    /// # Safety
+    /// As [`SignApply::decode`].
+    unsafe fn apply(q: __m256i, s: Self::Signs) -> __m256i;
+}
+
+/// Signs as bytes (−1, +1), applied by `vpsignb` ([`SignedGroups::decode_group`]): AVX2.
+pub(super) struct SignBytes;
+
+impl<B: SignedGroups> SignApply<B> for SignBytes {
+    type Signs = __m256i;
+    #[inline(always)]
+    unsafe fn decode(x: &B, g: usize) -> (__m256i, __m256i) {
+        // SAFETY: forwarded from the caller.
+        unsafe { x.decode_group(g) }
+    }
+    #[inline(always)]
+    unsafe fn apply(q: __m256i, s: __m256i) -> __m256i {
+        // SAFETY: a register operation; the caller has AVX2.
+        unsafe { _mm256_sign_epi8(q, s) }
+    }
+}
+
+/// Signs as one bit per value ([`SignBitGroups::decode_bits`]), the activations negated
+/// under them as a mask: AVX-512 BW and VL. The bits come from the weights' own sign bits
+/// (or sign patterns) by integer arithmetic, which runs beside the vector work, where
+/// [`SignBytes`] spreads them over bytes in vector registers.
+pub(super) struct SignMask;
+
+impl<B: SignBitGroups> SignApply<B> for SignMask {
+    type Signs = u32;
+    #[inline(always)]
+    unsafe fn decode(x: &B, g: usize) -> (__m256i, u32) {
+        // SAFETY: forwarded from the caller.
+        unsafe { x.decode_bits(g) }
+    }
+    #[allow(clippy::incompatible_msrv)]
+    #[inline(always)]
+    unsafe fn apply(q: __m256i, s: u32) -> __m256i {
+        // SAFETY: a register operation; the caller has AVX-512 BW and VL. The activations
+        // are within ±127 (Q8_K), so none overflows when negated.
+        unsafe { _mm256_mask_sub_epi8(q, s, _mm256_setzero_si256(), q) }
+    }
+}
 
 /// `x` decoded for [`SignedYmm`]'s dot.
 ///
 /// # Safety
-/// The CPU must have AVX2 and F16C.
-#[target_feature(enable = "avx2,f16c")]
-#[inline]
-unsafe fn signed_unpack<B: SignedGroups>(x: &B) -> SignedUnpacked {
-    // SAFETY: the caller has the features.
+/// The CPU must have AVX2 and F16C, and `S`'s features.
+#[inline(always)]
+unsafe fn signed_unpack<B: SignedGroups, S: SignApply<B>>(x: &B) -> SignedUnpacked<S::Signs> {
+    // SAFETY: the caller has the features. (Loops, not closures: a closure would not take
+    // the caller's features, and the intrinsics in it would not be inlined.)
     unsafe {
-        let mut magnitudes = [_mm256_setzero_si256(); 8];
-        let mut signs = [_mm256_setzero_si256(); 8];
-        for g in 0..8 {
-            (magnitudes[g], signs[g]) = x.decode_group(g);
+        let (m0, s0) = S::decode(x, 0);
+        let (mut magnitudes, mut signs) = ([m0; 8], [s0; 8]);
+        for g in 1..8 {
+            (magnitudes[g], signs[g]) = S::decode(x, g);
         }
         let sc = x.row_scales();
         let mut scales = [_mm256_setzero_si256(); 8];
@@ -568,40 +664,59 @@ impl RowScales {
     }
 }
 
-/// The 256-bit kernels of the [`SignedGroups`] types (on the AVX2 and AVX-512 paths alike).
-pub(super) struct SignedYmm;
+/// The 256-bit kernels of the [`SignedGroups`] types, the signs applied by `S` ([`SignBytes`]
+/// on the AVX2 path and for the types without sign bits, [`SignMask`] on the AVX-512 path).
+pub(super) struct SignedYmm<S = SignBytes>(std::marker::PhantomData<S>);
 
 /// One super-block decoded for [`SignedYmm`]'s dot.
-pub(super) struct SignedUnpacked {
+pub(super) struct SignedUnpacked<S> {
     /// The magnitudes of values 32g..32g + 32 in register g.
     magnitudes: [__m256i; 8],
-    /// Bytes with the values' signs.
-    signs: [__m256i; 8],
+    /// The values' signs, group by group.
+    signs: [S; 8],
     /// Register g: the scale of each of its 16 i16 pair sums.
     scales: [__m256i; 8],
     /// The super-block scale.
     d: f32,
 }
 
-impl<B: SignedGroups> KDecode<B> for SignedYmm {
-    type Unpacked = SignedUnpacked;
+/// Group `g`'s 32 products weighed by their scales `sc`, added into the eight lanes `sumi`.
+///
+/// # Safety
+/// The CPU must have AVX2 and `S`'s features.
+#[inline(always)]
+unsafe fn signed_group<B, S: SignApply<B>>(
+    sumi: __m256i,
+    (magnitudes, signs): (__m256i, S::Signs),
+    sc: __m256i,
+    y: &BlockQ8K,
+    g: usize,
+) -> __m256i {
+    // SAFETY: the load reads 32 of y's 256 levels; the caller has the features.
+    unsafe {
+        let q = _mm256_loadu_si256(y.qs.as_ptr().add(32 * g) as *const __m256i);
+        let pairs = _mm256_maddubs_epi16(magnitudes, S::apply(q, signs));
+        _mm256_add_epi32(sumi, _mm256_madd_epi16(pairs, sc))
+    }
+}
+
+impl<B: SignedGroups, S: SignApply<B>> KDecode<B> for SignedYmm<S> {
+    type Unpacked = SignedUnpacked<S::Signs>;
 
     #[inline(always)]
-    unsafe fn unpack(x: &B) -> SignedUnpacked {
-        // SAFETY: forwarded from the caller (AVX2 and F16C).
-        unsafe { signed_unpack(x) }
+    unsafe fn unpack(x: &B) -> Self::Unpacked {
+        // SAFETY: forwarded from the caller (AVX2 and F16C, and S's features).
+        unsafe { signed_unpack::<B, S>(x) }
     }
 
     #[inline(always)]
-    unsafe fn dot(x: &SignedUnpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
-        // SAFETY: the caller has AVX2 and FMA; each load reads 32 of y's 256 levels.
+    unsafe fn dot(x: &Self::Unpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
+        // SAFETY: the caller has AVX2 and FMA (and S's features).
         unsafe {
             let mut sumi = _mm256_setzero_si256();
             for g in 0..8 {
-                let q = _mm256_loadu_si256(y.qs.as_ptr().add(32 * g) as *const __m256i);
-                let signed = _mm256_sign_epi8(q, x.signs[g]);
-                let pairs = _mm256_maddubs_epi16(x.magnitudes[g], signed);
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pairs, x.scales[g]));
+                let group = (x.magnitudes[g], x.signs[g]);
+                sumi = signed_group::<B, S>(sumi, group, x.scales[g], y, g);
             }
             let zero = _mm256_setzero_si256();
             combine::<B>(x.d, 0.0, y.d.get(), sumi, zero, acc)
@@ -612,11 +727,10 @@ impl<B: SignedGroups> KDecode<B> for SignedYmm {
     /// super-block never leaving the registers; more unpack it once for all.
     #[inline(always)]
     unsafe fn dot_rows<const R: usize>(x: &B, ys: [&BlockQ8K; R], acc: &mut [KAcc; R]) {
-        // SAFETY: forwarded from the caller (AVX2, FMA and F16C); each load reads 32 of y's
-        // 256 levels.
+        // SAFETY: forwarded from the caller (AVX2, FMA and F16C, and S's features).
         unsafe {
             if R != 1 {
-                let u = signed_unpack(x);
+                let u = signed_unpack::<B, S>(x);
                 for r in 0..R {
                     acc[r] = <Self as KDecode<B>>::dot(&u, ys[r], acc[r]);
                 }
@@ -625,10 +739,7 @@ impl<B: SignedGroups> KDecode<B> for SignedYmm {
             let (y, sc) = (ys[0], x.row_scales());
             let mut sumi = _mm256_setzero_si256();
             for g in 0..8 {
-                let (magnitudes, signs) = x.decode_group(g);
-                let q = _mm256_loadu_si256(y.qs.as_ptr().add(32 * g) as *const __m256i);
-                let pairs = _mm256_maddubs_epi16(magnitudes, _mm256_sign_epi8(q, signs));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pairs, sc.group(g)));
+                sumi = signed_group::<B, S>(sumi, S::decode(x, g), sc.group(g), y, g);
             }
             let zero = _mm256_setzero_si256();
             acc[0] = combine::<B>(half(x.d()), 0.0, y.d.get(), sumi, zero, acc[0]);

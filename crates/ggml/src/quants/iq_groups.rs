@@ -102,21 +102,6 @@ pub(crate) fn even_signs(pattern: impl Fn(usize) -> u32) -> [u64; 4] {
     std::array::from_fn(|l| KEVEN_SIGNS[(pattern(l) & 127) as usize])
 }
 
-/// The sign bits of four 7-bit patterns (bits 7l..7l + 7 of `patterns`, the bits above
-/// ignored), each completed to even parity as [`KEVEN_SIGNS`] completes it: bit `8l + j` set
-/// where value `8l + j` is negative. Integer arithmetic only: the AVX-512 dots compute it
-/// beside their vector work.
-#[inline(always)]
-pub(crate) fn even_sign_bits(patterns: u32) -> u32 {
-    let p = patterns;
-    let bytes = (p & 0x7f) | (p << 1) & 0x7f00 | (p << 2) & 0x7f_0000 | (p << 3) & 0x7f00_0000;
-    // bit 0 of each byte: the parity of that byte's bits (each shift takes from its own byte)
-    let mut parity = bytes ^ (bytes >> 4);
-    parity ^= parity >> 2;
-    parity ^= parity >> 1;
-    bytes | (parity & 0x0101_0101) << 7
-}
-
 /// Two 4-value IQ3 grid points side by side as 8 bytes.
 #[inline(always)]
 fn two_points(grid: &[u32], a: usize, b: usize) -> u64 {
@@ -290,25 +275,6 @@ impl GridGroups for BlockIq1M {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn even_sign_bits_are_the_even_sign_bytes() {
-        for p in 0..128u32 {
-            for l in 0..4 {
-                // the pattern in slot l, the other slots and the bits above holding noise
-                let noise = 0xf5a3_c96e & !(127 << (7 * l));
-                let bits = even_sign_bits(p << (7 * l) | noise) >> (8 * l) & 0xff;
-                let bytes = KEVEN_SIGNS[p as usize].to_le_bytes();
-                for (j, b) in bytes.iter().enumerate() {
-                    assert_eq!(
-                        (bits >> j) & 1 == 1,
-                        *b == 0xff,
-                        "pattern {p} slot {l} value {j}"
-                    );
-                }
-            }
-        }
-    }
     use crate::quants::{dequantize_row, quantize_chunk};
     use crate::Type;
 

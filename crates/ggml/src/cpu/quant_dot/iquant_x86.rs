@@ -26,10 +26,10 @@ use std::arch::x86_64::*;
 use super::kquant_x86::{combine, k_dots_avx512, k_tiles_avx512, Combine, KAcc, KCombine};
 use super::kquant_x86::{KDecode, KUnpack, Unpacked};
 use super::x86::{bits_to_bytes, half};
-use crate::quants::{even_sign_bits, even_signs, read_u32, IQ1_SHIFTED, IQ4_NL_VALUES};
+use crate::quants::{even_signs, read_u32, IQ1_SHIFTED, IQ4_NL_VALUES};
 use crate::quants::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S};
 use crate::quants::{BlockIq3Xxs, BlockIq4Xs, BlockQ8K, GridGroups, GroupBytes, PackedF16};
-use crate::quants::{IQ2S_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
+use crate::quants::{IQ2S_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
 use crate::QK_K;
 
 /// A super-block of 256 values that decodes to signed bytes with one scale per 16 values,
@@ -93,7 +93,9 @@ sign_bit_groups!(
 #[inline]
 unsafe fn iq2xxs_bits(x: &BlockIq2Xxs, g: usize) -> (__m256i, u32) {
     let points: [u64; 4] = std::array::from_fn(|l| IQ2XXS_GRID[x.qs[8 * g + l] as usize]);
-    (words(points), even_sign_bits(read_u32(&x.qs, 2 * g + 1)))
+    let aux = read_u32(&x.qs, 2 * g + 1) as usize;
+    let s: [u32; 4] = std::array::from_fn(|l| KSIGNS_IQ2XS[(aux >> (7 * l)) & 127] as u32);
+    (words(points), s[0] | s[1] << 8 | s[2] << 16 | s[3] << 24)
 }
 
 /// IQ2_S's group `g` for [`SignMask`]: its grid points ([`iq2s_points`]) and sign bits.

@@ -35,7 +35,7 @@ pub(crate) enum GroupBytes {
 
 /// The bits of [`GroupBytes::Shifted`]'s shifts (bit 4j + 3 for values 8j..8j + 8: IQ1_M's
 /// layout).
-pub(crate) const SHIFT_BITS: u16 = 0x8888;
+const SHIFT_BITS: u16 = 0x8888;
 
 /// Byte `v` of four words of bytes, as signed.
 #[inline(always)]

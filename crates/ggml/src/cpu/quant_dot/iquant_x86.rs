@@ -14,6 +14,9 @@
 //! factor (1/8 or 1/4 for some; [`Combine::Plain`]), so these dots give GGML's x86 bits.
 //! IQ1_S's and IQ1_M's GGML dots sum the grid points and the shifts in two sets of lanes;
 //! here their levels `8 · point ± 1` are summed at once, with one rounding fewer.
+//! On the AVX-512 path IQ2_XXS and IQ2_S give the activations their signs by a masked
+//! negation under the values' sign bits ([`SignMask`]) instead of `vpsignb` with sign bytes
+//! ([`SignBytes`]); the products are the same.
 //!
 //! For batches on AVX-512 VNNI the super-block also unpacks as the k-quants' band products
 //! take it ([`KUnpack`], `kquant_tile.rs`): the values offset by 128 as unsigned bytes, the

@@ -227,15 +227,9 @@ impl GridGroups for BlockIq1S {
         let points = std::array::from_fn(|l| {
             IQ1S_GRID[self.qs[4 * g + l] as usize | ((qh >> (3 * l)) & 7) << 8]
         });
-        GroupBytes::Shifted(points, iq1s_shift_bits(qh as u16))
+        // one shift for all 32: its sign bit (15) spread over every group of 8
+        GroupBytes::Shifted(points, ((qh as u16 as i16) >> 15) as u16 & SHIFT_BITS)
     }
-}
-
-/// IQ1_S's shift bits ([`GroupBytes::Shifted`]) from a group's `qh` word: one shift for all
-/// 32 values, its sign bit (15) spread over every eight.
-#[inline(always)]
-fn iq1s_shift_bits(qh: u16) -> u16 {
-    ((qh as i16) >> 15) as u16 & SHIFT_BITS
 }
 
 impl BlockIq1M {

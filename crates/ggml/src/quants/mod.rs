@@ -45,8 +45,9 @@ use block::{
 };
 
 pub(crate) use iq_common::read_u32;
-pub(crate) use iq_grids::KSIGNS_IQ2XS;
-pub(crate) use iq_grids::{IQ1_SHIFTED, IQ2S_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
+pub(crate) use iq_grids::{
+    IQ1_SHIFTED, IQ2S_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS,
+};
 pub(crate) use iq_groups::{even_signs, GridGroups, GroupBytes};
 pub(crate) use kquants::unpack_2bit;
 pub(crate) use q3_k::scale as q3k_scale;

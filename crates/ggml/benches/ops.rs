@@ -361,6 +361,22 @@ fn lines() -> Vec<Line> {
         v.push(mul_mat_line(wt, 4096, 4096, 1));
         v.push(mul_mat_line(wt, 4096, 4096, 32));
     }
+    // the matrix-vector kernels with their weights in L2 (at most 0.6 MB): the kernels'
+    // own speed, which the L3 shared with other guests moves less
+    for wt in [
+        Type::Q4_K,
+        Type::Q6_K,
+        Type::IQ4_XS,
+        Type::IQ3_S,
+        Type::IQ3_XXS,
+        Type::IQ2_XXS,
+        Type::IQ2_XS,
+        Type::IQ2_S,
+        Type::IQ1_S,
+        Type::IQ1_M,
+    ] {
+        v.push(mul_mat_line(wt, 512, 4096, 1));
+    }
     // the types with a repacked layout, their weights in the CPU's repack buffer type
     for wt in [Type::Q4_0, Type::Q5_0, Type::IQ4_NL] {
         for n in [1, 32] {

@@ -644,6 +644,24 @@ pub(super) unsafe fn k_dots_avx512<B: KCombine, K: KDecode<B>>(
     by_fours!(8; a, stride, out, |N, a, o| dots_r::<B, K, N>(wb, a, stride, o));
 }
 
+/// [`k_dots_avx512`] with VBMI and GFNI besides (for kernels that use them:
+/// [`super::sign_patterns`]).
+///
+/// # Safety
+/// The CPU must have [`super::Isa::Avx512`]'s features, VBMI and GFNI; see
+/// [`super::RowDot`] for the lengths.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,gfni")]
+pub(super) unsafe fn k_dots_avx512_vbmi<B: KCombine, K: KDecode<B>>(
+    w: &[u8],
+    a: &[u8],
+    out: &mut [f32],
+) {
+    let wb: &[B] = bytemuck::cast_slice(w);
+    let stride = wb.len() * std::mem::size_of::<BlockQ8K>();
+    debug_assert_eq!(a.len(), stride * out.len());
+    by_fours!(8; a, stride, out, |N, a, o| dots_r::<B, K, N>(wb, a, stride, o));
+}
+
 /// `out[t][r0 + r] = dot(w[t], activation row r)` for [`TILE_ROWS`] weight rows and `R`
 /// activation rows in one pass (token generation's matrix-vector products: one activation
 /// row, four streams of weights from memory, and with one activation row the rows
@@ -740,6 +758,21 @@ pub(super) unsafe fn k_tiles_avx512<B: KCombine, K: KDecode<B>>(
 ) {
     // SAFETY: forwarded.
     unsafe { k_tiles::<B, K>(w, a, out, k_dots_avx512::<B, K>) }
+}
+
+/// [`k_tiles`] of kernels `K` compiled for AVX-512 with VBMI and GFNI.
+///
+/// # Safety
+/// The CPU must have [`super::Isa::Avx512`]'s features, VBMI and GFNI; see [`k_tiles`] for
+/// the lengths.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,gfni")]
+pub(super) unsafe fn k_tiles_avx512_vbmi<B: KCombine, K: KDecode<B>>(
+    w: [&[u8]; TILE_ROWS],
+    a: &[u8],
+    out: &mut [&mut [f32]; TILE_ROWS],
+) {
+    // SAFETY: forwarded.
+    unsafe { k_tiles::<B, K>(w, a, out, k_dots_avx512_vbmi::<B, K>) }
 }
 
 #[cfg(test)]

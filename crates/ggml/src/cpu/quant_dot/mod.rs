@@ -102,6 +102,8 @@ mod band32;
 #[cfg(target_arch = "x86_64")]
 mod band_avx2;
 #[cfg(target_arch = "x86_64")]
+mod iquant_vbmi;
+#[cfg(target_arch = "x86_64")]
 mod iquant_x86;
 #[cfg(target_arch = "x86_64")]
 mod kquant_avx512;
@@ -109,6 +111,8 @@ mod kquant_avx512;
 mod kquant_tile;
 #[cfg(target_arch = "x86_64")]
 mod kquant_x86;
+#[cfg(target_arch = "x86_64")]
+mod sign_patterns;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -820,6 +824,29 @@ fn kernel_signed<B: iquant_x86::SignedGroups + kquant_x86::KUnpack + DotBlock>(
     kernel_q8k::<B, iquant_x86::SignedYmm>(isa)
 }
 
+/// [`kernel_signed`] for an i-quant with 7-bit sign patterns, whose AVX-512 row and tile
+/// dots are `K`'s, which need VBMI and GFNI besides, where the CPU has them
+/// ([`sign_patterns`], [`iquant_vbmi`]).
+#[cfg(target_arch = "x86_64")]
+fn kernel_patterns<B, K>(isa: Isa) -> QuantDot
+where
+    B: sign_patterns::PatternGroups + iquant_x86::SignedGroups + kquant_x86::KUnpack + DotBlock,
+    K: kquant_x86::KDecode<B>,
+{
+    let mut kernel = kernel_signed::<B>(isa);
+    if isa == Isa::Avx512 && sign_patterns::available() {
+        kernel.dot = kquant_x86::k_dots_avx512_vbmi::<B, K>;
+        kernel.tile = Some(kquant_x86::k_tiles_avx512_vbmi::<B, K>);
+    }
+    kernel
+}
+
+/// [`kernel_signed`] (no intrinsics kernels on this architecture).
+#[cfg(not(target_arch = "x86_64"))]
+fn kernel_patterns<B: DotBlock<Act = BlockQ8K>, K>(isa: Isa) -> QuantDot {
+    kernel_signed::<B>(isa)
+}
+
 /// The kernel of i-quant `B` on path `isa` (no intrinsics kernels on this architecture).
 #[cfg(not(target_arch = "x86_64"))]
 fn kernel_signed<B: DotBlock<Act = BlockQ8K>>(isa: Isa) -> QuantDot {
@@ -830,6 +857,14 @@ fn kernel_signed<B: DotBlock<Act = BlockQ8K>>(isa: Isa) -> QuantDot {
 /// one (which MUL_MAT dequantizes instead).
 pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
     use Type::*;
+    #[cfg(target_arch = "x86_64")]
+    use {iquant_vbmi::GridZmm, iquant_x86::SignedYmm, sign_patterns::SignPatterns};
+    #[cfg(target_arch = "x86_64")]
+    type SignPatternYmm = SignedYmm<SignPatterns>;
+    #[cfg(not(target_arch = "x86_64"))]
+    type SignPatternYmm = ();
+    #[cfg(not(target_arch = "x86_64"))]
+    type GridZmm = ();
     Some(match ty {
         Q4_0 => kernel32::<BlockQ4_0>(Q8_0, isa),
         Q4_1 => kernel32::<BlockQ4_1>(Q8_1, isa),
@@ -844,9 +879,9 @@ pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
         Q6_K => kernel_k::<BlockQ6K>(isa),
         IQ4_XS => kernel_signed::<BlockIq4Xs>(isa),
         IQ3_S => kernel_signed::<BlockIq3S>(isa),
-        IQ3_XXS => kernel_signed::<BlockIq3Xxs>(isa),
-        IQ2_XXS => kernel_signed::<BlockIq2Xxs>(isa),
-        IQ2_XS => kernel_signed::<BlockIq2Xs>(isa),
+        IQ3_XXS => kernel_patterns::<BlockIq3Xxs, SignPatternYmm>(isa),
+        IQ2_XXS => kernel_patterns::<BlockIq2Xxs, GridZmm>(isa),
+        IQ2_XS => kernel_patterns::<BlockIq2Xs, SignPatternYmm>(isa),
         IQ2_S => kernel_signed::<BlockIq2S>(isa),
         IQ1_S => kernel_signed::<BlockIq1S>(isa),
         IQ1_M => kernel_signed::<BlockIq1M>(isa),
@@ -1088,6 +1123,73 @@ mod tests {
                         got[0].to_bits(),
                         want.to_bits(),
                         "{ty} {isa:?}, {blocks} blocks"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The i-quants with 7-bit sign patterns: their AVX-512 row and tile dots with VBMI and
+    /// GFNI ([`sign_patterns`], [`iquant_vbmi`]) give the bits of the AVX-512 dots without
+    /// them, which the CPUs lacking VBMI or GFNI take, for 1 to 9 activation rows.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn vbmi_pattern_dots_are_the_plain_avx512_dots_bit_for_bit() {
+        if !(Isa::Avx512.available() && sign_patterns::available()) {
+            eprintln!("skipped: no AVX-512 VBMI and GFNI");
+            return;
+        }
+        let plain = [
+            (Type::IQ2_XXS, kernel_signed::<BlockIq2Xxs>(Isa::Avx512)),
+            (Type::IQ2_XS, kernel_signed::<BlockIq2Xs>(Isa::Avx512)),
+            (Type::IQ3_XXS, kernel_signed::<BlockIq3Xxs>(Isa::Avx512)),
+        ];
+        for (ty, plain) in plain {
+            let vbmi = quant_dot(ty, Isa::Avx512).unwrap();
+            let k = 5 * QK_K;
+            let ws: Vec<Vec<u8>> = (0..TILE_ROWS as u32)
+                .map(|s| quantize_weights(ty, &values(k, 300 + s)))
+                .collect();
+            let qbytes = Type::Q8_K.row_size(k as i64).unwrap();
+            for cols in 1..=9usize {
+                let xq: Vec<u8> = (0..cols as u32)
+                    .flat_map(|j| {
+                        let mut q = vec![0u8; qbytes];
+                        quantize_row_ref(Type::Q8_K, &values(k, 400 + j), &mut q).unwrap();
+                        q
+                    })
+                    .collect();
+                let mut tiles = [(); 2].map(|_| vec![vec![f32::NAN; cols]; TILE_ROWS]);
+                for (kernel, outs) in [&plain, &vbmi].into_iter().zip(&mut tiles) {
+                    let [o0, o1, o2, o3] = &mut outs[..] else {
+                        unreachable!()
+                    };
+                    let rows = std::array::from_fn(|t| &ws[t][..]);
+                    // SAFETY: the CPU has both kernels' features (checked above); four rows of
+                    // k values, `cols` activation rows of as many.
+                    unsafe { (kernel.tile.unwrap())(rows, &xq, &mut [o0, o1, o2, o3]) };
+                }
+                for (t, w) in ws.iter().enumerate() {
+                    let (mut a, mut b) = (vec![0f32; cols], vec![0f32; cols]);
+                    // SAFETY: as above.
+                    unsafe { (plain.dot)(w, &xq, &mut a) };
+                    // SAFETY: as above.
+                    unsafe { (vbmi.dot)(w, &xq, &mut b) };
+                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&a),
+                        bits(&b),
+                        "{ty}, {cols} columns, row {t}: row dots"
+                    );
+                    assert_eq!(
+                        bits(&a),
+                        bits(&tiles[0][t]),
+                        "{ty}, {cols} columns, row {t}"
+                    );
+                    assert_eq!(
+                        bits(&a),
+                        bits(&tiles[1][t]),
+                        "{ty}, {cols} columns, row {t}"
                     );
                 }
             }

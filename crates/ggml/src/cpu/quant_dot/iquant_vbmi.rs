@@ -1,30 +1,50 @@
-//! The grid i-quants decoded by byte permutes on AVX-512 with VBMI and GFNI ([`GridZmm`]):
-//! a whole super-block at once, in vector registers, where the 256-bit decoders
-//! ([`iquant_x86`](super::iquant_x86)) read each grid point by a scalar load.
+//! The grid i-quants with 7-bit sign patterns (IQ2_XXS, IQ2_XS, IQ3_XXS) decoded by byte
+//! permutes on AVX-512 with VBMI and GFNI ([`GridZmm`]): a whole super-block at once, in
+//! 512-bit registers, where the 256-bit decoders ([`iquant_x86`](super::iquant_x86)) read
+//! each grid point and each sign pattern by a scalar load.
 //!
-//! The grid's points are stored compactly as GGML's `kgrid` codes (two bits per coordinate,
-//! IQ2_XXS's 256 points in 512 bytes, eight registers): one `vpermb` gathers the super-block's
-//! 32 indices into 16-bit lanes, four `vpermi2w` and three blends look up their codes, and per
-//! 64 values a `vpermw` (each point's code into its eight bytes), a `vpmultishiftqb` (each
-//! coordinate's two bits to the bottom of its byte) and a `vpermb` (the level bytes) give the
-//! magnitudes. The signs come from the 7-bit patterns as in [`sign_patterns`](super::sign_patterns)
-//! and negate the activations under a mask; `maddubs` and `vpdpwssd` with the scales then
-//! make the same pair sums and i32 lanes as GGML's AVX2 dot (lane k of each half: values
-//! 4k..4k + 4 of its group; the halves added), so the dots are its bits.
+//! - The grid points are stored compactly as GGML's `kgrid` codes (two or three bits per
+//!   coordinate, 16 bits per point: IQ2_XXS's 256 points in eight registers): the indices go
+//!   to 16-bit lanes (one `vpermb`, a mask, or a widening), `vpermi2w` per 64 entries and
+//!   blends by the higher index bits look up 32 codes at once ([`codes_of`]), and per 64
+//!   values a `vpermw` (each point's code into its bytes), a `vpmultishiftqb` (each
+//!   coordinate's bits to the bottom of its byte) and a `vpermb` (the level bytes) give the
+//!   magnitudes ([`expand`]).
+//! - The signs: one `vpmultishiftqb` moves each group's four patterns into four bytes, one
+//!   `gf2p8affineqb` completes each byte with its parity bit (GGML's `ksigns`: the eighth sign
+//!   makes the count of negative values even), and group g's 32 sign bits are the low half of
+//!   qword g ([`pattern_signs`]), which negate the activations under a mask.
+//! - The scales: their codes in 16-bit lanes, `2s + 1`, one `vpermw` per 64 values.
+//!
+//! `maddubs` and `vpdpwssd` with the scales then make the same pair sums and i32 lanes as
+//! GGML's AVX2 dot (lane k of each half: values 4k..4k + 4 of its group; the halves added),
+//! so the dots are its bits.
 
 // the AVX-512 intrinsics, as in the crate's other AVX-512 kernels (stable since Rust 1.89)
 #![allow(clippy::incompatible_msrv)]
 
 use std::arch::x86_64::*;
 
-use super::kquant_x86::{combine, KAcc, KDecode};
-use super::sign_patterns::{pattern_signs, PatternGroups};
+use super::iquant_x86::SignedGroups;
+use super::kquant_x86::{combine, KAcc, KCombine, KDecode};
 use super::x86::half;
-use crate::quants::{BlockIq2Xxs, BlockQ8K, IQ2_LEVEL_BYTES, KGRID_2BIT_256};
+use crate::quants::{BlockIq2Xs, BlockIq2Xxs, BlockIq3Xxs, BlockQ8K};
+use crate::quants::{IQ2_LEVEL_BYTES, IQ3XXS_LEVEL_BYTES};
+use crate::quants::{KGRID_2BIT_256, KGRID_2BIT_512, KGRID_3BIT_256};
 use crate::QK_K;
 
 /// The 512-bit kernels of the grid i-quants on AVX-512 VBMI and GFNI ([`KDecode`]).
 pub(super) struct GridZmm;
+
+/// Whether this CPU has what [`GridZmm`] needs beyond the AVX-512 path's features.
+pub(super) fn available() -> bool {
+    std::arch::is_x86_feature_detected!("avx512vbmi") && std::arch::is_x86_feature_detected!("gfni")
+}
+
+/// The `gf2p8affineqb` matrix that keeps a byte's seven low bits and sets bit 7 to their
+/// parity: output bit i is the parity of the input ANDed with byte 7 − i of the matrix (bit
+/// i alone for i < 7, the seven low bits for bit 7).
+const WITH_PARITY: i64 = 0x0102_0408_1020_407f;
 
 /// One super-block decoded for [`GridZmm`]'s dot: per 64 values (two groups of 32), their
 /// magnitudes, their signs as a mask, and the scale of each i16 pair sum.
@@ -39,21 +59,26 @@ pub(super) struct ZmmGroups {
     d: f32,
 }
 
-/// IQ2_XXS's grid codes, for [`codes256`].
+/// The grids' codes, for [`codes_of`].
 static IQ2XXS_CODES: [u16; 256] = KGRID_2BIT_256;
+static IQ2XS_CODES: [u16; 512] = KGRID_2BIT_512;
+static IQ3XXS_CODES: [u16; 256] = KGRID_3BIT_256;
 
-/// A `vpermb` table giving byte i the level of its two low bits (IQ2's three level bytes).
-const IQ2_LEVELS: [u8; 64] = {
+/// A `vpermb` table giving byte i the level of its `bits` low bits.
+const fn level_table(levels: &[u8], bits: u32) -> [u8; 64] {
     let mut t = [0u8; 64];
     let mut i = 0;
     while i < 64 {
-        if i % 4 < 3 {
-            t[i] = IQ2_LEVEL_BYTES[i % 4];
+        let level = i & ((1 << bits) - 1);
+        if level < levels.len() {
+            t[i] = levels[level];
         }
         i += 1;
     }
     t
-};
+}
+const IQ2_LEVELS: [u8; 64] = level_table(&IQ2_LEVEL_BYTES, 2);
+const IQ3XXS_LEVELS: [u8; 64] = level_table(&IQ3XXS_LEVEL_BYTES, 3);
 
 /// `vpermb` control: 16-bit lane p takes byte `8·(p / 4) + p % 4` (IQ2_XXS's index l of
 /// group g sits at byte 8g + l); the high bytes are zeroed by the mask.
@@ -68,39 +93,59 @@ const IQ2XXS_INDEX_BYTES: [u8; 64] = {
 };
 
 /// `vpermw` controls, one per register m of 64 values: 16-bit lane w takes the code of point
-/// `8m + w / 4` (four lanes, eight bytes, per point).
-const POINT_WORDS: [[u16; 32]; 4] = {
+/// `8m + w / 4` (four lanes, eight bytes, per point of eight values: IQ2_XXS).
+const POINT8_WORDS: [[u16; 32]; 4] = point_words(4, 8);
+/// As [`POINT8_WORDS`] for points of four values (IQ3_XXS): lane w of register m takes
+/// point `16m + w / 2` of the 32 in its register of codes (`16 · (m % 2) + w / 2`).
+const POINT4_WORDS: [[u16; 32]; 4] = point_words(2, 16);
+
+/// `vpermw` controls: lane w of register m takes code `(per · m + w / lanes) % 32`.
+const fn point_words(lanes: usize, per: usize) -> [[u16; 32]; 4] {
     let mut t = [[0u16; 32]; 4];
     let mut m = 0;
     while m < 4 {
         let mut w = 0;
         while w < 32 {
-            t[m][w] = (8 * m + w / 4) as u16;
+            t[m][w] = ((per * m + w / lanes) % 32) as u16;
             w += 1;
         }
         m += 1;
     }
     t
-};
+}
 
-/// `vpermw` controls for the scales: lanes 0..16 take i16 element `4 · 2m` (group 2m's scale
-/// in the low element of its qword), lanes 16..32 element `4 · (2m + 1)`.
-const SCALE_WORDS: [[u16; 32]; 4] = {
+/// `vpermw` controls for scales per 32 values, their codes one per qword (group g's in i16
+/// element 4g): lanes 0..16 of register m take group 2m's, lanes 16..32 group 2m + 1's.
+const PER32_SCALE_WORDS: [[u16; 32]; 4] = scale_words(false);
+/// `vpermw` controls for scales per 16 values, their codes in i16 elements 0..16: lane w of
+/// register m (pair sum w % 16 of group 2m + w / 16) takes code `4m + 2 · (w / 16) + (w % 16) / 8`.
+const PER16_SCALE_WORDS: [[u16; 32]; 4] = scale_words(true);
+
+/// [`PER16_SCALE_WORDS`] or [`PER32_SCALE_WORDS`].
+const fn scale_words(per16: bool) -> [[u16; 32]; 4] {
     let mut t = [[0u16; 32]; 4];
     let mut m = 0;
     while m < 4 {
         let mut w = 0;
         while w < 32 {
-            t[m][w] = (4 * (2 * m + w / 16)) as u16;
+            let group = 2 * m + w / 16;
+            t[m][w] = if per16 {
+                2 * group + (w % 16) / 8
+            } else {
+                4 * group
+            } as u16;
             w += 1;
         }
         m += 1;
     }
     t
-};
+}
 
-/// `vpmultishiftqb` control moving bits 2j..2j + 2 of each qword to the bottom of byte j.
+/// `vpmultishiftqb` control moving bits 2j..2j + 2 of each qword to the bottom of byte j
+/// (one point of eight 2-bit coordinates per qword).
 const TWO_BIT_FIELDS: i64 = i64::from_le_bytes([0, 2, 4, 6, 8, 10, 12, 14]);
+/// The same for two points of four 3-bit coordinates, at bits 0 and 32 of each qword.
+const THREE_BIT_FIELDS: i64 = i64::from_le_bytes([0, 3, 6, 9, 32, 35, 38, 41]);
 
 /// A register from 64 bytes.
 ///
@@ -113,71 +158,218 @@ unsafe fn bytes64<T>(v: &T) -> __m512i {
     unsafe { _mm512_loadu_si512(v as *const T as *const __m512i) }
 }
 
-/// The codes of 32 points (u16 lanes of `index`, below 256) in a 256-entry table.
+/// The codes of 32 points (u16 lanes of `index`, below `N`) in an `N`-entry table (`N` a
+/// power of two from 128 to 1024): the entries of each 64 by the index's six low bits
+/// (`vpermi2w`), then the results picked by its higher bits.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F and BW.
 #[inline(always)]
-unsafe fn codes256(table: &[u16; 256], index: __m512i) -> __m512i {
-    // SAFETY: the loads read the table's 512 bytes; the caller has the features.
+unsafe fn codes_of<const N: usize>(table: &[u16; N], index: __m512i) -> __m512i {
+    const { assert!(N.is_power_of_two() && N >= 128 && N <= 1024) };
+    // SAFETY: the loads read the table's 2N bytes; the caller has the features.
     unsafe {
-        let mut t = [_mm512_setzero_si512(); 8];
-        for (r, t) in t.iter_mut().enumerate() {
-            *t = _mm512_loadu_si512(table.as_ptr().add(32 * r) as *const __m512i);
+        let mut q = [_mm512_setzero_si512(); 16];
+        for (i, q) in q.iter_mut().take(N / 64).enumerate() {
+            let t = table.as_ptr().add(64 * i);
+            let (a, b) = (t as *const __m512i, t.add(32) as *const __m512i);
+            *q = _mm512_permutex2var_epi16(_mm512_loadu_si512(a), index, _mm512_loadu_si512(b));
         }
-        // entries 64q..64q + 64 by the index's six low bits
-        let mut q = [_mm512_setzero_si512(); 4];
-        for (i, q) in q.iter_mut().enumerate() {
-            *q = _mm512_permutex2var_epi16(t[2 * i], index, t[2 * i + 1]);
+        let (mut n, mut bit) = (N / 64, 0x40);
+        while n > 1 {
+            let high = _mm512_test_epi16_mask(index, _mm512_set1_epi16(bit));
+            for i in 0..n / 2 {
+                q[i] = _mm512_mask_blend_epi16(high, q[2 * i], q[2 * i + 1]);
+            }
+            (n, bit) = (n / 2, bit << 1);
         }
-        let bit6 = _mm512_test_epi16_mask(index, _mm512_set1_epi16(0x40));
-        let bit7 = _mm512_test_epi16_mask(index, _mm512_set1_epi16(0x80));
-        let low = _mm512_mask_blend_epi16(bit6, q[0], q[1]);
-        let high = _mm512_mask_blend_epi16(bit6, q[2], q[3]);
-        _mm512_mask_blend_epi16(bit7, low, high)
+        q[0]
     }
 }
 
-/// The level bytes of 64 values, points `8m..8m + 8` of `codes` (two bits per coordinate).
+/// The level bytes of 64 values from the 16-bit `codes` of their points: each point's code
+/// into its bytes (`words`), each coordinate's bits to the bottom of its byte (`fields`), the
+/// bytes looked up in `levels`.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F, BW and VBMI.
 #[inline(always)]
-unsafe fn expand2(codes: __m512i, m: usize) -> __m512i {
+unsafe fn expand(codes: __m512i, words: &[u16; 32], fields: i64, levels: &[u8; 64]) -> __m512i {
     // SAFETY: the loads read constant tables; the caller has the features.
     unsafe {
-        let points = _mm512_permutexvar_epi16(bytes64(&POINT_WORDS[m]), codes);
-        let fields = _mm512_multishift_epi64_epi8(_mm512_set1_epi64(TWO_BIT_FIELDS), points);
-        _mm512_permutexvar_epi8(fields, bytes64(&IQ2_LEVELS))
+        let points = _mm512_permutexvar_epi16(bytes64(words), codes);
+        let fields = _mm512_multishift_epi64_epi8(_mm512_set1_epi64(fields), points);
+        _mm512_permutexvar_epi8(fields, bytes64(levels))
     }
 }
 
-/// IQ2_XXS's super-block decoded.
+/// A grid i-quant that [`GridZmm`] decodes: its signs four 7-bit patterns per group of 32
+/// values, completed to even parity.
+pub(super) trait ZmmGrid: SignedGroups {
+    /// The bit offsets of group g's four patterns in qword g of [`ZmmGrid::pattern_words`].
+    const OFFSETS: [u8; 4];
+    /// Qword g: the 64 bits holding group g's patterns.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F.
+    unsafe fn pattern_words(&self) -> __m512i;
+    /// The magnitudes of values 64m..64m + 64 in register m.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F, BW and VBMI.
+    unsafe fn magnitudes(&self) -> [__m512i; 4];
+    /// Where [`ZmmGrid::scale_codes`] holds each pair sum's code: the `vpermw` control of each
+    /// register m.
+    const SCALE_WORDS: &'static [[u16; 32]; 4];
+    /// The 4-bit codes s of the scales `2s + 1`, as i16 elements.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F and BW.
+    unsafe fn scale_codes(&self) -> __m512i;
+}
+
+impl ZmmGrid for BlockIq2Xxs {
+    /// Each group's eight bytes: four grid indices, then the patterns in bits 0..28 of a u32.
+    const OFFSETS: [u8; 4] = [32, 39, 46, 53];
+    #[inline(always)]
+    unsafe fn pattern_words(&self) -> __m512i {
+        // SAFETY: the load reads the 64 bytes of `qs`; the caller has AVX-512 F.
+        unsafe { _mm512_loadu_si512(self.qs.as_ptr() as *const __m512i) }
+    }
+    const SCALE_WORDS: &'static [[u16; 32]; 4] = &PER32_SCALE_WORDS;
+    /// 32 points of eight 2-bit coordinates, a byte index each at bytes 8g..8g + 4.
+    #[inline(always)]
+    unsafe fn magnitudes(&self) -> [__m512i; 4] {
+        // SAFETY: the caller has the features; `bytes64` reads the 64 bytes of `qs`.
+        unsafe {
+            let index = _mm512_maskz_permutexvar_epi8(
+                0x5555_5555_5555_5555,
+                bytes64(&IQ2XXS_INDEX_BYTES),
+                bytes64(&self.qs),
+            );
+            let codes = codes_of(&IQ2XXS_CODES, index);
+            let mut m = [codes; 4];
+            for (i, m) in m.iter_mut().enumerate() {
+                *m = expand(codes, &POINT8_WORDS[i], TWO_BIT_FIELDS, &IQ2_LEVELS);
+            }
+            m
+        }
+    }
+    #[inline(always)]
+    unsafe fn scale_codes(&self) -> __m512i {
+        // SAFETY: as above; s in the top four bits of each group's qword.
+        unsafe { _mm512_srli_epi64::<60>(bytes64(&self.qs)) }
+    }
+}
+
+impl ZmmGrid for BlockIq3Xxs {
+    /// The patterns in bits 0..28 of each group's u32 after the 64 grid indices, widened
+    /// to a qword.
+    const OFFSETS: [u8; 4] = [0, 7, 14, 21];
+    #[inline(always)]
+    unsafe fn pattern_words(&self) -> __m512i {
+        // SAFETY: the load reads the 32 bytes after the indices; the caller has AVX-512 F.
+        unsafe {
+            let aux = _mm256_loadu_si256(self.qs.as_ptr().add(64) as *const __m256i);
+            _mm512_cvtepu32_epi64(aux)
+        }
+    }
+    const SCALE_WORDS: &'static [[u16; 32]; 4] = &PER32_SCALE_WORDS;
+    /// 64 points of four 3-bit coordinates, one index byte each in `qs[..64]`.
+    #[inline(always)]
+    unsafe fn magnitudes(&self) -> [__m512i; 4] {
+        // SAFETY: the caller has the features; `bytes64` reads the 64 index bytes.
+        unsafe {
+            let q = _mm512_loadu_si512(self.qs.as_ptr() as *const __m512i);
+            let low = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(q));
+            let high = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64::<1>(q));
+            let codes = [codes_of(&IQ3XXS_CODES, low), codes_of(&IQ3XXS_CODES, high)];
+            let mut m = [q; 4];
+            for (i, m) in m.iter_mut().enumerate() {
+                let words = &POINT4_WORDS[i];
+                *m = expand(codes[i / 2], words, THREE_BIT_FIELDS, &IQ3XXS_LEVELS);
+            }
+            m
+        }
+    }
+    #[inline(always)]
+    unsafe fn scale_codes(&self) -> __m512i {
+        // SAFETY: as above; s in the top four bits of each group's u32.
+        unsafe { _mm512_srli_epi64::<28>(self.pattern_words()) }
+    }
+}
+
+impl ZmmGrid for BlockIq2Xs {
+    /// Each group's four 16-bit codes: a 9-bit grid index, then the pattern.
+    const OFFSETS: [u8; 4] = [9, 25, 41, 57];
+    #[inline(always)]
+    unsafe fn pattern_words(&self) -> __m512i {
+        // SAFETY: the load reads the 64 bytes of `qs`; the caller has AVX-512 F.
+        unsafe { _mm512_loadu_si512(self.qs.as_ptr() as *const __m512i) }
+    }
+    const SCALE_WORDS: &'static [[u16; 32]; 4] = &PER16_SCALE_WORDS;
+    /// 32 points of eight 2-bit coordinates, a 9-bit index each in the low bits of its u16.
+    #[inline(always)]
+    unsafe fn magnitudes(&self) -> [__m512i; 4] {
+        // SAFETY: the caller has the features; `bytes64` reads the 64 bytes of `qs`.
+        unsafe {
+            let index = _mm512_and_si512(bytes64(&self.qs), _mm512_set1_epi16(511));
+            let codes = codes_of(&IQ2XS_CODES, index);
+            let mut m = [codes; 4];
+            for (i, m) in m.iter_mut().enumerate() {
+                *m = expand(codes, &POINT8_WORDS[i], TWO_BIT_FIELDS, &IQ2_LEVELS);
+            }
+            m
+        }
+    }
+    /// Element 2i: the low nibble of scale byte i (values 32i..32i + 16), 2i + 1 its high one.
+    #[inline(always)]
+    unsafe fn scale_codes(&self) -> __m512i {
+        // SAFETY: the load reads the 8 scale bytes; the caller has the features.
+        unsafe {
+            let v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(self.scales.as_ptr() as *const __m128i));
+            let low = _mm256_and_si256(v, _mm256_set1_epi32(15));
+            let codes = _mm256_or_si256(low, _mm256_slli_epi32::<12>(v));
+            _mm512_castsi256_si512(_mm256_and_si256(codes, _mm256_set1_epi32(0x000f_000f)))
+        }
+    }
+}
+
+/// `x` decoded.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F, BW and VBMI, GFNI and F16C.
 #[inline(always)]
-unsafe fn iq2xxs_decode(x: &BlockIq2Xxs) -> ZmmGroups {
-    // SAFETY: the caller has the features; `bytes64` reads the 64 bytes of `qs`.
+unsafe fn decode<B: ZmmGrid>(x: &B) -> ZmmGroups {
+    // SAFETY: forwarded from the caller.
     unsafe {
-        let qs = bytes64(&x.qs);
-        let index =
-            _mm512_maskz_permutexvar_epi8(0x5555_5555_5555_5555, bytes64(&IQ2XXS_INDEX_BYTES), qs);
-        let codes = codes256(&IQ2XXS_CODES, index);
-        // each group's scale 2s + 1, s in the top four bits of its qword
-        let s = _mm512_srli_epi64::<60>(qs);
-        let s = _mm512_or_si512(_mm512_add_epi64(s, s), _mm512_set1_epi64(1));
-        let (mut magnitudes, mut scales) = ([_mm512_setzero_si512(); 4], [s; 4]);
-        for m in 0..4 {
-            magnitudes[m] = expand2(codes, m);
-            scales[m] = _mm512_permutexvar_epi16(bytes64(&SCALE_WORDS[m]), s);
+        let s = x.scale_codes();
+        let s = _mm512_add_epi16(_mm512_add_epi16(s, s), _mm512_set1_epi16(1));
+        let mut scales = [s; 4];
+        for (m, sc) in scales.iter_mut().enumerate() {
+            *sc = _mm512_permutexvar_epi16(bytes64(&B::SCALE_WORDS[m]), s);
         }
         ZmmGroups {
-            magnitudes,
+            magnitudes: x.magnitudes(),
             signs: sign_masks(x),
             scales,
-            d: half(x.d),
+            d: half(x.d()),
         }
+    }
+}
+
+/// The signs of all eight groups of `x` as bits: group g's 32 in the low half of qword g.
+///
+/// # Safety
+/// The CPU must have AVX-512 F and BW, VBMI and GFNI.
+#[inline(always)]
+unsafe fn pattern_signs<B: ZmmGrid>(x: &B) -> __m512i {
+    let [a, b, c, d] = B::OFFSETS;
+    let control = _mm512_set1_epi64(i64::from_le_bytes([a, b, c, d, 0, 0, 0, 0]));
+    // SAFETY: register operations; the caller has the features.
+    unsafe {
+        let patterns = _mm512_multishift_epi64_epi8(control, x.pattern_words());
+        _mm512_gf2p8affine_epi64_epi8::<0>(patterns, _mm512_set1_epi64(WITH_PARITY))
     }
 }
 
@@ -186,7 +378,7 @@ unsafe fn iq2xxs_decode(x: &BlockIq2Xxs) -> ZmmGroups {
 /// # Safety
 /// The CPU must have AVX-512 F and BW, VBMI and GFNI.
 #[inline(always)]
-unsafe fn sign_masks<B: PatternGroups>(x: &B) -> [u64; 4] {
+unsafe fn sign_masks<B: ZmmGrid>(x: &B) -> [u64; 4] {
     // SAFETY: forwarded from the caller; a register operation.
     unsafe {
         let signs = pattern_signs(x);
@@ -218,7 +410,7 @@ unsafe fn group_pair(sumi: __m512i, x: &ZmmGroups, y: &BlockQ8K, m: usize) -> __
 /// # Safety
 /// The CPU must have AVX-512 F, BW and VNNI, and FMA.
 #[inline(always)]
-unsafe fn dot_groups(x: &ZmmGroups, y: &BlockQ8K, acc: KAcc) -> KAcc {
+unsafe fn dot_groups<B: KCombine>(x: &ZmmGroups, y: &BlockQ8K, acc: KAcc) -> KAcc {
     // SAFETY: the caller has the features; the loads read 64 of y's 256 levels each.
     unsafe {
         let (mut even, mut odd) = (_mm512_setzero_si512(), _mm512_setzero_si512());
@@ -231,20 +423,56 @@ unsafe fn dot_groups(x: &ZmmGroups, y: &BlockQ8K, acc: KAcc) -> KAcc {
             _mm512_castsi512_si256(sumi),
             _mm512_extracti64x4_epi64::<1>(sumi),
         );
-        combine::<BlockIq2Xxs>(x.d, 0.0, y.d.get(), sumi, _mm256_setzero_si256(), acc)
+        combine::<B>(x.d, 0.0, y.d.get(), sumi, _mm256_setzero_si256(), acc)
     }
 }
 
-impl KDecode<BlockIq2Xxs> for GridZmm {
+impl<B: ZmmGrid> KDecode<B> for GridZmm {
     type Unpacked = ZmmGroups;
     #[inline(always)]
-    unsafe fn unpack(x: &BlockIq2Xxs) -> ZmmGroups {
+    unsafe fn unpack(x: &B) -> ZmmGroups {
         // SAFETY: forwarded from the caller.
-        unsafe { iq2xxs_decode(x) }
+        unsafe { decode(x) }
     }
     #[inline(always)]
     unsafe fn dot(x: &ZmmGroups, y: &BlockQ8K, acc: KAcc) -> KAcc {
         // SAFETY: forwarded from the caller.
-        unsafe { dot_groups(x, y, acc) }
+        unsafe { dot_groups::<B>(x, y, acc) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quants::KSIGNS_IQ2XS;
+
+    /// `v`'s bytes through `gf2p8affineqb` with [`WITH_PARITY`].
+    #[target_feature(enable = "avx512f,avx512bw,gfni")]
+    unsafe fn with_parity(v: [u8; 64]) -> [u8; 64] {
+        // SAFETY: a register operation; the caller has the features.
+        unsafe {
+            let v = std::mem::transmute::<[u8; 64], __m512i>(v);
+            let m = _mm512_set1_epi64(WITH_PARITY);
+            std::mem::transmute(_mm512_gf2p8affine_epi64_epi8::<0>(v, m))
+        }
+    }
+
+    /// The matrix gives GGML's `ksigns` for every 7-bit pattern, whatever bit 7 holds.
+    #[test]
+    fn parity_matrix_completes_every_pattern_as_ksigns() {
+        if !(available() && super::super::Isa::Avx512.available()) {
+            eprintln!("skipped: no AVX-512 VBMI and GFNI");
+            return;
+        }
+        for half in 0..2 {
+            // every pattern once, bit 7 set on the odd ones
+            let input: [u8; 64] =
+                std::array::from_fn(|i| (64 * half + i) as u8 | (0x80 * (i as u8 & 1)));
+            // SAFETY: the CPU has the features (checked above).
+            let out = unsafe { with_parity(input) };
+            for (i, o) in input.iter().zip(out) {
+                assert_eq!(o, KSIGNS_IQ2XS[(i & 0x7f) as usize], "pattern {i:#x}");
+            }
+        }
     }
 }

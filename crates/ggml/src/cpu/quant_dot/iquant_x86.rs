@@ -16,9 +16,8 @@
 //! here their levels `8 · point ± 1` are summed at once, with one rounding fewer.
 //! On the AVX-512 path IQ2_XXS and IQ2_S give the activations their signs by a masked
 //! negation under the values' sign bits ([`SignMask`]) instead of `vpsignb` with sign bytes
-//! ([`SignBytes`]); the products are the same. Where the CPU also has VBMI and GFNI, IQ2_XS
-//! and IQ3_XXS decode their sign patterns per super-block instead
-//! ([`sign_patterns`](super::sign_patterns)) and IQ2_XXS decodes in 512-bit registers
+//! ([`SignBytes`]); the products are the same. Where the CPU also has VBMI and GFNI,
+//! IQ2_XXS, IQ2_XS and IQ3_XXS decode in 512-bit registers instead
 //! ([`iquant_vbmi`](super::iquant_vbmi)). The one-row dot keeps two chains of i32 lanes (even
 //! and odd groups): with VNNI the `madd` and the add fuse into a `vpdpwssd`, whose latency
 //! would otherwise chain all eight groups.
@@ -199,7 +198,7 @@ grid_groups!(
 /// The CPU must have AVX.
 #[target_feature(enable = "avx")]
 #[inline]
-pub(super) unsafe fn points8(grid: &[u32], index: [usize; 8]) -> __m256i {
+unsafe fn points8(grid: &[u32], index: [usize; 8]) -> __m256i {
     let p = |j: usize| grid[index[j]] as i32;
     _mm256_setr_epi32(p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7))
 }
@@ -400,7 +399,7 @@ unsafe fn iq1m_scales(x: &BlockIq1M) -> __m256i {
 /// The CPU must have AVX.
 #[target_feature(enable = "avx")]
 #[inline]
-pub(super) unsafe fn words(w: [u64; 4]) -> __m256i {
+unsafe fn words(w: [u64; 4]) -> __m256i {
     _mm256_setr_epi64x(w[0] as i64, w[1] as i64, w[2] as i64, w[3] as i64)
 }
 
@@ -552,19 +551,11 @@ signed_kquant!(
 pub(super) trait SignApply<B> {
     /// The signs of one group of 32 values.
     type Signs: Copy;
-    /// What the decoding of a super-block's groups shares, computed once per super-block.
-    type Shared: Copy;
-    /// `x`'s [`SignApply::Shared`].
+    /// Group `g` of `x`: the values' magnitudes and their signs.
     ///
     /// # Safety
     /// The CPU must have the implementation's features (AVX2 at least).
-    unsafe fn shared(x: &B) -> Self::Shared;
-    /// Group `g` of `x` (whose shared part is `shared`): the values' magnitudes and their
-    /// signs.
-    ///
-    /// # Safety
-    /// As [`SignApply::shared`].
-    unsafe fn decode(x: &B, shared: &Self::Shared, g: usize) -> (__m256i, Self::Signs);
+    unsafe fn decode(x: &B, g: usize) -> (__m256i, Self::Signs);
     /// The 32 activations `q` with the signs `s`.
     ///
     /// # Safety
@@ -577,11 +568,8 @@ pub(super) struct SignBytes;
 
 impl<B: SignedGroups> SignApply<B> for SignBytes {
     type Signs = __m256i;
-    type Shared = ();
     #[inline(always)]
-    unsafe fn shared(_: &B) {}
-    #[inline(always)]
-    unsafe fn decode(x: &B, _: &(), g: usize) -> (__m256i, __m256i) {
+    unsafe fn decode(x: &B, g: usize) -> (__m256i, __m256i) {
         // SAFETY: forwarded from the caller.
         unsafe { x.decode_group(g) }
     }
@@ -600,31 +588,18 @@ pub(super) struct SignMask;
 
 impl<B: SignBitGroups> SignApply<B> for SignMask {
     type Signs = u32;
-    type Shared = ();
     #[inline(always)]
-    unsafe fn shared(_: &B) {}
-    #[inline(always)]
-    unsafe fn decode(x: &B, _: &(), g: usize) -> (__m256i, u32) {
+    unsafe fn decode(x: &B, g: usize) -> (__m256i, u32) {
         // SAFETY: forwarded from the caller.
         unsafe { x.decode_bits(g) }
     }
+    #[allow(clippy::incompatible_msrv)]
     #[inline(always)]
     unsafe fn apply(q: __m256i, s: u32) -> __m256i {
-        // SAFETY: forwarded from the caller (AVX-512 BW and VL).
-        unsafe { negate_under(q, s) }
+        // SAFETY: a register operation; the caller has AVX-512 BW and VL. The activations
+        // are within ±127 (Q8_K), so none overflows when negated.
+        unsafe { _mm256_mask_sub_epi8(q, s, _mm256_setzero_si256(), q) }
     }
-}
-
-/// The 32 activations `q` negated where bit v of `s` is set ([`SignMask`]'s application).
-///
-/// # Safety
-/// The CPU must have AVX-512 BW and VL.
-#[allow(clippy::incompatible_msrv)]
-#[inline(always)]
-pub(super) unsafe fn negate_under(q: __m256i, s: u32) -> __m256i {
-    // SAFETY: a register operation; the caller has the features. The activations are
-    // within ±127 (Q8_K), so none overflows when negated.
-    unsafe { _mm256_mask_sub_epi8(q, s, _mm256_setzero_si256(), q) }
 }
 
 /// `x` decoded for [`SignedYmm`]'s dot.
@@ -636,11 +611,10 @@ unsafe fn signed_unpack<B: SignedGroups, S: SignApply<B>>(x: &B) -> SignedUnpack
     // SAFETY: the caller has the features. (Loops, not closures: a closure would not take
     // the caller's features, and the intrinsics in it would not be inlined.)
     unsafe {
-        let shared = S::shared(x);
-        let (m0, s0) = S::decode(x, &shared, 0);
+        let (m0, s0) = S::decode(x, 0);
         let (mut magnitudes, mut signs) = ([m0; 8], [s0; 8]);
         for g in 1..8 {
-            (magnitudes[g], signs[g]) = S::decode(x, &shared, g);
+            (magnitudes[g], signs[g]) = S::decode(x, g);
         }
         let sc = x.row_scales();
         let mut scales = [_mm256_setzero_si256(); 8];
@@ -772,12 +746,11 @@ impl<B: SignedGroups, S: SignApply<B>> KDecode<B> for SignedYmm<S> {
                 return;
             }
             // two chains of exact integer sums (the module's documentation says why)
-            let (y, sc, shared) = (ys[0], x.row_scales(), S::shared(x));
+            let (y, sc) = (ys[0], x.row_scales());
             let (mut even, mut odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
             for g in (0..8).step_by(2) {
-                let (e, o) = (S::decode(x, &shared, g), S::decode(x, &shared, g + 1));
-                even = signed_group::<B, S>(even, e, sc.group(g), y, g);
-                odd = signed_group::<B, S>(odd, o, sc.group(g + 1), y, g + 1);
+                even = signed_group::<B, S>(even, S::decode(x, g), sc.group(g), y, g);
+                odd = signed_group::<B, S>(odd, S::decode(x, g + 1), sc.group(g + 1), y, g + 1);
             }
             let sumi = _mm256_add_epi32(even, odd);
             let zero = _mm256_setzero_si256();

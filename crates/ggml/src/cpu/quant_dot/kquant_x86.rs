@@ -645,7 +645,7 @@ pub(super) unsafe fn k_dots_avx512<B: KCombine, K: KDecode<B>>(
 }
 
 /// [`k_dots_avx512`] with VBMI and GFNI besides (for kernels that use them:
-/// [`super::sign_patterns`]).
+/// [`super::iquant_vbmi`]).
 ///
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features, VBMI and GFNI; see

@@ -112,8 +112,6 @@ mod kquant_tile;
 #[cfg(target_arch = "x86_64")]
 mod kquant_x86;
 #[cfg(target_arch = "x86_64")]
-mod sign_patterns;
-#[cfg(target_arch = "x86_64")]
 mod x86;
 
 use std::sync::OnceLock;
@@ -825,16 +823,15 @@ fn kernel_signed<B: iquant_x86::SignedGroups + kquant_x86::KUnpack + DotBlock>(
 }
 
 /// [`kernel_signed`] for an i-quant with 7-bit sign patterns, whose AVX-512 row and tile
-/// dots are `K`'s, which need VBMI and GFNI besides, where the CPU has them
-/// ([`sign_patterns`], [`iquant_vbmi`]).
+/// dots decode in 512-bit registers where the CPU also has VBMI and GFNI ([`iquant_vbmi`]).
 #[cfg(target_arch = "x86_64")]
-fn kernel_patterns<B, K>(isa: Isa) -> QuantDot
+fn kernel_patterns<B>(isa: Isa) -> QuantDot
 where
-    B: sign_patterns::PatternGroups + iquant_x86::SignedGroups + kquant_x86::KUnpack + DotBlock,
-    K: kquant_x86::KDecode<B>,
+    B: iquant_vbmi::ZmmGrid + kquant_x86::KUnpack + DotBlock,
 {
+    type K = iquant_vbmi::GridZmm;
     let mut kernel = kernel_signed::<B>(isa);
-    if isa == Isa::Avx512 && sign_patterns::available() {
+    if isa == Isa::Avx512 && iquant_vbmi::available() {
         kernel.dot = kquant_x86::k_dots_avx512_vbmi::<B, K>;
         kernel.tile = Some(kquant_x86::k_tiles_avx512_vbmi::<B, K>);
     }
@@ -843,7 +840,7 @@ where
 
 /// [`kernel_signed`] (no intrinsics kernels on this architecture).
 #[cfg(not(target_arch = "x86_64"))]
-fn kernel_patterns<B: DotBlock<Act = BlockQ8K>, K>(isa: Isa) -> QuantDot {
+fn kernel_patterns<B: DotBlock<Act = BlockQ8K>>(isa: Isa) -> QuantDot {
     kernel_signed::<B>(isa)
 }
 
@@ -857,14 +854,6 @@ fn kernel_signed<B: DotBlock<Act = BlockQ8K>>(isa: Isa) -> QuantDot {
 /// one (which MUL_MAT dequantizes instead).
 pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
     use Type::*;
-    #[cfg(target_arch = "x86_64")]
-    use {iquant_vbmi::GridZmm, iquant_x86::SignedYmm, sign_patterns::SignPatterns};
-    #[cfg(target_arch = "x86_64")]
-    type SignPatternYmm = SignedYmm<SignPatterns>;
-    #[cfg(not(target_arch = "x86_64"))]
-    type SignPatternYmm = ();
-    #[cfg(not(target_arch = "x86_64"))]
-    type GridZmm = ();
     Some(match ty {
         Q4_0 => kernel32::<BlockQ4_0>(Q8_0, isa),
         Q4_1 => kernel32::<BlockQ4_1>(Q8_1, isa),
@@ -879,9 +868,9 @@ pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
         Q6_K => kernel_k::<BlockQ6K>(isa),
         IQ4_XS => kernel_signed::<BlockIq4Xs>(isa),
         IQ3_S => kernel_signed::<BlockIq3S>(isa),
-        IQ3_XXS => kernel_patterns::<BlockIq3Xxs, SignPatternYmm>(isa),
-        IQ2_XXS => kernel_patterns::<BlockIq2Xxs, GridZmm>(isa),
-        IQ2_XS => kernel_patterns::<BlockIq2Xs, SignPatternYmm>(isa),
+        IQ3_XXS => kernel_patterns::<BlockIq3Xxs>(isa),
+        IQ2_XXS => kernel_patterns::<BlockIq2Xxs>(isa),
+        IQ2_XS => kernel_patterns::<BlockIq2Xs>(isa),
         IQ2_S => kernel_signed::<BlockIq2S>(isa),
         IQ1_S => kernel_signed::<BlockIq1S>(isa),
         IQ1_M => kernel_signed::<BlockIq1M>(isa),
@@ -1130,12 +1119,12 @@ mod tests {
     }
 
     /// The i-quants with 7-bit sign patterns: their AVX-512 row and tile dots with VBMI and
-    /// GFNI ([`sign_patterns`], [`iquant_vbmi`]) give the bits of the AVX-512 dots without
+    /// GFNI ([`iquant_vbmi`]) give the bits of the AVX-512 dots without
     /// them, which the CPUs lacking VBMI or GFNI take, for 1 to 9 activation rows.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn vbmi_pattern_dots_are_the_plain_avx512_dots_bit_for_bit() {
-        if !(Isa::Avx512.available() && sign_patterns::available()) {
+        if !(Isa::Avx512.available() && iquant_vbmi::available()) {
             eprintln!("skipped: no AVX-512 VBMI and GFNI");
             return;
         }

@@ -46,8 +46,9 @@ use block::{
 
 pub(crate) use iq_common::read_u32;
 pub(crate) use iq_grids::{
-    IQ1_SHIFTED, IQ2S_GRID, IQ2XXS_GRID, IQ2_LEVEL_BYTES, IQ3S_GRID, IQ3XXS_GRID,
-    IQ3XXS_LEVEL_BYTES, KGRID_2BIT_256, KGRID_2BIT_512, KGRID_3BIT_256, KSIGNS_IQ2XS,
+    IQ1_SHIFTED, IQ2S_GRID, IQ2XXS_GRID, IQ2_LEVEL_BYTES, IQ3S_GRID, IQ3S_LEVEL_BYTES, IQ3XXS_GRID,
+    IQ3XXS_LEVEL_BYTES, KGRID_2BIT_256, KGRID_2BIT_512, KGRID_3BIT_256, KGRID_3BIT_512,
+    KSIGNS_IQ2XS,
 };
 pub(crate) use iq_groups::{even_signs, GridGroups, GroupBytes};
 pub(crate) use kquants::unpack_2bit;

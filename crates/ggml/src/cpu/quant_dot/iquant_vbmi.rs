@@ -13,7 +13,7 @@
 //! - The signs: one `vpmultishiftqb` moves each group's four patterns into four bytes, one
 //!   `gf2p8affineqb` completes each byte with its parity bit (GGML's `ksigns`: the eighth sign
 //!   makes the count of negative values even), and group g's 32 sign bits are the low half of
-//!   qword g ([`pattern_signs`]), which negate the activations under a mask.
+//!   qword g ([`pattern_masks`]), which negate the activations under a mask.
 //! - The scales: their codes in 16-bit lanes, `2s + 1`, one `vpermw` per 64 values.
 //!
 //! `maddubs` and `vpdpwssd` with the scales then make the same pair sums and i32 lanes as
@@ -28,9 +28,9 @@ use std::arch::x86_64::*;
 use super::iquant_x86::SignedGroups;
 use super::kquant_x86::{combine, KAcc, KCombine, KDecode};
 use super::x86::half;
-use crate::quants::{BlockIq2Xs, BlockIq2Xxs, BlockIq3Xxs, BlockQ8K};
-use crate::quants::{IQ2_LEVEL_BYTES, IQ3XXS_LEVEL_BYTES};
-use crate::quants::{KGRID_2BIT_256, KGRID_2BIT_512, KGRID_3BIT_256};
+use crate::quants::{BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ8K};
+use crate::quants::{IQ2_LEVEL_BYTES, IQ3S_LEVEL_BYTES, IQ3XXS_LEVEL_BYTES};
+use crate::quants::{KGRID_2BIT_256, KGRID_2BIT_512, KGRID_3BIT_256, KGRID_3BIT_512};
 use crate::QK_K;
 
 /// The 512-bit kernels of the grid i-quants on AVX-512 VBMI and GFNI ([`KDecode`]).
@@ -63,6 +63,7 @@ pub(super) struct ZmmGroups {
 static IQ2XXS_CODES: [u16; 256] = KGRID_2BIT_256;
 static IQ2XS_CODES: [u16; 512] = KGRID_2BIT_512;
 static IQ3XXS_CODES: [u16; 256] = KGRID_3BIT_256;
+static IQ3S_CODES: [u16; 512] = KGRID_3BIT_512;
 
 /// A `vpermb` table giving byte i the level of its `bits` low bits.
 const fn level_table(levels: &[u8], bits: u32) -> [u8; 64] {
@@ -79,6 +80,7 @@ const fn level_table(levels: &[u8], bits: u32) -> [u8; 64] {
 }
 const IQ2_LEVELS: [u8; 64] = level_table(&IQ2_LEVEL_BYTES, 2);
 const IQ3XXS_LEVELS: [u8; 64] = level_table(&IQ3XXS_LEVEL_BYTES, 3);
+const IQ3S_LEVELS: [u8; 64] = level_table(&IQ3S_LEVEL_BYTES, 3);
 
 /// `vpermb` control: 16-bit lane p takes byte `8·(p / 4) + p % 4` (IQ2_XXS's index l of
 /// group g sits at byte 8g + l); the high bytes are zeroed by the mask.
@@ -116,24 +118,23 @@ const fn point_words(lanes: usize, per: usize) -> [[u16; 32]; 4] {
 
 /// `vpermw` controls for scales per 32 values, their codes one per qword (group g's in i16
 /// element 4g): lanes 0..16 of register m take group 2m's, lanes 16..32 group 2m + 1's.
-const PER32_SCALE_WORDS: [[u16; 32]; 4] = scale_words(false);
+const PER32_SCALE_WORDS: [[u16; 32]; 4] = scale_words(4, false);
+/// The same with group g's code in element g.
+const DENSE32_SCALE_WORDS: [[u16; 32]; 4] = scale_words(1, false);
 /// `vpermw` controls for scales per 16 values, their codes in i16 elements 0..16: lane w of
 /// register m (pair sum w % 16 of group 2m + w / 16) takes code `4m + 2 · (w / 16) + (w % 16) / 8`.
-const PER16_SCALE_WORDS: [[u16; 32]; 4] = scale_words(true);
+const PER16_SCALE_WORDS: [[u16; 32]; 4] = scale_words(2, true);
 
-/// [`PER16_SCALE_WORDS`] or [`PER32_SCALE_WORDS`].
-const fn scale_words(per16: bool) -> [[u16; 32]; 4] {
+/// `vpermw` controls: lane w of register m takes the code of group g = 2m + w / 16 at element
+/// `stride · g`, plus 1 for the second half of the group where the scales are `per16`.
+const fn scale_words(stride: usize, per16: bool) -> [[u16; 32]; 4] {
     let mut t = [[0u16; 32]; 4];
     let mut m = 0;
     while m < 4 {
         let mut w = 0;
         while w < 32 {
-            let group = 2 * m + w / 16;
-            t[m][w] = if per16 {
-                2 * group + (w % 16) / 8
-            } else {
-                4 * group
-            } as u16;
+            let second = if per16 { (w % 16) / 8 } else { 0 };
+            t[m][w] = (stride * (2 * m + w / 16) + second) as u16;
             w += 1;
         }
         m += 1;
@@ -203,16 +204,13 @@ unsafe fn expand(codes: __m512i, words: &[u16; 32], fields: i64, levels: &[u8; 6
     }
 }
 
-/// A grid i-quant that [`GridZmm`] decodes: its signs four 7-bit patterns per group of 32
-/// values, completed to even parity.
+/// A grid i-quant that [`GridZmm`] decodes.
 pub(super) trait ZmmGrid: SignedGroups {
-    /// The bit offsets of group g's four patterns in qword g of [`ZmmGrid::pattern_words`].
-    const OFFSETS: [u8; 4];
-    /// Qword g: the 64 bits holding group g's patterns.
+    /// Mask m: the signs of values 64m..64m + 64 (bit v set: value 64m + v is negative).
     ///
     /// # Safety
-    /// The CPU must have AVX-512 F.
-    unsafe fn pattern_words(&self) -> __m512i;
+    /// The CPU must have AVX-512 F and BW, VBMI and GFNI.
+    unsafe fn sign_masks(&self) -> [u64; 4];
     /// The magnitudes of values 64m..64m + 64 in register m.
     ///
     /// # Safety
@@ -230,11 +228,10 @@ pub(super) trait ZmmGrid: SignedGroups {
 
 impl ZmmGrid for BlockIq2Xxs {
     /// Each group's eight bytes: four grid indices, then the patterns in bits 0..28 of a u32.
-    const OFFSETS: [u8; 4] = [32, 39, 46, 53];
     #[inline(always)]
-    unsafe fn pattern_words(&self) -> __m512i {
-        // SAFETY: the load reads the 64 bytes of `qs`; the caller has AVX-512 F.
-        unsafe { _mm512_loadu_si512(self.qs.as_ptr() as *const __m512i) }
+    unsafe fn sign_masks(&self) -> [u64; 4] {
+        // SAFETY: the caller has the features; `bytes64` reads the 64 bytes of `qs`.
+        unsafe { pattern_masks(bytes64(&self.qs), [32, 39, 46, 53]) }
     }
     const SCALE_WORDS: &'static [[u16; 32]; 4] = &PER32_SCALE_WORDS;
     /// 32 points of eight 2-bit coordinates, a byte index each at bytes 8g..8g + 4.
@@ -262,17 +259,22 @@ impl ZmmGrid for BlockIq2Xxs {
     }
 }
 
+/// IQ3_XXS's u32 after the 64 grid indices, one per group (sign patterns in bits 0..28, the
+/// scale code in 28..32), widened to qwords.
+///
+/// # Safety
+/// The CPU must have AVX-512 F.
+#[inline(always)]
+unsafe fn iq3xxs_aux(x: &BlockIq3Xxs) -> __m512i {
+    // SAFETY: the load reads the 32 bytes after the indices; the caller has AVX-512 F.
+    unsafe { _mm512_cvtepu32_epi64(_mm256_loadu_si256(x.qs.as_ptr().add(64) as *const __m256i)) }
+}
+
 impl ZmmGrid for BlockIq3Xxs {
-    /// The patterns in bits 0..28 of each group's u32 after the 64 grid indices, widened
-    /// to a qword.
-    const OFFSETS: [u8; 4] = [0, 7, 14, 21];
     #[inline(always)]
-    unsafe fn pattern_words(&self) -> __m512i {
-        // SAFETY: the load reads the 32 bytes after the indices; the caller has AVX-512 F.
-        unsafe {
-            let aux = _mm256_loadu_si256(self.qs.as_ptr().add(64) as *const __m256i);
-            _mm512_cvtepu32_epi64(aux)
-        }
+    unsafe fn sign_masks(&self) -> [u64; 4] {
+        // SAFETY: forwarded from the caller.
+        unsafe { pattern_masks(iq3xxs_aux(self), [0, 7, 14, 21]) }
     }
     const SCALE_WORDS: &'static [[u16; 32]; 4] = &PER32_SCALE_WORDS;
     /// 64 points of four 3-bit coordinates, one index byte each in `qs[..64]`.
@@ -294,18 +296,17 @@ impl ZmmGrid for BlockIq3Xxs {
     }
     #[inline(always)]
     unsafe fn scale_codes(&self) -> __m512i {
-        // SAFETY: as above; s in the top four bits of each group's u32.
-        unsafe { _mm512_srli_epi64::<28>(self.pattern_words()) }
+        // SAFETY: forwarded from the caller; s in the top four bits of each group's u32.
+        unsafe { _mm512_srli_epi64::<28>(iq3xxs_aux(self)) }
     }
 }
 
 impl ZmmGrid for BlockIq2Xs {
     /// Each group's four 16-bit codes: a 9-bit grid index, then the pattern.
-    const OFFSETS: [u8; 4] = [9, 25, 41, 57];
     #[inline(always)]
-    unsafe fn pattern_words(&self) -> __m512i {
-        // SAFETY: the load reads the 64 bytes of `qs`; the caller has AVX-512 F.
-        unsafe { _mm512_loadu_si512(self.qs.as_ptr() as *const __m512i) }
+    unsafe fn sign_masks(&self) -> [u64; 4] {
+        // SAFETY: the caller has the features; `bytes64` reads the 64 bytes of `qs`.
+        unsafe { pattern_masks(bytes64(&self.qs), [9, 25, 41, 57]) }
     }
     const SCALE_WORDS: &'static [[u16; 32]; 4] = &PER16_SCALE_WORDS;
     /// 32 points of eight 2-bit coordinates, a 9-bit index each in the low bits of its u16.
@@ -335,6 +336,50 @@ impl ZmmGrid for BlockIq2Xs {
     }
 }
 
+impl ZmmGrid for BlockIq3S {
+    const SCALE_WORDS: &'static [[u16; 32]; 4] = &DENSE32_SCALE_WORDS;
+    /// 64 points of four 3-bit coordinates, each index a byte of `qs` and a bit of `qh`
+    /// (bit p of the eight `qh` bytes read as one u64: bit 8 of index p).
+    #[inline(always)]
+    unsafe fn magnitudes(&self) -> [__m512i; 4] {
+        // SAFETY: the caller has the features; `bytes64` reads the 64 bytes of `qs`.
+        unsafe {
+            let q = bytes64(&self.qs);
+            let high = u64::from_le_bytes(self.qh);
+            let bit8 = _mm512_set1_epi16(0x100);
+            let low = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(q));
+            let low = _mm512_mask_add_epi16(low, high as u32, low, bit8);
+            let top = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64::<1>(q));
+            let top = _mm512_mask_add_epi16(top, (high >> 32) as u32, top, bit8);
+            let codes = [codes_of(&IQ3S_CODES, low), codes_of(&IQ3S_CODES, top)];
+            let mut m = [q; 4];
+            for (i, m) in m.iter_mut().enumerate() {
+                let words = &POINT4_WORDS[i];
+                *m = expand(codes[i / 2], words, THREE_BIT_FIELDS, &IQ3S_LEVELS);
+            }
+            m
+        }
+    }
+    /// One sign bit per value, eight per byte.
+    #[inline(always)]
+    unsafe fn sign_masks(&self) -> [u64; 4] {
+        std::array::from_fn(|m| u64::from_le_bytes(std::array::from_fn(|b| self.signs[8 * m + b])))
+    }
+    /// Element g: nibble g of the four scale bytes (low nibble first).
+    #[inline(always)]
+    unsafe fn scale_codes(&self) -> __m512i {
+        // SAFETY: register operations on the four scale bytes; the caller has the features.
+        unsafe {
+            let v = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(i32::from_le_bytes(self.scales)));
+            let codes = _mm_or_si128(
+                _mm_and_si128(v, _mm_set1_epi32(15)),
+                _mm_slli_epi32::<12>(v),
+            );
+            _mm512_castsi128_si512(_mm_and_si128(codes, _mm_set1_epi32(0x000f_000f)))
+        }
+    }
+}
+
 /// `x` decoded.
 ///
 /// # Safety
@@ -351,38 +396,27 @@ unsafe fn decode<B: ZmmGrid>(x: &B) -> ZmmGroups {
         }
         ZmmGroups {
             magnitudes: x.magnitudes(),
-            signs: sign_masks(x),
+            signs: x.sign_masks(),
             scales,
             d: half(x.d()),
         }
     }
 }
 
-/// The signs of all eight groups of `x` as bits: group g's 32 in the low half of qword g.
+/// The sign masks of a super-block whose group g has its four 7-bit patterns at bit
+/// `offsets[l]` of qword g of `words`: each pattern moved to a byte, its parity appended,
+/// each qword's low half taken (group 2m's 32 bits and 2m + 1's in mask m).
 ///
 /// # Safety
 /// The CPU must have AVX-512 F and BW, VBMI and GFNI.
 #[inline(always)]
-unsafe fn pattern_signs<B: ZmmGrid>(x: &B) -> __m512i {
-    let [a, b, c, d] = B::OFFSETS;
+unsafe fn pattern_masks(words: __m512i, offsets: [u8; 4]) -> [u64; 4] {
+    let [a, b, c, d] = offsets;
     let control = _mm512_set1_epi64(i64::from_le_bytes([a, b, c, d, 0, 0, 0, 0]));
     // SAFETY: register operations; the caller has the features.
     unsafe {
-        let patterns = _mm512_multishift_epi64_epi8(control, x.pattern_words());
-        _mm512_gf2p8affine_epi64_epi8::<0>(patterns, _mm512_set1_epi64(WITH_PARITY))
-    }
-}
-
-/// The sign masks of `x`'s four pairs of groups: group 2m's 32 bits, then 2m + 1's.
-///
-/// # Safety
-/// The CPU must have AVX-512 F and BW, VBMI and GFNI.
-#[inline(always)]
-unsafe fn sign_masks<B: ZmmGrid>(x: &B) -> [u64; 4] {
-    // SAFETY: forwarded from the caller; a register operation.
-    unsafe {
-        let signs = pattern_signs(x);
-        // each qword's low half, in order
+        let patterns = _mm512_multishift_epi64_epi8(control, words);
+        let signs = _mm512_gf2p8affine_epi64_epi8::<0>(patterns, _mm512_set1_epi64(WITH_PARITY));
         std::mem::transmute::<__m256i, [u64; 4]>(_mm512_cvtepi64_epi32(signs))
     }
 }

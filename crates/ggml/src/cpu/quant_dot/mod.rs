@@ -822,8 +822,8 @@ fn kernel_signed<B: iquant_x86::SignedGroups + kquant_x86::KUnpack + DotBlock>(
     kernel_q8k::<B, iquant_x86::SignedYmm>(isa)
 }
 
-/// [`kernel_signed`] for an i-quant with 7-bit sign patterns, whose AVX-512 row and tile
-/// dots decode in 512-bit registers where the CPU also has VBMI and GFNI ([`iquant_vbmi`]).
+/// [`kernel_signed`] for a grid i-quant whose AVX-512 row and tile dots decode in 512-bit
+/// registers where the CPU also has VBMI and GFNI ([`iquant_vbmi`]).
 #[cfg(target_arch = "x86_64")]
 fn kernel_patterns<B>(isa: Isa) -> QuantDot
 where
@@ -867,7 +867,7 @@ pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
         Q5_K => kernel_k::<BlockQ5K>(isa),
         Q6_K => kernel_k::<BlockQ6K>(isa),
         IQ4_XS => kernel_signed::<BlockIq4Xs>(isa),
-        IQ3_S => kernel_signed::<BlockIq3S>(isa),
+        IQ3_S => kernel_patterns::<BlockIq3S>(isa),
         IQ3_XXS => kernel_patterns::<BlockIq3Xxs>(isa),
         IQ2_XXS => kernel_patterns::<BlockIq2Xxs>(isa),
         IQ2_XS => kernel_patterns::<BlockIq2Xs>(isa),
@@ -1118,12 +1118,12 @@ mod tests {
         }
     }
 
-    /// The i-quants with 7-bit sign patterns: their AVX-512 row and tile dots with VBMI and
+    /// IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S: their AVX-512 row and tile dots with VBMI and
     /// GFNI ([`iquant_vbmi`]) give the bits of the AVX-512 dots without
     /// them, which the CPUs lacking VBMI or GFNI take, for 1 to 9 activation rows.
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn vbmi_pattern_dots_are_the_plain_avx512_dots_bit_for_bit() {
+    fn vbmi_grid_dots_are_the_plain_avx512_dots_bit_for_bit() {
         if !(Isa::Avx512.available() && iquant_vbmi::available()) {
             eprintln!("skipped: no AVX-512 VBMI and GFNI");
             return;
@@ -1132,6 +1132,7 @@ mod tests {
             (Type::IQ2_XXS, kernel_signed::<BlockIq2Xxs>(Isa::Avx512)),
             (Type::IQ2_XS, kernel_signed::<BlockIq2Xs>(Isa::Avx512)),
             (Type::IQ3_XXS, kernel_signed::<BlockIq3Xxs>(Isa::Avx512)),
+            (Type::IQ3_S, kernel_signed::<BlockIq3S>(Isa::Avx512)),
         ];
         for (ty, plain) in plain {
             let vbmi = quant_dot(ty, Isa::Avx512).unwrap();

@@ -59,13 +59,13 @@ pub(super) struct ZmmGroups {
     d: f32,
 }
 
-/// The grids' codes, for [`codes_of`].
+// the grids' codes, for `codes_of`
 static IQ2XXS_CODES: [u16; 256] = KGRID_2BIT_256;
 static IQ2XS_CODES: [u16; 512] = KGRID_2BIT_512;
 static IQ3XXS_CODES: [u16; 256] = KGRID_3BIT_256;
 static IQ3S_CODES: [u16; 512] = KGRID_3BIT_512;
 
-/// A `vpermb` table giving byte i the level of its `bits` low bits.
+/// A `vpermb` table giving byte i the level of its `bits` low bits (`vpermb` reads six).
 const fn level_table(levels: &[u8], bits: u32) -> [u8; 64] {
     let mut t = [0u8; 64];
     let mut i = 0;
@@ -95,9 +95,9 @@ const IQ2XXS_INDEX_BYTES: [u8; 64] = {
 };
 
 /// `vpermw` controls, one per register m of 64 values: 16-bit lane w takes the code of point
-/// `8m + w / 4` (four lanes, eight bytes, per point of eight values: IQ2_XXS).
+/// `8m + w / 4` (four lanes, eight bytes, per point of eight values: IQ2_XXS, IQ2_XS).
 const POINT8_WORDS: [[u16; 32]; 4] = point_words(4, 8);
-/// As [`POINT8_WORDS`] for points of four values (IQ3_XXS): lane w of register m takes
+/// As [`POINT8_WORDS`] for points of four values (IQ3_XXS, IQ3_S): lane w of register m takes
 /// point `16m + w / 2` of the 32 in its register of codes (`16 · (m % 2) + w / 2`).
 const POINT4_WORDS: [[u16; 32]; 4] = point_words(2, 16);
 
@@ -323,16 +323,11 @@ impl ZmmGrid for BlockIq2Xs {
             m
         }
     }
-    /// Element 2i: the low nibble of scale byte i (values 32i..32i + 16), 2i + 1 its high one.
+    /// The low nibble of scale byte i for values 32i..32i + 16, its high one for the next 16.
     #[inline(always)]
     unsafe fn scale_codes(&self) -> __m512i {
-        // SAFETY: the load reads the 8 scale bytes; the caller has the features.
-        unsafe {
-            let v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(self.scales.as_ptr() as *const __m128i));
-            let low = _mm256_and_si256(v, _mm256_set1_epi32(15));
-            let codes = _mm256_or_si256(low, _mm256_slli_epi32::<12>(v));
-            _mm512_castsi256_si512(_mm256_and_si256(codes, _mm256_set1_epi32(0x000f_000f)))
-        }
+        // SAFETY: forwarded from the caller.
+        unsafe { nibbles(u64::from_le_bytes(self.scales)) }
     }
 }
 
@@ -365,18 +360,27 @@ impl ZmmGrid for BlockIq3S {
     unsafe fn sign_masks(&self) -> [u64; 4] {
         std::array::from_fn(|m| u64::from_le_bytes(std::array::from_fn(|b| self.signs[8 * m + b])))
     }
-    /// Element g: nibble g of the four scale bytes (low nibble first).
+    /// Nibble g of the four scale bytes (low nibble first) for group g.
     #[inline(always)]
     unsafe fn scale_codes(&self) -> __m512i {
-        // SAFETY: register operations on the four scale bytes; the caller has the features.
-        unsafe {
-            let v = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(i32::from_le_bytes(self.scales)));
-            let codes = _mm_or_si128(
-                _mm_and_si128(v, _mm_set1_epi32(15)),
-                _mm_slli_epi32::<12>(v),
-            );
-            _mm512_castsi128_si512(_mm_and_si128(codes, _mm_set1_epi32(0x000f_000f)))
-        }
+        // SAFETY: forwarded from the caller.
+        unsafe { nibbles(u32::from_le_bytes(self.scales) as u64) }
+    }
+}
+
+/// The 16 nibbles of `bytes` as i16 elements: element 2i the low nibble of byte i, 2i + 1
+/// its high one.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn nibbles(bytes: u64) -> __m512i {
+    // SAFETY: register operations; the caller has the features.
+    unsafe {
+        let v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes as i64));
+        // the high nibble to bits 16..20 (the low one's copy at 12..16 masked off)
+        let codes = _mm256_or_si256(v, _mm256_slli_epi32::<12>(v));
+        _mm512_castsi256_si512(_mm256_and_si256(codes, _mm256_set1_epi32(0x000f_000f)))
     }
 }
 

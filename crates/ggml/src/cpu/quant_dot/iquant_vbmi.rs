@@ -204,6 +204,35 @@ unsafe fn expand(codes: __m512i, words: &[u16; 32], fields: i64, levels: &[u8; 6
     }
 }
 
+/// The magnitudes of 32 IQ2 points (eight 2-bit coordinates each) from their codes.
+///
+/// # Safety
+/// The CPU must have AVX-512 F, BW and VBMI.
+#[inline(always)]
+unsafe fn expand_iq2(codes: __m512i) -> [__m512i; 4] {
+    let mut m = [codes; 4];
+    for (i, m) in m.iter_mut().enumerate() {
+        // SAFETY: forwarded from the caller.
+        *m = unsafe { expand(codes, &POINT8_WORDS[i], TWO_BIT_FIELDS, &IQ2_LEVELS) };
+    }
+    m
+}
+
+/// The magnitudes of 64 IQ3 points (four 3-bit coordinates each) from their codes, 32 in
+/// each register, with level bytes `levels`.
+///
+/// # Safety
+/// The CPU must have AVX-512 F, BW and VBMI.
+#[inline(always)]
+unsafe fn expand_iq3(codes: [__m512i; 2], levels: &[u8; 64]) -> [__m512i; 4] {
+    let mut m = [codes[0]; 4];
+    for (i, m) in m.iter_mut().enumerate() {
+        // SAFETY: forwarded from the caller.
+        *m = unsafe { expand(codes[i / 2], &POINT4_WORDS[i], THREE_BIT_FIELDS, levels) };
+    }
+    m
+}
+
 /// A grid i-quant that [`GridZmm`] decodes.
 pub(super) trait ZmmGrid: SignedGroups {
     /// Mask m: the signs of values 64m..64m + 64 (bit v set: value 64m + v is negative).
@@ -245,11 +274,7 @@ impl ZmmGrid for BlockIq2Xxs {
                 bytes64(&self.qs),
             );
             let codes = codes_of(&IQ2XXS_CODES, index);
-            let mut m = [codes; 4];
-            for (i, m) in m.iter_mut().enumerate() {
-                *m = expand(codes, &POINT8_WORDS[i], TWO_BIT_FIELDS, &IQ2_LEVELS);
-            }
-            m
+            expand_iq2(codes)
         }
     }
     #[inline(always)]
@@ -286,12 +311,7 @@ impl ZmmGrid for BlockIq3Xxs {
             let low = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(q));
             let high = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64::<1>(q));
             let codes = [codes_of(&IQ3XXS_CODES, low), codes_of(&IQ3XXS_CODES, high)];
-            let mut m = [q; 4];
-            for (i, m) in m.iter_mut().enumerate() {
-                let words = &POINT4_WORDS[i];
-                *m = expand(codes[i / 2], words, THREE_BIT_FIELDS, &IQ3XXS_LEVELS);
-            }
-            m
+            expand_iq3(codes, &IQ3XXS_LEVELS)
         }
     }
     #[inline(always)]
@@ -316,11 +336,7 @@ impl ZmmGrid for BlockIq2Xs {
         unsafe {
             let index = _mm512_and_si512(bytes64(&self.qs), _mm512_set1_epi16(511));
             let codes = codes_of(&IQ2XS_CODES, index);
-            let mut m = [codes; 4];
-            for (i, m) in m.iter_mut().enumerate() {
-                *m = expand(codes, &POINT8_WORDS[i], TWO_BIT_FIELDS, &IQ2_LEVELS);
-            }
-            m
+            expand_iq2(codes)
         }
     }
     /// The low nibble of scale byte i for values 32i..32i + 16, its high one for the next 16.
@@ -347,12 +363,7 @@ impl ZmmGrid for BlockIq3S {
             let top = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64::<1>(q));
             let top = _mm512_mask_add_epi16(top, (high >> 32) as u32, top, bit8);
             let codes = [codes_of(&IQ3S_CODES, low), codes_of(&IQ3S_CODES, top)];
-            let mut m = [q; 4];
-            for (i, m) in m.iter_mut().enumerate() {
-                let words = &POINT4_WORDS[i];
-                *m = expand(codes[i / 2], words, THREE_BIT_FIELDS, &IQ3S_LEVELS);
-            }
-            m
+            expand_iq3(codes, &IQ3S_LEVELS)
         }
     }
     /// One sign bit per value, eight per byte.
@@ -360,11 +371,16 @@ impl ZmmGrid for BlockIq3S {
     unsafe fn sign_masks(&self) -> [u64; 4] {
         std::array::from_fn(|m| u64::from_le_bytes(std::array::from_fn(|b| self.signs[8 * m + b])))
     }
-    /// Nibble g of the four scale bytes (low nibble first) for group g.
+    /// Nibble g of the four scale bytes (low nibble first) for group g: [`nibbles`]' steps in
+    /// 128 bits (with the 256-bit helper this dot measured 4% slower on the Zen 4).
     #[inline(always)]
     unsafe fn scale_codes(&self) -> __m512i {
-        // SAFETY: forwarded from the caller.
-        unsafe { nibbles(u32::from_le_bytes(self.scales) as u64) }
+        // SAFETY: register operations on the four scale bytes; the caller has the features.
+        unsafe {
+            let v = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(i32::from_le_bytes(self.scales)));
+            let codes = _mm_or_si128(v, _mm_slli_epi32::<12>(v));
+            _mm512_castsi128_si512(_mm_and_si128(codes, _mm_set1_epi32(0x000f_000f)))
+        }
     }
 }
 

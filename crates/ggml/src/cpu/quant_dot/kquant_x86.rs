@@ -638,6 +638,17 @@ pub(super) unsafe fn k_dots_avx512<B: KCombine, K: KDecode<B>>(
     a: &[u8],
     out: &mut [f32],
 ) {
+    // SAFETY: forwarded.
+    unsafe { k_dots_by_eights::<B, K>(w, a, out) }
+}
+
+/// The row dots of kernels `K` up to eight activation rows per pass, inlined into a caller
+/// whose CPU features they take (32 vector registers).
+///
+/// # Safety
+/// The CPU must have `K`'s features; see [`super::RowDot`] for the lengths.
+#[inline(always)]
+unsafe fn k_dots_by_eights<B: KCombine, K: KDecode<B>>(w: &[u8], a: &[u8], out: &mut [f32]) {
     let wb: &[B] = bytemuck::cast_slice(w);
     let stride = wb.len() * std::mem::size_of::<BlockQ8K>();
     debug_assert_eq!(a.len(), stride * out.len());
@@ -656,10 +667,8 @@ pub(super) unsafe fn k_dots_avx512_vbmi<B: KCombine, K: KDecode<B>>(
     a: &[u8],
     out: &mut [f32],
 ) {
-    let wb: &[B] = bytemuck::cast_slice(w);
-    let stride = wb.len() * std::mem::size_of::<BlockQ8K>();
-    debug_assert_eq!(a.len(), stride * out.len());
-    by_fours!(8; a, stride, out, |N, a, o| dots_r::<B, K, N>(wb, a, stride, o));
+    // SAFETY: forwarded.
+    unsafe { k_dots_by_eights::<B, K>(w, a, out) }
 }
 
 /// `out[t][r0 + r] = dot(w[t], activation row r)` for [`TILE_ROWS`] weight rows and `R`

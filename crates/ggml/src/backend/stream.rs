@@ -84,9 +84,16 @@ struct Shared {
 /// small graph takes to compute.
 pub(crate) const POLL: Duration = Duration::from_millis(1);
 
-/// Spins until `ready()` or [`POLL`] has passed (checking the clock every 64 spins); whether
+/// How long a caller waiting in `synchronize` spins before it sleeps: shorter than [`POLL`],
+/// because it spins while the worker computes, and where another process keeps a core busy
+/// (as on a small virtual machine) that spin takes the worker's core: a one-thread MUL_MAT ran
+/// at half speed so beside a one-thread build on a 2-core guest, and at full speed with this
+/// limit; a job longer than it pays one wake-up.
+const WAIT_POLL: Duration = Duration::from_micros(100);
+
+/// Spins until `ready()` or `limit` has passed (checking the clock every 64 spins); whether
 /// `ready()` became true.
-pub(crate) fn poll(ready: impl Fn() -> bool) -> bool {
+pub(crate) fn poll(limit: Duration, ready: impl Fn() -> bool) -> bool {
     let t0 = Instant::now();
     loop {
         for _ in 0..64 {
@@ -95,7 +102,7 @@ pub(crate) fn poll(ready: impl Fn() -> bool) -> bool {
             }
             std::hint::spin_loop();
         }
-        if t0.elapsed() >= POLL {
+        if t0.elapsed() >= limit {
             return ready();
         }
     }
@@ -216,7 +223,7 @@ impl Backend {
         let sh = &self.0.shared;
         let target = lock(&sh.q).submitted;
         if sh.spin.load(Ordering::Relaxed) {
-            poll(|| sh.completed.load(Ordering::Acquire) >= target);
+            poll(WAIT_POLL, || sh.completed.load(Ordering::Acquire) >= target);
         }
         let mut q = lock(&sh.q);
         while q.completed < target {
@@ -389,7 +396,7 @@ impl<'s> Worker<'s> {
                 polled = true;
                 let seen = self.sh.posted.load(Ordering::Relaxed);
                 drop(q);
-                poll(|| self.sh.posted.load(Ordering::Acquire) != seen);
+                poll(POLL, || self.sh.posted.load(Ordering::Acquire) != seen);
                 continue;
             }
             q = self.sh.work_cv.wait(q).unwrap_or_else(|e| e.into_inner());

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use crate::backend::stream::poll;
+use crate::backend::stream::{poll, POLL};
 use crate::tensor::lock;
 
 /// The task of one run: called once per thread with (thread index, thread count).
@@ -102,7 +102,7 @@ impl ThreadPool {
         let mut s = lock(&sh.state);
         if !finished() {
             drop(s);
-            poll(finished);
+            poll(POLL, finished);
             s = lock(&sh.state);
             while !finished() {
                 s = sh.done.wait(s).unwrap_or_else(|e| e.into_inner());
@@ -117,7 +117,7 @@ fn worker(shared: &Shared, index: usize) {
     let mut seen = 0u64;
     loop {
         let published = || shared.generation.load(Ordering::Acquire) != seen;
-        poll(published);
+        poll(POLL, published);
         let (task, n) = {
             let mut s = lock(&shared.state);
             loop {

@@ -71,17 +71,17 @@ struct Shared {
     /// spins on before it sleeps on `done_cv`.
     completed: AtomicU64,
     /// [`BackendImpl::spins_when_idle`], as of the last job run: whether the worker and
-    /// `synchronize` spin for [`POLL`] before they sleep.
+    /// `synchronize` spin (for [`POLL`] and [`WAIT_POLL`]) before they sleep.
     spin: AtomicBool,
     /// The storage of the last `graph_compute` job, released ([`Resolved::release`]): taken by
     /// the next one, so computing the same graph again allocates nothing.
     graph_storage: Mutex<Option<Resolved>>,
 }
 
-/// How long an idle stream worker (or a caller waiting in `synchronize`) spins before it
-/// sleeps, where the engine [spins when idle](BackendImpl::spins_when_idle): a thread woken
-/// from sleep starts tens of microseconds later (more in a virtual machine), as long as a
-/// small graph takes to compute.
+/// How long an idle stream worker spins before it sleeps (a caller waiting in `synchronize`:
+/// [`WAIT_POLL`]), where the engine [spins when idle](BackendImpl::spins_when_idle): a
+/// thread woken from sleep starts tens of microseconds later (more in a virtual machine), as
+/// long as a small graph takes to compute.
 pub(crate) const POLL: Duration = Duration::from_millis(1);
 
 /// How long a caller waiting in `synchronize` spins before it sleeps: shorter than [`POLL`],

@@ -825,7 +825,7 @@ fn kernel_signed<B: iquant_x86::SignedGroups + kquant_x86::KUnpack + DotBlock>(
 /// [`kernel_signed`] for a grid i-quant whose AVX-512 row and tile dots decode in 512-bit
 /// registers where the CPU also has VBMI and GFNI ([`iquant_vbmi`]).
 #[cfg(target_arch = "x86_64")]
-fn kernel_patterns<B>(isa: Isa) -> QuantDot
+fn kernel_grid_zmm<B>(isa: Isa) -> QuantDot
 where
     B: iquant_vbmi::ZmmGrid + kquant_x86::KUnpack + DotBlock,
 {
@@ -840,7 +840,7 @@ where
 
 /// [`kernel_signed`] (no intrinsics kernels on this architecture).
 #[cfg(not(target_arch = "x86_64"))]
-fn kernel_patterns<B: DotBlock<Act = BlockQ8K>>(isa: Isa) -> QuantDot {
+fn kernel_grid_zmm<B: DotBlock<Act = BlockQ8K>>(isa: Isa) -> QuantDot {
     kernel_signed::<B>(isa)
 }
 
@@ -867,10 +867,10 @@ pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
         Q5_K => kernel_k::<BlockQ5K>(isa),
         Q6_K => kernel_k::<BlockQ6K>(isa),
         IQ4_XS => kernel_signed::<BlockIq4Xs>(isa),
-        IQ3_S => kernel_patterns::<BlockIq3S>(isa),
-        IQ3_XXS => kernel_patterns::<BlockIq3Xxs>(isa),
-        IQ2_XXS => kernel_patterns::<BlockIq2Xxs>(isa),
-        IQ2_XS => kernel_patterns::<BlockIq2Xs>(isa),
+        IQ3_S => kernel_grid_zmm::<BlockIq3S>(isa),
+        IQ3_XXS => kernel_grid_zmm::<BlockIq3Xxs>(isa),
+        IQ2_XXS => kernel_grid_zmm::<BlockIq2Xxs>(isa),
+        IQ2_XS => kernel_grid_zmm::<BlockIq2Xs>(isa),
         IQ2_S => kernel_signed::<BlockIq2S>(isa),
         IQ1_S => kernel_signed::<BlockIq1S>(isa),
         IQ1_M => kernel_signed::<BlockIq1M>(isa),

@@ -1,7 +1,7 @@
-//! The grid i-quants with 7-bit sign patterns (IQ2_XXS, IQ2_XS, IQ3_XXS) decoded by byte
-//! permutes on AVX-512 with VBMI and GFNI ([`GridZmm`]): a whole super-block at once, in
-//! 512-bit registers, where the 256-bit decoders ([`iquant_x86`](super::iquant_x86)) read
-//! each grid point and each sign pattern by a scalar load.
+//! The i-quants decoded in 512-bit registers on AVX-512 with VBMI and GFNI ([`SignedZmm`]):
+//! the grid types (IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S) by byte permutes, a whole super-block at
+//! once, where the 256-bit decoders ([`iquant_x86`](super::iquant_x86)) read each grid point
+//! and each sign pattern by a scalar load; IQ4_XS by one byte shuffle per 64 values.
 //!
 //! - The grid points are stored compactly as GGML's `kgrid` codes (two or three bits per
 //!   coordinate, 16 bits per point: IQ2_XXS's 256 points in eight registers): the indices go
@@ -15,6 +15,10 @@
 //!   makes the count of negative values even), and group g's 32 sign bits are the low half of
 //!   qword g ([`pattern_masks`]), which negate the activations under a mask.
 //! - The scales: their codes in 16-bit lanes, `2s + 1`, one `vpermw` per 64 values.
+//! - IQ4_XS: two groups' 32 index bytes doubled to [A, A, B, B], one `gf2p8affineqb` keeps
+//!   the low nibbles in one copy and moves the high ones down in the other (values in order),
+//!   a `vpshufb` looks up the levels' magnitudes; the sign is bit 3 of the index (the levels
+//!   ascend), one `vptestnmb`; the scales' two fields by one `vpmultishiftqb`.
 //!
 //! `maddubs` and `vpdpwssd` with the scales then make the same pair sums and i32 lanes as
 //! GGML's AVX2 dot (lane k of each half: values 4k..4k + 4 of its group; the halves added),
@@ -28,15 +32,16 @@ use std::arch::x86_64::*;
 use super::iquant_x86::SignedGroups;
 use super::kquant_x86::{combine, KAcc, KCombine, KDecode};
 use super::x86::half;
-use crate::quants::{BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ8K};
+use crate::quants::IQ4_NL_VALUES;
+use crate::quants::{BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Xs, BlockQ8K};
 use crate::quants::{IQ2_LEVEL_BYTES, IQ3S_LEVEL_BYTES, IQ3XXS_LEVEL_BYTES};
 use crate::quants::{KGRID_2BIT_256, KGRID_2BIT_512, KGRID_3BIT_256, KGRID_3BIT_512};
 use crate::QK_K;
 
-/// The 512-bit kernels of the grid i-quants on AVX-512 VBMI and GFNI ([`KDecode`]).
-pub(super) struct GridZmm;
+/// The 512-bit kernels of the i-quants on AVX-512 VBMI and GFNI ([`KDecode`]).
+pub(super) struct SignedZmm;
 
-/// Whether this CPU has what [`GridZmm`] needs beyond the AVX-512 path's features.
+/// Whether this CPU has what [`SignedZmm`] needs beyond the AVX-512 path's features.
 pub(super) fn available() -> bool {
     std::arch::is_x86_feature_detected!("avx512vbmi") && std::arch::is_x86_feature_detected!("gfni")
 }
@@ -46,7 +51,7 @@ pub(super) fn available() -> bool {
 /// i alone for i < 7, the seven low bits for bit 7).
 const WITH_PARITY: i64 = 0x0102_0408_1020_407f;
 
-/// One super-block decoded for [`GridZmm`]'s dot: per 64 values (two groups of 32), their
+/// One super-block decoded for [`SignedZmm`]'s dot: per 64 values (two groups of 32), their
 /// magnitudes, their signs as a mask, and the scale of each i16 pair sum.
 pub(super) struct ZmmGroups {
     /// Values 64m..64m + 64 in register m.
@@ -233,8 +238,8 @@ unsafe fn expand_iq3(codes: [__m512i; 2], levels: &[u8; 64]) -> [__m512i; 4] {
     m
 }
 
-/// A grid i-quant that [`GridZmm`] decodes.
-pub(super) trait ZmmGrid: SignedGroups {
+/// An i-quant that [`SignedZmm`] decodes (as magnitudes and sign masks).
+pub(super) trait ZmmSigned: SignedGroups {
     /// Mask m: the signs of values 64m..64m + 64 (bit v set: value 64m + v is negative).
     ///
     /// # Safety
@@ -245,17 +250,17 @@ pub(super) trait ZmmGrid: SignedGroups {
     /// # Safety
     /// The CPU must have AVX-512 F, BW and VBMI.
     unsafe fn magnitudes(&self) -> [__m512i; 4];
-    /// Where [`ZmmGrid::scale_codes`] holds each pair sum's code: the `vpermw` control of each
-    /// register m.
+    /// Where [`ZmmSigned::scale_values`] holds each pair sum's scale: the `vpermw` control of
+    /// each register m.
     const SCALE_WORDS: &'static [[u16; 32]; 4];
-    /// The 4-bit codes s of the scales `2s + 1`, as i16 elements.
+    /// The scales as i16 elements (the grid types' `2s + 1` of their 4-bit codes s).
     ///
     /// # Safety
-    /// The CPU must have AVX-512 F and BW.
-    unsafe fn scale_codes(&self) -> __m512i;
+    /// The CPU must have AVX-512 F, BW and VBMI.
+    unsafe fn scale_values(&self) -> __m512i;
 }
 
-impl ZmmGrid for BlockIq2Xxs {
+impl ZmmSigned for BlockIq2Xxs {
     /// Each group's eight bytes: four grid indices, then the patterns in bits 0..28 of a u32.
     #[inline(always)]
     unsafe fn sign_masks(&self) -> [u64; 4] {
@@ -278,9 +283,9 @@ impl ZmmGrid for BlockIq2Xxs {
         }
     }
     #[inline(always)]
-    unsafe fn scale_codes(&self) -> __m512i {
+    unsafe fn scale_values(&self) -> __m512i {
         // SAFETY: as above; s in the top four bits of each group's qword.
-        unsafe { _mm512_srli_epi64::<60>(bytes64(&self.qs)) }
+        unsafe { odd(_mm512_srli_epi64::<60>(bytes64(&self.qs))) }
     }
 }
 
@@ -295,7 +300,7 @@ unsafe fn iq3xxs_aux(x: &BlockIq3Xxs) -> __m512i {
     unsafe { _mm512_cvtepu32_epi64(_mm256_loadu_si256(x.qs.as_ptr().add(64) as *const __m256i)) }
 }
 
-impl ZmmGrid for BlockIq3Xxs {
+impl ZmmSigned for BlockIq3Xxs {
     #[inline(always)]
     unsafe fn sign_masks(&self) -> [u64; 4] {
         // SAFETY: forwarded from the caller.
@@ -315,13 +320,13 @@ impl ZmmGrid for BlockIq3Xxs {
         }
     }
     #[inline(always)]
-    unsafe fn scale_codes(&self) -> __m512i {
+    unsafe fn scale_values(&self) -> __m512i {
         // SAFETY: forwarded from the caller; s in the top four bits of each group's u32.
-        unsafe { _mm512_srli_epi64::<28>(iq3xxs_aux(self)) }
+        unsafe { odd(_mm512_srli_epi64::<28>(iq3xxs_aux(self))) }
     }
 }
 
-impl ZmmGrid for BlockIq2Xs {
+impl ZmmSigned for BlockIq2Xs {
     /// Each group's four 16-bit codes: a 9-bit grid index, then the pattern.
     #[inline(always)]
     unsafe fn sign_masks(&self) -> [u64; 4] {
@@ -341,13 +346,13 @@ impl ZmmGrid for BlockIq2Xs {
     }
     /// The low nibble of scale byte i for values 32i..32i + 16, its high one for the next 16.
     #[inline(always)]
-    unsafe fn scale_codes(&self) -> __m512i {
+    unsafe fn scale_values(&self) -> __m512i {
         // SAFETY: forwarded from the caller.
-        unsafe { nibbles(u64::from_le_bytes(self.scales)) }
+        unsafe { odd(nibbles(u64::from_le_bytes(self.scales))) }
     }
 }
 
-impl ZmmGrid for BlockIq3S {
+impl ZmmSigned for BlockIq3S {
     const SCALE_WORDS: &'static [[u16; 32]; 4] = &DENSE32_SCALE_WORDS;
     /// 64 points of four 3-bit coordinates, each index a byte of `qs` and a bit of `qh`
     /// (bit p of the eight `qh` bytes read as one u64: bit 8 of index p).
@@ -374,12 +379,125 @@ impl ZmmGrid for BlockIq3S {
     /// Nibble g of the four scale bytes (low nibble first) for group g: [`nibbles`]' steps in
     /// 128 bits (with the 256-bit helper this dot measured 4% slower on the Zen 4).
     #[inline(always)]
-    unsafe fn scale_codes(&self) -> __m512i {
+    unsafe fn scale_values(&self) -> __m512i {
         // SAFETY: register operations on the four scale bytes; the caller has the features.
         unsafe {
             let v = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(i32::from_le_bytes(self.scales)));
             let codes = _mm_or_si128(v, _mm_slli_epi32::<12>(v));
-            _mm512_castsi128_si512(_mm_and_si128(codes, _mm_set1_epi32(0x000f_000f)))
+            odd(_mm512_castsi128_si512(_mm_and_si128(
+                codes,
+                _mm_set1_epi32(0x000f_000f),
+            )))
+        }
+    }
+}
+
+/// IQ4_NL's levels' magnitudes, in every 128-bit lane (a `vpshufb` table). The levels
+/// ascend, so indices 0..8 are the negative ones.
+const IQ4_MAGNITUDES: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        t[i] = IQ4_NL_VALUES[i % 16].unsigned_abs();
+        i += 1;
+    }
+    t
+};
+
+/// `gf2p8affineqb` matrices, one per qword, for a register of IQ4_XS index bytes laid out
+/// [A, A, B, B] (A and B two groups' 16 bytes): the low nibbles kept in 128-bit lanes 0 and
+/// 2, the high ones moved down in lanes 1 and 3 (output bit i is input bit i or i + 4).
+const IQ4_NIBBLES: [i64; 8] = {
+    const LOW: i64 = 0x0102_0408_0000_0000;
+    const HIGH: i64 = 0x1020_4080_0000_0000;
+    [LOW, LOW, HIGH, HIGH, LOW, LOW, HIGH, HIGH]
+};
+
+/// Per lane of the same layout, bit 3 of the lane's nibble: clear for the negative levels.
+const IQ4_POSITIVE: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        t[i] = if (i / 16) % 2 == 0 { 0x08 } else { 0x80 };
+        i += 1;
+    }
+    t
+};
+
+/// `vpmultishiftqb` controls for IQ4_XS's scales from the block's first eight bytes read as
+/// a u64 (`d`, `scales_h`, `scales_l`): byte 2g takes bits from 32 + 4g (group g's low
+/// nibble), byte 2g + 1 from 16 + 2g (its top two bits).
+const IQ4XS_SCALE_FIELDS: [i64; 2] = {
+    let mut c = [0u8; 16];
+    let mut g = 0;
+    while g < 8 {
+        c[2 * g] = 32 + 4 * g as u8;
+        c[2 * g + 1] = 16 + 2 * g as u8;
+        g += 1;
+    }
+    let (mut lo, mut hi) = (0i64, 0i64);
+    let mut b = 0;
+    while b < 8 {
+        lo |= (c[b] as i64) << (8 * b);
+        hi |= (c[8 + b] as i64) << (8 * b);
+        b += 1;
+    }
+    [lo, hi]
+};
+
+/// IQ4_XS register m's index bytes, `qs[32m..32m + 32]` (groups 2m and 2m + 1), laid out
+/// [A, A, B, B] as [`IQ4_NIBBLES`] takes them.
+///
+/// # Safety
+/// The CPU must have AVX-512 F.
+#[inline(always)]
+unsafe fn iq4xs_bytes(x: &BlockIq4Xs, m: usize) -> __m512i {
+    // SAFETY: the load reads 32 of `qs`'s 128 bytes; the caller has AVX-512 F.
+    unsafe {
+        let q = _mm256_loadu_si256(x.qs.as_ptr().add(32 * m) as *const __m256i);
+        let q = _mm512_castsi256_si512(q);
+        _mm512_shuffle_i64x2::<0b0101_0000>(q, q)
+    }
+}
+
+impl ZmmSigned for BlockIq4Xs {
+    /// Group g's 16 bytes hold its values 0..16 in their low nibbles, 16..32 in their high
+    /// ones: a value is negative where bit 3 of its nibble is clear.
+    #[inline(always)]
+    unsafe fn sign_masks(&self) -> [u64; 4] {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            let positive = bytes64(&IQ4_POSITIVE);
+            std::array::from_fn(|m| _mm512_testn_epi8_mask(iq4xs_bytes(self, m), positive))
+        }
+    }
+    /// The nibbles of each 32 bytes in value order, looked up in [`IQ4_MAGNITUDES`].
+    #[inline(always)]
+    unsafe fn magnitudes(&self) -> [__m512i; 4] {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            let matrices = bytes64(&IQ4_NIBBLES);
+            std::array::from_fn(|m| {
+                let nibbles = _mm512_gf2p8affine_epi64_epi8::<0>(iq4xs_bytes(self, m), matrices);
+                _mm512_shuffle_epi8(bytes64(&IQ4_MAGNITUDES), nibbles)
+            })
+        }
+    }
+    const SCALE_WORDS: &'static [[u16; 32]; 4] = &DENSE32_SCALE_WORDS;
+    /// `(low | high << 4) − 32` per group: the two fields of each by one `vpmultishiftqb`,
+    /// masked, joined by `maddubs` with (1, 16).
+    #[inline(always)]
+    unsafe fn scale_values(&self) -> __m512i {
+        let high = (self.scales_h.get() as u64) << 16;
+        let head = high | (u32::from_le_bytes(self.scales_l) as u64) << 32;
+        // SAFETY: register operations; the caller has the features.
+        unsafe {
+            let [lo, hi] = IQ4XS_SCALE_FIELDS;
+            let fields =
+                _mm_multishift_epi64_epi8(_mm_set_epi64x(hi, lo), _mm_set1_epi64x(head as i64));
+            let fields = _mm_and_si128(fields, _mm_set1_epi16(0x030f));
+            let codes = _mm_maddubs_epi16(fields, _mm_set1_epi16(0x1001));
+            _mm512_castsi128_si512(_mm_sub_epi16(codes, _mm_set1_epi16(32)))
         }
     }
 }
@@ -400,16 +518,25 @@ unsafe fn nibbles(bytes: u64) -> __m512i {
     }
 }
 
+/// The grid types' scales `2s + 1` of i16 codes s.
+///
+/// # Safety
+/// The CPU must have AVX-512 F and BW.
+#[inline(always)]
+unsafe fn odd(codes: __m512i) -> __m512i {
+    // SAFETY: register operations; the caller has the features.
+    unsafe { _mm512_add_epi16(_mm512_add_epi16(codes, codes), _mm512_set1_epi16(1)) }
+}
+
 /// `x` decoded.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F, BW and VBMI, GFNI and F16C.
 #[inline(always)]
-unsafe fn decode<B: ZmmGrid>(x: &B) -> ZmmGroups {
+unsafe fn decode<B: ZmmSigned>(x: &B) -> ZmmGroups {
     // SAFETY: forwarded from the caller.
     unsafe {
-        let s = x.scale_codes();
-        let s = _mm512_add_epi16(_mm512_add_epi16(s, s), _mm512_set1_epi16(1));
+        let s = x.scale_values();
         let mut scales = [s; 4];
         for (m, sc) in scales.iter_mut().enumerate() {
             *sc = _mm512_permutexvar_epi16(bytes64(&B::SCALE_WORDS[m]), s);
@@ -481,7 +608,7 @@ unsafe fn dot_groups<B: KCombine>(x: &ZmmGroups, y: &BlockQ8K, acc: KAcc) -> KAc
     }
 }
 
-impl<B: ZmmGrid> KDecode<B> for GridZmm {
+impl<B: ZmmSigned> KDecode<B> for SignedZmm {
     type Unpacked = ZmmGroups;
     #[inline(always)]
     unsafe fn unpack(x: &B) -> ZmmGroups {

@@ -17,7 +17,7 @@
 //! On the AVX-512 path IQ2_XXS and IQ2_S give the activations their signs by a masked
 //! negation under the values' sign bits ([`SignMask`]) instead of `vpsignb` with sign bytes
 //! ([`SignBytes`]); the products are the same. Where the CPU also has VBMI and GFNI,
-//! IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S decode in 512-bit registers instead
+//! IQ4_XS, IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S decode in 512-bit registers instead
 //! ([`iquant_vbmi`](super::iquant_vbmi)). The one-row dot keeps two chains of i32 lanes (even
 //! and odd groups): with VNNI the `madd` and the add fuse into a `vpdpwssd`, whose latency
 //! would otherwise chain all eight groups.

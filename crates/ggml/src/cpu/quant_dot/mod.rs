@@ -822,14 +822,14 @@ fn kernel_signed<B: iquant_x86::SignedGroups + kquant_x86::KUnpack + DotBlock>(
     kernel_q8k::<B, iquant_x86::SignedYmm>(isa)
 }
 
-/// [`kernel_signed`] for a grid i-quant whose AVX-512 row and tile dots decode in 512-bit
+/// [`kernel_signed`] for an i-quant whose AVX-512 row and tile dots decode in 512-bit
 /// registers where the CPU also has VBMI and GFNI ([`iquant_vbmi`]).
 #[cfg(target_arch = "x86_64")]
-fn kernel_grid_zmm<B>(isa: Isa) -> QuantDot
+fn kernel_signed_zmm<B>(isa: Isa) -> QuantDot
 where
-    B: iquant_vbmi::ZmmGrid + kquant_x86::KUnpack + DotBlock,
+    B: iquant_vbmi::ZmmSigned + kquant_x86::KUnpack + DotBlock,
 {
-    type K = iquant_vbmi::GridZmm;
+    type K = iquant_vbmi::SignedZmm;
     let mut kernel = kernel_signed::<B>(isa);
     if isa == Isa::Avx512 && iquant_vbmi::available() {
         kernel.dot = kquant_x86::k_dots_avx512_vbmi::<B, K>;
@@ -840,7 +840,7 @@ where
 
 /// [`kernel_signed`] (no intrinsics kernels on this architecture).
 #[cfg(not(target_arch = "x86_64"))]
-fn kernel_grid_zmm<B: DotBlock<Act = BlockQ8K>>(isa: Isa) -> QuantDot {
+fn kernel_signed_zmm<B: DotBlock<Act = BlockQ8K>>(isa: Isa) -> QuantDot {
     kernel_signed::<B>(isa)
 }
 
@@ -866,11 +866,11 @@ pub(crate) fn quant_dot(ty: Type, isa: Isa) -> Option<QuantDot> {
         Q4_K => kernel_k::<BlockQ4K>(isa),
         Q5_K => kernel_k::<BlockQ5K>(isa),
         Q6_K => kernel_k::<BlockQ6K>(isa),
-        IQ4_XS => kernel_signed::<BlockIq4Xs>(isa),
-        IQ3_S => kernel_grid_zmm::<BlockIq3S>(isa),
-        IQ3_XXS => kernel_grid_zmm::<BlockIq3Xxs>(isa),
-        IQ2_XXS => kernel_grid_zmm::<BlockIq2Xxs>(isa),
-        IQ2_XS => kernel_grid_zmm::<BlockIq2Xs>(isa),
+        IQ4_XS => kernel_signed_zmm::<BlockIq4Xs>(isa),
+        IQ3_S => kernel_signed_zmm::<BlockIq3S>(isa),
+        IQ3_XXS => kernel_signed_zmm::<BlockIq3Xxs>(isa),
+        IQ2_XXS => kernel_signed_zmm::<BlockIq2Xxs>(isa),
+        IQ2_XS => kernel_signed_zmm::<BlockIq2Xs>(isa),
         IQ2_S => kernel_signed::<BlockIq2S>(isa),
         IQ1_S => kernel_signed::<BlockIq1S>(isa),
         IQ1_M => kernel_signed::<BlockIq1M>(isa),
@@ -1118,12 +1118,12 @@ mod tests {
         }
     }
 
-    /// IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S: their AVX-512 row and tile dots with VBMI and
+    /// IQ4_XS, IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S: their AVX-512 row and tile dots with VBMI and
     /// GFNI ([`iquant_vbmi`]) give the bits of the AVX-512 dots without
     /// them, which the CPUs lacking VBMI or GFNI take, for 1 to 9 activation rows.
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn vbmi_grid_dots_are_the_plain_avx512_dots_bit_for_bit() {
+    fn vbmi_dots_are_the_plain_avx512_dots_bit_for_bit() {
         if !(Isa::Avx512.available() && iquant_vbmi::available()) {
             eprintln!("skipped: no AVX-512 VBMI and GFNI");
             return;
@@ -1133,6 +1133,7 @@ mod tests {
             (Type::IQ2_XS, kernel_signed::<BlockIq2Xs>(Isa::Avx512)),
             (Type::IQ3_XXS, kernel_signed::<BlockIq3Xxs>(Isa::Avx512)),
             (Type::IQ3_S, kernel_signed::<BlockIq3S>(Isa::Avx512)),
+            (Type::IQ4_XS, kernel_signed::<BlockIq4Xs>(Isa::Avx512)),
         ];
         for (ty, plain) in plain {
             let vbmi = quant_dot(ty, Isa::Avx512).unwrap();

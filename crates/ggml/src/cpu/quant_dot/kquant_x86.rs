@@ -90,6 +90,9 @@ pub(super) trait KUnpack: KCombine {
     /// type has its own 512-bit unpacking ([`super::kquant_avx512`]).
     const AVX512: (super::RowDot, super::TileDot) =
         (k_dots_avx512::<Self, Ymm>, k_tiles_avx512::<Self, Ymm>);
+    /// The AVX-512 row and tile dots where the CPU also has VBMI and GFNI, if the type has
+    /// its own ([`super::kquant_avx512`]).
+    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = None;
 }
 
 /// How a row dot takes a k-quant super-block: unpacked once ([`KDecode::unpack`]), then
@@ -285,8 +288,14 @@ impl KUnpack for BlockQ4K {
     const PAIRED: bool = true;
     const LEVEL_OFFSET: i32 = 0;
     const MAX_LEVEL: u8 = 15;
-    const AVX512: (super::RowDot, super::TileDot) =
-        (k_dots_avx512::<Self, Zmm>, k_tiles_avx512::<Self, Zmm>);
+    const AVX512: (super::RowDot, super::TileDot) = (
+        k_dots_avx512::<Self, Zmm<false>>,
+        k_tiles_avx512::<Self, Zmm<false>>,
+    );
+    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = Some((
+        k_dots_avx512_vbmi::<Self, Zmm<true>>,
+        k_tiles_avx512_vbmi::<Self, Zmm<true>>,
+    ));
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.
@@ -317,8 +326,14 @@ impl KUnpack for BlockQ6K {
     const PAIRED: bool = false;
     const LEVEL_OFFSET: i32 = 32;
     const MAX_LEVEL: u8 = 63;
-    const AVX512: (super::RowDot, super::TileDot) =
-        (k_dots_avx512::<Self, Zmm>, k_tiles_avx512::<Self, Zmm>);
+    const AVX512: (super::RowDot, super::TileDot) = (
+        k_dots_avx512::<Self, Zmm<false>>,
+        k_tiles_avx512::<Self, Zmm<false>>,
+    );
+    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = Some((
+        k_dots_avx512_vbmi::<Self, Zmm<true>>,
+        k_tiles_avx512_vbmi::<Self, Zmm<true>>,
+    ));
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `ql`, `qh` and the 16 of

@@ -778,7 +778,10 @@ where
 {
     const _: () = assert!(kquant_tile::BAND == BAND_ROWS);
     let (dot, tile): (RowDot, Option<TileDot>) = match isa {
-        Isa::Avx512 => (B::AVX512.0, Some(B::AVX512.1)),
+        Isa::Avx512 => match B::AVX512_GFNI {
+            Some((dot, tile)) if iquant_vbmi::available() => (dot, Some(tile)),
+            _ => (B::AVX512.0, Some(B::AVX512.1)),
+        },
         Isa::Avx2 => (
             kquant_x86::k_dots_avx2::<B, K>,
             Some(kquant_x86::k_tiles_avx2::<B, K>),
@@ -1118,9 +1121,21 @@ mod tests {
         }
     }
 
-    /// IQ4_XS, IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S: their AVX-512 row and tile dots with VBMI and
-    /// GFNI ([`iquant_vbmi`]) give the bits of the AVX-512 dots without
-    /// them, which the CPUs lacking VBMI or GFNI take, for 1 to 9 activation rows.
+    /// k-quant `B`'s kernel on AVX-512 as the CPUs without VBMI and GFNI take it.
+    #[cfg(target_arch = "x86_64")]
+    fn plain_k<B: kquant_x86::KUnpack + DotBlock>() -> QuantDot {
+        let (dot, tile) = B::AVX512;
+        QuantDot {
+            dot,
+            tile: Some(tile),
+            ..kernel_k::<B>(Isa::Avx512)
+        }
+    }
+
+    /// Q4_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S: their AVX-512 row and tile
+    /// dots with VBMI and GFNI ([`iquant_vbmi`], [`kquant_avx512`]) give the bits of the
+    /// AVX-512 dots without them, which the CPUs lacking VBMI or GFNI take, for 1 to 9
+    /// activation rows.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn vbmi_dots_are_the_plain_avx512_dots_bit_for_bit() {
@@ -1134,6 +1149,8 @@ mod tests {
             (Type::IQ3_XXS, kernel_signed::<BlockIq3Xxs>(Isa::Avx512)),
             (Type::IQ3_S, kernel_signed::<BlockIq3S>(Isa::Avx512)),
             (Type::IQ4_XS, kernel_signed::<BlockIq4Xs>(Isa::Avx512)),
+            (Type::Q4_K, plain_k::<BlockQ4K>()),
+            (Type::Q6_K, plain_k::<BlockQ6K>()),
         ];
         for (ty, plain) in plain {
             let vbmi = quant_dot(ty, Isa::Avx512).unwrap();

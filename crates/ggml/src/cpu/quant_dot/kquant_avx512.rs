@@ -18,9 +18,10 @@
 
 use std::arch::x86_64::*;
 
+use super::kquant_x86::q3k_scales;
 use super::kquant_x86::{add_block, even_odd, load, scale_min_regs, KAcc, KDecode, KUnpack};
 use super::x86::half;
-use crate::quants::{BlockQ4K, BlockQ6K, BlockQ8K};
+use crate::quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ6K, BlockQ8K};
 
 /// The 512-bit kernels ([`KDecode`] for Q4_K and Q6_K); with `GFNI` (on CPUs that have it)
 /// their bit fields are moved into place by `gf2p8affineqb`, one instruction for a shift and a
@@ -180,6 +181,84 @@ impl<const GFNI: bool> KDecode<BlockQ6K> for Zmm<GFNI> {
     unsafe fn dot(x: &ZUnpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
         // SAFETY: forwarded from the caller.
         unsafe { dot_z::<BlockQ6K>(x, y, acc) }
+    }
+}
+
+/// Register m of a super-block whose 32-value chunk c = 4n + s takes bits 2s, 2s + 1 of the
+/// bytes `qs[32n..32n + 32]` (Q2_K's and Q3_K's two low bits): chunks 2m and 2m + 1, as
+/// levels below 4.
+///
+/// # Safety
+/// The CPU must have AVX-512F and GFNI; `qs` holds 64 bytes.
+#[inline(always)]
+unsafe fn two_bit_pairs(qs: &[u8], m: usize) -> __m512i {
+    let (n, s) = (m / 2, 2 * (m % 2) as u32);
+    // SAFETY: the load reads 32 bytes of `qs`; the caller has the features.
+    unsafe {
+        let q = both(load(&qs[32 * n..]));
+        affine_halves(q, bit_field(2 * s, 0, 2), bit_field(2 * s + 2, 0, 2))
+    }
+}
+
+/// Q2_K with GFNI: its 2-bit levels by [`two_bit_pairs`], its scales and minimums from the low
+/// and high nibbles of its 16 scale bytes.
+impl KDecode<BlockQ2K> for Zmm<true> {
+    type Unpacked = ZUnpacked;
+    #[inline(always)]
+    unsafe fn unpack(x: &BlockQ2K) -> ZUnpacked {
+        // SAFETY: the caller has AVX-512F/BW, F16C and GFNI; the load reads the 16 scale
+        // bytes.
+        unsafe {
+            let sm = _mm_loadu_si128(x.scales.as_ptr() as *const __m128i);
+            let low4 = _mm_set1_epi8(0xf);
+            let scales = _mm_and_si128(sm, low4);
+            let mins = _mm_and_si128(_mm_srli_epi16::<4>(sm), low4);
+            ZUnpacked {
+                levels: std::array::from_fn(|m| two_bit_pairs(&x.qs, m)),
+                scales: both(even_odd(scales, false)),
+                corr: _mm256_cvtepu8_epi16(mins),
+                d: half(x.d),
+                corr_d: -half(x.dmin),
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn dot(x: &ZUnpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
+        // SAFETY: forwarded from the caller.
+        unsafe { dot_z::<BlockQ2K>(x, y, acc) }
+    }
+}
+
+/// Q3_K with GFNI: the two low bits by [`two_bit_pairs`], bit c of `hmask`'s bytes as bit 2
+/// of chunk c's levels (stored as low + 4·high, the value level − 4).
+impl KDecode<BlockQ3K> for Zmm<true> {
+    type Unpacked = ZUnpacked;
+    #[inline(always)]
+    unsafe fn unpack(x: &BlockQ3K) -> ZUnpacked {
+        // SAFETY: the caller has AVX-512F/BW, F16C and GFNI; the load reads the 32 bytes of
+        // `hmask`.
+        unsafe {
+            let hm = both(load(&x.hmask));
+            let levels = std::array::from_fn(|m| {
+                let c = 2 * m as u32;
+                let high = affine_halves(hm, bit_field(c, 2, 1), bit_field(c + 1, 2, 1));
+                _mm512_or_si512(two_bit_pairs(&x.qs, m), high)
+            });
+            let s = q3k_scales(&x.scales);
+            let d = half(x.d);
+            ZUnpacked {
+                levels,
+                scales: both(even_odd(s, true)),
+                corr: _mm256_cvtepi8_epi16(s),
+                d,
+                corr_d: -4.0 * d,
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn dot(x: &ZUnpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
+        // SAFETY: forwarded from the caller.
+        unsafe { dot_z::<BlockQ3K>(x, y, acc) }
     }
 }
 

@@ -370,6 +370,10 @@ impl KUnpack for BlockQ2K {
     const PAIRED: bool = false;
     const LEVEL_OFFSET: i32 = 0;
     const MAX_LEVEL: u8 = 3;
+    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = Some((
+        k_dots_avx512_vbmi::<Self, Zmm<true>>,
+        k_tiles_avx512_vbmi::<Self, Zmm<true>>,
+    ));
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and the 16 of `scales`.
@@ -400,7 +404,7 @@ impl KUnpack for BlockQ2K {
 /// 0..8 (groups 0..8) and their high nibbles (groups 8..16), the top two bits from bytes
 /// 8..12, two bits per group, four groups per shift.
 #[inline(always)]
-unsafe fn q3k_scales(sc: &[u8; 12]) -> __m128i {
+pub(super) unsafe fn q3k_scales(sc: &[u8; 12]) -> __m128i {
     let lo = u64::from_le_bytes([sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6], sc[7]]);
     let h = u32::from_le_bytes([sc[8], sc[9], sc[10], sc[11]]);
     const LOW4: u32 = 0x0f0f_0f0f;
@@ -427,6 +431,10 @@ impl KUnpack for BlockQ3K {
     const PAIRED: bool = false;
     const LEVEL_OFFSET: i32 = 4;
     const MAX_LEVEL: u8 = 7;
+    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = Some((
+        k_dots_avx512_vbmi::<Self, Zmm<true>>,
+        k_tiles_avx512_vbmi::<Self, Zmm<true>>,
+    ));
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and all of `hmask`.

@@ -21,7 +21,7 @@ use std::arch::x86_64::*;
 use super::kquant_x86::q3k_scales;
 use super::kquant_x86::{add_block, even_odd, load, scale_min_regs, KAcc, KDecode, KUnpack};
 use super::x86::half;
-use crate::quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ6K, BlockQ8K};
+use crate::quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
 
 /// The 512-bit kernels ([`KDecode`] for Q4_K and Q6_K); with `GFNI` (on CPUs that have it)
 /// their bit fields are moved into place by `gf2p8affineqb`, one instruction for a shift and a
@@ -181,6 +181,38 @@ impl<const GFNI: bool> KDecode<BlockQ6K> for Zmm<GFNI> {
     unsafe fn dot(x: &ZUnpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
         // SAFETY: forwarded from the caller.
         unsafe { dot_z::<BlockQ6K>(x, y, acc) }
+    }
+}
+
+/// Q5_K with GFNI: Q4_K's nibbles, and bit c of `qh`'s bytes as bit 4 of chunk c's levels.
+impl KDecode<BlockQ5K> for Zmm<true> {
+    type Unpacked = ZUnpacked;
+    #[inline(always)]
+    unsafe fn unpack(x: &BlockQ5K) -> ZUnpacked {
+        // SAFETY: the caller has AVX-512F/BW, F16C and GFNI; the loads read 32 bytes of `qs`
+        // each and the 32 of `qh`.
+        unsafe {
+            let (scales, corr) = scale_min_regs(&x.scales);
+            let qh = both(load(&x.qh));
+            let levels = std::array::from_fn(|m| {
+                let low = affine_halves(both(load(&x.qs[32 * m..])), LOW_NIBBLE, HIGH_NIBBLE);
+                let c = 2 * m as u32;
+                let high = affine_halves(qh, bit_field(c, 4, 1), bit_field(c + 1, 4, 1));
+                _mm512_or_si512(low, high)
+            });
+            ZUnpacked {
+                levels,
+                scales: both(scales),
+                corr,
+                d: half(x.d),
+                corr_d: -half(x.dmin),
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn dot(x: &ZUnpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
+        // SAFETY: forwarded from the caller.
+        unsafe { dot_z::<BlockQ5K>(x, y, acc) }
     }
 }
 

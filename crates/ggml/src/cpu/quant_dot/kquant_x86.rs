@@ -311,6 +311,10 @@ impl KUnpack for BlockQ5K {
     const PAIRED: bool = true;
     const LEVEL_OFFSET: i32 = 0;
     const MAX_LEVEL: u8 = 31;
+    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = Some((
+        k_dots_avx512_vbmi::<Self, Zmm<true>>,
+        k_tiles_avx512_vbmi::<Self, Zmm<true>>,
+    ));
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.

@@ -1132,7 +1132,7 @@ mod tests {
         }
     }
 
-    /// Q2_K, Q3_K, Q4_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S: their AVX-512 row and tile
+    /// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S: their AVX-512 row and tile
     /// dots with VBMI and GFNI ([`iquant_vbmi`], [`kquant_avx512`]) give the bits of the
     /// AVX-512 dots without them, which the CPUs lacking VBMI or GFNI take, for 1 to 9
     /// activation rows.
@@ -1153,6 +1153,7 @@ mod tests {
             (Type::Q6_K, plain_k::<BlockQ6K>()),
             (Type::Q2_K, plain_k::<BlockQ2K>()),
             (Type::Q3_K, plain_k::<BlockQ3K>()),
+            (Type::Q5_K, plain_k::<BlockQ5K>()),
         ];
         for (ty, plain) in plain {
             let vbmi = quant_dot(ty, Isa::Avx512).unwrap();
@@ -1403,80 +1404,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no repacked layout"));
-    }
-}
-
-#[cfg(test)]
-mod timing_scratch {
-    use super::tests::{quantize_weights, values};
-    use super::*;
-    use crate::quants::quantize_row_ref;
-
-    #[test]
-    #[ignore]
-    fn time_row_dots() {
-        let types = std::env::var("TYPES").unwrap_or("q4_K".into());
-        let k = 4096;
-        let rows = 64;
-        for name in types.split(',') {
-            let ty = Type::ALL.into_iter().find(|t| t.name() == name).unwrap();
-            let isa = if std::env::var("AVX2").is_ok() {
-                Isa::Avx2
-            } else {
-                Isa::Avx512
-            };
-            let kern = quant_dot(ty, isa).unwrap();
-            let ws: Vec<Vec<u8>> = (0..rows as u32)
-                .map(|s| quantize_weights(ty, &values(k, s)))
-                .collect();
-            let mut yq = vec![0u8; kern.act.row_size(k as i64).unwrap()];
-            quantize_row_ref(kern.act, &values(k, 999), &mut yq).unwrap();
-            let sb = (rows * k / 256) as f64;
-            let mut best = f64::MAX;
-            let mut bt = f64::MAX;
-            for _ in 0..400 {
-                let t = std::time::Instant::now();
-                let mut o = [0f32; 1];
-                for w in &ws {
-                    unsafe { (kern.dot)(w, &yq, &mut o) };
-                    std::hint::black_box(&o);
-                }
-                best = best.min(t.elapsed().as_secs_f64());
-                if let Some(tile) = kern.tile {
-                    let t = std::time::Instant::now();
-                    for c in ws.chunks(4) {
-                        let (mut a, mut b, mut cc, mut d) =
-                            ([0f32; 1], [0f32; 1], [0f32; 1], [0f32; 1]);
-                        let r = [&c[0][..], &c[1][..], &c[2][..], &c[3][..]];
-                        unsafe {
-                            tile(
-                                r,
-                                &yq,
-                                &mut [&mut a[..], &mut b[..], &mut cc[..], &mut d[..]],
-                            )
-                        };
-                        std::hint::black_box((&a, &b, &cc, &d));
-                    }
-                    bt = bt.min(t.elapsed().as_secs_f64());
-                }
-            }
-            let long = quantize_weights(ty, &values(k * rows, 5));
-            let mut ly = vec![0u8; kern.act.row_size((k * rows) as i64).unwrap()];
-            quantize_row_ref(kern.act, &values(k * rows, 998), &mut ly).unwrap();
-            let mut bl = f64::MAX;
-            for _ in 0..400 {
-                let t = std::time::Instant::now();
-                let mut o = [0f32; 1];
-                unsafe { (kern.dot)(&long, &ly, &mut o) };
-                std::hint::black_box(&o);
-                bl = bl.min(t.elapsed().as_secs_f64());
-            }
-            println!(
-                "TIMING {name} {isa:?}: row {:.2} ns/sb, tile {:.2} ns/sb, long {:.2}",
-                best * 1e9 / sb,
-                bt * 1e9 / sb,
-                bl * 1e9 / sb
-            );
-        }
     }
 }

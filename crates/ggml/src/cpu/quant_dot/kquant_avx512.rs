@@ -1,12 +1,17 @@
-//! AVX-512 row dots of Q4_K and Q6_K against Q8_K activations: a super-block's 256 levels
+//! AVX-512 row dots of the k-quants against Q8_K activations: a super-block's 256 levels
 //! unpacked into four 512-bit registers (register m holds the 32-value chunks 2m and 2m + 1
 //! of [`Unpacked::levels`](super::kquant_x86::Unpacked), one per 256-bit half), each dotted
 //! with 64 activation bytes by one `maddubs` and one VNNI `vpdpwssd` (the group scales'
 //! multiply and the sum folded into one instruction), against two 256-bit `maddubs`, `madd`
-//! and `add` each in the 256-bit kernels: half the instructions per super-block. Where the
-//! CPU has GFNI (and VBMI, the kernels' shared entry), `gf2p8affineqb` moves the bit fields
-//! into place, one instruction for each shift-and-mask (Zen 4, 1 thread, in L2: Q4_K 7.0 →
-//! 6.3 ns, Q6_K 6.5 → 6.1 ns per super-block); the sums run in two chains of `vpdpwssd`.
+//! and `add` each in the 256-bit kernels: half the instructions per super-block. The sums run
+//! in two chains of `vpdpwssd`.
+//!
+//! Q4_K and Q6_K unpack so on every AVX-512 CPU ([`Zmm<false>`](Zmm)). Where the CPU has GFNI
+//! (and VBMI: the kernels' shared entry), `gf2p8affineqb` moves the bit fields into place, one
+//! instruction for each shift-and-mask, a different field per 256-bit half where the halves
+//! take different ones ([`Zmm<true>`](Zmm): Q2_K, Q3_K, Q4_K, Q5_K, Q6_K). On the Zen 4, one
+//! thread, weights in L2, ns per super-block: Q4_K 7.0 → 6.3, Q6_K 6.5 → 6.1, Q2_K 6.7 → 5.8
+//! (from the 256-bit kernels), Q3_K 10.3 → 9.3, Q5_K 7.8 → 7.65.
 //!
 //! The two halves' i32 lanes are added at the end of the super-block, so lane k holds the
 //! same exact integer Σ scale·level·y over values 4k..4k + 4 of every 32 as the 256-bit

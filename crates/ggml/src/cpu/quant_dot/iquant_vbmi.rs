@@ -30,6 +30,7 @@
 use std::arch::x86_64::*;
 
 use super::iquant_x86::SignedGroups;
+use super::kquant_avx512::{HIGH_NIBBLE, LOW_NIBBLE};
 use super::kquant_x86::{combine, KAcc, KCombine, KDecode};
 use super::x86::half;
 use crate::quants::IQ4_NL_VALUES;
@@ -408,8 +409,8 @@ const IQ4_MAGNITUDES: [u8; 64] = {
 /// [A, A, B, B] (A and B two groups' 16 bytes): the low nibbles kept in 128-bit lanes 0 and
 /// 2, the high ones moved down in lanes 1 and 3 (output bit i is input bit i or i + 4).
 const IQ4_NIBBLES: [i64; 8] = {
-    const LOW: i64 = 0x0102_0408_0000_0000;
-    const HIGH: i64 = 0x1020_4080_0000_0000;
+    const LOW: i64 = LOW_NIBBLE;
+    const HIGH: i64 = HIGH_NIBBLE;
     [LOW, LOW, HIGH, HIGH, LOW, LOW, HIGH, HIGH]
 };
 

@@ -76,9 +76,10 @@ const fn bit_field(from: u32, to: u32, n: u32) -> i64 {
     m
 }
 
-/// A byte's low nibble kept, and its high nibble moved down.
-const LOW_NIBBLE: i64 = bit_field(0, 0, 4);
-const HIGH_NIBBLE: i64 = bit_field(4, 0, 4);
+/// `gf2p8affineqb` matrices: a byte's low nibble kept, its high nibble moved down.
+pub(super) const LOW_NIBBLE: i64 = bit_field(0, 0, 4);
+/// See [`LOW_NIBBLE`].
+pub(super) const HIGH_NIBBLE: i64 = bit_field(4, 0, 4);
 
 /// `v`'s bytes through `gf2p8affineqb` with matrix `lo` in the low 256 bits, `hi` in the
 /// high ones.

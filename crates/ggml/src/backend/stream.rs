@@ -76,6 +76,34 @@ struct Shared {
     /// The storage of the last `graph_compute` job, released ([`Resolved::release`]): taken by
     /// the next one, so computing the same graph again allocates nothing.
     graph_storage: Mutex<Option<Resolved>>,
+    /// When the running graph job (`Job::Graph` or `Job::Plan`) started, in ns after `epoch`,
+    /// or [`NOT_RUNNING`].
+    graph_started: AtomicU64,
+    /// How long the last graph job took, in ns: what a waiting caller expects of the next.
+    graph_ns: AtomicU64,
+    /// The origin of `graph_started`.
+    epoch: Instant,
+}
+
+/// [`Shared::graph_started`] while no graph job runs.
+const NOT_RUNNING: u64 = u64::MAX;
+
+impl Shared {
+    /// Nanoseconds since `epoch`.
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// How much longer the running graph job should take, judged by the last one's time
+    /// (zero where no graph job runs or it has run longer than that).
+    fn graph_left(&self) -> Duration {
+        let started = self.graph_started.load(Ordering::Relaxed);
+        if started == NOT_RUNNING {
+            return Duration::ZERO;
+        }
+        let ran = self.now_ns().saturating_sub(started);
+        Duration::from_nanos(self.graph_ns.load(Ordering::Relaxed).saturating_sub(ran))
+    }
 }
 
 /// How long an idle stream worker spins before it sleeps (a caller waiting in `synchronize`:
@@ -88,7 +116,10 @@ pub(crate) const POLL: Duration = Duration::from_millis(1);
 /// because it spins while the worker computes, and where another process keeps a core busy
 /// (as on a small virtual machine) that spin takes the worker's core: a one-thread MUL_MAT ran
 /// at half speed so beside a one-thread build on a 2-core guest, and at full speed with this
-/// limit; a job longer than it pays one wake-up.
+/// limit. A graph job expected to run longer (judged by the last one) is slept through
+/// instead until this long plus a sixteenth of it before its expected end, then spun for
+/// (`Backend::synchronize_quiet`): a thread woken at the end would start tens of microseconds
+/// late (6–8% of a 0.45 ms MUL_MAT at one thread on that guest).
 const WAIT_POLL: Duration = Duration::from_micros(100);
 
 /// Spins until `ready()` or `limit` has passed (checking the clock every 64 spins); whether
@@ -162,6 +193,9 @@ impl Backend {
             completed: AtomicU64::new(0),
             spin: AtomicBool::new(false),
             graph_storage: Mutex::new(None),
+            graph_started: AtomicU64::new(NOT_RUNNING),
+            graph_ns: AtomicU64::new(0),
+            epoch: Instant::now(),
         });
         let name = imp.name();
         let worker = {
@@ -218,14 +252,37 @@ impl Backend {
         })
     }
 
-    /// Waits until every job queued so far has finished, without consuming errors.
+    /// Waits until every job queued so far has finished, without consuming errors. Where the
+    /// engine spins, a caller waiting for one graph job that should run past [`WAIT_POLL`]
+    /// (judged by the last one's time) sleeps through most of it and spins for its end, so
+    /// that it is awake when the job ends (a thread woken from sleep starts tens of
+    /// microseconds later) without spinning beside it all along.
     fn synchronize_quiet(&self) {
         let sh = &self.0.shared;
-        let target = lock(&sh.q).submitted;
-        if sh.spin.load(Ordering::Relaxed) {
-            poll(WAIT_POLL, || sh.completed.load(Ordering::Acquire) >= target);
-        }
         let mut q = lock(&sh.q);
+        let target = q.submitted;
+        if sh.spin.load(Ordering::Relaxed) && q.completed < target {
+            let one_job = q.jobs.is_empty() && q.completed + 1 == target;
+            let left = if one_job {
+                sh.graph_left()
+            } else {
+                Duration::ZERO
+            };
+            let margin = WAIT_POLL + left / 16;
+            let spin = if left > 2 * margin {
+                q = sh
+                    .done_cv
+                    .wait_timeout_while(q, left - margin, |q| q.completed < target)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                2 * margin
+            } else {
+                WAIT_POLL.max(left)
+            };
+            drop(q);
+            poll(spin, || sh.completed.load(Ordering::Acquire) >= target);
+            q = lock(&sh.q);
+        }
         while q.completed < target {
             q = sh.done_cv.wait(q).unwrap_or_else(|e| e.into_inner());
         }
@@ -353,6 +410,12 @@ impl<'s> Worker<'s> {
 
     fn run(mut self) {
         while let Some(job) = self.next_job() {
+            let graph = matches!(job, Job::Plan(..) | Job::Graph(..));
+            if graph {
+                self.sh
+                    .graph_started
+                    .store(self.sh.now_ns(), Ordering::Relaxed);
+            }
             let result = match job {
                 Job::Run(work, reservation) => self.run_work(work, reservation),
                 Job::Plan(state, reservation) => self.run_plan(&state, reservation),
@@ -360,6 +423,11 @@ impl<'s> Worker<'s> {
                 Job::Signal(ev, generation) => self.signal(&ev, generation),
                 Job::Wait(ev, generation) => self.wait(&ev, generation),
             };
+            if graph {
+                let started = self.sh.graph_started.swap(NOT_RUNNING, Ordering::Relaxed);
+                let took = self.sh.now_ns().saturating_sub(started);
+                self.sh.graph_ns.store(took, Ordering::Relaxed);
+            }
             self.unsettled += 1;
             self.sh
                 .spin

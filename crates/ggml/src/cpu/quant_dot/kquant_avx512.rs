@@ -10,8 +10,9 @@
 //! (and VBMI: the kernels' shared entry), `gf2p8affineqb` moves the bit fields into place, one
 //! instruction for each shift-and-mask, a different field per 256-bit half where the halves
 //! take different ones ([`Zmm<true>`](Zmm): Q2_K, Q3_K, Q4_K, Q5_K, Q6_K). On the Zen 4, one
-//! thread, weights in L2, ns per super-block: Q4_K 7.0 → 6.3, Q6_K 6.5 → 6.1, Q2_K 6.7 → 5.8
-//! (from the 256-bit kernels), Q3_K 10.3 → 9.3, Q5_K 7.8 → 7.65.
+//! thread, weights in L2, ns per super-block: Q4_K 7.0 → 6.3 and Q6_K 6.5 → 6.1 (from
+//! `Zmm<false>`), Q2_K 6.7 → 5.8, Q3_K 10.3 → 9.3 and Q5_K 7.8 → 7.65 (from the 256-bit
+//! kernels).
 //!
 //! The two halves' i32 lanes are added at the end of the super-block, so lane k holds the
 //! same exact integer Σ scale·level·y over values 4k..4k + 4 of every 32 as the 256-bit
@@ -28,9 +29,10 @@ use super::kquant_x86::{add_block, even_odd, load, scale_min_regs, KAcc, KDecode
 use super::x86::half;
 use crate::quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
 
-/// The 512-bit kernels ([`KDecode`] for Q4_K and Q6_K); with `GFNI` (on CPUs that have it)
-/// their bit fields are moved into place by `gf2p8affineqb`, one instruction for a shift and a
-/// mask (and a different shift per half where the halves take different fields).
+/// The 512-bit kernels ([`KDecode`] for Q4_K and Q6_K; with `GFNI`, on CPUs that have it, also
+/// for Q2_K, Q3_K and Q5_K): with `GFNI` the bit fields are moved into place by
+/// `gf2p8affineqb`, one instruction for a shift and a mask (and a different shift per half
+/// where the halves take different fields).
 pub(super) struct Zmm<const GFNI: bool>;
 
 /// One super-block unpacked for [`Zmm`]'s dot.
@@ -64,8 +66,9 @@ unsafe fn halves16(lo: i16, hi: i16) -> __m512i {
     unsafe { _mm512_set_epi64(h, h, h, h, l, l, l, l) }
 }
 
-/// `gf2p8affineqb` matrices moving bits `from..from + n` of each byte to bits `to..to + n`
-/// and clearing the others: output bit i is the parity of the input ANDed with byte 7 − i.
+/// The `gf2p8affineqb` matrix that moves bits `from..from + n` of each byte to bits
+/// `to..to + n` and clears the others (output bit i is the parity of the input ANDed with the
+/// matrix's byte 7 − i).
 const fn bit_field(from: u32, to: u32, n: u32) -> i64 {
     let mut m = 0i64;
     let mut k = 0;
@@ -147,8 +150,8 @@ impl<const GFNI: bool> KDecode<BlockQ6K> for Zmm<GFNI> {
     /// bytes as its bits 4 and 5 (shifted there per half by a variable 16-bit shift).
     #[inline(always)]
     unsafe fn unpack(x: &BlockQ6K) -> ZUnpacked {
-        // SAFETY: the caller has AVX-512F/BW and GFNI if `GFNI`; loads read 64 bytes inside `ql`, 32 of `qh` and
-        // the 16 of `scales`.
+        // SAFETY: the caller has AVX-512F/BW and GFNI if `GFNI`; loads read 64 bytes inside
+        // `ql`, 32 of `qh` and the 16 of `scales`.
         unsafe {
             let mut levels = [_mm512_setzero_si512(); 4];
             for n in 0..2 {

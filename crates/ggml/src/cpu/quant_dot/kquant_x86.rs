@@ -95,6 +95,17 @@ pub(super) trait KUnpack: KCombine {
     const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = None;
 }
 
+/// [`KUnpack::AVX512_GFNI`] of a type that [`Zmm<true>`](Zmm) unpacks.
+const fn zmm_gfni<B: KCombine>() -> Option<(super::RowDot, super::TileDot)>
+where
+    Zmm<true>: KDecode<B>,
+{
+    Some((
+        k_dots_avx512_vbmi::<B, Zmm<true>>,
+        k_tiles_avx512_vbmi::<B, Zmm<true>>,
+    ))
+}
+
 /// How a row dot takes a k-quant super-block: unpacked once ([`KDecode::unpack`]), then
 /// dotted with each activation row's Q8_K block ([`KDecode::dot`]). [`dots_r`] and
 /// [`tile_r`] loop over the blocks the same way for every implementation.
@@ -292,10 +303,7 @@ impl KUnpack for BlockQ4K {
         k_dots_avx512::<Self, Zmm<false>>,
         k_tiles_avx512::<Self, Zmm<false>>,
     );
-    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = Some((
-        k_dots_avx512_vbmi::<Self, Zmm<true>>,
-        k_tiles_avx512_vbmi::<Self, Zmm<true>>,
-    ));
+    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = zmm_gfni::<Self>();
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.
@@ -311,10 +319,7 @@ impl KUnpack for BlockQ5K {
     const PAIRED: bool = true;
     const LEVEL_OFFSET: i32 = 0;
     const MAX_LEVEL: u8 = 31;
-    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = Some((
-        k_dots_avx512_vbmi::<Self, Zmm<true>>,
-        k_tiles_avx512_vbmi::<Self, Zmm<true>>,
-    ));
+    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = zmm_gfni::<Self>();
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: forwarded from the caller.
@@ -334,10 +339,7 @@ impl KUnpack for BlockQ6K {
         k_dots_avx512::<Self, Zmm<false>>,
         k_tiles_avx512::<Self, Zmm<false>>,
     );
-    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = Some((
-        k_dots_avx512_vbmi::<Self, Zmm<true>>,
-        k_tiles_avx512_vbmi::<Self, Zmm<true>>,
-    ));
+    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = zmm_gfni::<Self>();
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `ql`, `qh` and the 16 of
@@ -374,10 +376,7 @@ impl KUnpack for BlockQ2K {
     const PAIRED: bool = false;
     const LEVEL_OFFSET: i32 = 0;
     const MAX_LEVEL: u8 = 3;
-    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = Some((
-        k_dots_avx512_vbmi::<Self, Zmm<true>>,
-        k_tiles_avx512_vbmi::<Self, Zmm<true>>,
-    ));
+    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = zmm_gfni::<Self>();
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and the 16 of `scales`.
@@ -435,10 +434,7 @@ impl KUnpack for BlockQ3K {
     const PAIRED: bool = false;
     const LEVEL_OFFSET: i32 = 4;
     const MAX_LEVEL: u8 = 7;
-    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = Some((
-        k_dots_avx512_vbmi::<Self, Zmm<true>>,
-        k_tiles_avx512_vbmi::<Self, Zmm<true>>,
-    ));
+    const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = zmm_gfni::<Self>();
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {
         // SAFETY: the caller has AVX2; loads read 32 bytes inside `qs` and all of `hmask`.

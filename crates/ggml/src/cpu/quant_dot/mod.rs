@@ -1132,10 +1132,10 @@ mod tests {
         }
     }
 
-    /// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S: their AVX-512 row and tile
-    /// dots with VBMI and GFNI ([`iquant_vbmi`], [`kquant_avx512`]) give the bits of the
-    /// AVX-512 dots without them, which the CPUs lacking VBMI or GFNI take, for 1 to 9
-    /// activation rows.
+    /// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S: their
+    /// AVX-512 row and tile dots with VBMI and GFNI ([`iquant_vbmi`], [`kquant_avx512`]) give
+    /// the bits of the AVX-512 dots without them, which the CPUs lacking VBMI or GFNI take,
+    /// for 1 to 9 activation rows.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn vbmi_dots_are_the_plain_avx512_dots_bit_for_bit() {

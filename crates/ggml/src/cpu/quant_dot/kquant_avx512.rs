@@ -50,6 +50,28 @@ pub(super) struct ZUnpacked {
     corr_d: f32,
 }
 
+impl ZUnpacked {
+    /// A super-block of `levels` stored `offset` above their values, with a signed scale per
+    /// 16 values (the i8 bytes of `s`) and super-block scale `d` (Q3_K, Q6_K): the offset is
+    /// taken off through the activations' group sums.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[inline(always)]
+    unsafe fn offset(levels: [__m512i; 4], s: __m128i, d: f32, offset: f32) -> ZUnpacked {
+        // SAFETY: register operations; the caller has AVX-512F.
+        unsafe {
+            ZUnpacked {
+                levels,
+                scales: both(even_odd(s, true)),
+                corr: _mm256_cvtepi8_epi16(s),
+                d,
+                corr_d: -offset * d,
+            }
+        }
+    }
+}
+
 /// `v` with both 256-bit halves `h`.
 #[inline(always)]
 unsafe fn both(h: __m256i) -> __m512i {
@@ -108,19 +130,41 @@ unsafe fn and8(v: __m512i, m: u8) -> __m512i {
     unsafe { _mm512_and_si512(v, _mm512_set1_epi8(m as i8)) }
 }
 
-impl<const GFNI: bool> KDecode<BlockQ4K> for Zmm<GFNI> {
+/// A k-quant that [`Zmm<GFNI>`](Zmm) unpacks.
+pub(super) trait ZUnpack<const GFNI: bool>: KUnpack {
+    /// The super-block unpacked.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F/BW, F16C, and GFNI if `GFNI`.
+    unsafe fn unpack_z(&self) -> ZUnpacked;
+}
+
+impl<B: ZUnpack<GFNI>, const GFNI: bool> KDecode<B> for Zmm<GFNI> {
     type Unpacked = ZUnpacked;
+    #[inline(always)]
+    unsafe fn unpack(x: &B) -> ZUnpacked {
+        // SAFETY: forwarded from the caller.
+        unsafe { x.unpack_z() }
+    }
+    #[inline(always)]
+    unsafe fn dot(x: &ZUnpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
+        // SAFETY: forwarded from the caller.
+        unsafe { dot_z::<B>(x, y, acc) }
+    }
+}
+
+impl<const GFNI: bool> ZUnpack<GFNI> for BlockQ4K {
     /// Byte l of `qs[32m..]` holds value 64m + l in its low nibble (chunk 2m) and 64m + 32 + l
     /// in its high one (chunk 2m + 1): the 32 bytes in both halves, the low nibbles kept in
     /// the low half, the high ones moved down in the high half.
     #[inline(always)]
-    unsafe fn unpack(x: &BlockQ4K) -> ZUnpacked {
+    unsafe fn unpack_z(&self) -> ZUnpacked {
         // SAFETY: the caller has AVX-512F/BW, F16C and GFNI if `GFNI`; every load reads 32
         // bytes of `qs`.
         unsafe {
-            let (scales, corr) = scale_min_regs(&x.scales);
+            let (scales, corr) = scale_min_regs(&self.scales);
             let levels = std::array::from_fn(|m| {
-                let q = both(load(&x.qs[32 * m..]));
+                let q = both(load(&self.qs[32 * m..]));
                 if GFNI {
                     affine_halves(q, LOW_NIBBLE, HIGH_NIBBLE)
                 } else {
@@ -131,32 +175,26 @@ impl<const GFNI: bool> KDecode<BlockQ4K> for Zmm<GFNI> {
                 levels,
                 scales: both(scales),
                 corr,
-                d: half(x.d),
-                corr_d: -half(x.dmin),
+                d: half(self.d),
+                corr_d: -half(self.dmin),
             }
         }
     }
-    #[inline(always)]
-    unsafe fn dot(x: &ZUnpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
-        // SAFETY: forwarded from the caller.
-        unsafe { dot_z::<BlockQ4K>(x, y, acc) }
-    }
 }
 
-impl<const GFNI: bool> KDecode<BlockQ6K> for Zmm<GFNI> {
-    type Unpacked = ZUnpacked;
+impl<const GFNI: bool> ZUnpack<GFNI> for BlockQ6K {
     /// For n = 0, 1: the 64 bytes `ql[64n..]` give chunks 4n, 4n + 1 in their low nibbles and
     /// 4n + 2, 4n + 3 in their high ones; chunk 4n + s takes bits 2s, 2s + 1 of `qh[32n..]`'s
     /// bytes as its bits 4 and 5 (shifted there per half by a variable 16-bit shift).
     #[inline(always)]
-    unsafe fn unpack(x: &BlockQ6K) -> ZUnpacked {
+    unsafe fn unpack_z(&self) -> ZUnpacked {
         // SAFETY: the caller has AVX-512F/BW and GFNI if `GFNI`; loads read 64 bytes inside
         // `ql`, 32 of `qh` and the 16 of `scales`.
         unsafe {
             let mut levels = [_mm512_setzero_si512(); 4];
             for n in 0..2 {
-                let l = _mm512_loadu_si512(x.ql.as_ptr().add(64 * n) as *const __m512i);
-                let h = both(load(&x.qh[32 * n..]));
+                let l = _mm512_loadu_si512(self.ql.as_ptr().add(64 * n) as *const __m512i);
+                let h = both(load(&self.qh[32 * n..]));
                 // bits (0, 1) → (4, 5) in the low half, bits (2, 3) in the high one; then
                 // bits (4, 5) and (6, 7)
                 let (h01, h23, high) = if GFNI {
@@ -175,36 +213,23 @@ impl<const GFNI: bool> KDecode<BlockQ6K> for Zmm<GFNI> {
                 levels[2 * n] = and8_or(l, 0xf, h01);
                 levels[2 * n + 1] = _mm512_or_si512(high, h23);
             }
-            let s = _mm_loadu_si128(x.scales.as_ptr() as *const __m128i);
-            let d = half(x.d);
-            ZUnpacked {
-                levels,
-                scales: both(even_odd(s, true)),
-                corr: _mm256_cvtepi8_epi16(s),
-                d,
-                corr_d: -32.0 * d,
-            }
+            let s = _mm_loadu_si128(self.scales.as_ptr() as *const __m128i);
+            ZUnpacked::offset(levels, s, half(self.d), 32.0)
         }
-    }
-    #[inline(always)]
-    unsafe fn dot(x: &ZUnpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
-        // SAFETY: forwarded from the caller.
-        unsafe { dot_z::<BlockQ6K>(x, y, acc) }
     }
 }
 
 /// Q5_K with GFNI: Q4_K's nibbles, and bit c of `qh`'s bytes as bit 4 of chunk c's levels.
-impl KDecode<BlockQ5K> for Zmm<true> {
-    type Unpacked = ZUnpacked;
+impl ZUnpack<true> for BlockQ5K {
     #[inline(always)]
-    unsafe fn unpack(x: &BlockQ5K) -> ZUnpacked {
+    unsafe fn unpack_z(&self) -> ZUnpacked {
         // SAFETY: the caller has AVX-512F/BW, F16C and GFNI; the loads read 32 bytes of `qs`
         // each and the 32 of `qh`.
         unsafe {
-            let (scales, corr) = scale_min_regs(&x.scales);
-            let qh = both(load(&x.qh));
+            let (scales, corr) = scale_min_regs(&self.scales);
+            let qh = both(load(&self.qh));
             let levels = std::array::from_fn(|m| {
-                let low = affine_halves(both(load(&x.qs[32 * m..])), LOW_NIBBLE, HIGH_NIBBLE);
+                let low = affine_halves(both(load(&self.qs[32 * m..])), LOW_NIBBLE, HIGH_NIBBLE);
                 let c = 2 * m as u32;
                 let high = affine_halves(qh, bit_field(c, 4, 1), bit_field(c + 1, 4, 1));
                 _mm512_or_si512(low, high)
@@ -213,15 +238,10 @@ impl KDecode<BlockQ5K> for Zmm<true> {
                 levels,
                 scales: both(scales),
                 corr,
-                d: half(x.d),
-                corr_d: -half(x.dmin),
+                d: half(self.d),
+                corr_d: -half(self.dmin),
             }
         }
-    }
-    #[inline(always)]
-    unsafe fn dot(x: &ZUnpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
-        // SAFETY: forwarded from the caller.
-        unsafe { dot_z::<BlockQ5K>(x, y, acc) }
     }
 }
 
@@ -243,63 +263,43 @@ unsafe fn two_bit_pairs(qs: &[u8], m: usize) -> __m512i {
 
 /// Q2_K with GFNI: its 2-bit levels by [`two_bit_pairs`], its scales and minimums from the low
 /// and high nibbles of its 16 scale bytes.
-impl KDecode<BlockQ2K> for Zmm<true> {
-    type Unpacked = ZUnpacked;
+impl ZUnpack<true> for BlockQ2K {
     #[inline(always)]
-    unsafe fn unpack(x: &BlockQ2K) -> ZUnpacked {
+    unsafe fn unpack_z(&self) -> ZUnpacked {
         // SAFETY: the caller has AVX-512F/BW, F16C and GFNI; the load reads the 16 scale
         // bytes.
         unsafe {
-            let sm = _mm_loadu_si128(x.scales.as_ptr() as *const __m128i);
+            let sm = _mm_loadu_si128(self.scales.as_ptr() as *const __m128i);
             let low4 = _mm_set1_epi8(0xf);
             let scales = _mm_and_si128(sm, low4);
             let mins = _mm_and_si128(_mm_srli_epi16::<4>(sm), low4);
             ZUnpacked {
-                levels: std::array::from_fn(|m| two_bit_pairs(&x.qs, m)),
+                levels: std::array::from_fn(|m| two_bit_pairs(&self.qs, m)),
                 scales: both(even_odd(scales, false)),
                 corr: _mm256_cvtepu8_epi16(mins),
-                d: half(x.d),
-                corr_d: -half(x.dmin),
+                d: half(self.d),
+                corr_d: -half(self.dmin),
             }
         }
-    }
-    #[inline(always)]
-    unsafe fn dot(x: &ZUnpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
-        // SAFETY: forwarded from the caller.
-        unsafe { dot_z::<BlockQ2K>(x, y, acc) }
     }
 }
 
 /// Q3_K with GFNI: the two low bits by [`two_bit_pairs`], bit c of `hmask`'s bytes as bit 2
 /// of chunk c's levels (stored as low + 4·high, the value level − 4).
-impl KDecode<BlockQ3K> for Zmm<true> {
-    type Unpacked = ZUnpacked;
+impl ZUnpack<true> for BlockQ3K {
     #[inline(always)]
-    unsafe fn unpack(x: &BlockQ3K) -> ZUnpacked {
+    unsafe fn unpack_z(&self) -> ZUnpacked {
         // SAFETY: the caller has AVX-512F/BW, F16C and GFNI; the load reads the 32 bytes of
         // `hmask`.
         unsafe {
-            let hm = both(load(&x.hmask));
+            let hm = both(load(&self.hmask));
             let levels = std::array::from_fn(|m| {
                 let c = 2 * m as u32;
                 let high = affine_halves(hm, bit_field(c, 2, 1), bit_field(c + 1, 2, 1));
-                _mm512_or_si512(two_bit_pairs(&x.qs, m), high)
+                _mm512_or_si512(two_bit_pairs(&self.qs, m), high)
             });
-            let s = q3k_scales(&x.scales);
-            let d = half(x.d);
-            ZUnpacked {
-                levels,
-                scales: both(even_odd(s, true)),
-                corr: _mm256_cvtepi8_epi16(s),
-                d,
-                corr_d: -4.0 * d,
-            }
+            ZUnpacked::offset(levels, q3k_scales(&self.scales), half(self.d), 4.0)
         }
-    }
-    #[inline(always)]
-    unsafe fn dot(x: &ZUnpacked, y: &BlockQ8K, acc: KAcc) -> KAcc {
-        // SAFETY: forwarded from the caller.
-        unsafe { dot_z::<BlockQ3K>(x, y, acc) }
     }
 }
 

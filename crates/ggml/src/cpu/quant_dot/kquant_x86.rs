@@ -17,7 +17,7 @@
 
 use std::arch::x86_64::*;
 
-use super::kquant_avx512::Zmm;
+use super::kquant_avx512::{ZUnpack, Zmm};
 use super::x86::half;
 use super::x86::hsum;
 use super::x86::{prefetch, PREFETCH_BYTES, PREFETCH_TILES, TILE_ROWS};
@@ -96,10 +96,7 @@ pub(super) trait KUnpack: KCombine {
 }
 
 /// [`KUnpack::AVX512_GFNI`] of a type that [`Zmm<true>`](Zmm) unpacks.
-const fn zmm_gfni<B: KCombine>() -> Option<(super::RowDot, super::TileDot)>
-where
-    Zmm<true>: KDecode<B>,
-{
+const fn zmm_gfni<B: ZUnpack<true>>() -> Option<(super::RowDot, super::TileDot)> {
     Some((
         k_dots_avx512_vbmi::<B, Zmm<true>>,
         k_tiles_avx512_vbmi::<B, Zmm<true>>,

@@ -11,8 +11,10 @@
 //! instruction for each shift-and-mask, a different field per 256-bit half where the halves
 //! take different ones ([`Zmm<true>`](Zmm): Q2_K, Q3_K, Q4_K, Q5_K, Q6_K). On the Zen 4, one
 //! thread, weights in L2, ns per super-block: Q4_K 7.0 → 6.3 and Q6_K 6.5 → 6.1 (from
-//! `Zmm<false>`), Q2_K 6.7 → 5.8, Q3_K 10.3 → 9.3 and Q5_K 7.8 → 7.65 (from the 256-bit
-//! kernels).
+//! `Zmm<false>`), Q2_K 6.7 → 5.8, Q3_K 10.3 → 8.5 (its scales by two `vpmultishiftqb`
+//! besides) and Q5_K 7.8 → 7.65 (from the 256-bit kernels). Q4_K's and Q5_K's scales and
+//! minimums by `vpmultishiftqb` the same way were slower (Q4_K 6.25 → 7.75) and are decoded in
+//! general registers.
 //!
 //! The two halves' i32 lanes are added at the end of the super-block, so lane k holds the
 //! same exact integer Σ scale·level·y over values 4k..4k + 4 of every 32 as the 256-bit
@@ -24,7 +26,6 @@
 
 use std::arch::x86_64::*;
 
-use super::kquant_x86::q3k_scales;
 use super::kquant_x86::{add_block, even_odd, load, scale_min_regs, KAcc, KDecode, KUnpack};
 use super::x86::half;
 use crate::quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
@@ -284,6 +285,54 @@ impl ZUnpack<true> for BlockQ2K {
     }
 }
 
+/// `vpmultishiftqb` controls for Q3_K's scales: byte g takes, from bytes 0..8 of the scales
+/// read as a u64, the bits from `8·(g % 8) + 4·(g / 8)` (its low nibble: a nibble of byte g % 8)
+/// and, from bytes 8..12, the bits from `8·(g % 4) + 2·(g / 4) − 4` (its top two bits, brought
+/// to bits 4 and 5: the control rotates within the qword).
+const Q3K_SCALE_FIELDS: [[i64; 2]; 2] = {
+    let (mut low, mut high) = ([0u8; 16], [0u8; 16]);
+    let mut g = 0;
+    while g < 16 {
+        low[g] = (8 * (g % 8) + 4 * (g / 8)) as u8;
+        high[g] = ((8 * (g % 4) + 2 * (g / 4) + 60) % 64) as u8;
+        g += 1;
+    }
+    [qwords(low), qwords(high)]
+};
+
+/// Sixteen bytes as two little-endian qwords.
+const fn qwords(b: [u8; 16]) -> [i64; 2] {
+    let (mut lo, mut hi) = (0i64, 0i64);
+    let mut i = 0;
+    while i < 8 {
+        lo |= (b[i] as i64) << (8 * i);
+        hi |= (b[8 + i] as i64) << (8 * i);
+        i += 1;
+    }
+    [lo, hi]
+}
+
+/// Q3_K's 16 six-bit scales minus 32 (i8, group order) by two `vpmultishiftqb`, as
+/// `kquant_x86::q3k_scales` gives them.
+///
+/// # Safety
+/// The CPU must have AVX-512 VBMI and VL.
+#[inline(always)]
+unsafe fn q3k_scales_vbmi(sc: &[u8; 12]) -> __m128i {
+    let low = u64::from_le_bytes([sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6], sc[7]]);
+    let high = u32::from_le_bytes([sc[8], sc[9], sc[10], sc[11]]) as u64;
+    let [[l0, l1], [h0, h1]] = Q3K_SCALE_FIELDS;
+    // SAFETY: register operations; the caller has the features.
+    unsafe {
+        let low = _mm_multishift_epi64_epi8(_mm_set_epi64x(l1, l0), _mm_set1_epi64x(low as i64));
+        let high = _mm_multishift_epi64_epi8(_mm_set_epi64x(h1, h0), _mm_set1_epi64x(high as i64));
+        let high = _mm_and_si128(high, _mm_set1_epi8(0x30));
+        // (low AND 0x0f) OR high
+        let s = _mm_ternarylogic_epi32::<0xea>(low, _mm_set1_epi8(0x0f), high);
+        _mm_sub_epi8(s, _mm_set1_epi8(32))
+    }
+}
+
 /// Q3_K with GFNI: the two low bits by [`two_bit_pairs`], bit c of `hmask`'s bytes as bit 2
 /// of chunk c's levels (stored as low + 4·high, the value level − 4).
 impl ZUnpack<true> for BlockQ3K {
@@ -298,7 +347,7 @@ impl ZUnpack<true> for BlockQ3K {
                 let high = affine_halves(hm, bit_field(c, 2, 1), bit_field(c + 1, 2, 1));
                 _mm512_or_si512(two_bit_pairs(&self.qs, m), high)
             });
-            ZUnpacked::offset(levels, q3k_scales(&self.scales), half(self.d), 4.0)
+            ZUnpacked::offset(levels, q3k_scales_vbmi(&self.scales), half(self.d), 4.0)
         }
     }
 }

@@ -404,7 +404,7 @@ impl KUnpack for BlockQ2K {
 /// 0..8 (groups 0..8) and their high nibbles (groups 8..16), the top two bits from bytes
 /// 8..12, two bits per group, four groups per shift.
 #[inline(always)]
-pub(super) unsafe fn q3k_scales(sc: &[u8; 12]) -> __m128i {
+unsafe fn q3k_scales(sc: &[u8; 12]) -> __m128i {
     let lo = u64::from_le_bytes([sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6], sc[7]]);
     let h = u32::from_le_bytes([sc[8], sc[9], sc[10], sc[11]]);
     const LOW4: u32 = 0x0f0f_0f0f;

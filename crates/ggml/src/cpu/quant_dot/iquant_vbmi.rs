@@ -30,7 +30,7 @@
 use std::arch::x86_64::*;
 
 use super::iquant_x86::SignedGroups;
-use super::kquant_avx512::{HIGH_NIBBLE, LOW_NIBBLE};
+use super::kquant_avx512::{qwords, HIGH_NIBBLE, LOW_NIBBLE};
 use super::kquant_x86::{combine, KAcc, KCombine, KDecode};
 use super::x86::half;
 use crate::quants::IQ4_NL_VALUES;
@@ -436,14 +436,7 @@ const IQ4XS_SCALE_FIELDS: [i64; 2] = {
         c[2 * g + 1] = 16 + 2 * g as u8;
         g += 1;
     }
-    let (mut lo, mut hi) = (0i64, 0i64);
-    let mut b = 0;
-    while b < 8 {
-        lo |= (c[b] as i64) << (8 * b);
-        hi |= (c[8 + b] as i64) << (8 * b);
-        b += 1;
-    }
-    [lo, hi]
+    qwords(c)
 };
 
 /// IQ4_XS register m's index bytes, `qs[32m..32m + 32]` (groups 2m and 2m + 1), laid out

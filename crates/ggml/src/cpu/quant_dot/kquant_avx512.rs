@@ -300,8 +300,8 @@ const Q3K_SCALE_FIELDS: [[i64; 2]; 2] = {
     [qwords(low), qwords(high)]
 };
 
-/// Sixteen bytes as two little-endian qwords.
-const fn qwords(b: [u8; 16]) -> [i64; 2] {
+/// Sixteen bytes as two little-endian qwords (for `_mm_set_epi64x(hi, lo)`).
+pub(super) const fn qwords(b: [u8; 16]) -> [i64; 2] {
     let (mut lo, mut hi) = (0i64, 0i64);
     let mut i = 0;
     while i < 8 {

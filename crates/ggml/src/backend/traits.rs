@@ -402,11 +402,11 @@ pub trait BackendImpl: Send + 'static {
     }
 
     /// Whether the stream's thread, between jobs, and a caller waiting for the stream may
-    /// spin for a moment (a millisecond, the caller 100 µs) before they sleep, so that work
-    /// submitted one job after another, and its completion, are seen without a thread
-    /// wake-up (tens of microseconds, more in a virtual machine). Say yes only where the
-    /// device's work leaves processor cores free for both. Read after every job. The
-    /// default: no.
+    /// spin for a moment (a millisecond; the caller 100 µs, or near the expected end of a
+    /// graph job that repeats) before they sleep, so that work submitted one job after
+    /// another, and its completion, are seen without a thread wake-up (tens of
+    /// microseconds, more in a virtual machine). Say yes only where the device's work leaves
+    /// processor cores free for both. Read after every job. The default: no.
     fn spins_when_idle(&self) -> bool {
         false
     }

@@ -186,7 +186,8 @@ impl<const GFNI: bool> ZUnpack<GFNI> for BlockQ4K {
 impl<const GFNI: bool> ZUnpack<GFNI> for BlockQ6K {
     /// For n = 0, 1: the 64 bytes `ql[64n..]` give chunks 4n, 4n + 1 in their low nibbles and
     /// 4n + 2, 4n + 3 in their high ones; chunk 4n + s takes bits 2s, 2s + 1 of `qh[32n..]`'s
-    /// bytes as its bits 4 and 5 (shifted there per half by a variable 16-bit shift).
+    /// bytes as its bits 4 and 5 (moved there per half by a variable 16-bit shift, or with
+    /// `GFNI` by `gf2p8affineqb`).
     #[inline(always)]
     unsafe fn unpack_z(&self) -> ZUnpacked {
         // SAFETY: the caller has AVX-512F/BW and GFNI if `GFNI`; loads read 64 bytes inside

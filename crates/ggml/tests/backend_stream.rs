@@ -546,3 +546,61 @@ fn tensor_copy_async_between_overlapping_views_copies_the_old_values() {
         assert_eq!(x.get_f32().unwrap(), want);
     }
 }
+
+/// A synchronous `graph_compute` on an idle stream runs on the calling thread (as GGML's CPU
+/// backend computes: no hand-off to the stream's thread and back); one called while work is
+/// queued before it waits its turn and runs on the stream's thread, after that work.
+#[test]
+fn graph_compute_on_an_idle_stream_runs_on_the_calling_thread() {
+    use std::sync::{Arc, Mutex};
+    let cpu = backend::cpu_init().unwrap();
+    cpu.set_n_threads(1).unwrap();
+    let ctx = Context::init(1 << 20, false).unwrap();
+    let a = ctx.new_tensor_1d(Type::F32, 4).unwrap();
+    a.set_f32(&[1.0; 4]).unwrap();
+    let threads = Arc::new(Mutex::new(Vec::new()));
+    let log = threads.clone();
+    let out = ctx
+        .map_custom1(
+            &a,
+            move |d, a, _, _| {
+                log.lock().unwrap().push(std::thread::current().id());
+                for r in d.rows() {
+                    let src = a.row(r).unwrap().to_vec();
+                    for (o, x) in d.row_mut(r).unwrap().iter_mut().zip(src) {
+                        *o = x + 1.0;
+                    }
+                }
+            },
+            1,
+        )
+        .unwrap();
+    let g = ctx.build_forward_expand(&out).unwrap();
+    let me = std::thread::current().id();
+
+    cpu.graph_compute(&g).unwrap();
+    assert_eq!(*threads.lock().unwrap(), [me]);
+    assert_eq!(out.get_f32().unwrap(), [2.0; 4]);
+
+    let hold = Hold::new(&cpu);
+    cpu.tensor_set_async(&a, f32_bytes(&[5.0; 4]), 0).unwrap();
+    let releaser = hold.release_after(20);
+    cpu.graph_compute(&g).unwrap();
+    releaser.join().unwrap();
+    let seen = threads.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    assert_ne!(
+        seen[1], me,
+        "queued behind other work: the stream's thread runs it"
+    );
+    assert_eq!(out.get_f32().unwrap(), [6.0; 4], "after the queued write");
+    assert_eq!(cpu.n_pending(), 0);
+
+    cpu.graph_compute(&g).unwrap();
+    assert_eq!(
+        threads.lock().unwrap()[2],
+        me,
+        "idle again: the caller's thread"
+    );
+    assert_eq!(out.get_f32().unwrap(), [6.0; 4]);
+}

@@ -1,6 +1,8 @@
 //! Backends as real streams: every [`Backend`] has a worker thread that runs its queued jobs in
 //! order. Unlike GGML's CPU backend, which blocks, `graph_compute_async` and the `*_async`
-//! transfers return at once on every backend, the CPU included.
+//! transfers return at once on every backend, the CPU included. A synchronous call on an idle
+//! stream (`graph_compute`, say) runs its job on the caller's thread, as GGML does, instead of
+//! handing it to the worker and sleeping until it is done.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -83,6 +85,9 @@ struct Shared {
     graph_ns: AtomicU64,
     /// The origin of `graph_started`.
     epoch: Instant,
+    /// The engine and what its work still holds: locked by the worker for each job, and by a
+    /// caller running its own job on an idle stream ([`Backend::run_or_queue`]).
+    runner: Mutex<Runner>,
 }
 
 /// [`Shared::graph_started`] while no graph job runs.
@@ -185,6 +190,7 @@ impl std::fmt::Debug for Backend {
 impl Backend {
     /// Starts a stream running `imp` on its own worker thread.
     pub(crate) fn start(device: Device, imp: Box<dyn BackendImpl>) -> Result<Backend> {
+        let name = imp.name();
         let shared = Arc::new(Shared {
             q: Mutex::new(Queue::default()),
             work_cv: Condvar::new(),
@@ -196,13 +202,13 @@ impl Backend {
             graph_started: AtomicU64::new(NOT_RUNNING),
             graph_ns: AtomicU64::new(0),
             epoch: Instant::now(),
+            runner: Mutex::new(Runner::new(imp)),
         });
-        let name = imp.name();
         let worker = {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name(format!("ggml-{name}-stream"))
-                .spawn(move || Worker::new(&shared, imp).run())
+                .spawn(move || work(&shared))
                 .map_err(|e| Error::AllocFailed(format!("cannot start a stream thread: {e}")))?
         };
         Ok(Backend(Arc::new(Inner {
@@ -223,6 +229,33 @@ impl Backend {
         self.0.shared.work_cv.notify_one();
     }
 
+    /// Runs `job` on the caller's thread where the stream is idle (nothing queued, nothing
+    /// unfinished) and its runner free, else queues it: for callers that wait for the job
+    /// at once (`graph_compute`, `graph_plan_compute`, synchronous calls). The stream's order
+    /// holds either way — a job queued meanwhile by another thread waits for the runner — and
+    /// so does every error path; what changes is that the job starts without a hand-off
+    /// to the worker and its completion needs no wake-up of the caller, as GGML's CPU
+    /// backend computes on the caller's thread.
+    pub(crate) fn run_or_queue(&self, job: Job) {
+        let sh = &*self.0.shared;
+        let mut q = lock(&sh.q);
+        let idle = q.jobs.is_empty() && q.completed == q.submitted && !q.quit;
+        let mut runner = match sh.runner.try_lock() {
+            Ok(r) if idle => r,
+            Err(std::sync::TryLockError::Poisoned(p)) if idle => p.into_inner(),
+            _ => {
+                drop(q);
+                return self.enqueue(job);
+            }
+        };
+        q.submitted += 1;
+        // A worker spinning for its next job stops, and sleeps: this job is not its to run.
+        sh.posted.fetch_add(1, Ordering::Release);
+        drop(q);
+        runner.run_job(sh, job);
+        runner.settle(sh);
+    }
+
     /// Queues `work` holding `reservation` on the buffers it touches.
     pub(crate) fn enqueue_work(&self, work: Work, reservation: Option<Reservation>) {
         self.enqueue(Job::Run(work, reservation));
@@ -235,13 +268,13 @@ impl Backend {
     ) -> Result<R> {
         let slot = Arc::new(Mutex::new(None));
         let out = slot.clone();
-        self.enqueue_work(
+        self.run_or_queue(Job::Run(
             Box::new(move |imp, _| {
                 *lock(&out) = Some(f(imp));
                 Ok(())
             }),
             None,
-        );
+        ));
         self.synchronize_quiet();
         let r = lock(&slot).take();
         r.unwrap_or_else(|| {
@@ -378,10 +411,48 @@ impl Backend {
     }
 }
 
-/// The stream's worker thread: runs jobs in order and keeps the reservations of work an engine
-/// with its own queue may still be doing until that engine has synchronized.
-struct Worker<'s> {
-    sh: &'s Shared,
+/// The stream's worker thread: takes queued jobs in order and runs each under the runner's
+/// lock, settling when the queue runs dry, so that idle streams hold nothing.
+fn work(sh: &Shared) {
+    while let Some(job) = next_job(sh) {
+        let mut runner = lock(&sh.runner);
+        runner.run_job(sh, job);
+        if !runner.own_queue || lock(&sh.q).jobs.is_empty() {
+            runner.settle(sh);
+        }
+    }
+}
+
+/// The next queued job, or `None` once the stream quits with its queue empty. Where the
+/// engine [spins when idle](BackendImpl::spins_when_idle), an idle worker spins for [`POLL`]
+/// before it sleeps, so that the next job of a caller submitting one after another starts
+/// without a thread wake-up.
+fn next_job(sh: &Shared) -> Option<Job> {
+    let mut polled = false;
+    loop {
+        let mut q = lock(&sh.q);
+        if let Some(j) = q.jobs.pop_front() {
+            return Some(j);
+        }
+        if q.quit {
+            return None;
+        }
+        if !polled && sh.spin.load(Ordering::Relaxed) {
+            polled = true;
+            let seen = sh.posted.load(Ordering::Relaxed);
+            drop(q);
+            poll(POLL, || sh.posted.load(Ordering::Acquire) != seen);
+            continue;
+        }
+        q = sh.work_cv.wait(q).unwrap_or_else(|e| e.into_inner());
+        drop(q);
+    }
+}
+
+/// What runs a stream's jobs: the engine, and the reservations of work an engine with its own
+/// queue may still be doing until that engine has synchronized. Used by one thread at a time,
+/// under [`Shared::runner`]'s lock: the worker, or a caller running its own job.
+struct Runner {
     imp: Box<dyn BackendImpl>,
     /// This stream's id as a holder of buffers.
     id: u64,
@@ -394,11 +465,10 @@ struct Worker<'s> {
     unsettled: u64,
 }
 
-impl<'s> Worker<'s> {
-    fn new(sh: &'s Shared, imp: Box<dyn BackendImpl>) -> Worker<'s> {
+impl Runner {
+    fn new(imp: Box<dyn BackendImpl>) -> Runner {
         let own_queue = imp.has_own_queue();
-        Worker {
-            sh,
+        Runner {
             imp,
             id: NEXT_STREAM_ID.fetch_add(1, Ordering::Relaxed),
             own_queue,
@@ -408,73 +478,35 @@ impl<'s> Worker<'s> {
         }
     }
 
-    fn run(mut self) {
-        while let Some(job) = self.next_job() {
-            let graph = matches!(job, Job::Plan(..) | Job::Graph(..));
-            if graph {
-                self.sh
-                    .graph_started
-                    .store(self.sh.now_ns(), Ordering::Relaxed);
-            }
-            let result = match job {
-                Job::Run(work, reservation) => self.run_work(work, reservation),
-                Job::Plan(state, reservation) => self.run_plan(&state, reservation),
-                Job::Graph(resolved, reservation) => self.run_graph(resolved, reservation),
-                Job::Signal(ev, generation) => self.signal(&ev, generation),
-                Job::Wait(ev, generation) => self.wait(&ev, generation),
-            };
-            if graph {
-                let started = self.sh.graph_started.swap(NOT_RUNNING, Ordering::Relaxed);
-                let took = self.sh.now_ns().saturating_sub(started);
-                self.sh.graph_ns.store(took, Ordering::Relaxed);
-            }
-            self.unsettled += 1;
-            self.sh
-                .spin
-                .store(self.imp.spins_when_idle(), Ordering::Relaxed);
-            if let Err(e) = result {
-                lock(&self.sh.q).error.get_or_insert(e);
-            }
-            if !self.own_queue {
-                self.settle();
-            }
+    /// Runs one job, timing graph jobs (what a waiting caller expects of the next one) and
+    /// keeping its first error for `synchronize`; it completes at the next [`Runner::settle`].
+    fn run_job(&mut self, sh: &Shared, job: Job) {
+        let graph = matches!(job, Job::Plan(..) | Job::Graph(..));
+        if graph {
+            sh.graph_started.store(sh.now_ns(), Ordering::Relaxed);
         }
-    }
-
-    /// The next job; settles first whenever the queue is empty, so idle streams hold nothing.
-    /// Where the engine [spins when idle](BackendImpl::spins_when_idle), an idle worker spins
-    /// for [`POLL`] before it sleeps, so that the next job of a caller submitting one after
-    /// another starts without a thread wake-up.
-    fn next_job(&mut self) -> Option<Job> {
-        let mut polled = false;
-        loop {
-            let mut q = lock(&self.sh.q);
-            if let Some(j) = q.jobs.pop_front() {
-                return Some(j);
-            }
-            if self.unsettled > 0 || !self.inflight.is_empty() || !self.after.is_empty() {
-                drop(q);
-                self.settle();
-                continue;
-            }
-            if q.quit {
-                return None;
-            }
-            if !polled && self.sh.spin.load(Ordering::Relaxed) {
-                polled = true;
-                let seen = self.sh.posted.load(Ordering::Relaxed);
-                drop(q);
-                poll(POLL, || self.sh.posted.load(Ordering::Acquire) != seen);
-                continue;
-            }
-            q = self.sh.work_cv.wait(q).unwrap_or_else(|e| e.into_inner());
-            drop(q);
+        let result = match job {
+            Job::Run(work, reservation) => self.run_work(sh, work, reservation),
+            Job::Plan(state, reservation) => self.run_plan(sh, &state, reservation),
+            Job::Graph(resolved, reservation) => self.run_graph(sh, resolved, reservation),
+            Job::Signal(ev, generation) => self.signal(sh, &ev, generation),
+            Job::Wait(ev, generation) => self.wait(sh, &ev, generation),
+        };
+        if graph {
+            let started = sh.graph_started.swap(NOT_RUNNING, Ordering::Relaxed);
+            let took = sh.now_ns().saturating_sub(started);
+            sh.graph_ns.store(took, Ordering::Relaxed);
+        }
+        self.unsettled += 1;
+        sh.spin.store(self.imp.spins_when_idle(), Ordering::Relaxed);
+        if let Err(e) = result {
+            lock(&sh.q).error.get_or_insert(e);
         }
     }
 
     /// Synchronizes the engine, completes what waited for it, gives back the reservations of
     /// work done, and counts the jobs run so far as completed.
-    fn settle(&mut self) {
+    fn settle(&mut self, sh: &Shared) {
         let r = if self.own_queue {
             catch(|| self.imp.synchronize())
         } else {
@@ -485,35 +517,40 @@ impl<'s> Worker<'s> {
         }
         self.inflight.clear();
         // The reservations are given back: the stored graph storage lets go of its buffers.
-        if let Some(stored) = lock(&self.sh.graph_storage).as_mut() {
+        if let Some(stored) = lock(&sh.graph_storage).as_mut() {
             stored.park();
         }
-        let mut q = lock(&self.sh.q);
+        let mut q = lock(&sh.q);
         q.completed += std::mem::take(&mut self.unsettled);
-        self.sh.completed.store(q.completed, Ordering::Release);
+        sh.completed.store(q.completed, Ordering::Release);
         if let Err(e) = r {
             q.error.get_or_insert(e);
         }
         drop(q);
-        self.sh.done_cv.notify_all();
+        sh.done_cv.notify_all();
     }
 
     /// Holds `res`'s buffers for this stream, giving back what it holds first if it must wait.
-    fn start(&mut self, res: &mut Reservation) {
+    fn start(&mut self, sh: &Shared, res: &mut Reservation) {
         if !res.try_start(self.id) {
             // Another stream holds a buffer: give back ours before blocking, so that stream
             // never waits for us while we wait for it.
-            self.settle();
+            self.settle(sh);
             res.start(self.id);
         }
     }
 
     /// Runs `work` once its reservation (if any) holds its buffers for this stream; a panic
     /// becomes an error.
-    fn run_work(&mut self, work: Work, reservation: Option<Reservation>) -> Result<()> {
+    fn run_work(
+        &mut self,
+        sh: &Shared,
+        work: Work,
+        reservation: Option<Reservation>,
+    ) -> Result<()> {
         let mut res = reservation;
         if let Some(r) = res.as_mut() {
-            self.start(r);
+            self.start(sh, r);
         }
         let (imp, after) = (self.imp.as_mut(), &mut self.after);
         let r = catch(move || work(imp, after));
@@ -522,8 +559,13 @@ impl<'s> Worker<'s> {
     }
 
     /// Runs a plan once its reservation holds its buffers.
-    fn run_plan(&mut self, state: &Mutex<PlanInner>, mut res: Reservation) -> Result<()> {
-        self.start(&mut res);
+    fn run_plan(
+        &mut self,
+        sh: &Shared,
+        state: &Mutex<PlanInner>,
+        mut res: Reservation,
+    ) -> Result<()> {
+        self.start(sh, &mut res);
         let mut plan = lock(state);
         let r = if plan.resolved.is_covered_by(&res) {
             let PlanInner { engine, resolved } = &mut *plan;
@@ -545,14 +587,19 @@ impl<'s> Worker<'s> {
 
     /// Computes resolved nodes once their reservation holds their buffers, then gives their
     /// storage back to the stream.
-    fn run_graph(&mut self, mut resolved: Resolved, mut res: Reservation) -> Result<()> {
-        self.start(&mut res);
+    fn run_graph(
+        &mut self,
+        sh: &Shared,
+        mut resolved: Resolved,
+        mut res: Reservation,
+    ) -> Result<()> {
+        self.start(sh, &mut res);
         let imp = self.imp.as_mut();
         // SAFETY: `res` (under which the places were captured) is running until it is pushed to
         // `inflight` below, after the view's last use.
         let r = catch(|| imp.graph_compute(&unsafe { resolved.view() }));
         resolved.release();
-        let mut storage = lock(&self.sh.graph_storage);
+        let mut storage = lock(&sh.graph_storage);
         if storage.is_none() {
             *storage = Some(resolved);
         }
@@ -561,7 +608,7 @@ impl<'s> Worker<'s> {
         r
     }
 
-    fn signal(&mut self, ev: &EventInner, generation: u64) -> Result<()> {
+    fn signal(&mut self, sh: &Shared, ev: &EventInner, generation: u64) -> Result<()> {
         let native = if self.own_queue {
             catch(|| self.imp.event_record())
         } else {
@@ -573,23 +620,23 @@ impl<'s> Worker<'s> {
         };
         if native.is_none() {
             // The stream signals the event itself: everything before it must be done.
-            self.settle();
+            self.settle(sh);
         }
-        let error = lock(&self.sh.q).error.clone().or_else(|| r.clone().err());
+        let error = lock(&sh.q).error.clone().or_else(|| r.clone().err());
         ev.signal(generation, error, native);
         r
     }
 
-    fn wait(&mut self, ev: &EventInner, generation: u64) -> Result<()> {
+    fn wait(&mut self, sh: &Shared, ev: &EventInner, generation: u64) -> Result<()> {
         if !ev.is_signalled(generation) {
-            self.settle(); // about to block: hold nothing meanwhile
+            self.settle(sh); // about to block: hold nothing meanwhile
         }
         // The recording stream's errors are its own to report; here only the order matters.
         let (_, native) = ev.wait_for(generation);
         if let Some(native) = native {
             let queued = self.own_queue && catch(|| self.imp.event_wait(native.as_ref()))?;
             if !queued {
-                self.settle();
+                self.settle(sh);
                 let _ = native.synchronize();
             }
         }
@@ -731,23 +778,22 @@ impl Backend {
         Ok(())
     }
 
-    /// Queues `run` over resolved nodes, holding their buffers.
-    fn queue_graph(
+    /// The job running `run` over resolved nodes, holding their buffers.
+    fn graph_work(
         &self,
         mut r: Resolved,
         what: &str,
         run: impl FnOnce(&mut dyn BackendImpl, &super::PlacedGraph<'_>) -> Result<()> + Send + 'static,
-    ) -> Result<()> {
+    ) -> Result<Job> {
         self.check_resolved(&r, what)?;
         let reservation = Reservation::new(r.buffers().clone(), what)?;
         r.capture(&reservation, what)?;
-        self.enqueue_work(
+        Ok(Job::Run(
             // SAFETY: the work runs while the job's reservation, under which the places were
             // captured, is running.
             Box::new(move |imp, _| run(imp, &unsafe { r.view() })),
             Some(reservation),
-        );
-        Ok(())
+        ))
     }
 
     /// Queues the computation of `graph` and returns at once (`ggml_backend_graph_compute_async`).
@@ -757,6 +803,13 @@ impl Backend {
     /// The stream reuses the storage of its last computation (holding neither its tensors nor
     /// its buffers once it ran), so computing the same graph again allocates nothing.
     pub fn graph_compute_async(&self, graph: &crate::Graph) -> Result<()> {
+        let job = self.graph_job(graph)?;
+        self.enqueue(job);
+        Ok(())
+    }
+
+    /// The job computing `graph`, in the stream's stored storage.
+    fn graph_job(&self, graph: &crate::Graph) -> Result<Job> {
         let what = "graph_compute";
         let stored = lock(&self.0.shared.graph_storage).take();
         let mut r = stored.unwrap_or_else(Resolved::empty);
@@ -764,13 +817,15 @@ impl Backend {
         self.check_resolved(&r, what)?;
         let reservation = Reservation::new(r.buffers().clone(), what)?;
         r.capture(&reservation, what)?;
-        self.enqueue(Job::Graph(r, reservation));
-        Ok(())
+        Ok(Job::Graph(r, reservation))
     }
 
-    /// Computes `graph` and waits for it (`ggml_backend_graph_compute`).
+    /// Computes `graph` and waits for it (`ggml_backend_graph_compute`). On an idle stream
+    /// the calling thread computes it (as GGML's CPU backend does), without a hand-off to
+    /// the stream's worker thread.
     pub fn graph_compute(&self, graph: &crate::Graph) -> Result<()> {
-        self.graph_compute_async(graph)?;
+        let job = self.graph_job(graph)?;
+        self.run_or_queue(job);
         self.synchronize()
     }
 
@@ -794,7 +849,8 @@ impl Backend {
                 ))
             })
         })?;
-        self.queue_graph(r, what, |imp, g| imp.graph_compute(g))?;
+        let job = self.graph_work(r, what, |imp, g| imp.graph_compute(g))?;
+        self.run_or_queue(job);
         self.synchronize()
     }
 
@@ -833,7 +889,7 @@ impl Backend {
             p.resolved.capture(&reservation, what)?;
             reservation
         };
-        self.enqueue(Job::Plan(plan.state.clone(), reservation));
+        self.run_or_queue(Job::Plan(plan.state.clone(), reservation));
         self.synchronize()
     }
 

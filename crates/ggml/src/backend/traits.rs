@@ -344,8 +344,9 @@ fn check_len(what: &str, len: usize, place: &Place<'_>) -> Result<()> {
 /// The plan of [`BackendImpl::graph_plan_create`]'s default: nothing prepared.
 struct NoPlan;
 
-/// The compute engine of one stream (`ggml_backend_i`). It lives on the stream's worker thread,
-/// which calls it one job at a time, in order. Each job's buffers are reserved for this stream
+/// The compute engine of one stream (`ggml_backend_i`). The stream calls it one job at a time,
+/// in order: on the stream's worker thread, or on the thread of a caller that waits for its job
+/// at once (`graph_compute` on an idle stream), so it must not rely on the calling thread. Each job's buffers are reserved for this stream
 /// from before the call until the job's work is done: until the call returns, or — for an
 /// engine with a queue of its own ([`BackendImpl::has_own_queue`]) — until the next
 /// [`BackendImpl::synchronize`] returns. So a simple engine is plain synchronous code that

@@ -1,5 +1,6 @@
-//! A persistent pool of worker threads for one CPU stream. The stream's own thread is worker 0
-//! ("the main thread is a work thread too", as in GGML); `n - 1` more threads wait between
+//! A persistent pool of worker threads for one CPU stream. The thread running the graph is
+//! worker 0 ("the main thread is a work thread too", as in GGML): the stream's thread, or the
+//! caller's where it computes on an idle stream; `n - 1` more threads wait between
 //! graphs: first spinning on an atomic generation number for up to
 //! [`POLL`](crate::backend::stream::POLL) (as GGML's threadpool polls), so a graph that
 //! follows another starts on every thread at once, then parked on a condvar. The caller waits

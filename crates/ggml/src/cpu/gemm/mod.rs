@@ -195,10 +195,12 @@ impl<F: Fn(usize) -> *mut f32> Sink for Scattered<F> {
         if h <= 1 {
             return Some((first, 0));
         }
-        let step = ((self.0)(j + 1) as usize).wrapping_sub(first as usize);
-        let even = step > 0
-            && step % 4 == 0
-            && (2..h).all(|t| (self.0)(j + t) as usize == first as usize + t * step);
+        // Rows at falling addresses (a step that would be negative) are not one strided block.
+        let step = ((self.0)(j + 1) as usize)
+            .checked_sub(first as usize)
+            .filter(|&s| s > 0 && s % 4 == 0)?;
+        let at = |t: usize| t.checked_mul(step)?.checked_add(first as usize);
+        let even = (2..h).all(|t| at(t) == Some((self.0)(j + t) as usize));
         even.then_some((first, step / 4))
     }
 }

@@ -205,6 +205,9 @@ impl Patches {
                 let to = (hi - ox0).clamp(from as i64, len as i64) as usize;
                 seg[..from].fill(0.0);
                 seg[to..].fill(0.0);
+                if from == to {
+                    continue; // no output of the run reads inside the row (x may be negative)
+                }
                 let x = ((ox0 + from as i64) * ax.s + tx) as usize;
                 let src = plane.wrapping_add(
                     x * self.nb[0] + y as usize * self.nb[1] + z as usize * self.nb[2],

@@ -57,12 +57,11 @@ pub(super) trait Simd32: DotBlock<Act: Act32> {
     /// The CPU must have AVX2.
     unsafe fn biased(&self) -> __m256i;
     /// The levels of four blocks (one per weight row of a tile, [`tile_512`]) plus
-    /// [`Self::BIAS`] as bytes: values 0..16 of block t in 128-bit lane t of the first
-    /// register, values 16..32 in lane t of the second.
+    /// [`Self::BIAS`] as bytes in value order, two blocks per register ([`pairs`]).
     ///
     /// # Safety
     /// The CPU must have AVX-512 F and BW.
-    unsafe fn biased4(b: [&Self; TILE_ROWS]) -> [__m512i; 2];
+    unsafe fn pairs4(b: [&Self; TILE_ROWS]) -> [__m512i; 2];
     /// The block's scale.
     fn d(&self) -> PackedF16;
     /// The term added per block besides the scaled integer sum (`m · s` for Q8_1 pairs).
@@ -70,21 +69,30 @@ pub(super) trait Simd32: DotBlock<Act: Act32> {
     /// # Safety
     /// The CPU must have F16C.
     unsafe fn extra(&self, y: &Self::Act) -> f32;
+    /// [`Simd32::extra`] of four blocks in the four lanes (the same f32 products).
+    ///
+    /// # Safety
+    /// The CPU must have F16C.
+    unsafe fn extra4(b: [&Self; TILE_ROWS], y: &Self::Act) -> __m128;
 }
 
 /// Implements [`Simd32`] for a block type with a `d` field: its levels from `$levels` (given
 /// the block), and `m · s` as the extra term when the type has a minimum.
 macro_rules! simd32 {
-    ($t:ty, signed($bias:expr), |$b:ident| $biased:expr, |$b4:ident| $biased4:expr) => {
-        simd32!(@impl $t, false, $bias, |$b| $biased, |$b4| $biased4, |_b, _y| 0.0);
+    ($t:ty, signed($bias:expr), |$b:ident| $biased:expr, |$b4:ident| $pairs4:expr) => {
+        // SAFETY: `extra4`'s caller has SSE.
+        simd32!(@impl $t, false, $bias, |$b| $biased, |$b4| $pairs4, |_b, _y| 0.0,
+            |_b, _y| unsafe { _mm_setzero_ps() });
     };
     ($t:ty, with_min, |$b:ident| $levels:expr, |$b4:ident| $levels4:expr) => {
-        // SAFETY: `extra`'s caller has F16C.
+        // SAFETY: `extra`'s and `extra4`'s callers have F16C.
         simd32!(@impl $t, true, 0, |$b| $levels, |$b4| $levels4,
-            |b, y| unsafe { half(b.m) * half(y.s) });
+            |b, y| unsafe { half(b.m) * half(y.s) },
+            |b, y| unsafe { _mm_mul_ps(halves4(b.map(|b| b.m)), _mm_set1_ps(half(y.s))) });
     };
     (@impl $t:ty, $unsigned:expr, $bias:expr, |$b:ident| $biased:expr,
-     |$b4:ident| $biased4:expr, |$x:ident, $y:ident| $extra:expr) => {
+     |$b4:ident| $pairs4:expr, |$x:ident, $y:ident| $extra:expr,
+     |$x4:ident, $y4:ident| $extra4:expr) => {
         impl Simd32 for $t {
             const UNSIGNED: bool = $unsigned;
             const BIAS: u8 = $bias;
@@ -106,10 +114,10 @@ macro_rules! simd32 {
                 unsafe { $biased }
             }
             #[inline(always)]
-            unsafe fn biased4($b4: [&Self; TILE_ROWS]) -> [__m512i; 2] {
+            unsafe fn pairs4($b4: [&Self; TILE_ROWS]) -> [__m512i; 2] {
                 // SAFETY: the caller has AVX-512 F and BW; the loads read the blocks' own
                 // bytes.
-                unsafe { $biased4 }
+                unsafe { $pairs4 }
             }
             fn d(&self) -> PackedF16 {
                 self.d
@@ -118,6 +126,10 @@ macro_rules! simd32 {
             unsafe fn extra(&self, $y: &<$t as DotBlock>::Act) -> f32 {
                 let $x = self;
                 $extra
+            }
+            #[inline(always)]
+            unsafe fn extra4($x4: [&Self; TILE_ROWS], $y4: &<$t as DotBlock>::Act) -> __m128 {
+                $extra4
             }
         }
     };
@@ -245,63 +257,52 @@ unsafe fn five_bits(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
     }
 }
 
-/// The 16 bytes at `p[t]` in 128-bit lane t (one load and three inserts).
+/// Four blocks' 32 bytes in two registers: block 0 in the low 256 bits of the first, block 1
+/// in its high 256 bits, blocks 2 and 3 likewise in the second (one insert per register).
 ///
 /// # Safety
-/// Each `p[t]` has 16 readable bytes; the CPU must have AVX-512 F.
+/// The CPU must have AVX-512 F.
 #[inline(always)]
-unsafe fn lanes4(p: [*const u8; TILE_ROWS]) -> __m512i {
-    // SAFETY: 16 readable bytes at each pointer; the caller has AVX-512 F.
-    unsafe {
-        let l = |t: usize| _mm_loadu_si128(p[t] as *const __m128i);
-        let v = _mm512_castsi128_si512(l(0));
-        let v = _mm512_inserti32x4::<1>(v, l(1));
-        let v = _mm512_inserti32x4::<2>(v, l(2));
-        _mm512_inserti32x4::<3>(v, l(3))
-    }
+unsafe fn pairs(v: [__m256i; TILE_ROWS]) -> [__m512i; 2] {
+    // SAFETY: register operations; the caller has AVX-512 F.
+    unsafe { [0, 2].map(|t| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(v[t]), v[t + 1])) }
 }
 
-/// [`nibbles`] of four blocks' `qs` as [`Simd32::biased4`] lays them out: the low nibbles
-/// (values 0..16) of block t in lane t of the first register, the high ones in the second.
+/// [`nibbles`] of four blocks' `qs`, two blocks per register ([`pairs`]): each block's 16
+/// bytes in both of its 128-bit lanes, the upper one shifted down a nibble.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F and BW.
 #[inline(always)]
-unsafe fn nibbles4(qs: [&[u8; 16]; TILE_ROWS]) -> [__m512i; 2] {
+unsafe fn nibble_pairs(qs: [&[u8; 16]; TILE_ROWS]) -> [__m512i; 2] {
     // SAFETY: 16 readable bytes per block; the caller has AVX-512 F and BW.
     unsafe {
-        let b = lanes4(qs.map(|q| q.as_ptr()));
+        let raw =
+            qs.map(|q| _mm256_broadcastsi128_si256(_mm_loadu_si128(q.as_ptr() as *const __m128i)));
+        let shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
         let m = _mm512_set1_epi8(0xf);
-        [
-            _mm512_and_si512(b, m),
-            _mm512_and_si512(_mm512_srli_epi16(b, 4), m),
-        ]
+        pairs(raw).map(|b| _mm512_and_si512(_mm512_srlv_epi64(b, shifts), m))
     }
 }
 
-/// [`five_bits`] of four blocks as [`Simd32::biased4`] lays them out: [`nibbles4`] plus 16
-/// where the block's bit of `qh` is set (bits 0..16 of block t's `qh` as mask bits 16t..,
-/// one masked add per register).
+/// [`five_bits`] of four blocks, two blocks per register ([`pairs`]): [`nibble_pairs`] plus
+/// 16 where the block's bit of `qh` is set (the two blocks' `qh` as the 64 mask bits of one
+/// masked add per register).
 ///
 /// # Safety
 /// The CPU must have AVX-512 F and BW.
 #[inline(always)]
-unsafe fn five_bits4(qs: [&[u8; 16]; TILE_ROWS], qh: [[u8; 4]; TILE_ROWS]) -> [__m512i; 2] {
+unsafe fn five_bit_pairs(qs: [&[u8; 16]; TILE_ROWS], qh: [[u8; 4]; TILE_ROWS]) -> [__m512i; 2] {
     // SAFETY: register operations and 16 readable bytes per block; the caller has AVX-512 F
     // and BW.
     unsafe {
-        let [lo, hi] = nibbles4(qs);
-        let (mut klo, mut khi) = (0u64, 0u64);
-        for (t, h) in qh.iter().enumerate() {
-            let h = u32::from_le_bytes(*h) as u64;
-            klo |= (h & 0xffff) << (16 * t);
-            khi |= (h >> 16) << (16 * t);
-        }
+        let n = nibble_pairs(qs);
+        let bits = |t: usize| u32::from_le_bytes(qh[t]) as u64;
         let high = _mm512_set1_epi8(0x10);
-        [
-            _mm512_mask_add_epi8(lo, klo, lo, high),
-            _mm512_mask_add_epi8(hi, khi, hi, high),
-        ]
+        [0, 1].map(|p| {
+            let k = bits(2 * p) | bits(2 * p + 1) << 32;
+            _mm512_mask_add_epi8(n[p], k, n[p], high)
+        })
     }
 }
 
@@ -318,26 +319,23 @@ unsafe fn iq4nl_levels(n: __m512i) -> __m512i {
     }
 }
 
-simd32!(BlockQ4_0, signed(8), |b| nibbles(&b.qs), |b| nibbles4(
+simd32!(BlockQ4_0, signed(8), |b| nibbles(&b.qs), |b| nibble_pairs(
     b.map(|b| &b.qs)
 ));
-simd32!(BlockQ4_1, with_min, |b| nibbles(&b.qs), |b| nibbles4(
+simd32!(BlockQ4_1, with_min, |b| nibbles(&b.qs), |b| nibble_pairs(
     b.map(|b| &b.qs)
 ));
 simd32!(BlockQ5_0, signed(16), |b| five_bits(&b.qs, b.qh), |b| {
-    five_bits4(b.map(|b| &b.qs), b.map(|b| b.qh))
+    five_bit_pairs(b.map(|b| &b.qs), b.map(|b| b.qh))
 });
 simd32!(BlockQ5_1, with_min, |b| five_bits(&b.qs, b.qh), |b| {
-    five_bits4(b.map(|b| &b.qs), b.map(|b| b.qh))
+    five_bit_pairs(b.map(|b| &b.qs), b.map(|b| b.qh))
 });
 simd32!(
     BlockQ8_0,
     signed(0),
     |b| _mm256_loadu_si256(b.qs.as_ptr() as *const __m256i),
-    |b| {
-        let qs = b.map(|b| b.qs.as_ptr() as *const u8);
-        [lanes4(qs), lanes4(qs.map(|p| p.wrapping_add(16)))]
-    }
+    |b| pairs(b.map(|b| _mm256_loadu_si256(b.qs.as_ptr() as *const __m256i)))
 );
 simd32!(
     BlockIq4Nl,
@@ -346,7 +344,7 @@ simd32!(
         let t = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
         _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles(&b.qs))
     },
-    |b| nibbles4(b.map(|b| &b.qs)).map(|n| iq4nl_levels(n))
+    |b| nibble_pairs(b.map(|b| &b.qs)).map(|n| iq4nl_levels(n))
 );
 
 /// Whether [`block_dots`] multiplies `B`'s biased levels (unsigned, below 32) by the
@@ -605,16 +603,19 @@ unsafe fn halves4(h: [PackedF16; TILE_ROWS]) -> __m128 {
     unsafe { _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64)) }
 }
 
-/// [`tile_r`] with AVX-512 VNNI on 512-bit registers: block i of the four weight rows in one
-/// pair of registers ([`Simd32::biased4`]: values 0..16 of row t in 128-bit lane t of the
-/// first, values 16..32 in lane t of the second), against the activation block's two halves
-/// broadcast to every lane, so each instruction does the four rows' work (two `vpdpbusd`,
-/// two conversions, one scale product and two FMAs per four blocks, where the row kernel
-/// takes one of each per block). Lanes 4t..4t + 4 of the two accumulators are row t's eight
-/// lanes of [`dots_r`]'s accumulator, each with the same integers (signed levels offset to
-/// unsigned bytes, `x + o`, their `o · Σ y` taken off by seeding each sum with it: exact in
-/// i32 either way), scaled by the same f32 product and added in the same order, and summed
-/// as [`hsum`] sums, so each output is bit for bit what [`dots_r`] gives it.
+/// [`tile_r`] with AVX-512 VNNI on 512-bit registers: block i of the four weight rows in two
+/// registers ([`Simd32::pairs4`]: the 32 levels of rows 0 and 1 in the halves of the first,
+/// of rows 2 and 3 in the second), against the activation block broadcast to both halves, so
+/// each instruction does two rows' work (two `vpdpbusd`, two conversions, one scale product,
+/// two permutes and two FMAs per four blocks, where the row kernel takes one of each per
+/// block; the offset's correction below once for all four). Lanes 0..8 and 8..16 of
+/// accumulator p are rows 2p and 2p + 1's eight lanes of [`dots_r`]'s accumulator, each with
+/// the same integers (signed levels offset to unsigned bytes, `x + o`, their `o · Σ y` taken
+/// off by seeding each sum with it: exact in i32 either way), scaled by the same f32 product
+/// and added in the same order, and summed by [`hsum`], so each output is bit for bit what
+/// [`dots_r`] gives it. (Four rows' 128-bit quarters per register took six inserts per
+/// block where two rows' halves take two: Q8_0 at 9.0 ns per 256 values in the L2, 6.3 so,
+/// on a Zen 4.)
 #[inline(always)]
 unsafe fn tile_512<B: Simd32, const R: usize>(
     w: [&[B]; TILE_ROWS],
@@ -635,10 +636,14 @@ unsafe fn tile_512<B: Simd32, const R: usize>(
     // every load reads a block's own bytes.
     unsafe {
         let mut acc = [[_mm512_setzero_ps(); 2]; R];
-        let mut extra = [[0f32; R]; TILE_ROWS];
+        // lane t: row t's extra terms, added in the row kernel's order
+        let mut extra = [_mm_setzero_ps(); R];
         let offsets = _mm512_set1_epi8(offset as i8);
-        // lane 4t + j of the result: lane t of the four scales
-        let spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+        // for register p: lanes 0..8 take scale 2p of four, lanes 8..16 scale 2p + 1
+        let spread = [0, 2].map(|p| {
+            let (a, b) = (p, p + 1);
+            _mm512_set_epi32(b, b, b, b, b, b, b, b, a, a, a, a, a, a, a, a)
+        });
         // With one activation row (token generation), the rows [`PREFETCH_TILES`] tiles on
         // (the weight rows after these) are fetched ahead ([`prefetch`]).
         let ahead = PREFETCH_TILES * TILE_ROWS * std::mem::size_of_val(w[0]);
@@ -649,51 +654,49 @@ unsafe fn tile_512<B: Simd32, const R: usize>(
                     prefetch(xt as *const B as *const u8, ahead, size_of::<B>());
                 }
             }
-            let ux = B::biased4(x).map(|v| {
+            let ux = B::pairs4(x).map(|v| {
                 if flip {
                     _mm512_xor_si512(v, offsets)
                 } else {
                     v
                 }
             });
-            let xd =
-                _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(halves4(x.map(|x| x.d()))));
+            let xd = halves4(x.map(|x| x.d()));
             for r in 0..R {
                 let y = &ys[r][i];
                 let (yd, yq) = y.parts();
-                let yv = [0, 16].map(|h| {
-                    _mm512_broadcast_i32x4(_mm_loadu_si128(yq[h..].as_ptr() as *const __m128i))
-                });
-                // the same product as the row kernel's, in every lane
-                let d = _mm512_mul_ps(xd, _mm512_cvtph_ps(_mm256_set1_epi16(yd.to_bits() as i16)));
-                for h in 0..2 {
-                    let seed = if offset == 0 {
-                        _mm512_setzero_si512()
-                    } else {
-                        let corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offsets, yv[h]);
-                        _mm512_sub_epi32(_mm512_setzero_si512(), corr)
-                    };
-                    let sum = _mm512_dpbusd_epi32(seed, ux[h], yv[h]);
-                    acc[r][h] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc[r][h]);
+                let yv = _mm512_broadcast_i64x4(_mm256_loadu_si256(yq.as_ptr() as *const __m256i));
+                // the row kernel's product for each of the four rows
+                let d = _mm512_castps128_ps512(_mm_mul_ps(
+                    xd,
+                    _mm_cvtph_ps(_mm_set1_epi16(yd.to_bits() as i16)),
+                ));
+                let seed = if offset == 0 {
+                    _mm512_setzero_si512()
+                } else {
+                    let corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offsets, yv);
+                    _mm512_sub_epi32(_mm512_setzero_si512(), corr)
+                };
+                for p in 0..2 {
+                    let sum = _mm512_dpbusd_epi32(seed, ux[p], yv);
+                    let dp = _mm512_permutexvar_ps(spread[p], d);
+                    acc[r][p] = _mm512_fmadd_ps(dp, _mm512_cvtepi32_ps(sum), acc[r][p]);
                 }
                 if B::UNSIGNED {
-                    for t in 0..TILE_ROWS {
-                        extra[t][r] += x[t].extra(y);
-                    }
+                    extra[r] = _mm_add_ps(extra[r], B::extra4(x, y));
                 }
             }
         }
         for r in 0..R {
-            // lane t: row t's two halves' sum, as [`hsum`] takes it
-            let h = _mm512_add_ps(acc[r][0], acc[r][1]);
-            let h: [__m128; TILE_ROWS] = [
-                _mm512_castps512_ps128(h),
-                _mm512_extractf32x4_ps::<1>(h),
-                _mm512_extractf32x4_ps::<2>(h),
-                _mm512_extractf32x4_ps::<3>(h),
-            ];
-            for t in 0..TILE_ROWS {
-                out[t][r0 + r] = hsum4(h[t]) + extra[t][r];
+            let mut extra_r = [0f32; TILE_ROWS];
+            _mm_storeu_ps(extra_r.as_mut_ptr(), extra[r]);
+            for (p, &v) in acc[r].iter().enumerate() {
+                let high = _mm512_extracti64x4_epi64::<1>(_mm512_castps_si512(v));
+                let rows = [_mm512_castps512_ps256(v), _mm256_castsi256_ps(high)];
+                for (k, h) in rows.into_iter().enumerate() {
+                    let t = 2 * p + k;
+                    out[t][r0 + r] = hsum(h) + extra_r[t];
+                }
             }
         }
     }

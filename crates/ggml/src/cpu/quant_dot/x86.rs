@@ -614,7 +614,7 @@ unsafe fn halves4(h: [PackedF16; TILE_ROWS]) -> __m128 {
 /// off by seeding each sum with it: exact in i32 either way), scaled by the same f32 product
 /// and added in the same order, and summed by [`hsum`], so each output is bit for bit what
 /// [`dots_r`] gives it. (Four rows' 128-bit quarters per register took six inserts per
-/// block where two rows' halves take two: Q8_0 at 9.0 ns per 256 values in the L2, 6.3 so,
+/// block where two rows' halves take two: Q8_0 at 9.0 ns per 256 values in the L2, 6.2 so,
 /// on a Zen 4.)
 #[inline(always)]
 unsafe fn tile_512<B: Simd32, const R: usize>(

@@ -230,30 +230,32 @@ impl Backend {
     }
 
     /// Runs `job` on the caller's thread where the stream is idle (nothing queued, nothing
-    /// unfinished) and its runner free, else queues it: for callers that wait for the job
-    /// at once (`graph_compute`, `graph_plan_compute`, synchronous calls). The stream's order
-    /// holds either way — a job queued meanwhile by another thread waits for the runner — and
-    /// so does every error path; what changes is that the job starts without a hand-off
-    /// to the worker and its completion needs no wake-up of the caller, as GGML's CPU
-    /// backend computes on the caller's thread.
+    /// unfinished), else queues it: for callers that wait for the job at once
+    /// (`graph_compute`, `graph_plan_compute`, synchronous calls). The stream's order holds
+    /// either way — a job queued meanwhile by another thread waits for the runner — and so
+    /// does every error path; what changes is that the job starts without a hand-off to the
+    /// worker and its completion needs no wake-up of the caller, as GGML's CPU backend
+    /// computes on the caller's thread.
     pub(crate) fn run_or_queue(&self, job: Job) {
         let sh = &*self.0.shared;
-        let mut q = lock(&sh.q);
-        let idle = q.jobs.is_empty() && q.completed == q.submitted && !q.quit;
-        let mut runner = match sh.runner.try_lock() {
-            Ok(r) if idle => r,
-            Err(std::sync::TryLockError::Poisoned(p)) if idle => p.into_inner(),
-            _ => {
+        let idle = |q: &Queue| q.jobs.is_empty() && q.completed == q.submitted && !q.quit;
+        if idle(&lock(&sh.q)) {
+            // The runner's lock before the queue's, as the worker takes them. An idle
+            // stream's worker may still hold it for the moment after its last job completed.
+            let mut runner = lock(&sh.runner);
+            let mut q = lock(&sh.q);
+            if idle(&q) {
+                q.submitted += 1;
+                // A worker spinning for its next job stops, and sleeps: this job is not its
+                // to run.
+                sh.posted.fetch_add(1, Ordering::Release);
                 drop(q);
-                return self.enqueue(job);
+                runner.run_job(sh, job);
+                runner.settle(sh);
+                return;
             }
-        };
-        q.submitted += 1;
-        // A worker spinning for its next job stops, and sleeps: this job is not its to run.
-        sh.posted.fetch_add(1, Ordering::Release);
-        drop(q);
-        runner.run_job(sh, job);
-        runner.settle(sh);
+        }
+        self.enqueue(job)
     }
 
     /// Queues `work` holding `reservation` on the buffers it touches.

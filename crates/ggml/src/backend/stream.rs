@@ -870,7 +870,8 @@ impl Backend {
     }
 
     /// Runs a plan and waits for it (`ggml_backend_graph_plan_compute`). The plan's nodes are
-    /// resolved to their buffers again, so it follows tensors that moved.
+    /// resolved to their buffers again, so it follows tensors that moved. On an idle stream
+    /// the calling thread computes it, as [`Backend::graph_compute`] does.
     pub fn graph_plan_compute(&self, plan: &GraphPlan) -> Result<()> {
         let what = "graph_plan_compute";
         if !plan

@@ -96,10 +96,11 @@ impl Raw {
             ne,
             ..WireTensor::default()
         };
+        // wrapping: some attacks give shapes whose strides overflow u32 on purpose
         w.nb[0] = ty.type_size() as u32;
-        w.nb[1] = w.nb[0] * ne[0] / ty.blck_size() as u32;
-        w.nb[2] = w.nb[1] * ne[1];
-        w.nb[3] = w.nb[2] * ne[2];
+        w.nb[1] = w.nb[0].wrapping_mul(ne[0]) / ty.blck_size() as u32;
+        w.nb[2] = w.nb[1].wrapping_mul(ne[1]);
+        w.nb[3] = w.nb[2].wrapping_mul(ne[2]);
         w.flags = ggml::tensor::flags::COMPUTE as i32;
         w
     }

@@ -780,6 +780,15 @@ impl Backend {
         Ok(())
     }
 
+    /// Checks `r` ([`Backend::check_resolved`]), reserves its buffers and captures its places
+    /// under that reservation: what every job over resolved nodes holds while it runs.
+    fn reserve_resolved(&self, r: &mut Resolved, what: &str) -> Result<Reservation> {
+        self.check_resolved(r, what)?;
+        let reservation = Reservation::new(r.buffers().clone(), what)?;
+        r.capture(&reservation, what)?;
+        Ok(reservation)
+    }
+
     /// The job running `run` over resolved nodes, holding their buffers.
     fn graph_work(
         &self,
@@ -787,9 +796,7 @@ impl Backend {
         what: &str,
         run: impl FnOnce(&mut dyn BackendImpl, &super::PlacedGraph<'_>) -> Result<()> + Send + 'static,
     ) -> Result<Job> {
-        self.check_resolved(&r, what)?;
-        let reservation = Reservation::new(r.buffers().clone(), what)?;
-        r.capture(&reservation, what)?;
+        let reservation = self.reserve_resolved(&mut r, what)?;
         Ok(Job::Run(
             // SAFETY: the work runs while the job's reservation, under which the places were
             // captured, is running.
@@ -816,9 +823,7 @@ impl Backend {
         let stored = lock(&self.0.shared.graph_storage).take();
         let mut r = stored.unwrap_or_else(Resolved::empty);
         graph.with_nodes(|nodes| r.reset(nodes, what))?;
-        self.check_resolved(&r, what)?;
-        let reservation = Reservation::new(r.buffers().clone(), what)?;
-        r.capture(&reservation, what)?;
+        let reservation = self.reserve_resolved(&mut r, what)?;
         Ok(Job::Graph(r, reservation))
     }
 
@@ -887,10 +892,7 @@ impl Backend {
         let reservation = {
             let mut p = lock(&plan.state);
             p.resolved.rebind(what)?;
-            self.check_resolved(&p.resolved, what)?;
-            let reservation = Reservation::new(p.resolved.buffers().clone(), what)?;
-            p.resolved.capture(&reservation, what)?;
-            reservation
+            self.reserve_resolved(&mut p.resolved, what)?
         };
         self.run_or_queue(Job::Plan(plan.state.clone(), reservation));
         self.synchronize()

@@ -14,10 +14,12 @@
 //! pass. While the first pass runs, the next band's weight rows are prefetched into L2. The
 //! weight rows are unpacked once per band into bytes (levels 0..64) with their group scales
 //! as i32; per group of 16 (or 32, for Q4_K and Q5_K, whose scales come in equal pairs)
-//! values the integer sums are weighed by the group's scale (`vpmulld`), and the group
-//! corrections (minimums, or the level offset) come from one `vpdpwssd` per pair of groups
-//! with the activations' group sums (Q8_K's `bsums`). Per super-block the two integer sums
-//! are scaled in f32, as the row kernels do:
+//! values the integer sums are weighed by the group's scale (`vpmulld`). The minimums' terms
+//! come from one `vpdpwssd` per pair of groups with the activations' group sums (Q8_K's
+//! `bsums`); the types with a level offset (Q3_K, Q6_K, the i-quants) multiply signed levels
+//! by the activations plus 128 instead and take off one sum per row and super-block
+//! ([`band_group`]). Per super-block the integer sums are scaled in f32, as the row kernels
+//! do:
 //!
 //! `dot = fma(r, yd, dot)`, `r` the super-block's sums scaled by the weight's factors.
 //!
@@ -30,9 +32,8 @@
 //! from the row kernels' by f32 rounding.
 
 use std::arch::x86_64::*;
-use std::mem::offset_of;
 
-use super::kquant_x86::KUnpack;
+use super::kquant_x86::{KUnpack, Unpacked};
 use super::x86::prefetch_into;
 use crate::quants::BlockQ8K;
 use crate::QK_K;
@@ -47,20 +48,25 @@ pub(crate) const GROUP: usize = 16;
 pub(super) const QUADS: usize = QK_K / 4;
 
 /// The activation tile of one super-block and one column group: the levels as `QUADS` rows of
-/// [`GROUP`] little-endian u32 (four levels of each column), then the group sums as 8 rows of
-/// [`GROUP`] pairs of i16 (groups 2p and 2p + 1 of each column), then the columns' scales as
-/// f32.
+/// [`GROUP`] little-endian u32 (four levels of each column; offset by 128 in the tiles of
+/// [`pack_act_biased`]), then the group sums as 8 rows of [`GROUP`] pairs of i16 (groups 2p
+/// and 2p + 1 of each column), the sums of 32 values as 4 rows of [`GROUP`] pairs of i16
+/// (values 64q..64q + 32 and 64q + 32..64q + 64), then the columns' scales as f32.
 pub(super) const ACT_BLOCK: usize = ACT_D + GROUP * 4;
 /// Offset of the group-sum pairs in an activation tile.
 pub(super) const ACT_BSUMS: usize = QUADS * GROUP * 4;
+/// Offset of the pairs of 32-value sums in an activation tile.
+const ACT_BSUMS32: usize = ACT_BSUMS + 8 * GROUP * 4;
 /// Offset of the scales in an activation tile.
-pub(super) const ACT_D: usize = ACT_BSUMS + 8 * GROUP * 4;
+pub(super) const ACT_D: usize = ACT_BSUMS32 + 4 * GROUP * 4;
 
-/// The band's unpacked super-block `i`: each row's levels as `QK_K` bytes, then each row's 16
-/// group scales as i32 in [`Unpacked::scales`](super::kquant_x86::Unpacked)'s order (see
-/// [`scale_lane`]), each row's 8 correction pairs (i16 pairs, groups 2p and 2p + 1, as
-/// `Unpacked::corr` holds them), the rows' `d` and their `corr_d` as f32.
-const BAND_BLOCK: usize = BAND_CD + BAND * 4;
+/// The band's unpacked super-block `i`: each row's levels as `QK_K` bytes (less the type's
+/// level offset, as i8, for the types with one), then each row's 16 group scales as i32 in
+/// [`Unpacked::scales`](super::kquant_x86::Unpacked)'s order (see [`scale_lane`]), each row's
+/// 8 correction pairs (i16 pairs, groups 2p and 2p + 1, as `Unpacked::corr` holds them; for
+/// the types with one minimum per 32 values, 4 pairs of those), the rows' `d`, their `corr_d`
+/// as f32, and their bias sums (see [`band_group`]) as i32.
+const BAND_BLOCK: usize = BAND_BIAS + BAND * 4;
 /// Offset of the group scales in a band's super-block.
 const BAND_SC: usize = BAND * QK_K;
 /// Offset of the correction pairs.
@@ -69,6 +75,8 @@ const BAND_CP: usize = BAND_SC + BAND * 16 * 4;
 const BAND_D: usize = BAND_CP + 8 * BAND * 4;
 /// Offset of the correction factors.
 const BAND_CD: usize = BAND_D + BAND * 4;
+/// Offset of the bias sums.
+const BAND_BIAS: usize = BAND_CD + BAND * 4;
 
 /// Where group `g`'s scale is among a row's 16: the even groups first.
 pub(super) const fn scale_lane(g: usize) -> usize {
@@ -85,45 +93,56 @@ pub(crate) fn band_bytes(k: usize) -> usize {
     k / QK_K * BAND_BLOCK
 }
 
-/// Lays out `cols` activation rows `a` (Q8_K, back to back, whole rows) as the tiles
-/// [`band_dots`] reads, column group by column group, super-block by super-block; the columns
-/// past `cols` in the last group are zero (they give zero, and are not read back).
+/// Lays out `cols` activation rows `a` (Q8_K, back to back, whole rows) as the tiles the
+/// band products of the types with minimums read, column group by column group, super-block
+/// by super-block (also those of the AVX2 and AMX kernels); the columns past `cols` in the
+/// last group are zero (they give zero, and are not read back).
 ///
 /// # Panics
 /// If `tile` is shorter than [`act_tile_bytes`] (a planning error).
 pub(crate) fn pack_act(a: &[u8], cols: usize, tile: &mut [u8]) {
+    pack_levels::<0>(a, cols, tile);
+}
+
+/// [`pack_act`] with every level offset by 128 (unsigned, for `vpdpbusd`): the tiles that
+/// [`band_dots`] reads for the types with a level offset.
+///
+/// # Panics
+/// If `tile` is shorter than [`act_tile_bytes`] (a planning error).
+pub(crate) fn pack_act_biased(a: &[u8], cols: usize, tile: &mut [u8]) {
+    pack_levels::<0x80>(a, cols, tile);
+}
+
+/// [`pack_act`] with every level byte XORed with `FLIP`.
+fn pack_levels<const FLIP: u8>(a: &[u8], cols: usize, tile: &mut [u8]) {
     let nb = a.len() / cols.max(1) / size_of::<BlockQ8K>();
-    let stride = nb * size_of::<BlockQ8K>();
-    let (qs, bsums, d) = (
-        offset_of!(BlockQ8K, qs),
-        offset_of!(BlockQ8K, bsums),
-        offset_of!(BlockQ8K, d),
-    );
+    let blocks: &[BlockQ8K] = bytemuck::cast_slice(&a[..cols * nb * size_of::<BlockQ8K>()]);
     let tiles = tile[..act_tile_bytes(nb * QK_K, cols)].chunks_exact_mut(ACT_BLOCK);
     for (n, t) in tiles.enumerate() {
         let (g, i) = (n / nb, n % nb);
-        for j in 0..GROUP {
-            let col = g * GROUP + j;
-            let at = |off: usize, len: usize, stride_in: usize, t: &mut [u8]| {
-                for r in 0..len {
-                    let dst = &mut t[off + (r * GROUP + j) * 4..][..4];
-                    if col < cols {
-                        let src = col * stride + i * size_of::<BlockQ8K>() + stride_in + 4 * r;
-                        dst.copy_from_slice(&a[src..src + 4]);
-                    } else {
-                        dst.fill(0);
-                    }
+        t.fill(0);
+        for j in 0..GROUP.min(cols.saturating_sub(g * GROUP)) {
+            let y = &blocks[(g * GROUP + j) * nb + i];
+            let qs: &[u8] = bytemuck::cast_slice(&y.qs);
+            for (q, four) in qs.chunks_exact(4).enumerate() {
+                for (dst, &v) in t[(q * GROUP + j) * 4..][..4].iter_mut().zip(four) {
+                    *dst = v ^ FLIP;
                 }
-            };
-            at(0, QUADS, qs, t);
-            at(ACT_BSUMS, 8, bsums, t);
-            let dst = &mut t[ACT_D + 4 * j..][..4];
-            if col < cols {
-                let src = col * stride + i * size_of::<BlockQ8K>() + d;
-                dst.copy_from_slice(&a[src..src + 4]);
-            } else {
-                dst.fill(0);
             }
+            let bs = y.bsums.map(|b| b.get());
+            let pair = |t: &mut [u8], at: usize, lo: i16, hi: i16| {
+                t[at + 4 * j..][..2].copy_from_slice(&lo.to_le_bytes());
+                t[at + 4 * j + 2..][..2].copy_from_slice(&hi.to_le_bytes());
+            };
+            for p in 0..8 {
+                pair(t, ACT_BSUMS + p * GROUP * 4, bs[2 * p], bs[2 * p + 1]);
+            }
+            for q in 0..4 {
+                // at most 32 · 128 in magnitude
+                let (lo, hi) = (bs[4 * q] + bs[4 * q + 1], bs[4 * q + 2] + bs[4 * q + 3]);
+                pair(t, ACT_BSUMS32 + q * GROUP * 4, lo, hi);
+            }
+            t[ACT_D + 4 * j..][..4].copy_from_slice(&y.d.get().to_le_bytes());
         }
     }
 }
@@ -131,31 +150,109 @@ pub(crate) fn pack_act(a: &[u8], cols: usize, tile: &mut [u8]) {
 /// Unpacks [`BAND`] weight rows into `band` as [`BAND_BLOCK`] describes.
 ///
 /// # Safety
-/// The CPU must have AVX2 and F16C; every row holds `band.len() / BAND_BLOCK` super-blocks.
+/// The CPU must have [`super::Isa::Avx512`]'s features; every row holds
+/// `band.len() / BAND_BLOCK` super-blocks.
 #[inline(always)]
 unsafe fn unpack_band<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
+    let offset = B::LEVEL_OFFSET != 0;
     for (t, row) in w.iter().enumerate() {
         let blocks: &[B] = bytemuck::cast_slice(row);
         for (x, out) in blocks.iter().zip(band.chunks_exact_mut(BAND_BLOCK)) {
             // SAFETY: forwarded from the caller; the stores write 32 bytes inside the row's
             // QK_K levels, its 64 bytes of scales and its 32 of correction pairs.
-            let (d, corr_d) = unsafe {
+            let (d, corr_d, bias) = unsafe {
                 let u = x.unpack();
+                // the level offset as a byte (128 wraps to −128: the same subtraction)
+                let off = _mm256_set1_epi8(B::LEVEL_OFFSET as u8 as i8);
                 for (c, lv) in u.levels.iter().enumerate() {
                     let dst = out[t * QK_K + 32 * c..][..32].as_mut_ptr() as *mut __m256i;
-                    _mm256_storeu_si256(dst, *lv);
+                    let lv = if offset {
+                        _mm256_sub_epi8(*lv, off)
+                    } else {
+                        *lv
+                    };
+                    _mm256_storeu_si256(dst, lv);
                 }
                 let sc = out[BAND_SC + t * 64..][..64].as_mut_ptr() as *mut __m256i;
                 _mm256_storeu_si256(sc, _mm256_cvtepi16_epi32(_mm256_castsi256_si128(u.scales)));
                 let hi = _mm256_extracti128_si256::<1>(u.scales);
                 _mm256_storeu_si256(sc.add(1), _mm256_cvtepi16_epi32(hi));
                 let cp = out[BAND_CP + t * 32..][..32].as_mut_ptr() as *mut __m256i;
-                _mm256_storeu_si256(cp, u.corr);
-                (u.d, u.corr_d)
+                let bias = if offset {
+                    bias_sum::<B>(&u)
+                } else {
+                    // the types with one minimum per 32 values: their 8 minimums (every other
+                    // group's) as 4 pairs in the first 16 bytes
+                    let corr = if B::PAIRED {
+                        every_other_i16(u.corr)
+                    } else {
+                        u.corr
+                    };
+                    _mm256_storeu_si256(cp, corr);
+                    0
+                };
+                (u.d, u.corr_d, bias)
             };
             out[BAND_D + 4 * t..][..4].copy_from_slice(&d.to_le_bytes());
             out[BAND_CD + 4 * t..][..4].copy_from_slice(&corr_d.to_le_bytes());
+            out[BAND_BIAS + 4 * t..][..4].copy_from_slice(&bias.to_le_bytes());
         }
+    }
+}
+
+/// The bias sum of super-block `u` of a type with a level offset: `128 · Σ scale·(level −
+/// offset)` over its 256 values, what the activations' offset of 128 ([`pack_act_biased`])
+/// adds to the scaled sums. Its group scales are `u.corr` (they are the correction weights of
+/// these types) and fit in i8.
+///
+/// # Safety
+/// The CPU must have [`super::Isa::Avx512`]'s features.
+#[allow(clippy::incompatible_msrv)]
+#[inline(always)]
+unsafe fn bias_sum<B: KUnpack>(u: &Unpacked) -> i32 {
+    // SAFETY: register operations; the caller has the features.
+    let (level_dot, scale_sum) = unsafe {
+        let scales = _mm256_broadcastsi128_si256(_mm256_cvtepi16_epi8(u.corr));
+        let mut dot = _mm256_setzero_si256();
+        for (c, lv) in u.levels.iter().enumerate() {
+            // bytes 0..16 of register c are group 2c's values, bytes 16..32 group 2c + 1's
+            let pick = _mm256_set_m128i(_mm_set1_epi8(2 * c as i8 + 1), _mm_set1_epi8(2 * c as i8));
+            dot = _mm256_dpbusd_epi32(dot, *lv, _mm256_shuffle_epi8(scales, pick));
+        }
+        let sum16 = _mm256_madd_epi16(u.corr, _mm256_set1_epi16(1));
+        (hsum_i32(dot), hsum_i32(sum16))
+    };
+    // |Σ scale·(level − offset)| ≤ 256 · 128 · 128: the product fits in i32
+    128 * (level_dot - 16 * B::LEVEL_OFFSET * scale_sum)
+}
+
+/// The sum of `v`'s eight i32 lanes.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn hsum_i32(v: __m256i) -> i32 {
+    // SAFETY: register operations; the caller has AVX2.
+    unsafe {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s)))
+    }
+}
+
+/// i16 lanes 0, 2, 4, .., 14 of `v` in its first 16 bytes (the rest undefined).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn every_other_i16(v: __m256i) -> __m256i {
+    // SAFETY: register operations; the caller has AVX2.
+    unsafe {
+        let pick = _mm256_set_epi8(
+            -1, -1, -1, -1, -1, -1, -1, -1, 13, 12, 9, 8, 5, 4, 1, 0, //
+            -1, -1, -1, -1, -1, -1, -1, -1, 13, 12, 9, 8, 5, 4, 1, 0,
+        );
+        _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(v, pick))
     }
 }
 
@@ -166,9 +263,16 @@ unsafe fn unpack_band<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
 /// accumulator chains, `G` = 2 takes a broadcast load per two `vpdpbusd` (the loads, not the
 /// multiply-adds, bound one group's pass). The f32 steps per super-block are those of GGML's
 /// tiled k-quant MUL_MAT (`ggml-cpu/tiled`, its AVX-512 VNNI micro tile, which GGML takes for
-/// batches of 8 columns or more): `r = f32(Σ scale·level·y + offset·Σ scale·bsum) · d` for
-/// the types with a level offset, `r = fma(−dmin, f32(Σ min·bsum), f32(Σ scale·level·y) · d)`
-/// for those with minimums, then `acc = fma(r, yd, acc)` — so every output is GGML's bits.
+/// batches of 8 columns or more): `r = f32(Σ scale·(level − offset)·y) · d` for the types
+/// with a level offset, `r = fma(−dmin, f32(Σ min·bsum), f32(Σ scale·level·y) · d)` for those
+/// with minimums, then `acc = fma(r, yd, acc)` — so every output is GGML's bits.
+///
+/// The types with a level offset multiply their levels less the offset (signed) by the
+/// activations plus 128 (unsigned, [`pack_act_biased`]), and take off the row's bias sum
+/// (`128 · Σ scale·(level − offset)`, [`bias_sum`]) once per super-block, where the
+/// offset would need a correction through the activations' group sums per row and column
+/// (a `vpdpwssd` per two groups). The types with minimums take those through the group sums:
+/// of 32 values where one minimum weighs 32 (a `vpdpwssd` per 64 values), else of 16.
 ///
 /// With `next`, super-block `i` of each of those rows (the next band's weights) is prefetched
 /// into L2 with super-block `i` of this band.
@@ -189,6 +293,7 @@ unsafe fn band_group<B: KUnpack, const R: usize, const G: usize>(
     debug_assert!(r0 + R <= BAND && band.len() >= nb * BAND_BLOCK);
     debug_assert!(tiles.iter().all(|t| t.len() >= nb * ACT_BLOCK));
     let quads_per_group = if B::PAIRED { 8 } else { 4 };
+    let offset = B::LEVEL_OFFSET != 0;
     // SAFETY: every read is inside super-block i's BAND_BLOCK bytes of `band` (rows r0..r0 +
     // R, within the band) or ACT_BLOCK bytes of a tile (unaligned loads); the caller has the
     // CPU features.
@@ -217,7 +322,11 @@ unsafe fn band_group<B: KUnpack, const R: usize, const G: usize>(
                     for (t, p) in part.iter_mut().enumerate() {
                         let x = _mm512_set1_epi32(word(bb, (r0 + t) * QUADS + q));
                         for (p, y) in p.iter_mut().zip(y) {
-                            *p = _mm512_dpbusd_epi32(*p, x, y);
+                            *p = if offset {
+                                _mm512_dpbusd_epi32(*p, y, x)
+                            } else {
+                                _mm512_dpbusd_epi32(*p, x, y)
+                            };
                         }
                     }
                 }
@@ -234,11 +343,26 @@ unsafe fn band_group<B: KUnpack, const R: usize, const G: usize>(
             let factor = |off: usize, t: usize| {
                 _mm512_set1_ps((bb.add(off + 4 * (r0 + t)) as *const f32).read_unaligned())
             };
+            if offset {
+                for (t, (a, s)) in acc.iter_mut().zip(sums).enumerate() {
+                    let bias = _mm512_set1_epi32(word(bb.add(BAND_BIAS), r0 + t));
+                    for (a, (s, yd)) in a.iter_mut().zip(s.into_iter().zip(yd)) {
+                        let s = _mm512_cvtepi32_ps(_mm512_sub_epi32(s, bias));
+                        *a = _mm512_fmadd_ps(_mm512_mul_ps(s, factor(BAND_D, t)), yd, *a);
+                    }
+                }
+                continue;
+            }
+            // the group-sum pairs and their count
+            let (at, pairs) = if B::PAIRED {
+                (ACT_BSUMS32, 4)
+            } else {
+                (ACT_BSUMS, 8)
+            };
             let mut corr = [[_mm512_setzero_si512(); G]; R];
-            for p in 0..8 {
-                let y = tb.map(|tb| {
-                    _mm512_loadu_si512(tb.add(ACT_BSUMS + p * GROUP * 4) as *const __m512i)
-                });
+            for p in 0..pairs {
+                let y =
+                    tb.map(|tb| _mm512_loadu_si512(tb.add(at + p * GROUP * 4) as *const __m512i));
                 for (t, c) in corr.iter_mut().enumerate() {
                     let w = _mm512_set1_epi32(word(bb.add(BAND_CP), (r0 + t) * 8 + p));
                     for (c, y) in c.iter_mut().zip(y) {
@@ -248,14 +372,8 @@ unsafe fn band_group<B: KUnpack, const R: usize, const G: usize>(
             }
             for (t, (a, (s, c))) in acc.iter_mut().zip(sums.into_iter().zip(corr)).enumerate() {
                 for (g, a) in a.iter_mut().enumerate() {
-                    let r = if B::LEVEL_OFFSET != 0 {
-                        let off = _mm512_set1_epi32(-B::LEVEL_OFFSET);
-                        let s = _mm512_add_epi32(s[g], _mm512_mullo_epi32(c[g], off));
-                        _mm512_mul_ps(_mm512_cvtepi32_ps(s), factor(BAND_D, t))
-                    } else {
-                        let m = _mm512_mul_ps(_mm512_cvtepi32_ps(s[g]), factor(BAND_D, t));
-                        _mm512_fmadd_ps(factor(BAND_CD, t), _mm512_cvtepi32_ps(c[g]), m)
-                    };
+                    let m = _mm512_mul_ps(_mm512_cvtepi32_ps(s[g]), factor(BAND_D, t));
+                    let r = _mm512_fmadd_ps(factor(BAND_CD, t), _mm512_cvtepi32_ps(c[g]), m);
                     *a = _mm512_fmadd_ps(r, yd[g], *a);
                 }
             }
@@ -269,8 +387,8 @@ unsafe fn band_group<B: KUnpack, const R: usize, const G: usize>(
 }
 
 /// The band products ([`super::BandDot`]): unpacks the [`BAND`] weight rows `w` into
-/// `scratch`, then dots them with the column groups of `tile` (made by [`pack_act`] for
-/// `out[t].len()` columns), setting `out[t][j]`: two groups at a time in two passes of half
+/// `scratch`, then dots them with the column groups of `tile` (made for `out[t].len()`
+/// columns by [`pack_act_biased`] for the types with a level offset, else by [`pack_act`]), setting `out[t][j]`: two groups at a time in two passes of half
 /// the rows ([`band_group`]), a last odd group in one pass of the whole band.
 ///
 /// # Safety

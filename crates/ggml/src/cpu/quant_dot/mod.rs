@@ -788,17 +788,29 @@ where
         ),
         Isa::Scalar => (row_dots_scalar::<B>, None),
     };
-    let band = |scratch_bytes: fn(usize) -> usize, dots: BandFn| {
+    let band = |pack: PackFn, scratch_bytes: fn(usize) -> usize, dots: BandFn| {
         Some(BandDot {
-            pack: kquant_tile::pack_act,
+            pack,
             tile_bytes: kquant_tile::act_tile_bytes,
             scratch_bytes,
             dots,
         })
     };
     let band = match isa {
-        Isa::Avx512 => band(kquant_tile::band_bytes, kquant_tile::band_dots::<B>),
-        Isa::Avx2 => band(band_avx2::k_band_bytes, band_avx2::k_band_dots::<B>),
+        Isa::Avx512 => band(
+            if B::LEVEL_OFFSET != 0 {
+                kquant_tile::pack_act_biased
+            } else {
+                kquant_tile::pack_act
+            },
+            kquant_tile::band_bytes,
+            kquant_tile::band_dots::<B>,
+        ),
+        Isa::Avx2 => band(
+            kquant_tile::pack_act,
+            band_avx2::k_band_bytes,
+            band_avx2::k_band_dots::<B>,
+        ),
         Isa::Scalar => None,
     };
     QuantDot {

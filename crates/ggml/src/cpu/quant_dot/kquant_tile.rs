@@ -168,6 +168,11 @@ unsafe fn unpack_band<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
                     let dst = out[t * QK_K + 32 * c..][..32].as_mut_ptr() as *mut __m256i;
                     let lv = if offset {
                         _mm256_sub_epi8(*lv, off)
+                    } else if B::SCALED_LEVELS {
+                        // groups 2c and 2c + 1's scales (i16) in the low and high lanes: each
+                        // byte's product fits in it, so the 16-bit multiply is two byte ones
+                        let pick = _mm256_set1_epi16((((2 * c + 1) << 8) | 2 * c) as i16);
+                        _mm256_mullo_epi16(*lv, _mm256_shuffle_epi8(u.scales, pick))
                     } else {
                         *lv
                     };
@@ -329,6 +334,14 @@ unsafe fn band_group<B: KUnpack, const R: usize, const G: usize>(
                             };
                         }
                     }
+                }
+                if B::SCALED_LEVELS {
+                    for (s, p) in sums.iter_mut().zip(part) {
+                        for (s, p) in s.iter_mut().zip(p) {
+                            *s = _mm512_add_epi32(*s, p);
+                        }
+                    }
+                    continue;
                 }
                 // group g's scale (for PAIRED, that of its first group of 16)
                 let lane = scale_lane(if B::PAIRED { 2 * g } else { g });

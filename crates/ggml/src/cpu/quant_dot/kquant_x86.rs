@@ -81,6 +81,10 @@ pub(super) trait KUnpack: KCombine {
     /// products take their magnitudes with the activations' signs flipped instead, and need
     /// no correction.
     const SIGNED: bool = false;
+    /// Whether every level times its group's scale fits in a byte (Q2_K: 3 · 15), so that the
+    /// AVX-512 band products multiply the levels by their scales when they unpack them and
+    /// need no multiply per group and column.
+    const SCALED_LEVELS: bool = false;
     /// The block unpacked.
     ///
     /// # Safety
@@ -373,6 +377,8 @@ impl KUnpack for BlockQ2K {
     const PAIRED: bool = false;
     const LEVEL_OFFSET: i32 = 0;
     const MAX_LEVEL: u8 = 3;
+    // levels below 4 times four-bit scales
+    const SCALED_LEVELS: bool = true;
     const AVX512_GFNI: Option<(super::RowDot, super::TileDot)> = zmm_gfni::<Self>();
     #[inline(always)]
     unsafe fn unpack(&self) -> Unpacked {

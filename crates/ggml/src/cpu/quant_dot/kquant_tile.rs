@@ -218,12 +218,17 @@ unsafe fn bias_sum<B: KUnpack>(u: &Unpacked) -> i32 {
     // SAFETY: register operations; the caller has the features.
     let (level_dot, scale_sum) = unsafe {
         let scales = _mm256_broadcastsi128_si256(_mm256_cvtepi16_epi8(u.corr));
-        let mut dot = _mm256_setzero_si256();
+        // four chains: one would wait on each vpdpbusd's latency
+        let mut dot = [_mm256_setzero_si256(); 4];
         for (c, lv) in u.levels.iter().enumerate() {
             // bytes 0..16 of register c are group 2c's values, bytes 16..32 group 2c + 1's
             let pick = _mm256_set_m128i(_mm_set1_epi8(2 * c as i8 + 1), _mm_set1_epi8(2 * c as i8));
-            dot = _mm256_dpbusd_epi32(dot, *lv, _mm256_shuffle_epi8(scales, pick));
+            dot[c % 4] = _mm256_dpbusd_epi32(dot[c % 4], *lv, _mm256_shuffle_epi8(scales, pick));
         }
+        let dot = _mm256_add_epi32(
+            _mm256_add_epi32(dot[0], dot[1]),
+            _mm256_add_epi32(dot[2], dot[3]),
+        );
         let sum16 = _mm256_madd_epi16(u.corr, _mm256_set1_epi16(1));
         (hsum_i32(dot), hsum_i32(sum16))
     };

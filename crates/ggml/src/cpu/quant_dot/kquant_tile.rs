@@ -12,9 +12,10 @@
 //! broadcast serves two `vpdpbusd` (a pass of eight rows against one group is bound by the
 //! broadcast loads, not the multiply-adds); an odd last group takes the whole band in one
 //! pass. While the first pass runs, the next band's weight rows are prefetched into L2. The
-//! weight rows are unpacked once per band into bytes (levels 0..64) with their group scales
-//! as i32; per group of 16 (or 32, for Q4_K and Q5_K, whose scales come in equal pairs)
-//! values the integer sums are weighed by the group's scale (`vpmulld`). The minimums' terms
+//! weight rows are unpacked once per band into bytes (the levels, less the level offset for
+//! the types with one, times the scales for Q2_K) with their group scales as i32; per group
+//! of 16 (or 32, for Q4_K and Q5_K, whose scales come in equal pairs) values the integer sums
+//! are weighed by the group's scale (`vpmulld`, but for Q2_K). The minimums' terms
 //! come from one `vpdpwssd` per pair of groups with the activations' group sums (Q8_K's
 //! `bsums`); the types with a level offset (Q3_K, Q6_K, the i-quants) multiply signed levels
 //! by the activations plus 128 instead and take off one sum per row and super-block
@@ -105,7 +106,8 @@ pub(crate) fn pack_act(a: &[u8], cols: usize, tile: &mut [u8]) {
 }
 
 /// [`pack_act`] with every level offset by 128 (unsigned, for `vpdpbusd`): the tiles that
-/// [`band_dots`] reads for the types with a level offset.
+/// [`band_dots`] reads for the types with a level offset (the zero columns past `cols` give
+/// values that are not read back).
 ///
 /// # Panics
 /// If `tile` is shorter than [`act_tile_bytes`] (a planning error).
@@ -207,8 +209,7 @@ unsafe fn unpack_band<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
 
 /// The bias sum of super-block `u` of a type with a level offset: `128 · Σ scale·(level −
 /// offset)` over its 256 values, what the activations' offset of 128 ([`pack_act_biased`])
-/// adds to the scaled sums. Its group scales are `u.corr` (they are the correction weights of
-/// these types) and fit in i8.
+/// adds to the scaled sums. Its group scales fit in i8.
 ///
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features.
@@ -217,19 +218,20 @@ unsafe fn unpack_band<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
 unsafe fn bias_sum<B: KUnpack>(u: &Unpacked) -> i32 {
     // SAFETY: register operations; the caller has the features.
     let (level_dot, scale_sum) = unsafe {
-        let scales = _mm256_broadcastsi128_si256(_mm256_cvtepi16_epi8(u.corr));
         // four chains: one would wait on each vpdpbusd's latency
         let mut dot = [_mm256_setzero_si256(); 4];
         for (c, lv) in u.levels.iter().enumerate() {
-            // bytes 0..16 of register c are group 2c's values, bytes 16..32 group 2c + 1's
-            let pick = _mm256_set_m128i(_mm_set1_epi8(2 * c as i8 + 1), _mm_set1_epi8(2 * c as i8));
-            dot[c % 4] = _mm256_dpbusd_epi32(dot[c % 4], *lv, _mm256_shuffle_epi8(scales, pick));
+            // bytes 0..16 of register c are group 2c's values, bytes 16..32 group 2c + 1's;
+            // i16 lane c of the scales' low half is group 2c's scale, of the high half group
+            // 2c + 1's, and the scale is its low byte (one in-lane shuffle, no permute)
+            let scales = _mm256_shuffle_epi8(u.scales, _mm256_set1_epi8(2 * c as i8));
+            dot[c % 4] = _mm256_dpbusd_epi32(dot[c % 4], *lv, scales);
         }
         let dot = _mm256_add_epi32(
             _mm256_add_epi32(dot[0], dot[1]),
             _mm256_add_epi32(dot[2], dot[3]),
         );
-        let sum16 = _mm256_madd_epi16(u.corr, _mm256_set1_epi16(1));
+        let sum16 = _mm256_madd_epi16(u.scales, _mm256_set1_epi16(1));
         (hsum_i32(dot), hsum_i32(sum16))
     };
     // |Σ scale·(level − offset)| ≤ 256 · 128 · 128: the product fits in i32
@@ -406,8 +408,9 @@ unsafe fn band_group<B: KUnpack, const R: usize, const G: usize>(
 
 /// The band products ([`super::BandDot`]): unpacks the [`BAND`] weight rows `w` into
 /// `scratch`, then dots them with the column groups of `tile` (made for `out[t].len()`
-/// columns by [`pack_act_biased`] for the types with a level offset, else by [`pack_act`]), setting `out[t][j]`: two groups at a time in two passes of half
-/// the rows ([`band_group`]), a last odd group in one pass of the whole band.
+/// columns by [`pack_act_biased`] for the types with a level offset, else by [`pack_act`]),
+/// setting `out[t][j]`: two groups at a time in two passes of half the rows
+/// ([`band_group`]), a last odd group in one pass of the whole band.
 ///
 /// # Safety
 /// The CPU must have [`super::Isa::Avx512`]'s features; the rows of `w` have equal lengths of

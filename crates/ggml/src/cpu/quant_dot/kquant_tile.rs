@@ -173,7 +173,7 @@ unsafe fn unpack_band<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
                     } else if B::SCALED_LEVELS {
                         // groups 2c and 2c + 1's scales (i16) in the low and high lanes: each
                         // byte's product fits in it, so the 16-bit multiply is two byte ones
-                        let pick = _mm256_set1_epi16((((2 * c + 1) << 8) | 2 * c) as i16);
+                        let pick = _mm256_set1_epi16((((2 * c + 1) << 8) | (2 * c)) as i16);
                         _mm256_mullo_epi16(*lv, _mm256_shuffle_epi8(u.scales, pick))
                     } else {
                         *lv

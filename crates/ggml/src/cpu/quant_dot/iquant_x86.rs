@@ -52,6 +52,18 @@ pub(super) trait SignedGroups: KCombine {
     /// # Safety
     /// The CPU must have AVX2.
     unsafe fn decode_group(&self, g: usize) -> (__m256i, __m256i);
+    /// Values 32g..32g + 32 as i8 (for the band products' unpacking).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[inline(always)]
+    unsafe fn values(&self, g: usize) -> __m256i {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            let (magnitudes, signs) = self.decode_group(g);
+            _mm256_sign_epi8(magnitudes, signs)
+        }
+    }
     /// The scale of each 16 values.
     fn scales(&self) -> [i16; QK_K / 16];
     /// The scales as the row dots take them.
@@ -121,7 +133,15 @@ impl SignedGroups for BlockIq4Xs {
     #[inline(always)]
     unsafe fn decode_group(&self, g: usize) -> (__m256i, __m256i) {
         // SAFETY: forwarded from the caller.
-        unsafe { iq4xs_group(self, g) }
+        unsafe {
+            let values = iq4xs_values(self, g);
+            (_mm256_abs_epi8(values), values)
+        }
+    }
+    #[inline(always)]
+    unsafe fn values(&self, g: usize) -> __m256i {
+        // SAFETY: forwarded from the caller.
+        unsafe { iq4xs_values(self, g) }
     }
     #[inline(always)]
     fn scales(&self) -> [i16; QK_K / 16] {
@@ -450,14 +470,13 @@ unsafe fn shifted(points: [u64; 4], shifts: u16) -> (__m256i, __m256i) {
     (_mm256_abs_epi8(values), values)
 }
 
-/// Group `g` of IQ4_XS block `x` decoded ([`SignedGroups::decode_group`]): its signed table
-/// values.
+/// Group `g` of IQ4_XS block `x`: its table values ([`SignedGroups::values`]).
 ///
 /// # Safety
 /// The CPU must have AVX2.
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn iq4xs_group(x: &BlockIq4Xs, g: usize) -> (__m256i, __m256i) {
+unsafe fn iq4xs_values(x: &BlockIq4Xs, g: usize) -> __m256i {
     // SAFETY: the loads read the table's 16 bytes and 16 of `qs`'s 128.
     unsafe {
         let table = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
@@ -466,8 +485,7 @@ unsafe fn iq4xs_group(x: &BlockIq4Xs, g: usize) -> (__m256i, __m256i) {
         // byte i: value i in its low nibble, value i + 16 in its high one
         let lo = _mm_shuffle_epi8(table, _mm_and_si128(q, low4));
         let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16::<4>(q), low4));
-        let values = _mm256_set_m128i(hi, lo);
-        (_mm256_abs_epi8(values), values)
+        _mm256_set_m128i(hi, lo)
     }
 }
 
@@ -488,8 +506,7 @@ unsafe fn band_unpack<B: SignedGroups>(x: &B) -> Unpacked {
         let d = half(x.d()) * B::FACTOR;
         let mut levels = [_mm256_setzero_si256(); 8];
         for (g, l) in levels.iter_mut().enumerate() {
-            let (magnitudes, signs) = x.decode_group(g);
-            *l = _mm256_xor_si256(_mm256_sign_epi8(magnitudes, signs), offset);
+            *l = _mm256_xor_si256(x.values(g), offset);
         }
         Unpacked {
             levels,

@@ -218,6 +218,12 @@ unsafe fn unpack_band<B: KUnpack>(w: [&[u8]; BAND], band: &mut [u8]) {
 unsafe fn bias_sum<B: KUnpack>(u: &Unpacked) -> i32 {
     // SAFETY: register operations; the caller has the features.
     let (level_dot, scale_sum) = unsafe {
+        debug_assert!(
+            std::mem::transmute::<__m256i, [i16; 16]>(u.scales)
+                .iter()
+                .all(|&s| s == s as i8 as i16),
+            "a group scale outside i8"
+        );
         // four chains: one would wait on each vpdpbusd's latency
         let mut dot = [_mm256_setzero_si256(); 4];
         for (c, lv) in u.levels.iter().enumerate() {

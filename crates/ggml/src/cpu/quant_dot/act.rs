@@ -104,6 +104,7 @@ fn reference<B: bytemuck::Pod>(ty: Type, x: &[f32], y: &mut B) {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
+    use super::super::x86::hsum_i32;
     use super::{reference, BlockQ8K, BlockQ8_0, BlockQ8_1, Type};
     use crate::quants::PackedF16;
     use crate::QK_K;
@@ -128,18 +129,6 @@ mod avx2 {
             let h = _mm_max_ps(h, _mm_movehl_ps(h, h));
             let h = _mm_max_ss(h, _mm_movehdup_ps(h));
             _mm_cvtss_f32(h)
-        }
-    }
-
-    /// The eight i32 lanes of `v` summed.
-    #[inline(always)]
-    unsafe fn hsum_i32(v: __m256i) -> i32 {
-        // SAFETY: register operations; the caller has AVX2.
-        unsafe {
-            let h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-            let h = _mm_add_epi32(h, _mm_shuffle_epi32::<0b01_00_11_10>(h));
-            let h = _mm_add_epi32(h, _mm_shuffle_epi32::<0b10_11_00_01>(h));
-            _mm_cvtsi128_si32(h)
         }
     }
 

@@ -23,7 +23,7 @@
 
 use std::arch::x86_64::*;
 
-use super::kquant_tile::{store_group, BAND, GROUP};
+use super::kquant_tile::{put_column_levels, store_group, BAND, GROUP};
 use super::x86::{half, prefetch_into, Act32, Simd32};
 
 /// Values per block.
@@ -86,12 +86,7 @@ fn pack_levels<A: Act32 + bytemuck::Pod, const FLIP: u8>(a: &[u8], cols: usize, 
         t.fill(0);
         for j in 0..GROUP.min(cols.saturating_sub(g * GROUP)) {
             let (d, qs) = blocks[(g * GROUP + j) * nb + i].parts();
-            let qb: &[u8] = bytemuck::cast_slice(qs);
-            for (q, four) in qb.chunks_exact(4).enumerate() {
-                for (dst, &v) in t[(q * GROUP + j) * 4..][..4].iter_mut().zip(four) {
-                    *dst = v ^ FLIP;
-                }
-            }
+            put_column_levels::<FLIP>(t, j, bytemuck::cast_slice(qs));
             let sum: i32 = qs.iter().map(|&v| v as i32).sum();
             t[ACT_SUM + 4 * j..][..4].copy_from_slice(&(-128 * sum).to_le_bytes());
             t[ACT_D + 4 * j..][..4].copy_from_slice(&d.to_f32().to_le_bytes());

@@ -35,7 +35,7 @@
 use std::arch::x86_64::*;
 
 use super::kquant_x86::{KUnpack, Unpacked};
-use super::x86::prefetch_into;
+use super::x86::{hsum_i32, prefetch_into};
 use crate::quants::BlockQ8K;
 use crate::QK_K;
 
@@ -125,12 +125,7 @@ fn pack_levels<const FLIP: u8>(a: &[u8], cols: usize, tile: &mut [u8]) {
         t.fill(0);
         for j in 0..GROUP.min(cols.saturating_sub(g * GROUP)) {
             let y = &blocks[(g * GROUP + j) * nb + i];
-            let qs: &[u8] = bytemuck::cast_slice(&y.qs);
-            for (q, four) in qs.chunks_exact(4).enumerate() {
-                for (dst, &v) in t[(q * GROUP + j) * 4..][..4].iter_mut().zip(four) {
-                    *dst = v ^ FLIP;
-                }
-            }
+            put_column_levels::<FLIP>(t, j, bytemuck::cast_slice(&y.qs));
             let bs = y.bsums.map(|b| b.get());
             let pair = |t: &mut [u8], at: usize, lo: i16, hi: i16| {
                 t[at + 4 * j..][..2].copy_from_slice(&lo.to_le_bytes());
@@ -145,6 +140,17 @@ fn pack_levels<const FLIP: u8>(a: &[u8], cols: usize, tile: &mut [u8]) {
                 pair(t, ACT_BSUMS32 + q * GROUP * 4, lo, hi);
             }
             t[ACT_D + 4 * j..][..4].copy_from_slice(&y.d.get().to_le_bytes());
+        }
+    }
+}
+
+/// Puts the levels `qs` of column `j` into activation tile `t` (from its start), four
+/// consecutive levels of each of [`GROUP`] columns per row of 16 u32, every byte XORed with
+/// `FLIP`: the level rows of this file's and `band32.rs`'s tiles.
+pub(super) fn put_column_levels<const FLIP: u8>(t: &mut [u8], j: usize, qs: &[u8]) {
+    for (q, four) in qs.chunks_exact(4).enumerate() {
+        for (dst, &v) in t[(q * GROUP + j) * 4..][..4].iter_mut().zip(four) {
+            *dst = v ^ FLIP;
         }
     }
 }
@@ -242,20 +248,6 @@ unsafe fn bias_sum<B: KUnpack>(u: &Unpacked) -> i32 {
     };
     // |Σ scale·(level − offset)| ≤ 256 · 128 · 128: the product fits in i32
     128 * (level_dot - 16 * B::LEVEL_OFFSET * scale_sum)
-}
-
-/// The sum of `v`'s eight i32 lanes.
-///
-/// # Safety
-/// The CPU must have AVX2.
-#[inline(always)]
-unsafe fn hsum_i32(v: __m256i) -> i32 {
-    // SAFETY: register operations; the caller has AVX2.
-    unsafe {
-        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-        _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s)))
-    }
 }
 
 /// i16 lanes 0, 2, 4, .., 14 of `v` in its first 16 bytes (the rest undefined).

@@ -150,6 +150,21 @@ pub(super) unsafe fn hsum(v: __m256) -> f32 {
     }
 }
 
+/// The eight i32 lanes of `v` summed (wrapping).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+pub(super) unsafe fn hsum_i32(v: __m256i) -> i32 {
+    // SAFETY: register operations; the caller has AVX2.
+    unsafe {
+        let h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let h = _mm_add_epi32(h, _mm_shuffle_epi32::<0b01_00_11_10>(h));
+        let h = _mm_add_epi32(h, _mm_shuffle_epi32::<0b10_11_00_01>(h));
+        _mm_cvtsi128_si32(h)
+    }
+}
+
 /// The four lanes of `h` summed as [`hsum`] sums its two halves' sum: lanes 0 + 2 and 1 + 3,
 /// then those two.
 ///
